@@ -1,0 +1,22 @@
+# make demo / make test create and reuse .venv, installing the project (and test extras) into it.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test fuzz clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/dml-lower demo
+
+test: $(STAMP)
+	DML_LOWER_STRICT=1 $(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

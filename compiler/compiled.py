@@ -1,0 +1,69 @@
+"""compile_model and the CompiledModel it returns."""
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+import numpy as np
+import onnx
+
+from ir import DEFAULT_LEVEL, FeatureLevel, Graph, parse_level
+
+from .frontend import (ModelLike, check_and_infer, graph_inputs, initializer_arrays, load_model,
+                       name_nodes, value_types)
+from .partition import Partition, Placement, partition
+
+
+class CompiledModel:
+    """A model lowered at one feature level: its IR graph, placement report and runners."""
+
+    def __init__(self, model: onnx.ModelProto, level: FeatureLevel, part: Partition) -> None:
+        self.model = model                        # checked, node-named, shape-inferred
+        self.feature_level = level
+        self.partition = part
+        self.types = value_types(model)
+        self.inputs = graph_inputs(model)
+        self.output_names = [o.name for o in model.graph.output]
+        self.initializers = initializer_arrays(model)
+        self._sessions: dict = {}
+
+    @property
+    def graph(self) -> Graph:
+        return self.partition.graph
+
+    @property
+    def placement(self) -> "list[Placement]":
+        return self.partition.placement
+
+    def to_dict(self) -> dict:
+        return {"feature_level": self.feature_level.name,
+                "placement": [p.to_dict() for p in self.placement],
+                "graph": self.graph.to_dict()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    def session(self, backend: str = "cpu", providers: "list[str] | None" = None):
+        key = (backend, tuple(providers or ()))
+        if key not in self._sessions:
+            if backend == "cpu":
+                from runtime.session import EmulatorSession
+                self._sessions[key] = EmulatorSession(self)
+            else:
+                from ir import DmlLowerError
+                raise DmlLowerError(f"unknown backend {backend!r}: this build runs 'cpu' (the emulator)")
+        return self._sessions[key]
+
+    def run(self, feeds: Mapping[str, object], backend: str = "cpu",
+            providers: "list[str] | None" = None, strict: "bool | None" = None) -> "dict[str, np.ndarray]":
+        """Execute on host feeds (name -> array); returns every graph output by name."""
+        return self.session(backend, providers).run(feeds, strict=strict)
+
+
+def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = DEFAULT_LEVEL) -> CompiledModel:
+    """Load, check, shape-infer, lower and partition `model` (a path, bytes or ModelProto)."""
+    level = parse_level(feature_level)
+    proto = load_model(model)
+    name_nodes(proto)
+    inferred = check_and_infer(proto)
+    return CompiledModel(inferred, level, partition(inferred, level))

@@ -1,0 +1,3 @@
+from . import write_all
+
+write_all()

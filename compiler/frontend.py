@@ -1,0 +1,136 @@
+"""Load, check and shape-infer an ONNX model; describe its nodes as plain data for the rules."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Union
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import helper, numpy_helper, shape_inference
+
+from ir import DmlLowerError
+from lowering import NodeInfo, TensorInfo
+
+ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def load_model(model: ModelLike) -> onnx.ModelProto:
+    """A private copy of the model, or DmlLowerError naming the file and what is wrong."""
+    if isinstance(model, onnx.ModelProto):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        return copy
+    if isinstance(model, (bytes, bytearray)):
+        what, data, base = "model bytes", bytes(model), None
+    else:
+        path = Path(model)
+        what = f"model file {str(path)!r}"
+        if not path.exists():
+            raise DmlLowerError(f"{what} does not exist")
+        if path.is_dir():
+            raise DmlLowerError(f"{what} is a directory, not an ONNX file")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise DmlLowerError(f"{what} cannot be read: {exc.strerror}") from None
+        base = str(path.parent)
+    if not data:
+        raise DmlLowerError(f"{what} is empty")
+    try:
+        proto = onnx.ModelProto()
+        proto.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise DmlLowerError(f"{what} is not an ONNX model (protobuf parse failed: {_first_line(exc)})") from None
+    if not proto.graph.node and not proto.graph.output and not proto.opset_import:
+        raise DmlLowerError(f"{what} is not an ONNX model (no graph, no opset import)")
+    if base is not None:
+        try:
+            onnx.load_external_data_for_model(proto, base)
+        except (OSError, ValueError) as exc:
+            raise DmlLowerError(f"{what}: external data cannot be loaded: {_first_line(exc)}") from None
+    return proto
+
+
+def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnx.checker then strict shape inference; either failure is one line naming the node."""
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        raise DmlLowerError(f"model fails the ONNX checker: {_first_line(exc)}") from None
+    try:
+        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except (shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+        raise DmlLowerError(f"ONNX shape inference failed: {' '.join(str(exc).split())}") from None
+
+
+def name_nodes(model: onnx.ModelProto) -> None:
+    """Give every unnamed node a stable unique name (op type and position)."""
+    seen = {n.name for n in model.graph.node if n.name}
+    for index, node in enumerate(model.graph.node):
+        if not node.name:
+            name = f"{node.op_type}_{index}"
+            while name in seen:
+                name += "_"
+            node.name = name
+            seen.add(name)
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            return opset.version
+    return 0
+
+
+def _shape_of(type_proto: onnx.TypeProto) -> Any:
+    tensor = type_proto.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    dims = []
+    for dim in tensor.shape.dim:
+        if dim.HasField("dim_value"):
+            dims.append(int(dim.dim_value))
+        elif dim.HasField("dim_param"):
+            dims.append(dim.dim_param)
+        else:
+            dims.append(None)
+    return tuple(dims)
+
+
+def value_types(model: onnx.ModelProto) -> "dict[str, TensorInfo]":
+    """Every tensor name the (inferred) graph knows: element type and shape."""
+    infos: "dict[str, TensorInfo]" = {}
+    graph = model.graph
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        if vi.type.HasField("tensor_type"):
+            infos[vi.name] = TensorInfo(vi.name, vi.type.tensor_type.elem_type, _shape_of(vi.type))
+    for init in graph.initializer:
+        infos[init.name] = TensorInfo(init.name, init.data_type, tuple(int(d) for d in init.dims))
+    return infos
+
+
+def node_info(node: onnx.NodeProto, opset: int, types: "dict[str, TensorInfo]") -> NodeInfo:
+    def info(name: str) -> "TensorInfo | None":
+        if not name:
+            return None
+        return types.get(name, TensorInfo(name, 0, None))
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    return NodeInfo(node.name, node.op_type, opset, tuple(info(n) for n in node.input),
+                    tuple(info(n) for n in node.output), attrs)
+
+
+def graph_inputs(model: onnx.ModelProto) -> "list[onnx.ValueInfoProto]":
+    """The inputs a caller must feed (initializers that double as inputs are optional)."""
+    inits = {i.name for i in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name not in inits]
+
+
+def initializer_arrays(model: onnx.ModelProto) -> "dict[str, Any]":
+    return {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}

@@ -1,0 +1,20 @@
+"""DirectML-level IR: data types, tensor descriptors, feature levels, operators, the graph.
+
+Imports nothing from the other packages of this project, and nothing from onnx.
+"""
+from .dtypes import DataType
+from .errors import DmlLowerError
+from .feature_levels import ALL_LEVELS, DEFAULT_LEVEL, FeatureLevel, parse_level
+from .graph import Buffer, Graph, View
+from .operators import (ClearBuffer, DiagonalMatrix, DiagonalMatrix1, Download,
+                        ElementWiseIdentity, EmptyTensor, LowerAtRunTime, NonZeroCoordinates, OnnxRegion,
+                        ReadCount, Step, Upload)
+from .support import OPERATORS
+from .tensor_desc import TensorDesc, min_size_bytes
+
+__all__ = [
+    "DataType", "DmlLowerError", "ALL_LEVELS", "DEFAULT_LEVEL", "FeatureLevel", "parse_level",
+    "Buffer", "Graph", "View", "ClearBuffer", "DiagonalMatrix", "DiagonalMatrix1", "Download",
+    "ElementWiseIdentity", "EmptyTensor", "LowerAtRunTime", "NonZeroCoordinates", "OnnxRegion", "ReadCount", "Step",
+    "Upload", "OPERATORS", "TensorDesc", "min_size_bytes",
+]

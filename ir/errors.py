@@ -1,0 +1,12 @@
+"""The one exception type a user can cause, shared by every package of the project."""
+
+
+class DmlLowerError(Exception):
+    """A user-facing error: bad model, bad feed, unsupported level, a limit exceeded.
+
+    The message is one line naming the node, input, type or limit involved; the CLI prints
+    it and exits 2.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).split()))

@@ -1,0 +1,58 @@
+"""A readable text form of ir.Graph."""
+from __future__ import annotations
+
+import dataclasses
+
+from .dtypes import DataType, onnx_type_name
+from .graph import Graph
+from .operators import (ClearBuffer, Download, EmptyTensor, LowerAtRunTime, OnnxRegion, ReadCount,
+                        Step, Upload)
+
+
+def _view(graph: Graph, name: str) -> str:
+    view = graph.views[name]
+    at = f"{view.buffer}+{view.offset}" if view.offset else view.buffer
+    return f"{name}:{view.desc.describe()} @{at}"
+
+
+def format_step(graph: Graph, step: Step) -> str:
+    if isinstance(step, Upload):
+        return f"upload   {step.tensor} -> {_view(graph, step.view)}"
+    if isinstance(step, Download):
+        shape = "x".join(str(s) for s in step.shape) or "scalar"
+        return f"download {_view(graph, step.view)} -> {step.tensor} ({onnx_type_name(step.onnx_type)} [{shape}])"
+    if isinstance(step, ClearBuffer):
+        return f"clear    {step.buffer} = {step.value:#x} per 32-bit word"
+    if isinstance(step, ReadCount):
+        return f"readback {step.symbol} = {_view(graph, step.view)}   (host sync: shape depends on it)"
+    if isinstance(step, EmptyTensor):
+        shape = "x".join(str(s) for s in step.shape)
+        return f"empty    {step.tensor} ({onnx_type_name(step.onnx_type)} [{shape}]): no DirectML work"
+    if isinstance(step, OnnxRegion):
+        return (f"onnx     {step.name} [{', '.join(step.onnx_nodes)}] "
+                f"({', '.join(step.inputs)}) -> ({', '.join(step.outputs)})")
+    if isinstance(step, LowerAtRunTime):
+        return (f"lower    {step.onnx_node} by rule {step.rule} when its sizes are known at run time "
+                f"({', '.join(step.inputs)}) -> ({', '.join(step.outputs)})")
+    parts = []
+    for f in dataclasses.fields(step):
+        value = getattr(step, f.name)
+        if value is None:
+            continue
+        if f.name in step.reads() or f.name in step.writes() or value in graph.views:
+            parts.append(f"{f.name}={_view(graph, value)}")
+        elif isinstance(value, DataType):
+            parts.append(f"{f.name}={value.name}")
+        else:
+            parts.append(f"{f.name}={value!r}")
+    return f"DML_OPERATOR_{step.kind}\n      " + "\n      ".join(parts)
+
+
+def format_graph(graph: Graph) -> str:
+    lines = [f"graph (DML_FEATURE_LEVEL_{graph.feature_level.name}) "
+             f"inputs: {', '.join(graph.inputs) or '-'}  outputs: {', '.join(graph.outputs) or '-'}"]
+    for buffer in graph.buffers.values():
+        lines.append(f"  buffer {buffer.name}: {buffer.describe()}")
+    for index, step in enumerate(graph.steps):
+        lines.append(f"  {index:3d}  {format_step(graph, step)}")
+    return "\n".join(lines)

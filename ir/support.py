@@ -1,0 +1,92 @@
+"""Per-operator tensor support tables, one row per feature level that changed them.
+
+Validation (ir.operators) and `capabilities` both read these tables, so what is printed is
+what is enforced.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dtypes import DataType as T
+from .feature_levels import FeatureLevel, parse_level
+
+_EIGHT = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.INT8, T.UINT32, T.UINT16, T.UINT8})
+_ELEVEN = _EIGHT | {T.FLOAT64, T.INT64, T.UINT64}
+_HALF_FLOAT = frozenset({T.FLOAT32, T.FLOAT16})
+_UINT32 = frozenset({T.UINT32})
+
+
+@dataclass(frozen=True)
+class TensorSupport:
+    min_dims: int
+    max_dims: int
+    types: frozenset
+
+    def describe(self) -> str:
+        dims = str(self.min_dims) if self.min_dims == self.max_dims else f"{self.min_dims}..{self.max_dims}"
+        types = ", ".join(t.name for t in sorted(self.types, key=lambda t: -t.bits * 100 - (t.is_float * 10)))
+        return f"{dims} dims; {types}"
+
+
+@dataclass(frozen=True)
+class SupportRow:
+    since: FeatureLevel
+    tensors: "dict[str, TensorSupport]"
+    same_dimension_count: bool = False      # all tensors share DimensionCount (NonZero at 3_0)
+
+
+@dataclass(frozen=True)
+class OperatorSupport:
+    name: str
+    number: int                             # DML_OPERATOR_TYPE value
+    introduced: FeatureLevel
+    rows: "tuple[SupportRow, ...]"          # newest first
+
+    def row(self, level: "FeatureLevel | str") -> "SupportRow | None":
+        """The table in force at `level`, or None when the operator does not exist there."""
+        level = parse_level(level)
+        for row in self.rows:
+            if level >= row.since:
+                return row
+        return None
+
+
+def _lv(name: str) -> FeatureLevel:
+    return parse_level(name)
+
+
+def _row(since: str, same: bool = False, **tensors: TensorSupport) -> SupportRow:
+    return SupportRow(_lv(since), dict(tensors), same)
+
+
+NONZERO_COORDINATES = OperatorSupport("NONZERO_COORDINATES", 133, _lv("3_0"), (
+    _row("4_0",
+         InputTensor=TensorSupport(1, 8, _EIGHT),
+         OutputCountTensor=TensorSupport(1, 8, _UINT32),
+         OutputCoordinatesTensor=TensorSupport(2, 8, _UINT32)),
+    _row("3_0", same=True,
+         InputTensor=TensorSupport(4, 5, _EIGHT),
+         OutputCountTensor=TensorSupport(4, 5, _UINT32),
+         OutputCoordinatesTensor=TensorSupport(4, 5, _UINT32)),
+))
+
+DIAGONAL_MATRIX = OperatorSupport("DIAGONAL_MATRIX", 93, _lv("2_0"), (
+    _row("5_1", OutputTensor=TensorSupport(2, 4, _ELEVEN)),
+    _row("4_0", OutputTensor=TensorSupport(2, 4, _EIGHT)),
+    _row("2_1", OutputTensor=TensorSupport(4, 4, _EIGHT)),
+    _row("2_0", OutputTensor=TensorSupport(4, 4, _HALF_FLOAT)),
+))
+
+DIAGONAL_MATRIX1 = OperatorSupport("DIAGONAL_MATRIX1", 163, _lv("5_1"), (
+    _row("5_1", InputTensor=TensorSupport(2, 4, _ELEVEN), OutputTensor=TensorSupport(2, 4, _ELEVEN)),
+))
+
+ELEMENT_WISE_IDENTITY = OperatorSupport("ELEMENT_WISE_IDENTITY", 1, _lv("1_0"), (
+    _row("4_1", InputTensor=TensorSupport(1, 8, _ELEVEN), OutputTensor=TensorSupport(1, 8, _ELEVEN)),
+    _row("3_0", InputTensor=TensorSupport(1, 8, _EIGHT), OutputTensor=TensorSupport(1, 8, _EIGHT)),
+    _row("2_1", InputTensor=TensorSupport(4, 5, _EIGHT), OutputTensor=TensorSupport(4, 5, _EIGHT)),
+    _row("1_0", InputTensor=TensorSupport(4, 5, _HALF_FLOAT), OutputTensor=TensorSupport(4, 5, _HALF_FLOAT)),
+))
+
+OPERATORS = {op.name: op for op in (NONZERO_COORDINATES, DIAGONAL_MATRIX, DIAGONAL_MATRIX1,
+                                    ELEMENT_WISE_IDENTITY)}

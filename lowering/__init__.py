@@ -1,0 +1,6 @@
+"""ONNX -> IR lowering: one rule per ONNX operator or idiom, in a registry."""
+from . import eyelike, nonzero  # noqa: F401  (registers the rules)
+from .node import NodeInfo, TensorInfo
+from .registry import RULES, Declined, Rule, rule_for
+
+__all__ = ["NodeInfo", "TensorInfo", "RULES", "Declined", "Rule", "rule_for"]

@@ -1,0 +1,106 @@
+"""NonZero (opsets 9, 13) -> NONZERO_COORDINATES writing ONNX's INT64 [rank, M] layout directly.
+
+The coordinates view is UINT32 {M, N} with strides {2, 2M} over a zero-cleared INT64 buffer:
+one descriptor transposes to ONNX's layout and widens to int64 (the low word of each slot),
+as onnxruntime's DirectML EP does. The count is read back to the host, then the [rank, nnz]
+prefix of every row is cropped with a strided ELEMENT_WISE_IDENTITY (rank 1: no copy at all).
+"""
+from __future__ import annotations
+
+from typing import Union
+
+from ir import (ClearBuffer, DataType, Download, ElementWiseIdentity, EmptyTensor, Graph,
+                NonZeroCoordinates, ReadCount, TensorDesc)
+from ir.dtypes import ONNX_INT64, from_onnx, onnx_type_name
+from ir.feature_levels import FeatureLevel
+from ir.support import ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES
+
+from .common import dims_for, level_reason, pad_sizes, upload
+from .node import Names, NodeInfo, product
+from .registry import Declined, register
+
+
+def check(node: NodeInfo, level: FeatureLevel) -> "str | None":
+    x = node.inputs[0]
+    dtype = from_onnx(x.onnx_type)
+    if dtype is None:
+        return f"input type {onnx_type_name(x.onnx_type)} has no DirectML equivalent"
+    if dtype.bits == 64:
+        return (f"input type {onnx_type_name(x.onnx_type)}: NONZERO_COORDINATES has no 64-bit "
+                "input at any feature level")
+    reason = level_reason(NONZERO_COORDINATES, level)
+    if reason:
+        return reason
+    row = NONZERO_COORDINATES.row(level)
+    if dtype not in row.tensors["InputTensor"].types:
+        return f"input type {onnx_type_name(x.onnx_type)} is not supported by NONZERO_COORDINATES at {level}"
+    if x.rank is not None and dims_for(NONZERO_COORDINATES, level, "InputTensor", max(x.rank, 1)) is None:
+        limit = row.tensors["InputTensor"].max_dims
+        return f"input rank {x.rank} exceeds NONZERO_COORDINATES's {limit} dimensions at feature level {level}"
+    return None
+
+
+def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
+    x, y = node.inputs[0], node.outputs[0].name
+    shape = tuple(x.shape)
+    rank, m = len(shape), product(shape)
+    graph, names = Graph(level), Names(node.name)
+    graph.outputs.append(y)
+    if m == 0:
+        graph.add(EmptyTensor(y, ONNX_INT64, (rank, 0)))
+        return graph
+
+    # A scalar is counted as shape [1]; its ONNX result is (0, nnz).
+    dims = dims_for(NONZERO_COORDINATES, level, "InputTensor", max(rank, 1))
+    in_sizes = pad_sizes(shape or (1,), dims)
+    n = max(rank, 1)
+    row = NONZERO_COORDINATES.row(level)
+    count_dims = dims if row.same_dimension_count else 1
+    coord_dims = dims if row.same_dimension_count else 2
+    x_view = upload(graph, names, x.name, from_onnx(x.onnx_type), in_sizes)
+
+    count_buf, count_view = names("count"), names("count.view")
+    graph.add_buffer(count_buf, 4)
+    graph.add_view(count_view, count_buf, TensorDesc(DataType.UINT32, (1,) * count_dims))
+
+    coords_buf, coords_view = names("coords"), names("coords.view")
+    coords_bytes = 8 * n * m
+    graph.add_buffer(coords_buf, coords_bytes)
+    lead = (1,) * (coord_dims - 2)
+    graph.add_view(coords_view, coords_buf, TensorDesc(
+        DataType.UINT32, lead + (m, n), (0,) * len(lead) + (2, 2 * m), total_size=coords_bytes))
+    graph.add(ClearBuffer(coords_buf))
+    graph.add(NonZeroCoordinates(x_view, count_view, coords_view))
+    nnz = names("nnz")
+    graph.add(ReadCount(count_view, nnz))
+
+    if rank == 0:
+        graph.add(EmptyTensor(y, ONNX_INT64, (0, nnz)))
+        return graph
+    if n == 1:
+        # One coordinate row: the first nnz slots of the buffer already are the packed result.
+        prefix = names("result.view")
+        graph.add_view(prefix, coords_buf, TensorDesc(DataType.INT64, (1, nnz)))
+        graph.add(Download(prefix, y, ONNX_INT64, (1, nnz)))
+        return graph
+
+    out_buf, out_view = names("result"), names("result.view")
+    graph.add_buffer(out_buf, 8 * n, (nnz,))
+    graph.add_view(out_view, out_buf, TensorDesc(DataType.INT64, (n, nnz)))
+    copy_types = ELEMENT_WISE_IDENTITY.row(level).tensors["InputTensor"].types
+    if DataType.INT64 in copy_types:
+        src = names("crop.view")
+        graph.add_view(src, coords_buf, TensorDesc(DataType.INT64, (n, nnz), (m, 1), total_size=coords_bytes))
+        graph.add(ElementWiseIdentity(src, out_view))
+    else:
+        # No 64-bit copy below 4_1: move each int64 as its two UINT32 words.
+        src, dst = names("crop.words"), names("result.words")
+        graph.add_view(src, coords_buf, TensorDesc(DataType.UINT32, (n, nnz, 2), (2 * m, 2, 1),
+                                                   total_size=coords_bytes))
+        graph.add_view(dst, out_buf, TensorDesc(DataType.UINT32, (n, nnz, 2)))
+        graph.add(ElementWiseIdentity(src, dst))
+    graph.add(Download(out_view, y, ONNX_INT64, (n, nnz)))
+    return graph
+
+
+RULE = register("nonzero", "NonZero", check, build)

@@ -1,0 +1,1 @@
+"""Execution of compiled models: the CPU emulator, ONNX regions, the oracle and comparisons."""

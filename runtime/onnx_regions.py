@@ -1,0 +1,95 @@
+"""Runs the ONNX nodes that were not lowered: whole regions on onnxruntime's CPU provider, on
+onnx.reference where onnxruntime has no kernel for a type or deviates from the ONNX spec."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ir import DmlLowerError, OnnxRegion
+
+# The newest IR version onnxruntime 1.2x/1.3x reads; sub-models never need more.
+_MAX_IR_VERSION = 10
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+class RegionRunner:
+    """Builds, caches and runs one sub-model per ONNX region of a compiled model."""
+
+    def __init__(self, model: onnx.ModelProto, regions: "dict[str, list[onnx.NodeProto]]",
+                 types: dict) -> None:
+        self.model = model
+        self.regions = regions
+        self.types = types
+        self.inits = {i.name: i for i in model.graph.initializer}
+        self._sessions: dict = {}
+        self.engines: "dict[str, str]" = {}      # region -> what ran it (and why, for reference)
+
+    def add_region(self, name: str, nodes: "list[onnx.NodeProto]") -> None:
+        self.regions.setdefault(name, nodes)
+
+    def submodel(self, step: OnnxRegion) -> onnx.ModelProto:
+        nodes = self.regions[step.name]
+
+        def vi(name: str) -> onnx.ValueInfoProto:
+            info = self.types.get(name)
+            if info is None or not info.onnx_type:
+                raise DmlLowerError(f"ONNX region {step.name}: the type of {name!r} is unknown")
+            return helper.make_tensor_value_info(name, info.onnx_type, None)
+
+        inputs = [vi(n) for n in step.inputs if n not in self.inits]
+        inits = [self.inits[n] for n in step.inputs if n in self.inits]
+        graph = helper.make_graph(nodes, step.name, inputs, [vi(n) for n in step.outputs], inits)
+        sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
+                                ir_version=min(self.model.ir_version, _MAX_IR_VERSION))
+        sub.functions.extend(self.model.functions)
+        return sub
+
+    def _deviation(self, step: OnnxRegion) -> "str | None":
+        for node in self.regions[step.name]:
+            if node.op_type == "NonZero" and node.domain in ("", "ai.onnx"):
+                info = self.types.get(node.input[0])
+                if info is not None and info.shape is not None and len(info.shape) == 0:
+                    return (f"node {node.name}: onnxruntime gives (1, nnz) for a scalar NonZero, "
+                            "ONNX says (0, nnz)")
+        return None
+
+    def _session(self, step: OnnxRegion):
+        if step.name in self._sessions:
+            return self._sessions[step.name]
+        sub = self.submodel(step)
+        reason = self._deviation(step)
+        session = None
+        if reason is None:
+            import onnxruntime as ort
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            try:
+                session = ort.InferenceSession(sub.SerializeToString(), options,
+                                               providers=["CPUExecutionProvider"])
+                self.engines[step.name] = "onnxruntime CPUExecutionProvider"
+            except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
+                reason = f"onnxruntime cannot run it: {_first_line(exc)}"
+        if session is None:
+            from onnx.reference import ReferenceEvaluator
+            session = ReferenceEvaluator(sub)
+            self.engines[step.name] = f"onnx.reference ({reason})"
+        self._sessions[step.name] = session
+        return session
+
+    def __call__(self, step: OnnxRegion, tensors: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
+        session = self._session(step)
+        feeds = {n: tensors[n] for n in step.inputs if n not in self.inits}
+        try:
+            results = session.run(list(step.outputs), feeds)
+        except Exception as exc:
+            nodes = ", ".join(step.onnx_nodes)
+            raise DmlLowerError(f"ONNX region {step.name} [{nodes}] failed on "
+                                f"{self.engines[step.name]}: {_first_line(exc)}") from None
+        return {name: np.asarray(value) for name, value in zip(step.outputs, results)}

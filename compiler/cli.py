@@ -101,6 +101,17 @@ def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: flo
     return feeds, reports
 
 
+def format_engines(compiled: CompiledModel) -> str:
+    """What ran each ONNX region (onnxruntime, or onnx.reference and why) and run-time events."""
+    session = compiled.session("cpu")
+    lines = []
+    for name, nodes in session.regions.regions.items():
+        engine = session.regions.engines.get(name, "not run")
+        lines.append(f"  {name} [{', '.join(n.name for n in nodes)}]: {engine}")
+    lines += [f"  {event}" for event in session.log]
+    return "\n".join(["onnx regions:"] + lines) if lines else "onnx regions: none"
+
+
 def format_reports(reports) -> str:
     lines = []
     for report in reports:
@@ -127,6 +138,7 @@ def cmd_check(args) -> int:
     ok = all(r.ok for r in reports)
     print(f"check {args.model} (feature level {compiled.feature_level}, oracle onnx.reference)")
     print(format_placement(compiled))
+    print(format_engines(compiled))
     print("results:")
     print(format_reports(reports))
     print("verdict: " + ("all outputs match ONNX semantics" if ok else "MISMATCH"))
@@ -134,6 +146,7 @@ def cmd_check(args) -> int:
         Path(args.json).write_text(json.dumps({
             "model": str(args.model), "feature_level": compiled.feature_level.name,
             "ok": ok, "placement": [p.to_dict() for p in compiled.placement],
+            "onnx_regions": dict(compiled.session("cpu").regions.engines),
             "backends": [{"backend": r.backend, "ok": r.ok, "error": r.error,
                           "outputs": [o.to_dict() for o in r.outputs]} for r in reports]}, indent=1))
     return 0 if ok else 1
@@ -151,6 +164,7 @@ def cmd_demo(args) -> int:
         print(format_placement(compiled))
         from runtime.feeds import random_feeds
         _, reports = check_model(compiled, random_feeds(compiled.inputs, seed=args.seed), ["cpu"], 1e-6, 1e-5)
+        print(format_engines(compiled))
         print("check against onnx.reference:")
         print(format_reports(reports))
         failures += not all(r.ok for r in reports)

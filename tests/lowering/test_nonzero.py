@@ -1,0 +1,137 @@
+"""NonZero lowering, differential against onnx.reference over dtype x rank x density x level."""
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+
+from ir import ALL_LEVELS
+from ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy
+from tests.conftest import single_node_model
+from tests.lowering.oracle import assert_same, run_both
+
+SHAPES = {0: (), 1: (7,), 2: (3, 5), 3: (2, 3, 4), 4: (2, 1, 3, 2), 5: (1, 2, 3, 1, 2),
+          6: (2, 1, 2, 1, 2, 3), 7: (1, 2, 2, 1, 3, 1, 2), 8: (2, 1, 2, 1, 2, 1, 2, 2)}
+DENSITIES = {"all_zero": 0.0, "sparse": 0.1, "dense": 0.7, "all_nonzero": 1.0}
+SIXTY_FOUR_BIT = {T.INT64, T.UINT64, T.DOUBLE}
+
+
+def make_input(onnx_type, shape, density, rng, specials=True):
+    dtype = onnx_to_numpy(onnx_type)
+    keep = rng.random(shape) < density
+    if dtype == np.bool_:
+        return np.asarray(keep)
+    if dtype.kind == "f":
+        values = rng.uniform(0.5, 4.0, shape) * rng.choice([-1, 1], shape)
+        values = np.where(keep, values, 0.0).astype(dtype)
+        if specials and values.size:
+            flat = values.reshape(-1)
+            zeros, ones = np.flatnonzero(~keep.reshape(-1)), np.flatnonzero(keep.reshape(-1))
+            flat[zeros[::2]] = -0.0                       # -0.0 is zero
+            if ones.size:
+                flat[ones[0]] = np.nan                    # NaN is non-zero
+                flat[ones[-1]] = np.finfo(dtype).smallest_subnormal  # denormal is non-zero
+        return values
+    info = np.iinfo(dtype)
+    values = rng.integers(1, min(info.max, 1000), shape, endpoint=True).astype(dtype)
+    if info.min < 0:
+        values = np.where(rng.random(shape) < 0.5, -values, values).astype(dtype)
+    if dtype.itemsize >= 4 and values.size:
+        values.reshape(-1)[0] = info.max if keep.reshape(-1)[0] else 0
+    return np.where(keep, values, dtype.type(0)).astype(dtype)
+
+
+@pytest.mark.parametrize("onnx_type", ONNX_NUMERIC_AND_BOOL)
+@pytest.mark.parametrize("rank", sorted(SHAPES))
+def test_nonzero_grid(onnx_type, rank, rng):
+    shape = SHAPES[rank]
+    model = single_node_model("NonZero", onnx_type, shape, T.INT64)
+    for density in DENSITIES.values():
+        x = make_input(onnx_type, shape, density, rng)
+        compiled, ours, expected = run_both(model, {"x": x})
+        assert_same(ours, expected)
+    (entry,) = compiled.placement
+    if onnx_type in SIXTY_FOUR_BIT:
+        assert entry.status == "onnx" and "64-bit" in entry.reason
+    else:
+        assert entry.status == "lowered", entry.reason
+        assert entry.dml_operators[0] == "NONZERO_COORDINATES"
+
+
+@pytest.mark.parametrize("onnx_type", [T.FLOAT, T.BOOL, T.INT8, T.DOUBLE])
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 4, 2), (2, 0, 1, 3, 1, 1, 1, 2)])
+def test_nonzero_empty_input_needs_no_operator(onnx_type, shape, rng):
+    model = single_node_model("NonZero", onnx_type, shape, T.INT64)
+    compiled, ours, expected = run_both(model, {"x": make_input(onnx_type, shape, 0.5, rng)})
+    assert_same(ours, expected)
+    assert ours[0].shape == (len(shape), 0)
+    if onnx_type not in SIXTY_FOUR_BIT:
+        assert compiled.placement[0].status == "lowered"
+        assert compiled.placement[0].dml_operators == []
+
+
+@pytest.mark.parametrize("value", [0.0, -0.0, 2.5, np.nan])
+def test_scalar_nonzero_has_onnx_shape(value):
+    model = single_node_model("NonZero", T.FLOAT, (), T.INT64)
+    _, ours, expected = run_both(model, {"x": np.array(value, np.float32)})
+    assert_same(ours, expected)
+    assert ours[0].shape == (0, int(value != 0))
+
+
+@pytest.mark.parametrize("level", ALL_LEVELS, ids=str)
+@pytest.mark.parametrize("rank", [0, 1, 2, 4, 5, 6])
+@pytest.mark.parametrize("onnx_type", [T.FLOAT, T.UINT8, T.INT32, T.FLOAT16])
+def test_nonzero_every_level(level, rank, onnx_type, rng):
+    shape = SHAPES[rank]
+    model = single_node_model("NonZero", onnx_type, shape, T.INT64)
+    compiled, ours, expected = run_both(model, {"x": make_input(onnx_type, shape, 0.5, rng)}, level)
+    assert_same(ours, expected)
+    (entry,) = compiled.placement
+    if level.name < "3_0":
+        assert entry.status == "onnx" and "3_0" in entry.reason
+    elif level.name < "4_0" and rank > 5:
+        assert entry.status == "onnx" and "5 dimensions" in entry.reason
+    else:
+        assert entry.status == "lowered", entry.reason
+        if level.name < "4_0":
+            # 3_0: every tensor padded to 4 (or 5) dimensions, all with one DimensionCount.
+            descs = [v.desc for v in compiled.graph.views.values() if ".in.view" in v.name or ".count" in v.name]
+            assert {d.rank for d in descs} == {5 if rank == 5 else 4}
+
+
+@pytest.mark.parametrize("level", ["3_0", "4_0", "4_1", "5_1"])
+def test_crop_copy_matches_level(level):
+    """Below 4_1 ELEMENT_WISE_IDENTITY has no 64-bit type: the crop moves UINT32 word pairs."""
+    from compiler import compile_model
+    compiled = compile_model(single_node_model("NonZero", T.FLOAT, (3, 4), T.INT64), feature_level=level)
+    copies = [s for s in compiled.graph.steps if s.kind == "ELEMENT_WISE_IDENTITY"]
+    (copy,) = copies
+    dtype = compiled.graph.views[copy.input].desc.data_type.name
+    assert dtype == ("INT64" if level >= "4_1" else "UINT32")
+
+
+def test_rank_one_needs_no_crop():
+    from compiler import compile_model
+    compiled = compile_model(single_node_model("NonZero", T.FLOAT, (9,), T.INT64))
+    assert compiled.graph.dml_operators == ["NONZERO_COORDINATES"]
+
+
+def test_rank_nine_declines_and_falls_back(rng):
+    shape = (1, 2, 1, 2, 1, 1, 2, 1, 2)
+    model = single_node_model("NonZero", T.FLOAT, shape, T.INT64)
+    compiled, ours, expected = run_both(model, {"x": make_input(T.FLOAT, shape, 0.5, rng)})
+    assert_same(ours, expected)
+    assert compiled.placement[0].status == "onnx"
+    assert "rank 9" in compiled.placement[0].reason
+
+
+def test_coordinates_descriptor_is_the_ort_strided_trick():
+    """UINT32 {M, N} with strides {2, 2M} over an INT64 [N, M] buffer, cleared first."""
+    from compiler import compile_model
+    compiled = compile_model(single_node_model("NonZero", T.FLOAT, (3, 4), T.INT64))
+    graph = compiled.graph
+    (op,) = [s for s in graph.steps if s.kind == "NONZERO_COORDINATES"]
+    coords = graph.views[op.output_coordinates]
+    assert coords.desc.data_type.name == "UINT32"
+    assert coords.desc.sizes == (12, 2) and coords.desc.strides == (2, 24)
+    assert graph.buffers[coords.buffer].bytes == 8 * 2 * 12
+    kinds = [s.kind for s in graph.steps]
+    assert kinds.index("CLEAR_BUFFER") < kinds.index("NONZERO_COORDINATES") < kinds.index("READBACK_COUNT")

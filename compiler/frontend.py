@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Union
 
@@ -57,12 +58,30 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
     return proto
 
 
+def _explain_checker(model: onnx.ModelProto, message: str) -> str:
+    """The checker's first line, with the node or value it is about named where it does not."""
+    missing_op = re.search(r"No Op registered for (\S+) with domain_version of (\d+)", message)
+    if missing_op:
+        op, version = missing_op.groups()
+        node = next((n for n in model.graph.node if n.op_type == op), None)
+        if node is not None:
+            return (f"node {node.name or node.op_type!r}: {op} does not exist at opset {version} "
+                    f"of its domain (ONNX checker: {message})")
+    if "Field 'shape' of 'type' is required" in message:
+        for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
+            for vi in values:
+                if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+                    return (f"graph {kind} {vi.name!r} has no shape; the ONNX checker requires one "
+                            "(an empty shape for a scalar, dim_param for unknown sizes)")
+    return f"model fails the ONNX checker: {message}"
+
+
 def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     """onnx.checker then strict shape inference; either failure is one line naming the node."""
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
-        raise DmlLowerError(f"model fails the ONNX checker: {_first_line(exc)}") from None
+        raise DmlLowerError(_explain_checker(model, _first_line(exc))) from None
     try:
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except (shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:

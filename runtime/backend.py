@@ -1,0 +1,74 @@
+"""onnx's Backend interface over the compiler and the CPU emulator, so that
+`onnx.backend.test.BackendTest(runtime.backend, __name__)` runs onnx's own node tests."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+from onnx.backend.base import Backend, BackendRep, namedtupledict
+
+from ir import DEFAULT_LEVEL
+
+
+class EmulatorRep(BackendRep):
+    """A compiled model ready to run repeatedly."""
+
+    def __init__(self, compiled) -> None:
+        self.compiled = compiled
+
+    def run(self, inputs: Any, **kwargs: Any) -> "tuple[Any, ...]":
+        names = [vi.name for vi in self.compiled.inputs]
+        if isinstance(inputs, dict):
+            feeds = dict(inputs)
+        else:
+            if isinstance(inputs, np.ndarray):
+                inputs = [inputs]
+            feeds = dict(zip(names, inputs))
+        outputs = self.compiled.run(feeds, strict=kwargs.get("strict"))
+        return namedtupledict("Outputs", self.compiled.output_names)(
+            *[outputs[n] for n in self.compiled.output_names])
+
+
+class EmulatorBackend(Backend):
+    @classmethod
+    def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
+        return cls.supports_device(device)
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> EmulatorRep:
+        from compiler import compile_model
+        return EmulatorRep(compile_model(model, feature_level=kwargs.get("feature_level", DEFAULT_LEVEL)))
+
+    @classmethod
+    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any):
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
+                 outputs_info: "Sequence[tuple[np.dtype, tuple[int, ...]]] | None" = None, **kwargs: Any):
+        """Wrap one node in a model typed from the inputs and outputs_info, and run it."""
+        from ir.dtypes import numpy_to_onnx
+        arrays = [np.asarray(a) for a in inputs]
+        in_vis = [helper.make_tensor_value_info(n, numpy_to_onnx(a.dtype), list(a.shape))
+                  for n, a in zip(node.input, arrays)]
+        if outputs_info is None:
+            raise ValueError("run_node needs outputs_info (dtype, shape) for each output")
+        out_vis = [helper.make_tensor_value_info(n, numpy_to_onnx(dt), [None] * len(shape))
+                   for n, (dt, shape) in zip(node.output, outputs_info)]
+        opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
+        model = helper.make_model(helper.make_graph([node], "run_node", in_vis, out_vis),
+                                  opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+        return cls.run_model(model, arrays, device, **kwargs)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return str(device).upper() == "CPU"
+
+
+prepare = EmulatorBackend.prepare
+run_model = EmulatorBackend.run_model
+run_node = EmulatorBackend.run_node
+supports_device = EmulatorBackend.supports_device
+is_compatible = EmulatorBackend.is_compatible

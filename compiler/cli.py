@@ -16,36 +16,43 @@ from .compiled import CompiledModel, compile_model
 
 
 def _load_npz(path: str) -> "dict[str, np.ndarray]":
-    if not Path(path).is_file():
+    file = Path(path)
+    if file.is_dir():
+        raise DmlLowerError(f"inputs file {path!r} is a directory, not an .npz archive")
+    if not file.is_file():
         raise DmlLowerError(f"inputs file {path!r} does not exist")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise DmlLowerError(f"inputs file {path!r} is a single .npy array, not an .npz archive keyed by input name")
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
+        raise DmlLowerError(f"inputs file {path!r} is not an .npz archive of arrays keyed by input name") from None
+    if not hasattr(data, "files"):
+        raise DmlLowerError(f"inputs file {path!r} is a single .npy array, not an .npz archive keyed by input name")
+    try:
+        with data:
             return {name: data[name] for name in data.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise DmlLowerError(f"inputs file {path!r} is not a readable .npz archive ({' '.join(str(exc).split())[:120]})") from None
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
+        raise DmlLowerError(f"inputs file {path!r} holds an entry that is not a plain array") from None
+
+
+def _write(path: str, what: str, write) -> None:
+    try:
+        write(path)
+    except OSError as exc:
+        raise DmlLowerError(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None
 
 
 def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
     from runtime.feeds import random_feeds
     if args.inputs:
         return _load_npz(args.inputs)
+    if args.seed < 0:
+        raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
     return random_feeds(compiled.inputs, seed=args.seed)
 
 
 def format_placement(compiled: CompiledModel) -> str:
-    lines = [f"placement (feature level {compiled.feature_level}):"]
-    if not compiled.placement:
-        lines.append("  no NonZero or EyeLike node in this model")
-    for p in compiled.placement:
-        target = " + ".join(p.dml_operators) if p.dml_operators else "no DirectML operator"
-        text = f"  {', '.join(p.onnx_nodes)}: {p.status} by rule {p.rule}"
-        text += f" -> {target}" if p.status == "lowered" else f" ({p.reason})"
-        if p.note:
-            text += f"  [{p.note}]"
-        lines.append(text)
-    return "\n".join(lines)
+    from runtime.report import format_placement as fmt
+    return fmt(compiled.placement, compiled.feature_level)
 
 
 def cmd_compile(args) -> int:
@@ -54,7 +61,7 @@ def cmd_compile(args) -> int:
     print()
     print(format_placement(compiled))
     if args.json:
-        Path(args.json).write_text(compiled.to_json())
+        _write(args.json, "the compile JSON", lambda p: Path(p).write_text(compiled.to_json()))
         print(f"\nwrote {args.json}")
     return 0
 
@@ -70,89 +77,49 @@ def cmd_run(args) -> int:
     compiled = compile_model(args.model, feature_level=args.feature_level)
     feeds = _feeds(compiled, args)
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
+    if providers and args.backend != "ort":
+        raise DmlLowerError("--providers applies to --backend ort only")
     outputs = compiled.run(feeds, backend=args.backend, providers=providers, strict=args.strict or None)
     print(f"ran {args.model} on backend {args.backend} (feature level {compiled.feature_level})")
     for name, value in outputs.items():
         print(_summary(name, value))
     if args.save_outputs:
-        np.savez(args.save_outputs, **outputs)
+        _write(args.save_outputs, "the outputs", lambda p: np.savez(p, **outputs))
         print(f"wrote {args.save_outputs}")
     return 0
 
 
 def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: float, rtol: float,
                 strict: "bool | None" = None):
-    """Every backend against onnx.reference on the same feeds; returns the backend reports."""
-    from runtime.compare import BackendReport, compare_all
-    from runtime.feeds import check_feeds
-    from runtime.oracle import reference_outputs
-    feeds = check_feeds(compiled.inputs, feeds)
-    expected = reference_outputs(compiled.model, feeds)
-    reports = []
-    for backend in backends:
-        if backend != "cpu":
-            raise DmlLowerError(f"unknown check backend {backend!r}: this build checks 'cpu' (the emulator)")
-        try:
-            actual = compiled.run(feeds, backend="cpu", strict=strict)
-        except DmlLowerError as exc:
-            reports.append(BackendReport(backend, error=str(exc)))
-            continue
-        reports.append(compare_all(backend, expected, actual, atol, rtol))
-    return feeds, reports
-
-
-def format_engines(compiled: CompiledModel) -> str:
-    """What ran each ONNX region (onnxruntime, or onnx.reference and why) and run-time events."""
-    session = compiled.session("cpu")
-    lines = []
-    for name, nodes in session.regions.regions.items():
-        engine = session.regions.engines.get(name, "not run")
-        lines.append(f"  {name} [{', '.join(n.name for n in nodes)}]: {engine}")
-    lines += [f"  {event}" for event in session.log]
-    return "\n".join(["onnx regions:"] + lines) if lines else "onnx regions: none"
-
-
-def format_reports(reports) -> str:
-    lines = []
-    for report in reports:
-        if report.error:
-            lines.append(f"  [{report.backend}] ERROR {report.error}")
-        for o in report.outputs:
-            shape = "x".join(str(d) for d in o.expected_shape) or "scalar"
-            text = f"  [{o.backend}] {o.output}: {o.status.upper()} ({o.expected_dtype} [{shape}])"
-            if o.max_abs_error is not None and o.status == "match":
-                text += f" max abs err {o.max_abs_error:.3g}"
-            if o.detail:
-                text += f" - {o.detail}"
-            lines.append(text)
-    return "\n".join(lines)
+    """Every backend against onnx.reference on the same feeds; returns (feeds, backend reports)."""
+    from runtime.check import Tolerances, check
+    feeds, report = check(compiled, feeds, backends, Tolerances(atol, rtol), strict)
+    return feeds, report.backends
 
 
 def cmd_check(args) -> int:
+    from runtime.check import Tolerances, check
+    from runtime.report import format_markdown, format_text
     compiled = compile_model(args.model, feature_level=args.feature_level)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    feeds, reports = check_model(compiled, _feeds(compiled, args), backends, args.atol, args.rtol,
-                                 strict=args.strict or None)
+    tolerances = Tolerances.parse(args.atol, args.rtol)
+    feeds, report = check(compiled, _feeds(compiled, args), backends, tolerances,
+                          strict=args.strict or None, model_name=str(args.model))
     if args.save_inputs:
-        np.savez(args.save_inputs, **feeds)
-    ok = all(r.ok for r in reports)
-    print(f"check {args.model} (feature level {compiled.feature_level}, oracle onnx.reference)")
-    print(format_placement(compiled))
-    print(format_engines(compiled))
-    print("results:")
-    print(format_reports(reports))
-    print("verdict: " + ("all outputs match ONNX semantics" if ok else "MISMATCH"))
+        _write(args.save_inputs, "the inputs", lambda p: np.savez(p, **feeds))
+    print(format_text(report))
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "model": str(args.model), "feature_level": compiled.feature_level.name,
-            "ok": ok, "placement": [p.to_dict() for p in compiled.placement],
-            "onnx_regions": dict(compiled.session("cpu").regions.engines),
-            "backends": [{"backend": r.backend, "ok": r.ok, "error": r.error,
-                          "outputs": [o.to_dict() for o in r.outputs]} for r in reports]}, indent=1))
-    return 0 if ok else 1
+        _write(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(report.to_dict(), indent=1)))
+    if args.markdown:
+        _write(args.markdown, "the Markdown report", lambda p: Path(p).write_text(format_markdown(report)))
+    return 0 if report.ok else 1
 
 
 def cmd_demo(args) -> int:
+    from runtime.check import Tolerances, check
+    from runtime.feeds import random_feeds
+    from runtime.report import format_text
+
     from .examples import example_paths
     failures = 0
     for path in example_paths():
@@ -161,24 +128,28 @@ def cmd_demo(args) -> int:
         print(f"{path.name}: {len(compiled.model.graph.node)} ONNX nodes, "
               f"{len(compiled.graph.dml_operators)} DirectML operators at feature level {compiled.feature_level}")
         print(compiled.graph)
-        print(format_placement(compiled))
-        from runtime.feeds import random_feeds
-        _, reports = check_model(compiled, random_feeds(compiled.inputs, seed=args.seed), ["cpu"], 1e-6, 1e-5)
-        print(format_engines(compiled))
-        print("check against onnx.reference:")
-        print(format_reports(reports))
-        failures += not all(r.ok for r in reports)
+        _, report = check(compiled, random_feeds(compiled.inputs, seed=args.seed), ["cpu"], Tolerances(),
+                          model_name=path.name)
+        print(format_text(report))
+        failures += not report.ok
     print("=" * 78)
     print("demo: every example matches ONNX semantics" if not failures
           else f"demo: {failures} example(s) MISMATCH")
     return 0 if not failures else 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line too (exit 2), pointing at --help instead of printing usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dml-lower", description=(
+    parser = _Parser(prog="dml-lower", description=(
         "Lower ONNX NonZero / EyeLike onto DirectML NONZERO_COORDINATES / DIAGONAL_MATRIX, "
         "run the lowered graph and check it against ONNX semantics."))
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def common(p, inputs=True):
         p.add_argument("model", help="path to an .onnx model")
@@ -196,17 +167,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the lowered model and print its outputs")
     common(p)
-    p.add_argument("--backend", default="cpu", help="cpu: the DirectML emulator (default)")
-    p.add_argument("--providers", help="onnxruntime execution providers, for --backend ort")
+    p.add_argument("--backend", default="cpu",
+                   help="cpu: DirectML operators on the numpy emulator (default); "
+                        "ort: each DirectML operator on onnxruntime (--providers)")
+    p.add_argument("--providers", help="onnxruntime execution providers for --backend ort: cpu, dml "
+                                       "(or full names), comma-separated; default cpu")
     p.add_argument("--save-outputs", help="write the outputs to this .npz")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="compare every backend with ONNX semantics (onnx.reference)")
     common(p)
-    p.add_argument("--backends", default="cpu", help="comma-separated; cpu = the emulator (default)")
-    p.add_argument("--atol", type=float, default=1e-6)
-    p.add_argument("--rtol", type=float, default=1e-5)
+    p.add_argument("--backends", default="cpu",
+                   help="comma-separated: cpu (lowered graph, emulator; default), ort (lowered graph, "
+                        "operators on onnxruntime), ort-cpu / ort-dml (original model on onnxruntime's "
+                        "CPU / DirectML provider)")
+    p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
+                   help="absolute tolerance for floats, global or per output (repeatable; default 1e-6)")
+    p.add_argument("--rtol", action="append", metavar="[OUTPUT=]R",
+                   help="relative tolerance for floats, global or per output (repeatable; default 1e-5)")
     p.add_argument("--json", help="write the report as JSON here")
+    p.add_argument("--markdown", help="write the report as a Markdown table here")
     p.add_argument("--save-inputs", help="write the feeds used to this .npz (replay with --inputs)")
     p.set_defaults(func=cmd_check)
 

@@ -10,7 +10,7 @@ import onnx
 from ir import DEFAULT_LEVEL, FeatureLevel, Graph, parse_level
 
 from .frontend import (ModelLike, check_and_infer, graph_inputs, initializer_arrays, load_model,
-                       name_nodes, value_types)
+                       name_nodes, overridable_inputs, value_types)
 from .partition import Partition, Placement, partition
 
 
@@ -23,6 +23,7 @@ class CompiledModel:
         self.partition = part
         self.types = value_types(model)
         self.inputs = graph_inputs(model)
+        self.optional_inputs = overridable_inputs(model)
         self.output_names = [o.name for o in model.graph.output]
         self.initializers = initializer_arrays(model)
         self._sessions: dict = {}
@@ -46,17 +47,26 @@ class CompiledModel:
     def session(self, backend: str = "cpu", providers: "list[str] | None" = None):
         key = (backend, tuple(providers or ()))
         if key not in self._sessions:
+            from runtime.session import EmulatorSession
             if backend == "cpu":
-                from runtime.session import EmulatorSession
                 self._sessions[key] = EmulatorSession(self)
+            elif backend == "ort":
+                from runtime.ort_operators import OrtOperators
+                operators = OrtOperators(providers)
+                self._sessions[key] = EmulatorSession(self, operators, operators.providers)
             else:
                 from ir import DmlLowerError
-                raise DmlLowerError(f"unknown backend {backend!r}: this build runs 'cpu' (the emulator)")
+                raise DmlLowerError(f"unknown backend {backend!r}: use 'cpu' (the DirectML emulator) or "
+                                    "'ort' (each DirectML operator on onnxruntime, --providers)")
         return self._sessions[key]
 
     def run(self, feeds: Mapping[str, object], backend: str = "cpu",
             providers: "list[str] | None" = None, strict: "bool | None" = None) -> "dict[str, np.ndarray]":
-        """Execute on host feeds (name -> array); returns every graph output by name."""
+        """Execute on host feeds (name -> array); returns every graph output by name.
+
+        backend "cpu": the numpy emulator of the DirectML operators; "ort": the same lowered
+        graph with each DirectML operator run by onnxruntime on `providers` (default CPU).
+        """
         return self.session(backend, providers).run(feeds, strict=strict)
 
 

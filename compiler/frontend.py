@@ -81,7 +81,7 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
-        raise DmlLowerError(_explain_checker(model, _first_line(exc))) from None
+        raise DmlLowerError(_explain_checker(model, ' '.join(str(exc).split()))) from None
     try:
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except (shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
@@ -149,6 +149,12 @@ def graph_inputs(model: onnx.ModelProto) -> "list[onnx.ValueInfoProto]":
     """The inputs a caller must feed (initializers that double as inputs are optional)."""
     inits = {i.name for i in model.graph.initializer}
     return [vi for vi in model.graph.input if vi.name not in inits]
+
+
+def overridable_inputs(model: onnx.ModelProto) -> "list[onnx.ValueInfoProto]":
+    """Graph inputs that also have an initializer: a feed may replace the default."""
+    inits = {i.name for i in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name in inits]
 
 
 def initializer_arrays(model: onnx.ModelProto) -> "dict[str, Any]":

@@ -29,9 +29,11 @@ RegionRunner = Callable[["OnnxRegion | LowerAtRunTime", Mapping[str, np.ndarray]
 class Emulator:
     """One execution of one graph: buffers, bound symbols and host tensors."""
 
-    def __init__(self, graph: Graph, strict: bool = False) -> None:
+    def __init__(self, graph: Graph, strict: bool = False, operators=None) -> None:
         self.graph = graph
         self.strict = strict
+        # The four DirectML operator kernels: numpy here, or onnxruntime's (runtime.ort_operators).
+        self.ops = operators if operators is not None else kernels
         self.symbols: "dict[str, int]" = {}
         self.buffers: "dict[str, np.ndarray]" = {}
         self.tensors: "dict[str, np.ndarray]" = {}
@@ -106,16 +108,16 @@ class Emulator:
             shape = tuple(self.symbols[s] if isinstance(s, str) else s for s in step.shape)
             self.tensors[step.tensor] = np.zeros(shape, onnx_to_numpy(step.onnx_type))
         elif isinstance(step, NonZeroCoordinates):
-            kernels.nonzero_coordinates(self.array(step.input), self.array(step.output_count),
+            self.ops.nonzero_coordinates(self.array(step.input), self.array(step.output_count),
                                         self.array(step.output_coordinates), self.strict)
         elif isinstance(step, DiagonalMatrix):
-            kernels.diagonal_matrix(self.array(step.output), step.offset, step.value)
+            self.ops.diagonal_matrix(self.array(step.output), step.offset, step.value)
         elif isinstance(step, DiagonalMatrix1):
             source = self.array(step.input) if step.input else None
-            kernels.diagonal_matrix1(source, self.array(step.output), step.value,
+            self.ops.diagonal_matrix1(source, self.array(step.output), step.value,
                                      step.fill_begin, step.fill_end)
         elif isinstance(step, ElementWiseIdentity):
-            kernels.identity(self.array(step.input), self.array(step.output))
+            self.ops.identity(self.array(step.input), self.array(step.output))
         elif isinstance(step, (OnnxRegion, LowerAtRunTime)):
             if region_runner is None:
                 raise DmlLowerError(f"step {step.kind} needs a runner for ONNX regions and run-time lowering")
@@ -125,6 +127,6 @@ class Emulator:
 
 
 def execute(graph: Graph, feeds: Mapping[str, np.ndarray], strict: bool = False,
-            region_runner: "RegionRunner | None" = None) -> "dict[str, np.ndarray]":
+            region_runner: "RegionRunner | None" = None, operators=None) -> "dict[str, np.ndarray]":
     """Run `graph` on host tensors `feeds`; returns the graph's output tensors."""
-    return Emulator(graph, strict).run(feeds, region_runner)
+    return Emulator(graph, strict, operators).run(feeds, region_runner)

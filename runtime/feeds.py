@@ -26,16 +26,21 @@ def normalise(array: np.ndarray) -> np.ndarray:
     return array if array.flags.c_contiguous else array.copy(order="C")
 
 
-def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]) -> "dict[str, np.ndarray]":
-    """One-line DmlLowerError for a missing, extra, mistyped or misshaped feed."""
+def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object],
+                optional: "list[onnx.ValueInfoProto]" = ()) -> "dict[str, np.ndarray]":
+    """One-line DmlLowerError for a missing, extra, mistyped or misshaped feed.
+
+    `optional` inputs (initializers that are also graph inputs) may be fed to override them.
+    """
     if not isinstance(feeds, Mapping):
         raise DmlLowerError(f"feeds must be a mapping of input name to array, not {type(feeds).__name__}")
     names = [vi.name for vi in inputs]
-    extra = [n for n in feeds if n not in names]
+    allowed = names + [vi.name for vi in optional]
+    extra = [n for n in feeds if n not in allowed]
     if extra:
         raise DmlLowerError(f"feed {extra[0]!r} is not an input of the model (inputs: {', '.join(names) or 'none'})")
     out = {}
-    for vi in inputs:
+    for vi in list(inputs) + [vi for vi in optional if vi.name in feeds]:
         if vi.name not in feeds:
             raise DmlLowerError(f"input {vi.name!r} is missing from the feeds")
         elem, dims = _declared(vi)

@@ -23,11 +23,14 @@ class RegionRunner:
     """Builds, caches and runs one sub-model per ONNX region of a compiled model."""
 
     def __init__(self, model: onnx.ModelProto, regions: "dict[str, list[onnx.NodeProto]]",
-                 types: dict) -> None:
+                 types: dict, providers: "list[str] | None" = None) -> None:
         self.model = model
+        self.providers = providers or ["CPUExecutionProvider"]
         self.regions = regions
         self.types = types
-        self.inits = {i.name: i for i in model.graph.initializer}
+        # Initializers that are also graph inputs may be overridden by a feed: pass them in.
+        graph_input_names = {vi.name for vi in model.graph.input}
+        self.inits = {i.name: i for i in model.graph.initializer if i.name not in graph_input_names}
         self._sessions: dict = {}
         self.engines: "dict[str, str]" = {}      # region -> what ran it (and why, for reference)
 
@@ -42,6 +45,7 @@ class RegionRunner:
             if info is None or not info.onnx_type:
                 raise DmlLowerError(f"ONNX region {step.name}: the type of {name!r} is unknown")
             return helper.make_tensor_value_info(name, info.onnx_type, None)
+
 
         inputs = [vi(n) for n in step.inputs if n not in self.inits]
         inits = [self.inits[n] for n in step.inputs if n in self.inits]
@@ -67,13 +71,10 @@ class RegionRunner:
         reason = self._deviation(step)
         session = None
         if reason is None:
-            import onnxruntime as ort
-            options = ort.SessionOptions()
-            options.log_severity_level = 3
+            from .ort_providers import make_session
             try:
-                session = ort.InferenceSession(sub.SerializeToString(), options,
-                                               providers=["CPUExecutionProvider"])
-                self.engines[step.name] = "onnxruntime CPUExecutionProvider"
+                session = make_session(sub.SerializeToString(), self.providers)
+                self.engines[step.name] = f"onnxruntime {', '.join(self.providers)}"
             except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
                 reason = f"onnxruntime cannot run it: {_first_line(exc)}"
         if session is None:

@@ -22,10 +22,11 @@ def strict_default() -> bool:
 class EmulatorSession:
     """Per-CompiledModel execution state: region sessions and run-time specialisations."""
 
-    def __init__(self, compiled) -> None:
+    def __init__(self, compiled, operators=None, providers: "list[str] | None" = None) -> None:
         self.compiled = compiled
+        self.operators = operators            # None: the numpy kernels; else runtime.ort_operators
         partition = compiled.partition
-        self.regions = RegionRunner(compiled.model, partition.regions, compiled.types)
+        self.regions = RegionRunner(compiled.model, dict(partition.regions), compiled.types, providers)
         self.specialised: dict = {}
         self.log: "list[str]" = []
 
@@ -46,16 +47,16 @@ class EmulatorSession:
             self.regions.add_region(name, [node])
             region = OnnxRegion(name, (step.onnx_node,), step.inputs, step.outputs)
             return self.regions(region, tensors)
-        return Emulator(result, strict).run({n: tensors[n] for n in result.inputs})
+        return Emulator(result, strict, self.operators).run({n: tensors[n] for n in result.inputs})
 
     def run(self, feeds: Mapping[str, object], strict: "bool | None" = None) -> "dict[str, np.ndarray]":
         strict = strict_default() if strict is None else strict
         tensors = dict(self.compiled.initializers)
-        tensors.update(check_feeds(self.compiled.inputs, feeds))
+        tensors.update(check_feeds(self.compiled.inputs, feeds, self.compiled.optional_inputs))
 
         def runner(step, env):
             if isinstance(step, OnnxRegion):
                 return self.regions(step, env)
             return self._lower_at_run_time(step, env, strict)
 
-        return Emulator(self.compiled.graph, strict).run(tensors, runner)
+        return Emulator(self.compiled.graph, strict, self.operators).run(tensors, runner)

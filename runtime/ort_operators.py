@@ -1,0 +1,134 @@
+"""The DirectML operators executed by onnxruntime: each IR operator runs as the minimal ONNX
+sub-graph that an execution provider maps onto that DirectML operator, so the provider's
+kernels are validated operator by operator against the numpy emulator.
+
+NONZERO_COORDINATES <- NonZero (then transposed into the {M, N} UINT32 layout)
+DIAGONAL_MATRIX     <- EyeLike (times Value when Value != 1)
+DIAGONAL_MATRIX1    <- Trilu band masks + Where
+ELEMENT_WISE_IDENTITY <- Identity
+"""
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto as T
+from onnx import helper
+
+from ir import DmlLowerError
+from ir.dtypes import numpy_to_onnx
+
+from .kernels import POISON_WORD
+from .ort_providers import make_session, resolve
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+class OrtOperators:
+    """Kernel set for runtime.emulator.Emulator(operators=...), backed by onnxruntime."""
+
+    def __init__(self, providers: "list[str] | None" = None) -> None:
+        self.providers = resolve(providers)
+        self._sessions: dict = {}
+
+    def _run(self, key: tuple, build, feeds: dict, what: str) -> "list[np.ndarray]":
+        if key not in self._sessions:
+            model = build()
+            try:
+                self._sessions[key] = make_session(model.SerializeToString(), self.providers)
+            except Exception as exc:
+                raise DmlLowerError(f"{what}: onnxruntime ({', '.join(self.providers)}) cannot run it: "
+                                    f"{_first_line(exc)}") from None
+        try:
+            return self._sessions[key].run(None, feeds)
+        except Exception as exc:
+            raise DmlLowerError(f"{what}: onnxruntime failed: {_first_line(exc)}") from None
+
+    @staticmethod
+    def _model(nodes, inputs, outputs, initializers=(), opset: int = 14):
+        graph = helper.make_graph(nodes, "dml_operator", inputs, outputs, list(initializers))
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+    def nonzero_coordinates(self, x: np.ndarray, count: np.ndarray, coords: np.ndarray, strict: bool) -> None:
+        data = np.ascontiguousarray(x)
+        elem = numpy_to_onnx(data.dtype)
+        rank = data.ndim
+
+        def build():
+            return self._model([helper.make_node("NonZero", ["x"], ["y"])],
+                               [helper.make_tensor_value_info("x", elem, [None] * rank)],
+                               [helper.make_tensor_value_info("y", T.INT64, [rank, None])], opset=13)
+
+        (result,) = self._run(("NonZero", elem, rank), build, {"x": data},
+                              f"NONZERO_COORDINATES on {data.dtype} via NonZero")
+        n = coords.shape[-1]
+        table = coords[(0,) * (coords.ndim - 2)]
+        nnz = result.shape[1]
+        table[:nnz, :] = result[rank - n:, :].T.astype(np.uint32)
+        if strict:
+            table[nnz:, :] = POISON_WORD
+        count[...] = nnz
+
+    def diagonal_matrix(self, out: np.ndarray, offset: int, value: float) -> None:
+        height, width = out.shape[-2:]
+        elem = numpy_to_onnx(out.dtype)
+        nodes = [helper.make_node("EyeLike", ["shape_of"], ["eye"], k=int(offset), dtype=elem)]
+        scale = []
+        if float(value) != 1.0:
+            nodes[0].output[0] = "eye1"
+            nodes.append(helper.make_node("Mul", ["eye1", "value"], ["eye"]))
+            scale = [helper.make_tensor("value", elem, [], [np.float32(value).astype(out.dtype).item()])]
+
+        def build():
+            return self._model(nodes, [helper.make_tensor_value_info("shape_of", T.FLOAT, [None, None])],
+                               [helper.make_tensor_value_info("eye", elem, [None, None])], scale)
+
+        (eye,) = self._run(("EyeLike", elem, int(offset), float(value)), build,
+                           {"shape_of": np.zeros((height, width), np.float32)},
+                           f"DIAGONAL_MATRIX on {out.dtype} via EyeLike")
+        out[...] = eye
+
+    def diagonal_matrix1(self, source, out: np.ndarray, value, begin: int, end: int) -> None:
+        elem = numpy_to_onnx(out.dtype)
+        inverted = end < begin
+        low, high = (end, begin) if inverted else (begin, end)
+        nodes = [
+            helper.make_node("Trilu", ["ones", "k_low"], ["upper"], upper=1),
+            helper.make_node("Trilu", ["ones", "k_high"], ["lower"], upper=0),
+            helper.make_node("And", ["upper", "lower"], ["band"]),
+        ]
+        mask = "band"
+        if inverted:
+            nodes.append(helper.make_node("Not", ["band"], ["outside"]))
+            mask = "outside"
+        nodes.append(helper.make_node("Where", [mask, "value", "base"], ["y"]))
+        inits = [helper.make_tensor("k_low", T.INT64, [], [low]),
+                 helper.make_tensor("k_high", T.INT64, [], [high - 1])]
+
+        def build():
+            return self._model(nodes, [helper.make_tensor_value_info("ones", T.BOOL, [None, None]),
+                                       helper.make_tensor_value_info("value", elem, []),
+                                       helper.make_tensor_value_info("base", elem, [None] * out.ndim)],
+                               [helper.make_tensor_value_info("y", elem, [None] * out.ndim)], inits)
+
+        height, width = out.shape[-2:]
+        base = np.ascontiguousarray(source) if source is not None else np.zeros(out.shape, out.dtype)
+        (result,) = self._run(("Trilu", elem, begin, end), build,
+                              {"ones": np.ones((height, width), np.bool_),
+                               "value": np.array(value, dtype=out.dtype), "base": base},
+                              f"DIAGONAL_MATRIX1 on {out.dtype} via Trilu")
+        out[...] = result
+
+    def identity(self, source: np.ndarray, out: np.ndarray) -> None:
+        data = np.ascontiguousarray(source)
+        elem = numpy_to_onnx(data.dtype)
+
+        def build():
+            return self._model([helper.make_node("Identity", ["x"], ["y"])],
+                               [helper.make_tensor_value_info("x", elem, [None] * data.ndim)],
+                               [helper.make_tensor_value_info("y", elem, [None] * data.ndim)])
+
+        (result,) = self._run(("Identity", elem, data.ndim), build, {"x": data},
+                              f"ELEMENT_WISE_IDENTITY on {data.dtype} via Identity")
+        out[...] = result

@@ -1,0 +1,308 @@
+"""Errors a user can cause: exit code 2, exactly one stderr line naming what is wrong, no traceback.
+
+Each row builds its own bad input in tmp_path, runs `compiler.cli.main(argv)` in process (stderr
+captured at the file-descriptor level, so onnxruntime's C++ log lines count too), and checks the
+one line names the file / node / input / limit. A few rows run the real process
+(`python -m compiler`) to prove the exit status. The same errors from the Python API raise the
+project's own `ir.DmlLowerError` with a message naming the input or node.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import compiler
+from compiler import compile_model
+from compiler.cli import main
+from ir import DmlLowerError
+from tests.conftest import single_node_model
+
+REPO = Path(compiler.__file__).resolve().parent.parent
+
+
+# -- models and files the rows use ------------------------------------------------------------
+
+def nonzero_model() -> onnx.ModelProto:
+    """x: float [3, 4] -> NonZero (node 'nonzero') -> y."""
+    return single_node_model("NonZero", T.FLOAT, [3, 4], T.INT64)
+
+
+def save(model: onnx.ModelProto, path: Path) -> str:
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def good_model(tmp: Path) -> str:
+    return save(nonzero_model(), tmp / "good.onnx")
+
+
+def write_bytes(path: Path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+def checker_failing_model() -> onnx.ModelProto:
+    """The node reads 'nope', which nothing defines: the ONNX checker rejects it."""
+    model = nonzero_model()
+    model.graph.node[0].input[0] = "nope"
+    return model
+
+
+def eyelike_3d_model() -> onnx.ModelProto:
+    return single_node_model("EyeLike", T.FLOAT, [2, 3, 4], T.FLOAT, [2, 3, 4])
+
+
+def nonzero_opset8_model() -> onnx.ModelProto:
+    return single_node_model("NonZero", T.FLOAT, [3, 4], T.INT64, opset=8)
+
+
+def eyelike_opset8_model() -> onnx.ModelProto:
+    return single_node_model("EyeLike", T.FLOAT, [3, 4], T.FLOAT, [3, 4], opset=8)
+
+
+def eyelike_runtime_rank_model() -> onnx.ModelProto:
+    """EyeLike (node 'eye') of Reshape(x, s): its input's rank is only known at run time."""
+    graph = h.make_graph(
+        [h.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),
+         h.make_node("EyeLike", ["r"], ["y"], name="eye")],
+        "eyelike_runtime_rank",
+        [h.make_tensor_value_info("x", T.FLOAT, ["n"]), h.make_tensor_value_info("s", T.INT64, ["k"])],
+        [h.make_tensor_value_info("y", T.FLOAT, [None, None])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+
+
+def npz(path: Path, **arrays) -> str:
+    np.savez(str(path), **arrays)
+    return str(path)
+
+
+def x_ok() -> np.ndarray:
+    return np.ones((3, 4), np.float32)
+
+
+# -- the table ---------------------------------------------------------------------------------
+# id -> (argv builder taking tmp_path, substrings the one stderr line must contain)
+
+def _truncated(tmp: Path) -> "list[str]":
+    data = nonzero_model().SerializeToString()
+    return ["compile", write_bytes(tmp / "truncated.onnx", data[: len(data) // 2])]
+
+
+def _directory(tmp: Path) -> "list[str]":
+    (tmp / "a_dir.onnx").mkdir()
+    return ["compile", str(tmp / "a_dir.onnx")]
+
+
+ROWS = {
+    "missing-model": (lambda t: ["compile", str(t / "nothere.onnx")], ["nothere.onnx", "does not exist"]),
+    "model-is-directory": (_directory, ["a_dir.onnx", "directory"]),
+    "empty-model": (lambda t: ["compile", write_bytes(t / "empty.onnx", b"")], ["empty.onnx", "empty"]),
+    "truncated-model": (_truncated, ["truncated.onnx", "not an ONNX model"]),
+    "text-file": (lambda t: ["compile", write_bytes(t / "notes.onnx", b"hello world\nthis is not onnx\n")],
+                  ["notes.onnx", "not an ONNX model"]),
+    "random-bytes": (lambda t: ["compile", write_bytes(t / "noise.onnx", np.random.default_rng(0).bytes(256))],
+                     ["noise.onnx", "not an ONNX model"]),
+    "png-header": (lambda t: ["compile", write_bytes(t / "image.onnx", b"\x89PNG\r\n\x1a\n" + bytes(64))],
+                   ["image.onnx", "not an ONNX model"]),
+    "onnx-checker": (lambda t: ["compile", save(checker_failing_model(), t / "bad.onnx")],
+                     ["ONNX checker", "'nope'"]),
+    "eyelike-not-2d": (lambda t: ["compile", save(eyelike_3d_model(), t / "eye3.onnx")],
+                       ["EyeLike", "2-dimensional"]),
+    "nonzero-opset-8": (lambda t: ["compile", save(nonzero_opset8_model(), t / "nz8.onnx")],
+                        ["NonZero", "8"]),
+    "eyelike-opset-8": (lambda t: ["compile", save(eyelike_opset8_model(), t / "eye8.onnx")],
+                        ["EyeLike", "8"]),
+    "feature-level-7_0": (lambda t: ["compile", good_model(t), "--feature-level", "7_0"],
+                          ["feature level", "7_0"]),
+    "feature-level-abc": (lambda t: ["compile", good_model(t), "--feature-level", "abc"],
+                          ["feature level", "abc"]),
+    "run-feature-level-abc": (lambda t: ["run", good_model(t), "--feature-level", "abc"],
+                              ["feature level", "abc"]),
+    "feeds-missing-input": (lambda t: ["run", good_model(t), "--inputs", npz(t / "f.npz")],
+                            ["'x'", "missing"]),
+    "feeds-extra-name": (lambda t: ["run", good_model(t), "--inputs",
+                                    npz(t / "f.npz", x=x_ok(), zeta=np.ones(2))], ["'zeta'"]),
+    "feeds-wrong-dtype": (lambda t: ["run", good_model(t), "--inputs",
+                                     npz(t / "f.npz", x=np.ones((3, 4), np.float64))], ["'x'", "float64"]),
+    "feeds-wrong-rank": (lambda t: ["run", good_model(t), "--inputs",
+                                    npz(t / "f.npz", x=np.ones((3, 4, 1), np.float32))], ["'x'", "rank"]),
+    "feeds-wrong-static-dim": (lambda t: ["run", good_model(t), "--inputs",
+                                          npz(t / "f.npz", x=np.ones((3, 5), np.float32))], ["'x'", "dimension"]),
+    "check-feeds-wrong-dtype": (lambda t: ["check", good_model(t), "--inputs",
+                                           npz(t / "f.npz", x=np.ones((3, 4), np.int32))], ["'x'", "int32"]),
+    "check-feeds-wrong-static-dim": (lambda t: ["check", good_model(t), "--inputs",
+                                                npz(t / "f.npz", x=np.ones((2, 4), np.float32))],
+                                     ["'x'", "dimension"]),
+    "inputs-text-file": (lambda t: ["run", good_model(t), "--inputs", write_bytes(t / "feeds.txt", b"x = 1\n")],
+                         ["feeds.txt"]),
+    "inputs-npy-file": (lambda t: ["run", good_model(t), "--inputs",
+                                   (np.save(str(t / "feeds.npy"), x_ok()), str(t / "feeds.npy"))[1]],
+                        ["feeds.npy"]),
+    "inputs-missing-file": (lambda t: ["run", good_model(t), "--inputs", str(t / "absent.npz")],
+                            ["absent.npz", "does not exist"]),
+    "check-unknown-backend": (lambda t: ["check", good_model(t), "--backends", "cpu,gpu"], ["'gpu'"]),
+    "run-unknown-backend": (lambda t: ["run", good_model(t), "--backend", "gpu"], ["'gpu'"]),
+}
+
+# User errors the brief's list does not name but the contract covers (bad usage -> 2, one line;
+# never a silent "all match" when nothing was compared).
+EXTRA_ROWS = {
+    "save-outputs-into-missing-dir": (lambda t: ["run", good_model(t), "--save-outputs",
+                                                 str(t / "no" / "such" / "dir" / "out.npz")], ["out.npz"]),
+    "compile-json-into-missing-dir": (lambda t: ["compile", good_model(t), "--json",
+                                                 str(t / "no" / "such" / "dir" / "out.json")], ["out.json"]),
+    "negative-seed": (lambda t: ["run", good_model(t), "--seed", "-1"], ["seed"]),
+    "check-empty-backends": (lambda t: ["check", good_model(t), "--backends", ","], ["backend"]),
+}
+
+
+def run_in_process(argv: "list[str]", capfd) -> "tuple[int, str, str]":
+    capfd.readouterr()                      # drop anything earlier setup wrote
+    code = main(argv)
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+def assert_one_error_line(code: int, out: str, err: str, substrings: "list[str]") -> None:
+    assert code == 2, f"exit code {code}, stderr: {err!r}"
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = err.strip("\n").splitlines()
+    assert len(lines) == 1, f"stderr is not one line: {err!r}"
+    line = lines[0]
+    assert "internal error" not in line
+    for text in substrings:
+        assert text in line, f"{text!r} not in {line!r}"
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_cli_user_error(row, tmp_path, capfd):
+    build, substrings = ROWS[row]
+    argv = build(tmp_path)
+    code, out, err = run_in_process(argv, capfd)
+    assert_one_error_line(code, out, err, substrings)
+
+
+@pytest.mark.parametrize("row", sorted(EXTRA_ROWS))
+def test_cli_other_user_error(row, tmp_path, capfd):
+    build, substrings = EXTRA_ROWS[row]
+    argv = build(tmp_path)
+    code, out, err = run_in_process(argv, capfd)
+    assert_one_error_line(code, out, err, substrings)
+
+
+def test_cli_checker_error_names_the_node(tmp_path, capfd):
+    """The checker's complaint is about node 'nonzero'; the one line must say which node."""
+    code, out, err = run_in_process(["compile", save(checker_failing_model(), tmp_path / "bad.onnx")], capfd)
+    assert_one_error_line(code, out, err, ["'nope'"])
+    assert "nonzero" in err, f"the node name is lost: {err!r}"
+
+
+# -- the real process ----------------------------------------------------------------------------
+
+def eyelike_runtime_rank_row(tmp: Path) -> "list[str]":
+    model = save(eyelike_runtime_rank_model(), tmp / "eye_dyn.onnx")
+    feeds = npz(tmp / "eye_dyn.npz", x=np.ones(24, np.float32), s=np.array([2, 3, 4], np.int64))
+    return ["run", model, "--inputs", feeds]
+
+
+SUBPROCESS_ROWS = {
+    "missing-model": (ROWS["missing-model"][0], ["nothere.onnx", "does not exist"]),
+    "eyelike-not-2d": (ROWS["eyelike-not-2d"][0], ["EyeLike", "2-dimensional"]),
+    "feeds-wrong-dtype": (ROWS["feeds-wrong-dtype"][0], ["'x'", "float64"]),
+    "check-unknown-backend": (ROWS["check-unknown-backend"][0], ["'gpu'"]),
+    # Rank 3 only shows when the graph runs: the rule declines, the ONNX fallback fails.
+    "eyelike-rank-3-at-run-time": (eyelike_runtime_rank_row, ["EyeLike", "eye"]),
+}
+
+
+@pytest.mark.parametrize("row", sorted(SUBPROCESS_ROWS))
+def test_process_exits_2(row, tmp_path):
+    build, substrings = SUBPROCESS_ROWS[row]
+    argv = build(tmp_path)
+    env = dict(os.environ, DML_LOWER_STRICT="1")
+    env.pop("DML_LOWER_DEBUG", None)
+    proc = subprocess.run([sys.executable, "-m", "compiler", *argv], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, substrings)
+
+
+# -- the Python API ------------------------------------------------------------------------------
+
+MODEL_ROWS = {
+    "missing-model": (lambda t: str(t / "nothere.onnx"), ["nothere.onnx", "does not exist"]),
+    "model-is-directory": (lambda t: _directory(t)[1], ["a_dir.onnx", "directory"]),
+    "empty-model": (lambda t: write_bytes(t / "empty.onnx", b""), ["empty"]),
+    "empty-bytes": (lambda t: b"", ["empty"]),
+    "truncated-model": (lambda t: _truncated(t)[1], ["truncated.onnx", "not an ONNX model"]),
+    "garbage-bytes": (lambda t: b"hello world\nthis is not onnx\n", ["not an ONNX model"]),
+    "png-header": (lambda t: write_bytes(t / "image.onnx", b"\x89PNG\r\n\x1a\n" + bytes(64)),
+                   ["not an ONNX model"]),
+    "onnx-checker": (lambda t: checker_failing_model(), ["ONNX checker", "'nope'"]),
+    "eyelike-not-2d": (lambda t: eyelike_3d_model(), ["EyeLike", "2-dimensional"]),
+    "nonzero-opset-8": (lambda t: nonzero_opset8_model(), ["NonZero", "8"]),
+    "eyelike-opset-8": (lambda t: eyelike_opset8_model(), ["EyeLike", "8"]),
+}
+
+
+@pytest.mark.parametrize("row", sorted(MODEL_ROWS))
+def test_api_compile_model_error(row, tmp_path):
+    build, substrings = MODEL_ROWS[row]
+    with pytest.raises(DmlLowerError) as info:
+        compile_model(build(tmp_path))
+    message = str(info.value)
+    assert "\n" not in message
+    for text in substrings:
+        assert text in message, f"{text!r} not in {message!r}"
+
+
+@pytest.mark.parametrize("level", ["7_0", "abc", "", 0x7000])
+def test_api_unknown_feature_level(level):
+    with pytest.raises(DmlLowerError, match="feature level"):
+        compile_model(nonzero_model(), feature_level=level)
+
+
+FEED_ROWS = {
+    "missing-input": ({}, ["'x'", "missing"]),
+    "extra-name": ({"x": np.ones((3, 4), np.float32), "zeta": np.ones(2)}, ["'zeta'"]),
+    "wrong-dtype": ({"x": np.ones((3, 4), np.float64)}, ["'x'", "float64"]),
+    "wrong-dtype-bool": ({"x": np.ones((3, 4), np.bool_)}, ["'x'", "bool"]),
+    "wrong-rank": ({"x": np.ones((3, 4, 1), np.float32)}, ["'x'", "rank"]),
+    "wrong-rank-scalar": ({"x": np.float32(1.0)}, ["'x'", "rank"]),
+    "wrong-static-dim": ({"x": np.ones((3, 5), np.float32)}, ["'x'", "dimension"]),
+    "not-a-mapping": ([np.ones((3, 4), np.float32)], ["mapping"]),
+}
+
+
+@pytest.mark.parametrize("row", sorted(FEED_ROWS))
+def test_api_run_feed_error(row):
+    feeds, substrings = FEED_ROWS[row]
+    compiled = compile_model(nonzero_model())
+    with pytest.raises(DmlLowerError) as info:
+        compiled.run(feeds)
+    message = str(info.value)
+    assert "\n" not in message
+    for text in substrings:
+        assert text in message, f"{text!r} not in {message!r}"
+
+
+def test_api_unknown_backend():
+    compiled = compile_model(nonzero_model())
+    with pytest.raises(DmlLowerError, match="'gpu'"):
+        compiled.run({"x": x_ok()}, backend="gpu")
+
+
+def test_api_eyelike_rank_only_known_at_run_time():
+    """Declined at run time (rank 3): still one DmlLowerError naming the node, never a wrong answer."""
+    compiled = compile_model(eyelike_runtime_rank_model())
+    feeds = {"x": np.ones(24, np.float32), "s": np.array([2, 3, 4], np.int64)}
+    with pytest.raises(DmlLowerError) as info:
+        compiled.run(feeds)
+    assert "eye" in str(info.value) and "EyeLike" in str(info.value)

@@ -53,6 +53,10 @@ def format_graph(graph: Graph) -> str:
              f"inputs: {', '.join(graph.inputs) or '-'}  outputs: {', '.join(graph.outputs) or '-'}"]
     for buffer in graph.buffers.values():
         lines.append(f"  buffer {buffer.name}: {buffer.describe()}")
+    used = {name for step in graph.steps for name in step.reads() + step.writes()}
+    for name in graph.views:
+        if name not in used:
+            lines.append(f"  view   {_view(graph, name)}   (no step uses it)")
     for index, step in enumerate(graph.steps):
         lines.append(f"  {index:3d}  {format_step(graph, step)}")
     return "\n".join(lines)

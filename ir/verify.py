@@ -13,7 +13,7 @@ def check_view_extent(graph: Graph, view_name: str, env: "dict[str, int]") -> No
     desc = view.desc.bind(env)
     buffer = graph.buffers[view.buffer]
     size = buffer.size(env)
-    desc.validate(f"view {view.name}")
+    desc.validate(f"view {view.name} over buffer {buffer.name}")
     if view.offset + desc.total_bytes > size:
         raise DmlLowerError(
             f"view {view.name}: offset {view.offset} + TotalTensorSizeInBytes {desc.total_bytes} "
@@ -25,7 +25,9 @@ def verify(graph: Graph) -> None:
     for view in graph.views.values():
         if view.buffer not in graph.buffers:
             raise DmlLowerError(f"view {view.name}: unknown buffer {view.buffer!r}")
-        view.desc.validate(f"view {view.name}")
+        view.desc.validate(f"view {view.name} over buffer {view.buffer}")
+        if view.offset < 0:
+            raise DmlLowerError(f"view {view.name}: negative byte offset {view.offset} into buffer {view.buffer}")
         align = max(BINDING_ALIGNMENT, view.desc.alignment)
         if view.offset % align:
             raise DmlLowerError(f"view {view.name}: byte offset {view.offset} is not a multiple of {align}")

@@ -56,9 +56,9 @@ class Emulator:
         """A numpy view through the descriptor's strides; bounds-checked against the buffer."""
         view = self.graph.views[view_name]
         desc = self.desc(view_name)
-        desc.validate(f"view {view_name}")
+        desc.validate(f"view {view_name} over buffer {view.buffer}")
         raw = self.buffer(view.buffer)
-        if view.offset + desc.total_bytes > raw.size:
+        if view.offset < 0 or view.offset + desc.total_bytes > raw.size:
             raise DmlLowerError(
                 f"view {view_name}: offset {view.offset} + TotalTensorSizeInBytes "
                 f"{desc.total_bytes} exceeds buffer {view.buffer} of {raw.size} bytes")

@@ -47,7 +47,13 @@ def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
         return _load_npz(args.inputs)
     if args.seed < 0:
         raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
-    return random_feeds(compiled.inputs, seed=args.seed)
+    dims = {}
+    for text in args.dim or []:
+        name, _, value = text.partition("=")
+        if not name or not value.isdigit():
+            raise DmlLowerError(f"--dim {text!r}: expected NAME=SIZE with a non-negative integer size")
+        dims[name] = int(value)
+    return random_feeds(compiled.inputs, seed=args.seed, dims=dims)
 
 
 def format_placement(compiled: CompiledModel) -> str:
@@ -157,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
         if inputs:
             p.add_argument("--inputs", help=".npz of feeds keyed by graph input name (default: random)")
             p.add_argument("--seed", type=int, default=0, help="seed for random feeds (default 0)")
+            p.add_argument("--dim", action="append", metavar="NAME=SIZE",
+                           help="size of a symbolic input dimension for random feeds (repeatable; default 3)")
             p.add_argument("--strict", action="store_true",
                            help="poison undefined memory in the emulator, so anything that reads it shows")
 

@@ -163,5 +163,9 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                 result.status = "deviation"
                 result.detail = f"{SCALAR_NONZERO_DEVIATION} (node {deviations[name]}; got {list(got.shape)})"
             report.outputs.append(result)
-    regions = dict(compiled.session("cpu").regions.engines) if "cpu" in backends else {}
+    regions = {}
+    if "cpu" in backends:
+        runner = compiled.session("cpu").regions
+        for name, engine in runner.engines.items():
+            regions[name] = f"[{', '.join(n.name for n in runner.regions[name])}] {engine}"
     return feeds, CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions, reports)

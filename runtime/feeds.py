@@ -64,14 +64,18 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
     return out
 
 
-def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0,
-                 dim_default: int = 3) -> "dict[str, np.ndarray]":
-    """Seeded feeds with plenty of zeros (so NonZero has work), -0.0 and NaN among floats."""
+def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default: int = 3,
+                 dims: "Mapping[str, int] | None" = None) -> "dict[str, np.ndarray]":
+    """Seeded feeds with plenty of zeros (so NonZero has work) and a -0.0 among floats.
+
+    Symbolic dimensions take their value from `dims` (by dim_param name), else `dim_default`.
+    """
     rng = np.random.default_rng(seed)
+    dims = dict(dims or {})
     feeds = {}
     for vi in inputs:
-        elem, dims = _declared(vi)
-        shape = tuple(d if isinstance(d, int) else dim_default for d in (dims or ()))
+        elem, declared = _declared(vi)
+        shape = tuple(d if isinstance(d, int) else dims.get(d, dim_default) for d in (declared or ()))
         dtype = onnx_to_numpy(elem)
         keep = rng.random(shape) < 0.5
         if dtype == np.bool_:

@@ -42,7 +42,7 @@ def format_text(report: CheckReport) -> str:
              format_placement(report.placement, report.feature_level)]
     if report.regions:
         lines.append("onnx regions:")
-        lines += [f"  {name}: {engine}" for name, engine in report.regions.items()]
+        lines += [f"  {name} {engine}" for name, engine in report.regions.items()]
     lines.append("results:")
     lines.append(format_results(report))
     lines.append("verdict: " + ("all outputs match ONNX semantics" if report.ok else "MISMATCH"))

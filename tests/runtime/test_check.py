@@ -1,0 +1,122 @@
+"""check: backends, tolerances, the named scalar-NonZero deviation, JSON and Markdown reports."""
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from compiler import DmlLowerError, compile_model
+from compiler.cli import main
+from compiler.examples import example_paths
+from runtime.check import SCALAR_NONZERO_DEVIATION, Tolerances, check
+from runtime.feeds import random_feeds
+from runtime.report import format_markdown, format_text
+from tests.conftest import single_node_model
+
+
+def scalar_nonzero_model():
+    return single_node_model("NonZero", T.FLOAT, (), T.INT64, [None, None])
+
+
+def test_scalar_nonzero_deviation_is_named_not_failed():
+    compiled = compile_model(scalar_nonzero_model())
+    _, report = check(compiled, {"x": np.array(5.0, np.float32)}, ["cpu", "ort-cpu"], Tolerances())
+    cpu, ort_cpu = report.backends
+    assert cpu.outputs[0].status == "match"
+    assert ort_cpu.outputs[0].status == "deviation"
+    assert SCALAR_NONZERO_DEVIATION in ort_cpu.outputs[0].detail
+    assert report.ok
+    assert "DEVIATION" in format_text(report)
+
+
+def test_a_real_mismatch_is_reported_with_first_index():
+    # Tolerances of zero against a float model whose ORT and reference results differ in rounding
+    # would be flaky; instead compare a mutated result directly.
+    from runtime.compare import compare
+    expected = np.arange(12, dtype=np.float32).reshape(3, 4)
+    actual = expected.copy()
+    actual[1, 2] += 0.5
+    result = compare("y", "cpu", expected, actual, atol=0.1, rtol=0.0)
+    assert result.status == "mismatch" and result.first_mismatch == [1, 2]
+    assert result.max_abs_error == pytest.approx(0.5) and result.mismatches == 1
+    assert compare("y", "cpu", expected, actual, atol=0.6, rtol=0.0).status == "match"
+
+
+def test_per_output_tolerances():
+    tol = Tolerances.parse(["1e-3", "y=0.5"], ["z=0.25"])
+    assert tol.for_output("y") == (0.5, 1e-5)
+    assert tol.for_output("z") == (1e-3, 0.25)
+    assert tol.for_output("other") == (1e-3, 1e-5)
+    with pytest.raises(DmlLowerError, match="NUMBER or OUTPUT=NUMBER"):
+        Tolerances.parse(["y=abc"], None)
+
+
+@pytest.mark.parametrize("path", example_paths(), ids=lambda p: p.stem)
+def test_lowered_graph_on_onnxruntime_operators_matches_emulator(path):
+    compiled = compile_model(path)
+    feeds = random_feeds(compiled.inputs, seed=4)
+    ours = compiled.run(feeds)
+    try:
+        theirs = compiled.run(feeds, backend="ort", providers=["cpu"])
+    except DmlLowerError as exc:
+        # onnxruntime's CPU provider has no EyeLike for uint8 / bool: said in one line.
+        assert "EyeLike" in str(exc) and "NOT_IMPLEMENTED" in str(exc)
+        return
+    for name in ours:
+        np.testing.assert_array_equal(ours[name], theirs[name])
+
+
+def test_ort_operators_cover_diagonal_matrix1():
+    """DIAGONAL_MATRIX1 via Trilu + Where equals the numpy kernel, for bands and inverted bands."""
+    from runtime import kernels
+    from runtime.ort_operators import OrtOperators
+    ops = OrtOperators(["cpu"])
+    rng = np.random.default_rng(3)
+    for begin, end in ((0, 1), (-1, 2), (2, -1), (-2**31, 1), (0, 2**31 - 1), (3, 3)):
+        base = rng.standard_normal((2, 4, 5)).astype(np.float32)
+        want, got = np.empty_like(base), np.empty_like(base)
+        kernels.diagonal_matrix1(base, want, 7.5, begin, end)
+        ops.diagonal_matrix1(base, got, 7.5, begin, end)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif("DmlExecutionProvider" in ort.get_available_providers(), reason="DirectML is installed")
+def test_ort_dml_unavailable_is_one_line_exit_2(capfd):
+    code = main(["check", str(example_paths()[0]), "--backends", "cpu,ort-dml"])
+    err = capfd.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "DmlExecutionProvider is not available" in err[0] and "directml" in err[0]
+
+
+def test_run_backend_ort_with_dml_provider_unavailable(capfd):
+    if "DmlExecutionProvider" in ort.get_available_providers():
+        pytest.skip("DirectML is installed")
+    code = main(["run", str(example_paths()[0]), "--backend", "ort", "--providers", "dml"])
+    assert code == 2 and "Windows" in capfd.readouterr().err
+
+
+def test_json_and_markdown_reports(tmp_path, capfd):
+    path = example_paths()[2]
+    js, md = tmp_path / "r.json", tmp_path / "r.md"
+    code = main(["check", str(path), "--backends", "cpu,ort-cpu", "--json", str(js), "--markdown", str(md)])
+    out = capfd.readouterr().out
+    data = json.loads(js.read_text())
+    assert set(data) >= {"model", "feature_level", "ok", "oracle", "placement", "onnx_regions", "backends"}
+    backends = {b["backend"]: b for b in data["backends"]}
+    # onnxruntime's CPU provider cannot load a NonZero over double: an error, so not ok.
+    assert backends["cpu"]["ok"] and not backends["ort-cpu"]["ok"]
+    assert "NonZero" in backends["ort-cpu"]["error"] and code == 1 and "MISMATCH" in out
+    text = md.read_text()
+    assert text.count("\n| cpu |") == len(backends["cpu"]["outputs"])
+    assert "| ort-cpu | - | ERROR |" in text
+
+
+def test_markdown_renders_every_output():
+    compiled = compile_model(example_paths()[0])
+    _, report = check(compiled, random_feeds(compiled.inputs, seed=1), ["cpu", "ort", "ort-cpu"], Tolerances())
+    text = format_markdown(report)
+    for backend in ("cpu", "ort", "ort-cpu"):
+        for output in ("coords", "selected"):
+            assert f"| {backend} | `{output}` | match |" in text

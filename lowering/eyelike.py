@@ -78,4 +78,4 @@ def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
     return graph
 
 
-RULE = register("eyelike", "EyeLike", check, build)
+RULE = register("eyelike", "EyeLike", check, build, ("DIAGONAL_MATRIX",))

@@ -103,4 +103,4 @@ def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
     return graph
 
 
-RULE = register("nonzero", "NonZero", check, build)
+RULE = register("nonzero", "NonZero", check, build, ("NONZERO_COORDINATES", "ELEMENT_WISE_IDENTITY"))

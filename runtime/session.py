@@ -32,20 +32,26 @@ class EmulatorSession:
 
     def _lower_at_run_time(self, step: LowerAtRunTime, tensors: Mapping[str, np.ndarray],
                            strict: bool) -> "dict[str, np.ndarray]":
-        info = self.compiled.partition.deferred[step.onnx_node]
-        shapes = tuple(None if t is None else tuple(np.shape(tensors[t.name])) for t in info.inputs)
-        key = (step.onnx_node, shapes)
+        match = self.compiled.partition.deferred[step.onnx_node]
+        shapes = {t.name: tuple(np.shape(tensors[t.name])) for t in match.inputs}
+        values = {name: np.asarray(tensors[name]) for name in match.value_inputs}
+        key = (step.onnx_node, tuple(shapes.items()),
+               tuple((n, v.dtype.str, v.shape, v.tobytes()) for n, v in values.items()))
         if key not in self.specialised:
-            from lowering import rule_for
-            node = info.with_shapes(shapes)
-            self.specialised[key] = rule_for(node.op_type).lower(node, self.compiled.feature_level)
+            self.specialised[key] = match.build(shapes, values, self.compiled.feature_level)
         result = self.specialised[key]
         if isinstance(result, Declined):
-            self.log.append(f"{step.onnx_node} at input shapes {list(shapes)}: left to ONNX: {result.reason}")
+            self.log.append(f"{', '.join(match.nodes)} at input shapes {list(shapes.values())}: "
+                            f"left to ONNX: {result.reason}")
             name = f"fallback_{step.onnx_node}"
-            node = next(n for n in self.compiled.model.graph.node if n.name == step.onnx_node)
-            self.regions.add_region(name, [node])
-            region = OnnxRegion(name, (step.onnx_node,), step.inputs, step.outputs)
+            nodes = self.compiled.partition.nodes
+            members = [nodes[n] for n in nodes if n in set(match.nodes)]   # the model's order
+            produced = {o for m in members for o in m.output}
+            reads = []
+            for member in members:
+                reads += [r for r in member.input if r and r not in produced and r not in reads]
+            self.regions.add_region(name, members)
+            region = OnnxRegion(name, tuple(match.nodes), tuple(reads), step.outputs)
             return self.regions(region, tensors)
         return Emulator(result, strict, self.operators).run({n: tensors[n] for n in result.inputs})
 

@@ -55,4 +55,4 @@ def test_specialisation_is_cached_per_input_shape():
     for n, m in ((2, 3), (4, 4), (2, 3)):
         compiled.run({"x0": np.ones((n, m), np.float32)})
     keys = [key for key in session.specialised]
-    assert len(keys) == 2 and {k[1][0] for k in keys} == {(2, 3), (4, 4)}
+    assert len(keys) == 2 and {k[1][0][1] for k in keys} == {(2, 3), (4, 4)}

@@ -1,0 +1,72 @@
+"""The ONNX graph as idioms see it: producers, consumers, constant values (lowering.GraphView)."""
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+from onnx import numpy_helper
+
+from lowering import NodeInfo, TensorInfo
+
+from .frontend import default_opset, node_info, value_types
+
+
+class OnnxGraphView:
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = model
+        self.types = value_types(model)
+        self.opset = default_opset(model)
+        self.nodes = list(model.graph.node)
+        self.infos = {n.name: node_info(n, self.opset, self.types) for n in self.nodes}
+        self._producer: "dict[str, str]" = {}
+        self._consumers: "dict[str, list[str]]" = {}
+        for node in self.nodes:
+            for name in node.output:
+                if name:
+                    self._producer[name] = node.name
+            for name in node.input:
+                if name:
+                    self._consumers.setdefault(name, []).append(node.name)
+        self._outputs = {o.name for o in model.graph.output}
+        inputs = {i.name for i in model.graph.input}
+        # Initializers that are also graph inputs can be overridden by a feed: not constant.
+        self._constants: "dict[str, Any]" = {
+            i.name: i for i in model.graph.initializer if i.name not in inputs}
+        for node in self.nodes:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+                self._constants[node.output[0]] = node
+        self._values: "dict[str, Any]" = {}
+
+    def producer(self, tensor: str) -> "NodeInfo | None":
+        name = self._producer.get(tensor)
+        return self.infos[name] if name else None
+
+    def consumers(self, tensor: str) -> "list[NodeInfo]":
+        return [self.infos[n] for n in self._consumers.get(tensor, [])]
+
+    def is_graph_output(self, tensor: str) -> bool:
+        return tensor in self._outputs
+
+    def tensor(self, name: str) -> TensorInfo:
+        return self.types.get(name, TensorInfo(name, 0, None))
+
+    def constant(self, tensor: str) -> Any:
+        """The value of an initializer or Constant node output, else None."""
+        if tensor not in self._constants:
+            return None
+        if tensor not in self._values:
+            source = self._constants[tensor]
+            if isinstance(source, onnx.TensorProto):
+                value = numpy_helper.to_array(source)
+            else:
+                from onnx.reference import ReferenceEvaluator
+                try:
+                    graph = onnx.helper.make_graph([source], "constant", [], [
+                        onnx.helper.make_empty_tensor_value_info(tensor)])
+                    model = onnx.helper.make_model(graph, opset_imports=list(self.model.opset_import),
+                                                   ir_version=self.model.ir_version)
+                    value = ReferenceEvaluator(model).run(None, {})[0]
+                except Exception:  # an attribute form we cannot evaluate: treat as not constant
+                    value = None
+            self._values[tensor] = value
+        return self._values[tensor]

@@ -22,13 +22,16 @@ def check_view_extent(graph: Graph, view_name: str, env: "dict[str, int]") -> No
 
 def verify(graph: Graph) -> None:
     """Raise DmlLowerError at the first broken rule, naming the view, buffer or step."""
+    # Views bound to a DirectML operator need 16-byte aligned bindings; host copies only need
+    # element alignment.
+    bound = {name for step in graph.steps if step.is_dml_operator for name in step.reads() + step.writes()}
     for view in graph.views.values():
         if view.buffer not in graph.buffers:
             raise DmlLowerError(f"view {view.name}: unknown buffer {view.buffer!r}")
         view.desc.validate(f"view {view.name} over buffer {view.buffer}")
         if view.offset < 0:
             raise DmlLowerError(f"view {view.name}: negative byte offset {view.offset} into buffer {view.buffer}")
-        align = max(BINDING_ALIGNMENT, view.desc.alignment)
+        align = max(BINDING_ALIGNMENT if view.name in bound else view.desc.data_type.size, view.desc.alignment)
         if view.offset % align:
             raise DmlLowerError(f"view {view.name}: byte offset {view.offset} is not a multiple of {align}")
         buffer = graph.buffers[view.buffer]

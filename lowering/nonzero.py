@@ -7,6 +7,7 @@ prefix of every row is cropped with a strided ELEMENT_WISE_IDENTITY (rank 1: no 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Union
 
 from ir import (ClearBuffer, DataType, Download, ElementWiseIdentity, EmptyTensor, Graph,
@@ -16,7 +17,7 @@ from ir.feature_levels import FeatureLevel
 from ir.support import ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES
 
 from .common import dims_for, level_reason, pad_sizes, upload
-from .node import Names, NodeInfo, product
+from .node import Names, NodeInfo, TensorInfo, product
 from .registry import Declined, register
 
 
@@ -40,17 +41,24 @@ def check(node: NodeInfo, level: FeatureLevel) -> "str | None":
     return None
 
 
-def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
-    x, y = node.inputs[0], node.outputs[0].name
+@dataclass(frozen=True)
+class Coordinates:
+    buffer: str          # INT64 coordinates, low words written by NONZERO_COORDINATES
+    nnz: str             # the count symbol read back to the host
+    n: int               # coordinates per element (the ONNX rank, 1 for a scalar)
+    m: int               # input elements (rows of the coordinates tensor)
+
+
+def emit_coordinates(graph: Graph, names: Names, x: TensorInfo, level: FeatureLevel,
+                     element_major: bool = False) -> Coordinates:
+    """Upload x, clear an INT64 buffer, run NONZERO_COORDINATES into its low words, read the count.
+
+    element_major=False: ONNX's [N, M] layout (strides {2, 2M}, onnxruntime's DirectML EP);
+    element_major=True: DirectML's own [M, N] layout (strides {2N, 2}), i.e. NonZero transposed.
+    """
     shape = tuple(x.shape)
     rank, m = len(shape), product(shape)
-    graph, names = Graph(level), Names(node.name)
-    graph.outputs.append(y)
-    if m == 0:
-        graph.add(EmptyTensor(y, ONNX_INT64, (rank, 0)))
-        return graph
-
-    # A scalar is counted as shape [1]; its ONNX result is (0, nnz).
+    # A scalar is counted as shape [1].
     dims = dims_for(NONZERO_COORDINATES, level, "InputTensor", max(rank, 1))
     in_sizes = pad_sizes(shape or (1,), dims)
     n = max(rank, 1)
@@ -67,15 +75,28 @@ def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
     coords_bytes = 8 * n * m
     graph.add_buffer(coords_buf, coords_bytes)
     lead = (1,) * (coord_dims - 2)
+    strides = (2 * n, 2) if element_major else (2, 2 * m)
     graph.add_view(coords_view, coords_buf, TensorDesc(
-        DataType.UINT32, lead + (m, n), (0,) * len(lead) + (2, 2 * m), total_size=coords_bytes))
+        DataType.UINT32, lead + (m, n), (0,) * len(lead) + strides, total_size=coords_bytes))
     graph.add(ClearBuffer(coords_buf))
     graph.add(NonZeroCoordinates(x_view, count_view, coords_view))
     nnz = names("nnz")
     graph.add(ReadCount(count_view, nnz))
+    return Coordinates(coords_buf, nnz, n, m)
 
+
+def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
+    x, y = node.inputs[0], node.outputs[0].name
+    rank = len(x.shape)
+    graph, names = Graph(level), Names(node.name)
+    graph.outputs.append(y)
+    if product(x.shape) == 0:
+        graph.add(EmptyTensor(y, ONNX_INT64, (rank, 0)))
+        return graph
+    coords = emit_coordinates(graph, names, x, level)
+    n, m, nnz, coords_buf = coords.n, coords.m, coords.nnz, coords.buffer
     if rank == 0:
-        graph.add(EmptyTensor(y, ONNX_INT64, (0, nnz)))
+        graph.add(EmptyTensor(y, ONNX_INT64, (0, nnz)))   # ONNX: a scalar's result is (0, nnz)
         return graph
     if n == 1:
         # One coordinate row: the first nnz slots of the buffer already are the packed result.
@@ -87,6 +108,7 @@ def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
     out_buf, out_view = names("result"), names("result.view")
     graph.add_buffer(out_buf, 8 * n, (nnz,))
     graph.add_view(out_view, out_buf, TensorDesc(DataType.INT64, (n, nnz)))
+    coords_bytes = 8 * n * m
     copy_types = ELEMENT_WISE_IDENTITY.row(level).tensors["InputTensor"].types
     if DataType.INT64 in copy_types:
         src = names("crop.view")

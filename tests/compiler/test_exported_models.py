@@ -40,13 +40,20 @@ def test_exported_model_matches_onnx_on_every_backend(path, size):
         assert report.ok, ([b.error for b in report.backends], details)
 
 
-@pytest.mark.parametrize("path", [p for p in MODELS if "nonzero" in p.name or "where" in p.name
-                                  or "masked" in p.name or "argwhere" in p.name or "mlp" in p.name],
+EXPECTED_IDIOMS = {"nonzero": "nonzero_transpose", "argwhere": "nonzero_transpose",
+                   "masked_select": "nonzero_transpose", "mlp_sparse": "nonzero_transpose",
+                   "nonzero_tuple": "nonzero_columns", "where_cond": "nonzero_columns"}
+
+
+@pytest.mark.parametrize("path", [p for p in MODELS if p.name.split(".")[0] in EXPECTED_IDIOMS],
                          ids=lambda p: p.stem)
-def test_exported_nonzero_is_lowered(path):
+def test_exported_nonzero_idiom_is_lowered(path):
+    """What exporters wrap around NonZero is lowered as one idiom, visible in compile --json."""
     compiled = compile_model(path)
-    placed = [p for p in compiled.placement if p.rule == "nonzero"]
-    assert placed and all(p.status == "lowered" for p in placed), placed
+    placed = [p.to_dict() for p in compiled.placement]
+    expected = EXPECTED_IDIOMS[path.name.split(".")[0]]
+    assert [p["rule"] for p in placed] == [expected] and placed[0]["status"] == "lowered", placed
+    assert placed[0]["dml_operators"] == ["NONZERO_COORDINATES"]
 
 
 def test_specialisation_is_cached_per_input_shape():

@@ -102,11 +102,27 @@ def test_view_extent_exactly_fits():
 
 
 @pytest.mark.parametrize("offset", [4, 8, 12, 20, 1])
-def test_misaligned_offset(offset):
+def test_misaligned_offset_of_an_operator_binding(offset):
+    """DirectML binds buffer tensors at 16-byte aligned offsets."""
     g = Graph()
     g.add_buffer("b", 256)
-    g.add_view("skew.v", "b", TensorDesc(T.FLOAT32, (4,)), offset)
+    g.add_view("skew.v", "b", TensorDesc(T.FLOAT32, (1, 1, 2, 2)), offset)
+    g.add(DiagonalMatrix("skew.v", 0, 1.0))
     raises(g, "skew.v", str(offset))
+
+
+@pytest.mark.parametrize("offset,ok", [(4, True), (12, True), (1, False), (6, False)])
+def test_host_copy_views_need_element_alignment_only(offset, ok):
+    """A view only uploaded or downloaded is a buffer copy, not an operator binding."""
+    g = Graph()
+    g.inputs.append("x")
+    g.add_buffer("b", 256)
+    g.add_view("host.v", "b", TensorDesc(T.FLOAT32, (4,)), offset)
+    g.add(Upload("x", "host.v"))
+    if ok:
+        g.verify()
+    else:
+        raises(g, "host.v", str(offset))
 
 
 def test_offset_below_declared_alignment():

@@ -25,7 +25,8 @@ class CompiledModel:
         self.inputs = graph_inputs(model)
         self.optional_inputs = overridable_inputs(model)
         self.output_names = [o.name for o in model.graph.output]
-        self.initializers = initializer_arrays(model)
+        self.initializers = {name: value for name, value in initializer_arrays(model).items()
+                             if name not in part.generated}
         self._sessions: dict = {}
 
     @property

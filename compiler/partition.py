@@ -10,6 +10,7 @@ import onnx
 
 from ir import FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
 from lowering import Declined, Match, idioms_for
+from lowering.diagonal_idioms import match_initializer
 
 from .graph_view import OnnxGraphView
 
@@ -40,6 +41,7 @@ class Partition:
     regions: "dict[str, list[onnx.NodeProto]]"       # region name -> its nodes, in order
     deferred: "dict[str, Match]"                     # anchor node -> match lowered at run time
     nodes: "dict[str, onnx.NodeProto]" = field(default_factory=dict)
+    generated: "set[str]" = field(default_factory=set)  # initializers a generator replaces
 
 
 def subgraph_inputs(node: onnx.NodeProto) -> "list[str]":
@@ -159,6 +161,27 @@ def partition(model: onnx.ModelProto, level: FeatureLevel) -> Partition:
     matches, covered, declines = find_matches(view, level)
     order = _schedule(nodes, covered)
 
+    # Constant initializers DirectML can generate: produced first, never stored.
+    generated: "set[str]" = set()
+    graph_input_names = {vi.name for vi in model.graph.input}
+    for init in model.graph.initializer:
+        if init.name in graph_input_names or len(init.dims) < 2:
+            continue
+        match = match_initializer(init.name, view.constant(init.name), level)
+        if match is None:
+            continue
+        label = [f"initializer:{init.name}"]
+        result = match if isinstance(match, Declined) else match.build({}, {}, level)
+        if isinstance(result, Declined):
+            placement.append(Placement(label, "onnx", "constant_diagonal", [], result.reason,
+                                       extra={"initializer": init.name}))
+            continue
+        graph.merge(result)
+        generated.add(init.name)
+        placement.append(Placement(label, "lowered", match.rule, result.dml_operators, note=match.note,
+                                   extra=dict(match.extra)))
+    graph.inputs = [name for name in graph.inputs if name not in generated]
+
     # The last position that reads each value: a region hands out what is read after it.
     last_read: "dict[str, int]" = {}
     for index, item in enumerate(order):
@@ -216,7 +239,7 @@ def partition(model: onnx.ModelProto, level: FeatureLevel) -> Partition:
         note = match.note if ops else _join(match.note, "empty result: a zero-sized tensor needs no DirectML operator")
         placement.append(Placement(list(match.nodes), "lowered", match.rule, ops, note=note, extra=extra))
     flush(len(order) - 1)
-    return Partition(graph, placement, regions, deferred, by_name)
+    return Partition(graph, placement, regions, deferred, by_name, generated)
 
 
 def _join(*notes: str) -> str:

@@ -8,6 +8,8 @@ is caught.
 """
 from __future__ import annotations
 
+import sys
+import threading
 from typing import Callable, Mapping
 
 import numpy as np
@@ -17,11 +19,69 @@ from ir.dtypes import onnx_to_numpy
 from ir.operators import (ClearBuffer, DiagonalMatrix, DiagonalMatrix1, Download,
                           ElementWiseIdentity, EmptyTensor, LowerAtRunTime, NonZeroCoordinates,
                           OnnxRegion, ReadCount, Step, Upload)
-from ir.tensor_desc import TensorDesc
+from ir.tensor_desc import TensorDesc, packed_strides
 
 from . import kernels
 
 POISON_BYTE = 0xCD
+
+# Buffers of at least this many bytes are recycled across runs, up to POOL_LIMIT_BYTES held idle.
+POOL_MIN_BYTES = 1 << 20
+POOL_LIMIT_BYTES = 1 << 30
+
+
+class _BufferPool:
+    """Host memory recycled across runs, as a device allocator recycles GPU memory: the pages of
+    a large buffer are faulted in once, not on every run. A backing array is handed out again
+    only when nothing outside the pool references it any more (no emulator holds it and no
+    host tensor returned by a download views it), so reuse can never alias live data. Reused
+    memory holds stale bytes, as a fresh DirectML buffer may; strict mode poisons it as usual."""
+
+    def __init__(self) -> None:
+        self._entries: "list[np.ndarray]" = []        # uint64 backing arrays, oldest first
+        self._lock = threading.Lock()
+        # The reference count _refs() sees for an entry only the pool holds, measured through
+        # the very same code path (so interpreter differences in counting cancel out).
+        self._idle = self._refs([np.empty(1, np.uint64)], 0)
+
+    @staticmethod
+    def _refs(entries: "list[np.ndarray]", position: int) -> int:
+        return sys.getrefcount(entries[position])
+
+    def _is_idle(self, position: int) -> bool:
+        return self._refs(self._entries, position) <= self._idle
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """An 8-byte aligned uint64 array of at least nbytes (stale contents)."""
+        count = (nbytes + 7) // 8
+        if nbytes < POOL_MIN_BYTES:
+            return np.empty(count, np.uint64)
+        with self._lock:
+            entries = self._entries
+            for position in range(len(entries)):
+                size = entries[position].size
+                if count <= size <= count + count // 4 and self._is_idle(position):
+                    entries.append(entries.pop(position))
+                    return entries[-1]
+            # A new array; drop the oldest idle entries that would take the pool past its limit.
+            held = sum(words.nbytes for words in entries) + 8 * count
+            position = 0
+            while held > POOL_LIMIT_BYTES and position < len(entries):
+                if self._is_idle(position):
+                    held -= entries.pop(position).nbytes
+                else:
+                    position += 1
+            words = np.empty(count, np.uint64)
+            if held <= POOL_LIMIT_BYTES:
+                entries.append(words)
+            return words
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+POOL = _BufferPool()
 
 RegionRunner = Callable[["OnnxRegion | LowerAtRunTime", Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
 
@@ -37,17 +97,30 @@ class Emulator:
         self.symbols: "dict[str, int]" = {}
         self.buffers: "dict[str, np.ndarray]" = {}
         self.tensors: "dict[str, np.ndarray]" = {}
+        self._index = -1                                  # the step being run
+        self._writer_index: "dict[str, list[int]] | None" = None
+        self._host_bound: "set[str]" = set()              # buffers that are a host tensor's memory
+        self._shared: "set[str]" = set()                  # buffers a download handed out
 
     # -- memory ---------------------------------------------------------------------------
-    def buffer(self, name: str) -> np.ndarray:
-        if name not in self.buffers:
+    def buffer(self, name: str, zeroed: bool = False) -> np.ndarray:
+        """The buffer's bytes, allocated at its declared size on first use (8-byte aligned).
+
+        zeroed=True allocates zero-filled memory that the OS zeroes page by page on first
+        touch (a clear that immediately follows allocation costs only the pages used);
+        otherwise large buffers come from the pool, and strict mode fills them with poison."""
+        raw = self.buffers.get(name)
+        if raw is None:
             size = self.graph.buffers[name].size(self.symbols)
-            words = np.empty((size + 7) // 8, dtype=np.uint64)  # 8-byte aligned backing store
+            if zeroed:
+                words = np.zeros((size + 7) // 8, dtype=np.uint64)
+            else:
+                words = POOL.take(size)
             raw = words.view(np.uint8)[:size]
-            if self.strict:
+            if self.strict and not zeroed:
                 raw.fill(POISON_BYTE)
             self.buffers[name] = raw
-        return self.buffers[name]
+        return raw
 
     def desc(self, view_name: str) -> TensorDesc:
         return self.graph.views[view_name].desc.bind(self.symbols)
@@ -70,8 +143,9 @@ class Emulator:
     def run(self, feeds: Mapping[str, np.ndarray],
             region_runner: "RegionRunner | None" = None) -> "dict[str, np.ndarray]":
         self.tensors.update(feeds)
-        for step in self.graph.steps:
-            if self._skipped(step):
+        for index, step in enumerate(self.graph.steps):
+            self._index = index
+            if self._skipped(step) or self._done_by_allocation(index, step):
                 continue
             self.execute(step, region_runner)
         return {name: self.tensors[name] for name in self.graph.outputs}
@@ -87,6 +161,74 @@ class Emulator:
                 return True
         return False
 
+    # -- memory binding: copies and clears the emulator can do without touching the data ----
+    def _writers(self) -> "dict[str, list[int]]":
+        """Buffer name -> indices of the steps that write it (through a view, or a clear)."""
+        if self._writer_index is None:
+            writers: "dict[str, list[int]]" = {}
+            for index, step in enumerate(self.graph.steps):
+                names = [self.graph.views[v].buffer for v in step.writes() if v in self.graph.views]
+                if isinstance(step, ClearBuffer):
+                    names.append(step.buffer)
+                for name in names:
+                    writers.setdefault(name, []).append(index)
+            self._writer_index = writers
+        return self._writer_index
+
+    def _done_by_allocation(self, index: int, step: Step) -> bool:
+        """Bind memory before a step runs; True when that already did the step's work.
+
+        - A zero clear of a buffer not yet allocated: the buffer is allocated zero-filled.
+        - An upload that fills a whole buffer nothing else writes, from a C-contiguous host
+          tensor of the view's type: the buffer is the host tensor's memory (read-only), so the
+          upload copies nothing. Downloads never hand such a buffer out (they copy it)."""
+        if isinstance(step, ClearBuffer):
+            if step.buffer in self.buffers or step.value & 0xFFFFFFFF:
+                return False
+            self.buffer(step.buffer, zeroed=True)
+            return True
+        if isinstance(step, Upload):
+            self._bind_upload(index, step)
+        return False
+
+    def _bind_upload(self, index: int, step: Upload) -> None:
+        view = self.graph.views.get(step.view)
+        host = self.tensors.get(step.tensor)
+        if view is None or view.offset or view.buffer in self.buffers or not isinstance(host, np.ndarray):
+            return
+        if self._writers().get(view.buffer) != [index]:
+            return
+        desc = self.desc(step.view)
+        if not desc.is_bound or (desc.strides is not None and
+                                 tuple(desc.strides) != packed_strides(desc.concrete_sizes())):
+            return
+        data = host.view(np.uint8) if host.dtype == np.bool_ else host
+        if (data.dtype != desc.data_type.numpy or not data.flags.c_contiguous or data.size != desc.element_count
+                or data.nbytes != self.graph.buffers[view.buffer].size(self.symbols)
+                or data.ctypes.data % 8):
+            return
+        raw = data.reshape(-1).view(np.uint8).view()
+        raw.flags.writeable = False
+        self.buffers[view.buffer] = raw
+        self._host_bound.add(view.buffer)
+
+    def _may_share(self, view_name: str) -> bool:
+        """May the download at the current step return the buffer's memory itself? Only if no
+        later step writes the buffer, it is not bound to a host tensor, no earlier download
+        handed it out, and the view covers at least half of it (a small view copies rather
+        than keep a large buffer alive)."""
+        view = self.graph.views[view_name]
+        name = view.buffer
+        if name in self._host_bound or name in self._shared or name not in self.buffers:
+            return False
+        if any(i > self._index for i in self._writers().get(name, ())):
+            return False
+        desc = self.desc(view_name)
+        if 2 * desc.element_count * desc.data_type.numpy.itemsize < self.buffers[name].size:
+            return False
+        self._shared.add(name)
+        return True
+
     def execute(self, step: Step, region_runner: "RegionRunner | None") -> None:
         if step.is_dml_operator:
             descs = {name: self.desc(name) for name in step.reads() + step.writes()}
@@ -99,7 +241,8 @@ class Emulator:
             if 0 in shape:
                 self.tensors[step.tensor] = np.zeros(shape, dtype)
             else:
-                self.tensors[step.tensor] = kernels.download(self.array(step.view), dtype, shape)
+                self.tensors[step.tensor] = kernels.download(self.array(step.view), dtype, shape,
+                                                             share=self._may_share(step.view))
         elif isinstance(step, ClearBuffer):
             kernels.clear(self.buffer(step.buffer), step.value)
         elif isinstance(step, ReadCount):

@@ -1,4 +1,9 @@
-"""One kernel per IR operator, following the DirectML pseudocode; all I/O goes through views."""
+"""One kernel per IR operator, following the DirectML pseudocode; all I/O goes through views.
+
+The kernels are vectorised numpy over the views. NONZERO_COORDINATES streams its input in blocks
+that stay in cache: each block is tested, its non-zero positions found, and their coordinates
+written straight into the strided coordinates view (no full-size mask or index tuple is built).
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -11,6 +16,19 @@ POISON_WORD = 0xBAADF00D
 _MAGNITUDE = {np.dtype(np.float16): (np.uint16, 0x7FFF), np.dtype(np.float32): (np.uint32, 0x7FFFFFFF),
               np.dtype(np.float64): (np.uint64, 0x7FFFFFFFFFFFFFFF)}
 
+# Elements per NONZERO_COORDINATES block: its mask and index scratch stay in the L2 cache.
+BLOCK = 1 << 18
+
+# Denormals of both widths: a float `x != 0` is the bit test above unless the FPU flushes them.
+_DENORMALS = {np.dtype(np.float32): np.full(64, np.finfo(np.float32).smallest_subnormal, np.float32),
+              np.dtype(np.float64): np.full(64, np.finfo(np.float64).smallest_subnormal, np.float64)}
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """a and b are the very same elements (same address, layout and element size)."""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.shape == b.shape and a.strides == b.strides and a.dtype.itemsize == b.dtype.itemsize)
+
 
 def upload(host: np.ndarray, dest: np.ndarray, name: str) -> None:
     host = np.asarray(host)
@@ -18,26 +36,51 @@ def upload(host: np.ndarray, dest: np.ndarray, name: str) -> None:
         raise DmlLowerError(f"input {name}: {host.size} elements do not fit a view of {dest.size}")
     if host.dtype == np.bool_:
         host = host.view(np.uint8)
-    dest[...] = host.reshape(dest.shape)
+    host = host.reshape(dest.shape)
+    if host.dtype == dest.dtype and _same_memory(host, dest):
+        return  # the emulator bound the buffer to the host tensor itself: nothing to copy
+    dest[...] = host
 
 
-def download(source: np.ndarray, dtype: np.dtype, shape: "tuple[int, ...]") -> np.ndarray:
+def download(source: np.ndarray, dtype: np.dtype, shape: "tuple[int, ...]", share: bool = False) -> np.ndarray:
+    """The host tensor of `shape` and `dtype` read from view `source`: one pass over the data.
+
+    share=True (the emulator's promise that nothing writes the buffer again) lets a packed view
+    of the same element size become the host tensor without a copy.
+    """
     if source.size != int(np.prod(shape)):
         raise DmlLowerError(f"download of {source.size} elements into shape {list(shape)}")
-    data = source.copy(order="C").reshape(shape)
+    dtype = np.dtype(dtype)
     if dtype == np.bool_:
-        return data != 0
-    return data.view(dtype) if data.dtype.itemsize == np.dtype(dtype).itemsize else data.astype(dtype)
+        return np.not_equal(source, 0, order="C").reshape(shape)
+    if source.dtype.itemsize != dtype.itemsize:
+        return source.astype(dtype, order="C").reshape(shape)
+    if share and source.flags.c_contiguous:
+        data = source.reshape(shape)
+    else:
+        data = np.array(source, order="C", copy=True).reshape(shape)
+    return data.view(dtype)
+
+
+def _fill_words(raw: np.ndarray, value: int) -> None:
+    """Every aligned 32-bit word of the byte array = value (a repeated byte becomes a memset)."""
+    value &= 0xFFFFFFFF
+    pattern = np.frombuffer(np.uint32(value).tobytes(), np.uint8)
+    if (pattern == pattern[0]).all():
+        raw.fill(pattern[0])
+        return
+    words = raw[: raw.size // 4 * 4].view(np.uint32)
+    words.fill(value)
+    if raw.size % 4:
+        raw[raw.size // 4 * 4:] = pattern[: raw.size % 4]
 
 
 def clear(raw: np.ndarray, value: int) -> None:
-    words = raw[: raw.size // 4 * 4].view(np.uint32)
-    words.fill(value & 0xFFFFFFFF)
-    if raw.size % 4:
-        raw[raw.size // 4 * 4:] = np.frombuffer(np.uint32(value).tobytes(), np.uint8)[: raw.size % 4]
+    _fill_words(raw, value)
 
 
 def nonzero_mask(values: np.ndarray) -> np.ndarray:
+    """The reference non-zero test (a full-size mask); the kernel below uses it block by block."""
     flat = values.reshape(-1)
     if flat.dtype in _MAGNITUDE:
         bits, magnitude = _MAGNITUDE[flat.dtype]
@@ -45,17 +88,98 @@ def nonzero_mask(values: np.ndarray) -> np.ndarray:
     return flat != 0
 
 
+def _fpu_keeps_denormals(dtype: np.dtype) -> bool:
+    with np.errstate(all="ignore"):
+        return bool(np.not_equal(_DENORMALS[dtype], 0).all())
+
+
+class _BlockTest:
+    """The non-zero test of one input type, writing a block's mask into preallocated scratch."""
+
+    def __init__(self, dtype: np.dtype, block: int) -> None:
+        self.mask = np.empty(block, np.bool_)
+        self.bits = None
+        if dtype in _MAGNITUDE and not (dtype in _DENORMALS and _fpu_keeps_denormals(dtype)):
+            bits, magnitude = _MAGNITUDE[dtype]
+            self.bits, self.magnitude = np.dtype(bits), bits(magnitude)
+            self.scratch = np.empty(block, bits)
+
+    def view(self, flat: np.ndarray) -> np.ndarray:
+        return flat if self.bits is None else flat.view(self.bits)
+
+    def __call__(self, block: np.ndarray) -> np.ndarray:
+        mask = self.mask[: block.size]
+        if self.bits is None:
+            np.not_equal(block, 0, out=mask)            # float: -0.0 == 0, NaN != 0, denormal != 0
+        else:
+            scratch = self.scratch[: block.size]
+            np.bitwise_and(block, self.magnitude, out=scratch)
+            np.not_equal(scratch, 0, out=mask)
+        return mask
+
+
+def _write_coordinates(index: np.ndarray, sizes: "tuple[int, ...]", columns: "list[np.ndarray]",
+                       begin: int, whole: bool, spare: np.ndarray, product: np.ndarray) -> None:
+    """Rows begin.. of `columns` get the trailing coordinates of flat element indices `index`.
+
+    sizes[c] is the input size of coordinate column c; `whole`: the columns cover every
+    dimension that is not 1, so the first column is the remaining quotient itself. `index`,
+    `spare` and `product` are scratch of at least index.size elements (all overwritten).
+    """
+    k = index.size
+    end = begin + k
+    rest, spare = index, spare[:k]
+    for c in range(len(columns) - 1, -1, -1):
+        out = columns[c][begin:end]
+        size = sizes[c]
+        if c == 0 and whole:
+            np.copyto(out, rest, casting="unsafe")
+            return
+        if size == 1:
+            out.fill(0)
+            continue
+        if size & (size - 1) == 0:
+            np.right_shift(rest, size.bit_length() - 1, out=spare)
+            np.bitwise_and(rest, size - 1, out=out, casting="unsafe")
+        else:
+            np.floor_divide(rest, size, out=spare)
+            np.multiply(spare, size, out=product[:k])
+            np.subtract(rest, product[:k], out=out, casting="unsafe")
+        rest, spare = spare, rest
+
+
 def nonzero_coordinates(x: np.ndarray, count: np.ndarray, coords: np.ndarray, strict: bool) -> None:
-    """Rows of coords hold the trailing N coordinates of each non-zero element, ascending."""
-    index = np.flatnonzero(nonzero_mask(x))
+    """Rows of coords hold the trailing N coordinates of each non-zero element, ascending.
+
+    Rows >= count are undefined: left as they are, or poisoned in strict mode.
+    """
     n = coords.shape[-1]
     table = coords.reshape(coords.shape[-2:]) if coords.ndim == 2 else coords[(0,) * (coords.ndim - 2)]
-    unravelled = np.unravel_index(index, x.shape) if x.ndim else ()
-    for column in range(n):
-        table[: index.size, column] = unravelled[x.ndim - n + column]
+    columns = [table[:, c] for c in range(n)]
+    shape = x.shape
+    sizes = tuple(int(s) for s in shape[len(shape) - n:]) if n else ()
+    whole = int(np.prod(shape[: len(shape) - n], dtype=np.int64)) == 1
+    flat = x.reshape(-1)
+    m = flat.size
+    block = min(BLOCK, m)
+    test = _BlockTest(flat.dtype, block)
+    values = test.view(flat)
+    spare = np.empty(block, np.int64)
+    product = np.empty(block, np.int64)
+    total = 0
+    with np.errstate(all="ignore"):
+        for start in range(0, m, block):
+            index = np.flatnonzero(test(values[start:start + block]))
+            if not index.size:
+                continue
+            if n:
+                if start:
+                    index += start
+                _write_coordinates(index, sizes, columns, total, whole, spare, product)
+            total += index.size
     if strict:
-        table[index.size:, :] = POISON_WORD
-    count[...] = index.size
+        table[total:, :] = POISON_WORD
+    count[...] = total
 
 
 def _scalar_for(dtype: np.dtype, value: float) -> np.generic:
@@ -72,13 +196,30 @@ def _scalar_for(dtype: np.dtype, value: float) -> np.generic:
     return dtype.type(wrapped)
 
 
+def _zero(out: np.ndarray) -> None:
+    """out = 0 (all-zero bits for every type): a memset when out is one contiguous block."""
+    if out.flags.c_contiguous:
+        out.reshape(-1).view(np.uint8).fill(0)
+    else:
+        out.fill(0)
+
+
+def _diagonal(out: np.ndarray, first: int, offset: int, length: int) -> np.ndarray:
+    """A writable strided view of out[..., first + i, first + offset + i] for i < length."""
+    corner = out[..., first:, first + offset:]
+    return np.lib.stride_tricks.as_strided(
+        corner, shape=out.shape[:-2] + (length,),
+        strides=out.strides[:-2] + (out.strides[-2] + out.strides[-1],), writeable=True)
+
+
 def diagonal_matrix(out: np.ndarray, offset: int, value: float) -> None:
     """Output[.., y, x] = Value if y + Offset == x else 0."""
     height, width = out.shape[-2:]
-    out.fill(0)
-    rows = np.arange(max(0, -offset), max(0, min(height, width - offset)))
-    if rows.size:
-        out[..., rows, rows + offset] = _scalar_for(out.dtype, value)
+    _zero(out)
+    first = max(0, -offset)
+    length = max(0, min(height, width - offset)) - first
+    if length > 0:
+        _diagonal(out, first, offset, length)[...] = _scalar_for(out.dtype, value)
 
 
 def diagonal_matrix1(source: "np.ndarray | None", out: np.ndarray, value, begin: int, end: int) -> None:

@@ -23,14 +23,15 @@ class RegionRunner:
     """Builds, caches and runs one sub-model per ONNX region of a compiled model."""
 
     def __init__(self, model: onnx.ModelProto, regions: "dict[str, list[onnx.NodeProto]]",
-                 types: dict, providers: "list[str] | None" = None) -> None:
+                 types: dict, providers: "list[str] | None" = None, generated: "set[str]" = frozenset()) -> None:
         self.model = model
         self.providers = providers or ["CPUExecutionProvider"]
         self.regions = regions
         self.types = types
-        # Initializers that are also graph inputs may be overridden by a feed: pass them in.
-        graph_input_names = {vi.name for vi in model.graph.input}
-        self.inits = {i.name: i for i in model.graph.initializer if i.name not in graph_input_names}
+        # Initializers that are also graph inputs may be overridden by a feed, and generated ones
+        # come from the DirectML side: both are passed in, not embedded.
+        passed = {vi.name for vi in model.graph.input} | set(generated)
+        self.inits = {i.name: i for i in model.graph.initializer if i.name not in passed}
         self._sessions: dict = {}
         self.engines: "dict[str, str]" = {}      # region -> what ran it (and why, for reference)
 
@@ -59,9 +60,10 @@ class RegionRunner:
         for node in self.regions[step.name]:
             if node.op_type == "NonZero" and node.domain in ("", "ai.onnx"):
                 info = self.types.get(node.input[0])
-                if info is not None and info.shape is not None and len(info.shape) == 0:
+                if info is None or info.shape is None or len(info.shape) == 0:
+                    scalar = "a scalar" if info is not None and info.shape == () else "a possibly scalar"
                     return (f"node {node.name}: onnxruntime gives (1, nnz) for a scalar NonZero, "
-                            "ONNX says (0, nnz)")
+                            f"ONNX says (0, nnz), and this is {scalar} input")
         return None
 
     def _session(self, step: OnnxRegion):

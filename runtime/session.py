@@ -26,7 +26,8 @@ class EmulatorSession:
         self.compiled = compiled
         self.operators = operators            # None: the numpy kernels; else runtime.ort_operators
         partition = compiled.partition
-        self.regions = RegionRunner(compiled.model, dict(partition.regions), compiled.types, providers)
+        self.regions = RegionRunner(compiled.model, dict(partition.regions), compiled.types, providers,
+                                    generated=partition.generated)
         self.specialised: dict = {}
         self.log: "list[str]" = []
 

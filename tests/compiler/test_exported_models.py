@@ -1,5 +1,6 @@
 """Models exported by torch 2.13 (dynamo and TorchScript exporters), committed under
 tests/models/, checked on every backend that runs here at shapes other than the export shapes."""
+import json
 from pathlib import Path
 
 import numpy as np
@@ -40,20 +41,35 @@ def test_exported_model_matches_onnx_on_every_backend(path, size):
         assert report.ok, ([b.error for b in report.backends], details)
 
 
-EXPECTED_IDIOMS = {"nonzero": "nonzero_transpose", "argwhere": "nonzero_transpose",
-                   "masked_select": "nonzero_transpose", "mlp_sparse": "nonzero_transpose",
-                   "nonzero_tuple": "nonzero_columns", "where_cond": "nonzero_columns"}
+# Every committed model, and the idioms its compile --json must show lowered.
+EXPECTED_IDIOMS = {
+    "nonzero": ["nonzero_transpose"], "argwhere": ["nonzero_transpose"],
+    "masked_select": ["nonzero_transpose"],
+    "nonzero_tuple": ["nonzero_columns"], "where_cond": ["nonzero_columns"],
+    "eye.dynamo": ["eye_from_ranges"], "eye_square.dynamo": ["eye_from_ranges"],
+    "eye.torchscript": ["eyelike_constant_of_shape"], "eye_square.torchscript": ["eyelike_constant_of_shape"],
+    # torch.eye(8) is folded to a constant: an initializer (dynamo) or a Constant node (TorchScript).
+    "mlp_sparse": ["constant_diagonal", "nonzero_transpose"],
+}
 
 
-@pytest.mark.parametrize("path", [p for p in MODELS if p.name.split(".")[0] in EXPECTED_IDIOMS],
-                         ids=lambda p: p.stem)
-def test_exported_nonzero_idiom_is_lowered(path):
-    """What exporters wrap around NonZero is lowered as one idiom, visible in compile --json."""
-    compiled = compile_model(path)
-    placed = [p.to_dict() for p in compiled.placement]
-    expected = EXPECTED_IDIOMS[path.name.split(".")[0]]
-    assert [p["rule"] for p in placed] == [expected] and placed[0]["status"] == "lowered", placed
-    assert placed[0]["dml_operators"] == ["NONZERO_COORDINATES"]
+def expected_idioms(path):
+    stem = path.name[:-len(".onnx")]
+    return EXPECTED_IDIOMS.get(stem, EXPECTED_IDIOMS.get(stem.split(".")[0]))
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
+def test_exported_idioms_are_lowered(path, tmp_path, capsys):
+    """What exporters wrap around NonZero / EyeLike is lowered as one idiom each, in compile --json."""
+    from compiler.cli import main
+    out = tmp_path / "c.json"
+    assert main(["compile", str(path), "--json", str(out)]) == 0
+    placed = json.loads(out.read_text())["placement"]
+    assert sorted(p["rule"] for p in placed) == sorted(expected_idioms(path)), placed
+    assert all(p["status"] == "lowered" and len(p["dml_operators"]) == 1 for p in placed), placed
+    for p in placed:
+        if p["rule"] == "constant_diagonal":
+            assert p["initializer_bytes_saved"] == 8 * 8 * 4
 
 
 def test_specialisation_is_cached_per_input_shape():
@@ -61,5 +77,5 @@ def test_specialisation_is_cached_per_input_shape():
     session = compiled.session("cpu")
     for n, m in ((2, 3), (4, 4), (2, 3)):
         compiled.run({"x0": np.ones((n, m), np.float32)})
-    keys = [key for key in session.specialised]
-    assert len(keys) == 2 and {k[1][0][1] for k in keys} == {(2, 3), (4, 4)}
+    # Keyed by input shapes and by the values of shape inputs (here the ConstantOfShape shape).
+    assert len(session.specialised) == 2

@@ -1,0 +1,135 @@
+"""Diagonal generators shared by EyeLike and the constant idioms: a band of the diagonals
+x - y in [begin, end) holds Value, everything else 0, in every matrix of a batch.
+
+A single diagonal whose value FLOAT32 holds exactly becomes DIAGONAL_MATRIX (2_0+); any other
+band, or a value FLOAT32 cannot hold, needs DIAGONAL_MATRIX1 and its exact typed Value (5_1+).
+"""
+from __future__ import annotations
+
+from typing import Any, Union
+
+import numpy as np
+
+from ir import DiagonalMatrix, DiagonalMatrix1, Download, EmptyTensor, Graph, TensorDesc
+from ir.dtypes import from_onnx, onnx_to_numpy, onnx_type_name
+from ir.feature_levels import FeatureLevel
+from ir.operators import INT32_MAX, INT32_MIN
+from ir.support import DIAGONAL_MATRIX, DIAGONAL_MATRIX1
+
+from .common import dims_for, pad_sizes
+from .match import Declined
+from .node import Names, product
+
+
+def float32_exact(value: Any, onnx_type: int) -> bool:
+    """Does DIAGONAL_MATRIX's FLOAT Value reproduce `value` in the output type bit for bit?"""
+    dtype = onnx_to_numpy(onnx_type)
+    typed = np.array(value, dtype=dtype)
+    if dtype.kind == "f":
+        if np.isnan(typed):
+            return False
+        return np.array(np.float32(typed), dtype=dtype).tobytes() == typed.tobytes()
+    if dtype == np.bool_:
+        return True
+    return float(np.float32(int(typed))) == int(typed)
+
+
+def clamp_band(begin: int, end: int, rows: int, cols: int) -> "tuple[int, int]":
+    """The same band with bounds inside INT32: x - y only spans [-(rows-1), cols-1]."""
+    lo, hi = -rows, cols
+    return max(lo, min(begin, hi)), max(lo, min(end, hi))
+
+
+def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[int, ...]",
+              begin: int, end: int, value: Any, level: FeatureLevel,
+              inverted: bool = False) -> "Union[Graph, Declined]":
+    """Generate `y` of `shape` ([..., rows, cols]): Value on diagonals x - y in [begin, end)
+    (outside it when `inverted`), 0 elsewhere. Bounds may be any Python ints."""
+    dtype = from_onnx(onnx_type)
+    if dtype is None:
+        return Declined(f"output type {onnx_type_name(onnx_type)} has no DirectML equivalent")
+    graph.outputs.append(y)
+    if product(shape) == 0:
+        graph.add(EmptyTensor(y, onnx_type, tuple(shape)))
+        return graph
+    rows, cols = shape[-2:]
+    batch = product(shape[:-2])
+    single = not inverted and end == begin + 1
+    plain = DIAGONAL_MATRIX.row(level)
+    plain_fits = plain is not None and dtype in plain.tensors["OutputTensor"].types
+    if single and float32_exact(value, onnx_type) and plain_fits:
+        begin, _ = clamp_band(begin, end, rows, cols)
+        if not INT32_MIN <= begin <= INT32_MAX:
+            return Declined(f"diagonal {begin} of a {rows}x{cols} matrix does not fit the 32-bit Offset")
+        sizes = pad_sizes(((batch,) if batch > 1 else ()) + (rows, cols),
+                          dims_for(DIAGONAL_MATRIX, level, "OutputTensor", 3 if batch > 1 else 2) or 4)
+        view = _output(graph, names, dtype, sizes)
+        graph.add(DiagonalMatrix(view, begin, float(np.float32(np.array(value, onnx_to_numpy(onnx_type))))))
+    else:
+        row = DIAGONAL_MATRIX1.row(level)
+        if row is None:
+            if not single:
+                why = "a band wider than one diagonal"
+            elif not plain_fits:
+                why = f"output type {onnx_type_name(onnx_type)} ({dtype.name}) on DIAGONAL_MATRIX at {level}"
+            else:
+                why = f"Value {value!r}, which FLOAT32 cannot hold exactly,"
+            return Declined(f"{why} needs DIAGONAL_MATRIX1 (feature level 5_1; target {level})")
+        begin, end = clamp_band(begin, end, rows, cols)
+        if not inverted and begin <= -(rows - 1):
+            begin = INT32_MIN                  # every diagonal from the first: an open bound
+        if not inverted and end >= cols:
+            end = INT32_MAX
+        if inverted:
+            begin, end = end, begin            # Begin > End: Value outside [End, Begin)
+        sizes = ((batch,) if batch > 1 else ()) + (rows, cols)
+        view = _output(graph, names, dtype, sizes)
+        typed = np.array(value, dtype=onnx_to_numpy(onnx_type))
+        graph.add(DiagonalMatrix1(None, view, dtype, typed.item() if typed.dtype != np.bool_ else int(typed),
+                                  begin, end))
+    graph.add(Download(view, y, onnx_type, tuple(shape)))
+    return graph
+
+
+def _output(graph: Graph, names: Names, dtype, sizes) -> str:
+    desc = TensorDesc(dtype, sizes)
+    buf, view = names("out"), names("out.view")
+    graph.add_buffer(buf, desc.min_total_size)
+    graph.add_view(view, buf, desc)
+    return view
+
+
+def find_band(array: np.ndarray) -> "tuple[int, int, bool, Any] | None":
+    """(begin, end, inverted, value) if every matrix of `array` is one value on a band of
+    diagonals (or outside one) and +0 elsewhere; None otherwise."""
+    if array.ndim < 2 or array.size == 0 or array.dtype.kind not in "biuf":
+        return None
+    rows, cols = array.shape[-2:]
+    if rows < 2 or cols < 2:
+        return None
+    bits = array.reshape(-1, rows, cols)
+    bits = bits.view(np.uint8) if bits.dtype == np.bool_ else bits.view(f"u{bits.dtype.itemsize}")
+    first = bits[0]
+    if bits.shape[0] > 1 and not np.array_equal(bits, np.broadcast_to(first, bits.shape)):
+        return None
+    nonzero = first != 0
+    if not nonzero.any() or nonzero.all():
+        return None
+    value_bits = first[nonzero]
+    if not np.all(value_bits == value_bits[0]):
+        return None
+    value = array.reshape(-1)[np.flatnonzero(nonzero.reshape(-1))[0]]
+    if array.dtype.kind == "f" and np.isnan(value):
+        return None
+    diagonal = (np.arange(cols)[None, :] - np.arange(rows)[:, None]) + (rows - 1)
+    filled = np.bincount(diagonal[nonzero], minlength=rows + cols - 1)
+    lengths = np.bincount(diagonal.reshape(-1), minlength=rows + cols - 1)
+    if np.any((filled != 0) & (filled != lengths)):
+        return None                              # a diagonal only partly filled
+    on = np.flatnonzero(filled) - (rows - 1)     # the filled diagonals x - y, ascending
+    if on[-1] - on[0] + 1 == on.size:
+        return int(on[0]), int(on[-1]) + 1, False, value
+    off = np.flatnonzero(filled == 0) - (rows - 1)
+    if off[-1] - off[0] + 1 == off.size:         # filled outside one band: an inverted band
+        return int(off[0]), int(off[-1]) + 1, True, value
+    return None

@@ -1,0 +1,269 @@
+"""Diagonal idioms: EyeLike over ConstantOfShape, torch.eye's Range/Equal/Cast, Trilu causal
+masks, and constant identity / triangular initializers generated instead of stored."""
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+from ir import ALL_LEVELS
+from ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy
+from lowering.diagonal import find_band
+from tests.lowering.oracle import assert_same, run_both
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def make(nodes, inputs, outputs, inits=(), opset=18):
+    graph = h.make_graph(nodes, "idiom", inputs, outputs, list(inits))
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=8)
+
+
+def out(name, elem, rank):
+    return h.make_tensor_value_info(name, elem, [None] * rank)
+
+
+# -- find_band -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rows,cols,k", [(3, 3, 0), (4, 6, 1), (6, 4, -2), (5, 5, 4), (5, 5, -4)])
+@pytest.mark.parametrize("value", [1.0, 2.5, -7.0])
+def test_find_band_single_diagonal(rows, cols, k, value):
+    array = np.where(np.eye(rows, cols, k) == 1, value, 0.0).astype(np.float32)   # +0 off the band
+    assert find_band(array) == (k, k + 1, False, np.float32(value))
+
+
+@pytest.mark.parametrize("k", [-2, 0, 1, 3])
+def test_find_band_triangles(k):
+    lower = np.tril(np.ones((5, 6), np.float32), k)
+    begin, end, inverted, value = find_band(lower)
+    assert (end, inverted, value) == (k + 1, False, 1.0) and begin <= -4
+    upper = np.triu(np.full((5, 6), -1e9, np.float32), k)
+    begin, end, inverted, value = find_band(upper)
+    assert (begin, inverted, value) == (k, False, np.float32(-1e9)) and end >= 6
+
+
+def test_find_band_inverted_and_batches():
+    band = np.tril(np.triu(np.ones((6, 6), np.int32), -1), 1)        # [-1, 2)
+    outside = (1 - band).astype(np.int32) * 3
+    assert find_band(outside) == (-1, 2, True, 3)
+    batch = np.broadcast_to(np.eye(4, dtype=np.float16), (2, 3, 4, 4)).copy()
+    assert find_band(batch)[:3] == (0, 1, False)
+    batch[1, 2, 0, 0] = 0
+    assert find_band(batch) is None                                   # one matrix differs
+
+
+@pytest.mark.parametrize("array", [
+    np.zeros((3, 3), np.float32), np.ones((3, 3), np.float32), np.arange(9, dtype=np.float32).reshape(3, 3),
+    np.diag(np.array([1, 2, 3], np.float32)), np.where(np.eye(3) == 1, 1.0, -0.0).astype(np.float32),
+    np.eye(3, dtype=np.float32) * np.nan, np.eye(1, dtype=np.float32), np.tril(np.ones((4, 4)))[:, ::-1].copy(),
+], ids=["zeros", "ones", "arange", "diag123", "negzero", "nan", "1x1", "antidiagonal"])
+def test_find_band_rejects(array):
+    assert find_band(array) is None
+
+
+# -- EyeLike(ConstantOfShape) ------------------------------------------------------------------
+
+def eyelike_of_fill(dtype=None, k=0, fill_type=T.FLOAT, shape_const=None):
+    attrs = {"k": k}
+    if dtype is not None:
+        attrs["dtype"] = dtype
+    nodes = [h.make_node("ConstantOfShape", ["shape"], ["fill"], name="fill",
+                         value=h.make_tensor("v", fill_type, [1], [0])),
+             h.make_node("EyeLike", ["fill"], ["y"], name="eye", **attrs)]
+    out_type = dtype if dtype is not None else fill_type
+    if shape_const is not None:
+        return make(nodes, [], [out("y", out_type, 2)], [numpy_helper.from_array(np.array(shape_const, np.int64), "shape")])
+    return make(nodes, [h.make_tensor_value_info("shape", T.INT64, [2])], [out("y", out_type, 2)])
+
+
+@pytest.mark.parametrize("dtype", [None] + list(ONNX_NUMERIC_AND_BOOL))
+@pytest.mark.parametrize("k", [0, 2, -1, 2**40])
+def test_eyelike_of_constant_of_shape(dtype, k):
+    model = eyelike_of_fill(dtype, k)
+    for dims in ((3, 5), (4, 4), (0, 3), (6, 2)):
+        compiled, ours, expected = run_both(model, {"shape": np.array(dims, np.int64)})
+        assert_same(ours, expected)
+    (entry,) = compiled.placement
+    assert entry.rule == "eyelike_constant_of_shape" and entry.status == "lowered"
+    assert sorted(entry.onnx_nodes) == ["eye", "fill"]
+
+
+def test_eyelike_of_constant_shape_is_static():
+    compiled, ours, expected = run_both(eyelike_of_fill(T.INT32, 1, shape_const=[3, 4]), {})
+    assert_same(ours, expected)
+    assert compiled.graph.dml_operators == ["DIAGONAL_MATRIX"]
+    assert not any(s.kind == "LOWER_AT_RUN_TIME" for s in compiled.graph.steps)
+
+
+# -- torch.eye from the dynamo exporter ----------------------------------------------------------
+
+def eye_ranges(square=False, cast_to=T.FLOAT, swapped=False, axes_attr=False):
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"), numpy_helper.from_array(np.array(1, np.int64), "one")]
+    nodes = [h.make_node("Range", ["zero", "n", "one"], ["r0"], name="range_rows")]
+    if not square:
+        nodes.append(h.make_node("Range", ["zero", "m", "one"], ["r1"], name="range_cols"))
+    cols = "r0" if square else "r1"
+    if axes_attr:
+        nodes.append(h.make_node("Unsqueeze", ["r0"], ["u"], name="unsq", axes=[1]))
+    else:
+        inits.append(numpy_helper.from_array(np.array([-1], np.int64), "axes"))
+        nodes.append(h.make_node("Unsqueeze", ["r0", "axes"], ["u"], name="unsq"))
+    nodes.append(h.make_node("Equal", [cols, "u"] if swapped else ["u", cols], ["eq"], name="eq"))
+    y, elem = "eq", T.BOOL
+    if cast_to is not None:
+        nodes.append(h.make_node("Cast", ["eq"], ["y"], name="cast", to=cast_to))
+        y, elem = "y", cast_to
+    inputs = [h.make_tensor_value_info("n", T.INT64, [])]
+    if not square:
+        inputs.append(h.make_tensor_value_info("m", T.INT64, []))
+    return make(nodes, inputs, [out(y, elem, 2)], inits, opset=11 if axes_attr else 18)
+
+
+@pytest.mark.parametrize("square", [False, True])
+@pytest.mark.parametrize("cast_to", [T.FLOAT, T.INT64, T.FLOAT16, T.UINT8, None])
+@pytest.mark.parametrize("form", ["plain", "swapped", "axes_attr"])
+def test_eye_from_ranges(square, cast_to, form):
+    model = eye_ranges(square, cast_to, swapped=form == "swapped", axes_attr=form == "axes_attr")
+    for n, m in ((3, 5), (4, 2), (0, 3), (1, 1), (-2, 3)):
+        feeds = {"n": np.array(n, np.int64)} if square else {"n": np.array(n, np.int64), "m": np.array(m, np.int64)}
+        compiled, ours, expected = run_both(model, feeds)
+        assert_same(ours, expected)
+    (entry,) = compiled.placement
+    assert entry.rule == "eye_from_ranges" and entry.status == "lowered"
+    assert len(entry.onnx_nodes) == (3 if square else 4) + (cast_to is not None)
+
+
+def test_eye_from_ranges_declines_when_an_intermediate_is_read_elsewhere():
+    model = eye_ranges()
+    model.graph.output.append(out("r0", T.INT64, 1))
+    compiled, ours, expected = run_both(model, {"n": np.array(3, np.int64), "m": np.array(4, np.int64)})
+    assert_same(ours, expected)
+    assert compiled.placement == []
+
+
+# -- Trilu over ConstantOfShape: causal masks ------------------------------------------------------
+
+def trilu_of_fill(value, elem, upper, k=None, rank=2):
+    inputs = [h.make_tensor_value_info("shape", T.INT64, [rank])]
+    names = ["fill"]
+    if k is not None:
+        inputs.append(h.make_tensor_value_info("k", T.INT64, []))
+        names.append("k")
+    nodes = [h.make_node("ConstantOfShape", ["shape"], ["fill"], name="fill", value=h.make_tensor("v", elem, [1], [value])),
+             h.make_node("Trilu", names, ["y"], name="trilu", upper=upper)]
+    return make(nodes, inputs, [out("y", elem, rank)])
+
+
+@pytest.mark.parametrize("value,elem", [(1.0, T.FLOAT), (-1e9, T.FLOAT), (-np.inf, T.FLOAT), (1, T.INT64),
+                                        (True, T.BOOL), (0.5, T.DOUBLE), (3, T.UINT8)])
+@pytest.mark.parametrize("upper", [0, 1])
+@pytest.mark.parametrize("k", [None, 0, 1, -2, 7, -9, 2**40, -2**40])
+def test_trilu_of_constant_of_shape(value, elem, upper, k):
+    model = trilu_of_fill(value, elem, upper, k)
+    for dims in ((4, 4), (3, 6), (6, 3), (0, 4), (1, 1)):
+        feeds = {"shape": np.array(dims, np.int64)}
+        if k is not None:
+            feeds["k"] = np.array(k, np.int64)
+        compiled, ours, expected = run_both(model, feeds)
+        assert_same(ours, expected)
+    (entry,) = compiled.placement
+    assert entry.rule == "trilu_constant_of_shape" and entry.status == "lowered"
+
+
+@pytest.mark.parametrize("dims", [(2, 3, 4), (2, 2, 3, 3), (2, 1, 2, 3, 3)])
+def test_trilu_batched_masks(dims):
+    model = trilu_of_fill(1.0, T.FLOAT, 0, rank=len(dims))
+    _, ours, expected = run_both(model, {"shape": np.array(dims, np.int64)})
+    assert_same(ours, expected)
+
+
+def test_trilu_static_mask_uses_int32_bounds():
+    model = trilu_of_fill(1.0, T.FLOAT, 0)
+    model.graph.input.pop()
+    model.graph.initializer.append(numpy_helper.from_array(np.array([5, 5], np.int64), "shape"))
+    compiled, ours, expected = run_both(model, {})
+    assert_same(ours, expected)
+    (op,) = [s for s in compiled.graph.steps if s.kind == "DIAGONAL_MATRIX1"]
+    assert (op.fill_begin, op.fill_end, op.input) == (INT32_MIN, 1, None)
+
+
+@pytest.mark.parametrize("level", ALL_LEVELS, ids=str)
+def test_trilu_needs_5_1(level):
+    model = trilu_of_fill(1.0, T.FLOAT, 1)
+    compiled, ours, expected = run_both(model, {"shape": np.array((4, 5), np.int64)}, level)
+    assert_same(ours, expected)
+    (entry,) = compiled.placement
+    assert entry.status == "lowered"        # at run time: placed by match, specialised when run
+    session = compiled.session("cpu")
+    declined = [v for v in session.specialised.values() if not hasattr(v, "steps")]
+    assert bool(declined) == (level.name < "5_1")
+    if declined:
+        assert "DIAGONAL_MATRIX1" in declined[0].reason and any("left to ONNX" in e for e in session.log)
+
+
+# -- constant initializers --------------------------------------------------------------------
+
+def uses_constant(array, name="w"):
+    """y = x + w, with w an initializer."""
+    elem = {np.dtype(np.float32): T.FLOAT, np.dtype(np.float64): T.DOUBLE, np.dtype(np.int64): T.INT64,
+            np.dtype(np.float16): T.FLOAT16, np.dtype(np.int32): T.INT32}[array.dtype]
+    return make([h.make_node("Add", ["x", name], ["y"], name="add")],
+                [h.make_tensor_value_info("x", elem, list(array.shape))], [out("y", elem, array.ndim)],
+                [numpy_helper.from_array(array, name)])
+
+
+CONSTANTS = {
+    "identity": np.eye(6, dtype=np.float32),
+    "scaled_offset": (np.eye(5, 7, 2) * 3.0).astype(np.float32),
+    "batched": np.broadcast_to(np.where(np.eye(4) == 1, -2, 0).astype(np.float16), (3, 2, 4, 4)).copy(),
+    "causal": np.triu(np.full((6, 6), -1e9, np.float32), 1),
+    "lower_ones": np.tril(np.ones((5, 5), np.int64)),
+    "double_tenth": (np.eye(4) * 0.1).astype(np.float64),
+    "int32_big": (np.eye(4) * (2**24 + 1)).astype(np.int32),
+    "inverted_band": ((1 - np.tril(np.triu(np.ones((5, 5)), -1), 1)) * 2).astype(np.float32),
+}
+NEEDS_DIAGONAL_MATRIX1 = {"causal", "lower_ones", "double_tenth", "int32_big", "inverted_band"}
+
+
+@pytest.mark.parametrize("name", sorted(CONSTANTS))
+@pytest.mark.parametrize("level", ["2_0", "4_0", "5_0", "5_1", "6_4"])
+def test_constant_initializers_are_generated(name, level, rng):
+    array = CONSTANTS[name]
+    model = uses_constant(array)
+    x = rng.standard_normal(array.shape).astype(array.dtype) if array.dtype.kind == "f" else \
+        rng.integers(-5, 5, array.shape).astype(array.dtype)
+    compiled, ours, expected = run_both(model, {"x": x}, level)
+    assert_same(ours, expected)
+    (entry,) = compiled.placement
+    assert entry.onnx_nodes == ["initializer:w"] and entry.rule == "constant_diagonal"
+    plain_ok = level >= "2_1" or array.dtype in (np.float32, np.float16)
+    if array.dtype.itemsize == 8:
+        plain_ok = level >= "5_1"
+    lowered = level >= "5_1" if name in NEEDS_DIAGONAL_MATRIX1 else plain_ok and level >= "2_0"
+    assert (entry.status == "lowered") == lowered, entry.reason
+    if lowered:
+        assert entry.extra["initializer_bytes_saved"] == array.nbytes
+        assert "w" in compiled.partition.generated and "w" not in compiled.initializers
+        ops = compiled.graph.dml_operators
+        assert ops == (["DIAGONAL_MATRIX1"] if name in NEEDS_DIAGONAL_MATRIX1 else ["DIAGONAL_MATRIX"])
+    else:
+        assert "DIAGONAL_MATRIX1" in entry.reason or "not supported" in entry.reason or "needs" in entry.reason
+
+
+def test_constant_node_identity_is_generated(rng):
+    eye = np.eye(4, dtype=np.float32)
+    model = make([h.make_node("Constant", [], ["c"], name="const", value=numpy_helper.from_array(eye, "c")),
+                  h.make_node("Mul", ["x", "c"], ["y"], name="mul")],
+                 [h.make_tensor_value_info("x", T.FLOAT, [4, 4])], [out("y", T.FLOAT, 2)])
+    compiled, ours, expected = run_both(model, {"x": rng.standard_normal((4, 4)).astype(np.float32)})
+    assert_same(ours, expected)
+    (entry,) = compiled.placement
+    assert entry.onnx_nodes == ["const"] and entry.rule == "constant_diagonal"
+
+
+def test_an_overridable_initializer_is_not_generated(rng):
+    model = uses_constant(np.eye(3, dtype=np.float32))
+    model.graph.input.append(h.make_tensor_value_info("w", T.FLOAT, [3, 3]))
+    compiled, ours, expected = run_both(model, {"x": np.ones((3, 3), np.float32)})
+    assert_same(ours, expected)
+    assert compiled.placement == []

@@ -6,7 +6,8 @@ from .dtypes import DataType
 from .errors import DmlLowerError
 from .feature_levels import ALL_LEVELS, DEFAULT_LEVEL, FeatureLevel, parse_level
 from .graph import Buffer, Graph, View
-from .operators import (ClearBuffer, DiagonalMatrix, DiagonalMatrix1, Download,
+from .operators import (ClearBuffer, DiagonalMatrix, DiagonalMatrix1, Download, ElementWiseBitAnd,
+                        ElementWiseBitOr,
                         ElementWiseIdentity, EmptyTensor, LowerAtRunTime, NonZeroCoordinates, OnnxRegion,
                         ReadCount, Step, Upload)
 from .support import OPERATORS
@@ -16,5 +17,5 @@ __all__ = [
     "DataType", "DmlLowerError", "ALL_LEVELS", "DEFAULT_LEVEL", "FeatureLevel", "parse_level",
     "Buffer", "Graph", "View", "ClearBuffer", "DiagonalMatrix", "DiagonalMatrix1", "Download",
     "ElementWiseIdentity", "EmptyTensor", "LowerAtRunTime", "NonZeroCoordinates", "OnnxRegion", "ReadCount", "Step",
-    "Upload", "OPERATORS", "TensorDesc", "min_size_bytes",
+    "Upload", "ElementWiseBitAnd", "ElementWiseBitOr", "OPERATORS", "TensorDesc", "min_size_bytes",
 ]

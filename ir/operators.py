@@ -11,8 +11,8 @@ from typing import ClassVar, Mapping, Union
 from .dtypes import DataType
 from .errors import DmlLowerError
 from .feature_levels import FeatureLevel
-from .support import (DIAGONAL_MATRIX, DIAGONAL_MATRIX1, ELEMENT_WISE_IDENTITY,
-                      NONZERO_COORDINATES, OperatorSupport)
+from .support import (DIAGONAL_MATRIX, DIAGONAL_MATRIX1, ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR,
+                      ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES, OperatorSupport)
 from .tensor_desc import Dim, TensorDesc
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -179,6 +179,42 @@ class ElementWiseIdentity(Step):
                                 f"DataType and Sizes ({x.describe()} vs {y.describe()})")
 
 
+@dataclass(frozen=True)
+class _ElementWiseBinary(Step):
+    a: str
+    b: str
+    output: str
+    is_dml_operator: ClassVar[bool] = True
+    support: ClassVar[OperatorSupport]
+
+    def reads(self) -> "tuple[str, ...]":
+        return (self.a, self.b)
+
+    def writes(self) -> "tuple[str, ...]":
+        return (self.output,)
+
+    def validate(self, views: "Mapping[str, TensorDesc]", level: FeatureLevel) -> None:
+        a, b, out = views[self.a], views[self.b], views[self.output]
+        check_table(self.support, level, {"ATensor": a, "BTensor": b, "OutputTensor": out})
+        if len({d.data_type for d in (a, b, out)}) > 1 or len({tuple(d.sizes) for d in (a, b, out)}) > 1:
+            raise DmlLowerError(f"{self.kind}: ATensor, BTensor and OutputTensor must share DataType and Sizes "
+                                f"({a.describe()}, {b.describe()}, {out.describe()})")
+
+
+@dataclass(frozen=True)
+class ElementWiseBitOr(_ElementWiseBinary):
+    """DML_ELEMENT_WISE_BIT_OR_OPERATOR_DESC."""
+    kind: ClassVar[str] = "ELEMENT_WISE_BIT_OR"
+    support: ClassVar[OperatorSupport] = ELEMENT_WISE_BIT_OR
+
+
+@dataclass(frozen=True)
+class ElementWiseBitAnd(_ElementWiseBinary):
+    """DML_ELEMENT_WISE_BIT_AND_OPERATOR_DESC."""
+    kind: ClassVar[str] = "ELEMENT_WISE_BIT_AND"
+    support: ClassVar[OperatorSupport] = ELEMENT_WISE_BIT_AND
+
+
 # Host-side steps: what happens around the DirectML operators, made visible.
 
 @dataclass(frozen=True)
@@ -254,5 +290,5 @@ class LowerAtRunTime(Step):
 
 
 STEP_TYPES = {cls.kind: cls for cls in (
-    NonZeroCoordinates, DiagonalMatrix, DiagonalMatrix1, ElementWiseIdentity,
+    NonZeroCoordinates, DiagonalMatrix, DiagonalMatrix1, ElementWiseIdentity, ElementWiseBitOr, ElementWiseBitAnd,
     Upload, Download, ClearBuffer, ReadCount, EmptyTensor, OnnxRegion, LowerAtRunTime)}

@@ -88,5 +88,21 @@ ELEMENT_WISE_IDENTITY = OperatorSupport("ELEMENT_WISE_IDENTITY", 1, _lv("1_0"), 
     _row("1_0", InputTensor=TensorSupport(4, 5, _HALF_FLOAT), OutputTensor=TensorSupport(4, 5, _HALF_FLOAT)),
 ))
 
+_SMALL_UNSIGNED = frozenset({T.UINT32, T.UINT16, T.UINT8})
+
+
+def _bitwise(name: str, number: int) -> OperatorSupport:
+    return OperatorSupport(name, number, _lv("3_0"), (
+        _row("4_1", ATensor=TensorSupport(1, 8, _ELEVEN), BTensor=TensorSupport(1, 8, _ELEVEN),
+             OutputTensor=TensorSupport(1, 8, _ELEVEN)),
+        _row("3_0", ATensor=TensorSupport(1, 8, _SMALL_UNSIGNED), BTensor=TensorSupport(1, 8, _SMALL_UNSIGNED),
+             OutputTensor=TensorSupport(1, 8, _SMALL_UNSIGNED)),
+    ))
+
+
+# Glue for 64-bit NonZero: the two 32-bit words of each element combined.
+ELEMENT_WISE_BIT_AND = _bitwise("ELEMENT_WISE_BIT_AND", 114)
+ELEMENT_WISE_BIT_OR = _bitwise("ELEMENT_WISE_BIT_OR", 115)
+
 OPERATORS = {op.name: op for op in (NONZERO_COORDINATES, DIAGONAL_MATRIX, DIAGONAL_MATRIX1,
-                                    ELEMENT_WISE_IDENTITY)}
+                                    ELEMENT_WISE_IDENTITY, ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR)}

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from ir import (ClearBuffer, DataType, Download, ElementWiseIdentity, EmptyTensor, Graph,
+from ir import (ClearBuffer, DataType, Download, ElementWiseBitAnd, ElementWiseBitOr, ElementWiseIdentity,
+                EmptyTensor, Graph,
                 NonZeroCoordinates, ReadCount, TensorDesc)
 from ir.dtypes import ONNX_INT64, from_onnx, onnx_type_name
 from ir.feature_levels import FeatureLevel
-from ir.support import ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES
+from ir.support import ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR, ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES
 
 from .common import dims_for, level_reason, pad_sizes, upload
 from .node import Names, NodeInfo, TensorInfo, product
@@ -26,14 +27,17 @@ def check(node: NodeInfo, level: FeatureLevel) -> "str | None":
     dtype = from_onnx(x.onnx_type)
     if dtype is None:
         return f"input type {onnx_type_name(x.onnx_type)} has no DirectML equivalent"
-    if dtype.bits == 64:
-        return (f"input type {onnx_type_name(x.onnx_type)}: NONZERO_COORDINATES has no 64-bit "
-                "input at any feature level")
     reason = level_reason(NONZERO_COORDINATES, level)
     if reason:
         return reason
     row = NONZERO_COORDINATES.row(level)
-    if dtype not in row.tensors["InputTensor"].types:
+    if dtype.bits == 64:
+        # No 64-bit input at any level: the two 32-bit words are OR-ed into one UINT32 first.
+        for glue in (ELEMENT_WISE_IDENTITY, ELEMENT_WISE_BIT_OR, ELEMENT_WISE_BIT_AND):
+            if glue.row(level) is None or DataType.UINT32 not in glue.row(level).tensors["OutputTensor"].types:
+                return (f"input type {onnx_type_name(x.onnx_type)}: the 64-bit word split needs {glue.name}, "
+                        f"not available at feature level {level}")
+    elif dtype not in row.tensors["InputTensor"].types:
         return f"input type {onnx_type_name(x.onnx_type)} is not supported by NONZERO_COORDINATES at {level}"
     if x.rank is not None and dims_for(NONZERO_COORDINATES, level, "InputTensor", max(x.rank, 1)) is None:
         limit = row.tensors["InputTensor"].max_dims
@@ -65,7 +69,11 @@ def emit_coordinates(graph: Graph, names: Names, x: TensorInfo, level: FeatureLe
     row = NONZERO_COORDINATES.row(level)
     count_dims = dims if row.same_dimension_count else 1
     coord_dims = dims if row.same_dimension_count else 2
-    x_view = upload(graph, names, x.name, from_onnx(x.onnx_type), in_sizes)
+    dtype = from_onnx(x.onnx_type)
+    if dtype.bits == 64:
+        x_view = _combine_words(graph, names, x, dtype, m, in_sizes)
+    else:
+        x_view = upload(graph, names, x.name, dtype, in_sizes)
 
     count_buf, count_view = names("count"), names("count.view")
     graph.add_buffer(count_buf, 4)
@@ -83,6 +91,36 @@ def emit_coordinates(graph: Graph, names: Names, x: TensorInfo, level: FeatureLe
     nnz = names("nnz")
     graph.add(ReadCount(count_view, nnz))
     return Coordinates(coords_buf, nnz, n, m)
+
+
+def _combine_words(graph: Graph, names: Names, x: TensorInfo, dtype: DataType, m: int,
+                   in_sizes: "tuple[int, ...]") -> str:
+    """A UINT32 view, shaped like x, that is non-zero exactly where the 64-bit x is.
+
+    The words are first split into two planes (a strided copy: a binding cannot start at the
+    high word's 4-byte offset), then high |= low. For doubles the sign bit is masked off the
+    high word first, so -0.0 counts as zero; NaN and denormals keep a non-zero bit.
+    """
+    words = upload(graph, names, x.name, DataType.UINT32, (m, 2))
+    plane = (m + 3) // 4 * 4                          # 16-byte aligned second plane
+    planes = names("planes")
+    graph.add_buffer(planes, 8 * plane)
+    split = names("planes.view")
+    graph.add_view(split, planes, TensorDesc(DataType.UINT32, (m, 2), (1, plane), total_size=8 * plane))
+    graph.add(ElementWiseIdentity(words, split))
+    low, high = names("low.view"), names("high.view")
+    graph.add_view(low, planes, TensorDesc(DataType.UINT32, (m,)))
+    graph.add_view(high, planes, TensorDesc(DataType.UINT32, (m,)), 4 * plane)
+    if dtype == DataType.FLOAT64:
+        mask_buf, mask = names("sign_mask"), names("sign_mask.view")
+        graph.add_buffer(mask_buf, 4)
+        graph.add_view(mask, mask_buf, TensorDesc(DataType.UINT32, (m,), (0,)))
+        graph.add(ClearBuffer(mask_buf, 0x7FFFFFFF))
+        graph.add(ElementWiseBitAnd(high, mask, high))
+    graph.add(ElementWiseBitOr(low, high, low))
+    combined = names("combined.view")
+    graph.add_view(combined, planes, TensorDesc(DataType.UINT32, in_sizes))
+    return combined
 
 
 def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":

@@ -16,7 +16,8 @@ import numpy as np
 
 from ir import DmlLowerError, Graph
 from ir.dtypes import onnx_to_numpy
-from ir.operators import (ClearBuffer, DiagonalMatrix, DiagonalMatrix1, Download,
+from ir.operators import (ClearBuffer, DiagonalMatrix, DiagonalMatrix1, Download, ElementWiseBitAnd,
+                          ElementWiseBitOr,
                           ElementWiseIdentity, EmptyTensor, LowerAtRunTime, NonZeroCoordinates,
                           OnnxRegion, ReadCount, Step, Upload)
 from ir.tensor_desc import TensorDesc, packed_strides
@@ -261,6 +262,10 @@ class Emulator:
                                      step.fill_begin, step.fill_end)
         elif isinstance(step, ElementWiseIdentity):
             self.ops.identity(self.array(step.input), self.array(step.output))
+        elif isinstance(step, ElementWiseBitOr):
+            self.ops.bit_or(self.array(step.a), self.array(step.b), self.array(step.output))
+        elif isinstance(step, ElementWiseBitAnd):
+            self.ops.bit_and(self.array(step.a), self.array(step.b), self.array(step.output))
         elif isinstance(step, (OnnxRegion, LowerAtRunTime)):
             if region_runner is None:
                 raise DmlLowerError(f"step {step.kind} needs a runner for ONNX regions and run-time lowering")

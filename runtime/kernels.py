@@ -32,6 +32,8 @@ def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
 
 def upload(host: np.ndarray, dest: np.ndarray, name: str) -> None:
     host = np.asarray(host)
+    if host.dtype.itemsize != dest.dtype.itemsize and host.nbytes == dest.nbytes:
+        host = np.ascontiguousarray(host).reshape(-1).view(dest.dtype)   # bytes as other words (64-bit split)
     if host.size != dest.size:
         raise DmlLowerError(f"input {name}: {host.size} elements do not fit a view of {dest.size}")
     if host.dtype == np.bool_:
@@ -239,3 +241,12 @@ def diagonal_matrix1(source: "np.ndarray | None", out: np.ndarray, value, begin:
 
 def identity(source: np.ndarray, out: np.ndarray) -> None:
     out[...] = source
+
+
+def bit_or(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """Output may alias an input (DirectML allows in-place element-wise operators)."""
+    np.bitwise_or(a, b, out=out)
+
+
+def bit_and(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    np.bitwise_and(a, b, out=out)

@@ -6,6 +6,7 @@ NONZERO_COORDINATES <- NonZero (then transposed into the {M, N} UINT32 layout)
 DIAGONAL_MATRIX     <- EyeLike (times Value when Value != 1)
 DIAGONAL_MATRIX1    <- Trilu band masks + Where
 ELEMENT_WISE_IDENTITY <- Identity
+ELEMENT_WISE_BIT_OR / BIT_AND <- BitwiseOr / BitwiseAnd
 """
 from __future__ import annotations
 
@@ -132,3 +133,23 @@ class OrtOperators:
         (result,) = self._run(("Identity", elem, data.ndim), build, {"x": data},
                               f"ELEMENT_WISE_IDENTITY on {data.dtype} via Identity")
         out[...] = result
+
+    def _bitwise(self, op: str, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        left, right = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        elem = numpy_to_onnx(left.dtype)
+
+        def build():
+            return self._model([helper.make_node(op, ["a", "b"], ["y"])],
+                               [helper.make_tensor_value_info("a", elem, [None] * left.ndim),
+                                helper.make_tensor_value_info("b", elem, [None] * left.ndim)],
+                               [helper.make_tensor_value_info("y", elem, [None] * left.ndim)], opset=18)
+
+        (result,) = self._run((op, elem, left.ndim), build, {"a": left, "b": right},
+                              f"ELEMENT_WISE_{'BIT_OR' if op == 'BitwiseOr' else 'BIT_AND'} on {left.dtype} via {op}")
+        out[...] = result
+
+    def bit_or(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        self._bitwise("BitwiseOr", a, b, out)
+
+    def bit_and(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        self._bitwise("BitwiseAnd", a, b, out)

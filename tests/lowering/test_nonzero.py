@@ -49,10 +49,12 @@ def test_nonzero_grid(onnx_type, rank, rng):
         compiled, ours, expected = run_both(model, {"x": x})
         assert_same(ours, expected)
     (entry,) = compiled.placement
+    assert entry.status == "lowered", entry.reason
     if onnx_type in SIXTY_FOUR_BIT:
-        assert entry.status == "onnx" and "64-bit" in entry.reason
+        # No 64-bit input type: the two words are split into planes and OR-ed first.
+        glue = ["ELEMENT_WISE_IDENTITY"] + (["ELEMENT_WISE_BIT_AND"] if onnx_type == T.DOUBLE else [])
+        assert entry.dml_operators[:len(glue) + 2] == glue + ["ELEMENT_WISE_BIT_OR", "NONZERO_COORDINATES"]
     else:
-        assert entry.status == "lowered", entry.reason
         assert entry.dml_operators[0] == "NONZERO_COORDINATES"
 
 
@@ -135,3 +137,34 @@ def test_coordinates_descriptor_is_the_ort_strided_trick():
     assert graph.buffers[coords.buffer].bytes == 8 * 2 * 12
     kinds = [s.kind for s in graph.steps]
     assert kinds.index("CLEAR_BUFFER") < kinds.index("NONZERO_COORDINATES") < kinds.index("READBACK_COUNT")
+
+
+WORD_VALUES = {
+    T.INT64: [0, 1, 1 << 32, -(1 << 32), -1, 1 << 62, -(1 << 63)],
+    T.UINT64: [0, 1, 1 << 32, 1 << 63, (1 << 64) - 1, 0xFFFFFFFF],
+    # bit patterns: +0, -0 (zero), smallest denormal (low word only), 2.0 (high word only), NaN, -inf
+    T.DOUBLE: [0x0, 0x8000000000000000, 0x1, 0x4000000000000000, 0x7FF8000000000001, 0xFFF0000000000000],
+}
+
+
+@pytest.mark.parametrize("onnx_type", sorted(WORD_VALUES))
+@pytest.mark.parametrize("level", ["3_0", "4_0", "4_1", "5_1"])
+def test_64bit_values_non_zero_in_one_word_only(onnx_type, level, rng):
+    values = WORD_VALUES[onnx_type]
+    if onnx_type == T.DOUBLE:
+        pool = np.array(values, np.uint64).view(np.float64)
+    else:
+        pool = np.array(values, dtype=onnx_to_numpy(onnx_type))
+    x = pool[rng.integers(0, pool.size, (4, 5))]
+    x.reshape(-1)[: pool.size] = pool                     # every pattern at least once
+    model = single_node_model("NonZero", onnx_type, (4, 5), T.INT64)
+    compiled, ours, expected = run_both(model, {"x": x}, level)
+    assert_same(ours, expected)
+    assert compiled.placement[0].status == "lowered"
+
+
+def test_64bit_needs_the_bitwise_glue_level(rng):
+    model = single_node_model("NonZero", T.INT64, (3, 4), T.INT64)
+    compiled, ours, expected = run_both(model, {"x": make_input(T.INT64, (3, 4), 0.5, rng)}, "2_1")
+    assert_same(ours, expected)
+    assert compiled.placement[0].status == "onnx" and "3_0" in compiled.placement[0].reason

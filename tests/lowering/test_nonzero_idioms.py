@@ -134,11 +134,12 @@ def test_idiom_declines_when_an_intermediate_is_used_elsewhere(rng):
     assert [p.rule for p in compiled.placement] == ["nonzero"]
 
 
-def test_64bit_input_declines_the_idiom_with_a_reason(rng):
-    compiled, ours, expected = run_both(transpose_model(T.DOUBLE, (3, 4)), {"x": make_input(T.DOUBLE, (3, 4), 0.5, rng)})
+@pytest.mark.parametrize("x_type", [T.DOUBLE, T.INT64, T.UINT64])
+def test_64bit_input_in_the_idiom(x_type, rng):
+    compiled, ours, expected = run_both(transpose_model(x_type, (3, 4)), {"x": make_input(x_type, (3, 4), 0.5, rng)})
     assert_same(ours, expected)
     (entry,) = compiled.placement
-    assert entry.status == "onnx" and "64-bit" in entry.reason
+    assert entry.rule == "nonzero_transpose" and "ELEMENT_WISE_BIT_OR" in entry.dml_operators
 
 
 def test_transpose_result_is_the_coordinate_buffer_prefix():

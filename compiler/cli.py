@@ -144,6 +144,15 @@ def cmd_demo(args) -> int:
     return 0 if not failures else 1
 
 
+def cmd_capabilities(args) -> int:
+    from ir import parse_level
+
+    from .capabilities import capabilities_text
+    level = parse_level(args.feature_level) if args.feature_level else None
+    sys.stdout.write(capabilities_text(level, markdown=args.markdown))
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors are one line too (exit 2), pointing at --help instead of printing usage."""
 
@@ -197,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", help="write the report as a Markdown table here")
     p.add_argument("--save-inputs", help="write the feeds used to this .npz (replay with --inputs)")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("capabilities", help="print the DirectML support matrix the validation uses")
+    p.add_argument("--feature-level", help="only the tables in force at this level (default: every level)")
+    p.add_argument("--markdown", action="store_true", help="Markdown tables (docs/capabilities.md is this)")
+    p.set_defaults(func=cmd_capabilities)
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
     p.add_argument("--feature-level", default="5_1")

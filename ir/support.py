@@ -101,8 +101,8 @@ def _bitwise(name: str, number: int) -> OperatorSupport:
 
 
 # Glue for 64-bit NonZero: the two 32-bit words of each element combined.
-ELEMENT_WISE_BIT_AND = _bitwise("ELEMENT_WISE_BIT_AND", 114)
-ELEMENT_WISE_BIT_OR = _bitwise("ELEMENT_WISE_BIT_OR", 115)
+ELEMENT_WISE_BIT_AND = _bitwise("ELEMENT_WISE_BIT_AND", 121)    # 12 before NONZERO_COORDINATES (133)
+ELEMENT_WISE_BIT_OR = _bitwise("ELEMENT_WISE_BIT_OR", 122)
 
 OPERATORS = {op.name: op for op in (NONZERO_COORDINATES, DIAGONAL_MATRIX, DIAGONAL_MATRIX1,
                                     ELEMENT_WISE_IDENTITY, ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR)}

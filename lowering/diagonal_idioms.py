@@ -106,38 +106,79 @@ def match_eye_from_ranges(node: NodeInfo, view: GraphView, level: FeatureLevel) 
     if cast is not None and cast.op_type == "Cast" and from_onnx(int(cast.attrs.get("to", 0))) is not None:
         covered.append(cast.name)
         out_type, y = int(cast.attrs["to"]), cast.outputs[0].name
+    # Batched forms: Expand(eye, shape) broadcasts the same matrix over leading dimensions.
+    expand_shape = None
+    expand = sole_consumer(view, y)
+    if expand is not None and expand.op_type == "Expand" and expand.inputs[0].name == y:
+        covered.append(expand.name)
+        expand_shape = expand.inputs[1]
+        y = expand.outputs[0].name
     # Every intermediate must be read inside the pattern only.
     inner = {unsqueeze.outputs[0].name, rows_range[0].outputs[0].name, cols_range[0].outputs[0].name}
-    if y != eq:
+    if eq != y:
         inner.add(eq)
+    if expand_shape is not None:
+        inner.add(expand.inputs[0].name)
     for tensor in inner:
         if view.is_graph_output(tensor) or any(c.name not in covered for c in view.consumers(tensor)):
             return None
-    limits = [rows_range[1], cols_range[1]]
+    limits = [rows_range[1], cols_range[1]] + ([expand_shape] if expand_shape is not None else [])
     value_inputs = tuple(dict.fromkeys(t.name for t in limits))
 
     def build(shapes, values, lvl) -> "Union[Graph, Declined]":
         dims = (max(int(np.asarray(values[limits[0].name]).reshape(-1)[0]), 0),
                 max(int(np.asarray(values[limits[1].name]).reshape(-1)[0]), 0))
+        if expand_shape is not None:
+            target = _dims(values, expand_shape.name)
+            if isinstance(target, Declined):
+                return target
+            try:
+                full = tuple(np.broadcast_shapes(target, dims))
+            except ValueError:
+                return Declined(f"Expand to {list(target)} does not broadcast a {dims[0]}x{dims[1]} eye")
+            if full[-2:] != dims:
+                return Declined(f"Expand to {list(target)} stretches the {dims[0]}x{dims[1]} eye itself")
+            dims = full
         names = Names(node.name)
         return verified(lambda: emit_band(Graph(lvl), names, y, out_type, dims, 0, 1, 1, lvl))
 
+    note = "Range, Range, Unsqueeze, Equal, Cast" + (", Expand" if expand_shape is not None else "")
     return Match("eye_from_ranges", tuple(covered), tuple({t.name: t for t in limits}.values()), (y,), build,
-                 ("DIAGONAL_MATRIX",), value_inputs=value_inputs,
-                 note="Range, Range, Unsqueeze, Equal, Cast become one generator")
+                 ("DIAGONAL_MATRIX",), value_inputs=value_inputs, note=f"{note} become one generator")
 
 
-# Trilu(ConstantOfShape(shape, v), k) -> DIAGONAL_MATRIX1 with Value v and an INT32 open bound:
+# Trilu(ConstantOfShape(shape, v) or Expand(v, shape), k) -> DIAGONAL_MATRIX1 with Value v and an INT32 open bound:
 # the causal mask torch.tril(torch.ones(n, n)) / triu(full(-1e9), 1) exporters emit.
+def _uniform_fill(view: GraphView, fill: NodeInfo) -> "tuple[Any, int, tuple] | None":
+    """(value, ONNX type, shape of the constant operand) of ConstantOfShape(shape) or of
+    Expand(c, shape) with every element of the constant c equal."""
+    if fill.op_type == "ConstantOfShape":
+        value, value_type = _fill_value(fill)
+        return value, value_type, ()
+    if fill.op_type == "Expand":
+        constant = view.constant(fill.inputs[0].name)
+        if constant is None or np.asarray(constant).size == 0:
+            return None
+        flat = np.ascontiguousarray(constant).reshape(-1)
+        raw = flat.view(np.uint8).reshape(flat.size, -1)
+        if not np.all(raw == raw[0]):            # every element the same bits
+            return None
+        return flat[0].item(), numpy_to_onnx(flat.dtype), tuple(np.shape(constant))
+    return None
+
+
 def match_trilu_of_fill(node: NodeInfo, view: GraphView, level: FeatureLevel) -> "Match | Declined | None":
     x = node.inputs[0]
     fill = view.producer(x.name)
-    if fill is None or fill.op_type != "ConstantOfShape" or sole_consumer(view, x.name) is None:
+    if fill is None or fill.op_type not in ("ConstantOfShape", "Expand") or sole_consumer(view, x.name) is None:
         return None
-    value, value_type = _fill_value(fill)
+    uniform = _uniform_fill(view, fill)
+    if uniform is None:
+        return None
+    value, value_type, operand_shape = uniform
     if from_onnx(value_type) is None:
         return None
-    shape, y = fill.inputs[0], node.outputs[0].name
+    shape, y = fill.inputs[1 if fill.op_type == "Expand" else 0], node.outputs[0].name
     k_input = node.inputs[1] if len(node.inputs) > 1 else None
     upper = int(node.attrs.get("upper", 1))
     value_inputs = (shape.name,) + ((k_input.name,) if k_input is not None else ())
@@ -147,17 +188,22 @@ def match_trilu_of_fill(node: NodeInfo, view: GraphView, level: FeatureLevel) ->
         dims = _dims(values, shape.name)
         if isinstance(dims, Declined):
             return dims
+        if operand_shape:
+            try:
+                dims = tuple(np.broadcast_shapes(operand_shape, dims))
+            except ValueError:
+                return Declined(f"Expand of {list(operand_shape)} to {list(dims)} does not broadcast")
         if len(dims) < 2:
-            return Declined(f"Trilu needs at least 2 dimensions; ConstantOfShape gives {list(dims)}")
+            return Declined(f"Trilu needs at least 2 dimensions; its input has shape {list(dims)}")
         k = int(np.asarray(values[k_input.name]).reshape(-1)[0]) if k_input is not None else 0
         # Open bounds: emit_band clamps them to this matrix and writes INT32_MIN / INT32_MAX.
         begin, end = (k, 2**63) if upper else (-(2**63), k + 1)
         names = Names(node.name)
         return verified(lambda: emit_band(Graph(lvl), names, y, value_type, dims, begin, end, value, lvl))
 
-    return Match("trilu_constant_of_shape", (node.name, fill.name), inputs, (y,), build,
+    return Match("trilu_constant_fill", (node.name, fill.name), inputs, (y,), build,
                  ("DIAGONAL_MATRIX1",), value_inputs=value_inputs,
-                 note="a triangle generator: the ConstantOfShape is never materialised")
+                 note=f"a triangle generator: the {fill.op_type} is never materialised")
 
 
 # A constant initializer that is c on a band of diagonals (c * identity, offset diagonals,
@@ -200,5 +246,5 @@ def match_constant_node(node: NodeInfo, view: GraphView, level: FeatureLevel) ->
 
 register_idiom("eyelike_constant_of_shape", "EyeLike", 10, match_eyelike_of_fill)
 register_idiom("eye_from_ranges", "Equal", 10, match_eye_from_ranges)
-register_idiom("trilu_constant_of_shape", "Trilu", 10, match_trilu_of_fill)
+register_idiom("trilu_constant_fill", "Trilu", 10, match_trilu_of_fill)
 register_idiom("constant_diagonal", "Constant", 10, match_constant_node)

@@ -52,7 +52,7 @@ class EmulatorSession:
             for member in members:
                 reads += [r for r in member.input if r and r not in produced and r not in reads]
             self.regions.add_region(name, members)
-            region = OnnxRegion(name, tuple(match.nodes), tuple(reads), step.outputs)
+            region = OnnxRegion(name, tuple(m.name for m in members), tuple(reads), step.outputs)
             return self.regions(region, tensors)
         return Emulator(result, strict, self.operators).run({n: tensors[n] for n in result.inputs})
 

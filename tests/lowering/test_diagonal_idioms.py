@@ -167,7 +167,7 @@ def test_trilu_of_constant_of_shape(value, elem, upper, k):
         compiled, ours, expected = run_both(model, feeds)
         assert_same(ours, expected)
     (entry,) = compiled.placement
-    assert entry.rule == "trilu_constant_of_shape" and entry.status == "lowered"
+    assert entry.rule == "trilu_constant_fill" and entry.status == "lowered"
 
 
 @pytest.mark.parametrize("dims", [(2, 3, 4), (2, 2, 3, 3), (2, 1, 2, 3, 3)])
@@ -265,5 +265,61 @@ def test_an_overridable_initializer_is_not_generated(rng):
     model = uses_constant(np.eye(3, dtype=np.float32))
     model.graph.input.append(h.make_tensor_value_info("w", T.FLOAT, [3, 3]))
     compiled, ours, expected = run_both(model, {"x": np.ones((3, 3), np.float32)})
+    assert_same(ours, expected)
+    assert compiled.placement == []
+
+
+def eye_ranges_expanded():
+    model = eye_ranges(square=True)
+    graph = model.graph
+    y = graph.output.pop()
+    graph.input.append(h.make_tensor_value_info("batch", T.INT64, [None]))
+    graph.node.append(h.make_node("Expand", [y.name, "batch"], ["yb"], name="expand"))
+    graph.output.append(out("yb", T.FLOAT, 4))
+    return model
+
+
+@pytest.mark.parametrize("batch", [(2, 3, 4, 4), (3, 1, 1), (5, 1, 4), (1, 4, 4)])
+def test_batched_eye_through_expand(batch):
+    model = eye_ranges_expanded()
+    compiled, ours, expected = run_both(model, {"n": np.array(4, np.int64), "batch": np.array(batch, np.int64)})
+    assert_same(ours, expected)
+    (entry,) = compiled.placement
+    assert entry.rule == "eye_from_ranges" and "expand" in entry.onnx_nodes
+    assert not any("left to ONNX" in e for e in compiled.session("cpu").log)
+
+
+def test_expand_that_stretches_the_eye_falls_back():
+    """A 1x1 eye expanded to 3x3 is all ones, not an identity: declined at run time, still right."""
+    model = eye_ranges_expanded()
+    compiled, ours, expected = run_both(model, {"n": np.array(1, np.int64), "batch": np.array([3, 3], np.int64)})
+    assert_same(ours, expected)
+    assert any("stretches" in e for e in compiled.session("cpu").log)
+
+
+@pytest.mark.parametrize("constant", [np.array(1.0, np.float32), np.full((1, 4), -np.inf, np.float32),
+                                      np.array([True]), np.array([2, 2], np.int64)])
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu_of_expanded_constant(constant, upper):
+    elem = {np.dtype(np.float32): T.FLOAT, np.dtype(np.bool_): T.BOOL, np.dtype(np.int64): T.INT64}[constant.dtype]
+    nodes = [h.make_node("Expand", ["c", "shape"], ["fill"], name="expand"),
+             h.make_node("Trilu", ["fill"], ["y"], name="trilu", upper=upper)]
+    model = make(nodes, [h.make_tensor_value_info("shape", T.INT64, [2])], [out("y", elem, 2)],
+                 [numpy_helper.from_array(constant, "c")])
+    last = constant.shape[-1] if constant.ndim else 3
+    for dims in ((4, last), (last, last), (2, last), (5, 1)):
+        if constant.ndim and last != 1 and dims[-1] == 1:
+            dims = (5, last)                   # an Expand cannot shrink the constant
+        compiled, ours, expected = run_both(model, {"shape": np.array(dims, np.int64)})
+        assert_same(ours, expected)
+    assert compiled.placement[0].rule == "trilu_constant_fill"
+
+
+def test_trilu_of_non_uniform_constant_is_not_an_idiom():
+    nodes = [h.make_node("Expand", ["c", "shape"], ["fill"], name="expand"),
+             h.make_node("Trilu", ["fill"], ["y"], name="trilu")]
+    model = make(nodes, [h.make_tensor_value_info("shape", T.INT64, [2])], [out("y", T.FLOAT, 2)],
+                 [numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "c")])
+    compiled, ours, expected = run_both(model, {"shape": np.array((3, 2), np.int64)})
     assert_same(ours, expected)
     assert compiled.placement == []

@@ -15,9 +15,9 @@ OPSET = 13
 IR_VERSION = 8
 
 
-def _model(name: str, nodes, inputs, outputs, initializers=()) -> onnx.ModelProto:
+def _model(name: str, nodes, inputs, outputs, initializers=(), opset: int = OPSET) -> onnx.ModelProto:
     graph = h.make_graph(nodes, name, inputs, outputs, list(initializers))
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", OPSET)], ir_version=IR_VERSION,
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=IR_VERSION,
                          producer_name="onnx-dml-lowering examples")
     onnx.checker.check_model(model)
     return model
@@ -73,7 +73,46 @@ def edge_cases() -> onnx.ModelProto:
          h.make_tensor_value_info("eye_u8", T.UINT8, [4, 4])])
 
 
-BUILDERS = {"masked_select": masked_select, "banded_mix": banded_mix, "edge_cases": edge_cases}
+def exporter_idioms() -> onnx.ModelProto:
+    """What exporters wrap around the operators: torch.nonzero's Transpose, torch.where's
+    per-axis Slice+Squeeze, a causal mask Trilu(ConstantOfShape), and a stored 2 * identity."""
+    import numpy as np
+    from onnx import numpy_helper
+    scores = h.make_tensor_value_info("scores", T.FLOAT, [6, 6])
+    nodes = [
+        h.make_node("Greater", ["scores", "zero"], ["positive"], name="greater"),
+        h.make_node("NonZero", ["positive"], ["nz"], name="nonzero"),
+        h.make_node("Transpose", ["nz"], ["positions"], name="transpose", perm=[1, 0]),
+        h.make_node("Less", ["scores", "zero"], ["negative"], name="less"),
+        h.make_node("NonZero", ["negative"], ["nz_neg"], name="nonzero_neg"),
+        h.make_node("Transpose", ["nz_neg"], ["nz_neg_t"], name="transpose_neg", perm=[1, 0]),
+        h.make_node("Slice", ["nz_neg_t", "s0", "s1", "axis1"], ["col0"], name="slice_rows"),
+        h.make_node("Squeeze", ["col0", "axis1"], ["neg_rows"], name="squeeze_rows"),
+        h.make_node("Slice", ["nz_neg_t", "s1", "s2", "axis1"], ["col1"], name="slice_cols"),
+        h.make_node("Squeeze", ["col1", "axis1"], ["neg_cols"], name="squeeze_cols"),
+        h.make_node("ConstantOfShape", ["mask_shape"], ["ones"], name="fill",
+                    value=h.make_tensor("v", T.FLOAT, [1], [-1e9])),
+        h.make_node("Trilu", ["ones", "one"], ["mask"], name="causal_mask", upper=1),
+        h.make_node("MatMul", ["scores", "two_eye"], ["scaled"], name="scale"),
+        h.make_node("Add", ["scaled", "mask"], ["masked_scores"], name="apply_mask"),
+    ]
+    inits = [numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "s0"),
+             numpy_helper.from_array(np.array([1], np.int64), "s1"),
+             numpy_helper.from_array(np.array([2], np.int64), "s2"),
+             numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+             numpy_helper.from_array(np.array([6, 6], np.int64), "mask_shape"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"),
+             numpy_helper.from_array((np.eye(6) * 2).astype(np.float32), "two_eye")]
+    return _model("exporter_idioms", nodes, [scores],
+                  [h.make_tensor_value_info("positions", T.INT64, ["n", 2]),
+                   h.make_tensor_value_info("neg_rows", T.INT64, ["m"]),
+                   h.make_tensor_value_info("neg_cols", T.INT64, ["m"]),
+                   h.make_tensor_value_info("masked_scores", T.FLOAT, [6, 6])], inits, opset=14)
+
+
+BUILDERS = {"masked_select": masked_select, "banded_mix": banded_mix, "edge_cases": edge_cases,
+            "exporter_idioms": exporter_idioms}
 
 
 def example_paths() -> "list[Path]":

@@ -323,3 +323,26 @@ def test_trilu_of_non_uniform_constant_is_not_an_idiom():
     compiled, ours, expected = run_both(model, {"shape": np.array((3, 2), np.int64)})
     assert_same(ours, expected)
     assert compiled.placement == []
+
+
+@pytest.mark.parametrize("level", ALL_LEVELS, ids=str)
+@pytest.mark.parametrize("idiom", ["eyelike_constant_of_shape", "eye_from_ranges"])
+@pytest.mark.parametrize("dtype", [T.FLOAT, T.INT64, T.UINT8])
+def test_eye_idioms_at_every_level(level, idiom, dtype):
+    """Lowered where DIAGONAL_MATRIX takes the type (2_0: float only; 64-bit from 5_1), declined
+    with the table's reason elsewhere; the answer is the ONNX one at every level."""
+    if idiom == "eyelike_constant_of_shape":
+        model, feeds = eyelike_of_fill(dtype, 1), {"shape": np.array((3, 5), np.int64)}
+    else:
+        model, feeds = eye_ranges(cast_to=dtype), {"n": np.array(3, np.int64), "m": np.array(5, np.int64)}
+    compiled, ours, expected = run_both(model, feeds, level)
+    assert_same(ours, expected)
+    (entry,) = compiled.placement
+    assert entry.rule == idiom
+    supported = level.name >= "2_1" or (level.name == "2_0" and dtype == T.FLOAT)
+    if dtype == T.INT64:
+        supported = level.name >= "5_1"
+    declined = [v for v in compiled.session("cpu").specialised.values() if not hasattr(v, "steps")]
+    assert (not declined) == supported, declined
+    if declined:
+        assert "DIAGONAL_MATRIX" in declined[0].reason

@@ -85,7 +85,8 @@ def cmd_run(args) -> int:
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
     if providers and args.backend != "ort":
         raise DmlLowerError("--providers applies to --backend ort only")
-    outputs = compiled.run(feeds, backend=args.backend, providers=providers, strict=args.strict or None)
+    outputs = compiled.run(feeds, backend=args.backend, providers=providers, strict=args.strict or None,
+                           memory_limit=args.memory_limit)
     print(f"ran {args.model} on backend {args.backend} (feature level {compiled.feature_level})")
     for name, value in outputs.items():
         print(_summary(name, value))
@@ -110,7 +111,7 @@ def cmd_check(args) -> int:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     tolerances = Tolerances.parse(args.atol, args.rtol)
     feeds, report = check(compiled, _feeds(compiled, args), backends, tolerances,
-                          strict=args.strict or None, model_name=str(args.model))
+                          strict=args.strict or None, model_name=str(args.model), memory_limit=args.memory_limit)
     if args.save_inputs:
         _write(args.save_inputs, "the inputs", lambda p: np.savez(p, **feeds))
     print(format_text(report))
@@ -176,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="size of a symbolic input dimension for random feeds (repeatable; default 3)")
             p.add_argument("--strict", action="store_true",
                            help="poison undefined memory in the emulator, so anything that reads it shows")
+            p.add_argument("--memory-limit", metavar="SIZE",
+                           help="refuse a run whose buffers would exceed SIZE (e.g. 512MiB, 2GB); "
+                                "default: three quarters of physical memory")
 
     p = sub.add_parser("compile", help="lower and print the graph and the placement report")
     common(p, inputs=False)

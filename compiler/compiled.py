@@ -62,13 +62,16 @@ class CompiledModel:
         return self._sessions[key]
 
     def run(self, feeds: Mapping[str, object], backend: str = "cpu",
-            providers: "list[str] | None" = None, strict: "bool | None" = None) -> "dict[str, np.ndarray]":
+            providers: "list[str] | None" = None, strict: "bool | None" = None,
+            memory_limit: "int | str | None" = None) -> "dict[str, np.ndarray]":
         """Execute on host feeds (name -> array); returns every graph output by name.
 
         backend "cpu": the numpy emulator of the DirectML operators; "ort": the same lowered
         graph with each DirectML operator run by onnxruntime on `providers` (default CPU).
+        memory_limit (bytes or a size like "512MiB"; default three quarters of physical memory)
+        bounds the buffers a run allocates, summed before allocating: over it, DmlLowerError.
         """
-        return self.session(backend, providers).run(feeds, strict=strict)
+        return self.session(backend, providers).run(feeds, strict=strict, memory_limit=memory_limit)
 
 
 def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = DEFAULT_LEVEL) -> CompiledModel:

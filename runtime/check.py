@@ -130,18 +130,22 @@ def validate_backends(backends: "list[str]") -> "dict[str, list[str]]":
 
 
 def run_backend(compiled, backend: str, feeds: Mapping[str, np.ndarray], providers: "list[str] | None",
-                strict: "bool | None") -> "dict[str, np.ndarray]":
+                strict: "bool | None", memory_limit=None) -> "dict[str, np.ndarray]":
     if backend == "cpu":
-        return compiled.run(feeds, backend="cpu", strict=strict)
+        return compiled.run(feeds, backend="cpu", strict=strict, memory_limit=memory_limit)
     if backend == "ort":
-        return compiled.run(feeds, backend="ort", providers=["cpu"], strict=strict)
+        return compiled.run(feeds, backend="ort", providers=["cpu"], strict=strict, memory_limit=memory_limit)
     return _original_on_ort(compiled, feeds, providers)
 
 
 def check(compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
-          strict: "bool | None" = None, model_name: str = "") -> "tuple[dict, CheckReport]":
+          strict: "bool | None" = None, model_name: str = "",
+          memory_limit: "int | str | None" = None) -> "tuple[dict, CheckReport]":
     """Every backend against onnx.reference on the same (validated) feeds."""
     providers = validate_backends(backends)
+    if memory_limit is not None:
+        from .memory import parse_size
+        memory_limit = parse_size(memory_limit)        # a bad size is a usage error, before any run
     feeds = check_feeds(compiled.inputs, feeds, compiled.optional_inputs)
     expected = reference_outputs(compiled.model, feeds)
     deviations = scalar_nonzero_outputs(compiled)
@@ -150,8 +154,10 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
         report = BackendReport(backend)
         reports.append(report)
         try:
-            actual = run_backend(compiled, backend, feeds, providers.get(backend), strict)
+            actual = run_backend(compiled, backend, feeds, providers.get(backend), strict, memory_limit)
         except DmlLowerError as exc:
+            if "memory limit" in str(exc):
+                raise                               # a limit the user set: not a backend's failure
             report.error = str(exc)
             continue
         for name, want in expected.items():

@@ -12,6 +12,7 @@ from lowering import Declined
 
 from .emulator import Emulator
 from .feeds import check_feeds
+from .memory import check_memory, default_limit, parse_size
 from .onnx_regions import RegionRunner
 
 
@@ -54,12 +55,16 @@ class EmulatorSession:
             self.regions.add_region(name, members)
             region = OnnxRegion(name, tuple(m.name for m in members), tuple(reads), step.outputs)
             return self.regions(region, tensors)
+        check_memory(result, self.memory_limit, f"node {step.onnx_node} at input shapes {list(shapes.values())}")
         return Emulator(result, strict, self.operators).run({n: tensors[n] for n in result.inputs})
 
-    def run(self, feeds: Mapping[str, object], strict: "bool | None" = None) -> "dict[str, np.ndarray]":
+    def run(self, feeds: Mapping[str, object], strict: "bool | None" = None,
+            memory_limit: "int | str | None" = None) -> "dict[str, np.ndarray]":
         strict = strict_default() if strict is None else strict
+        self.memory_limit = default_limit() if memory_limit is None else parse_size(memory_limit)
         tensors = dict(self.compiled.initializers)
         tensors.update(check_feeds(self.compiled.inputs, feeds, self.compiled.optional_inputs))
+        check_memory(self.compiled.graph, self.memory_limit)
 
         def runner(step, env):
             if isinstance(step, OnnxRegion):

@@ -1,0 +1,62 @@
+"""--memory-limit: the buffers a run needs are summed before allocating and refused in one line."""
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+
+from compiler import DmlLowerError, compile_model
+from compiler.cli import main
+from compiler.examples import example_paths
+from runtime.memory import buffer_bytes, default_limit, parse_size
+from tests.conftest import single_node_model
+
+
+@pytest.mark.parametrize("text,size", [("512MiB", 512 * 2**20), ("2GB", 2 * 10**9), ("1.5GiB", 3 * 2**29),
+                                       ("1000000", 10**6), ("64 KiB", 65536), ("10mb", 10**7), (4096, 4096)])
+def test_parse_size(text, size):
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "abc", "5x", "-1MiB", "0", "1.2.3GB"])
+def test_parse_size_rejects(text):
+    with pytest.raises(DmlLowerError, match="memory limit"):
+        parse_size(text)
+
+
+def test_default_limit_is_most_of_physical_memory():
+    import os
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert physical // 2 < default_limit() < physical
+
+
+def test_worst_case_counts_every_element():
+    """The crop buffer sized by the read-back count is bounded by M (every element non-zero)."""
+    compiled = compile_model(single_node_model("NonZero", T.FLOAT, (30, 40), T.INT64))
+    sizes = buffer_bytes(compiled.graph)
+    m, rank = 30 * 40, 2
+    assert sizes["nonzero.coords"] == 8 * rank * m
+    assert sizes["nonzero.result"] == 8 * rank * m
+    assert sizes["nonzero.in"] == 4 * m
+
+
+def test_limit_just_above_and_below():
+    compiled = compile_model(single_node_model("NonZero", T.FLOAT, (30, 40), T.INT64))
+    need = sum(buffer_bytes(compiled.graph).values())
+    x = np.ones((30, 40), np.float32)
+    assert compiled.run({"x": x}, memory_limit=need)["y"].shape == (2, 1200)
+    with pytest.raises(DmlLowerError, match=r"node nonzero, buffer nonzero\.(coords|result)"):
+        compiled.run({"x": x}, memory_limit=need - 1)
+
+
+def test_run_time_specialisation_is_checked_too():
+    compiled = compile_model(single_node_model("NonZero", T.FLOAT, ("n", "m"), T.INT64))
+    with pytest.raises(DmlLowerError, match=r"input shapes \[\(100, 100\)\].*over the memory limit"):
+        compiled.run({"x": np.ones((100, 100), np.float32)}, memory_limit="64KiB")
+    assert compiled.run({"x": np.ones((10, 10), np.float32)}, memory_limit="64KiB")["y"].shape == (2, 100)
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_cli_memory_limit_is_one_line_exit_2(command, capfd):
+    code = main([command, str(example_paths()[0]), "--memory-limit", "1KiB"])
+    err = capfd.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "over the memory limit of 1.0 KiB" in err[0]
+    assert "nonzero.coords" in err[0]

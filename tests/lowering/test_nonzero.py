@@ -168,3 +168,14 @@ def test_64bit_needs_the_bitwise_glue_level(rng):
     compiled, ours, expected = run_both(model, {"x": make_input(T.INT64, (3, 4), 0.5, rng)}, "2_1")
     assert_same(ours, expected)
     assert compiled.placement[0].status == "onnx" and "3_0" in compiled.placement[0].reason
+
+
+@pytest.mark.parametrize("op,shape", [("NonZero", (65536, 65537)), ("EyeLike", (65536, 65537)),
+                                      ("NonZero", (2**31, 3))])
+def test_over_the_element_limit_declines_naming_it(op, shape):
+    """Compiled only (the tensors would need tens of GiB): declined, the limit named."""
+    from compiler import compile_model
+    out_shape = list(shape) if op == "EyeLike" else None
+    compiled = compile_model(single_node_model(op, T.UINT8, shape, T.INT64 if op == "NonZero" else T.UINT8, out_shape))
+    (entry,) = compiled.placement
+    assert entry.status == "onnx" and "4294967295" in entry.reason, entry.reason

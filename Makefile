@@ -1,10 +1,10 @@
-# make demo / make test create and reuse .venv, installing the project (and test extras) into it.
+# make demo / make test / make bench create and reuse .venv, installing the project (and test extras) into it.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fuzz clean
+.PHONY: demo test fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	DML_LOWER_STRICT=1 $(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

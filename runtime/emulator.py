@@ -5,9 +5,17 @@ Buffers are allocated at their declared byte sizes; a view that reaches past its
 its own TotalTensorSizeInBytes is an error naming both. In strict mode fresh buffers and the
 undefined rows of NONZERO_COORDINATES are filled with poison, so a result that depends on them
 is caught.
+
+Memory is bound the way a device allocator would, without changing any result: large buffers
+are recycled across runs (POOL), a clear of a fresh buffer is a zero-filled allocation, an upload
+of a matching contiguous host tensor binds the buffer to that tensor (read-only), a download of
+a buffer nothing writes again hands its memory out instead of copying it, and a buffer is
+dropped after its last use (a copy out of a dying zero-cleared buffer returns its pages as it
+goes). All of it follows from the steps' declared reads() and writes().
 """
 from __future__ import annotations
 
+import mmap
 import sys
 import threading
 from typing import Callable, Mapping
@@ -84,6 +92,11 @@ class _BufferPool:
 
 POOL = _BufferPool()
 
+# Large zero-cleared buffers live in private anonymous maps (zero pages on first touch, and
+# returnable early with MADV_DONTNEED) where the platform has them; elsewhere np.zeros.
+_ANONYMOUS_MAPS = (all(hasattr(mmap, flag) for flag in ("MAP_PRIVATE", "MAP_ANONYMOUS", "MADV_DONTNEED"))
+                   and hasattr(mmap.mmap, "madvise"))
+
 RegionRunner = Callable[["OnnxRegion | LowerAtRunTime", Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
 
 
@@ -100,20 +113,37 @@ class Emulator:
         self.tensors: "dict[str, np.ndarray]" = {}
         self._index = -1                                  # the step being run
         self._writer_index: "dict[str, list[int]] | None" = None
+        self._last_use: "dict[str, int]" = {}             # buffer -> index of the last step using it
+        self._dies: "dict[int, list[str]]" = {}           # step index -> buffers last used there
+        self._retired: "dict[str, int]" = {}              # buffers dropped after their last use
+        self._maps: "dict[str, mmap.mmap]" = {}           # zero-cleared buffers held in anonymous maps
         self._host_bound: "set[str]" = set()              # buffers that are a host tensor's memory
         self._shared: "set[str]" = set()                  # buffers a download handed out
+        self._desc_keys: "dict[str, tuple]" = {}          # view -> (descriptor, its size symbols)
+        self._bound_descs: "dict[str, tuple]" = {}        # view -> (symbol values, bound descriptor)
+        self._arrays: "dict[str, tuple]" = {}             # view -> (bound descriptor, numpy view)
 
     # -- memory ---------------------------------------------------------------------------
     def buffer(self, name: str, zeroed: bool = False) -> np.ndarray:
         """The buffer's bytes, allocated at its declared size on first use (8-byte aligned).
 
         zeroed=True allocates zero-filled memory that the OS zeroes page by page on first
-        touch (a clear that immediately follows allocation costs only the pages used);
+        touch (a clear that immediately follows allocation costs only the pages used; large
+        ones are anonymous maps whose pages can be returned early, see _release_behind);
         otherwise large buffers come from the pool, and strict mode fills them with poison."""
         raw = self.buffers.get(name)
         if raw is None:
+            if name in self._retired:
+                raise DmlLowerError(f"buffer {name} is used by step {self._index} after its last "
+                                    f"declared use at step {self._retired[name]}")
             size = self.graph.buffers[name].size(self.symbols)
-            if zeroed:
+            if zeroed and size >= POOL_MIN_BYTES and _ANONYMOUS_MAPS:
+                pages = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+                if hasattr(mmap, "MADV_HUGEPAGE"):
+                    pages.madvise(mmap.MADV_HUGEPAGE)
+                self._maps[name] = pages
+                words = np.frombuffer(pages, np.uint8)
+            elif zeroed:
                 words = np.zeros((size + 7) // 8, dtype=np.uint64)
             else:
                 words = POOL.take(size)
@@ -124,10 +154,32 @@ class Emulator:
         return raw
 
     def desc(self, view_name: str) -> TensorDesc:
-        return self.graph.views[view_name].desc.bind(self.symbols)
+        """The view's descriptor with its size symbols bound (memoised per symbol values)."""
+        key = self._desc_keys.get(view_name)
+        if key is None:
+            desc = self.graph.views[view_name].desc
+            key = self._desc_keys[view_name] = (desc, desc.symbols)
+        desc, names = key
+        if not names:
+            return desc
+        values = tuple(self.symbols.get(n) for n in names)
+        bound = self._bound_descs.get(view_name)
+        if bound is None or bound[0] != values:
+            bound = self._bound_descs[view_name] = (values, desc.bind(self.symbols))
+        return bound[1]
 
     def array(self, view_name: str) -> np.ndarray:
-        """A numpy view through the descriptor's strides; bounds-checked against the buffer."""
+        """A numpy view through the descriptor's strides; bounds-checked against the buffer.
+        Built and checked once per run (per value of the symbols in its sizes)."""
+        desc = self.desc(view_name)
+        made = self._arrays.get(view_name)
+        if made is not None and made[0] is desc:
+            return made[1]
+        array = self._array(view_name)
+        self._arrays[view_name] = (desc, array)
+        return array
+
+    def _array(self, view_name: str) -> np.ndarray:
         view = self.graph.views[view_name]
         desc = self.desc(view_name)
         desc.validate(f"view {view_name} over buffer {view.buffer}")
@@ -146,9 +198,9 @@ class Emulator:
         self.tensors.update(feeds)
         for index, step in enumerate(self.graph.steps):
             self._index = index
-            if self._skipped(step) or self._done_by_allocation(index, step):
-                continue
-            self.execute(step, region_runner)
+            if not (self._skipped(step) or self._done_by_allocation(index, step)):
+                self.execute(step, region_runner)
+            self._retire(index)
         return {name: self.tensors[name] for name in self.graph.outputs}
 
     def _skipped(self, step: Step) -> bool:
@@ -163,18 +215,70 @@ class Emulator:
         return False
 
     # -- memory binding: copies and clears the emulator can do without touching the data ----
+    def _analyse(self) -> None:
+        """Per buffer: the steps that write it (through a view, or a clear) and its last use."""
+        writers: "dict[str, list[int]]" = {}
+        dies: "dict[int, list[str]]" = {}
+        last: "dict[str, int]" = {}
+        views = self.graph.views
+        for index, step in enumerate(self.graph.steps):
+            written = [views[v].buffer for v in step.writes() if v in views]
+            if isinstance(step, ClearBuffer):
+                written.append(step.buffer)
+            for name in written:
+                writers.setdefault(name, []).append(index)
+                last[name] = index
+            for v in step.reads():
+                if v in views:
+                    last[views[v].buffer] = index
+        for name, index in last.items():
+            dies.setdefault(index, []).append(name)
+        views_of: "dict[str, list[str]]" = {}
+        for v, view in views.items():
+            views_of.setdefault(view.buffer, []).append(v)
+        self._writer_index, self._last_use, self._dies, self._views_of = writers, last, dies, views_of
+
     def _writers(self) -> "dict[str, list[int]]":
         """Buffer name -> indices of the steps that write it (through a view, or a clear)."""
         if self._writer_index is None:
-            writers: "dict[str, list[int]]" = {}
-            for index, step in enumerate(self.graph.steps):
-                names = [self.graph.views[v].buffer for v in step.writes() if v in self.graph.views]
-                if isinstance(step, ClearBuffer):
-                    names.append(step.buffer)
-                for name in names:
-                    writers.setdefault(name, []).append(index)
-            self._writer_index = writers
+            self._analyse()
         return self._writer_index
+
+    def _retire(self, index: int) -> None:
+        """Drop the buffers no later step uses: pooled memory becomes reusable at once, other
+        memory is freed (a buffer a download handed out lives on in that host tensor)."""
+        if self._writer_index is None:
+            self._analyse()
+        for name in self._dies.get(index, ()):
+            if name in self.buffers:
+                del self.buffers[name]
+                self._maps.pop(name, None)
+                self._retired[name] = index
+                for view in self._views_of.get(name, ()):
+                    self._arrays.pop(view, None)
+
+    def _release_behind(self, step: ElementWiseIdentity) -> dict:
+        """For a copy out of a large zero-cleared buffer that dies with it: the callback that
+        returns the buffer's pages to the OS as the copy passes them (numpy kernels only)."""
+        if self.ops is not kernels:
+            return {}
+        if self._writer_index is None:
+            self._analyse()
+        views = self.graph.views
+        name = views[step.input].buffer
+        pages = self._maps.get(name)
+        if (pages is None or self._last_use.get(name) != self._index or name in self._shared
+                or views[step.output].buffer == name):
+            return {}
+        base = self.buffers[name].__array_interface__["data"][0]
+        done = [0]
+
+        def release(address: int) -> None:
+            upto = (address - base) // mmap.PAGESIZE * mmap.PAGESIZE
+            if upto > done[0]:
+                pages.madvise(mmap.MADV_DONTNEED, done[0], upto - done[0])
+                done[0] = upto
+        return {"release": release}
 
     def _done_by_allocation(self, index: int, step: Step) -> bool:
         """Bind memory before a step runs; True when that already did the step's work.
@@ -203,8 +307,12 @@ class Emulator:
         if not desc.is_bound or (desc.strides is not None and
                                  tuple(desc.strides) != packed_strides(desc.concrete_sizes())):
             return
+        want = desc.data_type.numpy
         data = host.view(np.uint8) if host.dtype == np.bool_ else host
-        if (data.dtype != desc.data_type.numpy or not data.flags.c_contiguous or data.size != desc.element_count
+        if (data.dtype.itemsize != want.itemsize and data.flags.c_contiguous
+                and data.nbytes == desc.element_count * want.itemsize):
+            data = data.reshape(-1).view(want)      # kernels.upload's byte reinterpretation (64-bit words)
+        if (data.dtype != want or not data.flags.c_contiguous or data.size != desc.element_count
                 or data.nbytes != self.graph.buffers[view.buffer].size(self.symbols)
                 or data.ctypes.data % 8):
             return
@@ -261,7 +369,7 @@ class Emulator:
             self.ops.diagonal_matrix1(source, self.array(step.output), step.value,
                                      step.fill_begin, step.fill_end)
         elif isinstance(step, ElementWiseIdentity):
-            self.ops.identity(self.array(step.input), self.array(step.output))
+            self.ops.identity(self.array(step.input), self.array(step.output), **self._release_behind(step))
         elif isinstance(step, ElementWiseBitOr):
             self.ops.bit_or(self.array(step.a), self.array(step.b), self.array(step.output))
         elif isinstance(step, ElementWiseBitAnd):

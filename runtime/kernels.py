@@ -17,7 +17,7 @@ _MAGNITUDE = {np.dtype(np.float16): (np.uint16, 0x7FFF), np.dtype(np.float32): (
               np.dtype(np.float64): (np.uint64, 0x7FFFFFFFFFFFFFFF)}
 
 # Elements per NONZERO_COORDINATES block: its mask and index scratch stay in the L2 cache.
-BLOCK = 1 << 18
+BLOCK = 1 << 20
 
 # Denormals of both widths: a float `x != 0` is the bit test above unless the FPU flushes them.
 _DENORMALS = {np.dtype(np.float32): np.full(64, np.finfo(np.float32).smallest_subnormal, np.float32),
@@ -25,9 +25,11 @@ _DENORMALS = {np.dtype(np.float32): np.full(64, np.finfo(np.float32).smallest_su
 
 
 def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
-    """a and b are the very same elements (same address, layout and element size)."""
+    """a and b are the very same elements: one address, type and shape, both C-contiguous
+    (strides on size-1 dimensions may differ and do not matter)."""
     return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-            and a.shape == b.shape and a.strides == b.strides and a.dtype.itemsize == b.dtype.itemsize)
+            and a.dtype == b.dtype and a.shape == b.shape
+            and a.flags.c_contiguous and b.flags.c_contiguous)
 
 
 def upload(host: np.ndarray, dest: np.ndarray, name: str) -> None:
@@ -39,7 +41,7 @@ def upload(host: np.ndarray, dest: np.ndarray, name: str) -> None:
     if host.dtype == np.bool_:
         host = host.view(np.uint8)
     host = host.reshape(dest.shape)
-    if host.dtype == dest.dtype and _same_memory(host, dest):
+    if _same_memory(host, dest):
         return  # the emulator bound the buffer to the host tensor itself: nothing to copy
     dest[...] = host
 
@@ -79,15 +81,6 @@ def _fill_words(raw: np.ndarray, value: int) -> None:
 
 def clear(raw: np.ndarray, value: int) -> None:
     _fill_words(raw, value)
-
-
-def nonzero_mask(values: np.ndarray) -> np.ndarray:
-    """The reference non-zero test (a full-size mask); the kernel below uses it block by block."""
-    flat = values.reshape(-1)
-    if flat.dtype in _MAGNITUDE:
-        bits, magnitude = _MAGNITUDE[flat.dtype]
-        return (flat.view(bits) & bits(magnitude)) != 0
-    return flat != 0
 
 
 def _fpu_keeps_denormals(dtype: np.dtype) -> bool:
@@ -239,8 +232,49 @@ def diagonal_matrix1(source: "np.ndarray | None", out: np.ndarray, value, begin:
     out[...] = np.where(use, fill, base)
 
 
-def identity(source: np.ndarray, out: np.ndarray) -> None:
-    out[...] = source
+# Bytes per piece when a copy releases its source behind it.
+SLAB = 4 << 20
+
+
+def identity(source: np.ndarray, out: np.ndarray, release=None) -> None:
+    """out = source through both views' strides.
+
+    release(address), given by the emulator when the source's buffer dies with this copy, is
+    called as the copy advances: no source element lies below `address` any more, so the
+    memory under it may be returned to the OS (peak memory stays near one buffer, not two)."""
+    if release is None or not _ascending(source):
+        out[...] = source
+        return
+    _copy_releasing(source, out, release)
+
+
+def _ascending(a: np.ndarray) -> bool:
+    """Slabs along each axis occupy disjoint, ascending byte ranges (row-major-like order)."""
+    extent = a.itemsize
+    for size, stride in zip(reversed(a.shape), reversed(a.strides)):
+        if size > 1:
+            if stride < extent:
+                return False
+            extent = stride * (size - 1) + extent
+    return True
+
+
+def _copy_releasing(source: np.ndarray, out: np.ndarray, release) -> None:
+    if source.ndim == 0 or source.nbytes <= SLAB:
+        out[...] = source
+        return
+    rows = source.shape[0]
+    per_row = max(1, source.nbytes // rows)
+    step = max(1, SLAB // per_row)
+    base = source.__array_interface__["data"][0]
+    for start in range(0, rows, step):
+        stop = min(rows, start + step)
+        if stop - start == 1 and source.ndim > 1:
+            _copy_releasing(source[start], out[start], release)
+        else:
+            out[start:stop] = source[start:stop]
+        if stop < rows:
+            release(base + stop * source.strides[0])
 
 
 def bit_or(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:

@@ -17,15 +17,6 @@ from .node import Names, NodeInfo, TensorInfo
 from .registry import verified
 
 
-def _scalar_int(view: GraphView, tensor: "TensorInfo | None") -> "int | None":
-    if tensor is None:
-        return None
-    value = view.constant(tensor.name)
-    if value is None or np.asarray(value).size != 1:
-        return None
-    return int(np.asarray(value).reshape(-1)[0])
-
-
 def _fill_value(node: NodeInfo) -> "tuple[Any, int]":
     """ConstantOfShape's value attribute (default float 0) and its ONNX type."""
     value = node.attrs.get("value")
@@ -67,14 +58,30 @@ def match_eyelike_of_fill(node: NodeInfo, view: GraphView, level: FeatureLevel) 
                  note="a generator: the ConstantOfShape is never materialised")
 
 
+def _scalar(view: GraphView, tensor: "TensorInfo | None") -> Any:
+    value = None if tensor is None else view.constant(tensor.name)
+    if value is None or np.asarray(value).size != 1:
+        return None
+    return np.asarray(value).reshape(-1)[0].item()
+
+
 def _arange(view: GraphView, tensor: str) -> "tuple[NodeInfo, TensorInfo] | None":
-    """Range(0, n, 1) producing `tensor`: the node and its limit."""
+    """Range(0, n, 1) producing `tensor` (start exactly 0, delta exactly 1): the node and its limit."""
     node = view.producer(tensor)
     if node is None or node.op_type != "Range" or len(node.inputs) != 3:
         return None
-    if _scalar_int(view, node.inputs[0]) != 0 or _scalar_int(view, node.inputs[2]) != 1:
+    if _scalar(view, node.inputs[0]) != 0 or _scalar(view, node.inputs[2]) != 1:
         return None
     return node, node.inputs[1]
+
+
+# Float Ranges hold exact integers (and so compare like an identity) only this far.
+_EXACT_INTEGERS = {10: 2**11, 1: 2**24, 11: 2**53, 16: 2**8}
+
+
+def _range_length(limit: Any) -> int:
+    """ONNX Range(0, limit, 1) has max(ceil(limit), 0) elements, for integer and float limits."""
+    return max(int(np.ceil(np.asarray(limit).reshape(-1)[0])), 0)
 
 
 # Cast(Equal(Unsqueeze(Range(0, n, 1), -1), Range(0, m, 1))) (torch.eye from the dynamo
@@ -126,8 +133,11 @@ def match_eye_from_ranges(node: NodeInfo, view: GraphView, level: FeatureLevel) 
     value_inputs = tuple(dict.fromkeys(t.name for t in limits))
 
     def build(shapes, values, lvl) -> "Union[Graph, Declined]":
-        dims = (max(int(np.asarray(values[limits[0].name]).reshape(-1)[0]), 0),
-                max(int(np.asarray(values[limits[1].name]).reshape(-1)[0]), 0))
+        dims = (_range_length(values[limits[0].name]), _range_length(values[limits[1].name]))
+        exact = _EXACT_INTEGERS.get(limits[0].onnx_type)
+        if exact is not None and max(dims) > exact:
+            # Beyond this the float Range repeats values and Equal is true off the diagonal too.
+            return Declined(f"a float Range of {max(dims)} elements is not exact past {exact}")
         if expand_shape is not None:
             target = _dims(values, expand_shape.name)
             if isinstance(target, Declined):

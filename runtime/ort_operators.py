@@ -3,7 +3,7 @@ sub-graph that an execution provider maps onto that DirectML operator, so the pr
 kernels are validated operator by operator against the numpy emulator.
 
 NONZERO_COORDINATES <- NonZero (then transposed into the {M, N} UINT32 layout)
-DIAGONAL_MATRIX     <- EyeLike (times Value when Value != 1)
+DIAGONAL_MATRIX     <- EyeLike (ScatterND of the Value onto zeros when Value != 1)
 DIAGONAL_MATRIX1    <- Trilu band masks + Where
 ELEMENT_WISE_IDENTITY <- Identity
 ELEMENT_WISE_BIT_OR / BIT_AND <- BitwiseOr / BitwiseAnd
@@ -17,7 +17,7 @@ from onnx import helper
 from ir import DmlLowerError
 from ir.dtypes import numpy_to_onnx
 
-from .kernels import POISON_WORD
+from .kernels import POISON_WORD, _scalar_for
 from .ort_providers import make_session, resolve
 
 
@@ -74,20 +74,34 @@ class OrtOperators:
     def diagonal_matrix(self, out: np.ndarray, offset: int, value: float) -> None:
         height, width = out.shape[-2:]
         elem = numpy_to_onnx(out.dtype)
-        nodes = [helper.make_node("EyeLike", ["shape_of"], ["eye"], k=int(offset), dtype=elem)]
-        scale = []
-        if float(value) != 1.0:
-            nodes[0].output[0] = "eye1"
-            nodes.append(helper.make_node("Mul", ["eye1", "value"], ["eye"]))
-            scale = [helper.make_tensor("value", elem, [], [np.float32(value).astype(out.dtype).item()])]
+        if float(value) == 1.0:
+            def build():
+                return self._model([helper.make_node("EyeLike", ["shape_of"], ["eye"], k=int(offset), dtype=elem)],
+                                   [helper.make_tensor_value_info("shape_of", T.FLOAT, [None, None])],
+                                   [helper.make_tensor_value_info("eye", elem, [None, None])])
+
+            (eye,) = self._run(("EyeLike", elem, int(offset)), build,
+                               {"shape_of": np.zeros((height, width), np.float32)},
+                               f"DIAGONAL_MATRIX on {out.dtype} via EyeLike")
+            out[...] = eye
+            return
+        # Another Value is scattered onto the diagonal, not multiplied in (inf * 0 is NaN) nor
+        # selected with Where (onnxruntime's Where turns -0.0 into +0.0).
+        rows = np.arange(max(0, -offset), max(0, min(height, width - offset)), dtype=np.int64)
+        indices = np.stack([rows, rows + offset], axis=1)
+        typed = _scalar_for(out.dtype, value)
 
         def build():
-            return self._model(nodes, [helper.make_tensor_value_info("shape_of", T.FLOAT, [None, None])],
-                               [helper.make_tensor_value_info("eye", elem, [None, None])], scale)
+            return self._model([helper.make_node("ScatterND", ["zeros", "indices", "updates"], ["y"])],
+                               [helper.make_tensor_value_info("zeros", elem, [None, None]),
+                                helper.make_tensor_value_info("indices", T.INT64, [None, 2]),
+                                helper.make_tensor_value_info("updates", elem, [None])],
+                               [helper.make_tensor_value_info("y", elem, [None, None])], opset=13)
 
-        (eye,) = self._run(("EyeLike", elem, int(offset), float(value)), build,
-                           {"shape_of": np.zeros((height, width), np.float32)},
-                           f"DIAGONAL_MATRIX on {out.dtype} via EyeLike")
+        (eye,) = self._run(("ScatterND", elem), build,
+                           {"zeros": np.zeros((height, width), out.dtype), "indices": indices,
+                            "updates": np.full(rows.size, typed, out.dtype)},
+                           f"DIAGONAL_MATRIX with Value {value!r} on {out.dtype} via ScatterND")
         out[...] = eye
 
     def diagonal_matrix1(self, source, out: np.ndarray, value, begin: int, end: int) -> None:
@@ -99,11 +113,12 @@ class OrtOperators:
             helper.make_node("Trilu", ["ones", "k_high"], ["lower"], upper=0),
             helper.make_node("And", ["upper", "lower"], ["band"]),
         ]
-        mask = "band"
-        if inverted:
+        # The Value goes through Where's second (false) branch: onnxruntime's CPU Where turns a
+        # -0.0 taken from its first (true) branch into +0.0.
+        keep = "band" if inverted else "outside"
+        if not inverted:
             nodes.append(helper.make_node("Not", ["band"], ["outside"]))
-            mask = "outside"
-        nodes.append(helper.make_node("Where", [mask, "value", "base"], ["y"]))
+        nodes.append(helper.make_node("Where", [keep, "base", "value"], ["y"]))
         inits = [helper.make_tensor("k_low", T.INT64, [], [low]),
                  helper.make_tensor("k_high", T.INT64, [], [high - 1])]
 

@@ -17,11 +17,12 @@ from .partition import Partition, Placement, partition
 class CompiledModel:
     """A model lowered at one feature level: its IR graph, placement report and runners."""
 
-    def __init__(self, model: onnx.ModelProto, level: FeatureLevel, part: Partition) -> None:
+    def __init__(self, model: onnx.ModelProto, level: FeatureLevel, part: Partition,
+                 types: "dict | None" = None) -> None:
         self.model = model                        # checked, node-named, shape-inferred
         self.feature_level = level
         self.partition = part
-        self.types = value_types(model)
+        self.types = value_types(model) if types is None else types
         self.inputs = graph_inputs(model)
         self.optional_inputs = overridable_inputs(model)
         self.output_names = [o.name for o in model.graph.output]
@@ -80,4 +81,5 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
     proto = load_model(model)
     name_nodes(proto)
     inferred = check_and_infer(proto)
-    return CompiledModel(inferred, level, partition(inferred, level))
+    types = value_types(inferred)
+    return CompiledModel(inferred, level, partition(inferred, level, types), types)

@@ -12,12 +12,13 @@ from .frontend import default_opset, node_info, value_types
 
 
 class OnnxGraphView:
-    def __init__(self, model: onnx.ModelProto) -> None:
+    def __init__(self, model: onnx.ModelProto, types: "dict[str, TensorInfo] | None" = None) -> None:
         self.model = model
-        self.types = value_types(model)
+        self.types = value_types(model) if types is None else types
         self.opset = default_opset(model)
         self.nodes = list(model.graph.node)
-        self.infos = {n.name: node_info(n, self.opset, self.types) for n in self.nodes}
+        self._by_name = {n.name: n for n in self.nodes}
+        self._infos: "dict[str, NodeInfo]" = {}     # built on demand: idioms look at few nodes
         self._producer: "dict[str, str]" = {}
         self._consumers: "dict[str, list[str]]" = {}
         for node in self.nodes:
@@ -37,12 +38,17 @@ class OnnxGraphView:
                 self._constants[node.output[0]] = node
         self._values: "dict[str, Any]" = {}
 
+    def info(self, name: str) -> NodeInfo:
+        if name not in self._infos:
+            self._infos[name] = node_info(self._by_name[name], self.opset, self.types)
+        return self._infos[name]
+
     def producer(self, tensor: str) -> "NodeInfo | None":
         name = self._producer.get(tensor)
-        return self.infos[name] if name else None
+        return self.info(name) if name else None
 
     def consumers(self, tensor: str) -> "list[NodeInfo]":
-        return [self.infos[n] for n in self._consumers.get(tensor, [])]
+        return [self.info(n) for n in self._consumers.get(tensor, [])]
 
     def is_graph_output(self, tensor: str) -> bool:
         return tensor in self._outputs

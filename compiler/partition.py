@@ -59,8 +59,19 @@ def subgraph_inputs(node: onnx.NodeProto) -> "list[str]":
     return names
 
 
+_READS: "dict[int, tuple[onnx.NodeProto, list[str]]]" = {}
+
+
 def node_reads(node: onnx.NodeProto) -> "list[str]":
-    return [n for n in node.input if n] + subgraph_inputs(node)
+    """The names a node reads, its subgraphs' outer-scope names included (memoised per node)."""
+    cached = _READS.get(id(node))
+    if cached is not None and cached[0] is node:
+        return cached[1]
+    reads = [n for n in node.input if n]
+    if any(a.HasField("g") or len(a.graphs) for a in node.attribute):
+        reads += subgraph_inputs(node)
+    _READS[id(node)] = (node, reads)
+    return reads
 
 
 def find_matches(view: OnnxGraphView, level: FeatureLevel):
@@ -71,9 +82,12 @@ def find_matches(view: OnnxGraphView, level: FeatureLevel):
     for node in view.nodes:
         if node.name in covered:
             continue
-        info = view.infos[node.name]
+        candidates = idioms_for(node.op_type, node.domain)
+        if not candidates:
+            continue
+        info = view.info(node.name)
         first_decline = None
-        for idiom in idioms_for(node.op_type, node.domain):
+        for idiom in candidates:
             result = idiom.match(info, view, level)
             if result is None:
                 continue
@@ -145,8 +159,9 @@ def _schedule(nodes: "list[onnx.NodeProto]", covered: "dict[str, Match]") -> lis
     return order
 
 
-def partition(model: onnx.ModelProto, level: FeatureLevel) -> Partition:
-    view = OnnxGraphView(model)
+def partition(model: onnx.ModelProto, level: FeatureLevel, types=None) -> Partition:
+    view = OnnxGraphView(model, types)
+    _READS.clear()
     graph = Graph(level)
     inits = {i.name for i in model.graph.initializer}
     graph.inputs = [vi.name for vi in model.graph.input if vi.name not in inits] + sorted(inits)
@@ -239,6 +254,7 @@ def partition(model: onnx.ModelProto, level: FeatureLevel) -> Partition:
         note = match.note if ops else _join(match.note, "empty result: a zero-sized tensor needs no DirectML operator")
         placement.append(Placement(list(match.nodes), "lowered", match.rule, ops, note=note, extra=extra))
     flush(len(order) - 1)
+    _READS.clear()
     return Partition(graph, placement, regions, deferred, by_name, generated)
 
 

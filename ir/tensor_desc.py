@@ -54,9 +54,11 @@ class TensorDesc:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_type", DataType(self.data_type))
-        object.__setattr__(self, "sizes", tuple(self.sizes))
+        object.__setattr__(self, "sizes", tuple(s if isinstance(s, str) else int(s) for s in self.sizes))
         if self.strides is not None:
-            object.__setattr__(self, "strides", tuple(self.strides))
+            object.__setattr__(self, "strides", tuple(int(t) for t in self.strides))
+        # Derived once: descriptors are immutable and these are asked for on every step.
+        object.__setattr__(self, "_symbols", tuple(s for s in self.sizes if isinstance(s, str)))
 
     @property
     def rank(self) -> int:
@@ -64,16 +66,16 @@ class TensorDesc:
 
     @property
     def symbols(self) -> "tuple[str, ...]":
-        return tuple(s for s in self.sizes if isinstance(s, str))
+        return self._symbols
 
     @property
     def is_bound(self) -> bool:
-        return not self.symbols
+        return not self._symbols
 
     def concrete_sizes(self) -> "tuple[int, ...]":
-        if not self.is_bound:
+        if self._symbols:
             raise DmlLowerError(f"tensor sizes {self.sizes} still hold unbound symbols")
-        return tuple(int(s) for s in self.sizes)
+        return self.sizes
 
     @property
     def element_count(self) -> int:

@@ -18,6 +18,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	DML_LOWER_STRICT=1 $(BIN)/python -m pytest
 
+# Thousands of differential fuzz examples (CI runs the seeded 'ci' profile inside make test).
+fuzz: $(STAMP)
+	DML_LOWER_STRICT=1 HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest tests/fuzz
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 

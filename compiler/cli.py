@@ -53,6 +53,11 @@ def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
         if not name or not value.isdigit():
             raise DmlLowerError(f"--dim {text!r}: expected NAME=SIZE with a non-negative integer size")
         dims[name] = int(value)
+    known = {d.dim_param for vi in compiled.inputs for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    unknown = sorted(set(dims) - known)
+    if unknown:
+        raise DmlLowerError(f"--dim {unknown[0]}: no input dimension has that name "
+                            f"(symbolic input dimensions: {', '.join(sorted(known)) or 'none'})")
     return random_feeds(compiled.inputs, seed=args.seed, dims=dims)
 
 

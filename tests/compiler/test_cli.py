@@ -257,3 +257,13 @@ def test_demo(capsys):
         assert path.name in out
     assert "MISMATCH" not in out
     assert "every example matches ONNX semantics" in out
+
+
+def test_dim_names_must_exist(capfd):
+    from compiler.cli import main
+    from pathlib import Path
+    model = str(Path(__file__).parent.parent / "models" / "eye.torchscript.onnx")
+    assert main(["run", model, "--dim", "n=2", "--dim", "m=5"]) == 0
+    assert main(["run", model, "--dim", "batch=3"]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("--dim batch: no input dimension has that name (symbolic input dimensions: m, n)")

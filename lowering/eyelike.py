@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Union
 
-from ir import DataType, DiagonalMatrix, Download, EmptyTensor, Graph, TensorDesc
+from ir import DiagonalMatrix, Download, EmptyTensor, Graph, TensorDesc
 from ir.dtypes import from_onnx, onnx_type_name
 from ir.feature_levels import FeatureLevel
 from ir.operators import INT32_MAX, INT32_MIN

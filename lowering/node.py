@@ -3,12 +3,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from ir.tensor_desc import Dim
-
-Shape = "tuple[Union[int, str, None], ...] | None"
-
 
 @dataclass(frozen=True)
 class TensorInfo:

@@ -3,8 +3,6 @@ exact equality for integers and bool, atol/rtol for floats (NaN must match NaN).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Mapping
-
 import numpy as np
 
 
@@ -73,11 +71,3 @@ class BackendReport:
     @property
     def ok(self) -> bool:
         return not self.error and all(o.status in ("match", "deviation") for o in self.outputs)
-
-
-def compare_all(backend: str, expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],
-                atol: float, rtol: float) -> BackendReport:
-    report = BackendReport(backend)
-    for name, value in expected.items():
-        report.outputs.append(compare(name, backend, value, actual.get(name), atol, rtol))
-    return report

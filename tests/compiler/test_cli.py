@@ -261,7 +261,6 @@ def test_demo(capsys):
 
 def test_dim_names_must_exist(capfd):
     from compiler.cli import main
-    from pathlib import Path
     model = str(Path(__file__).parent.parent / "models" / "eye.torchscript.onnx")
     assert main(["run", model, "--dim", "n=2", "--dim", "m=5"]) == 0
     assert main(["run", model, "--dim", "batch=3"]) == 2

@@ -7,7 +7,7 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 from ir import ALL_LEVELS
-from ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy
+from ir.dtypes import ONNX_NUMERIC_AND_BOOL
 from lowering.diagonal import find_band
 from tests.lowering.oracle import assert_same, run_both
 

@@ -1,5 +1,4 @@
 """NonZero idioms: Transpose(NonZero) with no copy, and per-axis columns as views (as_tuple)."""
-import numpy as np
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h

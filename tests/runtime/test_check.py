@@ -5,7 +5,6 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
-from onnx import helper as h
 
 from compiler import DmlLowerError, compile_model
 from compiler.cli import main

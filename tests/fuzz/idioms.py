@@ -147,13 +147,38 @@ def _fill_attr(draw):
     return tensor, fill_type, repr(value)
 
 
+def _array_words(a: np.ndarray) -> str:
+    if a.dtype.kind == "f":
+        return f"np.array({a.tolist()!r}, np.{a.dtype}) [bits {a.reshape(-1).view(_bits_dtype(a.dtype)).tolist()}]"
+    return f"np.array({a.tolist()!r}, np.{a.dtype})"
+
+
+@st.composite
+def _expand_target(draw, eye: "tuple[int, int]") -> "tuple[int, ...]":
+    """An Expand target that broadcasts with a rows x cols eye: leading batch dimensions, 1s
+    where the eye supplies the size, fewer dimensions, or (near-miss) one that stretches a
+    size-1 side of the eye."""
+    rows, cols = eye
+    last = [draw(st.sampled_from([rows, 1])), draw(st.sampled_from([cols, 1]))]
+    if rows == 1 and draw(st.booleans()):
+        last[0] = draw(st.integers(2, 4))
+    if cols == 1 and draw(st.booleans()):
+        last[1] = draw(st.integers(2, 4))
+    batch = draw(st.lists(st.integers(1, 2), max_size=2))
+    target = batch + last
+    if not batch and draw(st.integers(0, 3)) == 0:
+        target = last[1:]
+    return tuple(target)
+
+
 # Range element types for torch.eye's pattern (the exporter uses int64; the others are near-misses).
 RANGE_TYPES = [T.INT64, T.INT64, T.INT32, T.FLOAT, T.DOUBLE]
 
 
 @st.composite
 def diagonal_idiom_cases(draw, level=levels) -> Case:
-    kind = draw(st.sampled_from(["eyelike_of_fill", "eye_from_ranges", "trilu_of_fill", "constant_band"]))
+    kind = draw(st.sampled_from(["eyelike_of_fill", "eye_from_ranges", "trilu_of_fill", "trilu_of_expand",
+                                 "constant_band"]))
     lv = draw(level)
     if kind == "eyelike_of_fill":
         rows, cols = draw(shapes(min_rank=2, max_rank=2, max_dim=20))
@@ -209,17 +234,69 @@ def diagonal_idiom_cases(draw, level=levels) -> Case:
         nodes.append(h.make_node("Equal", operands, ["eq"], name="equal"))
         to = draw(st.one_of(st.none(), onnx_types))
         if to is None:
-            outputs = [_value_info("eq", T.BOOL, [None, None])]
+            last, last_type = "eq", T.BOOL
         else:
             nodes.append(h.make_node("Cast", ["eq"], ["y"], name="cast", to=to))
-            outputs = [_value_info("y", to, [None, None])]
-            if draw(st.integers(0, 4)) == 0:
-                outputs.append(_value_info("eq", T.BOOL, [None, None]))
+            last, last_type = "y", to
+        outputs = []
+        if to is not None and draw(st.integers(0, 4)) == 0:
+            outputs.append(_value_info("eq", T.BOOL, [None, None]))
+        expand_words, out_rank = "", 2
+        if draw(st.booleans()):
+            # Batched eye: Expand(eye, target); a target that stretches the eye is a near-miss.
+            rows_len = len(np.arange(start, n, delta, dtype=dt))
+            cols_len = len(np.arange(start, m, delta, dtype=dt))
+            target = draw(_expand_target((rows_len, cols_len)))
+            nodes.append(h.make_node("Expand", [last, "target"], ["batched"], name="expand"))
+            t_inputs, t_inits, t_feeds, t_src = _shape_source(draw, target, "target")
+            inputs += t_inputs
+            inits += t_inits
+            feeds.update(t_feeds)
+            last, out_rank = "batched", max(2, len(target))
+            expand_words = f" -> Expand(target={list(target)} {t_src})"
+        outputs.insert(0, _value_info(last, last_type, [None] * out_rank))
         what = (f"Cast(Equal({', '.join(operands)}), to={None if to is None else onnx_type_name(to)}) over "
                 f"Range({start}, n={n}, {delta}){'' if square else f' and Range({start}, m={m}, {delta})'} "
-                f"of {onnx_type_name(range_type)}, limits {'fed' if limits_fed else 'constant'}, "
+                f"of {onnx_type_name(range_type)}, limits {'fed' if limits_fed else 'constant'}{expand_words}, "
                 f"outputs {[o.name for o in outputs]}")
         opset = 13
+    elif kind == "trilu_of_expand":
+        # Trilu(Expand(c, target), k) with c a constant of one repeated bit pattern (causal
+        # masks spelled with Expand); near-misses: one element of c differs.
+        elem = draw(onnx_types)
+        dt = numpy_type(elem)
+        dims = draw(shapes(min_rank=2, max_rank=4, max_dim=8))
+        rows, cols = dims[-2:]
+        c_shape = draw(st.sampled_from([(), (1,), (cols,), (1, cols), (rows, 1), (1, 1)]))
+        value = _scalar_of(dt, draw(element_bits(dt)))
+        c = np.full(c_shape, value, dt)
+        if c.size > 1 and draw(st.integers(0, 3)) == 0:
+            c.reshape(-1)[draw(st.integers(0, c.size - 1))] = _scalar_of(dt, draw(element_bits(dt)))
+        # The target may leave 1 where c supplies the size.
+        target = list(dims)
+        if len(c_shape) >= 1 and c_shape[-1] == cols and draw(st.booleans()):
+            target[-1] = 1
+        if len(c_shape) == 2 and c_shape[0] == rows and draw(st.booleans()):
+            target[-2] = 1
+        inputs, inits, feeds, src = _shape_source(draw, tuple(target), "target")
+        inits.append(numpy_helper.from_array(c, "c"))
+        upper = draw(st.sampled_from([None, 0, 1]))
+        k_how = draw(st.sampled_from(["absent", "fed", "constant"]))
+        k = min(max(draw(ks_for(rows, cols)), -(2**62)), 2**62) if k_how != "absent" else None
+        trilu_inputs = ["filled"]
+        if k_how == "fed":
+            inputs.append(_value_info("k", T.INT64, []))
+            feeds["k"] = np.array(k, np.int64)
+            trilu_inputs.append("k")
+        elif k_how == "constant":
+            inits.append(numpy_helper.from_array(np.array(k, np.int64), "k"))
+            trilu_inputs.append("k")
+        nodes = [h.make_node("Expand", ["c", "target"], ["filled"], name="expand"),
+                 h.make_node("Trilu", trilu_inputs, ["y"], name="trilu",
+                             **({} if upper is None else {"upper": upper}))]
+        outputs = [_value_info("y", elem, [None] * len(dims))]
+        what = (f"Trilu(Expand(c={_array_words(c)}, target={target} {src}), k={k} {k_how}, upper={upper})")
+        opset = 14
     elif kind == "trilu_of_fill":
         dims = draw(shapes(min_rank=2, max_rank=4, max_dim=10))
         inputs, inits, feeds, src = _shape_source(draw, dims)

@@ -1,7 +1,8 @@
 """Counterexamples the fuzz properties found, shrunk to plain regression tests.
 
-Each stays here (failing until the project is fixed, passing after) so the bug cannot return
-unnoticed whatever hypothesis happens to draw.
+Each bug was found by a property in this directory and is pinned here so it cannot return
+unnoticed, whatever hypothesis happens to draw. (All four failed when written; the commit that
+fixed each is named beside it.)
 """
 from __future__ import annotations
 
@@ -33,12 +34,12 @@ def _reshape_nonzero(in_type: int):
     return h.make_model(graph, opset_imports=[h.make_opsetid("", 14)], ir_version=8)
 
 
-# Bug 1: a NonZero whose input rank is unknown at compile time (after Squeeze without axes over
-# symbolic dims, or Reshape to a fed shape) and that is left to ONNX (feature level below 3_0;
-# or a 64-bit input at any level) runs on onnxruntime even when the input turns out to be a
-# scalar at run time: the result has onnxruntime's shape (1, nnz), not ONNX's (0, nnz). The
-# scalar-NonZero deviation check (runtime/onnx_regions.py, _deviation) only looks at the
-# compile-time shape, which is unknown here.
+# Bug 1 (found by test_two_node_models_match_onnx_reference; fixed in 03bed00): a NonZero whose
+# input rank is unknown at compile time (after Squeeze without axes over symbolic dims, or
+# Reshape to a fed shape) and that is left to ONNX (feature level below 3_0, or a 64-bit input
+# at any level) ran on onnxruntime even when its input was a scalar at run time, so the result
+# had onnxruntime's shape (1, nnz) instead of ONNX's (0, nnz): the scalar-NonZero deviation check
+# (runtime/onnx_regions.py) only looked at the compile-time shape, unknown here.
 @pytest.mark.parametrize("level,make,in_type,feeds", [
     ("1_0", _squeeze_nonzero, T.FLOAT, {"x": np.array([[2.0]], np.float32)}),
     ("2_1", _squeeze_nonzero, T.UINT8, {"x": np.array([[0]], np.uint8)}),
@@ -56,12 +57,12 @@ def test_scalar_nonzero_of_unknown_rank_left_to_onnx_has_onnx_shape(level, make,
     assert_outputs_bit_exact(ours, expected)
 
 
-# Bug 2: compiled.run raises a bare "ValueError: assignment destination is read-only" for a feed
-# that is C-contiguous but whose strides on size-1 dimensions are not the packed ones (x[None],
-# a transposed column, a Fortran-ordered copy of a 1 x n array, np.broadcast_to(v, (1, n))).
-# The emulator binds the upload buffer to the host tensor's memory (read-only) because the feed
-# is C-contiguous, then kernels.upload compares strides, finds them different and copies into
-# that read-only buffer.
+# Bug 2 (found by test_strict_poison_never_reaches_an_output; fixed in a2cf67d): compiled.run
+# raised a bare "ValueError: assignment destination is read-only" for a feed that is C-contiguous
+# but whose strides on size-1 dimensions are not the packed ones (x[None], a transposed column,
+# a Fortran-ordered 1 x n array, np.broadcast_to(v, (1, n)), a one-element x[::-1]). The emulator
+# bound the upload buffer to the feed's memory (read-only) because the feed is C-contiguous, then
+# kernels.upload compared strides, found them different and copied into that read-only buffer.
 _ROW = np.array([1.0, 0.0, 2.5], np.float32)
 
 
@@ -84,11 +85,11 @@ def test_c_contiguous_feed_with_unit_dim_strides_uploads(level, make_feed):
     assert_outputs_bit_exact(ours, {"y": np.array([[0, 0], [0, 2]], np.int64)})
 
 
-# Bug 3: the torch.eye idiom (lowering/diagonal_idioms.py, match_eye_from_ranges) accepts
-# Range(0, n, 1) of a floating type and sizes the matrix int(n), but Range has ceil(n) elements:
-# Range(0, 0.5, 1) is [0.0], so Equal(Unsqueeze(r, -1), r) is 1x1 True, yet the lowered model
-# returns a 0x0 result (2.5 gives 2x2 instead of 3x3). _scalar_int truncates the start and
-# delta the same way (Range(0, 3, 1.5) is matched as Range(0, 3, 1)).
+# Bug 3 (found by test_diagonal_idioms_match_onnx_reference; fixed in 3617436): the torch.eye
+# idiom (lowering/diagonal_idioms.py, eye_from_ranges) accepted Range(0, n, 1) of a floating type
+# and sized the matrix int(n), but Range has ceil(n) elements: Range(0, 0.5, 1) is [0.0], so
+# Equal(Unsqueeze(r, -1), r) is 1x1 True, yet the lowered model returned 0x0 (2.5 gave 2x2, not
+# 3x3). The start and delta were truncated the same way (Range(0, 3, 1.5) matched as step 1).
 def _eye_from_float_range(n: float, delta: float = 1.0):
     from onnx import numpy_helper
     inits = [numpy_helper.from_array(np.array(0, np.float32), "start"),
@@ -128,10 +129,11 @@ def test_one_element_views_upload(make_feed):
     assert_outputs_bit_exact(ours, reference(model, {"x": np.ascontiguousarray(x)}))
 
 
-# Bug 4: backend="ort" runs DIAGONAL_MATRIX as EyeLike(...) * Value (runtime/ort_operators.py,
-# diagonal_matrix), so the zeros off the diagonal become 0 * Value: NaN for Value = +-inf, -0.0
-# for Value = -0.0. DIAGONAL_MATRIX writes 0 there (and the CPU emulator does). Reached by a
-# constant single-diagonal initializer (constant_diagonal idiom) holding inf or -0.0.
+# Bug 4 (found by test_ort_backend_matches_onnx_reference; fixed in 3617436): backend="ort" ran
+# DIAGONAL_MATRIX as EyeLike(...) * Value (runtime/ort_operators.py), so the zeros off the
+# diagonal became 0 * Value: NaN for Value = +-inf, -0.0 for Value = -0.0, where DIAGONAL_MATRIX
+# (and the CPU emulator) write 0. Reached by a constant single-diagonal initializer holding inf
+# or -0.0 (the constant_diagonal idiom).
 @pytest.mark.parametrize("value", [np.inf, -np.inf, -0.0], ids=["inf", "-inf", "-0.0"])
 def test_ort_backend_diagonal_matrix_keeps_zeros_off_the_diagonal(value):
     from onnx import numpy_helper

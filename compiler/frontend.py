@@ -11,14 +11,10 @@ from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper, shape_inference
 
 from ir import DmlLowerError
+from ir.errors import first_line
 from lowering import NodeInfo, TensorInfo
 
 ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 def load_model(model: ModelLike) -> onnx.ModelProto:
@@ -47,14 +43,14 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
         proto = onnx.ModelProto()
         proto.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as exc:
-        raise DmlLowerError(f"{what} is not an ONNX model (protobuf parse failed: {_first_line(exc)})") from None
+        raise DmlLowerError(f"{what} is not an ONNX model (protobuf parse failed: {first_line(exc)})") from None
     if not proto.graph.node and not proto.graph.output and not proto.opset_import:
         raise DmlLowerError(f"{what} is not an ONNX model (no graph, no opset import)")
     if base is not None:
         try:
             onnx.load_external_data_for_model(proto, base)
         except (OSError, ValueError) as exc:
-            raise DmlLowerError(f"{what}: external data cannot be loaded: {_first_line(exc)}") from None
+            raise DmlLowerError(f"{what}: external data cannot be loaded: {first_line(exc)}") from None
     return proto
 
 

@@ -10,3 +10,9 @@ class DmlLowerError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(str(message).split()))
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-blank line of a third-party exception's message (or its type's name)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__

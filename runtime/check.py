@@ -24,7 +24,6 @@ BACKENDS = {
     "ort-dml": "original model on onnxruntime DmlExecutionProvider",
 }
 _ORT_PROVIDERS = {"ort-cpu": ["cpu"], "ort-dml": ["dml"]}
-_MAX_IR_VERSION = 10
 
 SCALAR_NONZERO_DEVIATION = "known onnxruntime deviation: a scalar NonZero gives (1, nnz); ONNX says (0, nnz)"
 
@@ -97,21 +96,24 @@ def scalar_nonzero_outputs(compiled) -> "dict[str, str]":
 
 
 def _original_on_ort(compiled, feeds: Mapping[str, np.ndarray], providers: "list[str]") -> "dict[str, np.ndarray]":
-    from .ort_providers import make_session
     import onnx
+
+    from ir.errors import first_line
+
+    from .ort_providers import MAX_IR_VERSION, make_session
     model = onnx.ModelProto()
     model.CopyFrom(compiled.model)
-    model.ir_version = min(model.ir_version, _MAX_IR_VERSION)
+    model.ir_version = min(model.ir_version, MAX_IR_VERSION)
     try:
         session = make_session(model.SerializeToString(), providers)
     except Exception as exc:
-        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
-        raise DmlLowerError(f"onnxruntime ({', '.join(providers)}) cannot load the model: {first}") from None
+        raise DmlLowerError(f"onnxruntime ({', '.join(providers)}) cannot load the model: "
+                            f"{first_line(exc)}") from None
     try:
         results = session.run(compiled.output_names, dict(feeds))
     except Exception as exc:
-        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
-        raise DmlLowerError(f"onnxruntime ({', '.join(providers)}) failed to run the model: {first}") from None
+        raise DmlLowerError(f"onnxruntime ({', '.join(providers)}) failed to run the model: "
+                            f"{first_line(exc)}") from None
     return dict(zip(compiled.output_names, (np.asarray(r) for r in results)))
 
 

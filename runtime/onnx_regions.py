@@ -9,15 +9,9 @@ import onnx
 from onnx import helper
 
 from ir import DmlLowerError, OnnxRegion
+from ir.errors import first_line
 
-# The newest IR version onnxruntime 1.2x/1.3x reads; sub-models never need more.
-_MAX_IR_VERSION = 10
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    return lines[0] if lines else type(exc).__name__
-
+from .ort_providers import MAX_IR_VERSION
 
 class RegionRunner:
     """Builds, caches and runs one sub-model per ONNX region of a compiled model."""
@@ -52,7 +46,7 @@ class RegionRunner:
         inits = [self.inits[n] for n in step.inputs if n in self.inits]
         graph = helper.make_graph(nodes, step.name, inputs, [vi(n) for n in step.outputs], inits)
         sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                ir_version=min(self.model.ir_version, _MAX_IR_VERSION))
+                                ir_version=min(self.model.ir_version, MAX_IR_VERSION))
         sub.functions.extend(self.model.functions)
         return sub
 
@@ -78,7 +72,7 @@ class RegionRunner:
                 session = make_session(sub.SerializeToString(), self.providers)
                 self.engines[step.name] = f"onnxruntime {', '.join(self.providers)}"
             except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
-                reason = f"onnxruntime cannot run it: {_first_line(exc)}"
+                reason = f"onnxruntime cannot run it: {first_line(exc)}"
         if session is None:
             from onnx.reference import ReferenceEvaluator
             session = ReferenceEvaluator(sub)
@@ -94,5 +88,5 @@ class RegionRunner:
         except Exception as exc:
             nodes = ", ".join(step.onnx_nodes)
             raise DmlLowerError(f"ONNX region {step.name} [{nodes}] failed on "
-                                f"{self.engines[step.name]}: {_first_line(exc)}") from None
+                                f"{self.engines[step.name]}: {first_line(exc)}") from None
         return {name: np.asarray(value) for name, value in zip(step.outputs, results)}

@@ -16,14 +16,10 @@ from onnx import helper
 
 from ir import DmlLowerError
 from ir.dtypes import numpy_to_onnx
+from ir.errors import first_line
 
 from .kernels import POISON_WORD, _scalar_for
 from .ort_providers import make_session, resolve
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 class OrtOperators:
@@ -40,11 +36,11 @@ class OrtOperators:
                 self._sessions[key] = make_session(model.SerializeToString(), self.providers)
             except Exception as exc:
                 raise DmlLowerError(f"{what}: onnxruntime ({', '.join(self.providers)}) cannot run it: "
-                                    f"{_first_line(exc)}") from None
+                                    f"{first_line(exc)}") from None
         try:
             return self._sessions[key].run(None, feeds)
         except Exception as exc:
-            raise DmlLowerError(f"{what}: onnxruntime failed: {_first_line(exc)}") from None
+            raise DmlLowerError(f"{what}: onnxruntime failed: {first_line(exc)}") from None
 
     @staticmethod
     def _model(nodes, inputs, outputs, initializers=(), opset: int = 14):

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from ir import DmlLowerError
 
+# The newest IR version onnxruntime 1.2x/1.3x reads; models handed to it never need more.
+MAX_IR_VERSION = 10
+
 ALIASES = {"cpu": "CPUExecutionProvider", "dml": "DmlExecutionProvider",
            "directml": "DmlExecutionProvider", "cuda": "CUDAExecutionProvider"}
 

@@ -128,6 +128,19 @@ def nonzero_idiom_cases(draw, level=levels) -> Case:
 
 # -- diagonal idioms -----------------------------------------------------------------------------
 
+def _draw_trilu_k(draw, rows: int, cols: int, data: str, inputs: list, inits: list, feeds: dict):
+    """Trilu's k: absent, fed at run time, or a constant; returns (k, how, Trilu's inputs)."""
+    k_how = draw(st.sampled_from(["absent", "fed", "constant"]))
+    # (onnx.reference's Trilu overflows for |k| near 2**63: numpy's tri computes M - k.)
+    k = min(max(draw(ks_for(rows, cols)), -(2**62)), 2**62) if k_how != "absent" else None
+    if k_how == "fed":
+        inputs.append(_value_info("k", T.INT64, []))
+        feeds["k"] = np.array(k, np.int64)
+    elif k_how == "constant":
+        inits.append(numpy_helper.from_array(np.array(k, np.int64), "k"))
+    return k, k_how, [data] + (["k"] if k_how != "absent" else [])
+
+
 def _shape_source(draw, dims: "tuple[int, ...]", name: str = "shape"):
     """The int64 shape tensor: a feed, or an initializer (a compile-time constant)."""
     value = np.array(dims, np.int64)
@@ -281,16 +294,7 @@ def diagonal_idiom_cases(draw, level=levels) -> Case:
         inputs, inits, feeds, src = _shape_source(draw, tuple(target), "target")
         inits.append(numpy_helper.from_array(c, "c"))
         upper = draw(st.sampled_from([None, 0, 1]))
-        k_how = draw(st.sampled_from(["absent", "fed", "constant"]))
-        k = min(max(draw(ks_for(rows, cols)), -(2**62)), 2**62) if k_how != "absent" else None
-        trilu_inputs = ["filled"]
-        if k_how == "fed":
-            inputs.append(_value_info("k", T.INT64, []))
-            feeds["k"] = np.array(k, np.int64)
-            trilu_inputs.append("k")
-        elif k_how == "constant":
-            inits.append(numpy_helper.from_array(np.array(k, np.int64), "k"))
-            trilu_inputs.append("k")
+        k, k_how, trilu_inputs = _draw_trilu_k(draw, rows, cols, "filled", inputs, inits, feeds)
         nodes = [h.make_node("Expand", ["c", "target"], ["filled"], name="expand"),
                  h.make_node("Trilu", trilu_inputs, ["y"], name="trilu",
                              **({} if upper is None else {"upper": upper}))]
@@ -303,17 +307,7 @@ def diagonal_idiom_cases(draw, level=levels) -> Case:
         fill, fill_type, fill_words = draw(_fill_attr())
         upper = draw(st.sampled_from([None, 0, 1]))
         rows, cols = dims[-2:]
-        k_how = draw(st.sampled_from(["absent", "fed", "constant"]))
-        # (onnx.reference's Trilu overflows for |k| near 2**63: numpy's tri computes M - k.)
-        k = min(max(draw(ks_for(rows, cols)), -(2**62)), 2**62) if k_how != "absent" else None
-        trilu_inputs = ["fill"]
-        if k_how == "fed":
-            inputs.append(_value_info("k", T.INT64, []))
-            feeds["k"] = np.array(k, np.int64)
-            trilu_inputs.append("k")
-        elif k_how == "constant":
-            inits.append(numpy_helper.from_array(np.array(k, np.int64), "k"))
-            trilu_inputs.append("k")
+        k, k_how, trilu_inputs = _draw_trilu_k(draw, rows, cols, "fill", inputs, inits, feeds)
         attrs = {} if fill is None else {"value": fill}
         nodes = [h.make_node("ConstantOfShape", ["shape"], ["fill"], name="fill", **attrs),
                  h.make_node("Trilu", trilu_inputs, ["y"], name="trilu",

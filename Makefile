@@ -16,6 +16,7 @@ demo: $(STAMP)
 	$(BIN)/dml-lower demo
 
 test: $(STAMP)
+	$(BIN)/lint-imports --no-cache
 	DML_LOWER_STRICT=1 $(BIN)/python -m pytest
 
 # Thousands of differential fuzz examples (CI runs the seeded 'ci' profile inside make test).

@@ -35,6 +35,7 @@ import numpy as np                                   # noqa: E402
 import onnx                                          # noqa: E402
 from onnx import TensorProto as TP                   # noqa: E402
 from onnx import helper as h                         # noqa: E402
+from onnx_dml_lowering.ir import verify_graph
 
 MB = 1 << 20
 
@@ -123,7 +124,7 @@ def ort_session(model: onnx.ModelProto):
 
 
 def ours_runner(model: onnx.ModelProto, feeds):
-    from compiler import compile_model
+    from onnx_dml_lowering.compiler import compile_model
     compiled = compile_model(model)
     placement = "; ".join(
         f"{'+'.join(p.onnx_nodes)}: {p.rule} -> {' + '.join(p.dml_operators) or 'no operator'}"
@@ -237,7 +238,7 @@ def nonzero_rows(table: Table, args) -> None:
         table.row(label.format(n=n), times, x.nbytes + 2 * 8 * nnz, target,
                   note=f"ours: {placement}; numpy: np.stack(np.nonzero(x))")
         if dtype == np.float32:
-            from compiler import compile_model
+            from onnx_dml_lowering.compiler import compile_model
             compiled = compile_model(model)
             strict = best_of({"ours": lambda: compiled.run({"x": x}, strict=True),
                               "ort": lambda: session.run(None, {"x": x})}, max(2, args.repeat // 2))
@@ -282,8 +283,8 @@ def eyelike_rows(table: Table, args) -> None:
                   note=f"ours: {placement}; numpy: np.eye")
         del session, ours
 
-    from ir import DataType, DiagonalMatrix, Download, Graph, TensorDesc, parse_level
-    from runtime.emulator import execute
+    from onnx_dml_lowering.ir import DataType, DiagonalMatrix, Download, Graph, TensorDesc, parse_level
+    from onnx_dml_lowering.runtime.emulator import execute
     batch, side = args.batch
     shape = (batch, side, side)
     graph = Graph(parse_level("5_1"))
@@ -292,7 +293,7 @@ def eyelike_rows(table: Table, args) -> None:
     graph.add(DiagonalMatrix("out.view", 0, 1.0))
     graph.add(Download("out.view", "y", TP.FLOAT, shape))
     graph.outputs.append("y")
-    graph.verify()
+    verify_graph(graph)
     session = ort_session(eye_expand(batch, side))
     xs = np.zeros((side, side), np.float32)
 
@@ -333,7 +334,7 @@ def scaling_rows(table: Table, args) -> None:
 
 
 def compile_rows(table: Table, args) -> None:
-    from compiler import compile_model
+    from onnx_dml_lowering.compiler import compile_model
     table.line(f"{'compile (synthetic model)':44} {'ours s':>9} {'ort s':>9} {'ours/ort':>9} "
                f"{'ours us/node':>13} {'ort us/node':>12}")
     rows = []
@@ -402,7 +403,7 @@ def _peak_child(side: str, n: int, density: float) -> dict:
 def peak_child(side: str, n: int, density: float) -> None:
     """In a fresh process: build the input, one run of one side, report ru_maxrss."""
     import onnxruntime  # noqa: F401  (both sides pay for the same imports)
-    from compiler import compile_model
+    from onnx_dml_lowering.compiler import compile_model
     x = sparse_input((n, n), density)
     model = single("NonZero", TP.FLOAT, (n, n), TP.INT64, (2, None))
     if side == "ort":

@@ -1,5 +1,5 @@
 """The driver and front door: load + check + shape inference, lowering, partition, the CLI."""
-from ir import DmlLowerError
+from onnx_dml_lowering.ir import DmlLowerError
 
 from .compiled import CompiledModel, compile_model
 

@@ -2,8 +2,8 @@
 tables: the very tables descriptor validation enforces."""
 from __future__ import annotations
 
-from ir import ALL_LEVELS, FeatureLevel
-from ir.support import OPERATORS
+from onnx_dml_lowering.ir import ALL_LEVELS, FeatureLevel
+from onnx_dml_lowering.ir.support import OPERATORS
 
 
 def _levels_of(op) -> "list[tuple[str, object]]":

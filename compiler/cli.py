@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ir import DmlLowerError
+from onnx_dml_lowering.ir import DmlLowerError
 
 from .compiled import CompiledModel, compile_model
+from onnx_dml_lowering.ir import format_graph
 
 
 def _load_npz(path: str) -> "dict[str, np.ndarray]":
@@ -42,7 +43,7 @@ def _write(path: str, what: str, write) -> None:
 
 
 def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
-    from runtime.feeds import random_feeds
+    from onnx_dml_lowering.runtime.feeds import random_feeds
     if args.inputs:
         return _load_npz(args.inputs)
     if args.seed < 0:
@@ -62,13 +63,13 @@ def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
 
 
 def format_placement(compiled: CompiledModel) -> str:
-    from runtime.report import format_placement as fmt
+    from onnx_dml_lowering.runtime.report import format_placement as fmt
     return fmt(compiled.placement, compiled.feature_level)
 
 
 def cmd_compile(args) -> int:
     compiled = compile_model(args.model, feature_level=args.feature_level)
-    print(compiled.graph)
+    print(format_graph(compiled.graph))
     print()
     print(format_placement(compiled))
     if args.json:
@@ -104,14 +105,14 @@ def cmd_run(args) -> int:
 def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: float, rtol: float,
                 strict: "bool | None" = None):
     """Every backend against onnx.reference on the same feeds; returns (feeds, backend reports)."""
-    from runtime.check import Tolerances, check
+    from onnx_dml_lowering.runtime.check import Tolerances, check
     feeds, report = check(compiled, feeds, backends, Tolerances(atol, rtol), strict)
     return feeds, report.backends
 
 
 def cmd_check(args) -> int:
-    from runtime.check import Tolerances, check
-    from runtime.report import format_markdown, format_text
+    from onnx_dml_lowering.runtime.check import Tolerances, check
+    from onnx_dml_lowering.runtime.report import format_markdown, format_text
     compiled = compile_model(args.model, feature_level=args.feature_level)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     tolerances = Tolerances.parse(args.atol, args.rtol)
@@ -128,9 +129,9 @@ def cmd_check(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from runtime.check import Tolerances, check
-    from runtime.feeds import random_feeds
-    from runtime.report import format_text
+    from onnx_dml_lowering.runtime.check import Tolerances, check
+    from onnx_dml_lowering.runtime.feeds import random_feeds
+    from onnx_dml_lowering.runtime.report import format_text
 
     from .examples import example_paths
     failures = 0
@@ -139,7 +140,7 @@ def cmd_demo(args) -> int:
         compiled = compile_model(path, feature_level=args.feature_level)
         print(f"{path.name}: {len(compiled.model.graph.node)} ONNX nodes, "
               f"{len(compiled.graph.dml_operators)} DirectML operators at feature level {compiled.feature_level}")
-        print(compiled.graph)
+        print(format_graph(compiled.graph))
         _, report = check(compiled, random_feeds(compiled.inputs, seed=args.seed), ["cpu"], Tolerances(),
                           model_name=path.name)
         print(format_text(report))
@@ -151,7 +152,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_capabilities(args) -> int:
-    from ir import parse_level
+    from onnx_dml_lowering.ir import parse_level
 
     from .capabilities import capabilities_text
     level = parse_level(args.feature_level) if args.feature_level else None

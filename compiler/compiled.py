@@ -7,11 +7,12 @@ from typing import Mapping
 import numpy as np
 import onnx
 
-from ir import DEFAULT_LEVEL, FeatureLevel, Graph, parse_level
+from onnx_dml_lowering.ir import DEFAULT_LEVEL, FeatureLevel, Graph, parse_level
 
 from .frontend import (ModelLike, check_and_infer, graph_inputs, initializer_arrays, load_model,
                        name_nodes, overridable_inputs, value_types)
 from .partition import Partition, Placement, partition
+from onnx_dml_lowering.ir import graph_to_dict
 
 
 class CompiledModel:
@@ -41,7 +42,7 @@ class CompiledModel:
     def to_dict(self) -> dict:
         return {"feature_level": self.feature_level.name,
                 "placement": [p.to_dict() for p in self.placement],
-                "graph": self.graph.to_dict()}
+                "graph": graph_to_dict(self.graph)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
@@ -49,15 +50,15 @@ class CompiledModel:
     def session(self, backend: str = "cpu", providers: "list[str] | None" = None):
         key = (backend, tuple(providers or ()))
         if key not in self._sessions:
-            from runtime.session import EmulatorSession
+            from onnx_dml_lowering.runtime.session import EmulatorSession
             if backend == "cpu":
                 self._sessions[key] = EmulatorSession(self)
             elif backend == "ort":
-                from runtime.ort_operators import OrtOperators
+                from onnx_dml_lowering.runtime.ort_operators import OrtOperators
                 operators = OrtOperators(providers)
                 self._sessions[key] = EmulatorSession(self, operators, operators.providers)
             else:
-                from ir import DmlLowerError
+                from onnx_dml_lowering.ir import DmlLowerError
                 raise DmlLowerError(f"unknown backend {backend!r}: use 'cpu' (the DirectML emulator) or "
                                     "'ort' (each DirectML operator on onnxruntime, --providers)")
         return self._sessions[key]

@@ -10,9 +10,9 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper, shape_inference
 
-from ir import DmlLowerError
-from ir.errors import first_line
-from lowering import NodeInfo, TensorInfo
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 
 ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
 

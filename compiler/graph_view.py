@@ -6,7 +6,7 @@ from typing import Any
 import onnx
 from onnx import numpy_helper
 
-from lowering import NodeInfo, TensorInfo
+from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 
 from .frontend import default_opset, node_info, value_types
 

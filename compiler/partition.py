@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from ir import FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
-from lowering import Declined, Match, idioms_for
-from lowering.diagonal_idioms import match_initializer
+from onnx_dml_lowering.ir import FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
+from onnx_dml_lowering.lowering import Declined, Match, idioms_for
+from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
 
 from .graph_view import OnnxGraphView
 

@@ -82,22 +82,5 @@ class Graph:
     def dml_operators(self) -> "list[str]":
         return [step.kind for step in self.steps if step.is_dml_operator]
 
-    def verify(self) -> None:
-        from .verify import verify
-        verify(self)
-
-    def to_dict(self) -> dict:
-        from .serialize import graph_to_dict
-        return graph_to_dict(self)
-
-    @staticmethod
-    def from_dict(data: dict) -> "Graph":
-        from .serialize import graph_from_dict
-        return graph_from_dict(data)
-
-    def __str__(self) -> str:
-        from .printer import format_graph
-        return format_graph(self)
-
 
 BINDING_ALIGNMENT = MINIMUM_BUFFER_ALIGNMENT

@@ -1,9 +1,9 @@
 """Small fragment-building helpers shared by the rules."""
 from __future__ import annotations
 
-from ir import DataType, Graph, TensorDesc, Upload
-from ir.support import OperatorSupport
-from ir.feature_levels import FeatureLevel
+from onnx_dml_lowering.ir import DataType, Graph, TensorDesc, Upload
+from onnx_dml_lowering.ir.support import OperatorSupport
+from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
 from .node import Names, product
 

@@ -10,11 +10,11 @@ from typing import Any, Union
 
 import numpy as np
 
-from ir import DiagonalMatrix, DiagonalMatrix1, Download, EmptyTensor, Graph, TensorDesc
-from ir.dtypes import from_onnx, onnx_to_numpy, onnx_type_name
-from ir.feature_levels import FeatureLevel
-from ir.operators import INT32_MAX, INT32_MIN
-from ir.support import DIAGONAL_MATRIX, DIAGONAL_MATRIX1
+from onnx_dml_lowering.ir import DiagonalMatrix, DiagonalMatrix1, Download, EmptyTensor, Graph, TensorDesc
+from onnx_dml_lowering.ir.dtypes import from_onnx, onnx_to_numpy, onnx_type_name
+from onnx_dml_lowering.ir.feature_levels import FeatureLevel
+from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
+from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX, DIAGONAL_MATRIX1
 
 from .common import dims_for, pad_sizes
 from .match import Declined

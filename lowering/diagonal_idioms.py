@@ -6,9 +6,9 @@ from typing import Any, Union
 
 import numpy as np
 
-from ir import Graph
-from ir.dtypes import ONNX_BOOL, ONNX_FLOAT, from_onnx, numpy_to_onnx
-from ir.feature_levels import FeatureLevel
+from onnx_dml_lowering.ir import Graph
+from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, ONNX_FLOAT, from_onnx, numpy_to_onnx
+from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
 from .diagonal import emit_band, find_band
 from .eyelike import output_type

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Union
 
-from ir import DiagonalMatrix, Download, EmptyTensor, Graph, TensorDesc
-from ir.dtypes import from_onnx, onnx_type_name
-from ir.feature_levels import FeatureLevel
-from ir.operators import INT32_MAX, INT32_MIN
-from ir.support import DIAGONAL_MATRIX
+from onnx_dml_lowering.ir import DiagonalMatrix, Download, EmptyTensor, Graph, TensorDesc
+from onnx_dml_lowering.ir.dtypes import from_onnx, onnx_type_name
+from onnx_dml_lowering.ir.feature_levels import FeatureLevel
+from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
+from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX
 
 from .common import dims_for, level_reason, pad_sizes
 from .node import Names, NodeInfo

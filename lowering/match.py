@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Union
 
-from ir import FeatureLevel, Graph
+from onnx_dml_lowering.ir import FeatureLevel, Graph
 
 from .node import NodeInfo, TensorInfo
 

@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ir.tensor_desc import Dim
+from onnx_dml_lowering.ir.tensor_desc import Dim
 
 @dataclass(frozen=True)
 class TensorInfo:

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from ir import (ClearBuffer, DataType, Download, ElementWiseBitAnd, ElementWiseBitOr, ElementWiseIdentity,
+from onnx_dml_lowering.ir import (ClearBuffer, DataType, Download, ElementWiseBitAnd, ElementWiseBitOr, ElementWiseIdentity,
                 EmptyTensor, Graph,
                 NonZeroCoordinates, ReadCount, TensorDesc)
-from ir.dtypes import ONNX_INT64, from_onnx, onnx_type_name
-from ir.feature_levels import FeatureLevel
-from ir.support import ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR, ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES
+from onnx_dml_lowering.ir.dtypes import ONNX_INT64, from_onnx, onnx_type_name
+from onnx_dml_lowering.ir.feature_levels import FeatureLevel
+from onnx_dml_lowering.ir.support import ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR, ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES
 
 from .common import dims_for, level_reason, pad_sizes, upload
 from .node import Names, NodeInfo, TensorInfo, product

@@ -5,9 +5,9 @@ from typing import Union
 
 import numpy as np
 
-from ir import DataType, Download, EmptyTensor, Graph, TensorDesc
-from ir.dtypes import ONNX_INT64
-from ir.feature_levels import FeatureLevel
+from onnx_dml_lowering.ir import DataType, Download, EmptyTensor, Graph, TensorDesc
+from onnx_dml_lowering.ir.dtypes import ONNX_INT64
+from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
 from .match import Declined, GraphView, Match, register_idiom, sole_consumer
 from .node import Names, NodeInfo, TensorInfo, product

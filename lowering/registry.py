@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from ir import DmlLowerError, FeatureLevel, Graph
+from onnx_dml_lowering.ir import DmlLowerError, FeatureLevel, Graph
 
 from .match import Declined, GraphView, Match, register_idiom
 from .node import NodeInfo
+from onnx_dml_lowering.ir import verify_graph
 
 # check(node, level): a reason to decline that holds whatever the sizes are, or None.
 # build(node, level): the fragment for the node's (concrete) sizes, or Declined.
@@ -21,7 +22,7 @@ def verified(build: Callable[[], "Union[Graph, Declined]"]) -> "Union[Graph, Dec
     try:
         result = build()
         if isinstance(result, Graph):
-            result.verify()
+            verify_graph(result)
     except DmlLowerError as exc:
         return Declined(str(exc))
     return result

@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ir import DmlLowerError
+from onnx_dml_lowering.ir import DmlLowerError
 
 from .compare import BackendReport, compare
 from .feeds import check_feeds
@@ -98,7 +98,7 @@ def scalar_nonzero_outputs(compiled) -> "dict[str, str]":
 def _original_on_ort(compiled, feeds: Mapping[str, np.ndarray], providers: "list[str]") -> "dict[str, np.ndarray]":
     import onnx
 
-    from ir.errors import first_line
+    from onnx_dml_lowering.ir.errors import first_line
 
     from .ort_providers import MAX_IR_VERSION, make_session
     model = onnx.ModelProto()

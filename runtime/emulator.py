@@ -22,13 +22,13 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ir import DmlLowerError, Graph
-from ir.dtypes import onnx_to_numpy
-from ir.operators import (ClearBuffer, DiagonalMatrix, DiagonalMatrix1, Download, ElementWiseBitAnd,
+from onnx_dml_lowering.ir import DmlLowerError, Graph
+from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
+from onnx_dml_lowering.ir.operators import (ClearBuffer, DiagonalMatrix, DiagonalMatrix1, Download, ElementWiseBitAnd,
                           ElementWiseBitOr,
                           ElementWiseIdentity, EmptyTensor, LowerAtRunTime, NonZeroCoordinates,
                           OnnxRegion, ReadCount, Step, Upload)
-from ir.tensor_desc import TensorDesc, packed_strides
+from onnx_dml_lowering.ir.tensor_desc import TensorDesc, packed_strides
 
 from . import kernels
 

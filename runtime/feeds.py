@@ -6,8 +6,8 @@ from typing import Mapping
 import numpy as np
 import onnx
 
-from ir import DmlLowerError
-from ir.dtypes import onnx_to_numpy, onnx_type_name
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.dtypes import onnx_to_numpy, onnx_type_name
 
 
 def _declared(vi: onnx.ValueInfoProto) -> "tuple[int, tuple | None]":

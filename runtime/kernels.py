@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir import DmlLowerError
+from onnx_dml_lowering.ir import DmlLowerError
 
 POISON_WORD = 0xBAADF00D
 

@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ir import DmlLowerError, OnnxRegion
-from ir.errors import first_line
+from onnx_dml_lowering.ir import DmlLowerError, OnnxRegion
+from onnx_dml_lowering.ir.errors import first_line
 
 from .ort_providers import MAX_IR_VERSION
 

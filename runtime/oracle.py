@@ -6,7 +6,7 @@ from typing import Mapping
 import numpy as np
 import onnx
 
-from ir import DmlLowerError
+from onnx_dml_lowering.ir import DmlLowerError
 
 
 def reference_outputs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":

@@ -14,9 +14,9 @@ import numpy as np
 from onnx import TensorProto as T
 from onnx import helper
 
-from ir import DmlLowerError
-from ir.dtypes import numpy_to_onnx
-from ir.errors import first_line
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.dtypes import numpy_to_onnx
+from onnx_dml_lowering.ir.errors import first_line
 
 from .kernels import POISON_WORD, _scalar_for
 from .ort_providers import make_session, resolve

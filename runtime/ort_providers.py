@@ -1,7 +1,7 @@
 """onnxruntime execution providers: names, availability, and the session settings each needs."""
 from __future__ import annotations
 
-from ir import DmlLowerError
+from onnx_dml_lowering.ir import DmlLowerError
 
 # The newest IR version onnxruntime 1.2x/1.3x reads; models handed to it never need more.
 MAX_IR_VERSION = 10

@@ -7,8 +7,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ir import LowerAtRunTime, OnnxRegion
-from lowering import Declined
+from onnx_dml_lowering.ir import LowerAtRunTime, OnnxRegion
+from onnx_dml_lowering.lowering import Declined
 
 from .emulator import Emulator
 from .feeds import check_feeds

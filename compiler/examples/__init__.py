@@ -1,6 +1,6 @@
 """The bundled example models of `dml-lower demo`: built here, committed as .onnx beside this file.
 
-Regenerate with `python -m compiler.examples`; a test checks the committed files match.
+Regenerate with `python -m onnx_dml_lowering.compiler.examples`; a test checks the committed files match.
 """
 from __future__ import annotations
 

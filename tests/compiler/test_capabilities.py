@@ -1,10 +1,10 @@
 """capabilities prints the same tables validation enforces; docs/capabilities.md is current."""
 from pathlib import Path
 
-from compiler.capabilities import capabilities_text
-from compiler.cli import main
-from ir import parse_level
-from ir.support import OPERATORS
+from onnx_dml_lowering.compiler.capabilities import capabilities_text
+from onnx_dml_lowering.compiler.cli import main
+from onnx_dml_lowering.ir import parse_level
+from onnx_dml_lowering.ir.support import OPERATORS
 
 DOC = Path(__file__).parent.parent.parent / "docs" / "capabilities.md"
 

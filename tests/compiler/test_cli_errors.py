@@ -19,10 +19,10 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-import compiler
-from compiler import compile_model
-from compiler.cli import main
-from ir import DmlLowerError
+from onnx_dml_lowering import compiler
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.compiler.cli import main
+from onnx_dml_lowering.ir import DmlLowerError
 from tests.conftest import single_node_model
 
 REPO = Path(compiler.__file__).resolve().parent.parent
@@ -229,7 +229,7 @@ def test_process_exits_2(row, tmp_path):
     argv = build(tmp_path)
     env = dict(os.environ, DML_LOWER_STRICT="1")
     env.pop("DML_LOWER_DEBUG", None)
-    proc = subprocess.run([sys.executable, "-m", "compiler", *argv], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "onnx_dml_lowering.compiler", *argv], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, substrings)
 

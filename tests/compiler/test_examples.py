@@ -2,15 +2,15 @@
 import onnx
 import pytest
 
-from compiler import compile_model
-from compiler.cli import check_model
-from compiler.examples import BUILDERS, example_paths
-from runtime.feeds import random_feeds
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.compiler.cli import check_model
+from onnx_dml_lowering.compiler.examples import BUILDERS, example_paths
+from onnx_dml_lowering.runtime.feeds import random_feeds
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_committed_example_matches_builder(name):
-    from compiler.examples import HERE
+    from onnx_dml_lowering.compiler.examples import HERE
     committed = onnx.load(HERE / f"{name}.onnx")
     assert committed.SerializeToString() == BUILDERS[name]().SerializeToString()
 

@@ -7,9 +7,9 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler import compile_model
-from runtime.check import Tolerances, check
-from runtime.feeds import random_feeds
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.runtime.check import Tolerances, check
+from onnx_dml_lowering.runtime.feeds import random_feeds
 
 MODELS = sorted((Path(__file__).parent.parent / "models").glob("*.onnx"))
 SIZES = {"small": 1, "medium": 6, "large": 11}
@@ -61,7 +61,7 @@ def expected_idioms(path):
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
 def test_exported_idioms_are_lowered(path, tmp_path, capsys):
     """What exporters wrap around NonZero / EyeLike is lowered as one idiom each, in compile --json."""
-    from compiler.cli import main
+    from onnx_dml_lowering.compiler.cli import main
     out = tmp_path / "c.json"
     assert main(["compile", str(path), "--json", str(out)]) == 0
     placed = json.loads(out.read_text())["placement"]

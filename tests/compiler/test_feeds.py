@@ -16,8 +16,8 @@ from onnx import helper as h
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from compiler import compile_model
-from ir.dtypes import onnx_to_numpy
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
 from tests.conftest import single_node_model
 
 

@@ -3,7 +3,7 @@ import re
 import shlex
 from pathlib import Path
 
-from compiler.cli import main
+from onnx_dml_lowering.compiler.cli import main
 
 README = Path(__file__).parent.parent.parent / "README.md"
 

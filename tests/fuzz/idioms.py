@@ -15,7 +15,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-from ir.dtypes import onnx_type_name
+from onnx_dml_lowering.ir.dtypes import onnx_type_name
 from tests.fuzz.strategies import (DECLARED, INT64_MAX, LAYOUTS, Case, _bits_dtype,
                                    arrays, declared_shape, element_bits, ks_for, levels,
                                    make_model, numpy_type, onnx_types, shapes)

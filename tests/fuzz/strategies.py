@@ -14,8 +14,8 @@ from hypothesis.extra import numpy as hnp
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from ir import ALL_LEVELS
-from ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy, onnx_type_name
+from onnx_dml_lowering.ir import ALL_LEVELS
+from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy, onnx_type_name
 
 MAX_ELEMENTS = 512
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from compiler import compile_model
+from onnx_dml_lowering.compiler import compile_model
 from tests.fuzz.compare import assert_outputs_bit_exact, reference
 from tests.fuzz.strategies import (LEVEL_GROUPS, Case, eyelike_cases, levels_in, nonzero_cases,
                                    two_node_cases)

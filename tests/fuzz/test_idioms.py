@@ -7,7 +7,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from compiler import compile_model
+from onnx_dml_lowering.compiler import compile_model
 from tests.fuzz.compare import assert_outputs_bit_exact, reference
 from tests.fuzz.idioms import diagonal_idiom_cases, nonzero_idiom_cases
 from tests.fuzz.strategies import LEVEL_GROUPS, Case, levels_in

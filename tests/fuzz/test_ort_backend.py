@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from compiler import compile_model
-from ir import DmlLowerError
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.ir import DmlLowerError
 from tests.fuzz.compare import assert_outputs_bit_exact, reference
 from tests.fuzz.idioms import idiom_cases
 from tests.fuzz.strategies import Case, any_cases

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from compiler import compile_model
+from onnx_dml_lowering.compiler import compile_model
 from tests.fuzz.compare import assert_outputs_bit_exact, reference
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compiler import compile_model
+from onnx_dml_lowering.compiler import compile_model
 from tests.fuzz.compare import assert_outputs_bit_exact, reference
 from tests.fuzz.strategies import LEVEL_GROUPS, levels_in, rerun_cases
 

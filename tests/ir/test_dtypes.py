@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from ir import DataType, DmlLowerError
-from ir import dtypes
+from onnx_dml_lowering.ir import DataType, DmlLowerError
+from onnx_dml_lowering.ir import dtypes
 
 # DML_FACTS section 1, transcribed: name -> (numeric value, bits per element).
 SPEC_TYPES = {

@@ -1,7 +1,7 @@
 """ir.feature_levels: the 15 DML_FEATURE_LEVELs, their 0x{x}{y}00 values, parsing and ordering."""
 import pytest
 
-from ir import ALL_LEVELS, DEFAULT_LEVEL, DmlLowerError, FeatureLevel, parse_level
+from onnx_dml_lowering.ir import ALL_LEVELS, DEFAULT_LEVEL, DmlLowerError, FeatureLevel, parse_level
 
 # DML_FACTS section 3, transcribed.
 SPEC_LEVELS = [(1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (4, 0), (4, 1), (5, 0), (5, 1), (5, 2),

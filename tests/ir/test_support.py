@@ -3,7 +3,7 @@ independent transcription of the spec's tensor-support tables (the operator page
 DML_FACTS section 4), plus each operator's own constraints."""
 import pytest
 
-from ir import (ALL_LEVELS, DataType, DiagonalMatrix, DiagonalMatrix1, DmlLowerError,
+from onnx_dml_lowering.ir import (ALL_LEVELS, DataType, DiagonalMatrix, DiagonalMatrix1, DmlLowerError,
                 ElementWiseIdentity, NonZeroCoordinates, OPERATORS, TensorDesc, parse_level)
 
 T = DataType

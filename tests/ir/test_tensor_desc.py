@@ -3,7 +3,7 @@ import itertools
 
 import pytest
 
-from ir import DataType, DmlLowerError, TensorDesc, min_size_bytes
+from onnx_dml_lowering.ir import DataType, DmlLowerError, TensorDesc, min_size_bytes
 
 T = DataType
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from onnx.reference import ReferenceEvaluator
 
-from compiler import compile_model
+from onnx_dml_lowering.compiler import compile_model
 
 
 def run_both(model, feeds, level="5_1"):

@@ -6,9 +6,9 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-from ir import ALL_LEVELS
-from ir.dtypes import ONNX_NUMERIC_AND_BOOL
-from lowering.diagonal import find_band
+from onnx_dml_lowering.ir import ALL_LEVELS
+from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL
+from onnx_dml_lowering.lowering.diagonal import find_band
 from tests.lowering.oracle import assert_same, run_both
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto as T
 
-from ir import ALL_LEVELS, FeatureLevel
-from ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy
-from lowering.eyelike import diagonal_offset
+from onnx_dml_lowering.ir import ALL_LEVELS, FeatureLevel
+from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy
+from onnx_dml_lowering.lowering.eyelike import diagonal_offset
 from tests.conftest import single_node_model
 from tests.lowering.oracle import assert_same, run_both
 

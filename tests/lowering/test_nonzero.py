@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto as T
 
-from ir import ALL_LEVELS
-from ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy
+from onnx_dml_lowering.ir import ALL_LEVELS
+from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy
 from tests.conftest import single_node_model
 from tests.lowering.oracle import assert_same, run_both
 
@@ -102,7 +102,7 @@ def test_nonzero_every_level(level, rank, onnx_type, rng):
 @pytest.mark.parametrize("level", ["3_0", "4_0", "4_1", "5_1"])
 def test_crop_copy_matches_level(level):
     """Below 4_1 ELEMENT_WISE_IDENTITY has no 64-bit type: the crop moves UINT32 word pairs."""
-    from compiler import compile_model
+    from onnx_dml_lowering.compiler import compile_model
     compiled = compile_model(single_node_model("NonZero", T.FLOAT, (3, 4), T.INT64), feature_level=level)
     copies = [s for s in compiled.graph.steps if s.kind == "ELEMENT_WISE_IDENTITY"]
     (copy,) = copies
@@ -111,7 +111,7 @@ def test_crop_copy_matches_level(level):
 
 
 def test_rank_one_needs_no_crop():
-    from compiler import compile_model
+    from onnx_dml_lowering.compiler import compile_model
     compiled = compile_model(single_node_model("NonZero", T.FLOAT, (9,), T.INT64))
     assert compiled.graph.dml_operators == ["NONZERO_COORDINATES"]
 
@@ -127,7 +127,7 @@ def test_rank_nine_declines_and_falls_back(rng):
 
 def test_coordinates_descriptor_is_the_ort_strided_trick():
     """UINT32 {M, N} with strides {2, 2M} over an INT64 [N, M] buffer, cleared first."""
-    from compiler import compile_model
+    from onnx_dml_lowering.compiler import compile_model
     compiled = compile_model(single_node_model("NonZero", T.FLOAT, (3, 4), T.INT64))
     graph = compiled.graph
     (op,) = [s for s in graph.steps if s.kind == "NONZERO_COORDINATES"]
@@ -174,7 +174,7 @@ def test_64bit_needs_the_bitwise_glue_level(rng):
                                       ("NonZero", (2**31, 3))])
 def test_over_the_element_limit_declines_naming_it(op, shape):
     """Compiled only (the tensors would need tens of GiB): declined, the limit named."""
-    from compiler import compile_model
+    from onnx_dml_lowering.compiler import compile_model
     out_shape = list(shape) if op == "EyeLike" else None
     compiled = compile_model(single_node_model(op, T.UINT8, shape, T.INT64 if op == "NonZero" else T.UINT8, out_shape))
     (entry,) = compiled.placement

@@ -3,8 +3,8 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from compiler import compile_model
-from ir import ALL_LEVELS
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.ir import ALL_LEVELS
 from tests.lowering.oracle import assert_same, run_both
 from tests.lowering.test_nonzero import SHAPES, make_input
 

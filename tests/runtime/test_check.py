@@ -6,12 +6,12 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
 
-from compiler import DmlLowerError, compile_model
-from compiler.cli import main
-from compiler.examples import example_paths
-from runtime.check import SCALAR_NONZERO_DEVIATION, Tolerances, check
-from runtime.feeds import random_feeds
-from runtime.report import format_markdown, format_text
+from onnx_dml_lowering.compiler import DmlLowerError, compile_model
+from onnx_dml_lowering.compiler.cli import main
+from onnx_dml_lowering.compiler.examples import example_paths
+from onnx_dml_lowering.runtime.check import SCALAR_NONZERO_DEVIATION, Tolerances, check
+from onnx_dml_lowering.runtime.feeds import random_feeds
+from onnx_dml_lowering.runtime.report import format_markdown, format_text
 from tests.conftest import single_node_model
 
 
@@ -33,7 +33,7 @@ def test_scalar_nonzero_deviation_is_named_not_failed():
 def test_a_real_mismatch_is_reported_with_first_index():
     # Tolerances of zero against a float model whose ORT and reference results differ in rounding
     # would be flaky; instead compare a mutated result directly.
-    from runtime.compare import compare
+    from onnx_dml_lowering.runtime.compare import compare
     expected = np.arange(12, dtype=np.float32).reshape(3, 4)
     actual = expected.copy()
     actual[1, 2] += 0.5
@@ -70,8 +70,8 @@ def test_lowered_graph_on_onnxruntime_operators_matches_emulator(path):
 
 def test_ort_operators_cover_diagonal_matrix1():
     """DIAGONAL_MATRIX1 via Trilu + Where equals the numpy kernel, for bands and inverted bands."""
-    from runtime import kernels
-    from runtime.ort_operators import OrtOperators
+    from onnx_dml_lowering.runtime import kernels
+    from onnx_dml_lowering.runtime.ort_operators import OrtOperators
     ops = OrtOperators(["cpu"])
     rng = np.random.default_rng(3)
     for begin, end in ((0, 1), (-1, 2), (2, -1), (-2**31, 1), (0, 2**31 - 1), (3, 3)):

@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from ir import (ClearBuffer, DataType, DiagonalMatrix, DiagonalMatrix1, DmlLowerError, Download,
+from onnx_dml_lowering.ir import (ClearBuffer, DataType, DiagonalMatrix, DiagonalMatrix1, DmlLowerError, Download,
                 ElementWiseIdentity, Graph, NonZeroCoordinates, ReadCount, TensorDesc, Upload, parse_level)
-from runtime.emulator import execute
+from onnx_dml_lowering.runtime.emulator import execute
+from onnx_dml_lowering.ir import verify_graph
 
 T = DataType
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -62,7 +63,7 @@ def nonzero_graph(x_dtype, in_sizes, n, level="5_1", clear_value=0, count_dims=N
     g.add(Download(count, "count", 12, (1,)))
     g.add(Download(coords, "coords", 12, (m, n)))
     g.outputs += ["count", "coords"]
-    g.verify()
+    verify_graph(g)
     return g
 
 
@@ -208,7 +209,7 @@ def test_nonzero_reads_input_through_broadcast_strides():
     g.add(Download(count, "count", 12, (1,)))
     g.add(Download(coords, "coords", 12, (12, 2)))
     g.outputs += ["count", "coords"]
-    g.verify()
+    verify_graph(g)
     out = execute(g, {"row": np.array([0, 5, 0, -1], np.int32)}, strict=True)
     assert out["count"].tolist() == [6]
     np.testing.assert_array_equal(out["coords"][:6], [[0, 1], [0, 3], [1, 1], [1, 3], [2, 1], [2, 3]])
@@ -236,7 +237,7 @@ def int64_layout_graph(shape, n, clear_value=0):
     g.add(ElementWiseIdentity("crop.v", "result.v"))
     g.add(Download("result.v", "y", 7, (n, "nnz")))
     g.outputs += ["slots", "y"]
-    g.verify()
+    verify_graph(g)
     return g
 
 
@@ -269,7 +270,7 @@ def diagonal_graph(dtype, sizes, offset, value, level="5_1"):
     g.add(DiagonalMatrix(y, offset, value))
     g.add(Download(y, "y", ONNX_OF[dtype], sizes))
     g.outputs.append("y")
-    g.verify()
+    verify_graph(g)
     return g
 
 
@@ -381,7 +382,7 @@ def diagonal1_graph(dtype, shape, value, begin, end, with_input):
     g.add(DiagonalMatrix1(source, y, dtype, value, begin, end))
     g.add(Download(y, "y", ONNX_OF[dtype], shape))
     g.outputs.append("y")
-    g.verify()
+    verify_graph(g)
     return g
 
 
@@ -444,7 +445,7 @@ def test_identity_realises_a_transpose(dtype, rng):
     g.add(ElementWiseIdentity("xT.v", y))
     g.add(Download(y, "y", ONNX_OF[dtype], (4, 3)))
     g.outputs.append("y")
-    g.verify()
+    verify_graph(g)
     out = execute(g, {"x": x}, strict=True)["y"]
     want = np.array([[x[r, c] for r in range(3)] for c in range(4)], NP_OF[dtype])
     assert_bitwise_equal(out, want)
@@ -464,7 +465,7 @@ def test_identity_realises_a_crop(dtype, rng):
     g.add(ElementWiseIdentity("crop.v", y))
     g.add(Download(y, "y", ONNX_OF[dtype], (3, 4)))
     g.outputs.append("y")
-    g.verify()
+    verify_graph(g)
     out = execute(g, {"x": x}, strict=True)["y"]
     want = np.array([[x[row0 + r, col0 + c] for c in range(4)] for r in range(3)], NP_OF[dtype])
     assert_bitwise_equal(out, want)
@@ -482,7 +483,7 @@ def test_identity_writes_through_output_strides_leaving_padding():
     g.add(ElementWiseIdentity(xv, "padded.in"))
     g.add(Download("padded.all", "y", 6, (2, 5)))
     g.outputs.append("y")
-    g.verify()
+    verify_graph(g)
     out = execute(g, {"x": np.arange(1, 7, dtype=np.int32).reshape(2, 3)}, strict=True)["y"]
     assert out.tolist() == [[1, 2, 3, -1, -1], [4, 5, 6, -1, -1]]
 

@@ -12,11 +12,11 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper as h
 
-from compiler import compile_model
-from ir import (ClearBuffer, DataType, DiagonalMatrix, Download, ElementWiseIdentity, Graph,
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.ir import (ClearBuffer, DataType, DiagonalMatrix, Download, ElementWiseIdentity, Graph,
                 NonZeroCoordinates, ReadCount, TensorDesc, Upload, parse_level)
-from runtime import emulator, kernels
-from runtime.emulator import execute
+from onnx_dml_lowering.runtime import emulator, kernels
+from onnx_dml_lowering.runtime.emulator import execute
 
 POISON = kernels.POISON_WORD
 SENTINEL = 0x5A5A5A5A                     # what "untouched" memory holds in these tests

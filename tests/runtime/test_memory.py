@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto as T
 
-from compiler import DmlLowerError, compile_model
-from compiler.cli import main
-from compiler.examples import example_paths
-from runtime.memory import buffer_bytes, default_limit, parse_size
+from onnx_dml_lowering.compiler import DmlLowerError, compile_model
+from onnx_dml_lowering.compiler.cli import main
+from onnx_dml_lowering.compiler.examples import example_paths
+from onnx_dml_lowering.runtime.memory import buffer_bytes, default_limit, parse_size
 from tests.conftest import single_node_model
 
 

@@ -4,7 +4,7 @@ import warnings
 import numpy as np
 import pytest
 
-from compiler import compile_model
+from onnx_dml_lowering.compiler import compile_model
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

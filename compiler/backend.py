@@ -1,5 +1,5 @@
 """onnx's Backend interface over the compiler and the CPU emulator, so that
-`onnx.backend.test.BackendTest(runtime.backend, __name__)` runs onnx's own node tests."""
+`onnx.backend.test.BackendTest(onnx_dml_lowering.compiler.backend, __name__)` runs onnx's own node tests."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -9,7 +9,7 @@ import onnx
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
-from ir import DEFAULT_LEVEL
+from onnx_dml_lowering.ir import DEFAULT_LEVEL
 
 
 class EmulatorRep(BackendRep):
@@ -38,7 +38,7 @@ class EmulatorBackend(Backend):
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> EmulatorRep:
-        from compiler import compile_model
+        from onnx_dml_lowering.compiler import compile_model
         return EmulatorRep(compile_model(model, feature_level=kwargs.get("feature_level", DEFAULT_LEVEL)))
 
     @classmethod
@@ -49,7 +49,7 @@ class EmulatorBackend(Backend):
     def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
                  outputs_info: "Sequence[tuple[np.dtype, tuple[int, ...]]] | None" = None, **kwargs: Any):
         """Wrap one node in a model typed from the inputs and outputs_info, and run it."""
-        from ir.dtypes import numpy_to_onnx
+        from onnx_dml_lowering.ir.dtypes import numpy_to_onnx
         arrays = [np.asarray(a) for a in inputs]
         in_vis = [helper.make_tensor_value_info(n, numpy_to_onnx(a.dtype), list(a.shape))
                   for n, a in zip(node.input, arrays)]

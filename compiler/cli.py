@@ -48,6 +48,10 @@ def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
         return _load_npz(args.inputs)
     if args.seed < 0:
         raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
+    return random_feeds(compiled.inputs, seed=args.seed, dims=_dims(compiled, args), **_value_control(args))
+
+
+def _dims(compiled: CompiledModel, args) -> "dict[str, int]":
     dims = {}
     for text in args.dim or []:
         name, _, value = text.partition("=")
@@ -59,7 +63,19 @@ def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
     if unknown:
         raise DmlLowerError(f"--dim {unknown[0]}: no input dimension has that name "
                             f"(symbolic input dimensions: {', '.join(sorted(known)) or 'none'})")
-    return random_feeds(compiled.inputs, seed=args.seed, dims=dims)
+    return dims
+
+
+def _value_control(args) -> dict:
+    """--zero-fraction / --val-range, for random feeds."""
+    value_range = None
+    if getattr(args, "val_range", None):
+        lo, sep, hi = args.val_range.partition(",")
+        try:
+            value_range = (float(lo), float(hi))
+        except ValueError:
+            raise DmlLowerError(f"--val-range {args.val_range!r}: expected LO,HI (two numbers)") from None
+    return {"zero_fraction": getattr(args, "zero_fraction", None), "value_range": value_range}
 
 
 def format_placement(compiled: CompiledModel) -> str:
@@ -104,28 +120,64 @@ def cmd_run(args) -> int:
 
 def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: float, rtol: float,
                 strict: "bool | None" = None):
-    """Every backend against onnx.reference on the same feeds; returns (feeds, backend reports)."""
+    """Every backend against the oracle on the same feeds; returns (feeds, backend reports)."""
     from onnx_dml_lowering.runtime.check import Tolerances, check
     feeds, report = check(compiled, feeds, backends, Tolerances(atol, rtol), strict)
     return feeds, report.backends
 
 
+def _outputs_arg(args) -> "list[str] | str | None":
+    if not getattr(args, "outputs", None):
+        return None
+    return "all" if args.outputs == ["all"] else list(args.outputs)
+
+
 def cmd_check(args) -> int:
-    from onnx_dml_lowering.runtime.check import Tolerances, check
-    from onnx_dml_lowering.runtime.report import format_markdown, format_text
-    compiled = compile_model(args.model, feature_level=args.feature_level)
+    from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances, check
+    from onnx_dml_lowering.runtime.feeds import random_feeds
+    from onnx_dml_lowering.runtime.report import format_markdown, format_text, format_timing
+    if args.iterations < 1:
+        raise DmlLowerError(f"--iterations {args.iterations}: must be at least 1")
+    compiled = compile_model(args.model, feature_level=args.feature_level, outputs=_outputs_arg(args))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     tolerances = Tolerances.parse(args.atol, args.rtol)
-    feeds, report = check(compiled, _feeds(compiled, args), backends, tolerances,
-                          strict=args.strict or None, model_name=str(args.model), memory_limit=args.memory_limit)
+    feeds = _feeds(compiled, args)
+    more = []
+    if args.iterations > 1:
+        if args.inputs:
+            raise DmlLowerError("--iterations draws seeded random feeds: it does not combine with --inputs")
+        more = [random_feeds(compiled.inputs, seed=args.seed + i, dims=_dims(compiled, args), **_value_control(args))
+                for i in range(1, args.iterations)]
+    loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
+    feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
+                          model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
+                          more_feeds=more, loaded=loaded)
     if args.save_inputs:
         _write(args.save_inputs, "the inputs", lambda p: np.savez(p, **feeds))
-    print(format_text(report))
+    if args.save_outputs:
+        saved = _saved_outputs(report)
+        _write(args.save_outputs, "the outputs", lambda p: np.savez(p, **saved))
+    text = format_text(report)
+    if args.quiet:
+        text = text.splitlines()[-1]
+    print(text)
+    if not args.quiet:
+        print(format_timing(report))
     if args.json:
         _write(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(report.to_dict(), indent=1)))
     if args.markdown:
         _write(args.markdown, "the Markdown report", lambda p: Path(p).write_text(format_markdown(report)))
     return 0 if report.ok else 1
+
+
+def _saved_outputs(report) -> "dict[str, np.ndarray]":
+    """The oracle's outputs as OUTPUT (a golden file for --oracle) and each backend's as
+    BACKEND:OUTPUT (for --load-outputs), for the first feed set."""
+    saved = dict(report.expected)
+    for backend in report.backends:
+        if not backend.backend.startswith("loaded:"):
+            saved.update({f"{backend.backend}:{name}": value for name, value in backend.values.items()})
+    return saved
 
 
 def cmd_demo(args) -> int:
@@ -171,10 +223,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dml-lower", description=(
         "Lower ONNX NonZero / EyeLike onto DirectML NONZERO_COORDINATES / DIAGONAL_MATRIX, "
         "run the lowered graph and check it against ONNX semantics."))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="on an unexpected error, print the traceback (as DML_LOWER_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def common(p, inputs=True):
         p.add_argument("model", help="path to an .onnx model")
+        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                       help="on an unexpected error, print the traceback")
         p.add_argument("--feature-level", default="5_1", help="DirectML feature level, 1_0 .. 6_4 (default 5_1)")
         if inputs:
             p.add_argument("--inputs", help=".npz of feeds keyed by graph input name (default: random)")
@@ -183,6 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="size of a symbolic input dimension for random feeds (repeatable; default 3)")
             p.add_argument("--strict", action="store_true",
                            help="poison undefined memory in the emulator, so anything that reads it shows")
+            p.add_argument("--zero-fraction", type=float, metavar="F",
+                           help="share of random feed elements that are zero (0: full, 1: empty; default 0.5)")
+            p.add_argument("--val-range", metavar="LO,HI",
+                           help="random feed values in [LO, HI] (floats uniform, integers inclusive)")
             p.add_argument("--memory-limit", metavar="SIZE",
                            help="refuse a run whose buffers would exceed SIZE (e.g. 512MiB, 2GB); "
                                 "default: three quarters of physical memory")
@@ -202,12 +263,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-outputs", help="write the outputs to this .npz")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("check", help="compare every backend with ONNX semantics (onnx.reference)")
+    p = sub.add_parser("check", help="compare every backend with ONNX semantics (the oracle)")
     common(p)
     p.add_argument("--backends", default="cpu",
                    help="comma-separated: cpu (lowered graph, emulator; default), ort (lowered graph, "
-                        "operators on onnxruntime), ort-cpu / ort-dml (original model on onnxruntime's "
-                        "CPU / DirectML provider)")
+                        "operators on onnxruntime), ort-cpu / ort-dml / ort:<ProviderName> (original model "
+                        "on that onnxruntime provider)")
+    p.add_argument("--oracle", default="hybrid",
+                   help="hybrid (default: onnx.reference for NonZero / EyeLike / Trilu / idiom nodes, "
+                        "onnxruntime CPU for the rest), reference (whole model on onnx.reference), "
+                        "ort-cpu, or FILE.npz of golden outputs")
+    p.add_argument("--iterations", type=int, default=1, metavar="N",
+                   help="check N seeded random feed sets (seeds SEED .. SEED+N-1)")
+    p.add_argument("--outputs", nargs="+", metavar="NAME",
+                   help="also compare these intermediate values by name ('all': every typed value)")
+    p.add_argument("--save-outputs", metavar="F.npz",
+                   help="write the oracle's outputs (OUTPUT) and each backend's (BACKEND:OUTPUT)")
+    p.add_argument("--load-outputs", metavar="F.npz",
+                   help="compare outputs saved by --save-outputs (or run --save-outputs) with the oracle")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
                    help="absolute tolerance for floats, global or per output (repeatable; default 1e-6)")
     p.add_argument("--rtol", action="append", metavar="[OUTPUT=]R",
@@ -229,6 +303,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("onnx-dml-lowering")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: "list[str] | None" = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -239,8 +321,16 @@ def main(argv: "list[str] | None" = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`dml-lower compile M | head -1`): stop quietly, as cat does.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
     except Exception as exc:  # a bug of ours: one line, the traceback only on request
-        if os.environ.get("DML_LOWER_DEBUG"):
+        if os.environ.get("DML_LOWER_DEBUG") or getattr(args, "verbose", False):
             raise
         print(f"dml-lower: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
               "(set DML_LOWER_DEBUG=1 for the traceback)", file=sys.stderr)

@@ -10,7 +10,7 @@ import onnx
 from onnx_dml_lowering.ir import DEFAULT_LEVEL, FeatureLevel, Graph, parse_level
 
 from .frontend import (ModelLike, check_and_infer, graph_inputs, initializer_arrays, load_model,
-                       name_nodes, overridable_inputs, value_types)
+                       mark_outputs, name_nodes, overridable_inputs, value_types)
 from .partition import Partition, Placement, partition
 from onnx_dml_lowering.ir import graph_to_dict
 
@@ -76,11 +76,18 @@ class CompiledModel:
         return self.session(backend, providers).run(feeds, strict=strict, memory_limit=memory_limit)
 
 
-def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = DEFAULT_LEVEL) -> CompiledModel:
-    """Load, check, shape-infer, lower and partition `model` (a path, bytes or ModelProto)."""
+def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = DEFAULT_LEVEL,
+                  outputs: "list[str] | str | None" = None) -> CompiledModel:
+    """Load, check, shape-infer, lower and partition `model` (a path, bytes or ModelProto).
+
+    `outputs`: intermediate value names (or "all") to expose as extra graph outputs, so that
+    check compares them too; a fused idiom whose intermediate becomes an output is then not taken.
+    """
     level = parse_level(feature_level)
     proto = load_model(model)
     name_nodes(proto)
     inferred = check_and_infer(proto)
+    if outputs:
+        mark_outputs(inferred, outputs)
     types = value_types(inferred)
     return CompiledModel(inferred, level, partition(inferred, level, types), types)

@@ -49,7 +49,12 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
     if base is not None:
         try:
             onnx.load_external_data_for_model(proto, base)
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # onnx raises OSError, ValueError or its checker's ValidationError
+            missing = re.search(r"tensor name: ([^)]*)\) should be stored in (.*?), but", str(exc))
+            if missing:
+                raise DmlLowerError(f"{what}: external data file {missing.group(2)!r} of tensor "
+                                    f"{missing.group(1).strip()!r} does not exist or is not a file "
+                                    "(external data is read relative to the model file)") from None
             raise DmlLowerError(f"{what}: external data cannot be loaded: {first_line(exc)}") from None
     return proto
 
@@ -82,6 +87,28 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except (shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
         raise DmlLowerError(f"ONNX shape inference failed: {' '.join(str(exc).split())}") from None
+
+
+def mark_outputs(model: onnx.ModelProto, names: "list[str] | str") -> "list[str]":
+    """Make intermediate values graph outputs too (after shape inference), so every backend and the
+    oracle report them. `names` is a list of value names or "all" (every typed node output)."""
+    known = {vi.name: vi for vi in model.graph.value_info}
+    produced = [o for n in model.graph.node for o in n.output if o]
+    outputs = {o.name for o in model.graph.output}
+    if names == "all":
+        names = [n for n in produced if n in known and n not in outputs]
+    added = []
+    for name in names:
+        if name in outputs or name in added:
+            continue
+        if name not in produced:
+            raise DmlLowerError(f"--outputs {name}: no node of the main graph produces a value of that name")
+        if name not in known or not known[name].type.tensor_type.elem_type:
+            raise DmlLowerError(f"--outputs {name}: shape inference gives that value no type, so it cannot "
+                                "be an output")
+        model.graph.output.append(known[name])
+        added.append(name)
+    return added
 
 
 def name_nodes(model: onnx.ModelProto) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 
+import ml_dtypes
 import numpy as np
 
 from .errors import DmlLowerError
@@ -87,6 +88,9 @@ _ONNX_TO_NUMPY = {
     ONNX_INT16: np.int16, ONNX_INT32: np.int32, ONNX_INT64: np.int64, ONNX_BOOL: np.bool_,
     ONNX_FLOAT16: np.float16, ONNX_DOUBLE: np.float64, ONNX_UINT32: np.uint32,
     ONNX_UINT64: np.uint64,
+    # ml_dtypes (a dependency of onnx) gives numpy the types feeds and onnx.reference use for these.
+    ONNX_BFLOAT16: ml_dtypes.bfloat16, 17: ml_dtypes.float8_e4m3fn, 18: ml_dtypes.float8_e4m3fnuz,
+    19: ml_dtypes.float8_e5m2, 20: ml_dtypes.float8_e5m2fnuz,
 }
 
 # The twelve ONNX numeric types plus bool that NonZero / EyeLike tests sweep.

@@ -10,7 +10,7 @@ import numpy as np
 class OutputResult:
     output: str
     backend: str
-    status: str                          # "match" | "mismatch" | "deviation" (a named, known one)
+    status: str      # match | mismatch | deviation (named, known) | unsupported | nondeterministic
     expected_shape: "list[int]"
     actual_shape: "list[int] | None"
     expected_dtype: str
@@ -20,6 +20,7 @@ class OutputResult:
     max_rel_error: "float | None" = None
     first_mismatch: "list[int] | None" = None
     mismatches: int = 0
+    iteration: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -66,8 +67,23 @@ def compare(output: str, backend: str, expected: np.ndarray, actual: "np.ndarray
 class BackendReport:
     backend: str
     outputs: "list[OutputResult]" = field(default_factory=list)
-    error: str = ""
+    error: str = ""                    # the backend crashed: status ERROR, a failure
+    seconds: float = 0.0               # wall time of its runs (all iterations)
+    unsupported_nodes: "dict[str, str]" = field(default_factory=dict)
+    fed_from_oracle: "list[str]" = field(default_factory=list)   # values of unsupported nodes fed in
+    node_providers: "dict[str, str] | None" = None
+    values: "dict" = field(default_factory=dict, repr=False)   # its outputs for the first feed set
 
     @property
     def ok(self) -> bool:
-        return not self.error and all(o.status in ("match", "deviation") for o in self.outputs)
+        return not self.error and all(o.status != "mismatch" for o in self.outputs)
+
+    def to_dict(self, description: str) -> dict:
+        data = {"backend": self.backend, "description": description, "ok": self.ok,
+                "status": "error" if self.error else ("ok" if self.ok else "mismatch"),
+                "error": self.error, "seconds": round(self.seconds, 6),
+                "unsupported_nodes": dict(self.unsupported_nodes), "fed_from_oracle": list(self.fed_from_oracle),
+                "outputs": [o.to_dict() for o in self.outputs]}
+        if self.node_providers is not None:
+            data["node_providers"] = dict(self.node_providers)
+        return data

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import ml_dtypes
 import numpy as np
 import onnx
 
@@ -49,6 +50,9 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
         except (TypeError, ValueError) as exc:
             raise DmlLowerError(f"input {vi.name!r}: not an array ({exc})") from None
         expected = onnx_to_numpy(elem)
+        if array.dtype.kind == "V" and array.dtype.fields is None and array.dtype.itemsize == expected.itemsize \
+                and expected.kind == "V":
+            array = array.view(expected)          # bfloat16 / float8 saved in an .npz reads back as raw bytes
         if array.dtype != expected:
             raise DmlLowerError(f"input {vi.name!r}: expected {onnx_type_name(elem)} ({expected}), "
                                 f"got {array.dtype}")
@@ -64,29 +68,58 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
     return out
 
 
+def _is_float(dtype: np.dtype) -> bool:
+    """numpy floats and ml_dtypes' (bfloat16, float8), which numpy reports as kind 'V'."""
+    if dtype.kind == "f":
+        return True
+    try:
+        ml_dtypes.finfo(dtype)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
 def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default: int = 3,
-                 dims: "Mapping[str, int] | None" = None) -> "dict[str, np.ndarray]":
+                 dims: "Mapping[str, int] | None" = None, zero_fraction: "float | None" = None,
+                 value_range: "tuple[float, float] | None" = None) -> "dict[str, np.ndarray]":
     """Seeded feeds with plenty of zeros (so NonZero has work) and a -0.0 among floats.
 
     Symbolic dimensions take their value from `dims` (by dim_param name), else `dim_default`.
+    `zero_fraction` (default 0.5) is the share of elements forced to zero: 1 gives NonZero an
+    empty input, 0 a full one (then no other element is zero). `value_range` (LO, HI) bounds the
+    values: uniform for floats, integers in [LO, HI] for integer types.
     """
+    if zero_fraction is not None and not 0.0 <= zero_fraction <= 1.0:
+        raise DmlLowerError(f"zero fraction {zero_fraction} is not between 0 and 1")
+    if value_range is not None and value_range[0] > value_range[1]:
+        raise DmlLowerError(f"value range {value_range[0]},{value_range[1]}: LO is above HI")
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
+    keep_share = 0.5 if zero_fraction is None else 1.0 - zero_fraction
     feeds = {}
     for vi in inputs:
         elem, declared = _declared(vi)
         shape = tuple(d if isinstance(d, int) else dims.get(d, dim_default) for d in (declared or ()))
         dtype = onnx_to_numpy(elem)
-        keep = rng.random(shape) < 0.5
+        keep = rng.random(shape) < keep_share
         if dtype == np.bool_:
             array = keep
-        elif dtype.kind == "f":
-            array = (rng.standard_normal(shape) * keep).astype(dtype)
-            if array.size >= 4:
+        elif _is_float(dtype):
+            values = rng.standard_normal(shape) if value_range is None else rng.uniform(*value_range, shape)
+            array = (values * keep).astype(np.float32 if dtype.kind == "V" else dtype).astype(dtype)
+            if array.size >= 4 and zero_fraction is None:
                 flat = array.reshape(-1)
                 flat[rng.integers(0, flat.size)] = -0.0
         else:
             info = np.iinfo(dtype)
-            array = (rng.integers(max(info.min, -100), min(info.max, 100), shape, endpoint=True) * keep).astype(dtype)
+            lo, hi = (max(info.min, -100), min(info.max, 100)) if value_range is None else (
+                max(info.min, int(np.ceil(value_range[0]))), min(info.max, int(np.floor(value_range[1]))))
+            if lo > hi:
+                raise DmlLowerError(f"value range holds no {dtype} value")
+            array = (rng.integers(lo, hi, shape, endpoint=True) * keep).astype(dtype)
+        if zero_fraction is not None and dtype != np.bool_:
+            # Kept elements that came out zero anyway would make "full" less than full.
+            filler = np.asarray(value_range[1] if value_range and value_range[1] != 0 else 1).astype(dtype)
+            array[keep & (array == 0)] = filler
         feeds[vi.name] = np.asarray(array, dtype=dtype)
     return feeds

@@ -12,6 +12,7 @@ from onnx_dml_lowering.ir import DmlLowerError, OnnxRegion
 from onnx_dml_lowering.ir.errors import first_line
 
 from .ort_providers import MAX_IR_VERSION
+from .ort_values import run_session
 
 class RegionRunner:
     """Builds, caches and runs one sub-model per ONNX region of a compiled model."""
@@ -84,7 +85,7 @@ class RegionRunner:
         session = self._session(step)
         feeds = {n: tensors[n] for n in step.inputs if n not in self.inits}
         try:
-            results = session.run(list(step.outputs), feeds)
+            results = run_session(session, step.outputs, feeds)
         except Exception as exc:
             nodes = ", ".join(step.onnx_nodes)
             raise DmlLowerError(f"ONNX region {step.name} [{nodes}] failed on "

@@ -1,20 +1,302 @@
-"""The ONNX-semantics oracle: onnx.reference on the original model."""
+"""The ONNX-semantics oracle every backend is compared with.
+
+Kinds (`check --oracle`):
+- "hybrid" (default): onnx.reference evaluates every node whose semantics this project
+  implements or where onnxruntime deviates or lacks a kernel (NonZero, EyeLike, Trilu, the nodes
+  an idiom covers, control flow holding them, nodes onnxruntime's CPU provider cannot load);
+  onnxruntime's CPU provider evaluates the rest, in as few regions as the dependencies allow.
+  A node onnx.reference cannot evaluate falls back to onnxruntime, by name, with the reason.
+- "reference": the whole model on onnx.reference (slow, independent of onnxruntime).
+- "ort-cpu": the whole model on onnxruntime's CPU provider.
+- a path to an .npz: golden outputs saved elsewhere (`check --save-outputs` on another machine).
+"""
 from __future__ import annotations
 
-from typing import Mapping
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
+
+from .ort_providers import MAX_IR_VERSION, make_session
+from .ort_values import run_session
+
+REFERENCE = "onnx.reference"
+ORT_CPU = "onnxruntime CPUExecutionProvider"
+SEMANTIC_OPS = frozenset({"NonZero", "EyeLike", "Trilu"})
+ORACLE_KINDS = ("hybrid", "reference", "ort-cpu")
+
+# onnxruntime names the node it has no kernel for in its load error.
+_NO_KERNEL = re.compile(r"node with name '([^']*)'")
+
+
+def _bodies(node: onnx.NodeProto) -> "list[onnx.GraphProto]":
+    out = []
+    for attr in node.attribute:
+        out += list(attr.graphs) + ([attr.g] if attr.HasField("g") else [])
+    return out
+
+
+def holds_semantic_op(node: onnx.NodeProto) -> bool:
+    """The node is NonZero / EyeLike / Trilu, or a control-flow node with one inside."""
+    if node.op_type in SEMANTIC_OPS and node.domain in ("", "ai.onnx"):
+        return True
+    return any(holds_semantic_op(inner) for body in _bodies(node) for inner in body.node)
+
+
+def _value_info(name: str, types: Mapping) -> onnx.ValueInfoProto:
+    info = types.get(name)
+    if info is None or not getattr(info, "onnx_type", 0):
+        return onnx.ValueInfoProto(name=name)           # untyped: the engine infers it
+    return helper.make_tensor_value_info(name, info.onnx_type, None)
+
+
+@dataclass
+class Fallback:
+    node: str
+    engine: str
+    reason: str
+
+
+@dataclass
+class _Run:
+    engine: str
+    nodes: "list[onnx.NodeProto]"
+    inputs: "list[str]" = field(default_factory=list)
+    outputs: "list[str]" = field(default_factory=list)
+
+
+def load_golden(path: str) -> "dict[str, np.ndarray]":
+    file = Path(path)
+    if not file.is_file():
+        raise DmlLowerError(f"oracle file {path!r} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError, AttributeError):
+        raise DmlLowerError(f"oracle file {path!r} is not an .npz archive of outputs keyed by name") from None
+
+
+class Oracle:
+    """Evaluates a (checked, shape-inferred) model with ONNX semantics; see the module docstring."""
+
+    def __init__(self, model: onnx.ModelProto, types: Mapping, kind: str = "hybrid",
+                 semantic_nodes: Iterable[str] = ()) -> None:
+        self.model = model
+        self.types = types
+        self.kind = kind
+        self.golden: "dict[str, np.ndarray] | None" = None
+        if kind not in ORACLE_KINDS:
+            if not kind.endswith(".npz"):
+                raise DmlLowerError(f"unknown oracle {kind!r}; choose from {', '.join(ORACLE_KINDS)} "
+                                    "or a golden-outputs FILE.npz")
+            self.golden = load_golden(kind)
+        self.output_names = [o.name for o in model.graph.output]
+        self.semantic = set(semantic_nodes)
+        self.forced_reference: "set[str]" = set()   # nodes onnxruntime's CPU provider cannot load
+        self.fallbacks: "list[Fallback]" = []
+        self._sessions: dict = {}
+        self._runs: "list[_Run] | None" = None
+        self._planned_keep: "set[str]" = set()
+        passed = {vi.name for vi in model.graph.input}
+        self._inits = {i.name: i for i in model.graph.initializer if i.name not in passed}
+        self.values: "dict[str, np.ndarray]" = {}    # the values of the last hybrid run
+        self.keep: "set[str]" = set()                # intermediate values a caller needs in .values
+
+    @property
+    def description(self) -> str:
+        if self.golden is not None:
+            return f"golden outputs from {self.kind}"
+        return {"hybrid": f"{REFERENCE} for NonZero / EyeLike / Trilu / idiom nodes, {ORT_CPU} for the rest",
+                "reference": f"{REFERENCE} (whole model)", "ort-cpu": f"{ORT_CPU} (whole model)"}[self.kind]
+
+    # -- the evaluation ---------------------------------------------------------------------
+    def run(self, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
+        if self.golden is not None:
+            missing = [n for n in self.output_names if n not in self.golden]
+            if missing:
+                raise DmlLowerError(f"oracle file {self.kind!r} has no output {missing[0]!r} "
+                                    f"(it holds: {', '.join(sorted(self.golden)) or 'nothing'})")
+            return {n: np.asarray(self.golden[n]) for n in self.output_names}
+        if self.kind == "reference":
+            return self._whole_on_reference(feeds)
+        if self.kind == "ort-cpu":
+            return self._whole_on_ort(feeds)
+        return self._hybrid(feeds)
+
+    def _whole_on_reference(self, feeds) -> "dict[str, np.ndarray]":
+        from onnx.reference import ReferenceEvaluator
+        try:
+            results = ReferenceEvaluator(self.model).run(None, dict(feeds))
+        except Exception as exc:
+            raise DmlLowerError(f"onnx.reference cannot evaluate the model: {type(exc).__name__}: "
+                                f"{first_line(exc)} (the default hybrid oracle falls back node by node)") from None
+        return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
+
+    def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
+        model = onnx.ModelProto()
+        model.CopyFrom(self.model)
+        model.ir_version = min(model.ir_version, MAX_IR_VERSION)
+        try:
+            session = make_session(model.SerializeToString(), ["CPUExecutionProvider"])
+            results = run_session(session, self.output_names, feeds)
+        except Exception as exc:
+            raise DmlLowerError(f"the ort-cpu oracle cannot evaluate the model: {first_line(exc)}") from None
+        return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
+
+    # -- hybrid -----------------------------------------------------------------------------
+    def engine_of(self, node: onnx.NodeProto) -> str:
+        if node.name in self.semantic or node.name in self.forced_reference or holds_semantic_op(node):
+            return REFERENCE
+        return ORT_CPU
+
+    def node_engines(self) -> "dict[str, str]":
+        """Which engine evaluates each node (after any fallback)."""
+        engines = {n.name: self.engine_of(n) for n in self.model.graph.node}
+        for fb in self.fallbacks:
+            engines[fb.node] = fb.engine
+        return engines
+
+    def _plan(self) -> "list[_Run]":
+        nodes = list(self.model.graph.node)
+        runs = [_Run(engine, members) for engine, members in engine_runs(nodes, self.engine_of)]
+        last_read: "dict[str, int]" = {n: len(runs) for n in list(self.output_names) + sorted(self.keep)}
+        for index, run in enumerate(runs):
+            for node in run.nodes:
+                for name in node_reads(node):
+                    last_read[name] = max(last_read.get(name, -1), index)
+        for index, run in enumerate(runs):
+            produced: "set[str]" = set()
+            for node in run.nodes:
+                run.inputs += [r for r in node_reads(node) if r not in produced and r not in run.inputs]
+                produced.update(o for o in node.output if o)
+            run.outputs = [o for node in run.nodes for o in node.output if o and last_read.get(o, -1) > index]
+        return runs
+
+    def _submodel(self, nodes: "list[onnx.NodeProto]", inputs: "list[str]", outputs: "list[str]") -> onnx.ModelProto:
+        graph = helper.make_graph(nodes, "oracle_region",
+                                  [_value_info(n, self.types) for n in inputs if n not in self._inits],
+                                  [_value_info(n, self.types) for n in outputs],
+                                  [self._inits[n] for n in inputs if n in self._inits])
+        sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
+                                ir_version=min(self.model.ir_version, MAX_IR_VERSION))
+        sub.functions.extend(self.model.functions)
+        return sub
+
+    def _session(self, engine: str, nodes, inputs, outputs):
+        key = (engine, tuple(n.name for n in nodes), tuple(outputs))
+        if key not in self._sessions:
+            sub = self._submodel(list(nodes), list(inputs), list(outputs))
+            if engine == REFERENCE:
+                from onnx.reference import ReferenceEvaluator
+                self._sessions[key] = ReferenceEvaluator(sub)
+            else:
+                self._sessions[key] = make_session(sub.SerializeToString(), ["CPUExecutionProvider"])
+        return self._sessions[key]
+
+    def _plan_loadable(self) -> "list[_Run]":
+        """Plans until every onnxruntime region loads: a node it has no kernel for moves to onnx.reference."""
+        for _ in range(len(self.model.graph.node) + 1):
+            runs = self._plan()
+            failed = None
+            for run in runs:
+                if run.engine != ORT_CPU:
+                    continue
+                try:
+                    self._session(ORT_CPU, run.nodes, run.inputs, run.outputs)
+                except Exception as exc:
+                    failed = (run, exc)
+                    break
+            if failed is None:
+                return runs
+            run, exc = failed
+            names = {n.name for n in run.nodes}
+            found = _NO_KERNEL.search(str(exc))
+            culprits = [found.group(1)] if found and found.group(1) in names else self._probe(run)
+            if not culprits:
+                raise DmlLowerError(f"the oracle cannot load nodes [{', '.join(sorted(names))}] on onnxruntime: "
+                                    f"{first_line(exc)}")
+            self.forced_reference.update(culprits)
+        raise DmlLowerError("the oracle could not place the model's nodes on its engines")
+
+    def _probe(self, run: _Run) -> "list[str]":
+        """The nodes of a region that onnxruntime cannot load one by one."""
+        bad = []
+        for node in run.nodes:
+            outs = [o for o in node.output if o]
+            try:
+                self._session(ORT_CPU, [node], node_reads(node), outs)
+            except Exception:
+                bad.append(node.name)
+        return bad
+
+    def _hybrid(self, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
+        if self._runs is None or self._planned_keep != self.keep:
+            self._planned_keep = set(self.keep)
+            self._runs = self._plan_loadable()
+        env = dict(feeds)
+        for run in self._runs:
+            env.update(self._evaluate(run, env))
+        self.values = env
+        missing = [n for n in self.output_names if n not in env]
+        if missing:
+            raise DmlLowerError(f"the oracle produced no value for output {missing[0]!r}")
+        return {n: np.asarray(env[n]) for n in self.output_names}
+
+    def _call(self, engine: str, nodes, inputs, outputs, env) -> "dict[str, np.ndarray]":
+        session = self._session(engine, nodes, inputs, outputs)
+        feeds = {n: env[n] for n in inputs if n not in self._inits}
+        results = run_session(session, outputs, feeds)
+        return {n: np.asarray(v) for n, v in zip(outputs, results)}
+
+    def _evaluate(self, run: _Run, env) -> "dict[str, np.ndarray]":
+        try:
+            return self._call(run.engine, run.nodes, run.inputs, run.outputs, env)
+        except Exception as exc:
+            if len(run.nodes) == 1 and run.engine == ORT_CPU:
+                raise DmlLowerError(f"the oracle cannot evaluate node {run.nodes[0].name!r} "
+                                    f"({run.nodes[0].op_type}): {first_line(exc)}") from None
+            first_error = exc
+        # Node by node, so one node the engine cannot evaluate moves to the other engine alone.
+        local = dict(env)
+        wanted = set(run.outputs)
+        for node in run.nodes:
+            outs = [o for o in node.output if o]
+            reads = node_reads(node)
+            try:
+                local.update(self._call(run.engine, [node], reads, outs, local))
+                continue
+            except Exception as exc:
+                reason = f"{run.engine} failed: {type(exc).__name__}: {first_line(exc)}"
+            other = ORT_CPU if run.engine == REFERENCE else REFERENCE
+            try:
+                local.update(self._call(other, [node], reads, outs, local))
+            except Exception as exc:
+                raise DmlLowerError(f"the oracle cannot evaluate node {node.name!r} ({node.op_type}): "
+                                    f"{reason}; {other} failed too: {first_line(exc)}") from None
+            if not any(fb.node == node.name for fb in self.fallbacks):
+                self.fallbacks.append(Fallback(node.name, other, reason))
+        del first_error
+        return {n: local[n] for n in wanted}
+
+    def to_dict(self) -> dict:
+        data = {"kind": self.kind if self.golden is None else "golden", "description": self.description}
+        if self.golden is None and self.kind == "hybrid":
+            engines = self.node_engines()
+            data["node_engines"] = engines
+            data["regions"] = [{"engine": r.engine, "nodes": [n.name for n in r.nodes]} for r in self._runs or []]
+            data["fallbacks"] = [{"node": f.node, "engine": f.engine, "reason": f.reason} for f in self.fallbacks]
+        return data
 
 
 def reference_outputs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
-    from onnx.reference import ReferenceEvaluator
-    try:
-        evaluator = ReferenceEvaluator(model)
-        results = evaluator.run(None, dict(feeds))
-    except Exception as exc:
-        line = " ".join(str(exc).split())[:300]
-        raise DmlLowerError(f"onnx.reference cannot evaluate the model: {type(exc).__name__}: {line}") from None
-    return {o.name: np.asarray(v) for o, v in zip(model.graph.output, results)}
+    """The whole model on onnx.reference (the independent oracle)."""
+    return Oracle(model, {}, "reference").run(feeds)

@@ -1,7 +1,7 @@
 """Text and Markdown renderings of a placement and a check report."""
 from __future__ import annotations
 
-from .check import BACKENDS, CheckReport
+from .check import CheckReport, describe_backend
 
 
 def format_placement(placement, level) -> str:
@@ -22,31 +22,70 @@ def _shape(shape) -> str:
     return "x".join(str(d) for d in shape) if shape else "scalar"
 
 
+def _errors(o) -> str:
+    if o.max_abs_error is None:
+        return ""
+    return f" max abs err {o.max_abs_error:.3g}, max rel err {o.max_rel_error:.3g}"
+
+
 def format_results(report: CheckReport) -> str:
     lines = []
+    many = report.iterations > 1
     for backend in report.backends:
         if backend.error:
             lines.append(f"  [{backend.backend}] ERROR {backend.error}")
         for o in backend.outputs:
-            text = f"  [{o.backend}] {o.output}: {o.status.upper()} ({o.expected_dtype} [{_shape(o.expected_shape)}])"
-            if o.max_abs_error is not None and o.status == "match":
-                text += f" max abs err {o.max_abs_error:.3g}, max rel err {o.max_rel_error:.3g}"
+            where = f"[{o.backend}{f' #{o.iteration}' if many else ''}]"
+            text = f"  {where} {o.output}: {o.status.upper()} ({o.expected_dtype} [{_shape(o.expected_shape)}])"
+            if o.status in ("match", "mismatch"):
+                text += _errors(o)
             if o.detail:
                 text += f" - {o.detail}"
             lines.append(text)
     return "\n".join(lines)
 
 
+def verdict(report: CheckReport) -> str:
+    counts: "dict[str, int]" = {}
+    for backend in report.backends:
+        for o in backend.outputs:
+            counts[o.status] = counts.get(o.status, 0) + 1
+    errors = sum(1 for b in report.backends if b.error)
+    if counts.get("mismatch") or errors:
+        parts = [f"{counts[s]} {s.upper()}" for s in ("mismatch",) if counts.get(s)]
+        parts += [f"{errors} backend ERROR"] if errors else []
+        return "FAILED: " + ", ".join(parts)
+    text = "all outputs match ONNX semantics"
+    others = [f"{counts[s]} {s}" for s in ("deviation", "unsupported", "nondeterministic") if counts.get(s)]
+    if others:
+        text = "no mismatch (" + ", ".join(others) + ")"
+    return text
+
+
 def format_text(report: CheckReport) -> str:
-    lines = [f"check {report.model} (feature level {report.feature_level}, oracle onnx.reference)",
+    lines = [f"check {report.model} (feature level {report.feature_level}, oracle {report.oracle['description']})",
              format_placement(report.placement, report.feature_level)]
     if report.regions:
         lines.append("onnx regions:")
         lines += [f"  {name} {engine}" for name, engine in report.regions.items()]
+    fallbacks = report.oracle.get("fallbacks") or []
+    for fb in fallbacks:
+        lines.append(f"oracle: node {fb['node']} evaluated by {fb['engine']} ({fb['reason']})")
     lines.append("results:")
     lines.append(format_results(report))
-    lines.append("verdict: " + ("all outputs match ONNX semantics" if report.ok else "MISMATCH"))
+    for backend in report.backends:
+        if backend.fed_from_oracle:
+            lines.append(f"  [{backend.backend}] nodes it has no kernel for ({', '.join(backend.unsupported_nodes)}) "
+                         f"were cut out; their values {', '.join(backend.fed_from_oracle)} came from the oracle")
+    for backend, reason in report.unavailable.items():
+        lines.append(f"  [{backend}] UNAVAILABLE here, not run: {reason}")
+    lines.append("verdict: " + verdict(report))
     return "\n".join(lines)
+
+
+def format_timing(report: CheckReport) -> str:
+    parts = [f"{b.backend} {b.seconds:.3f} s" for b in report.backends if not b.backend.startswith("loaded:")]
+    return "time: " + ", ".join(parts)
 
 
 def _cell(text) -> str:
@@ -54,9 +93,10 @@ def _cell(text) -> str:
 
 
 def format_markdown(report: CheckReport) -> str:
-    verdict = "all outputs match ONNX semantics" if report.ok else "**MISMATCH**"
+    text = verdict(report)
+    text = text if report.ok else f"**{text}**"
     lines = [f"### dml-lower check: `{report.model}`", "",
-             f"Feature level {report.feature_level}; oracle `onnx.reference`; verdict: {verdict}.", "",
+             f"Feature level {report.feature_level}; oracle: {report.oracle['description']}; verdict: {text}.", "",
              "| backend | output | status | dtype | shape | max abs err | max rel err | detail |",
              "|---|---|---|---|---|---|---|---|"]
     for backend in report.backends:
@@ -71,5 +111,5 @@ def format_markdown(report: CheckReport) -> str:
     for p in report.placement:
         what = " + ".join(p.dml_operators) or "none (empty result)" if p.status == "lowered" else p.reason
         lines.append(f"| {_cell(', '.join(p.onnx_nodes))} | {p.status} | {p.rule} | {_cell(what)} |")
-    lines += ["", "Backends: " + "; ".join(f"`{b.backend}` = {BACKENDS[b.backend]}" for b in report.backends)]
+    lines += ["", "Backends: " + "; ".join(f"`{b.backend}` = {describe_backend(b.backend)}" for b in report.backends)]
     return "\n".join(lines) + "\n"

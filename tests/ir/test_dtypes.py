@@ -5,6 +5,7 @@ from onnx import TensorProto, helper
 
 from onnx_dml_lowering.ir import DataType, DmlLowerError
 from onnx_dml_lowering.ir import dtypes
+from onnx_dml_lowering.ir.dtypes import numpy_to_onnx, onnx_to_numpy
 
 # DML_FACTS section 1, transcribed: name -> (numeric value, bits per element).
 SPEC_TYPES = {
@@ -161,7 +162,17 @@ def test_bool_numpy_round_trip():
     assert dtypes.numpy_to_onnx(np.bool_) == TensorProto.BOOL
 
 
-@pytest.mark.parametrize("onnx_type", [TensorProto.BFLOAT16, TensorProto.STRING, TensorProto.COMPLEX64])
+def test_bfloat16_and_float8_map_to_ml_dtypes():
+    import ml_dtypes
+    pairs = {TensorProto.BFLOAT16: ml_dtypes.bfloat16, TensorProto.FLOAT8E4M3FN: ml_dtypes.float8_e4m3fn,
+             TensorProto.FLOAT8E4M3FNUZ: ml_dtypes.float8_e4m3fnuz, TensorProto.FLOAT8E5M2: ml_dtypes.float8_e5m2,
+             TensorProto.FLOAT8E5M2FNUZ: ml_dtypes.float8_e5m2fnuz}
+    for onnx_type, np_type in pairs.items():
+        assert onnx_to_numpy(onnx_type) == np.dtype(np_type)
+        assert numpy_to_onnx(np.dtype(np_type)) == onnx_type
+
+
+@pytest.mark.parametrize("onnx_type", [TensorProto.FLOAT4E2M1, TensorProto.STRING, TensorProto.COMPLEX64])
 def test_onnx_types_without_numpy_here_raise(onnx_type):
     with pytest.raises(DmlLowerError):
         dtypes.onnx_to_numpy(onnx_type)

@@ -84,10 +84,18 @@ def test_ort_operators_cover_diagonal_matrix1():
 
 @pytest.mark.skipif("DmlExecutionProvider" in ort.get_available_providers(), reason="DirectML is installed")
 def test_ort_dml_unavailable_is_one_line_exit_2(capfd):
-    code = main(["check", str(example_paths()[0]), "--backends", "cpu,ort-dml"])
+    # Alone, an unavailable backend is a usage error: one line, exit 2.
+    code = main(["check", str(example_paths()[0]), "--backends", "ort-dml"])
     err = capfd.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert "DmlExecutionProvider is not available" in err[0] and "directml" in err[0]
+    # Beside others, it is reported in one line and the others still run.
+    code = main(["check", str(example_paths()[0]), "--backends", "cpu,ort-dml"])
+    captured = capfd.readouterr()
+    lines = [line for line in captured.out.splitlines() if "UNAVAILABLE" in line]
+    assert code == 0 and captured.err == "" and len(lines) == 1
+    assert "[ort-dml]" in lines[0] and "DmlExecutionProvider is not available" in lines[0]
+    assert "[cpu] coords: MATCH" in captured.out
 
 
 def test_run_backend_ort_with_dml_provider_unavailable(capfd):
@@ -105,12 +113,18 @@ def test_json_and_markdown_reports(tmp_path, capfd):
     data = json.loads(js.read_text())
     assert set(data) >= {"model", "feature_level", "ok", "oracle", "placement", "onnx_regions", "backends"}
     backends = {b["backend"]: b for b in data["backends"]}
-    # onnxruntime's CPU provider cannot load a NonZero over double: an error, so not ok.
-    assert backends["cpu"]["ok"] and not backends["ort-cpu"]["ok"]
-    assert "NonZero" in backends["ort-cpu"]["error"] and code == 1 and "MISMATCH" in out
+    # onnxruntime's CPU provider cannot load a NonZero over double: that output is UNSUPPORTED,
+    # the others are still compared, and nothing MISMATCHes.
+    assert backends["cpu"]["ok"] and backends["ort-cpu"]["ok"] and code == 0 and "MISMATCH" not in out
+    statuses = {o["output"]: o["status"] for o in backends["ort-cpu"]["outputs"]}
+    unsupported = [name for name, status in statuses.items() if status == "unsupported"]
+    assert unsupported and all(status in ("match", "unsupported", "deviation") for status in statuses.values())
+    assert any(status == "match" for status in statuses.values())
+    assert list(backends["ort-cpu"]["unsupported_nodes"]) and "NonZero" in "".join(
+        backends["ort-cpu"]["unsupported_nodes"].values())
     text = md.read_text()
     assert text.count("\n| cpu |") == len(backends["cpu"]["outputs"])
-    assert "| ort-cpu | - | ERROR |" in text
+    assert f"| ort-cpu | `{unsupported[0]}` | unsupported |" in text
 
 
 def test_markdown_renders_every_output():

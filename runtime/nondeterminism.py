@@ -1,0 +1,50 @@
+"""Which values of a model depend on a random operator (and so cannot be compared)."""
+from __future__ import annotations
+
+import onnx
+from onnx import numpy_helper
+
+from onnx_dml_lowering.lowering.schedule import node_reads
+
+RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                        "Bernoulli", "Multinomial"})
+
+
+def _constant_false(model: onnx.ModelProto, name: str) -> bool:
+    for init in model.graph.initializer:
+        if init.name == name:
+            return not bool(numpy_helper.to_array(init).any())
+    for node in model.graph.node:
+        if node.op_type == "Constant" and name in node.output:
+            for attr in node.attribute:
+                if attr.name == "value":
+                    return not bool(numpy_helper.to_array(attr.t).any())
+    return False
+
+
+def is_random(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
+    """A random operator; Dropout only in training mode (a training_mode input not constant false)."""
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    if node.op_type in RANDOM_OPS:
+        return True
+    if node.op_type == "Dropout":
+        return len(node.input) > 2 and bool(node.input[2]) and not _constant_false(model, node.input[2])
+    for attr in node.attribute:
+        for body in list(attr.graphs) + ([attr.g] if attr.HasField("g") else []):
+            if any(is_random(inner, model) for inner in body.node):
+                return True
+    return False
+
+
+def random_values(model: onnx.ModelProto) -> "dict[str, str]":
+    """Every value computed from a random operator: value name -> the random node's name."""
+    tainted: "dict[str, str]" = {}
+    for node in model.graph.node:
+        source = node.name if is_random(node, model) else next(
+            (tainted[r] for r in node_reads(node) if r in tainted), None)
+        if source is not None:
+            for name in node.output:
+                if name:
+                    tainted[name] = source
+    return tainted

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench clean
+.PHONY: demo test fuzz bench openvino clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,5 +26,25 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
+# A second venv where onnxruntime-openvino replaces onnxruntime (both are the module
+# 'onnxruntime', so they cannot share one): the project goes in without its dependencies, then
+# every other dependency and the test extras, then the provider-validation tests marked openvino.
+OV_VENV ?= .venv-openvino
+OV_BIN := $(OV_VENV)/bin
+OV_STAMP := $(OV_VENV)/.installed
+OTHER_DEPS = import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	print(" ".join(r for r in p["dependencies"] + p["optional-dependencies"]["test"] if not r.startswith("onnxruntime")))
+
+$(OV_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(OV_VENV)
+	$(OV_BIN)/python -m pip install --quiet --upgrade pip
+	$(OV_BIN)/python -m pip install --quiet onnxruntime-openvino
+	$(OV_BIN)/python -m pip install --quiet --no-deps -e .
+	$(OV_BIN)/python -m pip install --quiet $$($(OV_BIN)/python -c '$(OTHER_DEPS)')
+	touch $(OV_STAMP)
+
+openvino: $(OV_STAMP)
+	DML_LOWER_STRICT=1 $(OV_BIN)/python -m pytest -m openvino -rs tests/providers
+
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(OV_VENV) *.egg-info .pytest_cache .hypothesis

@@ -212,6 +212,24 @@ def cmd_capabilities(args) -> int:
     return 0
 
 
+def cmd_conformance(args) -> int:
+    from . import conformance
+    if args.action == "export":
+        manifest = conformance.export(args.dir, args.feature_level, args.seeds)
+        print(f"wrote {len(manifest['cases'])} cases to {args.dir} (feature level {manifest['feature_level']}, "
+              f"{manifest['seeds']} data sets each); see {os.path.join(args.dir, 'README.txt')}")
+        for provider, entry in manifest["providers"].items():
+            statuses = [c["status"] for c in entry["cases"].values()]
+            print(f"  {provider}: {statuses.count('deviation')} deviations, "
+                  f"{statuses.count('unsupported')} unsupported listed in {conformance.MANIFEST}")
+        return 0
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    results = conformance.run(args.dir, backends, args.provider_option, args.ep_library, args.no_fallback)
+    for line in conformance.format_results(results):
+        print(line)
+    return 1 if any(by_status["fail"] for by_status in results.values()) else 0
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors are one line too (exit 2), pointing at --help instead of printing usage."""
 
@@ -295,6 +313,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--feature-level", help="only the tables in force at this level (default: every level)")
     p.add_argument("--markdown", action="store_true", help="Markdown tables (docs/capabilities.md is this)")
     p.set_defaults(func=cmd_capabilities)
+
+    p = sub.add_parser("conformance", help="export the NonZero / EyeLike grids as an onnx_test_runner "
+                                          "suite, or run such a suite here")
+    conformance = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    q = conformance.add_parser("export", help="write the suite (cases, README.txt, manifest.json) to DIR")
+    q.add_argument("dir")
+    q.add_argument("--feature-level", default="5_1", help="the level the manifest's placement is for")
+    q.add_argument("--seeds", type=int, default=2, help="test data sets per case (default 2)")
+    q = conformance.add_parser("run", help="run every case of DIR on each backend")
+    q.add_argument("dir")
+    q.add_argument("--backends", default="cpu",
+                   help="comma-separated: cpu, ort (lowered graph), ort-cpu, ort-dml, ort:<ProviderName>")
+    q.add_argument("--provider-option", action="append", metavar="NAME=VALUE",
+                   help="an option of the onnxruntime providers (repeatable), e.g. device_type=CPU")
+    q.add_argument("--ep-library", action="append", metavar="NAME=PATH",
+                   help="register a plugin execution provider library (repeatable)")
+    q.add_argument("--no-fallback", action="store_true",
+                   help="set session.disable_cpu_ep_fallback: no node may move to the CPU provider")
+    p.set_defaults(func=cmd_conformance)
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
     p.add_argument("--feature-level", default="5_1")

@@ -1,5 +1,8 @@
-"""onnxruntime execution providers: names, availability, and the session settings each needs."""
+"""onnxruntime execution providers: names, availability, the session settings each needs, plugin
+provider libraries, and which provider ran each node (onnxruntime's graph assignment info)."""
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from onnx_dml_lowering.ir import DmlLowerError
 
@@ -7,24 +10,176 @@ from onnx_dml_lowering.ir import DmlLowerError
 MAX_IR_VERSION = 10
 
 ALIASES = {"cpu": "CPUExecutionProvider", "dml": "DmlExecutionProvider",
-           "directml": "DmlExecutionProvider", "cuda": "CUDAExecutionProvider"}
+           "directml": "DmlExecutionProvider", "cuda": "CUDAExecutionProvider",
+           "openvino": "OpenVINOExecutionProvider"}
+# The check backends that name a provider without "ort:".
+BACKEND_ALIASES = {"ort-cpu": "CPUExecutionProvider", "ort-dml": "DmlExecutionProvider"}
+
+# The operators whose placement provider validation is about (Trilu: the idioms' band masks).
+WATCHED_OPS = ("NonZero", "EyeLike", "Trilu")
+
+FALLBACK_OPTION = "session.disable_cpu_ep_fallback"
+RECORD_ASSIGNMENT_OPTION = "session.record_ep_graph_assignment_info"
+
+# Plugin provider libraries registered in this process: registration name -> path. onnxruntime
+# refuses a second registration under one name, and registration is process-wide.
+_REGISTERED_LIBRARIES: "dict[str, str]" = {}
+
+
+def provider_name(text: str) -> str:
+    """The full provider name for cpu / dml / ort-cpu / ort-dml / ort:<Name> / a full name."""
+    text = text.strip()
+    if text.lower() in BACKEND_ALIASES:
+        return BACKEND_ALIASES[text.lower()]
+    if text.startswith("ort:"):
+        text = text[4:].strip()
+        if not text:
+            raise DmlLowerError("backend 'ort:' names no execution provider (e.g. ort:OpenVINOExecutionProvider)")
+    return ALIASES.get(text.lower(), text)
+
+
+def _offered() -> str:
+    import onnxruntime as ort
+    offered = list(ort.get_available_providers())
+    for device in _ep_devices():
+        if device.ep_name not in offered:
+            offered.append(device.ep_name)
+    return f"this onnxruntime {ort.__version__} offers {', '.join(offered)}"
+
+
+def _ep_devices() -> list:
+    import onnxruntime as ort
+    get = getattr(ort, "get_ep_devices", None)         # onnxruntime >= 1.22
+    return list(get()) if get is not None else []
+
+
+def unavailable(name: str) -> DmlLowerError:
+    """The one line for a provider this onnxruntime cannot run."""
+    import onnxruntime as ort
+    if name == "DmlExecutionProvider":
+        return DmlLowerError(
+            "DmlExecutionProvider is not available: it needs Windows and the 'directml' extra "
+            "(pip install 'onnx-dml-lowering[directml]', which installs onnxruntime-directml); " + _offered())
+    if name in ort.get_all_providers():
+        return DmlLowerError(f"execution provider {name} is not available in this onnxruntime build "
+                             f"(its own package or --ep-library NAME=PATH provides it); " + _offered())
+    return DmlLowerError(f"execution provider {name!r} is unknown; " + _offered())
 
 
 def resolve(providers: "list[str] | None") -> "list[str]":
     """Full provider names, each one installed here, or one line saying what is missing."""
     import onnxruntime as ort
-    names = [ALIASES.get(p.strip().lower(), p.strip()) for p in (providers or ["cpu"]) if p.strip()]
+    names = [provider_name(p) for p in (providers or ["cpu"]) if p.strip()]
     available = ort.get_available_providers()
     for name in names:
         if name not in available:
-            if name == "DmlExecutionProvider":
-                raise DmlLowerError(
-                    "DmlExecutionProvider is not available: it needs Windows and the 'directml' extra "
-                    "(pip install 'onnx-dml-lowering[directml]', which installs onnxruntime-directml); "
-                    f"this onnxruntime offers {', '.join(available)}")
-            raise DmlLowerError(f"execution provider {name} is not available here; "
-                                f"this onnxruntime offers {', '.join(available)}")
+            raise unavailable(name)
     return names
+
+
+def parse_provider_options(pairs: "list[str] | None") -> "dict[str, str]":
+    """NAME=VALUE pairs (e.g. OpenVINO's device_type=CPU) as onnxruntime's provider options."""
+    options: "dict[str, str]" = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise DmlLowerError(f"provider option {pair!r} is not NAME=VALUE")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def register_ep_libraries(specs: "list[str] | None") -> "dict[str, str]":
+    """Register plugin provider libraries given as NAME=PATH (onnxruntime >= 1.22)."""
+    import os
+
+    import onnxruntime as ort
+
+    from onnx_dml_lowering.ir.errors import first_line
+    registered = {}
+    for spec in specs or []:
+        name, sep, path = spec.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not name or not path:
+            raise DmlLowerError(f"--ep-library {spec!r} is not NAME=PATH")
+        if not hasattr(ort, "register_execution_provider_library"):
+            raise DmlLowerError(f"--ep-library {name}: onnxruntime {ort.__version__} has no plugin "
+                                "providers (they need onnxruntime >= 1.22)")
+        if not os.path.isfile(path):
+            raise DmlLowerError(f"--ep-library {name}: library file {path!r} does not exist")
+        path = os.path.abspath(path)
+        if _REGISTERED_LIBRARIES.get(name) not in (None, path):
+            raise DmlLowerError(f"--ep-library {name}: already registered from {_REGISTERED_LIBRARIES[name]!r}")
+        if name not in _REGISTERED_LIBRARIES:
+            try:
+                ort.register_execution_provider_library(name, path)
+            except Exception as exc:
+                raise DmlLowerError(f"--ep-library {name}: onnxruntime cannot load {path!r}: "
+                                    f"{first_line(exc)}") from None
+            _REGISTERED_LIBRARIES[name] = path
+        registered[name] = path
+    return registered
+
+
+@dataclass
+class ProviderSpec:
+    """One execution provider to run a whole model on: classic (by name) or a plugin's device."""
+    name: str
+    options: "dict[str, str]" = field(default_factory=dict)
+    device: object = None              # an OrtEpDevice for plugin providers, else None
+    library: str = ""                  # the --ep-library registration name it came from
+
+    @property
+    def description(self) -> str:
+        where = ""
+        if self.device is not None:
+            hw = self.device.device
+            where = f" on {hw.type.name if hasattr(hw.type, 'name') else hw.type} device of {hw.vendor}"
+            where += f" (library {self.library})" if self.library else ""
+        opts = f" with {', '.join(f'{k}={v}' for k, v in self.options.items())}" if self.options else ""
+        return f"{self.name}{where}{opts}"
+
+
+def resolve_backend(spec: str, options: "list[str] | dict | None" = None,
+                    ep_libraries: "list[str] | None" = None) -> ProviderSpec:
+    """ort-cpu / ort-dml / ort:<ProviderName> (+ provider options, + plugin libraries) -> a ProviderSpec.
+
+    A provider built into this onnxruntime is used by name. One that only a library registered
+    with --ep-library provides runs on that library's first device (get_ep_devices' order)."""
+    import onnxruntime as ort
+    libraries = register_ep_libraries(ep_libraries)
+    name = provider_name(spec)
+    opts = dict(options) if isinstance(options, dict) else parse_provider_options(options)
+    if name in ort.get_available_providers() and not libraries:
+        return ProviderSpec(name, opts)
+    devices = [d for d in _ep_devices() if d.ep_name == name]
+    if devices:
+        library = next((lib for lib in libraries), "")
+        return ProviderSpec(name, opts, devices[0], library if libraries else "")
+    if name in ort.get_available_providers():
+        return ProviderSpec(name, opts)
+    if libraries:
+        listed = ", ".join(f"{d.ep_name} ({d.device.type.name})" for d in _ep_devices()) or "none"
+        raise DmlLowerError(f"execution provider library {', '.join(libraries)} offers no device for "
+                            f"{name} on this machine; devices onnxruntime lists: {listed}")
+    raise unavailable(name)
+
+
+def session_options(provider: "ProviderSpec | None" = None, no_fallback: bool = False,
+                    record_assignment: bool = True, dml: bool = False):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.log_severity_level = 4      # errors reach the user as our one line, not ORT's log
+    if dml:
+        # DirectML requires memory patterns off and sequential execution.
+        options.enable_mem_pattern = False
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if no_fallback:
+        options.add_session_config_entry(FALLBACK_OPTION, "1")
+    if record_assignment:
+        options.add_session_config_entry(RECORD_ASSIGNMENT_OPTION, "1")
+    if provider is not None and provider.device is not None:
+        options.add_provider_for_devices([provider.device], dict(provider.options))
+    return options
 
 
 def make_session(model_bytes: bytes, providers: "list[str]", device_id: int = 0):
@@ -33,14 +188,87 @@ def make_session(model_bytes: bytes, providers: "list[str]", device_id: int = 0)
     DirectML requires memory patterns off and sequential execution, and takes a device id.
     """
     import onnxruntime as ort
-    options = ort.SessionOptions()
-    options.log_severity_level = 4      # errors reach the user as our one line, not ORT's log
+    options = session_options(dml="DmlExecutionProvider" in providers, record_assignment=False)
     provider_list: list = []
     for name in providers:
         if name == "DmlExecutionProvider":
-            options.enable_mem_pattern = False
-            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
             provider_list.append((name, {"device_id": str(device_id)}))
         else:
             provider_list.append(name)
     return ort.InferenceSession(model_bytes, options, providers=provider_list)
+
+
+def make_provider_session(model_bytes: bytes, provider: ProviderSpec, no_fallback: bool = False):
+    """A session running the whole model on `provider`, recording who ran each node.
+
+    no_fallback sets session.disable_cpu_ep_fallback: a node the provider cannot take makes
+    session creation fail instead of quietly running on CPUExecutionProvider."""
+    import onnxruntime as ort
+
+    from onnx_dml_lowering.ir.errors import first_line
+    dml = provider.name == "DmlExecutionProvider"
+    # The CPU provider has nothing to fall back from (onnxruntime rejects the combination).
+    no_fallback = no_fallback and provider.name != "CPUExecutionProvider"
+    options = session_options(provider, no_fallback, dml=dml)
+    try:
+        if provider.device is not None:
+            return ort.InferenceSession(model_bytes, options)
+        provider_options = dict(provider.options)
+        if dml:
+            provider_options.setdefault("device_id", "0")
+        return ort.InferenceSession(model_bytes, options, providers=[(provider.name, provider_options)])
+    except Exception as exc:
+        fallback = " with CPU fallback disabled" if no_fallback else ""
+        raise DmlLowerError(f"onnxruntime ({provider.description}{fallback}) cannot load the model: "
+                            f"{_provider_error(exc)}") from None
+
+
+def _provider_error(exc: BaseException) -> str:
+    """onnxruntime's message in one line; a provider's C++ context (OpenVINO puts the reason
+    after a long frame signature) is cut to its first and last lines."""
+    lines = [" ".join(line.split()) for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0] if len(lines) == 1 else f"{lines[0][:200]} ... {lines[-1]}"
+    return text[:600]
+
+
+def node_providers(session) -> "dict[str, str] | None":
+    """{node name: provider name} for every node onnxruntime kept after its optimizations,
+    or None when this onnxruntime cannot report it (before 1.24, or recording was off)."""
+    get = getattr(session, "get_provider_graph_assignment_info", None)
+    if get is None:
+        return None
+    try:
+        if session.get_session_options().get_session_config_entry(RECORD_ASSIGNMENT_OPTION) != "1":
+            return None
+        subgraphs = get()
+    except Exception:
+        return None
+    return {node.name: sub.ep_name for sub in subgraphs for node in sub.get_nodes()}
+
+
+@dataclass(frozen=True)
+class PlacementFinding:
+    node: str
+    op_type: str
+    provider: "str | None"          # None: constant folding removed it before any provider saw it
+
+    def describe(self, requested: str) -> str:
+        if self.provider is None:
+            return f"{self.op_type} node {self.node}: removed by onnxruntime's constant folding (no provider ran it)"
+        return f"{self.op_type} node {self.node}: fell back to {self.provider} (requested {requested})"
+
+
+def placement_findings(model, assignment: "dict[str, str]", requested: str,
+                       ops: "tuple[str, ...]" = WATCHED_OPS) -> "list[PlacementFinding]":
+    """The NonZero / EyeLike / Trilu nodes of `model` that ran on another provider than
+    `requested`, or that are absent from the assignment (constant folding removed them)."""
+    findings = []
+    for node in model.graph.node:
+        if node.op_type not in ops or node.domain not in ("", "ai.onnx"):
+            continue
+        ran_on = assignment.get(node.name)
+        if ran_on is None or ran_on != requested:
+            findings.append(PlacementFinding(node.name, node.op_type, ran_on))
+    return findings

@@ -1,0 +1,290 @@
+"""Conformance suites: the NonZero / EyeLike / idiom grids as onnx_test_runner case folders
+(DIR/<case>/model.onnx + test_data_set_N/input_K.pb, output_K.pb), expected outputs from
+onnx.reference, a manifest of the deviations each provider here was seen to have, and a runner
+that checks a folder on any backend (our emulator or an onnxruntime provider)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.runtime import ort_providers
+
+from .compiled import compile_model
+from .conformance_cases import Case, all_cases
+
+MANIFEST = "manifest.json"
+STATUSES = ("pass", "deviation", "unsupported", "fail")
+# Providers that cannot run a model on their own (Azure only calls remote endpoints).
+_NOT_PROBED = ("AzureExecutionProvider",)
+
+README = """\
+DirectML conformance suite for ONNX NonZero / EyeLike and the idioms around them
+(exported by dml-lower conformance export, feature level {level}, {count} cases, {seeds} data sets each).
+
+Each folder is one onnx_test_runner case: model.onnx and test_data_set_N/input_K.pb / output_K.pb.
+The expected outputs are ONNX semantics (onnx.reference), not any provider's results.
+
+On Windows, with onnxruntime's onnx_test_runner built with DirectML (--use_dml):
+
+    onnx_test_runner -e dml DIR
+    onnx_test_runner -e dml -C "session.disable_cpu_ep_fallback|1" DIR
+
+The second form forbids the silent hand-over of a node to the CPU provider: a NonZero or EyeLike
+that DirectML does not take then fails to load instead of passing on the CPU.
+
+{manifest} lists, per provider and case, the deviations from ONNX semantics seen when the suite
+was exported (each was run, none is assumed): a different output shape (onnxruntime's scalar
+NonZero gives (1, nnz), ONNX says (0, nnz)), a missing kernel ("unsupported"), or other values.
+A failure that is not listed there is a new one. The same folder runs on Linux with
+    dml-lower conformance run DIR --backends cpu,ort-cpu,ort:<ProviderName>
+"""
+
+
+def _write_tensor(path: str, array: np.ndarray, name: str) -> None:
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(np.asarray(array), name).SerializeToString())
+
+
+def _reference(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]") -> "list[np.ndarray]":
+    from onnx.reference import ReferenceEvaluator
+    return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, feeds)]
+
+
+@dataclass
+class Outcome:
+    status: str                     # one of STATUSES
+    detail: str = ""
+    fallbacks: "list[str]" = field(default_factory=list)
+
+
+def _compare(expected: "list[np.ndarray]", actual: "list[np.ndarray]", names: "list[str]") -> str:
+    """'' when every output equals ONNX's exactly (NaN meets NaN), else the first difference."""
+    for name, want, got in zip(names, expected, actual):
+        got = np.asarray(got)
+        if got.shape != want.shape:
+            return f"output {name}: shape {list(got.shape)}, ONNX says {list(want.shape)}"
+        if got.dtype != want.dtype:
+            return f"output {name}: dtype {got.dtype}, ONNX says {want.dtype}"
+        if not np.array_equal(got, want, equal_nan=want.dtype.kind in "fc"):
+            bad = np.flatnonzero((got != want) & ~((got != got) & (want != want)) if want.dtype.kind in "fc"
+                                 else got != want)
+            index = np.unravel_index(int(bad[0]), want.shape) if want.ndim else ()
+            return (f"output {name}: {bad.size} of {want.size} values differ; first at "
+                    f"{[int(i) for i in index]}: {got[index]!r}, ONNX says {want[index]!r}")
+    return ""
+
+
+def _unsupported(message: str) -> bool:
+    return "NOT_IMPLEMENTED" in message or "Could not find an implementation" in message
+
+
+class Backend:
+    """One --backends entry: 'cpu' / 'ort' (our lowered graph) or an onnxruntime provider."""
+
+    def __init__(self, spec: str, feature_level: str = "5_1", provider_options=None, ep_libraries=None,
+                 no_fallback: bool = False) -> None:
+        self.spec, self.feature_level, self.no_fallback = spec, feature_level, no_fallback
+        self.provider = None
+        if spec not in ("cpu", "ort"):
+            if not (spec.startswith("ort-") or spec.startswith("ort:")):
+                raise DmlLowerError(f"unknown conformance backend {spec!r}; choose from cpu, ort, ort-cpu, "
+                                    "ort-dml, ort:<ProviderName>")
+            self.provider = ort_providers.resolve_backend(spec, provider_options, ep_libraries)
+
+    @property
+    def deviation_key(self) -> str:
+        return self.provider.name if self.provider is not None else self.spec
+
+    def run(self, model: onnx.ModelProto, data_sets) -> "tuple[list[list[np.ndarray]] | None, str, list[str]]":
+        """(outputs per data set, error, fallback notes)."""
+        from onnx_dml_lowering.ir.errors import first_line
+        names = [o.name for o in model.graph.output]
+        if self.provider is None:
+            try:
+                compiled = compile_model(model, feature_level=self.feature_level)
+                runs = [compiled.run(feeds, backend=self.spec, providers=["cpu"] if self.spec == "ort" else None)
+                        for feeds in data_sets]
+            except DmlLowerError as exc:
+                return None, str(exc), []
+            return [[r[n] for n in names] for r in runs], "", []
+        try:
+            session = ort_providers.make_provider_session(model.SerializeToString(), self.provider,
+                                                          self.no_fallback)
+        except DmlLowerError as exc:
+            return None, str(exc), []
+        assignment = ort_providers.node_providers(session)
+        notes = ([f.describe(self.provider.name) for f in
+                  ort_providers.placement_findings(model, assignment, self.provider.name)]
+                 if assignment is not None else ["this onnxruntime cannot say which provider ran each node"])
+        try:
+            return [list(session.run(names, feeds)) for feeds in data_sets], "", notes
+        except Exception as exc:
+            return None, f"onnxruntime ({self.provider.description}) failed to run: {first_line(exc)}", notes
+
+
+def judge(backend: Backend, case_name: str, model, data_sets, expected, known: "dict | None") -> Outcome:
+    """pass / deviation (listed in the manifest for this provider and case, and seen again) /
+    unsupported (no kernel) / fail."""
+    names = [o.name for o in model.graph.output]
+    outputs, error, notes = backend.run(model, data_sets)
+    known = (known or {}).get(backend.deviation_key, {}).get("cases", {}).get(case_name)
+    if outputs is None:
+        if _unsupported(error) or (known and known["status"] == "unsupported"):
+            return Outcome("unsupported", error, notes)
+        return Outcome("fail", error, notes)
+    for index, (got, want) in enumerate(zip(outputs, expected)):
+        diff = _compare(want, got, names)
+        if diff:
+            detail = f"test_data_set_{index}: {diff}"
+            if known and known["status"] == "deviation" and known["detail"] == detail:
+                return Outcome("deviation", detail, notes)
+            return Outcome("fail", detail, notes)
+    return Outcome("pass", "", notes)
+
+
+def probe_providers() -> "list[str]":
+    import onnxruntime as ort
+    return [p for p in ort.get_available_providers() if p not in _NOT_PROBED]
+
+
+def export(directory: str, feature_level: str = "5_1", seeds: int = 2) -> "dict":
+    """Write the suite; returns the manifest. The same arguments write the same bytes."""
+    import onnxruntime as ort
+    if seeds < 1:
+        raise DmlLowerError(f"--seeds must be at least 1, got {seeds}")
+    from onnx_dml_lowering.ir import parse_level
+    level = parse_level(feature_level).name
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise DmlLowerError(f"conformance directory {directory!r} is a file")
+    if os.path.isdir(directory) and os.listdir(directory) and not os.path.exists(os.path.join(directory, MANIFEST)):
+        raise DmlLowerError(f"conformance directory {directory!r} is not empty and holds no {MANIFEST}")
+    cases = all_cases(seeds)
+    probes = [Backend(f"ort:{name}") for name in probe_providers()]
+    manifest: dict = {"feature_level": level, "seeds": seeds, "opset": {c.name: c.model.opset_import[0].version for c in cases},
+                      "cases": {}, "providers": {}}
+    for backend in probes:
+        manifest["providers"][backend.provider.name] = {
+            "onnxruntime": ort.__version__, "verified": "each case run at export", "cases": {}}
+    try:
+        for case in cases:
+            _write_case(directory, case, level, manifest, probes)
+        with open(os.path.join(directory, MANIFEST), "w") as f:
+            json.dump(manifest, f, indent=1, sort_keys=True)
+            f.write("\n")
+        with open(os.path.join(directory, "README.txt"), "w") as f:
+            f.write(README.format(level=level, count=len(cases), seeds=seeds, manifest=MANIFEST))
+    except OSError as exc:
+        raise DmlLowerError(f"cannot write the conformance suite to {directory!r}: {exc.strerror}") from None
+    return manifest
+
+
+def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: "list[Backend]") -> None:
+    folder = os.path.join(directory, case.name)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "model.onnx"), "wb") as f:
+        f.write(case.model.SerializeToString(deterministic=True))
+    inputs = [i.name for i in case.model.graph.input]
+    outputs = [o.name for o in case.model.graph.output]
+    expected = []
+    for n, feeds in enumerate(case.data_sets):
+        data = os.path.join(folder, f"test_data_set_{n}")
+        os.makedirs(data, exist_ok=True)
+        results = _reference(case.model, feeds)
+        expected.append(results)
+        for k, name in enumerate(inputs):
+            _write_tensor(os.path.join(data, f"input_{k}.pb"), feeds[name], name)
+        for k, (name, value) in enumerate(zip(outputs, results)):
+            _write_tensor(os.path.join(data, f"output_{k}.pb"), value, name)
+    compiled = compile_model(case.model, feature_level=level)
+    manifest["cases"][case.name] = {
+        "what": case.what,
+        "placement": [f"{', '.join(p.onnx_nodes)}: {p.status} by {p.rule or '-'}"
+                      + (f" -> {' + '.join(p.dml_operators)}" if p.dml_operators else "")
+                      + (f" ({p.reason})" if p.reason else "") for p in compiled.placement]}
+    for backend in probes:
+        outcome = judge(backend, case.name, case.model, case.data_sets, expected, None)
+        entry = manifest["providers"][backend.provider.name]["cases"]
+        if outcome.status == "fail":                  # seen here: listed as this provider's deviation
+            entry[case.name] = {"status": "deviation", "detail": outcome.detail}
+        elif outcome.status == "unsupported":
+            entry[case.name] = {"status": "unsupported", "detail": outcome.detail}
+        if outcome.fallbacks:
+            entry.setdefault(case.name, {"status": "pass", "detail": ""})["placement"] = outcome.fallbacks
+
+
+def load(directory: str) -> "tuple[dict, list[tuple[str, onnx.ModelProto, list, list]]]":
+    """(manifest or {}, [(case, model, data sets, expected outputs)]) from a suite folder."""
+    if not os.path.isdir(directory):
+        raise DmlLowerError(f"conformance directory {directory!r} does not exist")
+    manifest = {}
+    if os.path.exists(os.path.join(directory, MANIFEST)):
+        with open(os.path.join(directory, MANIFEST)) as f:
+            manifest = json.load(f)
+    cases = []
+    for name in sorted(os.listdir(directory)):
+        folder = os.path.join(directory, name)
+        if not os.path.isfile(os.path.join(folder, "model.onnx")):
+            continue
+        model = onnx.load(os.path.join(folder, "model.onnx"))
+        inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+        sets, expected = [], []
+        n = 0
+        while os.path.isdir(os.path.join(folder, f"test_data_set_{n}")):
+            data = os.path.join(folder, f"test_data_set_{n}")
+            sets.append({inputs[k]: _read_tensor(os.path.join(data, f"input_{k}.pb")) for k in range(len(inputs))})
+            expected.append([_read_tensor(os.path.join(data, f"output_{k}.pb"))
+                             for k in range(len(model.graph.output))])
+            n += 1
+        cases.append((name, model, sets, expected))
+    if not cases:
+        raise DmlLowerError(f"conformance directory {directory!r} holds no case (DIR/<case>/model.onnx)")
+    return manifest, cases
+
+
+def _read_tensor(path: str) -> np.ndarray:
+    tensor = onnx.TensorProto()
+    with open(path, "rb") as f:
+        tensor.ParseFromString(f.read())
+    return numpy_helper.to_array(tensor)
+
+
+def run(directory: str, backends: "list[str]", provider_options=None, ep_libraries=None,
+        no_fallback: bool = False) -> "dict[str, dict[str, list[tuple[str, Outcome]]]]":
+    """{backend: {status: [(case, outcome)]}} for every case of the folder."""
+    manifest, cases = load(directory)
+    level = manifest.get("feature_level", "5_1")
+    runners = [Backend(b, level, provider_options, ep_libraries, no_fallback) for b in backends]
+    results: dict = {}
+    for backend in runners:
+        by_status: dict = {s: [] for s in STATUSES}
+        for name, model, sets, expected in cases:
+            outcome = judge(backend, name, model, sets, expected, manifest.get("providers"))
+            by_status[outcome.status].append((name, outcome))
+        results[backend.spec] = by_status
+    return results
+
+
+def format_results(results: dict) -> "list[str]":
+    lines = []
+    for backend, by_status in results.items():
+        counts = ", ".join(f"{len(by_status[s])} {s}" for s in STATUSES)
+        lines.append(f"[{backend}] {counts}")
+        for status in ("fail", "deviation", "unsupported"):
+            for name, outcome in by_status[status]:
+                detail = outcome.detail
+                kernel = re.search(r"Could not find an implementation for (\S+)", detail)
+                if status == "unsupported" and kernel:
+                    detail = f"no kernel for {kernel.group(1)}"
+                lines.append(f"  {status.upper()} {name}: {detail}")
+        for status in STATUSES:
+            for name, outcome in by_status[status]:
+                for note in outcome.fallbacks:
+                    lines.append(f"  PLACEMENT {name}: {note}")
+    return lines

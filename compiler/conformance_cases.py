@@ -1,0 +1,216 @@
+"""The conformance grids as (name, model, feeds per data set): NonZero and EyeLike over every ONNX
+type they take, ranks 0..8, scalars, empty tensors, -0.0 / NaN / denormals, large k, and every
+idiom the lowering recognises. Deterministic: the same seeds give the same cases, byte for byte."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy, onnx_type_name
+
+OPSET = 13
+IR_VERSION = 8                      # onnx_test_runner of onnxruntime 1.18+ reads it
+
+NONZERO_SHAPES = {0: (), 1: (7,), 2: (3, 5), 3: (2, 3, 4), 4: (2, 1, 3, 2), 5: (1, 2, 3, 1, 2),
+                  6: (2, 1, 2, 1, 2, 3), 7: (1, 2, 2, 1, 3, 1, 2), 8: (2, 1, 2, 1, 2, 1, 2, 2)}
+EMPTY_SHAPES = ((0,), (3, 0), (0, 4, 2), (2, 0, 1, 3, 1, 1, 1, 2))
+EYE_SHAPES = ((1, 1), (4, 4), (3, 5), (5, 3))
+BIG = (2 ** 31, 2 ** 40)
+
+
+@dataclass
+class Case:
+    name: str
+    model: onnx.ModelProto
+    data_sets: "list[dict[str, np.ndarray]]"
+    what: str
+
+
+def _model(nodes, inputs, outputs, inits=(), opset: int = OPSET) -> onnx.ModelProto:
+    graph = h.make_graph(nodes, "conformance", inputs, outputs, list(inits))
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=IR_VERSION,
+                        producer_name="dml-lower conformance")
+
+
+def _vi(name: str, elem: int, shape) -> onnx.ValueInfoProto:
+    return h.make_tensor_value_info(name, elem, None if shape is None else list(shape))
+
+
+def _short(onnx_type: int) -> str:
+    return onnx_type_name(onnx_type).split(" ")[0].lower()
+
+
+def nonzero_input(onnx_type: int, shape, rng: np.random.Generator) -> np.ndarray:
+    """Mixed density with the values that decide NonZero: -0.0 (zero), NaN and denormals
+    (non-zero), integer extremes, 64-bit values non-zero in their high word only."""
+    dtype = onnx_to_numpy(onnx_type)
+    keep = rng.random(shape) < rng.choice([0.0, 0.2, 0.6, 1.0])
+    if dtype == np.bool_:
+        return np.asarray(keep)
+    if dtype.kind == "f":
+        values = (rng.uniform(0.5, 4.0, shape) * rng.choice([-1, 1], shape)).astype(dtype)
+        values = np.where(keep, values, dtype.type(0)).astype(dtype)
+        flat = values.reshape(-1)
+        zeros, ones = np.flatnonzero(~keep.reshape(-1)), np.flatnonzero(keep.reshape(-1))
+        flat[zeros[::2]] = -0.0
+        if ones.size:
+            flat[ones[0]] = np.nan
+            flat[ones[-1]] = np.finfo(dtype).smallest_subnormal
+        return values
+    info = np.iinfo(dtype)
+    values = rng.integers(1, min(int(info.max), 1000), shape, endpoint=True).astype(dtype)
+    if info.min < 0:
+        values = np.where(rng.random(shape) < 0.5, -values, values).astype(dtype)
+    flat = values.reshape(-1)
+    if flat.size:
+        flat[0] = info.max
+        if dtype.itemsize == 8:
+            flat[-1] = dtype.type(1 << 40)           # the low 32-bit word is zero
+    return np.where(keep, values, dtype.type(0)).astype(dtype)
+
+
+def nonzero_cases(seeds: int) -> "list[Case]":
+    cases = []
+    for onnx_type in ONNX_NUMERIC_AND_BOOL:
+        name = _short(onnx_type)
+        shapes = [(f"rank{r}", s) for r, s in NONZERO_SHAPES.items()]
+        shapes += [("empty_" + "x".join(map(str, s)), s) for s in EMPTY_SHAPES]
+        for label, shape in shapes:
+            model = _model([h.make_node("NonZero", ["x"], ["y"], name="nonzero")],
+                           [_vi("x", onnx_type, shape)], [_vi("y", T.INT64, [len(shape), None])])
+            rng = np.random.default_rng([onnx_type, len(shape), sum(shape)])
+            sets = [{"x": nonzero_input(onnx_type, shape, rng)} for _ in range(seeds)]
+            if label == "rank0":
+                sets[0] = {"x": np.array(0, onnx_to_numpy(onnx_type))}        # zero scalar
+            cases.append(Case(f"test_nonzero_{name}_{label}", model, sets,
+                              f"NonZero of {onnx_type_name(onnx_type)} {list(shape)}"))
+    return cases
+
+
+def _eyelike(in_type: int, shape, k: "int | None", dtype: "int | None") -> onnx.ModelProto:
+    attrs = {} if k is None else {"k": k}
+    if dtype is not None:
+        attrs["dtype"] = dtype
+    out_type = in_type if dtype is None else dtype
+    return _model([h.make_node("EyeLike", ["x"], ["y"], name="eyelike", **attrs)],
+                  [_vi("x", in_type, shape)], [_vi("y", out_type, shape)])
+
+
+def _eye_sets(in_type: int, shape, seeds: int) -> "list[dict[str, np.ndarray]]":
+    rng = np.random.default_rng([in_type, *shape])
+    return [{"x": nonzero_input(in_type, shape, rng)} for _ in range(seeds)]
+
+
+def eyelike_cases(seeds: int) -> "list[Case]":
+    cases = []
+    for onnx_type in ONNX_NUMERIC_AND_BOOL:                       # the input's type is the output's
+        cases.append(Case(f"test_eyelike_{_short(onnx_type)}_input_3x5_k1", _eyelike(onnx_type, (3, 5), 1, None),
+                          _eye_sets(onnx_type, (3, 5), seeds), f"EyeLike of {onnx_type_name(onnx_type)}"))
+        cases.append(Case(f"test_eyelike_float_to_{_short(onnx_type)}", _eyelike(T.FLOAT, (4, 4), -1, onnx_type),
+                          _eye_sets(T.FLOAT, (4, 4), seeds), f"EyeLike dtype={onnx_type_name(onnx_type)}"))
+    for rows, cols in EYE_SHAPES:
+        ks = sorted({0, 1, -1, rows, -rows, cols, -cols, *BIG, *(-b for b in BIG)})
+        for k in ks:
+            label = f"k{k}" if k >= 0 else f"km{-k}"
+            cases.append(Case(f"test_eyelike_float_{rows}x{cols}_{label}", _eyelike(T.FLOAT, (rows, cols), k, None),
+                              _eye_sets(T.FLOAT, (rows, cols), seeds), f"EyeLike {rows}x{cols} k={k}"))
+    for shape in ((0, 4), (4, 0)):
+        cases.append(Case(f"test_eyelike_float_empty_{shape[0]}x{shape[1]}", _eyelike(T.FLOAT, shape, 0, None),
+                          _eye_sets(T.FLOAT, shape, seeds), f"EyeLike {list(shape)}"))
+    return cases
+
+
+def _ints(name: str, values) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(values, np.int64), name)
+
+
+def idiom_cases(seeds: int) -> "list[Case]":
+    """One model per idiom rule of lowering/*_idioms.py, each as the exporters emit it."""
+    cases = []
+
+    def add(name, nodes, inputs, outputs, inits, feeds_of, what):
+        rng = np.random.default_rng(len(cases))
+        opset = 14 if any(n.op_type == "Trilu" for n in nodes) else OPSET
+        cases.append(Case(f"test_idiom_{name}", _model(nodes, inputs, outputs, inits, opset),
+                          [feeds_of(rng) for _ in range(seeds)], what))
+
+    for rank, shape in ((0, ()), (2, (3, 4)), (4, (2, 3, 1, 2))):
+        add(f"nonzero_transpose_rank{rank}",
+            [h.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             h.make_node("Transpose", ["nz"], ["y"], name="transpose", perm=[1, 0])],
+            [_vi("x", T.FLOAT, shape)], [_vi("y", T.INT64, [None, rank])], [],
+            lambda rng, s=shape: {"x": nonzero_input(T.FLOAT, s, rng)}, "nonzero_transpose (torch.nonzero)")
+    slices = [h.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+              h.make_node("Transpose", ["nz"], ["t"], name="transpose", perm=[1, 0])]
+    inits = []
+    for i in range(3):
+        slices += [h.make_node("Slice", ["t", f"s{i}", f"e{i}", "ax"], [f"c{i}"], name=f"slice{i}"),
+                   h.make_node("Squeeze", [f"c{i}", "ax"], [f"col{i}"], name=f"squeeze{i}")]
+        inits += [_ints(f"s{i}", [i]), _ints(f"e{i}", [i + 1])]
+    add("nonzero_columns_slice", slices, [_vi("x", T.INT32, (2, 3, 4))],
+        [_vi(f"col{i}", T.INT64, [None]) for i in range(3)], inits + [_ints("ax", [1])],
+        lambda rng: {"x": nonzero_input(T.INT32, (2, 3, 4), rng)}, "nonzero_columns (nonzero(as_tuple=True))")
+    split = [h.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             h.make_node("Transpose", ["nz"], ["t"], name="transpose", perm=[1, 0]),
+             h.make_node("Split", ["t"], ["p0", "p1"], name="split", axis=1)]
+    split += [h.make_node("Squeeze", [f"p{i}", "ax"], [f"col{i}"], name=f"squeeze{i}") for i in range(2)]
+    add("nonzero_columns_split", split, [_vi("x", T.BOOL, (4, 5))],
+        [_vi(f"col{i}", T.INT64, [None]) for i in range(2)], [_ints("ax", [1])],
+        lambda rng: {"x": nonzero_input(T.BOOL, (4, 5), rng)}, "nonzero_columns (torch.where(cond))")
+    add("masked_select",
+        [h.make_node("NonZero", ["mask"], ["nz"], name="nonzero"),
+         h.make_node("Transpose", ["nz"], ["t"], name="transpose", perm=[1, 0]),
+         h.make_node("GatherND", ["x", "t"], ["y"], name="gather")],
+        [_vi("x", T.FLOAT, (3, 4)), _vi("mask", T.BOOL, (3, 4))], [_vi("y", T.FLOAT, [None])], [],
+        lambda rng: {"x": rng.standard_normal((3, 4)).astype(np.float32),
+                     "mask": nonzero_input(T.BOOL, (3, 4), rng)}, "nonzero_transpose (x[mask])")
+    for k in (0, 2, -(2 ** 40)):
+        add(f"eyelike_of_fill_k{k}".replace("-", "m"),
+            [h.make_node("ConstantOfShape", ["shape"], ["fill"], name="fill",
+                         value=h.make_tensor("v", T.FLOAT, [1], [0.0])),
+             h.make_node("EyeLike", ["fill"], ["y"], name="eye", k=k, dtype=T.INT32)],
+            [_vi("shape", T.INT64, [2])], [_vi("y", T.INT32, [None, None])], [],
+            lambda rng: {"shape": np.array([int(rng.integers(1, 6)), int(rng.integers(1, 6))], np.int64)},
+            "eyelike_constant_of_shape")
+    add("eye_from_ranges",
+        [h.make_node("Range", ["zero", "n", "one"], ["r0"], name="range_rows"),
+         h.make_node("Range", ["zero", "m", "one"], ["r1"], name="range_cols"),
+         h.make_node("Unsqueeze", ["r0", "axes"], ["u"], name="unsqueeze"),
+         h.make_node("Equal", ["u", "r1"], ["eq"], name="equal"),
+         h.make_node("Cast", ["eq"], ["y"], name="cast", to=T.FLOAT)],
+        [_vi("n", T.INT64, []), _vi("m", T.INT64, [])], [_vi("y", T.FLOAT, [None, None])],
+        [_ints("zero", 0), _ints("one", 1), _ints("axes", [1])],
+        lambda rng: {"n": np.array(int(rng.integers(1, 7)), np.int64), "m": np.array(int(rng.integers(1, 7)), np.int64)},
+        "eye_from_ranges (torch.eye(n, m))")
+    for upper in (0, 1):
+        add(f"trilu_of_fill_upper{upper}",
+            [h.make_node("ConstantOfShape", ["shape"], ["fill"], name="fill",
+                         value=h.make_tensor("v", T.FLOAT, [1], [1.0])),
+             h.make_node("Trilu", ["fill", "k"], ["y"], name="trilu", upper=upper)],
+            [_vi("shape", T.INT64, [3])], [_vi("y", T.FLOAT, [None, None, None])], [_ints("k", 1)],
+            lambda rng: {"shape": np.array([2, int(rng.integers(1, 6)), int(rng.integers(1, 6))], np.int64)},
+            "trilu_constant_fill (attention masks)")
+    add("trilu_of_expand",
+        [h.make_node("Expand", ["c", "shape"], ["fill"], name="expand"),
+         h.make_node("Trilu", ["fill"], ["y"], name="trilu", upper=0)],
+        [_vi("shape", T.INT64, [2])], [_vi("y", T.FLOAT, [None, None])],
+        [numpy_helper.from_array(np.array([[-np.inf]], np.float32).reshape(()), "c")],
+        lambda rng: {"shape": np.array([int(rng.integers(1, 6)), int(rng.integers(1, 6))], np.int64)},
+        "trilu_constant_fill (Expand of a scalar)")
+    band = np.eye(4, 6, 1, dtype=np.float32) * 2.0
+    add("constant_band",
+        [h.make_node("Add", ["x", "band"], ["y"], name="add")],
+        [_vi("x", T.FLOAT, (4, 6))], [_vi("y", T.FLOAT, (4, 6))], [numpy_helper.from_array(band, "band")],
+        lambda rng: {"x": rng.standard_normal((4, 6)).astype(np.float32)}, "constant_diagonal (initializer)")
+    return cases
+
+
+def all_cases(seeds: int = 2) -> "list[Case]":
+    cases = nonzero_cases(seeds) + eyelike_cases(seeds) + idiom_cases(seeds)
+    assert len({c.name for c in cases}) == len(cases), "two cases share a folder name"
+    return cases

@@ -1,0 +1,177 @@
+"""Execution providers as backends: names, one-line errors, plugin devices, and who ran each node."""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.runtime import ort_providers as P
+
+
+def watched_model():
+    """NonZero on an input, EyeLike on a constant (folded away), EyeLike on an input, a Relu."""
+    x = h.make_tensor_value_info("x", T.FLOAT, [3, 4])
+    nodes = [h.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             h.make_node("EyeLike", ["c"], ["eye_const"], name="eye_of_constant"),
+             h.make_node("EyeLike", ["x"], ["eye_x"], name="eye_of_input", k=1),
+             h.make_node("Relu", ["x"], ["r"], name="relu")]
+    outs = [h.make_tensor_value_info(n, t, None) for n, t in
+            (("nz", T.INT64), ("eye_const", T.FLOAT), ("eye_x", T.FLOAT), ("r", T.FLOAT))]
+    graph = h.make_graph(nodes, "watched", [x], outs, [h.make_tensor("c", T.FLOAT, [3, 3], [0] * 9)])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("text, name", [
+    ("ort-cpu", "CPUExecutionProvider"), ("ort-dml", "DmlExecutionProvider"),
+    ("ort:CPUExecutionProvider", "CPUExecutionProvider"), ("ort:openvino", "OpenVINOExecutionProvider"),
+    ("ort:OpenVINOExecutionProvider", "OpenVINOExecutionProvider"), ("cpu", "CPUExecutionProvider"),
+    ("dml", "DmlExecutionProvider"), ("ort: WebGpuExecutionProvider", "WebGpuExecutionProvider")])
+def test_provider_names(text, name):
+    assert P.provider_name(text) == name
+
+
+def test_empty_ort_prefix_is_an_error():
+    with pytest.raises(DmlLowerError, match="names no execution provider"):
+        P.provider_name("ort:")
+
+
+def test_cpu_backend_with_options():
+    spec = P.resolve_backend("ort:CPUExecutionProvider", ["foo = bar", "a=b=c"])
+    assert spec.name == "CPUExecutionProvider" and spec.device is None
+    assert spec.options == {"foo": "bar", "a": "b=c"}
+    assert spec.description == "CPUExecutionProvider with foo=bar, a=b=c"
+
+
+@pytest.mark.parametrize("bad", ["novalue", "=x"])
+def test_provider_option_must_be_name_value(bad):
+    with pytest.raises(DmlLowerError, match="is not NAME=VALUE"):
+        P.parse_provider_options([bad])
+
+
+def one_line(exc_info) -> str:
+    text = str(exc_info.value)
+    assert "\n" not in text
+    return text
+
+
+def test_unknown_provider_lists_what_is_offered():
+    with pytest.raises(DmlLowerError) as exc:
+        P.resolve_backend("ort:NoSuchExecutionProvider")
+    text = one_line(exc)
+    assert "'NoSuchExecutionProvider' is unknown" in text
+    for name in ort.get_available_providers():
+        assert name in text
+
+
+@pytest.mark.skipif("DmlExecutionProvider" in ort.get_available_providers(), reason="DirectML is here")
+def test_dml_says_it_needs_windows_and_the_extra():
+    with pytest.raises(DmlLowerError) as exc:
+        P.resolve_backend("ort-dml")
+    text = one_line(exc)
+    assert "needs Windows" in text and "'directml' extra" in text and "CPUExecutionProvider" in text
+
+
+def test_known_but_absent_provider_says_so():
+    absent = next(n for n in ("CoreMLExecutionProvider", "QNNExecutionProvider")
+                  if n not in ort.get_available_providers())
+    with pytest.raises(DmlLowerError) as exc:
+        P.resolve_backend(f"ort:{absent}")
+    assert f"{absent} is not available in this onnxruntime build" in one_line(exc)
+
+
+def test_op_by_op_resolve_takes_the_same_names():
+    assert P.resolve(["ort-cpu", "ort:CPUExecutionProvider", "cpu"]) == ["CPUExecutionProvider"] * 3
+    with pytest.raises(DmlLowerError, match="is unknown"):
+        P.resolve(["ort:Nope"])
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("noequals", "is not NAME=PATH"), ("name=", "is not NAME=PATH"),
+    ("lib=/no/such/libep.so", "does not exist")])
+def test_ep_library_spec_errors(spec, message):
+    with pytest.raises(DmlLowerError, match=message):
+        P.register_ep_libraries([spec])
+
+
+def test_ep_library_that_is_not_a_library(tmp_path):
+    junk = tmp_path / "libjunk_ep.so"
+    junk.write_bytes(b"not a shared object")
+    with pytest.raises(DmlLowerError) as exc:
+        P.register_ep_libraries([f"junk={junk}"])
+    assert one_line(exc).startswith("--ep-library junk: onnxruntime cannot load")
+
+
+def test_ep_library_that_offers_no_device(tmp_path, monkeypatch):
+    """A library that loads but lists no device for the provider: one line naming both."""
+    library = tmp_path / "libempty_ep.so"
+    library.write_bytes(b"")
+    monkeypatch.setattr(ort, "register_execution_provider_library", lambda name, path: None)
+    monkeypatch.setattr(P, "_REGISTERED_LIBRARIES", {})
+    with pytest.raises(DmlLowerError) as exc:
+        P.resolve_backend("ort:EmptyExecutionProvider", ep_libraries=[f"empty={library}"])
+    text = one_line(exc)
+    assert "library empty offers no device for EmptyExecutionProvider on this machine" in text
+    assert "CPUExecutionProvider (CPU)" in text
+
+
+def test_a_provider_on_an_ep_device_runs_through_add_provider_for_devices():
+    """The plugin path (a device from get_ep_devices) on the one device every build lists."""
+    (device,) = [d for d in ort.get_ep_devices() if d.ep_name == "CPUExecutionProvider"]
+    spec = P.ProviderSpec("CPUExecutionProvider", {}, device, "builtin")
+    assert "on CPU device" in spec.description
+    session = P.make_provider_session(watched_model().SerializeToString(), spec)
+    assert session.get_providers()[0] == "CPUExecutionProvider"
+    x = np.eye(3, 4, dtype=np.float32)
+    assert session.run(["nz"], {"x": x})[0].tolist() == [[0, 1, 2], [0, 1, 2]]
+    assert P.node_providers(session)["nonzero"] == "CPUExecutionProvider"
+
+
+def test_node_providers_and_findings_on_cpu():
+    model = watched_model()
+    session = P.make_provider_session(model.SerializeToString(), P.resolve_backend("ort-cpu"))
+    assignment = P.node_providers(session)
+    assert assignment == {"nonzero": "CPUExecutionProvider", "eye_of_input": "CPUExecutionProvider",
+                          "relu": "CPUExecutionProvider"}
+    (finding,) = P.placement_findings(model, assignment, "CPUExecutionProvider")
+    assert (finding.node, finding.op_type, finding.provider) == ("eye_of_constant", "EyeLike", None)
+    assert "removed by onnxruntime's constant folding" in finding.describe("CPUExecutionProvider")
+
+
+def test_findings_name_a_fallback():
+    assignment = {"nonzero": "CPUExecutionProvider", "eye_of_input": "OpenVINOExecutionProvider",
+                  "relu": "CPUExecutionProvider"}
+    findings = P.placement_findings(watched_model(), assignment, "OpenVINOExecutionProvider")
+    assert [f.describe("OpenVINOExecutionProvider") for f in findings] == [
+        "NonZero node nonzero: fell back to CPUExecutionProvider (requested OpenVINOExecutionProvider)",
+        "EyeLike node eye_of_constant: removed by onnxruntime's constant folding (no provider ran it)"]
+
+
+def test_no_assignment_without_recording():
+    session = P.make_session(watched_model().SerializeToString(), ["CPUExecutionProvider"])
+    assert P.node_providers(session) is None
+
+
+def test_no_fallback_sets_the_session_option():
+    options = P.session_options(no_fallback=True)
+    assert options.get_session_config_entry(P.FALLBACK_OPTION) == "1"
+    assert options.get_session_config_entry(P.RECORD_ASSIGNMENT_OPTION) == "1"
+
+
+def test_no_fallback_on_cpu_itself_is_not_a_conflict():
+    session = P.make_provider_session(watched_model().SerializeToString(), P.resolve_backend("ort-cpu"),
+                                      no_fallback=True)
+    assert session.get_providers() == ["CPUExecutionProvider"]
+
+
+def test_no_fallback_makes_an_unplaceable_node_an_error():
+    """Without the CPU provider to fall back to, a provider lacking a kernel fails to load."""
+    providers = [p for p in ort.get_available_providers() if p not in ("CPUExecutionProvider",)]
+    if not providers:
+        pytest.skip("no provider besides CPUExecutionProvider here")
+    spec = P.ProviderSpec(providers[0])
+    with pytest.raises(DmlLowerError) as exc:
+        P.make_provider_session(watched_model().SerializeToString(), spec, no_fallback=True)
+    assert "with CPU fallback disabled" in one_line(exc)

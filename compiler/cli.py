@@ -151,7 +151,8 @@ def cmd_check(args) -> int:
     loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
     feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
                           model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
-                          more_feeds=more, loaded=loaded)
+                          more_feeds=more, loaded=loaded, provider_options=args.provider_option,
+                          ep_libraries=args.ep_library, no_fallback=args.no_fallback)
     if args.save_inputs:
         _write(args.save_inputs, "the inputs", lambda p: np.savez(p, **feeds))
     if args.save_outputs:
@@ -299,6 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the oracle's outputs (OUTPUT) and each backend's (BACKEND:OUTPUT)")
     p.add_argument("--load-outputs", metavar="F.npz",
                    help="compare outputs saved by --save-outputs (or run --save-outputs) with the oracle")
+    p.add_argument("--provider-option", action="append", metavar="NAME=VALUE",
+                   help="an option for the ort-*/ort:<Name> backends' provider (repeatable), e.g. device_type=CPU")
+    p.add_argument("--ep-library", action="append", metavar="NAME=PATH",
+                   help="register a plugin execution provider library (onnxruntime >= 1.22; repeatable)")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="set session.disable_cpu_ep_fallback: a node the provider cannot take is an error")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
                    help="absolute tolerance for floats, global or per output (repeatable; default 1e-6)")

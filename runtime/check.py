@@ -26,7 +26,8 @@ from .compare import BackendReport, OutputResult, compare
 from .feeds import check_feeds
 from .nondeterminism import random_values
 from .oracle import Oracle
-from .ort_providers import MAX_IR_VERSION, make_session, resolve
+from .ort_providers import (MAX_IR_VERSION, ProviderSpec, make_provider_session, node_providers,
+                            placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
 
 BACKENDS = {
@@ -135,11 +136,15 @@ def _provider_of(backend: str) -> "str | None":
     return None
 
 
-def plan_backends(backends: "list[str]") -> "tuple[dict[str, list[str]], dict[str, str]]":
-    """(provider lists for the onnxruntime backends, {backend: why it is unavailable here}).
+def plan_backends(backends: "list[str]", provider_options: "list[str] | None" = None,
+                  ep_libraries: "list[str] | None" = None) -> "tuple[dict[str, ProviderSpec], dict[str, str]]":
+    """(the provider of each onnxruntime backend, {backend: why it is unavailable here}).
 
-    An unknown backend name is a usage error; so is a list where no backend is available.
+    An unknown backend or provider name is a usage error; so is a list where no backend is
+    available. A provider onnxruntime knows but this machine lacks (DirectML on Linux) is
+    reported unavailable while the other backends run.
     """
+    import onnxruntime as ort
     if not backends:
         raise DmlLowerError("no backend to check; choose from " + ", ".join(BACKENDS) + ", ort:<ProviderName>")
     providers: "dict[str, list[str]]" = {}
@@ -151,8 +156,10 @@ def plan_backends(backends: "list[str]") -> "tuple[dict[str, list[str]], dict[st
                                 "ort:<ProviderName>")
         if provider is not None:
             try:
-                providers[backend] = resolve([provider])
+                providers[backend] = resolve_backend(backend, provider_options, ep_libraries)
             except DmlLowerError as exc:
+                if provider_name(backend) not in ort.get_all_providers():
+                    raise
                 unavailable[backend] = str(exc)
     if len(unavailable) == len(backends):
         raise DmlLowerError(next(iter(unavailable.values())))
@@ -163,9 +170,12 @@ class OriginalOnProvider:
     """The original model on one onnxruntime provider. A node the provider has no kernel for is
     cut out: its outputs are UNSUPPORTED, and what reads them is fed the oracle's values."""
 
-    def __init__(self, compiled, providers: "list[str]") -> None:
+    def __init__(self, compiled, provider: ProviderSpec, no_fallback: bool = False) -> None:
         self.compiled = compiled
-        self.providers = providers
+        self.provider = provider
+        self.providers = [provider.name]
+        self.no_fallback = no_fallback
+        self.assignment: "dict[str, str] | None" = None
         self.unsupported: "dict[str, str]" = {}     # node -> onnxruntime's reason
         self.cut_outputs: "dict[str, str]" = {}     # value produced by a cut node -> node
         self.fed: "set[str]" = set()                # cut values fed from the oracle
@@ -178,15 +188,15 @@ class OriginalOnProvider:
         model.ir_version = min(model.ir_version, MAX_IR_VERSION)
         for _ in range(len(model.graph.node) + 1):
             try:
-                self._session = make_session(model.SerializeToString(), self.providers)
+                self._session = make_provider_session(model.SerializeToString(), self.provider, self.no_fallback)
                 break
-            except Exception as exc:
+            except DmlLowerError as exc:
                 found = _NO_KERNEL.search(str(exc))
                 names = {n.name for n in model.graph.node}
                 if not found or found.group(1) not in names or "NOT_IMPLEMENTED" not in str(exc):
-                    raise DmlLowerError(f"onnxruntime ({', '.join(self.providers)}) cannot load the model: "
-                                        f"{first_line(exc)}") from None
-                self._cut(model, found.group(1), first_line(exc))
+                    raise
+                self._cut(model, found.group(1), str(exc).split("cannot load the model: ", 1)[-1])
+        self.assignment = node_providers(self._session)
         self._outputs = [n for n in self.compiled.output_names if n not in self.cut_outputs]
 
     def _cut(self, model: onnx.ModelProto, name: str, reason: str) -> None:
@@ -212,6 +222,10 @@ class OriginalOnProvider:
     def prepare(self) -> None:
         if self._session is None:
             self._build()
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: Callable[[str], np.ndarray]) -> "dict[str, np.ndarray]":
         if self._session is None:
@@ -258,12 +272,15 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
           strict: "bool | None" = None, model_name: str = "",
           memory_limit: "int | str | None" = None, oracle: "str | Oracle" = "hybrid",
           more_feeds: "list[Mapping[str, object]] | None" = None,
-          loaded: "LoadedOutputs | None" = None) -> "tuple[dict, CheckReport]":
+          loaded: "LoadedOutputs | None" = None, provider_options: "list[str] | None" = None,
+          ep_libraries: "list[str] | None" = None, no_fallback: bool = False) -> "tuple[dict, CheckReport]":
     """Every backend against the oracle on the same (validated) feeds.
 
     `more_feeds`: further feed sets (--iterations); every set is checked the same way.
+    `provider_options` (NAME=VALUE), `ep_libraries` (NAME=PATH) and `no_fallback` apply to the
+    backends that run the original model on an onnxruntime provider.
     """
-    providers, unavailable = plan_backends(backends)
+    providers, unavailable = plan_backends(backends, provider_options, ep_libraries)
     tolerances.check_names(compiled.output_names)
     if memory_limit is not None:
         from .memory import parse_size
@@ -278,7 +295,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     reports = {b: BackendReport(b) for b in runnable}
     if loaded is not None:
         reports.update({b: BackendReport(b) for b in loaded.by_backend})
-    originals = {b: OriginalOnProvider(compiled, providers[b]) for b in runnable if b in providers}
+    originals = {b: OriginalOnProvider(compiled, providers[b], no_fallback) for b in runnable if b in providers}
     for backend, original in originals.items():
         started = time.perf_counter()
         try:
@@ -330,6 +347,14 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     for backend, original in originals.items():
         reports[backend].unsupported_nodes = dict(original.unsupported)
         reports[backend].fed_from_oracle = sorted(original.fed)
+        reports[backend].node_providers = original.assignment
+        if original.assignment is not None:
+            reports[backend].placement_notes = [
+                f.describe(original.provider.name)
+                for f in placement_findings(compiled.model, original.assignment, original.provider.name)
+                if f.node not in original.unsupported]
+        elif original.loaded:
+            reports[backend].placement_notes = ["this onnxruntime cannot report which provider ran each node"]
     regions = {}
     if "cpu" in runnable:
         runner = compiled.session("cpu").regions
@@ -352,7 +377,7 @@ def _compare_one(name: str, backend: str, want: np.ndarray, actual: Mapping[str,
     if original is not None and name in original.cut_outputs:
         node = original.cut_outputs[name]
         result = OutputResult(name, backend, "unsupported", list(want.shape), None, str(want.dtype), None)
-        result.detail = f"node {node} has no kernel on {', '.join(original.providers)}: {original.unsupported[node]}"
+        result.detail = f"node {node} has no kernel on {original.provider.description}: {original.unsupported[node]}"
         return result
     atol, rtol = tolerances.for_output(name)
     got = actual.get(name)

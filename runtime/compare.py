@@ -72,6 +72,7 @@ class BackendReport:
     unsupported_nodes: "dict[str, str]" = field(default_factory=dict)
     fed_from_oracle: "list[str]" = field(default_factory=list)   # values of unsupported nodes fed in
     node_providers: "dict[str, str] | None" = None
+    placement_notes: "list[str]" = field(default_factory=list)   # provider fallbacks, folded nodes
     values: "dict" = field(default_factory=dict, repr=False)   # its outputs for the first feed set
 
     @property
@@ -86,4 +87,6 @@ class BackendReport:
                 "outputs": [o.to_dict() for o in self.outputs]}
         if self.node_providers is not None:
             data["node_providers"] = dict(self.node_providers)
+        if self.placement_notes:
+            data["placement_notes"] = list(self.placement_notes)
         return data

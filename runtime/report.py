@@ -74,6 +74,8 @@ def format_text(report: CheckReport) -> str:
     lines.append("results:")
     lines.append(format_results(report))
     for backend in report.backends:
+        for note in backend.placement_notes:
+            lines.append(f"  [{backend.backend}] {note}")
         if backend.fed_from_oracle:
             lines.append(f"  [{backend.backend}] nodes it has no kernel for ({', '.join(backend.unsupported_nodes)}) "
                          f"were cut out; their values {', '.join(backend.fed_from_oracle)} came from the oracle")

@@ -423,20 +423,25 @@ def test_diagonal_matrix_equals_diagonal_matrix1_with_unit_band():
 
 # -- ELEMENT_WISE_IDENTITY: transposes and crops through strides -------------------------------
 
+def identity_of_view(x, dtype, view: TensorDesc, offset: int = 0) -> np.ndarray:
+    """Upload x packed, ELEMENT_WISE_IDENTITY from `view` over its buffer into a packed output, download."""
+    g = Graph(parse_level("5_1"))
+    g.inputs.append("x")
+    xv = add_packed(g, "xbuf", dtype, x.shape)
+    g.add_view("src.v", "xbuf", view, offset)
+    y = add_packed(g, "ybuf", dtype, view.sizes)
+    g.add(Upload("x", xv))
+    g.add(ElementWiseIdentity("src.v", y))
+    g.add(Download(y, "y", ONNX_OF[dtype], view.sizes))
+    g.outputs.append("y")
+    verify_graph(g)
+    return execute(g, {"x": x}, strict=True)["y"]
+
+
 @pytest.mark.parametrize("dtype", [T.FLOAT32, T.INT64, T.UINT8, T.FLOAT16])
 def test_identity_realises_a_transpose(dtype, rng):
     x = _random_input(rng, dtype, (3, 4))
-    g = Graph(parse_level("5_1"))
-    g.inputs.append("x")
-    xv = add_packed(g, "xbuf", dtype, (3, 4))
-    g.add_view("xT.v", "xbuf", TensorDesc(dtype, (4, 3), (1, 4)))
-    y = add_packed(g, "ybuf", dtype, (4, 3))
-    g.add(Upload("x", xv))
-    g.add(ElementWiseIdentity("xT.v", y))
-    g.add(Download(y, "y", ONNX_OF[dtype], (4, 3)))
-    g.outputs.append("y")
-    verify_graph(g)
-    out = execute(g, {"x": x}, strict=True)["y"]
+    out = identity_of_view(x, dtype, TensorDesc(dtype, (4, 3), (1, 4)))
     want = np.array([[x[r, c] for r in range(3)] for c in range(4)], NP_OF[dtype])
     assert_same(out, want)
 
@@ -446,17 +451,7 @@ def test_identity_realises_a_crop(dtype, rng):
     x = _random_input(rng, dtype, (5, 8))
     item = np.dtype(NP_OF[dtype]).itemsize
     row0, col0 = 2, 0 if item == 1 else (4 if item == 4 else 2)   # offset stays a multiple of 16 bytes
-    g = Graph(parse_level("5_1"))
-    g.inputs.append("x")
-    xv = add_packed(g, "xbuf", dtype, (5, 8))
-    g.add_view("crop.v", "xbuf", TensorDesc(dtype, (3, 4), (8, 1)), (row0 * 8 + col0) * item)
-    y = add_packed(g, "ybuf", dtype, (3, 4))
-    g.add(Upload("x", xv))
-    g.add(ElementWiseIdentity("crop.v", y))
-    g.add(Download(y, "y", ONNX_OF[dtype], (3, 4)))
-    g.outputs.append("y")
-    verify_graph(g)
-    out = execute(g, {"x": x}, strict=True)["y"]
+    out = identity_of_view(x, dtype, TensorDesc(dtype, (3, 4), (8, 1)), (row0 * 8 + col0) * item)
     want = np.array([[x[row0 + r, col0 + c] for c in range(4)] for r in range(3)], NP_OF[dtype])
     assert_same(out, want)
 

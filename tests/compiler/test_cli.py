@@ -11,14 +11,14 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto as T
-from onnx.reference import ReferenceEvaluator
 
 from onnx_dml_lowering import ir
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.compiler.examples import example_paths
 from onnx_dml_lowering.runtime.feeds import random_feeds
-from tests.conftest import single_node_model
+from tests.builders import single_node_model
+from tests.oracle import assert_outputs_same, reference
 from onnx_dml_lowering.ir import graph_to_dict, graph_from_dict, format_graph
 
 EXAMPLES = example_paths()
@@ -35,21 +35,6 @@ def cli(argv, capsys) -> "tuple[int, str, str]":
 
 def lowered_op_nodes(model: onnx.ModelProto) -> "set[str]":
     return {n.name for n in compile_model(model).model.graph.node if n.op_type in ("NonZero", "EyeLike")}
-
-
-def reference(model_path, feeds) -> "dict[str, np.ndarray]":
-    model = onnx.load(str(model_path))
-    results = ReferenceEvaluator(model).run(None, dict(feeds))
-    return {o.name: np.asarray(v) for o, v in zip(model.graph.output, results)}
-
-
-def assert_same_outputs(actual, expected) -> None:
-    assert sorted(actual) == sorted(expected)
-    for name, want in expected.items():
-        got = actual[name]
-        assert got.dtype == want.dtype, (name, got.dtype, want.dtype)
-        assert got.shape == want.shape, (name, got.shape, want.shape)
-        np.testing.assert_array_equal(got, want, err_msg=name)
 
 
 # -- compile -------------------------------------------------------------------------------------
@@ -168,7 +153,7 @@ def test_run_inputs_and_save_outputs_round_trip(path, seed, tmp_path, capsys):
     assert code == 0, err
     with np.load(outputs_file) as saved:
         actual = {name: saved[name] for name in saved.files}
-    assert_same_outputs(actual, reference(path, feeds))
+    assert_outputs_same(actual, reference(path, feeds))
 
 
 def test_run_seed_is_deterministic(tmp_path, capsys):
@@ -181,7 +166,7 @@ def test_run_seed_is_deterministic(tmp_path, capsys):
         with np.load(target) as saved:
             runs.append(({n: saved[n] for n in saved.files}, out.replace(str(target), "OUT")))
     (first, first_out), (second, second_out), (other, _) = runs
-    assert_same_outputs(second, first)
+    assert_outputs_same(second, first)
     assert second_out == first_out
     assert any(first[n].shape != other[n].shape or not np.array_equal(first[n], other[n]) for n in first), \
         "--seed has no effect on the feeds"

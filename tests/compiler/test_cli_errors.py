@@ -23,7 +23,7 @@ from onnx_dml_lowering import compiler
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.ir import DmlLowerError
-from tests.conftest import single_node_model
+from tests.builders import graph_model, single_node_model
 
 REPO = Path(compiler.__file__).resolve().parent.parent
 
@@ -70,13 +70,10 @@ def eyelike_opset8_model() -> onnx.ModelProto:
 
 def eyelike_runtime_rank_model() -> onnx.ModelProto:
     """EyeLike (node 'eye') of Reshape(x, s): its input's rank is only known at run time."""
-    graph = h.make_graph(
+    return graph_model(
         [h.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),
          h.make_node("EyeLike", ["r"], ["y"], name="eye")],
-        "eyelike_runtime_rank",
-        [h.make_tensor_value_info("x", T.FLOAT, ["n"]), h.make_tensor_value_info("s", T.INT64, ["k"])],
-        [h.make_tensor_value_info("y", T.FLOAT, [None, None])])
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+        [("x", T.FLOAT, ["n"]), ("s", T.INT64, ["k"])], [("y", T.FLOAT, 2)])
 
 
 def npz(path: Path, **arrays) -> str:

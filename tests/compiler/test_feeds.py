@@ -13,39 +13,21 @@ import onnx
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
-from onnx import numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
-from tests.conftest import single_node_model
-
-
-def native(array) -> np.ndarray:
-    """The same values, native byte order, C order: what the oracle is given."""
-    array = np.asarray(array)
-    return array.astype(array.dtype.newbyteorder("="), order="C", copy=True)   # keeps 0-d arrays 0-d
-
-
-def reference(model: onnx.ModelProto, feeds) -> "dict[str, np.ndarray]":
-    results = ReferenceEvaluator(model).run(None, {k: native(v) for k, v in feeds.items()})
-    return {o.name: np.asarray(v) for o, v in zip(model.graph.output, results)}
+from tests.builders import graph_model, single_node_model
+from tests.oracle import assert_outputs_same, assert_same, native, reference
 
 
 def assert_matches_reference(model: onnx.ModelProto, feeds, level: str = "5_1", compiled=None):
     compiled = compiled or compile_model(model, feature_level=level)
     before = {k: native(v).copy() for k, v in feeds.items()}
     actual = compiled.run(feeds)
-    expected = reference(model, before)
-    assert sorted(actual) == sorted(expected)
-    for name, want in expected.items():
-        got = actual[name]
-        assert isinstance(got, np.ndarray)
-        assert got.dtype == want.dtype, (name, got.dtype, want.dtype)
-        assert got.shape == want.shape, (name, got.shape, want.shape)
-        np.testing.assert_array_equal(got, want, err_msg=name)
+    assert all(isinstance(got, np.ndarray) for got in actual.values())
+    assert_outputs_same(actual, reference(model, before))
     for name, value in feeds.items():          # the caller's arrays are left untouched
-        np.testing.assert_array_equal(native(value), before[name], err_msg=f"feed {name} modified")
+        assert_same(native(value), before[name], f"feed {name} modified")
     return compiled, actual
 
 
@@ -248,17 +230,13 @@ def test_scalar_nonzero_left_to_onnx_reports_onnxruntime_deviation():
 # -- symbolic dimension: one compile, several sizes ----------------------------------------------------
 
 def symbolic_model() -> onnx.ModelProto:
-    graph = h.make_graph(
+    return graph_model(
         [h.make_node("NonZero", ["x"], ["nz"], name="nz"),
          h.make_node("EyeLike", ["x"], ["eye"], name="eye", k=1),
          h.make_node("Transpose", ["nz"], ["nz_t"], name="tr", perm=[1, 0]),
          h.make_node("GatherND", ["x", "nz_t"], ["picked"], name="gather")],
-        "symbolic_n",
-        [h.make_tensor_value_info("x", T.FLOAT, ["N", 4])],
-        [h.make_tensor_value_info("nz", T.INT64, [2, None]),
-         h.make_tensor_value_info("eye", T.FLOAT, ["N", 4]),
-         h.make_tensor_value_info("picked", T.FLOAT, [None])])
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+        [("x", T.FLOAT, ["N", 4])],
+        [("nz", T.INT64, [2, None]), ("eye", T.FLOAT, ["N", 4]), ("picked", T.FLOAT, 1)])
 
 
 def test_symbolic_dimension_runs_at_several_sizes():
@@ -273,7 +251,7 @@ def test_symbolic_dimension_runs_at_several_sizes():
         assert_matches_reference(model, {"x": sparse(rng, (n, 4))}, compiled=compiled)
     # Earlier results are not aliased by later runs.
     for name, value in first_copy.items():
-        np.testing.assert_array_equal(first[name], value)
+        assert_same(first[name], value, name)
     assert_matches_reference(model, {"x": first_feed}, compiled=compiled)
 
 
@@ -290,13 +268,10 @@ def test_symbolic_dimension_at_lower_levels(level):
 
 def test_initializer_input_can_be_overridden():
     """ONNX: an initializer named among the graph inputs is a default; a feed replaces it."""
-    weights = numpy_helper.from_array(np.array([1, 0, 2, 0], np.float32), "w")
-    graph = h.make_graph(
+    model = graph_model(
         [h.make_node("Mul", ["x", "w"], ["m"], name="mul"), h.make_node("NonZero", ["m"], ["y"], name="nz")],
-        "override",
-        [h.make_tensor_value_info("x", T.FLOAT, [3, 4]), h.make_tensor_value_info("w", T.FLOAT, [4])],
-        [h.make_tensor_value_info("y", T.INT64, [2, None])], [weights])
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+        [("x", T.FLOAT, [3, 4]), ("w", T.FLOAT, [4])], [("y", T.INT64, [2, None])],
+        {"w": np.array([1, 0, 2, 0], np.float32)})
     compiled = compile_model(model)
     x = np.ones((3, 4), np.float32)
     assert_matches_reference(model, {"x": x}, compiled=compiled)          # the default

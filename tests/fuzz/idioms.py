@@ -16,9 +16,10 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 from onnx_dml_lowering.ir.dtypes import onnx_type_name
+from tests.builders import graph_model
 from tests.fuzz.strategies import (DECLARED, INT64_MAX, LAYOUTS, Case, _bits_dtype,
                                    arrays, declared_shape, element_bits, ks_for, levels,
-                                   make_model, numpy_type, onnx_types, shapes)
+                                   numpy_type, onnx_types, shapes)
 
 
 def _value_info(name: str, elem: int, shape) -> "object":
@@ -120,7 +121,7 @@ def nonzero_idiom_cases(draw, level=levels) -> Case:
         what += " (nz is an output)"
     what = f"{what}; x: {onnx_type_name(in_type)} {list(shape)} declared {how}"
     graph_inputs = [_value_info("x", in_type, declared_shape(shape, how))] + extra_inputs
-    model = make_model(nodes, graph_inputs, outputs, 13)
+    model = graph_model(nodes, graph_inputs, outputs, opset=13)
     if inits:
         model.graph.initializer.extend(inits)
     return Case(what, model, {"x": x, **feeds_extra}, draw(level), {"x": draw(LAYOUTS)})
@@ -356,7 +357,7 @@ def diagonal_idiom_cases(draw, level=levels) -> Case:
                 f"{'outside' if inverted else 'on'} diagonals [{min(lo, hi)}, {max(lo, hi)}) "
                 f"(bits of w: {array.reshape(-1).view(_bits_dtype(dt)) if dt != np.bool_ else array.reshape(-1)})")
         opset = 14
-    model = make_model(nodes, inputs, outputs, opset)
+    model = graph_model(nodes, inputs, outputs, opset=opset)
     if inits:
         model.graph.initializer.extend(inits)
     return Case(what, model, feeds, lv)

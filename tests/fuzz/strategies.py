@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from onnx import TensorProto as T
@@ -16,6 +17,7 @@ from onnx import helper as h
 
 from onnx_dml_lowering.ir import ALL_LEVELS
 from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy, onnx_type_name
+from tests.builders import graph_model
 
 MAX_ELEMENTS = 512
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -168,6 +170,10 @@ def levels_in(group: str) -> st.SearchStrategy:
     return st.sampled_from([lv for lv in ALL_LEVELS if lv.name in LEVEL_GROUPS[group]])
 
 
+# A property runs once per group, drawing its feature level with levels_in(group).
+level_groups = pytest.mark.parametrize("group", list(LEVEL_GROUPS))
+
+
 # EyeLike's k: the whole int64 range, with weight on the values that matter.
 _K_LANDMARKS = [0, 1, -1, 2, -2, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**32, -(2**32),
                 2**40, -(2**40), INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1]
@@ -249,15 +255,10 @@ def _array_repr(a: np.ndarray) -> str:
     return text
 
 
-def make_model(nodes, inputs, outputs, opset: int):
-    graph = h.make_graph(nodes, "fuzz", inputs, outputs)
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=8)
-
-
 def nonzero_model(in_type: int, in_shape: list, opset: int = 13):
     x = h.make_tensor_value_info("x", in_type, in_shape)
     y = h.make_tensor_value_info("y", T.INT64, [None, None])
-    return make_model([h.make_node("NonZero", ["x"], ["y"], name="nonzero")], [x], [y], opset)
+    return graph_model([h.make_node("NonZero", ["x"], ["y"], name="nonzero")], [x], [y], opset=opset)
 
 
 def eyelike_attrs(k: "int | None", dtype: "int | None") -> dict:
@@ -274,7 +275,7 @@ def eyelike_model(in_type: int, in_shape: list, k: "int | None", dtype: "int | N
     x = h.make_tensor_value_info("x", in_type, in_shape)
     y = h.make_tensor_value_info("y", out_type, [None, None])
     node = h.make_node("EyeLike", ["x"], ["y"], name="eyelike", **eyelike_attrs(k, dtype))
-    return make_model([node], [x], [y], opset)
+    return graph_model([node], [x], [y], opset=opset)
 
 
 def _eyelike_words(k, dtype) -> str:
@@ -462,7 +463,7 @@ def two_node_cases(draw, level=levels) -> Case:
     what = what.replace("(x", f"(x: {onnx_type_name(in_type)} {list(shape)} declared {how}", 1)
     what += f", opset {opset}, outputs {[o.name for o in outputs]}"
     x_info = h.make_tensor_value_info("x", in_type, declared_shape(shape, how))
-    model = make_model(nodes, [x_info] + inputs_extra, outputs, opset)
+    model = graph_model(nodes, [x_info] + inputs_extra, outputs, opset=opset)
     return Case(what, model, {"x": x, **feeds_extra}, draw(level), {"x": draw(LAYOUTS)})
 
 
@@ -504,7 +505,7 @@ def rerun_cases(draw, level=levels) -> "list[Case]":
         y_info = h.make_tensor_value_info("y", T.INT64, [None, None])
         nodes = [h.make_node("Reshape", ["x", "shape"], ["r"], name="reshape", allowzero=1),
                  h.make_node("NonZero", ["r"], ["y"], name="nonzero")]
-        model = make_model(nodes, [x_info, s_info], [y_info], 14)
+        model = graph_model(nodes, [x_info, s_info], [y_info], opset=14)
         for _ in range(count):
             (size,) = draw(shapes(min_rank=1, max_rank=1))
             target = draw(_factorisation(size))

@@ -1,7 +1,8 @@
 """Differential properties: the lowered model equals onnx.reference on the original, bit for bit.
 
 compile_model(model, feature_level=L).run(feeds) must give the same dtype, shape and bytes as
-onnx.reference.ReferenceEvaluator(model) (NaN positions equal), at every feature level, whether
+onnx.reference.ReferenceEvaluator(model) (tests/oracle.py's rule: NaN bit patterns and the sign
+of zero included), at every feature level, whether
 each node was lowered onto DirectML operators or declined and left to ONNX.
 
 Each property runs once per group of feature levels with the same support tables
@@ -11,23 +12,16 @@ model in words, the feature level, and the feeds with their bit patterns.
 """
 from __future__ import annotations
 
-import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from onnx_dml_lowering.compiler import compile_model
-from tests.fuzz.compare import assert_outputs_bit_exact, reference
-from tests.fuzz.strategies import (LEVEL_GROUPS, Case, eyelike_cases, levels_in, nonzero_cases,
+from tests.oracle import differential
+from tests.fuzz.strategies import (Case, eyelike_cases, level_groups, levels_in, nonzero_cases,
                                    two_node_cases)
 
-level_groups = pytest.mark.parametrize("group", list(LEVEL_GROUPS))
-
-
 def check_against_reference(case: Case) -> None:
-    compiled = compile_model(case.model, feature_level=case.level)
-    ours = compiled.run(case.our_feeds(), strict=True)
-    expected = reference(case.model, case.feeds)
-    assert_outputs_bit_exact(ours, expected)
+    compiled, ours, _ = differential(case.model, case.feeds, case.level, our_feeds=case.our_feeds(),
+                                     nan_payloads=False)
     # Every NonZero / EyeLike node is accounted for in the placement report.
     placed = {name for entry in compiled.placement for name in entry.onnx_nodes}
     for node in case.model.graph.node:

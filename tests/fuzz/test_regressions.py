@@ -12,26 +12,20 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
-from tests.fuzz.compare import assert_outputs_bit_exact, reference
+from tests.builders import graph_model, single_node_model
+from tests.oracle import assert_outputs_same, differential
 
 
 def _squeeze_nonzero(in_type: int):
-    x = h.make_tensor_value_info("x", in_type, ["a", "b"])
-    y = h.make_tensor_value_info("y", T.INT64, [None, None])
     nodes = [h.make_node("Squeeze", ["x"], ["s"], name="squeeze"),
              h.make_node("NonZero", ["s"], ["y"], name="nonzero")]
-    graph = h.make_graph(nodes, "squeeze_nonzero", [x], [y])
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+    return graph_model(nodes, [("x", in_type, ["a", "b"])], [("y", T.INT64, 2)])
 
 
 def _reshape_nonzero(in_type: int):
-    x = h.make_tensor_value_info("x", in_type, [])
-    shape = h.make_tensor_value_info("shape", T.INT64, [None])
-    y = h.make_tensor_value_info("y", T.INT64, [None, None])
     nodes = [h.make_node("Reshape", ["x", "shape"], ["r"], name="reshape", allowzero=1),
              h.make_node("NonZero", ["r"], ["y"], name="nonzero")]
-    graph = h.make_graph(nodes, "reshape_nonzero", [x, shape], [y])
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", 14)], ir_version=8)
+    return graph_model(nodes, [("x", in_type, []), ("shape", T.INT64, 1)], [("y", T.INT64, 2)], opset=14)
 
 
 # Bug 1 (found by test_two_node_models_match_onnx_reference; fixed in 03bed00): a NonZero whose
@@ -50,11 +44,7 @@ def _reshape_nonzero(in_type: int):
 ], ids=["squeeze-float-1_0", "squeeze-uint8-2_1", "squeeze-int64-5_1", "squeeze-int64-6_4",
         "reshape-int32-1_0", "reshape-int64-4_1"])
 def test_scalar_nonzero_of_unknown_rank_left_to_onnx_has_onnx_shape(level, make, in_type, feeds):
-    model = make(in_type)
-    ours = compile_model(model, feature_level=level).run(feeds, strict=True)
-    expected = reference(model, feeds)
-    assert expected["y"].shape[0] == 0
-    assert_outputs_bit_exact(ours, expected)
+    assert differential(make(in_type), feeds, level).expected["y"].shape[0] == 0
 
 
 # Bug 2 (found by test_strict_poison_never_reaches_an_output; fixed in a2cf67d): compiled.run
@@ -76,13 +66,9 @@ _ROW = np.array([1.0, 0.0, 2.5], np.float32)
 def test_c_contiguous_feed_with_unit_dim_strides_uploads(level, make_feed):
     x = make_feed()
     assert x.flags.c_contiguous and x.strides != (12, 4)
-    model = h.make_model(h.make_graph(
-        [h.make_node("NonZero", ["x"], ["y"], name="nonzero")], "nonzero",
-        [h.make_tensor_value_info("x", T.FLOAT, [1, 3])],
-        [h.make_tensor_value_info("y", T.INT64, [None, None])]),
-        opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+    model = single_node_model("NonZero", T.FLOAT, [1, 3], T.INT64)
     ours = compile_model(model, feature_level=level).run({"x": x}, strict=True)
-    assert_outputs_bit_exact(ours, {"y": np.array([[0, 0], [0, 2]], np.int64)})
+    assert_outputs_same(ours, {"y": np.array([[0, 0], [0, 2]], np.int64)})
 
 
 # Bug 3 (found by test_diagonal_idioms_match_onnx_reference; fixed in 3617436): the torch.eye
@@ -91,26 +77,19 @@ def test_c_contiguous_feed_with_unit_dim_strides_uploads(level, make_feed):
 # Equal(Unsqueeze(r, -1), r) is 1x1 True, yet the lowered model returned 0x0 (2.5 gave 2x2, not
 # 3x3). The start and delta were truncated the same way (Range(0, 3, 1.5) matched as step 1).
 def _eye_from_float_range(n: float, delta: float = 1.0):
-    from onnx import numpy_helper
-    inits = [numpy_helper.from_array(np.array(0, np.float32), "start"),
-             numpy_helper.from_array(np.array(delta, np.float32), "delta"),
-             numpy_helper.from_array(np.array(n, np.float32), "n"),
-             numpy_helper.from_array(np.array([-1], np.int64), "axes")]
+    inits = {"start": np.array(0, np.float32), "delta": np.array(delta, np.float32),
+             "n": np.array(n, np.float32), "axes": np.array([-1], np.int64)}
     nodes = [h.make_node("Range", ["start", "n", "delta"], ["rows"], name="range_rows"),
              h.make_node("Unsqueeze", ["rows", "axes"], ["column"], name="unsqueeze"),
              h.make_node("Equal", ["column", "rows"], ["eq"], name="equal")]
-    graph = h.make_graph(nodes, "eye", [], [h.make_tensor_value_info("eq", T.BOOL, [None, None])], inits)
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+    return graph_model(nodes, [], [("eq", T.BOOL, 2)], inits)
 
 
 @pytest.mark.parametrize("level", ["3_0", "5_1"])
 @pytest.mark.parametrize("n,delta", [(0.5, 1.0), (2.5, 1.0), (3.0, 1.5)])
 def test_eye_from_float_ranges_has_ranges_length(level, n, delta):
-    model = _eye_from_float_range(n, delta)
-    ours = compile_model(model, feature_level=level).run({}, strict=True)
-    expected = reference(model, {})
+    expected = differential(_eye_from_float_range(n, delta), {}, level).expected
     assert expected["eq"].shape == (int(np.ceil(n / delta)),) * 2
-    assert_outputs_bit_exact(ours, expected)
 
 
 @pytest.mark.parametrize("make_feed", [
@@ -120,13 +99,8 @@ def test_eye_from_float_ranges_has_ranges_length(level, n, delta):
 ], ids=["flipped", "prefix", "strided"])
 def test_one_element_views_upload(make_feed):
     x = make_feed()
-    model = h.make_model(h.make_graph(
-        [h.make_node("NonZero", ["x"], ["y"], name="nonzero")], "nonzero",
-        [h.make_tensor_value_info("x", T.FLOAT, [1])],
-        [h.make_tensor_value_info("y", T.INT64, [None, None])]),
-        opset_imports=[h.make_opsetid("", 13)], ir_version=8)
-    ours = compile_model(model, feature_level="5_1").run({"x": x}, strict=True)
-    assert_outputs_bit_exact(ours, reference(model, {"x": np.ascontiguousarray(x)}))
+    model = single_node_model("NonZero", T.FLOAT, [1], T.INT64)
+    differential(model, {"x": np.ascontiguousarray(x)}, "5_1", our_feeds={"x": x})
 
 
 # Bug 4 (found by test_ort_backend_matches_onnx_reference; fixed in 3617436): backend="ort" ran
@@ -136,15 +110,10 @@ def test_one_element_views_upload(make_feed):
 # or -0.0 (the constant_diagonal idiom).
 @pytest.mark.parametrize("value", [np.inf, -np.inf, -0.0], ids=["inf", "-inf", "-0.0"])
 def test_ort_backend_diagonal_matrix_keeps_zeros_off_the_diagonal(value):
-    from onnx import numpy_helper
     w = np.where(np.eye(3, 4, 1) == 1, np.float32(value), np.float32(0)).astype(np.float32)
-    graph = h.make_graph([h.make_node("Identity", ["w"], ["y"], name="identity")], "band", [],
-                         [h.make_tensor_value_info("y", T.FLOAT, [None, None])],
-                         [numpy_helper.from_array(w, "w")])
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 14)], ir_version=8)
-    compiled = compile_model(model, feature_level="5_1")
+    model = graph_model([h.make_node("Identity", ["w"], ["y"], name="identity")], [], [("y", T.FLOAT, 2)],
+                        {"w": w}, opset=14)
+    compiled, _, expected = differential(model, {}, "5_1")
     assert compiled.graph.dml_operators == ["DIAGONAL_MATRIX"]
-    expected = reference(model, {})
-    assert_outputs_bit_exact(compiled.run({}, strict=True), expected)
     ours = compiled.run({}, backend="ort", providers=["CPUExecutionProvider"], strict=True)
-    assert_outputs_bit_exact(ours, expected)
+    assert_outputs_same(ours, expected)

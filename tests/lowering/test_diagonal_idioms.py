@@ -1,5 +1,7 @@
 """Diagonal idioms: EyeLike over ConstantOfShape, torch.eye's Range/Equal/Cast, Trilu causal
 masks, and constant identity / triangular initializers generated instead of stored."""
+from functools import partial
+
 import numpy as np
 import pytest
 from onnx import TensorProto as T
@@ -9,18 +11,13 @@ from onnx import numpy_helper
 from onnx_dml_lowering.ir import ALL_LEVELS
 from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL
 from onnx_dml_lowering.lowering.diagonal import find_band
-from tests.lowering.oracle import assert_same, run_both
+from tests.builders import graph_model, tensor
+from tests.oracle import differential
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
-def make(nodes, inputs, outputs, inits=(), opset=18):
-    graph = h.make_graph(nodes, "idiom", inputs, outputs, list(inits))
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=8)
-
-
-def out(name, elem, rank):
-    return h.make_tensor_value_info(name, elem, [None] * rank)
+make = partial(graph_model, opset=18)         # the exporters' idioms at a recent opset
 
 
 # -- find_band -------------------------------------------------------------------------------
@@ -72,8 +69,8 @@ def eyelike_of_fill(dtype=None, k=0, fill_type=T.FLOAT, shape_const=None):
              h.make_node("EyeLike", ["fill"], ["y"], name="eye", **attrs)]
     out_type = dtype if dtype is not None else fill_type
     if shape_const is not None:
-        return make(nodes, [], [out("y", out_type, 2)], [numpy_helper.from_array(np.array(shape_const, np.int64), "shape")])
-    return make(nodes, [h.make_tensor_value_info("shape", T.INT64, [2])], [out("y", out_type, 2)])
+        return make(nodes, [], [tensor("y", out_type, 2)], [numpy_helper.from_array(np.array(shape_const, np.int64), "shape")])
+    return make(nodes, [tensor("shape", T.INT64, [2])], [tensor("y", out_type, 2)])
 
 
 @pytest.mark.parametrize("dtype", [None] + list(ONNX_NUMERIC_AND_BOOL))
@@ -81,16 +78,14 @@ def eyelike_of_fill(dtype=None, k=0, fill_type=T.FLOAT, shape_const=None):
 def test_eyelike_of_constant_of_shape(dtype, k):
     model = eyelike_of_fill(dtype, k)
     for dims in ((3, 5), (4, 4), (0, 3), (6, 2)):
-        compiled, ours, expected = run_both(model, {"shape": np.array(dims, np.int64)})
-        assert_same(ours, expected)
+        compiled = differential(model, {"shape": np.array(dims, np.int64)}).compiled
     (entry,) = compiled.placement
     assert entry.rule == "eyelike_constant_of_shape" and entry.status == "lowered"
     assert sorted(entry.onnx_nodes) == ["eye", "fill"]
 
 
 def test_eyelike_of_constant_shape_is_static():
-    compiled, ours, expected = run_both(eyelike_of_fill(T.INT32, 1, shape_const=[3, 4]), {})
-    assert_same(ours, expected)
+    compiled = differential(eyelike_of_fill(T.INT32, 1, shape_const=[3, 4]), {}).compiled
     assert compiled.graph.dml_operators == ["DIAGONAL_MATRIX"]
     assert not any(s.kind == "LOWER_AT_RUN_TIME" for s in compiled.graph.steps)
 
@@ -113,10 +108,10 @@ def eye_ranges(square=False, cast_to=T.FLOAT, swapped=False, axes_attr=False):
     if cast_to is not None:
         nodes.append(h.make_node("Cast", ["eq"], ["y"], name="cast", to=cast_to))
         y, elem = "y", cast_to
-    inputs = [h.make_tensor_value_info("n", T.INT64, [])]
+    inputs = [tensor("n", T.INT64, [])]
     if not square:
-        inputs.append(h.make_tensor_value_info("m", T.INT64, []))
-    return make(nodes, inputs, [out(y, elem, 2)], inits, opset=11 if axes_attr else 18)
+        inputs.append(tensor("m", T.INT64, []))
+    return make(nodes, inputs, [tensor(y, elem, 2)], inits, opset=11 if axes_attr else 18)
 
 
 @pytest.mark.parametrize("square", [False, True])
@@ -126,8 +121,7 @@ def test_eye_from_ranges(square, cast_to, form):
     model = eye_ranges(square, cast_to, swapped=form == "swapped", axes_attr=form == "axes_attr")
     for n, m in ((3, 5), (4, 2), (0, 3), (1, 1), (-2, 3)):
         feeds = {"n": np.array(n, np.int64)} if square else {"n": np.array(n, np.int64), "m": np.array(m, np.int64)}
-        compiled, ours, expected = run_both(model, feeds)
-        assert_same(ours, expected)
+        compiled = differential(model, feeds).compiled
     (entry,) = compiled.placement
     assert entry.rule == "eye_from_ranges" and entry.status == "lowered"
     assert len(entry.onnx_nodes) == (3 if square else 4) + (cast_to is not None)
@@ -135,23 +129,22 @@ def test_eye_from_ranges(square, cast_to, form):
 
 def test_eye_from_ranges_declines_when_an_intermediate_is_read_elsewhere():
     model = eye_ranges()
-    model.graph.output.append(out("r0", T.INT64, 1))
-    compiled, ours, expected = run_both(model, {"n": np.array(3, np.int64), "m": np.array(4, np.int64)})
-    assert_same(ours, expected)
+    model.graph.output.append(tensor("r0", T.INT64, 1))
+    compiled = differential(model, {"n": np.array(3, np.int64), "m": np.array(4, np.int64)}).compiled
     assert compiled.placement == []
 
 
 # -- Trilu over ConstantOfShape: causal masks ------------------------------------------------------
 
 def trilu_of_fill(value, elem, upper, k=None, rank=2):
-    inputs = [h.make_tensor_value_info("shape", T.INT64, [rank])]
+    inputs = [tensor("shape", T.INT64, [rank])]
     names = ["fill"]
     if k is not None:
-        inputs.append(h.make_tensor_value_info("k", T.INT64, []))
+        inputs.append(tensor("k", T.INT64, []))
         names.append("k")
     nodes = [h.make_node("ConstantOfShape", ["shape"], ["fill"], name="fill", value=h.make_tensor("v", elem, [1], [value])),
              h.make_node("Trilu", names, ["y"], name="trilu", upper=upper)]
-    return make(nodes, inputs, [out("y", elem, rank)])
+    return make(nodes, inputs, [tensor("y", elem, rank)])
 
 
 @pytest.mark.parametrize("value,elem", [(1.0, T.FLOAT), (-1e9, T.FLOAT), (-np.inf, T.FLOAT), (1, T.INT64),
@@ -164,8 +157,7 @@ def test_trilu_of_constant_of_shape(value, elem, upper, k):
         feeds = {"shape": np.array(dims, np.int64)}
         if k is not None:
             feeds["k"] = np.array(k, np.int64)
-        compiled, ours, expected = run_both(model, feeds)
-        assert_same(ours, expected)
+        compiled = differential(model, feeds).compiled
     (entry,) = compiled.placement
     assert entry.rule == "trilu_constant_fill" and entry.status == "lowered"
 
@@ -173,16 +165,14 @@ def test_trilu_of_constant_of_shape(value, elem, upper, k):
 @pytest.mark.parametrize("dims", [(2, 3, 4), (2, 2, 3, 3), (2, 1, 2, 3, 3)])
 def test_trilu_batched_masks(dims):
     model = trilu_of_fill(1.0, T.FLOAT, 0, rank=len(dims))
-    _, ours, expected = run_both(model, {"shape": np.array(dims, np.int64)})
-    assert_same(ours, expected)
+    differential(model, {"shape": np.array(dims, np.int64)})
 
 
 def test_trilu_static_mask_uses_int32_bounds():
     model = trilu_of_fill(1.0, T.FLOAT, 0)
     model.graph.input.pop()
     model.graph.initializer.append(numpy_helper.from_array(np.array([5, 5], np.int64), "shape"))
-    compiled, ours, expected = run_both(model, {})
-    assert_same(ours, expected)
+    compiled = differential(model, {}).compiled
     (op,) = [s for s in compiled.graph.steps if s.kind == "DIAGONAL_MATRIX1"]
     assert (op.fill_begin, op.fill_end, op.input) == (INT32_MIN, 1, None)
 
@@ -190,8 +180,7 @@ def test_trilu_static_mask_uses_int32_bounds():
 @pytest.mark.parametrize("level", ALL_LEVELS, ids=str)
 def test_trilu_needs_5_1(level):
     model = trilu_of_fill(1.0, T.FLOAT, 1)
-    compiled, ours, expected = run_both(model, {"shape": np.array((4, 5), np.int64)}, level)
-    assert_same(ours, expected)
+    compiled = differential(model, {"shape": np.array((4, 5), np.int64)}, level).compiled
     (entry,) = compiled.placement
     assert entry.status == "lowered"        # at run time: placed by match, specialised when run
     session = compiled.session("cpu")
@@ -208,7 +197,7 @@ def uses_constant(array, name="w"):
     elem = {np.dtype(np.float32): T.FLOAT, np.dtype(np.float64): T.DOUBLE, np.dtype(np.int64): T.INT64,
             np.dtype(np.float16): T.FLOAT16, np.dtype(np.int32): T.INT32}[array.dtype]
     return make([h.make_node("Add", ["x", name], ["y"], name="add")],
-                [h.make_tensor_value_info("x", elem, list(array.shape))], [out("y", elem, array.ndim)],
+                [tensor("x", elem, list(array.shape))], [tensor("y", elem, array.ndim)],
                 [numpy_helper.from_array(array, name)])
 
 
@@ -232,8 +221,7 @@ def test_constant_initializers_are_generated(name, level, rng):
     model = uses_constant(array)
     x = rng.standard_normal(array.shape).astype(array.dtype) if array.dtype.kind == "f" else \
         rng.integers(-5, 5, array.shape).astype(array.dtype)
-    compiled, ours, expected = run_both(model, {"x": x}, level)
-    assert_same(ours, expected)
+    compiled = differential(model, {"x": x}, level).compiled
     (entry,) = compiled.placement
     assert entry.onnx_nodes == ["initializer:w"] and entry.rule == "constant_diagonal"
     plain_ok = level >= "2_1" or array.dtype in (np.float32, np.float16)
@@ -254,18 +242,16 @@ def test_constant_node_identity_is_generated(rng):
     eye = np.eye(4, dtype=np.float32)
     model = make([h.make_node("Constant", [], ["c"], name="const", value=numpy_helper.from_array(eye, "c")),
                   h.make_node("Mul", ["x", "c"], ["y"], name="mul")],
-                 [h.make_tensor_value_info("x", T.FLOAT, [4, 4])], [out("y", T.FLOAT, 2)])
-    compiled, ours, expected = run_both(model, {"x": rng.standard_normal((4, 4)).astype(np.float32)})
-    assert_same(ours, expected)
+                 [tensor("x", T.FLOAT, [4, 4])], [tensor("y", T.FLOAT, 2)])
+    compiled = differential(model, {"x": rng.standard_normal((4, 4)).astype(np.float32)}).compiled
     (entry,) = compiled.placement
     assert entry.onnx_nodes == ["const"] and entry.rule == "constant_diagonal"
 
 
 def test_an_overridable_initializer_is_not_generated(rng):
     model = uses_constant(np.eye(3, dtype=np.float32))
-    model.graph.input.append(h.make_tensor_value_info("w", T.FLOAT, [3, 3]))
-    compiled, ours, expected = run_both(model, {"x": np.ones((3, 3), np.float32)})
-    assert_same(ours, expected)
+    model.graph.input.append(tensor("w", T.FLOAT, [3, 3]))
+    compiled = differential(model, {"x": np.ones((3, 3), np.float32)}).compiled
     assert compiled.placement == []
 
 
@@ -273,17 +259,16 @@ def eye_ranges_expanded():
     model = eye_ranges(square=True)
     graph = model.graph
     y = graph.output.pop()
-    graph.input.append(h.make_tensor_value_info("batch", T.INT64, [None]))
+    graph.input.append(tensor("batch", T.INT64, [None]))
     graph.node.append(h.make_node("Expand", [y.name, "batch"], ["yb"], name="expand"))
-    graph.output.append(out("yb", T.FLOAT, 4))
+    graph.output.append(tensor("yb", T.FLOAT, 4))
     return model
 
 
 @pytest.mark.parametrize("batch", [(2, 3, 4, 4), (3, 1, 1), (5, 1, 4), (1, 4, 4)])
 def test_batched_eye_through_expand(batch):
     model = eye_ranges_expanded()
-    compiled, ours, expected = run_both(model, {"n": np.array(4, np.int64), "batch": np.array(batch, np.int64)})
-    assert_same(ours, expected)
+    compiled = differential(model, {"n": np.array(4, np.int64), "batch": np.array(batch, np.int64)}).compiled
     (entry,) = compiled.placement
     assert entry.rule == "eye_from_ranges" and "expand" in entry.onnx_nodes
     assert not any("left to ONNX" in e for e in compiled.session("cpu").log)
@@ -292,8 +277,7 @@ def test_batched_eye_through_expand(batch):
 def test_expand_that_stretches_the_eye_falls_back():
     """A 1x1 eye expanded to 3x3 is all ones, not an identity: declined at run time, still right."""
     model = eye_ranges_expanded()
-    compiled, ours, expected = run_both(model, {"n": np.array(1, np.int64), "batch": np.array([3, 3], np.int64)})
-    assert_same(ours, expected)
+    compiled = differential(model, {"n": np.array(1, np.int64), "batch": np.array([3, 3], np.int64)}).compiled
     assert any("stretches" in e for e in compiled.session("cpu").log)
 
 
@@ -304,24 +288,22 @@ def test_trilu_of_expanded_constant(constant, upper):
     elem = {np.dtype(np.float32): T.FLOAT, np.dtype(np.bool_): T.BOOL, np.dtype(np.int64): T.INT64}[constant.dtype]
     nodes = [h.make_node("Expand", ["c", "shape"], ["fill"], name="expand"),
              h.make_node("Trilu", ["fill"], ["y"], name="trilu", upper=upper)]
-    model = make(nodes, [h.make_tensor_value_info("shape", T.INT64, [2])], [out("y", elem, 2)],
+    model = make(nodes, [tensor("shape", T.INT64, [2])], [tensor("y", elem, 2)],
                  [numpy_helper.from_array(constant, "c")])
     last = constant.shape[-1] if constant.ndim else 3
     for dims in ((4, last), (last, last), (2, last), (5, 1)):
         if constant.ndim and last != 1 and dims[-1] == 1:
             dims = (5, last)                   # an Expand cannot shrink the constant
-        compiled, ours, expected = run_both(model, {"shape": np.array(dims, np.int64)})
-        assert_same(ours, expected)
+        compiled = differential(model, {"shape": np.array(dims, np.int64)}).compiled
     assert compiled.placement[0].rule == "trilu_constant_fill"
 
 
 def test_trilu_of_non_uniform_constant_is_not_an_idiom():
     nodes = [h.make_node("Expand", ["c", "shape"], ["fill"], name="expand"),
              h.make_node("Trilu", ["fill"], ["y"], name="trilu")]
-    model = make(nodes, [h.make_tensor_value_info("shape", T.INT64, [2])], [out("y", T.FLOAT, 2)],
+    model = make(nodes, [tensor("shape", T.INT64, [2])], [tensor("y", T.FLOAT, 2)],
                  [numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "c")])
-    compiled, ours, expected = run_both(model, {"shape": np.array((3, 2), np.int64)})
-    assert_same(ours, expected)
+    compiled = differential(model, {"shape": np.array((3, 2), np.int64)}).compiled
     assert compiled.placement == []
 
 
@@ -335,8 +317,7 @@ def test_eye_idioms_at_every_level(level, idiom, dtype):
         model, feeds = eyelike_of_fill(dtype, 1), {"shape": np.array((3, 5), np.int64)}
     else:
         model, feeds = eye_ranges(cast_to=dtype), {"n": np.array(3, np.int64), "m": np.array(5, np.int64)}
-    compiled, ours, expected = run_both(model, feeds, level)
-    assert_same(ours, expected)
+    compiled = differential(model, feeds, level).compiled
     (entry,) = compiled.placement
     assert entry.rule == idiom
     supported = level.name >= "2_1" or (level.name == "2_0" and dtype == T.FLOAT)

@@ -6,8 +6,8 @@ from onnx import TensorProto as T
 from onnx_dml_lowering.ir import ALL_LEVELS, FeatureLevel
 from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL, onnx_to_numpy
 from onnx_dml_lowering.lowering.eyelike import diagonal_offset
-from tests.conftest import single_node_model
-from tests.lowering.oracle import assert_same, run_both
+from tests.builders import single_node_model
+from tests.oracle import assert_same, differential
 
 SHAPES = [(1, 1), (4, 4), (3, 5), (5, 3)]
 SIXTY_FOUR_BIT = {T.INT64, T.UINT64, T.DOUBLE}
@@ -41,8 +41,7 @@ def test_eyelike_grid(out_type, shape, via, rng):
         else:
             model = eyelike_model(T.FLOAT, shape, k, dtype=out_type)
             x = feed(T.FLOAT, shape, rng)
-        compiled, ours, expected = run_both(model, {"x": x})
-        assert_same(ours, expected)
+        compiled = differential(model, {"x": x}).compiled
         (entry,) = compiled.placement
         assert entry.status == "lowered", entry.reason
         assert entry.dml_operators == ["DIAGONAL_MATRIX"]
@@ -50,20 +49,19 @@ def test_eyelike_grid(out_type, shape, via, rng):
 
 def test_default_output_type_is_the_input_type(rng):
     """Peers default EyeLike to float; ONNX says the input's type."""
-    _, ours, _ = run_both(eyelike_model(T.INT32, (3, 3), 0), {"x": feed(T.INT32, (3, 3), rng)})
-    assert ours[0].dtype == np.int32
+    y = differential(eyelike_model(T.INT32, (3, 3), 0), {"x": feed(T.INT32, (3, 3), rng)}).outputs["y"]
+    assert y.dtype == np.int32
 
 
 @pytest.mark.parametrize("k", [0, 1, -1, 2, -2])
 def test_k_is_honoured_on_square_inputs(k, rng):
-    _, ours, _ = run_both(eyelike_model(T.FLOAT, (4, 4), k), {"x": feed(T.FLOAT, (4, 4), rng)})
-    np.testing.assert_array_equal(ours[0], np.eye(4, 4, k, dtype=np.float32))
+    y = differential(eyelike_model(T.FLOAT, (4, 4), k), {"x": feed(T.FLOAT, (4, 4), rng)}).outputs["y"]
+    assert_same(y, np.eye(4, 4, k, dtype=np.float32))
 
 
 @pytest.mark.parametrize("shape", [(0, 3), (3, 0), (0, 0)])
 def test_empty_eyelike_needs_no_operator(shape, rng):
-    compiled, ours, expected = run_both(eyelike_model(T.FLOAT, shape, 1), {"x": feed(T.FLOAT, shape, rng)})
-    assert_same(ours, expected)
+    compiled = differential(eyelike_model(T.FLOAT, shape, 1), {"x": feed(T.FLOAT, shape, rng)}).compiled
     assert compiled.placement[0].dml_operators == []
 
 
@@ -83,8 +81,7 @@ def _supported(level: FeatureLevel, out_type: int) -> bool:
 @pytest.mark.parametrize("out_type", [T.FLOAT, T.FLOAT16, T.INT32, T.UINT8, T.BOOL, T.INT64, T.DOUBLE, T.UINT64])
 def test_eyelike_every_level(level, out_type, rng):
     model = eyelike_model(T.FLOAT, (3, 5), 1, dtype=out_type)
-    compiled, ours, expected = run_both(model, {"x": feed(T.FLOAT, (3, 5), rng)}, level)
-    assert_same(ours, expected)
+    compiled = differential(model, {"x": feed(T.FLOAT, (3, 5), rng)}, level).compiled
     (entry,) = compiled.placement
     assert (entry.status == "lowered") == _supported(level, out_type), entry.reason
     if entry.status == "lowered":

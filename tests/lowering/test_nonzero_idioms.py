@@ -5,15 +5,14 @@ from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.ir import ALL_LEVELS
-from tests.lowering.oracle import assert_same, run_both
+from tests.builders import graph_model
+from tests.oracle import differential
 from tests.lowering.test_nonzero import SHAPES, make_input
 
 
 def model(nodes, x_type, x_shape, outputs, inits=(), opset=13):
-    graph = h.make_graph(nodes, "idiom", [h.make_tensor_value_info("x", x_type, list(x_shape))],
-                         [h.make_tensor_value_info(o, T.INT64, [None] * r) for o, r in outputs],
-                         list(inits))
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=8)
+    """x -> nodes -> int64 outputs given as (name, rank)."""
+    return graph_model(nodes, [("x", x_type, x_shape)], [(o, T.INT64, r) for o, r in outputs], inits, opset)
 
 
 def transpose_model(x_type, shape, perm=(1, 0)):
@@ -66,8 +65,7 @@ TYPES = [T.FLOAT, T.BOOL, T.INT8, T.UINT16, T.FLOAT16, T.INT32]
 def test_transpose_idiom(x_type, rank, perm, rng):
     m = transpose_model(x_type, SHAPES[rank], perm)
     for density in (0.0, 0.3, 1.0):
-        compiled, ours, expected = run_both(m, {"x": make_input(x_type, SHAPES[rank], density, rng)})
-        assert_same(ours, expected)
+        compiled = differential(m, {"x": make_input(x_type, SHAPES[rank], density, rng)}).compiled
     (entry,) = compiled.placement
     assert entry.rule == "nonzero_transpose" and entry.onnx_nodes == ["nz", "tr"]
     # No transpose, no crop: NONZERO_COORDINATES is the only DirectML operator.
@@ -76,16 +74,14 @@ def test_transpose_idiom(x_type, rank, perm, rng):
 
 @pytest.mark.parametrize("shape", [(0,), (3, 0, 2)])
 def test_transpose_idiom_empty(shape, rng):
-    compiled, ours, expected = run_both(transpose_model(T.FLOAT, shape), {"x": make_input(T.FLOAT, shape, 0.5, rng)})
-    assert_same(ours, expected)
+    compiled = differential(transpose_model(T.FLOAT, shape), {"x": make_input(T.FLOAT, shape, 0.5, rng)}).compiled
     assert compiled.placement[0].rule == "nonzero_transpose" and compiled.graph.dml_operators == []
 
 
 @pytest.mark.parametrize("level", ALL_LEVELS, ids=str)
 def test_transpose_idiom_every_level(level, rng):
     shape = SHAPES[3]
-    compiled, ours, expected = run_both(transpose_model(T.FLOAT, shape), {"x": make_input(T.FLOAT, shape, 0.5, rng)}, level)
-    assert_same(ours, expected)
+    compiled = differential(transpose_model(T.FLOAT, shape), {"x": make_input(T.FLOAT, shape, 0.5, rng)}, level).compiled
     entry = compiled.placement[0]
     assert (entry.status == "lowered") == (level.name >= "3_0"), entry.reason
 
@@ -100,8 +96,7 @@ def test_columns_idiom(x_type, rank, form, rng):
          "split13": lambda: split_columns_model(x_type, shape, 13),
          "split11": lambda: split_columns_model(x_type, shape, 11)}[form]()
     for density in (0.0, 0.4, 1.0):
-        compiled, ours, expected = run_both(m, {"x": make_input(x_type, shape, density, rng)})
-        assert_same(ours, expected)
+        compiled = differential(m, {"x": make_input(x_type, shape, density, rng)}).compiled
     (entry,) = compiled.placement
     assert entry.rule == "nonzero_columns", entry
     assert compiled.graph.dml_operators == ["NONZERO_COORDINATES"]
@@ -110,17 +105,14 @@ def test_columns_idiom(x_type, rank, form, rng):
 
 def test_columns_idiom_with_some_axes_only(rng):
     shape = (3, 4, 2)
-    compiled, ours, expected = run_both(slice_columns_model(T.FLOAT, shape, columns=[2, 0]),
-                                        {"x": make_input(T.FLOAT, shape, 0.5, rng)})
-    assert_same(ours, expected)
+    compiled = differential(slice_columns_model(T.FLOAT, shape, columns=[2, 0]), {"x": make_input(T.FLOAT, shape, 0.5, rng)}).compiled
     assert compiled.placement[0].rule == "nonzero_columns"
 
 
 @pytest.mark.parametrize("level", ["2_1", "3_0", "4_0", "5_1"])
 def test_columns_idiom_levels(level, rng):
     shape = SHAPES[3]
-    compiled, ours, expected = run_both(split_columns_model(T.FLOAT, shape), {"x": make_input(T.FLOAT, shape, 0.5, rng)}, level)
-    assert_same(ours, expected)
+    compiled = differential(split_columns_model(T.FLOAT, shape), {"x": make_input(T.FLOAT, shape, 0.5, rng)}, level).compiled
     assert compiled.placement[0].status == ("onnx" if level == "2_1" else "lowered")
 
 
@@ -128,15 +120,13 @@ def test_idiom_declines_when_an_intermediate_is_used_elsewhere(rng):
     """NonZero's own output is also a graph output: only the plain NonZero rule applies."""
     m = model([h.make_node("NonZero", ["x"], ["nz"], name="nz"),
                h.make_node("Transpose", ["nz"], ["y"], name="tr", perm=[1, 0])], T.FLOAT, (3, 4), [("y", 2), ("nz", 2)])
-    compiled, ours, expected = run_both(m, {"x": make_input(T.FLOAT, (3, 4), 0.5, rng)})
-    assert_same(ours, expected)
+    compiled = differential(m, {"x": make_input(T.FLOAT, (3, 4), 0.5, rng)}).compiled
     assert [p.rule for p in compiled.placement] == ["nonzero"]
 
 
 @pytest.mark.parametrize("x_type", [T.DOUBLE, T.INT64, T.UINT64])
 def test_64bit_input_in_the_idiom(x_type, rng):
-    compiled, ours, expected = run_both(transpose_model(x_type, (3, 4)), {"x": make_input(x_type, (3, 4), 0.5, rng)})
-    assert_same(ours, expected)
+    compiled = differential(transpose_model(x_type, (3, 4)), {"x": make_input(x_type, (3, 4), 0.5, rng)}).compiled
     (entry,) = compiled.placement
     assert entry.rule == "nonzero_transpose" and "ELEMENT_WISE_BIT_OR" in entry.dml_operators
 

@@ -12,7 +12,8 @@ from onnx_dml_lowering.compiler.examples import example_paths
 from onnx_dml_lowering.runtime.check import SCALAR_NONZERO_DEVIATION, Tolerances, check
 from onnx_dml_lowering.runtime.feeds import random_feeds
 from onnx_dml_lowering.runtime.report import format_markdown, format_text
-from tests.conftest import single_node_model
+from tests.builders import single_node_model
+from tests.oracle import assert_outputs_same, assert_same
 
 
 def scalar_nonzero_model():
@@ -64,8 +65,7 @@ def test_lowered_graph_on_onnxruntime_operators_matches_emulator(path):
         # said in one line naming the DirectML operator and the ONNX op standing in for it.
         assert " via " in str(exc) and "NOT_IMPLEMENTED" in str(exc)
         return
-    for name in ours:
-        np.testing.assert_array_equal(ours[name], theirs[name])
+    assert_outputs_same(theirs, ours)
 
 
 def test_ort_operators_cover_diagonal_matrix1():
@@ -79,7 +79,7 @@ def test_ort_operators_cover_diagonal_matrix1():
         want, got = np.empty_like(base), np.empty_like(base)
         kernels.diagonal_matrix1(base, want, 7.5, begin, end)
         ops.diagonal_matrix1(base, got, 7.5, begin, end)
-        np.testing.assert_array_equal(got, want)
+        assert_same(got, want)
 
 
 @pytest.mark.skipif("DmlExecutionProvider" in ort.get_available_providers(), reason="DirectML is installed")

@@ -11,6 +11,7 @@ from onnx_dml_lowering.ir import (ClearBuffer, DataType, DiagonalMatrix, Diagona
                 ElementWiseIdentity, Graph, NonZeroCoordinates, ReadCount, TensorDesc, Upload, parse_level)
 from onnx_dml_lowering.runtime.emulator import execute
 from onnx_dml_lowering.ir import verify_graph
+from tests.oracle import assert_same
 
 T = DataType
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -21,7 +22,6 @@ ONNX_OF = {T.FLOAT32: 1, T.UINT8: 2, T.INT8: 3, T.UINT16: 4, T.INT16: 5, T.INT32
 NP_OF = {T.FLOAT32: np.float32, T.UINT8: np.uint8, T.INT8: np.int8, T.UINT16: np.uint16, T.INT16: np.int16,
          T.INT32: np.int32, T.INT64: np.int64, T.FLOAT16: np.float16, T.FLOAT64: np.float64,
          T.UINT32: np.uint32, T.UINT64: np.uint64}
-UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def packed_bytes(dtype, sizes):
@@ -35,16 +35,6 @@ def add_packed(g, name, dtype, sizes, extra=0):
     g.add_buffer(name, packed_bytes(dtype, sizes) + extra)
     g.add_view(name + ".v", name, TensorDesc(dtype, sizes))
     return name + ".v"
-
-
-def bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view(UINT_OF_SIZE[a.dtype.itemsize])
-
-
-def assert_bitwise_equal(got, want):
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
-    assert np.array_equal(bits(got), bits(want)), (got, want)
 
 
 # -- NONZERO_COORDINATES ------------------------------------------------------------------------
@@ -293,20 +283,20 @@ def test_diagonal_matrix_spec_examples(offset, sizes, expected, level, strict):
 def test_diagonal_matrix_value_truncates_toward_zero_for_signed_outputs(dtype, value, want):
     out = execute(diagonal_graph(dtype, (2, 3), 0, value), {}, strict=True)
     expected = np.array([[want, 0, 0], [0, want, 0]], NP_OF[dtype])
-    assert_bitwise_equal(out["y"], expected)
+    assert_same(out["y"], expected)
 
 
 @pytest.mark.parametrize("dtype", [T.UINT32, T.UINT16, T.UINT8, T.UINT64])
 def test_diagonal_matrix_value_truncates_for_unsigned_outputs(dtype):
     out = execute(diagonal_graph(dtype, (3, 2), -1, 10.6), {}, strict=True)
-    assert_bitwise_equal(out["y"], np.array([[0, 0], [10, 0], [0, 10]], NP_OF[dtype]))
+    assert_same(out["y"], np.array([[0, 0], [10, 0], [0, 10]], NP_OF[dtype]))
 
 
 @pytest.mark.parametrize("dtype,want", [(T.FLOAT16, np.float16(10.6015625)), (T.FLOAT32, np.float32(10.6)),
                                         (T.FLOAT64, np.float64(np.float32(10.6)))])
 def test_diagonal_matrix_float_value_is_a_32_bit_float(dtype, want):
     out = execute(diagonal_graph(dtype, (2, 2), 0, 10.6), {}, strict=True)
-    assert_bitwise_equal(out["y"], np.array([[want, 0], [0, want]], NP_OF[dtype]))
+    assert_same(out["y"], np.array([[want, 0], [0, want]], NP_OF[dtype]))
 
 
 @pytest.mark.parametrize("dtype", [T.INT64, T.UINT64, T.INT32])
@@ -332,7 +322,7 @@ def oracle_diagonal(shape, offset, value, np_type):
                                           ((4, 6), 5), ((4, 6), 6), ((4, 6), -3), ((4, 6), -4)])
 def test_diagonal_matrix_batches_against_oracle(shape, offset):
     out = execute(diagonal_graph(T.FLOAT32, shape, offset, -1.5), {}, strict=True)
-    assert_bitwise_equal(out["y"], oracle_diagonal(shape, offset, -1.5, np.float32))
+    assert_same(out["y"], oracle_diagonal(shape, offset, -1.5, np.float32))
 
 
 # -- DIAGONAL_MATRIX1 ---------------------------------------------------------------------------
@@ -395,7 +385,7 @@ def test_diagonal_matrix1_against_pseudocode(dtype, rng):
             g = diagonal1_graph(dtype, shape, value, begin, end, with_input)
             out = execute(g, {"x": source} if with_input else {}, strict=True)
             want = oracle_diagonal1(shape, begin, end, value, np_type, source)
-            assert_bitwise_equal(out["y"], want)
+            assert_same(out["y"], want)
 
 
 def test_diagonal_matrix1_exact_int64_values():
@@ -428,27 +418,32 @@ def test_diagonal_matrix_equals_diagonal_matrix1_with_unit_band():
     for offset in (-3, -1, 0, 2, 6):
         a = execute(diagonal_graph(T.FLOAT32, (2, 4, 5), offset, 1.0), {}, strict=True)["y"]
         b = execute(diagonal1_graph(T.FLOAT32, (2, 4, 5), 1.0, offset, offset + 1, False), {}, strict=True)["y"]
-        assert_bitwise_equal(a, b)
+        assert_same(a, b)
 
 
 # -- ELEMENT_WISE_IDENTITY: transposes and crops through strides -------------------------------
 
+def identity_of_view(x, dtype, view: TensorDesc, offset: int = 0) -> np.ndarray:
+    """Upload x packed, ELEMENT_WISE_IDENTITY from `view` over its buffer into a packed output, download."""
+    g = Graph(parse_level("5_1"))
+    g.inputs.append("x")
+    xv = add_packed(g, "xbuf", dtype, x.shape)
+    g.add_view("src.v", "xbuf", view, offset)
+    y = add_packed(g, "ybuf", dtype, view.sizes)
+    g.add(Upload("x", xv))
+    g.add(ElementWiseIdentity("src.v", y))
+    g.add(Download(y, "y", ONNX_OF[dtype], view.sizes))
+    g.outputs.append("y")
+    verify_graph(g)
+    return execute(g, {"x": x}, strict=True)["y"]
+
+
 @pytest.mark.parametrize("dtype", [T.FLOAT32, T.INT64, T.UINT8, T.FLOAT16])
 def test_identity_realises_a_transpose(dtype, rng):
     x = _random_input(rng, dtype, (3, 4))
-    g = Graph(parse_level("5_1"))
-    g.inputs.append("x")
-    xv = add_packed(g, "xbuf", dtype, (3, 4))
-    g.add_view("xT.v", "xbuf", TensorDesc(dtype, (4, 3), (1, 4)))
-    y = add_packed(g, "ybuf", dtype, (4, 3))
-    g.add(Upload("x", xv))
-    g.add(ElementWiseIdentity("xT.v", y))
-    g.add(Download(y, "y", ONNX_OF[dtype], (4, 3)))
-    g.outputs.append("y")
-    verify_graph(g)
-    out = execute(g, {"x": x}, strict=True)["y"]
+    out = identity_of_view(x, dtype, TensorDesc(dtype, (4, 3), (1, 4)))
     want = np.array([[x[r, c] for r in range(3)] for c in range(4)], NP_OF[dtype])
-    assert_bitwise_equal(out, want)
+    assert_same(out, want)
 
 
 @pytest.mark.parametrize("dtype", [T.FLOAT32, T.INT64, T.INT8])
@@ -456,19 +451,9 @@ def test_identity_realises_a_crop(dtype, rng):
     x = _random_input(rng, dtype, (5, 8))
     item = np.dtype(NP_OF[dtype]).itemsize
     row0, col0 = 2, 0 if item == 1 else (4 if item == 4 else 2)   # offset stays a multiple of 16 bytes
-    g = Graph(parse_level("5_1"))
-    g.inputs.append("x")
-    xv = add_packed(g, "xbuf", dtype, (5, 8))
-    g.add_view("crop.v", "xbuf", TensorDesc(dtype, (3, 4), (8, 1)), (row0 * 8 + col0) * item)
-    y = add_packed(g, "ybuf", dtype, (3, 4))
-    g.add(Upload("x", xv))
-    g.add(ElementWiseIdentity("crop.v", y))
-    g.add(Download(y, "y", ONNX_OF[dtype], (3, 4)))
-    g.outputs.append("y")
-    verify_graph(g)
-    out = execute(g, {"x": x}, strict=True)["y"]
+    out = identity_of_view(x, dtype, TensorDesc(dtype, (3, 4), (8, 1)), (row0 * 8 + col0) * item)
     want = np.array([[x[row0 + r, col0 + c] for c in range(4)] for r in range(3)], NP_OF[dtype])
-    assert_bitwise_equal(out, want)
+    assert_same(out, want)
 
 
 def test_identity_writes_through_output_strides_leaving_padding():

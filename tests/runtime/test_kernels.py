@@ -17,6 +17,8 @@ from onnx_dml_lowering.ir import (ClearBuffer, DataType, DiagonalMatrix, Downloa
                 NonZeroCoordinates, ReadCount, TensorDesc, Upload, parse_level)
 from onnx_dml_lowering.runtime import emulator, kernels
 from onnx_dml_lowering.runtime.emulator import execute
+from tests.builders import graph_model, single_node_model
+from tests.oracle import assert_same
 
 POISON = kernels.POISON_WORD
 SENTINEL = 0x5A5A5A5A                     # what "untouched" memory holds in these tests
@@ -29,11 +31,6 @@ NONZERO_TYPES = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32
 def bits(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a)
     return a.view(UINT[a.dtype.itemsize])
-
-
-def assert_bit_identical(got: np.ndarray, want: np.ndarray) -> None:
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
-    assert np.array_equal(bits(got), bits(want))
 
 
 # -- references ----------------------------------------------------------------------------------
@@ -107,7 +104,7 @@ def check_kernel_result(x, n, layout, words, coords, count, strict):
     want = reference_coordinates(x, n)
     table = coords.reshape(coords.shape[-2:])
     assert count == len(want)
-    assert_bit_identical(np.ascontiguousarray(table[:count]), want)
+    assert_same(np.ascontiguousarray(table[:count]), want)
     rest = table[count:]
     assert (rest == (POISON if strict else SENTINEL)).all()
     # Nothing outside the view is written (the high words of the int64 slots, for example).
@@ -205,11 +202,11 @@ def test_diagonal_matrix_kernel_against_eye(dtype):
                 want[..., row, row + offset] = kernels._scalar_for(np.dtype(dtype), value)
         got = np.full(shape, 7, dtype)
         kernels.diagonal_matrix(got, offset, value)
-        assert_bit_identical(got, want)
+        assert_same(got, want)
         # through a strided output view: padding between rows and columns stays untouched
         padded = np.full(shape[:-2] + (shape[-2] + 1, 2 * shape[-1]), 9, dtype)
         kernels.diagonal_matrix(padded[..., :-1, ::2], offset, value)
-        assert_bit_identical(np.ascontiguousarray(padded[..., :-1, ::2]), want)
+        assert_same(np.ascontiguousarray(padded[..., :-1, ::2]), want)
         assert (padded[..., -1, :] == 9).all() and (padded[..., 1::2] == 9).all()
 
 
@@ -233,27 +230,24 @@ def test_clear_fills_every_32_bit_word(size, value):
 def test_download_one_pass_and_sharing(share, rng):
     source = rng.integers(-5, 5, (4, 6)).astype(np.int64)
     got = kernels.download(source, np.int64, (4, 6), share=share)
-    assert_bit_identical(got, source)
+    assert_same(got, source)
     assert np.shares_memory(got, source) == share
     got = kernels.download(source.T, np.int64, (6, 4), share=share)        # strided: always a copy
-    assert_bit_identical(got, np.ascontiguousarray(source.T))
+    assert_same(got, np.ascontiguousarray(source.T))
     assert not np.shares_memory(got, source)
     got = kernels.download(source.astype(np.uint8), np.bool_, (4, 6), share=share)
     assert got.dtype == np.bool_ and (got == (source != 0)).all() and got.flags.c_contiguous
     got = kernels.download(source.astype(np.uint32), np.int64, (4, 6), share=share)
-    assert_bit_identical(got, source.astype(np.uint32).astype(np.int64))
+    assert_same(got, source.astype(np.uint32).astype(np.int64))
 
 
 # -- whole graphs: strict and non-strict agree bit for bit; the emulator's memory binding --------
 
 def nonzero_model(in_type, shape, transpose=False):
-    x = h.make_tensor_value_info("x", in_type, list(shape))
     nodes = [h.make_node("NonZero", ["x"], ["nz" if transpose else "y"], name="nonzero")]
     if transpose:
         nodes.append(h.make_node("Transpose", ["nz"], ["y"], name="transpose", perm=[1, 0]))
-    y = h.make_tensor_value_info("y", TP.INT64, [None, None])
-    graph = h.make_graph(nodes, "nonzero", [x], [y])
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+    return graph_model(nodes, [("x", in_type, shape)], [("y", TP.INT64, 2)])
 
 
 ONNX_OF = {np.float16: TP.FLOAT16, np.float32: TP.FLOAT, np.float64: TP.DOUBLE, np.int8: TP.INT8,
@@ -272,22 +266,19 @@ def test_graph_outputs_bit_identical_between_strict_and_default(level, transpose
             strict = compiled.run({"x": x}, strict=True)["y"]
             default = compiled.run({"x": x}, strict=False)["y"]
             want = np.stack(np.nonzero(reference_mask(x).reshape(shape))).astype(np.int64)
-            assert_bit_identical(default, strict)
-            assert_bit_identical(default, want.T.copy() if transpose else want)
+            assert_same(default, strict)
+            assert_same(default, want.T.copy() if transpose else want)
 
 
 @pytest.mark.parametrize("level", ["2_0", "4_0", "5_1"])
 def test_eyelike_bit_identical_between_strict_and_default(level):
     for dtype, shape, k in [(np.float32, (4, 6), 1), (np.float32, (6, 4), -2), (np.float16, (3, 3), 0)]:
-        x = h.make_tensor_value_info("x", ONNX_OF[dtype], list(shape))
-        y = h.make_tensor_value_info("y", ONNX_OF[dtype], list(shape))
-        model = h.make_model(h.make_graph([h.make_node("EyeLike", ["x"], ["y"], name="eye", k=k)], "eye", [x], [y]),
-                             opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+        model = single_node_model("EyeLike", ONNX_OF[dtype], shape, ONNX_OF[dtype], shape, k=k)
         compiled = compile_model(model, feature_level=level)
         feed = {"x": np.ones(shape, dtype)}
         strict, default = compiled.run(feed, strict=True)["y"], compiled.run(feed, strict=False)["y"]
-        assert_bit_identical(default, strict)
-        assert_bit_identical(default, np.eye(*shape, k, dtype=dtype))
+        assert_same(default, strict)
+        assert_same(default, np.eye(*shape, k, dtype=dtype))
 
 
 def test_outputs_never_alias_feeds_or_each_other_and_feeds_stay_untouched(rng):
@@ -297,9 +288,9 @@ def test_outputs_never_alias_feeds_or_each_other_and_feeds_stay_untouched(rng):
     first = compiled.run({"x": x}, strict=False)["y"]
     second = compiled.run({"x": x}, strict=False)["y"]
     assert not np.shares_memory(first, x) and not np.shares_memory(first, second)
-    assert_bit_identical(x, before)
+    assert_same(x, before)
     assert x.flags.writeable
-    assert_bit_identical(first, second)
+    assert_same(first, second)
 
 
 def passthrough_graph(nbytes_extra=0):
@@ -324,14 +315,14 @@ def test_upload_binding_and_download_sharing_rules(strict):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     out = execute(passthrough_graph(), {"x": x}, strict=strict)
     for name in ("x_out", "y", "y_again"):
-        assert_bit_identical(out[name], x)
+        assert_same(out[name], x)
     assert not np.shares_memory(out["x_out"], x)                # a bound upload buffer is copied out
     assert not np.shares_memory(out["y"], out["y_again"])       # a buffer is handed out once
     out["y"][...] = -1
     assert (x == np.arange(6).reshape(2, 3)).all()
     # a buffer larger than the feed is not bound to it (the upload copies): same results
     out = execute(passthrough_graph(8), {"x": x}, strict=strict)
-    assert_bit_identical(out["y"], x)
+    assert_same(out["y"], x)
 
 
 def test_download_does_not_share_a_buffer_written_later():
@@ -344,8 +335,8 @@ def test_download_does_not_share_a_buffer_written_later():
     g.add(Download("v", "second", TP.FLOAT, (3, 3)))
     g.outputs += ["first", "second"]
     out = execute(g, {}, strict=False)
-    assert_bit_identical(out["first"], np.eye(3, dtype=np.float32))
-    assert_bit_identical(out["second"], 2 * np.eye(3, k=1, dtype=np.float32))
+    assert_same(out["first"], np.eye(3, dtype=np.float32))
+    assert_same(out["second"], 2 * np.eye(3, k=1, dtype=np.float32))
 
 
 def test_clear_at_allocation_and_clear_of_a_written_buffer():
@@ -384,7 +375,7 @@ def test_large_graph_result_survives_later_runs(rng):
     xs = [special_input(np.float32, shape, d, rng) for d in (0.9, 0.8, 0.95)]
     results = [compiled.run({"x": x}, strict=False)["y"] for x in xs]
     for x, y in zip(xs, results):
-        assert_bit_identical(y, np.stack(np.nonzero(reference_mask(x).reshape(shape))).astype(np.int64))
+        assert_same(y, np.stack(np.nonzero(reference_mask(x).reshape(shape))).astype(np.int64))
 
 
 def test_readcount_after_fast_clear_and_kernel():
@@ -435,7 +426,7 @@ def test_identity_releasing_copies_exactly_and_releases_ascending(slab, rng, mon
             seen.append(mark)
 
         kernels.identity(source, out, release=release)
-        assert_bit_identical(out, source)
+        assert_same(out, source)
         assert seen == sorted(seen)
         assert slab >= source.nbytes or seen
 
@@ -447,7 +438,7 @@ def test_identity_does_not_release_through_transposed_or_overlapping_sources(rng
         out = np.zeros(source.shape, np.int64)
         seen = []
         kernels.identity(source, out, release=seen.append)
-        assert_bit_identical(out, np.ascontiguousarray(source))
+        assert_same(out, np.ascontiguousarray(source))
         assert seen == []
 
 
@@ -464,5 +455,5 @@ def test_large_nonzero_graph_through_mapped_buffers_and_released_copies(strict, 
     for density in (0.001, 0.6):
         x = special_input(np.float32, shape, density, rng)
         got = compiled.run({"x": x}, strict=strict)["y"]
-        assert_bit_identical(got, np.stack(np.nonzero(reference_mask(x).reshape(shape))).astype(np.int64))
+        assert_same(got, np.stack(np.nonzero(reference_mask(x).reshape(shape))).astype(np.int64))
     assert calls                                     # the releasing copy did run

@@ -7,7 +7,7 @@ from onnx_dml_lowering.compiler import DmlLowerError, compile_model
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.compiler.examples import example_paths
 from onnx_dml_lowering.runtime.memory import buffer_bytes, default_limit, parse_size
-from tests.conftest import single_node_model
+from tests.builders import single_node_model
 
 
 @pytest.mark.parametrize("text,size", [("512MiB", 512 * 2**20), ("2GB", 2 * 10**9), ("1.5GiB", 3 * 2**29),

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from onnx_dml_lowering.compiler import compile_model
+from tests.oracle import assert_same
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -28,6 +29,4 @@ def test_onnx_node_case(case, level):
     for inputs, outputs in case.data_sets:
         got = compiled.run(dict(zip(names_in, inputs)))
         for name, want in zip(names_out, outputs):
-            want = np.asarray(want)
-            assert got[name].dtype == want.dtype and got[name].shape == want.shape
-            np.testing.assert_allclose(got[name], want, rtol=case.rtol, atol=case.atol)
+            assert_same(got[name], np.asarray(want), name, atol=case.atol, rtol=case.rtol)

@@ -284,7 +284,7 @@ def eyelike_rows(table: Table, args) -> None:
         del session, ours
 
     from onnx_dml_lowering.ir import DataType, DiagonalMatrix, Download, Graph, TensorDesc, parse_level
-    from onnx_dml_lowering.runtime.emulator import execute
+    from onnx_dml_lowering.runtime.interpreter import execute
     batch, side = args.batch
     shape = (batch, side, side)
     graph = Graph(parse_level("5_1"))

@@ -1,4 +1,6 @@
 """One kernel per IR operator, following the DirectML pseudocode; all I/O goes through views.
+This module is the numpy kernel set (runtime.kernel_set.DmlKernels), plus the host steps
+upload, download and clear.
 
 The kernels are vectorised numpy over the views. NONZERO_COORDINATES streams its input in blocks
 that stay in cache: each block is tested, its non-zero positions found, and their coordinates
@@ -177,7 +179,7 @@ def nonzero_coordinates(x: np.ndarray, count: np.ndarray, coords: np.ndarray, st
     count[...] = total
 
 
-def _scalar_for(dtype: np.dtype, value: float) -> np.generic:
+def scalar_for(dtype: np.dtype, value: float) -> np.generic:
     """DIAGONAL_MATRIX's FLOAT Value in the output type: integers truncate toward zero."""
     as_float = np.float32(value)
     if dtype.kind == "f":
@@ -214,7 +216,7 @@ def diagonal_matrix(out: np.ndarray, offset: int, value: float) -> None:
     first = max(0, -offset)
     length = max(0, min(height, width - offset)) - first
     if length > 0:
-        _diagonal(out, first, offset, length)[...] = _scalar_for(out.dtype, value)
+        _diagonal(out, first, offset, length)[...] = scalar_for(out.dtype, value)
 
 
 def diagonal_matrix1(source: "np.ndarray | None", out: np.ndarray, value, begin: int, end: int) -> None:

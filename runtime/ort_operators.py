@@ -10,6 +10,8 @@ ELEMENT_WISE_BIT_OR / BIT_AND <- BitwiseOr / BitwiseAnd
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 from onnx import TensorProto as T
 from onnx import helper
@@ -18,12 +20,12 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import numpy_to_onnx
 from onnx_dml_lowering.ir.errors import first_line
 
-from .kernels import POISON_WORD, _scalar_for
+from .kernels import POISON_WORD, scalar_for
 from .ort_providers import make_session, resolve
 
 
 class OrtOperators:
-    """Kernel set for runtime.emulator.Emulator(operators=...), backed by onnxruntime."""
+    """The DmlKernels set (runtime.kernel_set) backed by onnxruntime: Interpreter(kernels=...)."""
 
     def __init__(self, providers: "list[str] | None" = None) -> None:
         self.providers = resolve(providers)
@@ -85,7 +87,7 @@ class OrtOperators:
         # selected with Where (onnxruntime's Where turns -0.0 into +0.0).
         rows = np.arange(max(0, -offset), max(0, min(height, width - offset)), dtype=np.int64)
         indices = np.stack([rows, rows + offset], axis=1)
-        typed = _scalar_for(out.dtype, value)
+        typed = scalar_for(out.dtype, value)
 
         def build():
             return self._model([helper.make_node("ScatterND", ["zeros", "indices", "updates"], ["y"])],
@@ -132,7 +134,9 @@ class OrtOperators:
                               f"DIAGONAL_MATRIX1 on {out.dtype} via Trilu")
         out[...] = result
 
-    def identity(self, source: np.ndarray, out: np.ndarray) -> None:
+    def identity(self, source: np.ndarray, out: np.ndarray,
+                 release: "Callable[[int], None] | None" = None) -> None:
+        # release is not called: onnxruntime copies the whole tensor in one call.
         data = np.ascontiguousarray(source)
         elem = numpy_to_onnx(data.dtype)
 

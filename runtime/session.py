@@ -10,8 +10,8 @@ import numpy as np
 from onnx_dml_lowering.ir import LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import Declined
 
-from .emulator import Emulator
 from .feeds import check_feeds
+from .interpreter import Interpreter
 from .memory import check_memory, default_limit, parse_size
 from .onnx_regions import RegionRunner
 
@@ -56,7 +56,7 @@ class EmulatorSession:
             region = OnnxRegion(name, tuple(m.name for m in members), tuple(reads), step.outputs)
             return self.regions(region, tensors)
         check_memory(result, self.memory_limit, f"node {step.onnx_node} at input shapes {list(shapes.values())}")
-        return Emulator(result, strict, self.operators).run({n: tensors[n] for n in result.inputs})
+        return Interpreter(result, strict, self.operators).run({n: tensors[n] for n in result.inputs})
 
     def run(self, feeds: Mapping[str, object], strict: "bool | None" = None,
             memory_limit: "int | str | None" = None) -> "dict[str, np.ndarray]":
@@ -71,4 +71,4 @@ class EmulatorSession:
                 return self.regions(step, env)
             return self._lower_at_run_time(step, env, strict)
 
-        return Emulator(self.compiled.graph, strict, self.operators).run(tensors, runner)
+        return Interpreter(self.compiled.graph, strict, self.operators).run(tensors, runner)

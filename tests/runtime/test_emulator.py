@@ -1,6 +1,7 @@
-"""runtime.emulator over hand-built ir.Graphs: the spec pages' own examples, bit-level float rules,
-DIAGONAL_MATRIX1 against an independent numpy implementation of the DML_FACTS pseudocode, strided
-copies, and the memory-safety checks (wrong strides, undersized sizes, poison)."""
+"""runtime.interpreter (the CPU emulator) over hand-built ir.Graphs: the spec pages' own examples,
+bit-level float rules, DIAGONAL_MATRIX1 against an independent numpy implementation of the
+DML_FACTS pseudocode, strided copies, and the memory-safety checks (wrong strides, undersized
+sizes, poison)."""
 import itertools
 import math
 
@@ -9,7 +10,7 @@ import pytest
 
 from onnx_dml_lowering.ir import (ClearBuffer, DataType, DiagonalMatrix, DiagonalMatrix1, DmlLowerError, Download,
                 ElementWiseIdentity, Graph, NonZeroCoordinates, ReadCount, TensorDesc, Upload, parse_level)
-from onnx_dml_lowering.runtime.emulator import execute
+from onnx_dml_lowering.runtime.interpreter import execute
 from onnx_dml_lowering.ir import verify_graph
 from tests.oracle import assert_same
 

@@ -15,8 +15,8 @@ from onnx import helper as h
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.ir import (ClearBuffer, DataType, DiagonalMatrix, Download, ElementWiseIdentity, Graph,
                 NonZeroCoordinates, ReadCount, TensorDesc, Upload, parse_level)
-from onnx_dml_lowering.runtime import emulator, kernels
-from onnx_dml_lowering.runtime.emulator import execute
+from onnx_dml_lowering.runtime import binding, kernels
+from onnx_dml_lowering.runtime.interpreter import execute
 from tests.builders import graph_model, single_node_model
 from tests.oracle import assert_same
 
@@ -199,7 +199,7 @@ def test_diagonal_matrix_kernel_against_eye(dtype):
         want = np.zeros(shape, dtype)
         for row in range(shape[-2]):
             if 0 <= row + offset < shape[-1]:
-                want[..., row, row + offset] = kernels._scalar_for(np.dtype(dtype), value)
+                want[..., row, row + offset] = kernels.scalar_for(np.dtype(dtype), value)
         got = np.full(shape, 7, dtype)
         kernels.diagonal_matrix(got, offset, value)
         assert_same(got, want)
@@ -356,16 +356,16 @@ def test_clear_at_allocation_and_clear_of_a_written_buffer():
 
 
 def test_pool_reuses_only_unreferenced_memory():
-    size = emulator.POOL_MIN_BYTES
-    first = emulator.POOL.take(size)
+    size = binding.POOL_MIN_BYTES
+    first = binding.POOL.take(size)
     view = first.view(np.uint8)[:16]
     del first
-    second = emulator.POOL.take(size)
+    second = binding.POOL.take(size)
     assert not np.shares_memory(second, view)        # a view keeps its memory out of the pool
     address = second.ctypes.data
     del second
-    third = emulator.POOL.take(size)
-    assert third.ctypes.data == address or not any(e is third for e in emulator.POOL._entries[:-1])
+    third = binding.POOL.take(size)
+    assert third.ctypes.data == address or not any(e is third for e in binding.POOL._entries[:-1])
 
 
 def test_large_graph_result_survives_later_runs(rng):

@@ -1,0 +1,140 @@
+"""The CPU emulator's interpreter: runs an ir.Graph's steps in order over runtime.binding's
+memory, each step through its handler in STEP_HANDLERS, DirectML operators on a kernel set
+(runtime.kernel_set.DmlKernels: the numpy kernels, or onnxruntime's stand-ins).
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+
+from onnx_dml_lowering.ir import (ClearBuffer, DiagonalMatrix, DiagonalMatrix1, DmlLowerError, Download,
+                                  ElementWiseBitAnd, ElementWiseBitOr, ElementWiseIdentity, EmptyTensor, Graph,
+                                  LowerAtRunTime, NonZeroCoordinates, OnnxRegion, ReadCount, Step, Upload)
+from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
+
+from . import kernels as numpy_kernels
+from .binding import Bindings
+from .kernel_set import DmlKernels
+
+RegionCallback = Callable[["OnnxRegion | LowerAtRunTime", Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
+
+
+class Interpreter:
+    """One execution of one graph: its bindings (buffers, symbols), host tensors and kernel set."""
+
+    def __init__(self, graph: Graph, strict: bool = False, kernels: "DmlKernels | None" = None) -> None:
+        self.graph = graph
+        self.strict = strict
+        self.kernels: DmlKernels = kernels if kernels is not None else numpy_kernels
+        self.bindings = Bindings(graph, strict)
+        self.tensors: "dict[str, np.ndarray]" = {}
+        self.region_runner: "RegionCallback | None" = None
+
+    def run(self, feeds: Mapping[str, np.ndarray],
+            region_runner: "RegionCallback | None" = None) -> "dict[str, np.ndarray]":
+        """Run every step on host tensors `feeds`; returns the graph's output tensors.
+        region_runner runs ONNX regions and run-time lowering (a graph without them needs none)."""
+        self.tensors.update(feeds)
+        self.region_runner = region_runner
+        bindings = self.bindings
+        level = self.graph.feature_level
+        for index, step in enumerate(self.graph.steps):
+            bindings.enter(index)
+            # A step over a view that a zero count leaves empty does not run (nnz = 0); a
+            # download of it still yields the empty host tensor.
+            if type(step) is Download or not bindings.is_empty(step):
+                if step.is_dml_operator:
+                    step.validate({name: bindings.desc(name) for name in step.reads() + step.writes()}, level)
+                handler = STEP_HANDLERS.get(type(step))
+                if handler is None:
+                    raise DmlLowerError(f"the emulator has no kernel for step {step.kind}")
+                handler(self, step)
+            bindings.retire(index)
+        return {name: self.tensors[name] for name in self.graph.outputs}
+
+    def _shape(self, shape: "tuple[int | str, ...]") -> "tuple[int, ...]":
+        symbols = self.bindings.symbols
+        return tuple(symbols[s] if isinstance(s, str) else s for s in shape)
+
+    # -- host steps -----------------------------------------------------------------------
+    def upload(self, step: Upload) -> None:
+        host = self.tensors[step.tensor]
+        self.bindings.bind_upload(step.view, host)
+        numpy_kernels.upload(host, self.bindings.array(step.view), step.tensor)
+
+    def download(self, step: Download) -> None:
+        shape = self._shape(step.shape)
+        dtype = onnx_to_numpy(step.onnx_type)
+        if 0 in shape:
+            self.tensors[step.tensor] = np.zeros(shape, dtype)
+        else:
+            self.tensors[step.tensor] = numpy_kernels.download(self.bindings.array(step.view), dtype, shape,
+                                                               share=self.bindings.may_share(step.view))
+
+    def clear(self, step: ClearBuffer) -> None:
+        if not self.bindings.clear_by_allocation(step.buffer, step.value):
+            numpy_kernels.clear(self.bindings.buffer(step.buffer), step.value)
+
+    def read_count(self, step: ReadCount) -> None:
+        self.bindings.symbols[step.symbol] = int(self.bindings.array(step.view).reshape(-1)[0])
+
+    def empty_tensor(self, step: EmptyTensor) -> None:
+        self.tensors[step.tensor] = np.zeros(self._shape(step.shape), onnx_to_numpy(step.onnx_type))
+
+    def onnx(self, step: "OnnxRegion | LowerAtRunTime") -> None:
+        if self.region_runner is None:
+            raise DmlLowerError(f"step {step.kind} needs a runner for ONNX regions and run-time lowering")
+        self.tensors.update(self.region_runner(step, self.tensors))
+
+    # -- DirectML operators, on the kernel set --------------------------------------------
+    def nonzero_coordinates(self, step: NonZeroCoordinates) -> None:
+        array = self.bindings.array
+        self.kernels.nonzero_coordinates(array(step.input), array(step.output_count),
+                                         array(step.output_coordinates), self.strict)
+
+    def diagonal_matrix(self, step: DiagonalMatrix) -> None:
+        self.kernels.diagonal_matrix(self.bindings.array(step.output), step.offset, step.value)
+
+    def diagonal_matrix1(self, step: DiagonalMatrix1) -> None:
+        source = self.bindings.array(step.input) if step.input else None
+        self.kernels.diagonal_matrix1(source, self.bindings.array(step.output), step.value,
+                                      step.fill_begin, step.fill_end)
+
+    def identity(self, step: ElementWiseIdentity) -> None:
+        bindings = self.bindings
+        source, out = bindings.array(step.input), bindings.array(step.output)
+        self.kernels.identity(source, out, release=bindings.release_behind(step.input, step.output))
+
+    def bit_or(self, step: ElementWiseBitOr) -> None:
+        array = self.bindings.array
+        self.kernels.bit_or(array(step.a), array(step.b), array(step.output))
+
+    def bit_and(self, step: ElementWiseBitAnd) -> None:
+        array = self.bindings.array
+        self.kernels.bit_and(array(step.a), array(step.b), array(step.output))
+
+
+# Step type -> its handler, one line each (every type in ir.operators.STEP_TYPES).
+STEP_HANDLERS: "dict[type[Step], Callable[[Interpreter, Step], None]]" = {
+    Upload: Interpreter.upload,
+    Download: Interpreter.download,
+    ClearBuffer: Interpreter.clear,
+    ReadCount: Interpreter.read_count,
+    EmptyTensor: Interpreter.empty_tensor,
+    OnnxRegion: Interpreter.onnx,
+    LowerAtRunTime: Interpreter.onnx,
+    NonZeroCoordinates: Interpreter.nonzero_coordinates,
+    DiagonalMatrix: Interpreter.diagonal_matrix,
+    DiagonalMatrix1: Interpreter.diagonal_matrix1,
+    ElementWiseIdentity: Interpreter.identity,
+    ElementWiseBitOr: Interpreter.bit_or,
+    ElementWiseBitAnd: Interpreter.bit_and,
+}
+
+
+def execute(graph: Graph, feeds: Mapping[str, np.ndarray], strict: bool = False,
+            region_runner: "RegionCallback | None" = None,
+            kernels: "DmlKernels | None" = None) -> "dict[str, np.ndarray]":
+    """Run `graph` on host tensors `feeds`; returns the graph's output tensors."""
+    return Interpreter(graph, strict, kernels).run(feeds, region_runner)

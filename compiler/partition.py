@@ -182,7 +182,8 @@ def partition(model: onnx.ModelProto, level: FeatureLevel, types=None) -> Partit
     for init in model.graph.initializer:
         if init.name in graph_input_names or len(init.dims) < 2:
             continue
-        match = match_initializer(init.name, view.constant(init.name), level)
+        match = match_initializer(init.name, view.constant(init.name), level,
+                                  prefix=view.value_prefix(init.name))
         if match is None:
             continue
         label = [f"initializer:{init.name}"]

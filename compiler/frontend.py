@@ -157,7 +157,7 @@ def value_types(model: onnx.ModelProto) -> "dict[str, TensorInfo]":
     return infos
 
 
-def node_info(node: onnx.NodeProto, opset: int, types: "dict[str, TensorInfo]") -> NodeInfo:
+def node_info(node: onnx.NodeProto, opset: int, types: "dict[str, TensorInfo]", prefix: str = "") -> NodeInfo:
     def info(name: str) -> "TensorInfo | None":
         if not name:
             return None
@@ -165,7 +165,7 @@ def node_info(node: onnx.NodeProto, opset: int, types: "dict[str, TensorInfo]") 
 
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     return NodeInfo(node.name, node.op_type, opset, tuple(info(n) for n in node.input),
-                    tuple(info(n) for n in node.output), attrs)
+                    tuple(info(n) for n in node.output), attrs, prefix)
 
 
 def graph_inputs(model: onnx.ModelProto) -> "list[onnx.ValueInfoProto]":

@@ -7,6 +7,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
+from onnx_dml_lowering.lowering.node import unique_names
 
 from .frontend import default_opset, node_info, value_types
 
@@ -37,10 +38,15 @@ class OnnxGraphView:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
                 self._constants[node.output[0]] = node
         self._values: "dict[str, Any]" = {}
+        # IR name prefixes, distinct although sanitising may map different names to one: nodes by
+        # their name, constants a generator may replace as init_<name>, in one name space.
+        self._prefixes = unique_names([(("node", n.name), n.name) for n in self.nodes] +
+                                      [(("value", v), f"init_{v}") for v in self._constants])
 
     def info(self, name: str) -> NodeInfo:
         if name not in self._infos:
-            self._infos[name] = node_info(self._by_name[name], self.opset, self.types)
+            self._infos[name] = node_info(self._by_name[name], self.opset, self.types,
+                                          self._prefixes[("node", name)])
         return self._infos[name]
 
     def producer(self, tensor: str) -> "NodeInfo | None":
@@ -52,6 +58,9 @@ class OnnxGraphView:
 
     def is_graph_output(self, tensor: str) -> bool:
         return tensor in self._outputs
+
+    def value_prefix(self, tensor: str) -> str:
+        return self._prefixes.get(("value", tensor)) or f"init_{tensor}"
 
     def tensor(self, name: str) -> TensorInfo:
         return self.types.get(name, TensorInfo(name, 0, None))

@@ -1,10 +1,21 @@
-"""Partition: find idioms (largest first) at each anchor node, order the matches and the
-remaining nodes topologically (stable with respect to the model's order), and gather the nodes
-left to ONNX into maximal consecutive regions. The result is one composed ir.Graph plus placement."""
+"""Partition: small passes over one PartitionState, each callable on its own.
+
+    state = start(model, level, types)
+    generate_constants(state)     # constant initializers DirectML generates instead of storing
+    match_idioms(state)           # per anchor node, the largest idiom that matches (a rule is the one-node idiom)
+    schedule(state)               # matches and ONNX nodes in a stable topological order
+    lower_static(state)           # build the matches whose sizes are known now
+    defer_run_time_sized(state)   # the rest are specialised at run time, with a precomputed ONNX fallback
+    build_regions(state)          # gather the nodes left to ONNX into maximal consecutive regions
+    state.result()                # the Partition: one composed ir.Graph plus placement
+
+All state lives in the PartitionState, so partitions of different models may run interleaved or
+in parallel threads."""
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import Union
 
 import onnx
 
@@ -13,6 +24,9 @@ from onnx_dml_lowering.lowering import Declined, Match, idioms_for
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
 
 from .graph_view import OnnxGraphView
+
+RUN_TIME_NOTE = "sizes are bound at run time; specialised per input shape"
+EMPTY_NOTE = "empty result: a zero-sized tensor needs no DirectML operator"
 
 
 @dataclass
@@ -34,6 +48,14 @@ class Placement:
         return out
 
 
+@dataclass(frozen=True)
+class FallbackRegion:
+    """What runs on ONNX when a deferred match's run-time specialisation declines: the region
+    step (its reads and the match's outputs) and its member nodes in the model's order."""
+    region: OnnxRegion
+    nodes: "tuple[onnx.NodeProto, ...]"
+
+
 @dataclass
 class Partition:
     graph: Graph
@@ -42,6 +64,52 @@ class Partition:
     deferred: "dict[str, Match]"                     # anchor node -> match lowered at run time
     nodes: "dict[str, onnx.NodeProto]" = field(default_factory=dict)
     generated: "set[str]" = field(default_factory=set)  # initializers a generator replaces
+    fallbacks: "dict[str, FallbackRegion]" = field(default_factory=dict)  # anchor node -> its fallback
+
+
+# One scheduled item: an ONNX node, or a match covering one or more nodes.
+Item = Union[onnx.NodeProto, Match]
+
+
+@dataclass
+class PartitionState:
+    model: onnx.ModelProto
+    level: FeatureLevel
+    view: OnnxGraphView
+    graph: Graph
+    by_name: "dict[str, onnx.NodeProto]"
+    position: "dict[str, int]"
+    generated: "set[str]" = field(default_factory=set)
+    generated_placement: "list[Placement]" = field(default_factory=list)
+    matches: "list[Match]" = field(default_factory=list)
+    covered: "dict[str, Match]" = field(default_factory=dict)        # node -> the match covering it
+    declines: "dict[str, tuple[str, str]]" = field(default_factory=dict)  # node -> (idiom, reason)
+    order: "list[Item]" = field(default_factory=list)
+    built: "dict[str, Graph | Declined]" = field(default_factory=dict)   # anchor -> static build
+    deferred: "dict[str, Match]" = field(default_factory=dict)
+    fallbacks: "dict[str, FallbackRegion]" = field(default_factory=dict)
+    regions: "dict[str, list[onnx.NodeProto]]" = field(default_factory=dict)
+    placement: "list[Placement]" = field(default_factory=list)
+    _reads: "dict[str, list[str]]" = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> "list[onnx.NodeProto]":
+        return self.view.nodes
+
+    def reads(self, node: onnx.NodeProto) -> "list[str]":
+        """The names a node reads, its subgraphs' outer-scope names included (memoised per node)."""
+        if node.name not in self._reads:
+            self._reads[node.name] = node_reads(node)
+        return self._reads[node.name]
+
+    def members(self, item: Item) -> "list[onnx.NodeProto]":
+        if isinstance(item, onnx.NodeProto):
+            return [item]
+        return [self.by_name[n] for n in item.nodes]
+
+    def result(self) -> Partition:
+        return Partition(self.graph, self.generated_placement + self.placement, self.regions,
+                         self.deferred, self.by_name, self.generated, self.fallbacks)
 
 
 def subgraph_inputs(node: onnx.NodeProto) -> "list[str]":
@@ -59,79 +127,101 @@ def subgraph_inputs(node: onnx.NodeProto) -> "list[str]":
     return names
 
 
-_READS: "dict[int, tuple[onnx.NodeProto, list[str]]]" = {}
-
-
 def node_reads(node: onnx.NodeProto) -> "list[str]":
-    """The names a node reads, its subgraphs' outer-scope names included (memoised per node)."""
-    cached = _READS.get(id(node))
-    if cached is not None and cached[0] is node:
-        return cached[1]
+    """The names a node reads, its subgraphs' outer-scope names included."""
     reads = [n for n in node.input if n]
     if any(a.HasField("g") or len(a.graphs) for a in node.attribute):
         reads += subgraph_inputs(node)
-    _READS[id(node)] = (node, reads)
     return reads
 
 
-def find_matches(view: OnnxGraphView, level: FeatureLevel):
-    """Per node, the idiom that covers it (or the decline of the one that anchored there)."""
-    covered: "dict[str, Match]" = {}
-    matches: "list[Match]" = []
-    declines: "dict[str, tuple[str, str]]" = {}
-    for node in view.nodes:
-        if node.name in covered:
+def start(model: onnx.ModelProto, level: FeatureLevel, types=None) -> PartitionState:
+    """The state every pass works on: the graph view and an IR graph with the model's interface."""
+    view = OnnxGraphView(model, types)
+    graph = Graph(level)
+    inits = {i.name for i in model.graph.initializer}
+    graph.inputs = [vi.name for vi in model.graph.input if vi.name not in inits] + sorted(inits)
+    graph.outputs = [vo.name for vo in model.graph.output]
+    return PartitionState(model, level, view, graph, {n.name: n for n in view.nodes},
+                          {n.name: i for i, n in enumerate(view.nodes)})
+
+
+def generate_constants(state: PartitionState) -> None:
+    """Constant initializers DirectML can generate: produced first, never stored."""
+    graph_input_names = {vi.name for vi in state.model.graph.input}
+    for init in state.model.graph.initializer:
+        if init.name in graph_input_names or len(init.dims) < 2:
+            continue
+        match = match_initializer(init.name, state.view.constant(init.name), state.level,
+                                  prefix=state.view.value_prefix(init.name))
+        if match is None:
+            continue
+        label = [f"initializer:{init.name}"]
+        result = match if isinstance(match, Declined) else match.build({}, {}, state.level)
+        if isinstance(result, Declined):
+            state.generated_placement.append(Placement(label, "onnx", "constant_diagonal", [], result.reason,
+                                                       extra={"initializer": init.name}))
+            continue
+        state.graph.merge(result)
+        state.generated.add(init.name)
+        state.generated_placement.append(Placement(label, "lowered", match.rule, result.dml_operators,
+                                                   note=match.note, extra=dict(match.extra)))
+    state.graph.inputs = [name for name in state.graph.inputs if name not in state.generated]
+
+
+def match_idioms(state: PartitionState) -> None:
+    """Per node, the idiom that covers it (largest first; an op's single-node rule is its
+    smallest idiom), or the first decline among those that anchored there."""
+    for node in state.nodes:
+        if node.name in state.covered:
             continue
         candidates = idioms_for(node.op_type, node.domain)
         if not candidates:
             continue
-        info = view.info(node.name)
+        info = state.view.info(node.name)
         first_decline = None
         for idiom in candidates:
-            result = idiom.match(info, view, level)
+            result = idiom.match(info, state.view, state.level)
             if result is None:
                 continue
             if isinstance(result, Declined):
                 first_decline = first_decline or (idiom.name, result.reason)
                 continue
-            if any(n in covered for n in result.nodes):
+            if any(n in state.covered for n in result.nodes):
                 continue
             for name in result.nodes:
-                covered[name] = result
-            matches.append(result)
+                state.covered[name] = result
+            state.matches.append(result)
             break
         else:
             if first_decline:
-                declines[node.name] = first_decline
-    return matches, covered, declines
+                state.declines[node.name] = first_decline
 
 
-def _schedule(nodes: "list[onnx.NodeProto]", covered: "dict[str, Match]") -> list:
+def schedule(state: PartitionState) -> None:
     """Items (a NodeProto or a Match) in a topological order that keeps the model's order
     wherever the dependencies allow (Kahn's algorithm keyed by first position)."""
-    position = {n.name: i for i, n in enumerate(nodes)}
-    items: list = []
+    nodes, covered, position = state.nodes, state.covered, state.position
+    items: "list[Item]" = []
     item_of: "dict[str, int]" = {}
     for node in nodes:
         match = covered.get(node.name)
         if match is None:
             item_of[node.name] = len(items)
             items.append(node)
-        elif node.name == match.nodes[0] or all(n not in item_of for n in match.nodes):
-            if not any(n in item_of for n in match.nodes):
-                index = len(items)
-                items.append(match)
-                for name in match.nodes:
-                    item_of[name] = index
+        elif not any(n in item_of for n in match.nodes):
+            index = len(items)
+            items.append(match)
+            for name in match.nodes:
+                item_of[name] = index
     producer: "dict[str, int]" = {}
-    by_name = {n.name: n for n in nodes}
     reads: "list[list[str]]" = []
     for index, item in enumerate(items):
-        members = [item] if isinstance(item, onnx.NodeProto) else [by_name[n] for n in item.nodes]
+        members = state.members(item)
         inner = {o for m in members for o in m.output if o}
         for name in inner:
             producer[name] = index
-        reads.append([r for m in members for r in node_reads(m) if r not in inner])
+        reads.append([r for m in members for r in state.reads(m) if r not in inner])
     waiting = [0] * len(items)
     users: "list[list[int]]" = [[] for _ in items]
     for index, names in enumerate(reads):
@@ -141,12 +231,11 @@ def _schedule(nodes: "list[onnx.NodeProto]", covered: "dict[str, Match]") -> lis
             users[dep].append(index)
 
     def key(index: int) -> int:
-        item = items[index]
-        return position[item.name] if isinstance(item, onnx.NodeProto) else min(position[n] for n in item.nodes)
+        return min(position[m.name] for m in state.members(items[index]))
 
     ready = [(key(i), i) for i, w in enumerate(waiting) if w == 0]
     heapq.heapify(ready)
-    order = []
+    order: "list[Item]" = []
     while ready:
         _, index = heapq.heappop(ready)
         order.append(items[index])
@@ -154,59 +243,61 @@ def _schedule(nodes: "list[onnx.NodeProto]", covered: "dict[str, Match]") -> lis
             waiting[user] -= 1
             if waiting[user] == 0:
                 heapq.heappush(ready, (key(user), user))
-    if len(order) != len(items):  # a match that would need a cycle: keep the model's order
-        return [n for n in nodes]
-    return order
+    # A match that would need a cycle: keep the model's order.
+    state.order = order if len(order) == len(items) else list(nodes)
 
 
-def partition(model: onnx.ModelProto, level: FeatureLevel, types=None) -> Partition:
-    view = OnnxGraphView(model, types)
-    _READS.clear()
-    graph = Graph(level)
-    inits = {i.name for i in model.graph.initializer}
-    graph.inputs = [vi.name for vi in model.graph.input if vi.name not in inits] + sorted(inits)
-    graph.outputs = [vo.name for vo in model.graph.output]
-    placement: "list[Placement]" = []
-    regions: "dict[str, list[onnx.NodeProto]]" = {}
-    deferred: "dict[str, Match]" = {}
-    nodes = view.nodes
-    by_name = {n.name: n for n in nodes}
-    position = {n.name: i for i, n in enumerate(nodes)}
+def static_inputs(state: PartitionState, match: Match) -> "tuple[dict, dict] | None":
+    """The input shapes and shaping values of a match, if all are known at compile time."""
+    shapes = match.static_shapes()
+    values = {name: state.view.constant(name) for name in match.value_inputs}
+    if shapes is None or any(v is None for v in values.values()):
+        return None
+    return shapes, values
 
-    matches, covered, declines = find_matches(view, level)
-    order = _schedule(nodes, covered)
 
-    # Constant initializers DirectML can generate: produced first, never stored.
-    generated: "set[str]" = set()
-    graph_input_names = {vi.name for vi in model.graph.input}
-    for init in model.graph.initializer:
-        if init.name in graph_input_names or len(init.dims) < 2:
-            continue
-        match = match_initializer(init.name, view.constant(init.name), level)
-        if match is None:
-            continue
-        label = [f"initializer:{init.name}"]
-        result = match if isinstance(match, Declined) else match.build({}, {}, level)
-        if isinstance(result, Declined):
-            placement.append(Placement(label, "onnx", "constant_diagonal", [], result.reason,
-                                       extra={"initializer": init.name}))
-            continue
-        graph.merge(result)
-        generated.add(init.name)
-        placement.append(Placement(label, "lowered", match.rule, result.dml_operators, note=match.note,
-                                   extra=dict(match.extra)))
-    graph.inputs = [name for name in graph.inputs if name not in generated]
+def lower_static(state: PartitionState) -> None:
+    """Build every scheduled match whose sizes (and shaping values) are known now."""
+    for item in state.order:
+        if isinstance(item, Match):
+            known = static_inputs(state, item)
+            if known is not None:
+                state.built[item.nodes[0]] = item.build(known[0], known[1], state.level)
 
+
+def fallback_region(state: PartitionState, match: Match) -> FallbackRegion:
+    """The ONNX region that runs a match's nodes when its run-time specialisation declines."""
+    members = sorted((state.by_name[n] for n in match.nodes), key=lambda n: state.position[n.name])
+    produced = {o for m in members for o in m.output if o}
+    reads: "list[str]" = []
+    for member in members:
+        reads += [r for r in state.reads(member) if r not in produced and r not in reads]
+    region = OnnxRegion(f"fallback_{match.nodes[0]}", tuple(m.name for m in members), tuple(reads),
+                        tuple(match.outputs))
+    return FallbackRegion(region, tuple(members))
+
+
+def defer_run_time_sized(state: PartitionState) -> None:
+    """Matches whose sizes are bound only at run time: specialised then, with the ONNX region
+    to fall back on precomputed here."""
+    for item in state.order:
+        if isinstance(item, Match) and item.nodes[0] not in state.built:
+            state.deferred[item.nodes[0]] = item
+            state.fallbacks[item.nodes[0]] = fallback_region(state, item)
+
+
+def build_regions(state: PartitionState) -> None:
+    """Walk the order: emit lowered fragments and run-time steps, gather everything left to ONNX
+    (unmatched nodes and declined matches) into maximal consecutive regions, and record placement."""
+    order = state.order
     # The last position that reads each value: a region hands out what is read after it.
     last_read: "dict[str, int]" = {}
     for index, item in enumerate(order):
-        members = [item] if isinstance(item, onnx.NodeProto) else [by_name[n] for n in item.nodes]
-        for member in members:
-            for name in node_reads(member):
+        for member in state.members(item):
+            for name in state.reads(member):
                 last_read[name] = index
-    for name in graph.outputs:
+    for name in state.graph.outputs:
         last_read[name] = len(order)
-
     pending: "list[onnx.NodeProto]" = []
 
     def flush(index: int) -> None:
@@ -215,47 +306,51 @@ def partition(model: onnx.ModelProto, level: FeatureLevel, types=None) -> Partit
             return
         produced, reads = set(), []
         for node in pending:
-            reads += [n for n in node_reads(node) if n not in produced and n not in reads]
+            reads += [n for n in state.reads(node) if n not in produced and n not in reads]
             produced.update(o for o in node.output if o)
         outputs = [o for node in pending for o in node.output if o and last_read.get(o, -1) > index]
-        name = f"onnx_region_{len(regions)}"
-        regions[name] = list(pending)
-        graph.add(OnnxRegion(name, tuple(n.name for n in pending), tuple(reads), tuple(outputs)))
+        name = f"onnx_region_{len(state.regions)}"
+        state.regions[name] = list(pending)
+        state.graph.add(OnnxRegion(name, tuple(n.name for n in pending), tuple(reads), tuple(outputs)))
         pending.clear()
 
     for index, item in enumerate(order):
         if isinstance(item, onnx.NodeProto):
             pending.append(item)
-            if item.name in declines:
-                rule, reason = declines[item.name]
-                placement.append(Placement([item.name], "onnx", rule, [], reason))
+            if item.name in state.declines:
+                rule, reason = state.declines[item.name]
+                state.placement.append(Placement([item.name], "onnx", rule, [], reason))
             continue
-        match: Match = item
-        shapes = match.static_shapes()
-        values = {name: view.constant(name) for name in match.value_inputs}
-        static = shapes is not None and all(v is not None for v in values.values())
-        result = match.build(shapes, values, level) if static else None
+        match, anchor = item, item.nodes[0]
+        if anchor in state.deferred:
+            flush(index - 1)
+            state.graph.add(LowerAtRunTime(anchor, match.rule, tuple(t.name for t in match.inputs),
+                                           tuple(match.outputs)))
+            state.placement.append(Placement(list(match.nodes), "lowered", match.rule, list(match.operators),
+                                             note=_join(match.note, RUN_TIME_NOTE), extra=dict(match.extra)))
+            continue
+        result = state.built[anchor]
         if isinstance(result, Declined):
-            placement.append(Placement(list(match.nodes), "onnx", match.rule, [], result.reason))
-            pending.extend(sorted((by_name[n] for n in match.nodes), key=lambda n: position[n.name]))
+            state.placement.append(Placement(list(match.nodes), "onnx", match.rule, [], result.reason))
+            pending.extend(sorted(state.members(match), key=lambda n: state.position[n.name]))
             continue
         flush(index - 1)
-        extra = dict(match.extra)
-        if result is None:
-            deferred[match.nodes[0]] = match
-            graph.add(LowerAtRunTime(match.nodes[0], match.rule, tuple(t.name for t in match.inputs),
-                                     tuple(match.outputs)))
-            placement.append(Placement(list(match.nodes), "lowered", match.rule, list(match.operators),
-                                       note=_join(match.note, "sizes are bound at run time; specialised per input shape"),
-                                       extra=extra))
-            continue
-        graph.merge(result)
+        state.graph.merge(result)
         ops = result.dml_operators
-        note = match.note if ops else _join(match.note, "empty result: a zero-sized tensor needs no DirectML operator")
-        placement.append(Placement(list(match.nodes), "lowered", match.rule, ops, note=note, extra=extra))
+        note = match.note if ops else _join(match.note, EMPTY_NOTE)
+        state.placement.append(Placement(list(match.nodes), "lowered", match.rule, ops, note=note,
+                                         extra=dict(match.extra)))
     flush(len(order) - 1)
-    _READS.clear()
-    return Partition(graph, placement, regions, deferred, by_name, generated)
+
+
+PASSES = (generate_constants, match_idioms, schedule, lower_static, defer_run_time_sized, build_regions)
+
+
+def partition(model: onnx.ModelProto, level: FeatureLevel, types=None) -> Partition:
+    state = start(model, level, types)
+    for run in PASSES:
+        run(state)
+    return state.result()
 
 
 def _join(*notes: str) -> str:

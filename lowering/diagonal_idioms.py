@@ -51,7 +51,7 @@ def match_eyelike_of_fill(node: NodeInfo, view: GraphView, level: FeatureLevel) 
             return dims
         if len(dims) != 2:
             return Declined(f"EyeLike needs a 2-D input; ConstantOfShape gives {list(dims)}")
-        return verified(lambda: emit_band(Graph(lvl), Names(node.name), y, out_type, dims, k, k + 1, 1, lvl))
+        return verified(lambda: emit_band(Graph(lvl), Names.for_node(node), y, out_type, dims, k, k + 1, 1, lvl))
 
     return Match("eyelike_constant_of_shape", (node.name, fill.name), (shape,), (y,), build,
                  ("DIAGONAL_MATRIX",), value_inputs=(shape.name,),
@@ -149,7 +149,7 @@ def match_eye_from_ranges(node: NodeInfo, view: GraphView, level: FeatureLevel) 
             if full[-2:] != dims:
                 return Declined(f"Expand to {list(target)} stretches the {dims[0]}x{dims[1]} eye itself")
             dims = full
-        names = Names(node.name)
+        names = Names.for_node(node)
         return verified(lambda: emit_band(Graph(lvl), names, y, out_type, dims, 0, 1, 1, lvl))
 
     note = "Range, Range, Unsqueeze, Equal, Cast" + (", Expand" if expand_shape is not None else "")
@@ -208,7 +208,7 @@ def match_trilu_of_fill(node: NodeInfo, view: GraphView, level: FeatureLevel) ->
         k = int(np.asarray(values[k_input.name]).reshape(-1)[0]) if k_input is not None else 0
         # Open bounds: emit_band clamps them to this matrix and writes INT32_MIN / INT32_MAX.
         begin, end = (k, 2**63) if upper else (-(2**63), k + 1)
-        names = Names(node.name)
+        names = Names.for_node(node)
         return verified(lambda: emit_band(Graph(lvl), names, y, value_type, dims, begin, end, value, lvl))
 
     return Match("trilu_constant_fill", (node.name, fill.name), inputs, (y,), build,
@@ -218,8 +218,8 @@ def match_trilu_of_fill(node: NodeInfo, view: GraphView, level: FeatureLevel) ->
 
 # A constant initializer that is c on a band of diagonals (c * identity, offset diagonals,
 # triangles, with batch dimensions) and 0 elsewhere -> generated, not stored.
-def match_initializer(name: str, array: np.ndarray, level: FeatureLevel,
-                      nodes: "tuple[str, ...]" = ()) -> "Match | Declined | None":
+def match_initializer(name: str, array: np.ndarray, level: FeatureLevel, nodes: "tuple[str, ...]" = (),
+                      prefix: str = "") -> "Match | Declined | None":
     band = find_band(array)
     if band is None:
         return None
@@ -233,7 +233,7 @@ def match_initializer(name: str, array: np.ndarray, level: FeatureLevel,
     ops = ("DIAGONAL_MATRIX",) if end == begin + 1 and not inverted else ("DIAGONAL_MATRIX1",)
 
     def build(shapes, values, lvl) -> "Union[Graph, Declined]":
-        names = Names(f"init_{name}")
+        names = Names(prefix or f"init_{name}")
         return verified(lambda: emit_band(Graph(lvl), names, name, onnx_type, shape, begin, end, value, lvl, inverted))
 
     kind = "outside" if inverted else "on"
@@ -252,7 +252,7 @@ def match_constant_node(node: NodeInfo, view: GraphView, level: FeatureLevel) ->
     value = view.constant(out)
     if value is None or np.ndim(value) < 2:
         return None
-    return match_initializer(out, np.asarray(value), level, nodes=(node.name,))
+    return match_initializer(out, np.asarray(value), level, nodes=(node.name,), prefix=view.value_prefix(out))
 
 
 register_idiom("eyelike_constant_of_shape", "EyeLike", 10, match_eyelike_of_fill)

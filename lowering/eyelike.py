@@ -59,7 +59,7 @@ def check(node: NodeInfo, level: FeatureLevel) -> "str | None":
 def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
     rows, cols = (int(d) for d in node.inputs[0].shape)
     y, out = node.outputs[0].name, output_type(node)
-    graph, names = Graph(level), Names(node.name)
+    graph, names = Graph(level), Names.for_node(node)
     graph.outputs.append(y)
     if rows * cols == 0:
         graph.add(EmptyTensor(y, out, (rows, cols)))

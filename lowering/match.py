@@ -27,6 +27,7 @@ class GraphView(Protocol):
     def constant(self, tensor: str) -> Any: ...            # np.ndarray for constants, else None
     def is_graph_output(self, tensor: str) -> bool: ...
     def tensor(self, name: str) -> TensorInfo: ...
+    def value_prefix(self, tensor: str) -> str: ...        # unique IR prefix for a generated constant
 
 
 # build(shapes by input name, values of the value inputs, level) -> fragment or Declined

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Hashable, Iterable
 
 from onnx_dml_lowering.ir.tensor_desc import Dim
 
@@ -30,6 +30,7 @@ class NodeInfo:
     inputs: "tuple[TensorInfo | None, ...]"
     outputs: "tuple[TensorInfo, ...]"
     attrs: "dict[str, Any]" = field(default_factory=dict)
+    prefix: str = ""           # the node's IR name prefix, unique in its model (see unique_names)
 
     @property
     def is_static(self) -> bool:
@@ -39,14 +40,49 @@ class NodeInfo:
         """The same node with concrete input shapes (a run-time specialisation)."""
         inputs = tuple(None if t is None else TensorInfo(t.name, t.onnx_type, None if s is None else tuple(s))
                        for t, s in zip(self.inputs, shapes))
-        return NodeInfo(self.name, self.op_type, self.opset, inputs, self.outputs, self.attrs)
+        return NodeInfo(self.name, self.op_type, self.opset, inputs, self.outputs, self.attrs, self.prefix)
+
+
+def sanitise(name: str) -> str:
+    """An identifier for IR names: no '.', which separates a prefix from what it names."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name) or "node"
+
+
+def unique_names(wanted: "Iterable[tuple[Hashable, str]]") -> "dict[Hashable, str]":
+    """Distinct sanitised prefixes for (key, wanted name) pairs, deterministic in their order.
+
+    A name that needs no sanitising keeps itself (the first to want it, if several do); any other
+    gets its sanitised form, with the first free suffix _2, _3, ... when that is already taken,
+    so `nz.1`, `nz_1` and `nz-1` become `nz_1_2`, `nz_1` and `nz_1_3`."""
+    pairs = list(wanted)
+    taken: "set[str]" = set()
+    out: "dict[Hashable, str]" = {}
+    for key, name in pairs:
+        if key not in out and sanitise(name) == name and name not in taken:
+            out[key] = name
+            taken.add(name)
+    for key, name in pairs:
+        if key in out:
+            continue
+        base = candidate = sanitise(name)
+        suffix = 2
+        while candidate in taken:
+            candidate, suffix = f"{base}_{suffix}", suffix + 1
+        out[key] = candidate
+        taken.add(candidate)
+    return out
 
 
 class Names:
-    """Unique buffer / view / symbol names for one node's fragment."""
+    """Buffer / view / symbol names for one fragment: `prefix.what`."""
 
-    def __init__(self, node_name: str) -> None:
-        self.prefix = re.sub(r"[^A-Za-z0-9_]", "_", node_name) or "node"
+    def __init__(self, prefix: str) -> None:
+        self.prefix = sanitise(prefix)
+
+    @classmethod
+    def for_node(cls, node: NodeInfo) -> "Names":
+        """The node's compiler-assigned unique prefix (its sanitised name when there is none)."""
+        return cls(node.prefix or node.name)
 
     def __call__(self, what: str) -> str:
         return f"{self.prefix}.{what}"

@@ -126,7 +126,7 @@ def _combine_words(graph: Graph, names: Names, x: TensorInfo, dtype: DataType, m
 def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
     x, y = node.inputs[0], node.outputs[0].name
     rank = len(x.shape)
-    graph, names = Graph(level), Names(node.name)
+    graph, names = Graph(level), Names.for_node(node)
     graph.outputs.append(y)
     if product(x.shape) == 0:
         graph.add(EmptyTensor(y, ONNX_INT64, (rank, 0)))

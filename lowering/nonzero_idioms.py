@@ -49,10 +49,15 @@ def match_transpose(node: NodeInfo, view: GraphView, level: FeatureLevel) -> "Ma
     x, y = node.inputs[0], transpose.outputs[0].name
 
     def build(shapes, values, lvl) -> "Union[Graph, Declined]":
+        # An unknown rank is checked only now, against the concrete shape.
+        reason = check(node.with_shapes((shapes[x.name],)), lvl)
+        if reason:
+            return Declined(reason)
+
         def make() -> Graph:
             xs = _with_shape(x, shapes)
             rank = len(xs.shape)
-            graph, names = Graph(lvl), Names(node.name)
+            graph, names = Graph(lvl), Names.for_node(node)
             graph.outputs.append(y)
             if product(xs.shape) == 0:
                 graph.add(EmptyTensor(y, ONNX_INT64, (0, rank)))
@@ -135,7 +140,7 @@ def match_columns(node: NodeInfo, view: GraphView, level: FeatureLevel) -> "Matc
     def build(shapes, values, lvl) -> "Union[Graph, Declined]":
         def make() -> Graph:
             xs = _with_shape(x, shapes)
-            graph, names = Graph(lvl), Names(node.name)
+            graph, names = Graph(lvl), Names.for_node(node)
             graph.outputs.extend(name for _, name in columns)
             if product(xs.shape) == 0:
                 for _, name in columns:

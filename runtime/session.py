@@ -45,16 +45,10 @@ class EmulatorSession:
         if isinstance(result, Declined):
             self.log.append(f"{', '.join(match.nodes)} at input shapes {list(shapes.values())}: "
                             f"left to ONNX: {result.reason}")
-            name = f"fallback_{step.onnx_node}"
-            nodes = self.compiled.partition.nodes
-            members = [nodes[n] for n in nodes if n in set(match.nodes)]   # the model's order
-            produced = {o for m in members for o in m.output}
-            reads = []
-            for member in members:
-                reads += [r for r in member.input if r and r not in produced and r not in reads]
-            self.regions.add_region(name, members)
-            region = OnnxRegion(name, tuple(m.name for m in members), tuple(reads), step.outputs)
-            return self.regions(region, tensors)
+            # The compiler precomputed the ONNX region for exactly this case.
+            fallback = self.compiled.partition.fallbacks[step.onnx_node]
+            self.regions.add_region(fallback.region.name, list(fallback.nodes))
+            return self.regions(fallback.region, tensors)
         check_memory(result, self.memory_limit, f"node {step.onnx_node} at input shapes {list(shapes.values())}")
         return Interpreter(result, strict, self.operators).run({n: tensors[n] for n in result.inputs})
 

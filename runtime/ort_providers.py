@@ -205,7 +205,6 @@ def make_provider_session(model_bytes: bytes, provider: ProviderSpec, no_fallbac
     session creation fail instead of quietly running on CPUExecutionProvider."""
     import onnxruntime as ort
 
-    from onnx_dml_lowering.ir.errors import first_line
     dml = provider.name == "DmlExecutionProvider"
     # The CPU provider has nothing to fall back from (onnxruntime rejects the combination).
     no_fallback = no_fallback and provider.name != "CPUExecutionProvider"

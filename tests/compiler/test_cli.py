@@ -12,7 +12,6 @@ import onnx
 import pytest
 from onnx import TensorProto as T
 
-from onnx_dml_lowering import ir
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.compiler.examples import example_paths

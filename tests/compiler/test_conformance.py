@@ -6,7 +6,6 @@ import filecmp
 import json
 import os
 
-import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper

@@ -243,11 +243,12 @@ class ConstantDiagonal(IdiomRule):
 register_idiom("eyelike_constant_of_shape", "EyeLike", 10, EyeLikeOfFill())   # DIAGONAL_MATRIX, no input
 register_idiom("eye_from_ranges", "Equal", 10, EyeFromRanges())               # one DIAGONAL_MATRIX
 register_idiom("trilu_constant_fill", "Trilu", 10, TriluOfFill())             # DIAGONAL_MATRIX1, open bound
-CONSTANT_DIAGONAL = register_idiom("constant_diagonal", "Constant", 10, ConstantDiagonal())  # DIAGONAL_MATRIX(1)
+CONSTANT_DIAGONAL = register_idiom("constant_diagonal", "Constant", 10, ConstantDiagonal())  # generated band
 
 
 def match_initializer(name: str, array: np.ndarray, level: FeatureLevel,
                       nodes: "tuple[str, ...]" = ()) -> "Match | Declined | None":
     """The constant_diagonal match of a constant initializer `name` holding `array`, if it is a band."""
-    found = CONSTANT_DIAGONAL.rule.found(name, array, nodes)
+    rule: ConstantDiagonal = CONSTANT_DIAGONAL.rule  # type: ignore[assignment]
+    found = rule.found(name, array, nodes)
     return None if found is None else CONSTANT_DIAGONAL.matched(found, level)

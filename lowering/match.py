@@ -15,28 +15,31 @@ Every idiom is an `IdiomRule` in the shape of onnxscript's rewriter, three plain
   is `raise Decline(reason)` (or return `Declined(reason)`); that call then runs on ONNX.
 
 A rule is registered with one line giving its name, anchor op and priority (larger patterns
-first). A new idiom is one small unit, for example:
+first). A new idiom is one small unit, for example (helpers from diagonal_idioms / diagonal):
 
     class RangeLessMask(IdiomRule):
-        # Less(Unsqueeze(Range(0, n)), Range(0, m)) -> DIAGONAL_MATRIX1 strictly above the diagonal
+        # Less(Unsqueeze(Range(0, n, 1), -1), Range(0, m, 1)) -> DIAGONAL_MATRIX1 above the diagonal
         operators = ("DIAGONAL_MATRIX1",)
         note = "Range, Range, Unsqueeze, Less become one generator"
 
         def pattern(self, anchor, view):
-            rows, cols = ...                      # walk view.producer / sole_consumer from anchor
-            if rows is None:
-                return None
-            return Found((anchor.name, ...), inputs=(n, m), outputs=(anchor.outputs[0].name,),
-                         value_inputs=(n.name, m.name), n=n, m=m)
+            ranges = column_ranges(anchor, view)
+            if ranges is None:                  # (also: intermediates read nowhere else)
+                return None                     # not this idiom: nothing is reported
+            unsqueeze, (rows, n), (cols, m) = ranges
+            return Found((anchor.name, unsqueeze.name, rows.name, cols.name), (n, m),
+                         (anchor.outputs[0].name,), value_inputs=(n.name, m.name), n=n, m=m)
 
-        def check(self, level, n, m):
-            return None if DIAGONAL_MATRIX1.row(level) else "DIAGONAL_MATRIX1 needs 5_1"
+        def check(self, level, n, m):           # the bindings arrive as keywords
+            if DIAGONAL_MATRIX1.row(level) is None:
+                return f"DIAGONAL_MATRIX1 is not available at feature level {level}"
+            return None
 
-        def rewrite(self, f, n, m):
-            dims = (f.count(n), f.count(m))
+        def rewrite(self, f, n, m):             # f: the shared Fragment setup
+            dims = (range_length(f.value(n)), range_length(f.value(m)))
             return emit_band(f.graph, f.names, f.outputs[0], ONNX_BOOL, dims, 1, 2**63, 1, f.level)
 
-    register_idiom("range_less_mask", "Less", 10, RangeLessMask())
+    register_idiom("range_less_mask", "Less", 10, RangeLessMask())  # DIAGONAL_MATRIX1 band
 """
 from __future__ import annotations
 

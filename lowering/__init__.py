@@ -1,8 +1,8 @@
 """ONNX -> IR lowering: one rule per ONNX operator or idiom, in a registry."""
 from . import diagonal_idioms, eyelike, nonzero, nonzero_idioms  # noqa: F401  (registers the rules)
-from .match import IDIOMS, Declined, GraphView, Idiom, Match, idioms_for
+from .match import IDIOMS, Decline, Declined, Found, Fragment, GraphView, Idiom, IdiomRule, Match, idioms_for
 from .node import NodeInfo, TensorInfo
 from .registry import RULES, Rule, rule_for
 
 __all__ = ["NodeInfo", "TensorInfo", "RULES", "Declined", "Rule", "rule_for", "IDIOMS", "Idiom",
-           "Match", "GraphView", "idioms_for"]
+           "Match", "GraphView", "idioms_for", "IdiomRule", "Found", "Fragment", "Decline"]

@@ -44,11 +44,11 @@ def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[
               begin: int, end: int, value: Any, level: FeatureLevel,
               inverted: bool = False) -> "Union[Graph, Declined]":
     """Generate `y` of `shape` ([..., rows, cols]): Value on diagonals x - y in [begin, end)
-    (outside it when `inverted`), 0 elsewhere. Bounds may be any Python ints."""
+    (outside it when `inverted`), 0 elsewhere. Bounds may be any Python ints. The caller has
+    declared `y` among the graph's outputs (a Fragment does)."""
     dtype = from_onnx(onnx_type)
     if dtype is None:
         return Declined(f"output type {onnx_type_name(onnx_type)} has no DirectML equivalent")
-    graph.outputs.append(y)
     if product(shape) == 0:
         graph.add(EmptyTensor(y, onnx_type, tuple(shape)))
         return graph

@@ -12,12 +12,12 @@ from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
 from .diagonal import emit_band, find_band
 from .eyelike import output_type
-from .match import Declined, GraphView, Match, register_idiom, sole_consumer
-from .node import Names, NodeInfo, TensorInfo
-from .registry import verified
+from .match import (Decline, Declined, Found, Fragment, GraphView, IdiomRule, Match, constant_ints,
+                    constant_scalar, register_idiom, sole_consumer, sole_producer)
+from .node import NodeInfo, TensorInfo
 
 
-def _fill_value(node: NodeInfo) -> "tuple[Any, int]":
+def fill_value(node: NodeInfo) -> "tuple[Any, int]":
     """ConstantOfShape's value attribute (default float 0) and its ONNX type."""
     value = node.attrs.get("value")
     if value is None:
@@ -27,143 +27,134 @@ def _fill_value(node: NodeInfo) -> "tuple[Any, int]":
     return array.reshape(-1)[0], value.data_type
 
 
-def _dims(values, name: str) -> "tuple[int, ...] | Declined":
-    dims = tuple(int(d) for d in np.asarray(values[name]).reshape(-1))
-    if any(d < 0 for d in dims):
-        return Declined(f"shape {list(dims)} holds a negative size")
-    return dims
+def broadcast(a: "tuple[int, ...]", b: "tuple[int, ...]", reason: str) -> "tuple[int, ...]":
+    """numpy's broadcast of two shapes; `reason` declines when they do not broadcast."""
+    try:
+        return tuple(np.broadcast_shapes(a, b))
+    except ValueError:
+        raise Decline(reason) from None
 
 
-# EyeLike(ConstantOfShape(shape)) -> DIAGONAL_MATRIX sized by the shape tensor: no input at all.
-def match_eyelike_of_fill(node: NodeInfo, view: GraphView, level: FeatureLevel) -> "Match | Declined | None":
-    x = node.inputs[0]
-    fill = view.producer(x.name)
-    if fill is None or fill.op_type != "ConstantOfShape" or sole_consumer(view, x.name) is None:
-        return None
-    shape, y = fill.inputs[0], node.outputs[0].name
-    out_type, k = output_type(node), int(node.attrs.get("k", 0))
-    if from_onnx(out_type) is None:
-        return None
+class EyeLikeOfFill(IdiomRule):
+    # EyeLike(ConstantOfShape(shape)) -> DIAGONAL_MATRIX sized by the shape tensor: no input at all.
+    operators = ("DIAGONAL_MATRIX",)
+    note = "a generator: the ConstantOfShape is never materialised"
 
-    def build(shapes, values, lvl) -> "Union[Graph, Declined]":
-        dims = _dims(values, shape.name)
-        if isinstance(dims, Declined):
-            return dims
+    def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
+        fill = sole_producer(view, anchor.inputs[0].name, "ConstantOfShape")
+        out_type = output_type(anchor)
+        if fill is None or from_onnx(out_type) is None:
+            return None
+        shape = fill.inputs[0]
+        return Found((anchor.name, fill.name), (shape,), (anchor.outputs[0].name,), value_inputs=(shape.name,),
+                     shape=shape, out_type=out_type, k=int(anchor.attrs.get("k", 0)))
+
+    def rewrite(self, f: Fragment, shape: TensorInfo, out_type: int, k: int) -> "Union[Graph, Declined]":
+        dims = f.dims(shape)
         if len(dims) != 2:
-            return Declined(f"EyeLike needs a 2-D input; ConstantOfShape gives {list(dims)}")
-        return verified(lambda: emit_band(Graph(lvl), Names.for_node(node), y, out_type, dims, k, k + 1, 1, lvl))
-
-    return Match("eyelike_constant_of_shape", (node.name, fill.name), (shape,), (y,), build,
-                 ("DIAGONAL_MATRIX",), value_inputs=(shape.name,),
-                 note="a generator: the ConstantOfShape is never materialised")
+            raise Decline(f"EyeLike needs a 2-D input; ConstantOfShape gives {list(dims)}")
+        return emit_band(f.graph, f.names, f.outputs[0], out_type, dims, k, k + 1, 1, f.level)
 
 
-def _scalar(view: GraphView, tensor: "TensorInfo | None") -> Any:
-    value = None if tensor is None else view.constant(tensor.name)
-    if value is None or np.asarray(value).size != 1:
-        return None
-    return np.asarray(value).reshape(-1)[0].item()
-
-
-def _arange(view: GraphView, tensor: str) -> "tuple[NodeInfo, TensorInfo] | None":
+def arange(view: GraphView, tensor: str) -> "tuple[NodeInfo, TensorInfo] | None":
     """Range(0, n, 1) producing `tensor` (start exactly 0, delta exactly 1): the node and its limit."""
     node = view.producer(tensor)
     if node is None or node.op_type != "Range" or len(node.inputs) != 3:
         return None
-    if _scalar(view, node.inputs[0]) != 0 or _scalar(view, node.inputs[2]) != 1:
+    if constant_scalar(view, node.inputs[0]) != 0 or constant_scalar(view, node.inputs[2]) != 1:
         return None
     return node, node.inputs[1]
 
 
 # Float Ranges hold exact integers (and so compare like an identity) only this far.
-_EXACT_INTEGERS = {10: 2**11, 1: 2**24, 11: 2**53, 16: 2**8}
+EXACT_INTEGERS = {10: 2**11, 1: 2**24, 11: 2**53, 16: 2**8}
 
 
-def _range_length(limit: Any) -> int:
+def range_length(limit: Any) -> int:
     """ONNX Range(0, limit, 1) has max(ceil(limit), 0) elements, for integer and float limits."""
     return max(int(np.ceil(np.asarray(limit).reshape(-1)[0])), 0)
 
 
-# Cast(Equal(Unsqueeze(Range(0, n, 1), -1), Range(0, m, 1))) (torch.eye from the dynamo
-# exporter, square form sharing one Range) -> one DIAGONAL_MATRIX of n x m.
-def match_eye_from_ranges(node: NodeInfo, view: GraphView, level: FeatureLevel) -> "Match | Declined | None":
-    a, b = node.inputs
+def column_ranges(equal: NodeInfo, view: GraphView) -> "tuple[NodeInfo, tuple, tuple] | None":
+    """Equal's operands as (Unsqueeze(Range(0, n, 1), -1), Range(0, m, 1)) in either order:
+    the Unsqueeze, the rows Range and the columns Range (each a node and its limit)."""
+    a, b = equal.inputs
     for column_side, row_side in ((a, b), (b, a)):
         unsqueeze = view.producer(column_side.name)
         if unsqueeze is None or unsqueeze.op_type != "Unsqueeze":
             continue
-        axes = (list(np.asarray(view.constant(unsqueeze.inputs[1].name)).reshape(-1))
-                if len(unsqueeze.inputs) > 1 and unsqueeze.inputs[1] is not None
-                and view.constant(unsqueeze.inputs[1].name) is not None
-                else unsqueeze.attrs.get("axes"))
-        if axes is None or [int(v) for v in axes] not in ([-1], [1]):
+        axes = constant_ints(view, unsqueeze, 1, "axes")
+        if axes is None or axes not in ([-1], [1]):
             continue
-        rows_range, cols_range = _arange(view, unsqueeze.inputs[0].name), _arange(view, row_side.name)
-        if rows_range is None or cols_range is None:
-            continue
-        break
-    else:
-        return None
-    covered = [unsqueeze.name, node.name, rows_range[0].name]
-    if cols_range[0].name != rows_range[0].name:
-        covered.append(cols_range[0].name)
-    eq = node.outputs[0].name
-    out_type, y = ONNX_BOOL, eq
-    cast = sole_consumer(view, eq)
-    if cast is not None and cast.op_type == "Cast" and from_onnx(int(cast.attrs.get("to", 0))) is not None:
-        covered.append(cast.name)
-        out_type, y = int(cast.attrs["to"]), cast.outputs[0].name
-    # Batched forms: Expand(eye, shape) broadcasts the same matrix over leading dimensions.
-    expand_shape = None
-    expand = sole_consumer(view, y)
-    if expand is not None and expand.op_type == "Expand" and expand.inputs[0].name == y:
-        covered.append(expand.name)
-        expand_shape = expand.inputs[1]
-        y = expand.outputs[0].name
-    # Every intermediate must be read inside the pattern only.
-    inner = {unsqueeze.outputs[0].name, rows_range[0].outputs[0].name, cols_range[0].outputs[0].name}
-    if eq != y:
-        inner.add(eq)
-    if expand_shape is not None:
-        inner.add(expand.inputs[0].name)
-    for tensor in inner:
-        if view.is_graph_output(tensor) or any(c.name not in covered for c in view.consumers(tensor)):
-            return None
-    limits = [rows_range[1], cols_range[1]] + ([expand_shape] if expand_shape is not None else [])
-    value_inputs = tuple(dict.fromkeys(t.name for t in limits))
+        rows, cols = arange(view, unsqueeze.inputs[0].name), arange(view, row_side.name)
+        if rows is not None and cols is not None:
+            return unsqueeze, rows, cols
+    return None
 
-    def build(shapes, values, lvl) -> "Union[Graph, Declined]":
-        dims = (_range_length(values[limits[0].name]), _range_length(values[limits[1].name]))
-        exact = _EXACT_INTEGERS.get(limits[0].onnx_type)
+
+class EyeFromRanges(IdiomRule):
+    # Cast(Equal(Unsqueeze(Range(0, n, 1), -1), Range(0, m, 1))), optionally Expanded over batch
+    # dimensions (torch.eye from the dynamo exporter, square form sharing one Range) -> one DIAGONAL_MATRIX.
+    operators = ("DIAGONAL_MATRIX",)
+
+    def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
+        ranges = column_ranges(anchor, view)
+        if ranges is None:
+            return None
+        unsqueeze, (rows_node, rows_limit), (cols_node, cols_limit) = ranges
+        covered = [unsqueeze.name, anchor.name, rows_node.name]
+        if cols_node.name != rows_node.name:
+            covered.append(cols_node.name)
+        eq = anchor.outputs[0].name
+        out_type, y = ONNX_BOOL, eq
+        cast = sole_consumer(view, eq)
+        if cast is not None and cast.op_type == "Cast" and from_onnx(int(cast.attrs.get("to", 0))) is not None:
+            covered.append(cast.name)
+            out_type, y = int(cast.attrs["to"]), cast.outputs[0].name
+        # Batched forms: Expand(eye, shape) broadcasts the same matrix over leading dimensions.
+        expand_shape = None
+        expand = sole_consumer(view, y)
+        if expand is not None and expand.op_type == "Expand" and expand.inputs[0].name == y:
+            covered.append(expand.name)
+            expand_shape = expand.inputs[1]
+            y = expand.outputs[0].name
+        # Every intermediate must be read inside the pattern only.
+        inner = {unsqueeze.outputs[0].name, rows_node.outputs[0].name, cols_node.outputs[0].name}
+        if eq != y:
+            inner.add(eq)
+        if expand_shape is not None:
+            inner.add(expand.inputs[0].name)
+        for tensor in inner:
+            if view.is_graph_output(tensor) or any(c.name not in covered for c in view.consumers(tensor)):
+                return None
+        limits = [rows_limit, cols_limit] + ([expand_shape] if expand_shape is not None else [])
+        note = "Range, Range, Unsqueeze, Equal, Cast" + (", Expand" if expand_shape is not None else "")
+        return Found(tuple(covered), tuple({t.name: t for t in limits}.values()), (y,),
+                     value_inputs=tuple(dict.fromkeys(t.name for t in limits)), note=f"{note} become one generator",
+                     prefix=anchor.name,
+                     rows=rows_limit, cols=cols_limit, expand_shape=expand_shape, out_type=out_type)
+
+    def rewrite(self, f: Fragment, rows: TensorInfo, cols: TensorInfo, expand_shape: "TensorInfo | None",
+                out_type: int) -> "Union[Graph, Declined]":
+        dims = (range_length(f.value(rows)), range_length(f.value(cols)))
+        exact = EXACT_INTEGERS.get(rows.onnx_type)
         if exact is not None and max(dims) > exact:
             # Beyond this the float Range repeats values and Equal is true off the diagonal too.
-            return Declined(f"a float Range of {max(dims)} elements is not exact past {exact}")
+            raise Decline(f"a float Range of {max(dims)} elements is not exact past {exact}")
         if expand_shape is not None:
-            target = _dims(values, expand_shape.name)
-            if isinstance(target, Declined):
-                return target
-            try:
-                full = tuple(np.broadcast_shapes(target, dims))
-            except ValueError:
-                return Declined(f"Expand to {list(target)} does not broadcast a {dims[0]}x{dims[1]} eye")
+            target = f.dims(expand_shape)
+            full = broadcast(target, dims, f"Expand to {list(target)} does not broadcast a {dims[0]}x{dims[1]} eye")
             if full[-2:] != dims:
-                return Declined(f"Expand to {list(target)} stretches the {dims[0]}x{dims[1]} eye itself")
+                raise Decline(f"Expand to {list(target)} stretches the {dims[0]}x{dims[1]} eye itself")
             dims = full
-        names = Names.for_node(node)
-        return verified(lambda: emit_band(Graph(lvl), names, y, out_type, dims, 0, 1, 1, lvl))
-
-    note = "Range, Range, Unsqueeze, Equal, Cast" + (", Expand" if expand_shape is not None else "")
-    return Match("eye_from_ranges", tuple(covered), tuple({t.name: t for t in limits}.values()), (y,), build,
-                 ("DIAGONAL_MATRIX",), value_inputs=value_inputs, note=f"{note} become one generator")
+        return emit_band(f.graph, f.names, f.outputs[0], out_type, dims, 0, 1, 1, f.level)
 
 
-# Trilu(ConstantOfShape(shape, v) or Expand(v, shape), k) -> DIAGONAL_MATRIX1 with Value v and an INT32 open bound:
-# the causal mask torch.tril(torch.ones(n, n)) / triu(full(-1e9), 1) exporters emit.
-def _uniform_fill(view: GraphView, fill: NodeInfo) -> "tuple[Any, int, tuple] | None":
+def uniform_fill(view: GraphView, fill: NodeInfo) -> "tuple[Any, int, tuple] | None":
     """(value, ONNX type, shape of the constant operand) of ConstantOfShape(shape) or of
     Expand(c, shape) with every element of the constant c equal."""
     if fill.op_type == "ConstantOfShape":
-        value, value_type = _fill_value(fill)
+        value, value_type = fill_value(fill)
         return value, value_type, ()
     if fill.op_type == "Expand":
         constant = view.constant(fill.inputs[0].name)
@@ -177,85 +168,88 @@ def _uniform_fill(view: GraphView, fill: NodeInfo) -> "tuple[Any, int, tuple] | 
     return None
 
 
-def match_trilu_of_fill(node: NodeInfo, view: GraphView, level: FeatureLevel) -> "Match | Declined | None":
-    x = node.inputs[0]
-    fill = view.producer(x.name)
-    if fill is None or fill.op_type not in ("ConstantOfShape", "Expand") or sole_consumer(view, x.name) is None:
-        return None
-    uniform = _uniform_fill(view, fill)
-    if uniform is None:
-        return None
-    value, value_type, operand_shape = uniform
-    if from_onnx(value_type) is None:
-        return None
-    shape, y = fill.inputs[1 if fill.op_type == "Expand" else 0], node.outputs[0].name
-    k_input = node.inputs[1] if len(node.inputs) > 1 else None
-    upper = int(node.attrs.get("upper", 1))
-    value_inputs = (shape.name,) + ((k_input.name,) if k_input is not None else ())
-    inputs = (shape,) + ((k_input,) if k_input is not None else ())
+class TriluOfFill(IdiomRule):
+    # Trilu(ConstantOfShape(shape, v) or Expand(v, shape), k) -> DIAGONAL_MATRIX1 with Value v and
+    # an INT32 open bound: the causal mask torch.tril(torch.ones(n, n)) / triu(full(-1e9), 1) exporters emit.
+    operators = ("DIAGONAL_MATRIX1",)
 
-    def build(shapes, values, lvl) -> "Union[Graph, Declined]":
-        dims = _dims(values, shape.name)
-        if isinstance(dims, Declined):
-            return dims
+    def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
+        fill = sole_producer(view, anchor.inputs[0].name, "ConstantOfShape", "Expand")
+        uniform = None if fill is None else uniform_fill(view, fill)
+        if uniform is None or from_onnx(uniform[1]) is None:
+            return None
+        value, value_type, operand_shape = uniform
+        shape = fill.inputs[1 if fill.op_type == "Expand" else 0]
+        k = anchor.inputs[1] if len(anchor.inputs) > 1 else None
+        return Found((anchor.name, fill.name), (shape,) + ((k,) if k is not None else ()), (anchor.outputs[0].name,),
+                     value_inputs=(shape.name,) + ((k.name,) if k is not None else ()),
+                     note=f"a triangle generator: the {fill.op_type} is never materialised",
+                     shape=shape, k=k, upper=int(anchor.attrs.get("upper", 1)),
+                     value=value, value_type=value_type, operand_shape=operand_shape)
+
+    def rewrite(self, f: Fragment, shape: TensorInfo, k: "TensorInfo | None", upper: int, value: Any,
+                value_type: int, operand_shape: "tuple[int, ...]") -> "Union[Graph, Declined]":
+        dims = f.dims(shape)
         if operand_shape:
-            try:
-                dims = tuple(np.broadcast_shapes(operand_shape, dims))
-            except ValueError:
-                return Declined(f"Expand of {list(operand_shape)} to {list(dims)} does not broadcast")
+            dims = broadcast(operand_shape, dims, f"Expand of {list(operand_shape)} to {list(dims)} does not broadcast")
         if len(dims) < 2:
-            return Declined(f"Trilu needs at least 2 dimensions; its input has shape {list(dims)}")
-        k = int(np.asarray(values[k_input.name]).reshape(-1)[0]) if k_input is not None else 0
+            raise Decline(f"Trilu needs at least 2 dimensions; its input has shape {list(dims)}")
+        diagonal = int(f.value(k).reshape(-1)[0]) if k is not None else 0
         # Open bounds: emit_band clamps them to this matrix and writes INT32_MIN / INT32_MAX.
-        begin, end = (k, 2**63) if upper else (-(2**63), k + 1)
-        names = Names.for_node(node)
-        return verified(lambda: emit_band(Graph(lvl), names, y, value_type, dims, begin, end, value, lvl))
-
-    return Match("trilu_constant_fill", (node.name, fill.name), inputs, (y,), build,
-                 ("DIAGONAL_MATRIX1",), value_inputs=value_inputs,
-                 note=f"a triangle generator: the {fill.op_type} is never materialised")
+        begin, end = (diagonal, 2**63) if upper else (-(2**63), diagonal + 1)
+        return emit_band(f.graph, f.names, f.outputs[0], value_type, dims, begin, end, value, f.level)
 
 
-# A constant initializer that is c on a band of diagonals (c * identity, offset diagonals,
-# triangles, with batch dimensions) and 0 elsewhere -> generated, not stored.
+class ConstantDiagonal(IdiomRule):
+    # Constant(value) that is c on a band of diagonals (c * identity, offset diagonals, triangles,
+    # with batch dimensions) and 0 elsewhere -> DIAGONAL_MATRIX(1), generated instead of stored.
+    # Initializers take the same rule through match_initializer.
+    def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
+        if not anchor.outputs or "value" not in anchor.attrs:
+            return None
+        out = anchor.outputs[0].name
+        value = view.constant(out)
+        if value is None or np.ndim(value) < 2:
+            return None
+        return self.found(out, np.asarray(value), (anchor.name,), view.value_prefix(out))
+
+    def found(self, name: str, array: np.ndarray, nodes: "tuple[str, ...]", prefix: str = "") -> "Found | None":
+        """The band `array` holds, as the match of value `name` (an initializer when no nodes)."""
+        band = find_band(array)
+        if band is None:
+            return None
+        begin, end, inverted, value = band
+        value = value.item() if hasattr(value, "item") else value
+        try:
+            onnx_type = numpy_to_onnx(array.dtype)
+        except Exception:
+            return None
+        ops = ("DIAGONAL_MATRIX",) if end == begin + 1 and not inverted else ("DIAGONAL_MATRIX1",)
+        kind = "outside" if inverted else "on"
+        what = f"Constant {nodes[0]}" if nodes else f"initializer {name}"
+        return Found(nodes, (), (name,), operators=ops, prefix=prefix or f"init_{name}",
+                     note=f"{what}: {value!r} {kind} diagonals [{begin}, {end}), generated instead of "
+                          f"stored ({array.nbytes} bytes saved)",
+                     extra={"initializer": name, "initializer_bytes_saved": int(array.nbytes)},
+                     onnx_type=onnx_type, shape=tuple(array.shape), begin=begin, end=end, inverted=inverted,
+                     value=value)
+
+    def rewrite(self, f: Fragment, onnx_type: int, shape: "tuple[int, ...]", begin: int, end: int,
+                inverted: bool, value: Any) -> "Union[Graph, Declined]":
+        return emit_band(f.graph, f.names, f.outputs[0], onnx_type, shape, begin, end, value, f.level, inverted)
+
+
+# name, anchor op, priority (larger patterns first), rule                     what it rewrites into
+register_idiom("eyelike_constant_of_shape", "EyeLike", 10, EyeLikeOfFill())   # DIAGONAL_MATRIX, no input
+register_idiom("eye_from_ranges", "Equal", 10, EyeFromRanges())               # one DIAGONAL_MATRIX
+register_idiom("trilu_constant_fill", "Trilu", 10, TriluOfFill())             # DIAGONAL_MATRIX1, open bound
+CONSTANT_DIAGONAL = register_idiom("constant_diagonal", "Constant", 10, ConstantDiagonal())  # generated band
+
+
 def match_initializer(name: str, array: np.ndarray, level: FeatureLevel, nodes: "tuple[str, ...]" = (),
                       prefix: str = "") -> "Match | Declined | None":
-    band = find_band(array)
-    if band is None:
-        return None
-    begin, end, inverted, value = band
-    value = value.item() if hasattr(value, "item") else value
-    try:
-        onnx_type = numpy_to_onnx(array.dtype)
-    except Exception:
-        return None
-    shape = tuple(array.shape)
-    ops = ("DIAGONAL_MATRIX",) if end == begin + 1 and not inverted else ("DIAGONAL_MATRIX1",)
-
-    def build(shapes, values, lvl) -> "Union[Graph, Declined]":
-        names = Names(prefix or f"init_{name}")
-        return verified(lambda: emit_band(Graph(lvl), names, name, onnx_type, shape, begin, end, value, lvl, inverted))
-
-    kind = "outside" if inverted else "on"
-    what = f"Constant {nodes[0]}" if nodes else f"initializer {name}"
-    return Match("constant_diagonal", nodes, (), (name,), build, ops,
-                 note=f"{what}: {value!r} {kind} diagonals [{begin}, {end}), generated instead of "
-                      f"stored ({array.nbytes} bytes saved)",
-                 extra={"initializer": name, "initializer_bytes_saved": int(array.nbytes)})
-
-
-# Constant(value=c * identity or a triangle) -> the same generator as for an initializer.
-def match_constant_node(node: NodeInfo, view: GraphView, level: FeatureLevel) -> "Match | Declined | None":
-    if not node.outputs or "value" not in node.attrs:
-        return None
-    out = node.outputs[0].name
-    value = view.constant(out)
-    if value is None or np.ndim(value) < 2:
-        return None
-    return match_initializer(out, np.asarray(value), level, nodes=(node.name,), prefix=view.value_prefix(out))
-
-
-register_idiom("eyelike_constant_of_shape", "EyeLike", 10, match_eyelike_of_fill)
-register_idiom("eye_from_ranges", "Equal", 10, match_eye_from_ranges)
-register_idiom("trilu_constant_fill", "Trilu", 10, match_trilu_of_fill)
-register_idiom("constant_diagonal", "Constant", 10, match_constant_node)
+    """The constant_diagonal match of a constant initializer `name` holding `array`, if it is a band;
+    `prefix` is its unique IR name prefix (the graph view's value_prefix)."""
+    rule: ConstantDiagonal = CONSTANT_DIAGONAL.rule  # type: ignore[assignment]
+    found = rule.found(name, array, nodes, prefix)
+    return None if found is None else CONSTANT_DIAGONAL.matched(found, level)

@@ -1,22 +1,70 @@
 """Idioms: rules that match a pattern of ONNX nodes around an anchor op and lower it as one.
 
-A single-node rule (registry.Rule) is the one-node idiom. A match names the nodes it covers,
-the host tensors it reads at run time, the values it produces, and how to build the fragment
-once the sizes (and, for shape tensors, the values) of its inputs are known.
+Every idiom is an `IdiomRule` in the shape of onnxscript's rewriter, three plain methods:
+
+- `pattern(anchor, view)`: which nodes, structurally. Walks the graph from the anchor node and
+  returns a `Found` (the covered nodes, the tensors the fragment reads at run time, the values
+  it produces, and named bindings for the other two methods) or None when the nodes are not
+  this idiom (nothing is reported; the next rule is tried).
+- `check(level, **bindings)`: None when the rule applies at this feature level, else the reason
+  it does not (reported in the placement if no later rule lowers the anchor).
+- `rewrite(f, **bindings)`: builds the IR fragment once the sizes (and, for `value_inputs`, the
+  values) of the inputs are known, at compile time or per call at run time. `f` is a
+  `Fragment`: the shared setup every rewrite starts from (an empty graph at the level with the
+  outputs declared, buffer names, concrete shapes and values). A size or value that does not fit
+  is `raise Decline(reason)` (or return `Declined(reason)`); that call then runs on ONNX.
+
+A rule is registered with one line giving its name, anchor op and priority (larger patterns
+first). A new idiom is one small unit, for example (helpers from diagonal_idioms / diagonal):
+
+    class RangeLessMask(IdiomRule):
+        # Less(Unsqueeze(Range(0, n, 1), -1), Range(0, m, 1)) -> DIAGONAL_MATRIX1 above the diagonal
+        operators = ("DIAGONAL_MATRIX1",)
+        note = "Range, Range, Unsqueeze, Less become one generator"
+
+        def pattern(self, anchor, view):
+            ranges = column_ranges(anchor, view)
+            if ranges is None:                  # (also: intermediates read nowhere else)
+                return None                     # not this idiom: nothing is reported
+            unsqueeze, (rows, n), (cols, m) = ranges
+            return Found((anchor.name, unsqueeze.name, rows.name, cols.name), (n, m),
+                         (anchor.outputs[0].name,), value_inputs=(n.name, m.name), n=n, m=m)
+
+        def check(self, level, n, m):           # the bindings arrive as keywords
+            if DIAGONAL_MATRIX1.row(level) is None:
+                return f"DIAGONAL_MATRIX1 is not available at feature level {level}"
+            return None
+
+        def rewrite(self, f, n, m):             # f: the shared Fragment setup
+            dims = (range_length(f.value(n)), range_length(f.value(m)))
+            return emit_band(f.graph, f.names, f.outputs[0], ONNX_BOOL, dims, 1, 2**63, 1, f.level)
+
+    register_idiom("range_less_mask", "Less", 10, RangeLessMask())  # DIAGONAL_MATRIX1 band
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Mapping, Protocol, Union
 
-from onnx_dml_lowering.ir import FeatureLevel, Graph
+import numpy as np
 
-from .node import NodeInfo, TensorInfo
+from onnx_dml_lowering.ir import DmlLowerError, EmptyTensor, FeatureLevel, Graph, verify_graph
+
+from .node import Names, NodeInfo, TensorInfo
 
 
 @dataclass(frozen=True)
 class Declined:
     reason: str
+
+
+class Decline(Exception):
+    """Raised by a rewrite (or a Fragment helper) when the concrete sizes or values do not fit."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class GraphView(Protocol):
@@ -55,7 +103,84 @@ class Match:
         return shapes
 
 
-IdiomFn = Callable[[NodeInfo, GraphView, FeatureLevel], "Match | Declined | None"]
+class Found:
+    """What a pattern matched: the parts of a Match it decides, plus the rule's own bindings
+    (keyword arguments of check and rewrite). `note`, `operators` and `prefix` (the buffer name
+    prefix, the anchor's name by default) override the rule's defaults for this match."""
+
+    def __init__(self, nodes: "tuple[str, ...]", inputs: "tuple[TensorInfo, ...]", outputs: "tuple[str, ...]",
+                 value_inputs: "tuple[str, ...]" = (), note: "str | None" = None,
+                 operators: "tuple[str, ...] | None" = None, extra: "dict | None" = None,
+                 prefix: "str | None" = None, **bindings: Any) -> None:
+        self.nodes, self.inputs, self.outputs = tuple(nodes), tuple(inputs), tuple(outputs)
+        self.value_inputs = tuple(value_inputs)
+        self.note, self.operators, self.extra = note, operators, dict(extra or {})
+        self.prefix = prefix          # None: the anchor's unique prefix, set by Idiom.match
+        self.bindings = bindings
+
+
+class Fragment:
+    """The setup every rewrite shares: an empty graph at the level with the match's outputs
+    declared, names for its buffers, and the concrete shapes and values of its inputs."""
+
+    def __init__(self, found: Found, shapes: Mapping[str, tuple], values: Mapping[str, Any],
+                 level: FeatureLevel) -> None:
+        self.level = level
+        self.graph = Graph(level)
+        self.graph.outputs.extend(found.outputs)
+        self.outputs = found.outputs
+        self.names = Names(found.prefix if found.prefix is not None else found.nodes[0])
+        self.shapes, self.values = shapes, values
+
+    def tensor(self, t: TensorInfo) -> TensorInfo:
+        """`t` with its concrete shape."""
+        return TensorInfo(t.name, t.onnx_type, tuple(self.shapes[t.name]))
+
+    def value(self, t: TensorInfo) -> np.ndarray:
+        return np.asarray(self.values[t.name])
+
+    def dims(self, t: TensorInfo) -> "tuple[int, ...]":
+        """The sizes a shape tensor holds; a negative size declines."""
+        dims = tuple(int(d) for d in self.value(t).reshape(-1))
+        if any(d < 0 for d in dims):
+            raise Decline(f"shape {list(dims)} holds a negative size")
+        return dims
+
+    def empty(self, y: str, onnx_type: int, shape: "tuple[Any, ...]") -> Graph:
+        """The zero-sized result `y`: no DirectML operator."""
+        self.graph.add(EmptyTensor(y, onnx_type, tuple(shape)))
+        return self.graph
+
+
+class IdiomRule:
+    """Base of every idiom: override pattern and rewrite, and check if the rule has
+    level-dependent reasons to decline. See the module docstring."""
+
+    operators: "tuple[str, ...]" = ()    # DirectML operators it emits (for the report)
+    note: str = ""                       # what the placement report says about a lowering
+
+    def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
+        raise NotImplementedError
+
+    def check(self, level: FeatureLevel, **bindings: Any) -> "str | None":
+        return None
+
+    def rewrite(self, f: Fragment, **bindings: Any) -> "Graph | Declined":
+        raise NotImplementedError
+
+
+def verified(build: Callable[[], "Union[Graph, Declined]"]) -> "Union[Graph, Declined]":
+    """Run a fragment builder and verify its result; a descriptor the level rejects, or a
+    Decline raised by the builder, declines."""
+    try:
+        result = build()
+        if isinstance(result, Graph):
+            verify_graph(result)
+    except Decline as exc:
+        return Declined(exc.reason)
+    except DmlLowerError as exc:
+        return Declined(str(exc))
+    return result
 
 
 @dataclass(frozen=True)
@@ -63,14 +188,37 @@ class Idiom:
     name: str
     anchor: str          # the ONNX op type the pattern is found from
     priority: int        # larger patterns first
-    match: IdiomFn
+    rule: IdiomRule
+
+    def match(self, node: NodeInfo, view: GraphView, level: FeatureLevel) -> "Match | Declined | None":
+        """pattern, then check: a Match to build, the check's Declined, or None (not this idiom)."""
+        found = self.rule.pattern(node, view)
+        if found is None:
+            return None
+        if found.prefix is None:
+            found.prefix = node.prefix or node.name    # unique per model, even when names sanitise alike
+        return self.matched(found, level)
+
+    def matched(self, found: Found, level: FeatureLevel) -> "Match | Declined":
+        reason = self.rule.check(level, **found.bindings)
+        if reason:
+            return Declined(reason)
+        note = self.rule.note if found.note is None else found.note
+        operators = self.rule.operators if found.operators is None else found.operators
+        return Match(self.name, found.nodes, found.inputs, found.outputs, partial(self.build, found),
+                     operators, found.value_inputs, note, dict(found.extra))
+
+    def build(self, found: Found, shapes: Mapping[str, tuple], values: Mapping[str, Any],
+              level: FeatureLevel) -> "Union[Graph, Declined]":
+        """rewrite on the concrete sizes and values, verified against the level's tables."""
+        return verified(lambda: self.rule.rewrite(Fragment(found, shapes, values, level), **found.bindings))
 
 
 IDIOMS: "dict[str, list[Idiom]]" = {}
 
 
-def register_idiom(name: str, anchor: str, priority: int, match: IdiomFn) -> Idiom:
-    idiom = Idiom(name, anchor, priority, match)
+def register_idiom(name: str, anchor: str, priority: int, rule: IdiomRule) -> Idiom:
+    idiom = Idiom(name, anchor, priority, rule)
     IDIOMS.setdefault(anchor, []).append(idiom)
     IDIOMS[anchor].sort(key=lambda i: -i.priority)
     return idiom
@@ -88,3 +236,28 @@ def sole_consumer(view: GraphView, tensor: str) -> "NodeInfo | None":
     if len(users) != 1 or view.is_graph_output(tensor):
         return None
     return users[0]
+
+
+def sole_producer(view: GraphView, tensor: str, *op_types: str) -> "NodeInfo | None":
+    """The node of one of `op_types` producing `tensor`, if `tensor` is read by one node only."""
+    node = view.producer(tensor)
+    if node is None or node.op_type not in op_types or sole_consumer(view, tensor) is None:
+        return None
+    return node
+
+
+def constant_ints(view: GraphView, node: NodeInfo, index: int, attr: str) -> "list[int] | None":
+    """An int list given as input `index` (newer opsets) or as attribute `attr` (older)."""
+    if index < len(node.inputs) and node.inputs[index] is not None:
+        value = view.constant(node.inputs[index].name)
+        return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
+    value = node.attrs.get(attr)
+    return None if value is None else [int(v) for v in value]
+
+
+def constant_scalar(view: GraphView, tensor: "TensorInfo | None") -> Any:
+    """The Python value of a one-element constant, else None."""
+    value = None if tensor is None else view.constant(tensor.name)
+    if value is None or np.asarray(value).size != 1:
+        return None
+    return np.asarray(value).reshape(-1)[0].item()

@@ -5,27 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from onnx_dml_lowering.ir import DmlLowerError, FeatureLevel, Graph
+from onnx_dml_lowering.ir import FeatureLevel, Graph
 
-from .match import Declined, GraphView, Match, register_idiom
+from .match import Declined, Found, Fragment, GraphView, IdiomRule, register_idiom, verified
 from .node import NodeInfo
-from onnx_dml_lowering.ir import verify_graph
 
 # check(node, level): a reason to decline that holds whatever the sizes are, or None.
 # build(node, level): the fragment for the node's (concrete) sizes, or Declined.
 CheckFn = Callable[[NodeInfo, FeatureLevel], "str | None"]
 BuildFn = Callable[[NodeInfo, FeatureLevel], "Union[Graph, Declined]"]
-
-
-def verified(build: Callable[[], "Union[Graph, Declined]"]) -> "Union[Graph, Declined]":
-    """Run a fragment builder and verify its result; a descriptor the level rejects declines."""
-    try:
-        result = build()
-        if isinstance(result, Graph):
-            verify_graph(result)
-    except DmlLowerError as exc:
-        return Declined(str(exc))
-    return result
 
 
 @dataclass(frozen=True)
@@ -43,18 +31,24 @@ class Rule:
             return Declined(reason)
         return verified(lambda: self.build(node, level))
 
-    def match(self, node: NodeInfo, view: GraphView, level: FeatureLevel) -> "Match | Declined":
-        reason = self.check(node, level)
-        if reason:
-            return Declined(reason)
-        inputs = tuple(t for t in node.inputs if t is not None)
 
-        def build(shapes, values, lvl):
-            return self.lower(node.with_shapes(tuple(None if t is None else shapes[t.name]
-                                                     for t in node.inputs)), lvl)
+class SingleNode(IdiomRule):
+    """A single-node Rule as the one-node idiom of its op type: the pattern is the node itself."""
 
-        return Match(self.name, (node.name,), inputs, tuple(t.name for t in node.outputs), build,
-                     self.operators)
+    def __init__(self, rule: Rule) -> None:
+        self.rule, self.operators = rule, rule.operators
+
+    def pattern(self, anchor: NodeInfo, view: GraphView) -> Found:
+        return Found((anchor.name,), tuple(t for t in anchor.inputs if t is not None),
+                     tuple(t.name for t in anchor.outputs), node=anchor)
+
+    def check(self, level: FeatureLevel, node: NodeInfo) -> "str | None":
+        return self.rule.check(node, level)
+
+    def rewrite(self, f: Fragment, node: NodeInfo) -> "Union[Graph, Declined]":
+        # The rule builds its own graph: its check runs again on the concrete shapes.
+        return self.rule.lower(node.with_shapes(tuple(None if t is None else f.shapes[t.name]
+                                                      for t in node.inputs)), f.level)
 
 
 RULES: "dict[str, Rule]" = {}
@@ -64,7 +58,7 @@ def register(name: str, op_type: str, check: CheckFn, build: BuildFn,
              operators: "tuple[str, ...]" = ()) -> Rule:
     rule = Rule(name, op_type, check, build, operators)
     RULES[op_type] = rule
-    register_idiom(name, op_type, 0, rule.match)
+    register_idiom(name, op_type, 0, SingleNode(rule))
     return rule
 
 

@@ -110,8 +110,10 @@ def cmd_run(args) -> int:
     outputs = compiled.run(feeds, backend=args.backend, providers=providers, strict=args.strict or None,
                            memory_limit=args.memory_limit)
     print(f"ran {args.model} on backend {args.backend} (feature level {compiled.feature_level})")
+    unvalidated = compiled.session(args.backend, providers).unvalidated_outputs
     for name, value in outputs.items():
-        print(_summary(name, value))
+        print(_summary(name, value) + (f"  [not run on the provider: {unvalidated[name]}]"
+                                       if name in unvalidated else ""))
     if args.save_outputs:
         _write(args.save_outputs, "the outputs", lambda p: np.savez(p, **outputs))
         print(f"wrote {args.save_outputs}")

@@ -340,8 +340,15 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
             if iteration == 0:
                 report.values = {k: np.asarray(v) for k, v in actual.items()}
             original = originals.get(backend)
+            unsupported = {}
+            if original is not None:
+                unsupported = {v: f"node {node} has no kernel on {original.provider.description}: "
+                                  f"{original.unsupported[node]}" for v, node in original.cut_outputs.items()}
+            elif backend == "ort":
+                unsupported = {v: f"computed by the numpy kernel: {why}"
+                               for v, why in compiled.session("ort", ["cpu"]).unvalidated_outputs.items()}
             for name, want in expected.items():
-                result = _compare_one(name, backend, want, actual, tolerances, deviations, randoms, original)
+                result = _compare_one(name, backend, want, actual, tolerances, deviations, randoms, unsupported)
                 result.iteration = iteration
                 report.outputs.append(result)
     for backend, original in originals.items():
@@ -368,16 +375,15 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
 
 def _compare_one(name: str, backend: str, want: np.ndarray, actual: Mapping[str, np.ndarray],
                  tolerances: Tolerances, deviations: "dict[str, str]", randoms: "dict[str, str]",
-                 original: "OriginalOnProvider | None") -> OutputResult:
+                 unsupported: "dict[str, str]") -> OutputResult:
     want = np.asarray(want)
     if name in randoms:
         result = OutputResult(name, backend, "nondeterministic", list(want.shape), None, str(want.dtype), None)
         result.detail = f"computed from random node {randoms[name]}: not compared"
         return result
-    if original is not None and name in original.cut_outputs:
-        node = original.cut_outputs[name]
+    if name in unsupported:
         result = OutputResult(name, backend, "unsupported", list(want.shape), None, str(want.dtype), None)
-        result.detail = f"node {node} has no kernel on {original.provider.description}: {original.unsupported[node]}"
+        result.detail = unsupported[name]
         return result
     atol, rtol = tolerances.for_output(name)
     got = actual.get(name)

@@ -23,13 +23,19 @@ RegionCallback = Callable[["OnnxRegion | LowerAtRunTime", Mapping[str, np.ndarra
 class Interpreter:
     """One execution of one graph: its bindings (buffers, symbols), host tensors and kernel set."""
 
-    def __init__(self, graph: Graph, strict: bool = False, kernels: "DmlKernels | None" = None) -> None:
+    def __init__(self, graph: Graph, strict: bool = False, kernels: "DmlKernels | None" = None,
+                 fallbacks: "list[str] | None" = None) -> None:
+        """`fallbacks`: the kernel set's list of operators it ran without the provider (OrtOperators);
+        given, the interpreter tracks which values depend on them in `unvalidated`."""
         self.graph = graph
         self.strict = strict
         self.kernels: DmlKernels = kernels if kernels is not None else numpy_kernels
         self.bindings = Bindings(graph, strict)
         self.tensors: "dict[str, np.ndarray]" = {}
         self.region_runner: "RegionCallback | None" = None
+        # Values computed by a numpy kernel standing in for a provider without one: name -> why.
+        self.unvalidated: "dict[str, str]" = {}
+        self.fallbacks = fallbacks
 
     def run(self, feeds: Mapping[str, np.ndarray],
             region_runner: "RegionCallback | None" = None) -> "dict[str, np.ndarray]":
@@ -49,9 +55,24 @@ class Interpreter:
                 handler = STEP_HANDLERS.get(type(step))
                 if handler is None:
                     raise DmlLowerError(f"the emulator has no kernel for step {step.kind}")
-                handler(self, step)
+                fallbacks = self.fallbacks
+                if fallbacks is None:
+                    handler(self, step)
+                else:
+                    before = len(fallbacks)
+                    handler(self, step)
+                    self._track(step, fallbacks[before:])
             bindings.retire(index)
         return {name: self.tensors[name] for name in self.graph.outputs}
+
+    def _track(self, step: Step, fresh: "list[str]") -> None:
+        """Carry 'computed without the provider' from what a step reads to what it writes."""
+        views = self.graph.views
+        reads = [f"buffer:{views[v].buffer}" for v in step.reads() if v in views] + list(_host_reads(step))
+        reason = fresh[0] if fresh else next((self.unvalidated[r] for r in reads if r in self.unvalidated), None)
+        if reason is not None:
+            for name in [f"buffer:{views[v].buffer}" for v in step.writes() if v in views] + list(_host_writes(step)):
+                self.unvalidated[name] = reason
 
     def _shape(self, shape: "tuple[int | str, ...]") -> "tuple[int, ...]":
         symbols = self.bindings.symbols
@@ -113,6 +134,18 @@ class Interpreter:
     def bit_and(self, step: ElementWiseBitAnd) -> None:
         array = self.bindings.array
         self.kernels.bit_and(array(step.a), array(step.b), array(step.output))
+
+
+def _host_reads(step: Step) -> "tuple[str, ...]":
+    if isinstance(step, Upload):
+        return (step.tensor,)
+    return tuple(step.inputs) if isinstance(step, (OnnxRegion, LowerAtRunTime)) else ()
+
+
+def _host_writes(step: Step) -> "tuple[str, ...]":
+    if isinstance(step, (Download, EmptyTensor)):
+        return (step.tensor,)
+    return tuple(step.outputs) if isinstance(step, (OnnxRegion, LowerAtRunTime)) else ()
 
 
 # Step type -> its handler, one line each (every type in ir.operators.STEP_TYPES).

@@ -10,6 +10,7 @@ ELEMENT_WISE_BIT_OR / BIT_AND <- BitwiseOr / BitwiseAnd
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import numpy as np
@@ -20,8 +21,27 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import numpy_to_onnx
 from onnx_dml_lowering.ir.errors import first_line
 
+from . import kernels as numpy_kernels
 from .kernels import POISON_WORD, scalar_for
 from .ort_providers import make_session, resolve
+
+
+class NoKernel(Exception):
+    """The provider has no kernel for this operator and type (onnxruntime's NOT_IMPLEMENTED)."""
+
+
+def _or_numpy(method):
+    """Run the stand-in; where the provider has no kernel, the numpy kernel computes the result and
+    the operator is recorded in `fallbacks`, so the outputs that depend on it are not counted as
+    validated on the provider (check reports them UNSUPPORTED)."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except NoKernel as exc:
+            self.fallbacks.append(str(exc))
+            return getattr(numpy_kernels, method.__name__)(*args, **kwargs)
+    return run
 
 
 class OrtOperators:
@@ -30,15 +50,22 @@ class OrtOperators:
     def __init__(self, providers: "list[str] | None" = None) -> None:
         self.providers = resolve(providers)
         self._sessions: dict = {}
+        self._no_kernel: "dict[tuple, str]" = {}
+        self.fallbacks: "list[str]" = []      # operators the provider has no kernel for, as they ran
 
     def _run(self, key: tuple, build, feeds: dict, what: str) -> "list[np.ndarray]":
+        if key in self._no_kernel:
+            raise NoKernel(self._no_kernel[key])
         if key not in self._sessions:
             model = build()
             try:
                 self._sessions[key] = make_session(model.SerializeToString(), self.providers)
             except Exception as exc:
-                raise DmlLowerError(f"{what}: onnxruntime ({', '.join(self.providers)}) cannot run it: "
-                                    f"{first_line(exc)}") from None
+                reason = f"{what}: onnxruntime ({', '.join(self.providers)}) cannot run it: {first_line(exc)}"
+                if "NOT_IMPLEMENTED" in str(exc):
+                    self._no_kernel[key] = reason
+                    raise NoKernel(reason) from None
+                raise DmlLowerError(reason) from None
         try:
             return self._sessions[key].run(None, feeds)
         except Exception as exc:
@@ -49,6 +76,7 @@ class OrtOperators:
         graph = helper.make_graph(nodes, "dml_operator", inputs, outputs, list(initializers))
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
+    @_or_numpy
     def nonzero_coordinates(self, x: np.ndarray, count: np.ndarray, coords: np.ndarray, strict: bool) -> None:
         data = np.ascontiguousarray(x)
         elem = numpy_to_onnx(data.dtype)
@@ -69,6 +97,7 @@ class OrtOperators:
             table[nnz:, :] = POISON_WORD
         count[...] = nnz
 
+    @_or_numpy
     def diagonal_matrix(self, out: np.ndarray, offset: int, value: float) -> None:
         height, width = out.shape[-2:]
         elem = numpy_to_onnx(out.dtype)
@@ -102,6 +131,7 @@ class OrtOperators:
                            f"DIAGONAL_MATRIX with Value {value!r} on {out.dtype} via ScatterND")
         out[...] = eye
 
+    @_or_numpy
     def diagonal_matrix1(self, source, out: np.ndarray, value, begin: int, end: int) -> None:
         elem = numpy_to_onnx(out.dtype)
         inverted = end < begin
@@ -134,6 +164,7 @@ class OrtOperators:
                               f"DIAGONAL_MATRIX1 on {out.dtype} via Trilu")
         out[...] = result
 
+    @_or_numpy
     def identity(self, source: np.ndarray, out: np.ndarray,
                  release: "Callable[[int], None] | None" = None) -> None:
         # release is not called: onnxruntime copies the whole tensor in one call.
@@ -163,8 +194,10 @@ class OrtOperators:
                               f"ELEMENT_WISE_{'BIT_OR' if op == 'BitwiseOr' else 'BIT_AND'} on {left.dtype} via {op}")
         out[...] = result
 
+    @_or_numpy
     def bit_or(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         self._bitwise("BitwiseOr", a, b, out)
 
+    @_or_numpy
     def bit_and(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         self._bitwise("BitwiseAnd", a, b, out)

@@ -14,6 +14,7 @@ from .feeds import check_feeds
 from .interpreter import Interpreter
 from .memory import check_memory, default_limit, parse_size
 from .onnx_regions import RegionRunner
+from .ort_operators import OrtOperators
 
 
 def strict_default() -> bool:
@@ -31,6 +32,9 @@ class EmulatorSession:
                                     generated=partition.generated)
         self.specialised: dict = {}
         self.log: "list[str]" = []
+        self.unvalidated_outputs: "dict[str, str]" = {}
+        # The onnxruntime stand-ins list the operators they ran on numpy for want of a kernel.
+        self.fallbacks = operators.fallbacks if isinstance(operators, OrtOperators) else None
 
     def _lower_at_run_time(self, step: LowerAtRunTime, tensors: Mapping[str, np.ndarray],
                            strict: bool) -> "dict[str, np.ndarray]":
@@ -50,7 +54,7 @@ class EmulatorSession:
             self.regions.add_region(fallback.region.name, list(fallback.nodes))
             return self.regions(fallback.region, tensors)
         check_memory(result, self.memory_limit, f"node {step.onnx_node} at input shapes {list(shapes.values())}")
-        return Interpreter(result, strict, self.operators).run({n: tensors[n] for n in result.inputs})
+        return Interpreter(result, strict, self.operators, self.fallbacks).run({n: tensors[n] for n in result.inputs})
 
     def run(self, feeds: Mapping[str, object], strict: "bool | None" = None,
             memory_limit: "int | str | None" = None) -> "dict[str, np.ndarray]":
@@ -65,4 +69,8 @@ class EmulatorSession:
                 return self.regions(step, env)
             return self._lower_at_run_time(step, env, strict)
 
-        return Interpreter(self.compiled.graph, strict, self.operators).run(tensors, runner)
+        interpreter = Interpreter(self.compiled.graph, strict, self.operators, self.fallbacks)
+        outputs = interpreter.run(tensors, runner)
+        # Outputs a numpy kernel computed where the provider had none: not validated on it.
+        self.unvalidated_outputs = {n: interpreter.unvalidated[n] for n in outputs if n in interpreter.unvalidated}
+        return outputs

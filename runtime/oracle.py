@@ -52,6 +52,15 @@ def holds_semantic_op(node: onnx.NodeProto) -> bool:
     return any(holds_semantic_op(inner) for body in _bodies(node) for inner in body.node)
 
 
+def reference_deviation(node: onnx.NodeProto) -> "str | None":
+    """Why onnx.reference must not evaluate this node (it deviates from the ONNX spec), or None."""
+    if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and (len(node.input) < 2 or not node.input[1]):
+        # onnx 1.23's reference Loop runs zero iterations when the condition input is empty,
+        # where ONNX runs the trip count M.
+        return "onnx.reference runs a Loop with an empty condition input zero times; ONNX runs it M times"
+    return None
+
+
 def _value_info(name: str, types: Mapping) -> onnx.ValueInfoProto:
     info = types.get(name)
     if info is None or not getattr(info, "onnx_type", 0):
@@ -154,9 +163,16 @@ class Oracle:
 
     # -- hybrid -----------------------------------------------------------------------------
     def engine_of(self, node: onnx.NodeProto) -> str:
+        if reference_deviation(node) is not None:
+            return ORT_CPU
         if node.name in self.semantic or node.name in self.forced_reference or holds_semantic_op(node):
             return REFERENCE
         return ORT_CPU
+
+    def routed(self) -> "list[Fallback]":
+        """Nodes onnxruntime evaluates because onnx.reference is known to deviate on them."""
+        return [Fallback(n.name, ORT_CPU, reason) for n in self.model.graph.node
+                if (reason := reference_deviation(n)) is not None and holds_semantic_op(n)]
 
     def node_engines(self) -> "dict[str, str]":
         """Which engine evaluates each node (after any fallback)."""
@@ -293,7 +309,8 @@ class Oracle:
             engines = self.node_engines()
             data["node_engines"] = engines
             data["regions"] = [{"engine": r.engine, "nodes": [n.name for n in r.nodes]} for r in self._runs or []]
-            data["fallbacks"] = [{"node": f.node, "engine": f.engine, "reason": f.reason} for f in self.fallbacks]
+            data["fallbacks"] = [{"node": f.node, "engine": f.engine, "reason": f.reason}
+                                 for f in self.routed() + self.fallbacks]
         return data
 
 

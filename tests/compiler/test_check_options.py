@@ -1,0 +1,230 @@
+"""check's statuses and options on the command line: NONDETERMINISTIC, UNSUPPORTED, unavailable
+backends, --oracle, --iterations, --zero-fraction / --val-range, --outputs, --save/--load-outputs,
+bfloat16 feeds, tolerances naming no output, --version, -q, closed pipes, external data."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.compiler.cli import main
+from onnx_dml_lowering.compiler.examples import example_paths
+from tests.builders import graph_model
+from tests.oracle import assert_outputs_same, reference
+
+EDGE = str(next(p for p in example_paths() if p.stem == "edge_cases"))
+MASKED = str(next(p for p in example_paths() if p.stem == "masked_select"))
+
+
+def cli(argv, capsys) -> "tuple[int, str, str]":
+    capsys.readouterr()
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def report(tmp_path, argv, capsys) -> "tuple[int, dict, str]":
+    path = tmp_path / "r.json"
+    code, out, err = cli(["check", *argv, "--json", path], capsys)
+    assert err == "", err
+    return code, json.loads(path.read_text()), out
+
+
+def statuses(data: dict, backend: str) -> "dict[str, str]":
+    entry = next(b for b in data["backends"] if b["backend"] == backend)
+    return {o["output"]: o["status"] for o in entry["outputs"]}
+
+
+def save(model: onnx.ModelProto, tmp_path: Path, name: str = "m.onnx") -> Path:
+    path = tmp_path / name
+    onnx.save(model, path)
+    return path
+
+
+def dropout_model(training: bool) -> onnx.ModelProto:
+    nodes = [h.make_node("Dropout", ["x", "ratio", "mode"], ["d"], name="dropout"),
+             h.make_node("Relu", ["d"], ["random_out"], name="relu"),
+             h.make_node("NonZero", ["x"], ["nz"], name="nz")]
+    return graph_model(nodes, [("x", T.FLOAT, [4, 5])], [("random_out", T.FLOAT, [4, 5]), ("nz", T.INT64, 2)],
+                       {"ratio": np.array(0.5, np.float32), "mode": np.array(training)}, opset=13)
+
+
+def test_random_outputs_are_nondeterministic_not_mismatches(tmp_path, capsys):
+    code, data, out = report(tmp_path, [save(dropout_model(True), tmp_path), "--backends", "cpu,ort-cpu"], capsys)
+    assert code == 0 and data["ok"]
+    for backend in ("cpu", "ort-cpu"):
+        assert statuses(data, backend) == {"random_out": "nondeterministic", "nz": "match"}
+    assert "random_out: NONDETERMINISTIC" in out and "dropout" in out and "MISMATCH" not in out
+    # Dropout in inference mode is deterministic: compared as usual.
+    code, data, _ = report(tmp_path, [save(dropout_model(False), tmp_path), "--backends", "cpu,ort-cpu"], capsys)
+    assert code == 0 and statuses(data, "cpu") == {"random_out": "match", "nz": "match"}
+
+
+def test_unsupported_kernels_are_named_and_the_other_outputs_still_compared(tmp_path, capsys):
+    code, data, out = report(tmp_path, [EDGE, "--backends", "cpu,ort,ort-cpu", "--seed", 3], capsys)
+    assert code == 0 and data["ok"]
+    for backend in ("ort", "ort-cpu"):
+        got = statuses(data, backend)
+        assert got["nz_double"] == "unsupported" and got["eye_u8"] == "unsupported"
+        assert got["nz_bool"] == "match" and got["eye_far"] == "match"
+    assert statuses(data, "cpu") == dict.fromkeys(statuses(data, "cpu"), "match")
+    assert statuses(data, "ort-cpu")["nz_scalar"] == "deviation"
+    assert "verdict: no mismatch (1 deviation, 4 unsupported)" in out
+
+
+def test_unavailable_backend_is_one_line_and_the_others_run(tmp_path, capsys):
+    code, data, out = report(tmp_path, [MASKED, "--backends", "cpu,ort-dml"], capsys)
+    assert code == 0 and [b["backend"] for b in data["backends"]] == ["cpu"]
+    assert "DmlExecutionProvider is not available" in data["unavailable_backends"]["ort-dml"]
+    assert sum("UNAVAILABLE" in line for line in out.splitlines()) == 1
+
+
+def test_an_unknown_provider_is_a_usage_error(capsys):
+    code, out, err = cli(["check", MASKED, "--backends", "cpu,ort:NoSuchExecutionProvider"], capsys)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "NoSuchExecutionProvider" in err and "CPUExecutionProvider" in err
+
+
+def test_ort_provider_backend_reports_who_ran_each_node(tmp_path, capsys):
+    code, data, out = report(tmp_path, [MASKED, "--backends", "ort:CPUExecutionProvider"], capsys)
+    assert code == 0
+    (backend,) = data["backends"]
+    model = onnx.load(MASKED)
+    assert set(backend["node_providers"]) <= {n.name for n in model.graph.node}
+    nonzero = [n.name for n in model.graph.node if n.op_type == "NonZero"]
+    assert all(backend["node_providers"][n] == "CPUExecutionProvider" for n in nonzero)
+
+
+@pytest.mark.parametrize("oracle", ["reference", "ort-cpu", "hybrid"])
+def test_oracle_choice_is_in_the_report(oracle, tmp_path, capsys):
+    code, data, out = report(tmp_path, [MASKED, "--oracle", oracle], capsys)
+    assert code == 0 and data["oracle"]["kind"] == oracle
+    assert data["oracle"]["description"] in out.splitlines()[0]
+
+
+def test_iterations_check_several_seeded_feed_sets(tmp_path, capsys):
+    code, data, out = report(tmp_path, [MASKED, "--iterations", 3, "--seed", 5], capsys)
+    assert code == 0 and data["iterations"] == 3
+    outputs = data["backends"][0]["outputs"]
+    assert sorted({o["iteration"] for o in outputs}) == [0, 1, 2] and len(outputs) == 3 * 2
+    assert "[cpu #2]" in out
+    code, _, err = cli(["check", MASKED, "--iterations", 0], capsys)
+    assert code == 2 and "--iterations" in err
+
+
+@pytest.mark.parametrize("fraction, nnz", [(1.0, 0), (0.0, 24)])
+def test_zero_fraction_gives_empty_and_full_inputs(fraction, nnz, tmp_path, capsys):
+    inputs = tmp_path / "in.npz"
+    code, data, _ = report(tmp_path, [MASKED, "--zero-fraction", fraction, "--val-range", "1,5",
+                                      "--save-inputs", inputs], capsys)
+    assert code == 0
+    coords = next(o for o in data["backends"][0]["outputs"] if o["output"] == "coords")
+    with np.load(inputs) as feeds:
+        x = feeds["x"]
+    assert np.all((x == 0) | ((x >= 1) & (x <= 5)))
+    assert np.count_nonzero(x) == nnz
+    assert coords["expected_shape"] == [3, int(reference(MASKED, {"x": x})["coords"].shape[1])]
+
+
+def test_intermediate_outputs_by_name(tmp_path, capsys):
+    model = onnx.load(MASKED)
+    inner = [o for n in model.graph.node for o in n.output if o not in {x.name for x in model.graph.output}]
+    code, data, _ = report(tmp_path, [MASKED, "--outputs", inner[0], "--backends", "cpu,ort-cpu"], capsys)
+    assert code == 0 and inner[0] in statuses(data, "cpu") and inner[0] in statuses(data, "ort-cpu")
+    code, data, _ = report(tmp_path, [MASKED, "--outputs", "all"], capsys)
+    assert code == 0 and set(inner) <= set(statuses(data, "cpu"))
+    code, _, err = cli(["check", MASKED, "--outputs", "no_such_value"], capsys)
+    assert code == 2 and "no_such_value" in err
+
+
+def test_saved_outputs_replay_as_oracle_and_as_loaded_backend(tmp_path, capsys):
+    inputs, outputs = tmp_path / "in.npz", tmp_path / "out.npz"
+    code, _, _ = cli(["check", MASKED, "--backends", "cpu,ort-cpu", "--seed", 4, "--save-inputs", inputs,
+                      "--save-outputs", outputs], capsys)
+    assert code == 0
+    with np.load(outputs) as saved:
+        keys = set(saved.files)
+    assert {"coords", "selected", "cpu:coords", "ort-cpu:selected"} <= keys
+    code, data, _ = report(tmp_path, [MASKED, "--inputs", inputs, "--oracle", outputs], capsys)
+    assert code == 0 and data["oracle"]["kind"] == "golden"
+    code, data, _ = report(tmp_path, [MASKED, "--inputs", inputs, "--load-outputs", outputs], capsys)
+    assert code == 0 and statuses(data, "loaded:ort-cpu") == {"coords": "match", "selected": "match"}
+    # A tampered saved output is a MISMATCH with its errors on the line.
+    with np.load(outputs) as saved:
+        tampered = {k: saved[k] for k in saved.files}
+    tampered["ort-cpu:selected"] = tampered["ort-cpu:selected"] + 1
+    np.savez(outputs, **tampered)
+    code, out, _ = cli(["check", MASKED, "--inputs", inputs, "--load-outputs", outputs], capsys)
+    line = next(line for line in out.splitlines() if "[loaded:ort-cpu] selected" in line)
+    assert code == 1 and "MISMATCH" in line and "max abs err 1" in line
+
+
+def bf16_model() -> onnx.ModelProto:
+    nodes = [h.make_node("Cast", ["x"], ["f"], name="cast", to=T.FLOAT),
+             h.make_node("NonZero", ["f"], ["nz"], name="nz"),
+             h.make_node("Relu", ["x"], ["r"], name="relu")]
+    return graph_model(nodes, [("x", T.BFLOAT16, ["n", 6])], [("nz", T.INT64, 2), ("r", T.BFLOAT16, ["n", 6])],
+                       opset=14)
+
+
+def test_bfloat16_feeds_random_npz_and_python(tmp_path, capsys, rng):
+    path = save(bf16_model(), tmp_path)
+    code, data, _ = report(tmp_path, [path, "--backends", "cpu,ort-cpu", "--dim", "n=5"], capsys)
+    assert code == 0 and statuses(data, "cpu") == {"nz": "match", "r": "match"}
+    x = (rng.standard_normal((3, 6)) * (rng.random((3, 6)) < 0.5)).astype(ml_dtypes.bfloat16)
+    feeds = tmp_path / "bf16.npz"
+    np.savez(feeds, x=x)                         # stored as raw 2-byte records
+    code, data, _ = report(tmp_path, [path, "--inputs", feeds, "--backends", "cpu,ort-cpu"], capsys)
+    assert code == 0 and data["ok"]
+    ours = compile_model(path).run({"x": x})
+    assert ours["r"].dtype == ml_dtypes.bfloat16
+    assert_outputs_same(ours, reference(bf16_model(), {"x": x}))
+
+
+def test_a_tolerance_naming_no_output_is_a_usage_error(capsys):
+    code, out, err = cli(["check", MASKED, "--atol", "no_such_output=1e-3"], capsys)
+    assert code == 2 and out == "" and "no_such_output" in err and "coords" in err
+
+
+def test_version_and_quiet(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith("dml-lower 0.")
+    code, out, _ = cli(["check", MASKED, "-q"], capsys)
+    assert code == 0 and out.splitlines() == ["verdict: all outputs match ONNX semantics"]
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    env = dict(os.environ, DML_LOWER_STRICT="1")
+    proc = subprocess.run(f"{sys.executable} -m onnx_dml_lowering.compiler compile {EDGE} | head -1",
+                          shell=True, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.stdout.startswith("graph") and proc.stderr == ""
+
+
+def test_external_data_resolves_relative_to_the_model_and_a_missing_file_is_named(tmp_path, capsys):
+    model = graph_model([h.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+                         h.make_node("NonZero", ["m"], ["y"], name="nz")],
+                        [("x", T.FLOAT, [2, 64])], [("y", T.INT64, 2)], {"w": np.eye(64, dtype=np.float32)})
+    folder = tmp_path / "model"
+    folder.mkdir()
+    onnx.save(model, folder / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)                            # not the model's folder
+    try:
+        code, out, err = cli(["check", folder / "m.onnx"], capsys)
+        assert code == 0, err
+        (folder / "m.data").unlink()
+        code, out, err = cli(["check", folder / "m.onnx"], capsys)
+    finally:
+        os.chdir(cwd)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "m.data" in err and "'w'" in err

@@ -1,0 +1,147 @@
+"""The oracle: hybrid (onnx.reference where semantics matter, onnxruntime elsewhere), its
+fallbacks in both directions, the whole-model kinds and golden files; and the engine scheduler."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.lowering.schedule import engine_runs
+from onnx_dml_lowering.runtime.check import make_oracle
+from onnx_dml_lowering.runtime.oracle import ORT_CPU, REFERENCE, Oracle
+from tests.builders import graph_model
+from tests.oracle import assert_outputs_same, reference
+
+
+def interleaved_chains(n: int) -> onnx.ModelProto:
+    """n independent chains Add -> Relu -> NonZero -> Cast -> Mul, in the exporter's interleaved order."""
+    nodes, outputs, inits = [], [], {"two": np.array(2.0, np.float32)}
+    for i in range(n):
+        inits[f"c{i}"] = np.array(i - 1.5, np.float32)
+        nodes += [h.make_node("Add", ["x", f"c{i}"], [f"a{i}"], name=f"add{i}"),
+                  h.make_node("Relu", [f"a{i}"], [f"r{i}"], name=f"relu{i}"),
+                  h.make_node("NonZero", [f"r{i}"], [f"nz{i}"], name=f"nz{i}"),
+                  h.make_node("Cast", [f"nz{i}"], [f"f{i}"], name=f"cast{i}", to=T.FLOAT),
+                  h.make_node("Mul", [f"f{i}", "two"], [f"y{i}"], name=f"mul{i}")]
+        outputs.append((f"y{i}", T.FLOAT, 2))
+    return graph_model(nodes, [("x", T.FLOAT, [4, 5])], outputs, inits)
+
+
+def test_engine_runs_group_interleaved_chains_into_three_regions():
+    model = interleaved_chains(6)
+    runs = engine_runs(list(model.graph.node), lambda n: "ref" if n.op_type == "NonZero" else "ort")
+    assert [engine for engine, _ in runs] == ["ort", "ref", "ort"]
+    assert sorted(n.name for _, nodes in runs for n in nodes) == sorted(n.name for n in model.graph.node)
+    # A valid topological order: every node after the producers of what it reads.
+    seen = {"x", "two"} | {f"c{i}" for i in range(6)}
+    for _, nodes in runs:
+        for node in nodes:
+            assert all(name in seen for name in node.input), node.name
+            seen.update(node.output)
+
+
+def test_engine_runs_keep_the_model_order_when_one_engine_does_everything():
+    model = interleaved_chains(3)
+    runs = engine_runs(list(model.graph.node), lambda n: "ort")
+    assert [[n.name for n in nodes] for _, nodes in runs] == [[n.name for n in model.graph.node]]
+
+
+def test_hybrid_oracle_matches_the_whole_model_reference_and_uses_few_regions(rng):
+    model = interleaved_chains(8)
+    compiled = compile_model(model)
+    oracle = make_oracle(compiled)
+    x = (rng.standard_normal((4, 5)) * 3).astype(np.float32)
+    assert_outputs_same(oracle.run({"x": x}), reference(model, {"x": x}))
+    data = oracle.to_dict()
+    assert data["kind"] == "hybrid" and len(data["regions"]) == 3
+    engines = data["node_engines"]
+    assert {engines[f"nz{i}"] for i in range(8)} == {REFERENCE}
+    assert {engines[f"add{i}"] for i in range(8)} | {engines[f"mul{i}"] for i in range(8)} == {ORT_CPU}
+
+
+def test_a_node_onnxruntime_cannot_load_moves_to_onnx_reference(rng):
+    # onnxruntime's CPU provider has no Relu for int16 (ONNX has it from opset 14).
+    model = graph_model([h.make_node("Relu", ["x"], ["r"], name="relu8"),
+                         h.make_node("Neg", ["r"], ["y"], name="neg")],
+                        [("x", T.INT16, [6])], [("y", T.INT16, [6])], opset=14)
+    oracle = Oracle(compile_model(model).model, compile_model(model).types)
+    x = rng.integers(-100, 100, 6).astype(np.int16)
+    assert_outputs_same(oracle.run({"x": x}), reference(model, {"x": x}))
+    engines = oracle.node_engines()
+    assert engines["relu8"] == REFERENCE and engines["neg"] == ORT_CPU
+
+
+def loop_with_empty_condition() -> onnx.ModelProto:
+    body = h.make_graph(
+        [h.make_node("NonZero", ["x"], ["nz"]), h.make_node("Shape", ["nz"], ["s"]),
+         h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("Add", ["acc_in", "s"], ["acc_out"])],
+        "body", [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, []),
+                 h.make_tensor_value_info("acc_in", T.INT64, [2])],
+        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("acc_out", T.INT64, [2])])
+    return graph_model([h.make_node("Loop", ["m", "", "acc0"], ["acc"], name="loop", body=body)],
+                       [("x", T.FLOAT, [2, 3]), ("m", T.INT64, []), ("acc0", T.INT64, [2])],
+                       [("acc", T.INT64, [2])], opset=17)
+
+
+def test_onnx_reference_deviations_are_routed_to_onnxruntime_and_named():
+    # onnx.reference runs a Loop with an empty condition zero times; ONNX runs it M times.
+    compiled = compile_model(loop_with_empty_condition())
+    feeds = {"x": np.array([[1, 0, 2], [0, 0, 3]], np.float32), "m": np.array(3, np.int64),
+             "acc0": np.array([0, 0], np.int64)}
+    oracle = make_oracle(compiled)
+    np.testing.assert_array_equal(oracle.run(feeds)["acc"], [6, 9])      # 3 iterations of shape [2, 3]
+    (fallback,) = oracle.to_dict()["fallbacks"]
+    assert fallback["node"] == "loop" and fallback["engine"] == ORT_CPU and "empty condition" in fallback["reason"]
+
+
+def test_a_node_onnx_reference_fails_on_falls_back_to_onnxruntime_by_name(monkeypatch, rng):
+    model = interleaved_chains(2)
+    compiled = compile_model(model)
+    oracle = make_oracle(compiled)
+    from onnx.reference import ReferenceEvaluator
+    real_run = ReferenceEvaluator.run
+
+    def failing(self, outputs, feeds, *args, **kwargs):
+        if any(n.name == "nz1" for n in self.proto_.graph.node):
+            raise ValueError("need at least one array to concatenate")
+        return real_run(self, outputs, feeds, *args, **kwargs)
+
+    monkeypatch.setattr(ReferenceEvaluator, "run", failing)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    outputs = oracle.run({"x": x})
+    monkeypatch.undo()
+    assert_outputs_same(outputs, reference(model, {"x": x}))
+    (fallback,) = oracle.fallbacks
+    assert fallback.node == "nz1" and fallback.engine == ORT_CPU and "concatenate" in fallback.reason
+    assert oracle.node_engines()["nz0"] == REFERENCE
+
+
+@pytest.mark.parametrize("kind", ["reference", "ort-cpu"])
+def test_whole_model_oracles(kind, rng):
+    model = interleaved_chains(3)
+    compiled = compile_model(model)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    oracle = make_oracle(compiled, kind)
+    assert_outputs_same(oracle.run({"x": x}), reference(model, {"x": x}))
+    assert oracle.to_dict()["kind"] == kind
+
+
+def test_golden_file_oracle(tmp_path, rng):
+    model = interleaved_chains(2)
+    compiled = compile_model(model)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    expected = reference(model, {"x": x})
+    golden = tmp_path / "golden.npz"
+    np.savez(golden, **expected)
+    assert_outputs_same(make_oracle(compiled, str(golden)).run({"x": x}), expected)
+    np.savez(golden, y0=expected["y0"])
+    with pytest.raises(DmlLowerError, match="has no output 'y1'"):
+        make_oracle(compiled, str(golden)).run({"x": x})
+    with pytest.raises(DmlLowerError, match="does not exist"):
+        make_oracle(compiled, str(tmp_path / "missing.npz"))
+    with pytest.raises(DmlLowerError, match="unknown oracle 'magic'"):
+        make_oracle(compiled, "magic")

@@ -3,8 +3,8 @@
     state = start(model, level, types)
     generate_constants(state)     # constant initializers DirectML generates instead of storing
     match_idioms(state)           # per anchor node, the largest idiom that matches (a rule is the one-node idiom)
-    schedule(state)               # matches and ONNX nodes in a stable topological order
     lower_static(state)           # build the matches whose sizes are known now
+    schedule(state)               # a stable topological order that keeps ONNX nodes together
     defer_run_time_sized(state)   # the rest are specialised at run time, with a precomputed ONNX fallback
     build_regions(state)          # gather the nodes left to ONNX into maximal consecutive regions
     state.result()                # the Partition: one composed ir.Graph plus placement
@@ -13,7 +13,6 @@ All state lives in the PartitionState, so partitions of different models may run
 in parallel threads."""
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -22,6 +21,7 @@ import onnx
 from onnx_dml_lowering.ir import FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import Declined, Match, idioms_for
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
+from onnx_dml_lowering.lowering.schedule import grouped_order
 
 from .graph_view import OnnxGraphView
 
@@ -199,8 +199,10 @@ def match_idioms(state: PartitionState) -> None:
 
 
 def schedule(state: PartitionState) -> None:
-    """Items (a NodeProto or a Match) in a topological order that keeps the model's order
-    wherever the dependencies allow (Kahn's algorithm keyed by first position)."""
+    """Items (a NodeProto or a Match) in a topological order that keeps the model's order where the
+    dependencies allow, and keeps what runs on ONNX together: every region boundary costs a
+    session call, so interleaved chains (one NonZero per detection class) must not make one
+    region per chain. Needs the static builds: a match declined now runs on ONNX."""
     nodes, covered, position = state.nodes, state.covered, state.position
     items: "list[Item]" = []
     item_of: "dict[str, int]" = {}
@@ -222,29 +224,13 @@ def schedule(state: PartitionState) -> None:
         for name in inner:
             producer[name] = index
         reads.append([r for m in members for r in state.reads(m) if r not in inner])
-    waiting = [0] * len(items)
-    users: "list[list[int]]" = [[] for _ in items]
-    for index, names in enumerate(reads):
-        deps = {producer[r] for r in names if r in producer and producer[r] != index}
-        waiting[index] = len(deps)
-        for dep in deps:
-            users[dep].append(index)
-
-    def key(index: int) -> int:
-        return min(position[m.name] for m in state.members(items[index]))
-
-    ready = [(key(i), i) for i, w in enumerate(waiting) if w == 0]
-    heapq.heapify(ready)
-    order: "list[Item]" = []
-    while ready:
-        _, index = heapq.heappop(ready)
-        order.append(items[index])
-        for user in users[index]:
-            waiting[user] -= 1
-            if waiting[user] == 0:
-                heapq.heappush(ready, (key(user), user))
+    deps = [[producer[r] for r in names if r in producer] for names in reads]
+    labels = ["onnx" if isinstance(item, onnx.NodeProto) or isinstance(state.built.get(item.nodes[0]), Declined)
+              else "dml" for item in items]
+    keys = [min(position[m.name] for m in state.members(item)) for item in items]
+    order = grouped_order(labels, deps, keys)
     # A match that would need a cycle: keep the model's order.
-    state.order = order if len(order) == len(items) else list(nodes)
+    state.order = [items[i] for i in order] if order is not None else list(nodes)
 
 
 def static_inputs(state: PartitionState, match: Match) -> "tuple[dict, dict] | None":
@@ -257,12 +243,11 @@ def static_inputs(state: PartitionState, match: Match) -> "tuple[dict, dict] | N
 
 
 def lower_static(state: PartitionState) -> None:
-    """Build every scheduled match whose sizes (and shaping values) are known now."""
-    for item in state.order:
-        if isinstance(item, Match):
-            known = static_inputs(state, item)
-            if known is not None:
-                state.built[item.nodes[0]] = item.build(known[0], known[1], state.level)
+    """Build every match whose sizes (and shaping values) are known now."""
+    for match in state.matches:
+        known = static_inputs(state, match)
+        if known is not None:
+            state.built[match.nodes[0]] = match.build(known[0], known[1], state.level)
 
 
 def fallback_region(state: PartitionState, match: Match) -> FallbackRegion:
@@ -343,7 +328,7 @@ def build_regions(state: PartitionState) -> None:
     flush(len(order) - 1)
 
 
-PASSES = (generate_constants, match_idioms, schedule, lower_static, defer_run_time_sized, build_regions)
+PASSES = (generate_constants, match_idioms, lower_static, schedule, defer_run_time_sized, build_regions)
 
 
 def partition(model: onnx.ModelProto, level: FeatureLevel, types=None) -> Partition:

@@ -10,7 +10,7 @@ engine while any is ready, and only then switches.
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Hashable, Sequence
+from typing import Callable, Hashable, Iterable, Sequence
 
 import onnx
 
@@ -38,53 +38,58 @@ def node_reads(node: onnx.NodeProto) -> "list[str]":
     return reads
 
 
+def grouped_order(labels: "Sequence[Hashable]", deps: "Sequence[Iterable[int]]",
+                  keys: "Sequence[int]") -> "list[int] | None":
+    """A topological order of items 0..n-1 (item i after every item in deps[i]) that keeps items
+    of one label together: among the ready items of the current label the smallest key goes
+    first; when the current label has none ready, the label of the smallest ready key is next.
+    None when the dependencies hold a cycle."""
+    waiting = [0] * len(labels)
+    users: "list[list[int]]" = [[] for _ in labels]
+    for index, before in enumerate(deps):
+        unique = set(before) - {index}
+        waiting[index] = len(unique)
+        for dep in unique:
+            users[dep].append(index)
+    ready: "dict[Hashable, list[tuple[int, int]]]" = {}
+    for index, count in enumerate(waiting):
+        if count == 0:
+            heapq.heappush(ready.setdefault(labels[index], []), (keys[index], index))
+    order: "list[int]" = []
+    current = None
+    while len(order) < len(labels):
+        if not ready.get(current):
+            candidates = [(heap[0], label) for label, heap in ready.items() if heap]
+            if not candidates:
+                return None
+            current = min(candidates, key=lambda c: c[0])[1]
+        _, index = heapq.heappop(ready[current])
+        order.append(index)
+        for user in users[index]:
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready.setdefault(labels[user], []), (keys[user], user))
+    return order
+
+
 def engine_runs(nodes: Sequence[onnx.NodeProto],
                 engine: Callable[[onnx.NodeProto], Hashable]) -> "list[tuple[Hashable, list[onnx.NodeProto]]]":
     """A topological order of `nodes` cut into maximal runs of one engine: [(engine, nodes)].
 
-    Among the ready nodes of the current engine the earliest in the model's order goes first, so
-    a graph that needs no reordering keeps its order. When the current engine has nothing ready,
-    the engine of the earliest ready node is next.
+    A graph that needs no reordering keeps its order (see grouped_order); a graph with a cycle
+    keeps the model's order.
     """
     producer: "dict[str, int]" = {}
     for index, node in enumerate(nodes):
         for name in node.output:
             if name:
                 producer[name] = index
-    waiting = [0] * len(nodes)
-    users: "list[list[int]]" = [[] for _ in nodes]
-    for index, node in enumerate(nodes):
-        deps = {producer[r] for r in node_reads(node) if r in producer and producer[r] != index}
-        waiting[index] = len(deps)
-        for dep in deps:
-            users[dep].append(index)
+    deps = [[producer[r] for r in node_reads(node) if r in producer] for node in nodes]
     labels = [engine(n) for n in nodes]
-    ready: "dict[Hashable, list[int]]" = {}
-    for index, count in enumerate(waiting):
-        if count == 0:
-            heapq.heappush(ready.setdefault(labels[index], []), index)
+    order = grouped_order(labels, deps, list(range(len(nodes))))
     runs: "list[tuple[Hashable, list[onnx.NodeProto]]]" = []
-    done = 0
-    current = None
-    while done < len(nodes):
-        if not ready.get(current):
-            candidates = [(heap[0], label) for label, heap in ready.items() if heap]
-            if not candidates:
-                break                      # a cycle: the model's order is the only answer
-            current = min(candidates, key=lambda c: c[0])[1]
-            runs.append((current, []))
-        index = heapq.heappop(ready[current])
+    for index in order if order is not None else range(len(nodes)):
+        if not runs or runs[-1][0] != labels[index]:
+            runs.append((labels[index], []))
         runs[-1][1].append(nodes[index])
-        done += 1
-        for user in users[index]:
-            waiting[user] -= 1
-            if waiting[user] == 0:
-                heapq.heappush(ready.setdefault(labels[user], []), user)
-    if done < len(nodes):
-        runs = []
-        for node in nodes:
-            label = engine(node)
-            if not runs or runs[-1][0] != label:
-                runs.append((label, []))
-            runs[-1][1].append(node)
     return runs

@@ -13,6 +13,7 @@ from typing import Iterable, Mapping, Union
 
 import numpy as np
 import onnx
+from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
@@ -54,3 +55,17 @@ def single_node_model(op_type: str, in_type: int, in_shape, out_type: int, out_s
     node = h.make_node(op_type, ["x"], ["y"], name=op_type.lower(), **attrs)
     return graph_model([node], [("x", in_type, in_shape)], [("y", out_type, 2 if out_shape is None else out_shape)],
                        opset=opset, name=f"{op_type}_test")
+
+
+def interleaved_chains(n: int) -> onnx.ModelProto:
+    """n independent chains Add -> Relu -> NonZero -> Cast -> Mul, in the exporter's interleaved order."""
+    nodes, outputs, inits = [], [], {"two": np.array(2.0, np.float32)}
+    for i in range(n):
+        inits[f"c{i}"] = np.array(i - 1.5, np.float32)
+        nodes += [h.make_node("Add", ["x", f"c{i}"], [f"a{i}"], name=f"add{i}"),
+                  h.make_node("Relu", [f"a{i}"], [f"r{i}"], name=f"relu{i}"),
+                  h.make_node("NonZero", [f"r{i}"], [f"nz{i}"], name=f"nz{i}"),
+                  h.make_node("Cast", [f"nz{i}"], [f"f{i}"], name=f"cast{i}", to=T.FLOAT),
+                  h.make_node("Mul", [f"f{i}", "two"], [f"y{i}"], name=f"mul{i}")]
+        outputs.append((f"y{i}", T.FLOAT, 2))
+    return graph_model(nodes, [("x", T.FLOAT, [4, 5])], outputs, inits)

@@ -15,6 +15,7 @@ from onnx_dml_lowering.compiler.partition import (PASSES, build_regions, defer_r
                                                   partition, schedule, start)
 from onnx_dml_lowering.ir import DiagonalMatrix, Download, Graph, LowerAtRunTime, OnnxRegion, graph_to_dict, parse_level
 from onnx_dml_lowering.lowering import Declined
+from tests.builders import interleaved_chains
 from tests.oracle import assert_outputs_same, differential, reference
 
 LEVEL = parse_level("5_1")
@@ -98,19 +99,19 @@ def test_schedule_keeps_the_model_order_around_a_match():
 
 def test_lower_static_builds_only_known_sizes():
     state = state_of(relu_nonzero_transpose())
-    for run in (match_idioms, schedule, lower_static):
+    for run in (match_idioms, lower_static, schedule):
         run(state)
     assert set(state.built) == {"nz"} and isinstance(state.built["nz"], Graph)
 
     dynamic = state_of(reshape_nonzero_transpose())
-    for run in (match_idioms, schedule, lower_static):
+    for run in (match_idioms, lower_static, schedule):
         run(dynamic)
     assert dynamic.matches and not dynamic.built
 
 
 def test_defer_run_time_sized_precomputes_the_fallback_region():
     state = state_of(reshape_nonzero_transpose())
-    for run in (match_idioms, schedule, lower_static, defer_run_time_sized):
+    for run in (match_idioms, lower_static, schedule, defer_run_time_sized):
         run(state)
     assert list(state.deferred) == ["nz"] and state.deferred["nz"].nodes == ("nz", "tr")
     fallback = state.fallbacks["nz"]
@@ -120,7 +121,7 @@ def test_defer_run_time_sized_precomputes_the_fallback_region():
 
 def test_build_regions_gathers_consecutive_onnx_nodes():
     state = state_of(relu_nonzero_transpose())
-    for run in (match_idioms, schedule, lower_static, defer_run_time_sized, build_regions):
+    for run in (match_idioms, lower_static, schedule, defer_run_time_sized, build_regions):
         run(state)
     regions = [s for s in state.graph.steps if isinstance(s, OnnxRegion)]
     assert [(r.name, r.onnx_nodes, r.inputs, r.outputs) for r in regions] == [
@@ -133,7 +134,7 @@ def test_build_regions_gathers_consecutive_onnx_nodes():
 
 def test_build_regions_puts_a_declined_build_back_into_the_region():
     state = state_of(relu_nonzero_transpose())
-    for run in (match_idioms, schedule, lower_static):
+    for run in (match_idioms, lower_static, schedule):
         run(state)
     state.built["nz"] = Declined("declined for this test")
     for run in (defer_run_time_sized, build_regions):
@@ -203,3 +204,13 @@ def test_a_declined_run_time_specialisation_runs_the_precomputed_fallback(rng):
     # A rank the operator takes is still lowered at run time, next to the fallback.
     small = {"x": x[:24], "s": np.array([2, 3, 4], np.int64)}
     assert_outputs_same(compiled.run(small, strict=True), reference(model, small))
+
+
+def test_interleaved_chains_make_two_regions_not_one_per_chain(rng):
+    # Exporters interleave one chain per detection class: Add -> NonZero -> Cast -> Mul, n times.
+    model = interleaved_chains(12)
+    compiled = compile_model(model)
+    assert len(compiled.partition.regions) == 2
+    assert sum(p.status == "lowered" for p in compiled.placement) == 12
+    x = (rng.standard_normal((4, 5)) * 3).astype(np.float32)
+    assert_outputs_same(compiled.run({"x": x}, strict=True), reference(model, {"x": x}))

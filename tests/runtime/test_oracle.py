@@ -13,22 +13,8 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.schedule import engine_runs
 from onnx_dml_lowering.runtime.check import make_oracle
 from onnx_dml_lowering.runtime.oracle import ORT_CPU, REFERENCE, Oracle
-from tests.builders import graph_model
+from tests.builders import graph_model, interleaved_chains
 from tests.oracle import assert_outputs_same, reference
-
-
-def interleaved_chains(n: int) -> onnx.ModelProto:
-    """n independent chains Add -> Relu -> NonZero -> Cast -> Mul, in the exporter's interleaved order."""
-    nodes, outputs, inits = [], [], {"two": np.array(2.0, np.float32)}
-    for i in range(n):
-        inits[f"c{i}"] = np.array(i - 1.5, np.float32)
-        nodes += [h.make_node("Add", ["x", f"c{i}"], [f"a{i}"], name=f"add{i}"),
-                  h.make_node("Relu", [f"a{i}"], [f"r{i}"], name=f"relu{i}"),
-                  h.make_node("NonZero", [f"r{i}"], [f"nz{i}"], name=f"nz{i}"),
-                  h.make_node("Cast", [f"nz{i}"], [f"f{i}"], name=f"cast{i}", to=T.FLOAT),
-                  h.make_node("Mul", [f"f{i}", "two"], [f"y{i}"], name=f"mul{i}")]
-        outputs.append((f"y{i}", T.FLOAT, 2))
-    return graph_model(nodes, [("x", T.FLOAT, [4, 5])], outputs, inits)
 
 
 def test_engine_runs_group_interleaved_chains_into_three_regions():

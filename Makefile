@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench openvino clean
+.PHONY: demo test fuzz bench openvino install-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ $(OV_STAMP): pyproject.toml
 
 openvino: $(OV_STAMP)
 	DML_LOWER_STRICT=1 $(OV_BIN)/python -m pytest -m openvino -rs tests/providers
+
+# A wheel from a clean clone, in a fresh venv beside PyPI's unrelated 'ir' and 'compiler'
+# packages, runs the demo from an unrelated directory (nothing of ours at the top level).
+install-check:
+	PYTHON=$(PYTHON) bash tests/install/check_wheel.sh
 
 clean:
 	rm -rf $(VENV) $(OV_VENV) *.egg-info .pytest_cache .hypothesis

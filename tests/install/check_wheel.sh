@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The installed wheel owns nothing at the top level of site-packages: built from a clean clone,
+# installed into a fresh venv next to PyPI's unrelated `ir` and `compiler` packages, `dml-lower
+# demo` runs from an unrelated directory. `make install-check` runs this (CI does too).
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+python="${PYTHON:-python3}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+git clone -q "$repo" "$work/clone"
+"$python" -m venv "$work/venv"
+"$work/venv/bin/python" -m pip install -q --upgrade pip
+"$work/venv/bin/python" -m pip wheel -q --no-deps -w "$work/dist" "$work/clone"
+"$work/venv/bin/python" -m pip install -q "$work"/dist/onnx_dml_lowering-*.whl ir==0.1.61 compiler==0.2.0
+cd "$work"                                # an unrelated directory: nothing of the repository on sys.path
+# Every file of ours sits under onnx_dml_lowering/ (or is its dist-info or the console script).
+"$work/venv/bin/python" - <<'PY'
+from importlib.metadata import distribution
+files = [str(f) for f in distribution("onnx-dml-lowering").files]
+ours = [f for f in files if not f.startswith(("onnx_dml_lowering/", "onnx_dml_lowering-", "../../../bin/"))]
+assert not ours, f"files outside the namespace: {ours}"
+import ir, compiler                      # PyPI's, untouched by ours
+assert not hasattr(ir, "DmlLowerError") and "site-packages" in compiler.__file__
+print(f"wheel: {len(files)} files, all under onnx_dml_lowering/; PyPI's ir and compiler import beside it")
+PY
+"$work/venv/bin/dml-lower" --version
+"$work/venv/bin/dml-lower" demo | tail -1
+"$work/venv/bin/python" -m onnx_dml_lowering.compiler --version

@@ -240,6 +240,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
+def provider_flags(p) -> None:
+    """The options of backends that run the original model on an onnxruntime provider."""
+    p.add_argument("--provider-option", action="append", metavar="NAME=VALUE",
+                   help="an option for the ort-*/ort:<Name> backends' provider (repeatable), e.g. device_type=CPU")
+    p.add_argument("--ep-library", action="append", metavar="NAME=PATH",
+                   help="register a plugin execution provider library (onnxruntime >= 1.22; repeatable)")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="set session.disable_cpu_ep_fallback: a node the provider cannot take is an error")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dml-lower", description=(
         "Lower ONNX NonZero / EyeLike onto DirectML NONZERO_COORDINATES / DIAGONAL_MATRIX, "
@@ -302,12 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the oracle's outputs (OUTPUT) and each backend's (BACKEND:OUTPUT)")
     p.add_argument("--load-outputs", metavar="F.npz",
                    help="compare outputs saved by --save-outputs (or run --save-outputs) with the oracle")
-    p.add_argument("--provider-option", action="append", metavar="NAME=VALUE",
-                   help="an option for the ort-*/ort:<Name> backends' provider (repeatable), e.g. device_type=CPU")
-    p.add_argument("--ep-library", action="append", metavar="NAME=PATH",
-                   help="register a plugin execution provider library (onnxruntime >= 1.22; repeatable)")
-    p.add_argument("--no-fallback", action="store_true",
-                   help="set session.disable_cpu_ep_fallback: a node the provider cannot take is an error")
+    provider_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
                    help="absolute tolerance for floats, global or per output (repeatable; default 1e-6)")
@@ -334,12 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("dir")
     q.add_argument("--backends", default="cpu",
                    help="comma-separated: cpu, ort (lowered graph), ort-cpu, ort-dml, ort:<ProviderName>")
-    q.add_argument("--provider-option", action="append", metavar="NAME=VALUE",
-                   help="an option of the onnxruntime providers (repeatable), e.g. device_type=CPU")
-    q.add_argument("--ep-library", action="append", metavar="NAME=PATH",
-                   help="register a plugin execution provider library (repeatable)")
-    q.add_argument("--no-fallback", action="store_true",
-                   help="set session.disable_cpu_ep_fallback: no node may move to the CPU provider")
+    provider_flags(q)
     p.set_defaults(func=cmd_conformance)
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")

@@ -21,7 +21,7 @@ import onnx
 from onnx_dml_lowering.ir import FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import Declined, Match, idioms_for
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
-from onnx_dml_lowering.lowering.schedule import grouped_order
+from onnx_dml_lowering.lowering.schedule import grouped_order, node_reads
 
 from .graph_view import OnnxGraphView
 
@@ -110,29 +110,6 @@ class PartitionState:
     def result(self) -> Partition:
         return Partition(self.graph, self.generated_placement + self.placement, self.regions,
                          self.deferred, self.by_name, self.generated, self.fallbacks)
-
-
-def subgraph_inputs(node: onnx.NodeProto) -> "list[str]":
-    """Outer-scope names a node's subgraphs (If / Loop / Scan bodies) read."""
-    names: "list[str]" = []
-    for attr in node.attribute:
-        graphs = list(attr.graphs) + ([attr.g] if attr.HasField("g") else [])
-        for body in graphs:
-            defined = {i.name for i in body.input} | {i.name for i in body.initializer}
-            for inner in body.node:
-                for name in list(inner.input) + subgraph_inputs(inner):
-                    if name and name not in defined and name not in names:
-                        names.append(name)
-                defined.update(inner.output)
-    return names
-
-
-def node_reads(node: onnx.NodeProto) -> "list[str]":
-    """The names a node reads, its subgraphs' outer-scope names included."""
-    reads = [n for n in node.input if n]
-    if any(a.HasField("g") or len(a.graphs) for a in node.attribute):
-        reads += subgraph_inputs(node)
-    return reads
 
 
 def start(model: onnx.ModelProto, level: FeatureLevel, types=None) -> PartitionState:

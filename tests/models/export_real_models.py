@@ -11,7 +11,9 @@ comparisons. Run by hand in a separate venv (the test suite never imports torch)
 
 torchvision's compiled ops do not load over the CPU-only torch wheel; `torchvision_cpu_shim`
 (from the project's shared tools, on PYTHONPATH) declares them before torchvision is imported.
-Everything is seeded, so a rerun with the same package versions writes the same weights.
+Everything is seeded: a full rerun with the same package versions writes byte-identical files
+(checked). `--only NAME ...` re-exports a subset; the dynamo exporter's internal names can then
+differ from a full run's, so regenerate everything before committing.
 """
 from __future__ import annotations
 
@@ -113,12 +115,25 @@ def export_language_model(name: str, module: torch.nn.Module, dynamo: bool) -> P
         program = torch.onnx.export(module, args, dynamo=True, dynamic_shapes=shapes, input_names=names,
                                     output_names=["last_hidden_state"], opset_version=18, optimize=True)
         program.save(str(path))
+        drop_stack_traces(path)
     else:
         axes = {n: {0: "batch", 1: "sequence"} for n in names}
         axes["last_hidden_state"] = {0: "batch", 1: "sequence"}
         torch.onnx.export(module, args, str(path), dynamo=False, opset_version=17, input_names=names,
                           output_names=["last_hidden_state"], dynamic_axes=axes)
     return path
+
+
+def drop_stack_traces(path: Path) -> None:
+    """The dynamo exporter records each node's Python stack (absolute paths, line numbers of this
+    script) as metadata: drop it so the files do not depend on where or from which revision they
+    were generated. The other metadata (module scopes, FX node) stays."""
+    model = onnx.load(str(path))
+    for node in all_nodes(model.graph):
+        kept = [p for p in node.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+        del node.metadata_props[:]
+        node.metadata_props.extend(kept)
+    onnx.save(model, str(path))
 
 
 def export_detection(module: torch.nn.Module) -> Path:

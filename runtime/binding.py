@@ -14,6 +14,8 @@ goes). All of it follows from the steps' declared reads() and writes().
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import mmap
 import sys
 import threading
@@ -96,13 +98,47 @@ ANONYMOUS_MAPS = (all(hasattr(mmap, flag) for flag in ("MAP_PRIVATE", "MAP_ANONY
                   and hasattr(mmap.mmap, "madvise"))
 
 
+@dataclass(frozen=True)
+class Lifetimes:
+    """Per buffer: the steps that write it (through a view, or a clear) and its last use. A
+    property of the graph alone, so a graph run many times (a run-time specialisation, once per
+    NonZero per model run) is analysed once."""
+    writers: "dict[str, list[int]]"     # buffer -> indices of the steps writing it
+    last_use: "dict[str, int]"          # buffer -> index of the last step using it
+    dies: "dict[int, list[str]]"        # step index -> buffers last used there
+    views_of: "dict[str, list[str]]"    # buffer -> its views
+
+
+def analyse(graph: Graph) -> Lifetimes:
+    writers: "dict[str, list[int]]" = {}
+    dies: "dict[int, list[str]]" = {}
+    last: "dict[str, int]" = {}
+    views = graph.views
+    for index, step in enumerate(graph.steps):
+        written = [views[v].buffer for v in step.writes() if v in views]
+        if isinstance(step, ClearBuffer):             # a clear names its buffer, not a view
+            written.append(step.buffer)
+        for name in written:
+            writers.setdefault(name, []).append(index)
+            last[name] = index
+        for v in step.reads():
+            if v in views:
+                last[views[v].buffer] = index
+    for name, index in last.items():
+        dies.setdefault(index, []).append(name)
+    views_of: "dict[str, list[str]]" = {}
+    for v, view in views.items():
+        views_of.setdefault(view.buffer, []).append(v)
+    return Lifetimes(writers, last, dies, views_of)
+
+
 class Bindings:
     """The buffers, bound size symbols and numpy views of one execution of one graph.
 
     The interpreter tells it which step runs (enter) and when a step is done (retire); the
     lifetimes come from the graph's steps, analysed once when the bindings are made."""
 
-    def __init__(self, graph: Graph, strict: bool = False) -> None:
+    def __init__(self, graph: Graph, strict: bool = False, lifetimes: "Lifetimes | None" = None) -> None:
         self.graph = graph
         self.strict = strict
         self.symbols: "dict[str, int]" = {}
@@ -115,33 +151,9 @@ class Bindings:
         self._desc_keys: "dict[str, tuple]" = {}          # view -> (descriptor, its size symbols)
         self._bound_descs: "dict[str, tuple]" = {}        # view -> (symbol values, bound descriptor)
         self._arrays: "dict[str, tuple]" = {}             # view -> (bound descriptor, numpy view)
-        self._analyse()
-
-    def _analyse(self) -> None:
-        """Per buffer: the steps that write it (through a view, or a clear) and its last use."""
-        writers: "dict[str, list[int]]" = {}
-        dies: "dict[int, list[str]]" = {}
-        last: "dict[str, int]" = {}
-        views = self.graph.views
-        for index, step in enumerate(self.graph.steps):
-            written = [views[v].buffer for v in step.writes() if v in views]
-            if isinstance(step, ClearBuffer):             # a clear names its buffer, not a view
-                written.append(step.buffer)
-            for name in written:
-                writers.setdefault(name, []).append(index)
-                last[name] = index
-            for v in step.reads():
-                if v in views:
-                    last[views[v].buffer] = index
-        for name, index in last.items():
-            dies.setdefault(index, []).append(name)
-        views_of: "dict[str, list[str]]" = {}
-        for v, view in views.items():
-            views_of.setdefault(view.buffer, []).append(v)
-        self._writers: "dict[str, list[int]]" = writers   # buffer -> indices of the steps writing it
-        self._last_use: "dict[str, int]" = last           # buffer -> index of the last step using it
-        self._dies: "dict[int, list[str]]" = dies         # step index -> buffers last used there
-        self._views_of: "dict[str, list[str]]" = views_of
+        lifetimes = lifetimes or analyse(graph)
+        self._writers, self._last_use = lifetimes.writers, lifetimes.last_use
+        self._dies, self._views_of = lifetimes.dies, lifetimes.views_of
 
     # -- buffers and views ----------------------------------------------------------------
     def buffer(self, name: str, zeroed: bool = False) -> np.ndarray:

@@ -14,7 +14,7 @@ from onnx_dml_lowering.ir import (ClearBuffer, DiagonalMatrix, DiagonalMatrix1, 
 from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
 
 from . import kernels as numpy_kernels
-from .binding import Bindings
+from .binding import Bindings, Lifetimes
 from .kernel_set import DmlKernels
 
 RegionCallback = Callable[["OnnxRegion | LowerAtRunTime", Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
@@ -24,13 +24,13 @@ class Interpreter:
     """One execution of one graph: its bindings (buffers, symbols), host tensors and kernel set."""
 
     def __init__(self, graph: Graph, strict: bool = False, kernels: "DmlKernels | None" = None,
-                 fallbacks: "list[str] | None" = None) -> None:
+                 fallbacks: "list[str] | None" = None, lifetimes: "Lifetimes | None" = None) -> None:
         """`fallbacks`: the kernel set's list of operators it ran without the provider (OrtOperators);
         given, the interpreter tracks which values depend on them in `unvalidated`."""
         self.graph = graph
         self.strict = strict
         self.kernels: DmlKernels = kernels if kernels is not None else numpy_kernels
-        self.bindings = Bindings(graph, strict)
+        self.bindings = Bindings(graph, strict, lifetimes)
         self.tensors: "dict[str, np.ndarray]" = {}
         self.region_runner: "RegionCallback | None" = None
         # Values computed by a numpy kernel standing in for a provider without one: name -> why.

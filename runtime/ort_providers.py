@@ -251,12 +251,27 @@ def node_providers(session) -> "dict[str, str] | None":
 class PlacementFinding:
     node: str
     op_type: str
-    provider: "str | None"          # None: constant folding removed it before any provider saw it
+    provider: "str | None"          # None: absent from onnxruntime's optimized graph
+    constant: bool = False          # its inputs depend on no graph input (constant folding can remove it)
 
     def describe(self, requested: str) -> str:
-        if self.provider is None:
+        if self.provider is None and self.constant:
             return f"{self.op_type} node {self.node}: removed by onnxruntime's constant folding (no provider ran it)"
+        if self.provider is None:
+            return (f"{self.op_type} node {self.node}: not in onnxruntime's optimized graph under its name "
+                    "(a graph optimization fused or replaced it; no provider ran it as this node)")
         return f"{self.op_type} node {self.node}: fell back to {self.provider} (requested {requested})"
+
+
+def _input_dependent(model) -> "set[str]":
+    """Values that depend on a graph input (so constant folding cannot compute them)."""
+    from onnx_dml_lowering.lowering.schedule import node_reads
+    inits = {i.name for i in model.graph.initializer}
+    live = {i.name for i in model.graph.input if i.name not in inits}
+    for node in model.graph.node:
+        if any(r in live for r in node_reads(node)):
+            live.update(o for o in node.output if o)
+    return live
 
 
 def placement_findings(model, assignment: "dict[str, str]", requested: str,
@@ -264,10 +279,14 @@ def placement_findings(model, assignment: "dict[str, str]", requested: str,
     """The NonZero / EyeLike / Trilu nodes of `model` that ran on another provider than
     `requested`, or that are absent from the assignment (constant folding removed them)."""
     findings = []
+    live = None
     for node in model.graph.node:
         if node.op_type not in ops or node.domain not in ("", "ai.onnx"):
             continue
         ran_on = assignment.get(node.name)
         if ran_on is None or ran_on != requested:
-            findings.append(PlacementFinding(node.name, node.op_type, ran_on))
+            if live is None:
+                live = _input_dependent(model)
+            constant = not any(r in live for r in node.input if r)
+            findings.append(PlacementFinding(node.name, node.op_type, ran_on, constant))
     return findings

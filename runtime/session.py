@@ -11,6 +11,7 @@ from onnx_dml_lowering.ir import LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import Declined
 
 from .feeds import check_feeds
+from .binding import analyse
 from .interpreter import Interpreter
 from .memory import check_memory, default_limit, parse_size
 from .onnx_regions import RegionRunner
@@ -31,6 +32,7 @@ class EmulatorSession:
         self.regions = RegionRunner(compiled.model, dict(partition.regions), compiled.types, providers,
                                     generated=partition.generated)
         self.specialised: dict = {}
+        self.lifetimes: dict = {}
         self.log: "list[str]" = []
         self.unvalidated_outputs: "dict[str, str]" = {}
         # The onnxruntime stand-ins list the operators they ran on numpy for want of a kernel.
@@ -44,7 +46,9 @@ class EmulatorSession:
         key = (step.onnx_node, tuple(shapes.items()),
                tuple((n, v.dtype.str, v.shape, v.tobytes()) for n, v in values.items()))
         if key not in self.specialised:
-            self.specialised[key] = match.build(shapes, values, self.compiled.feature_level)
+            built = self.specialised[key] = match.build(shapes, values, self.compiled.feature_level)
+            if not isinstance(built, Declined):
+                self.lifetimes[key] = analyse(built)      # once per specialisation, not per run
         result = self.specialised[key]
         if isinstance(result, Declined):
             self.log.append(f"{', '.join(match.nodes)} at input shapes {list(shapes.values())}: "
@@ -54,7 +58,8 @@ class EmulatorSession:
             self.regions.add_region(fallback.region.name, list(fallback.nodes))
             return self.regions(fallback.region, tensors)
         check_memory(result, self.memory_limit, f"node {step.onnx_node} at input shapes {list(shapes.values())}")
-        return Interpreter(result, strict, self.operators, self.fallbacks).run({n: tensors[n] for n in result.inputs})
+        return Interpreter(result, strict, self.operators, self.fallbacks, self.lifetimes[key]).run(
+            {n: tensors[n] for n in result.inputs})
 
     def run(self, feeds: Mapping[str, object], strict: "bool | None" = None,
             memory_limit: "int | str | None" = None) -> "dict[str, np.ndarray]":

@@ -34,6 +34,7 @@ import torchvision  # noqa: E402
 import transformers  # noqa: E402
 
 OUT = Path(__file__).parent / "real"
+BENCH_MODELS = Path(__file__).parent.parent.parent / "benchmarks" / "models"
 SEED = 0
 # Op types worth tracking: what NonZero / EyeLike and the mask idioms around them are made of.
 TRACKED = ["NonZero", "EyeLike", "Trilu", "Range", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
@@ -136,9 +137,17 @@ def drop_stack_traces(path: Path) -> None:
     onnx.save(model, str(path))
 
 
-def export_detection(module: torch.nn.Module) -> Path:
+def ssdlite_full() -> torch.nn.Module:
+    """SSDlite320 MobileNetV3 at full width with torchvision's 91 COCO classes (~14 MB, 180 NonZero):
+    the size users bring, for benchmarks/check_bench.py (not the test suite)."""
+    torch.manual_seed(SEED)
+    return torchvision.models.detection.ssdlite320_mobilenet_v3_large(
+        weights=None, weights_backbone=None, num_classes=91).eval()
+
+
+def export_detection(module: torch.nn.Module, path: "Path | None" = None) -> Path:
     """TorchScript exporter only: the dynamo exporter does not take torchvision detectors in torch 2.13."""
-    path = OUT / "ssdlite320_mobilenet_v3.torchscript.onnx"
+    path = path or OUT / "ssdlite320_mobilenet_v3.torchscript.onnx"
     torch.manual_seed(SEED)
     image = torch.rand(*IMAGE)
     torch.onnx.export(module, ([image],), str(path), dynamo=False, opset_version=17, input_names=["image"],
@@ -195,6 +204,9 @@ def main() -> None:
         if not only or "ssdlite" in only:
             path = export_detection(ssdlite())
             print("wrote", path)
+        if not only or "ssdlite_full" in only:
+            BENCH_MODELS.mkdir(exist_ok=True)
+            print("wrote", export_detection(ssdlite_full(), BENCH_MODELS / "ssdlite320_mobilenet_v3_91classes.onnx"))
         for name, module in language_models().items():
             if only and name not in only:
                 continue

@@ -175,3 +175,11 @@ def test_no_fallback_makes_an_unplaceable_node_an_error():
     with pytest.raises(DmlLowerError) as exc:
         P.make_provider_session(watched_model().SerializeToString(), spec, no_fallback=True)
     assert "with CPU fallback disabled" in one_line(exc)
+
+
+def test_a_vanished_node_that_reads_an_input_is_not_blamed_on_constant_folding():
+    model = watched_model()
+    findings = P.placement_findings(model, {}, "CPUExecutionProvider")
+    described = {f.node: f.describe("CPUExecutionProvider") for f in findings}
+    assert "constant folding" in described["eye_of_constant"]
+    assert "constant folding" not in described["nonzero"] and "optimized graph" in described["nonzero"]

@@ -13,6 +13,7 @@ import numpy as np
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .compiled import CompiledModel, compile_model
+from .optimize_cli import add_optimize_parser
 from onnx_dml_lowering.ir import format_graph
 
 
@@ -339,6 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--no-fallback", action="store_true",
                    help="set session.disable_cpu_ep_fallback: no node may move to the CPU provider")
     p.set_defaults(func=cmd_conformance)
+
+    add_optimize_parser(sub)
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
     p.add_argument("--feature-level", default="5_1")

@@ -185,9 +185,11 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
     candidates kept with the reason. With `level`, only bands this project lowers at that
     DirectML feature level are rewritten."""
     out = load_model(model)
-    if any(not n.name for n in out.graph.node):
+    unnamed = {i for i, n in enumerate(out.graph.node) if not n.name}
+    if unnamed:            # the graph view finds nodes by name; the names go again below
         from .frontend import name_nodes
         name_nodes(out)
+        unnamed = {out.graph.node[i].name for i in unnamed}
     try:
         onnx.checker.check_model(out)
         valid = True
@@ -196,6 +198,9 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
     opt = _Optimizer(out, min_bytes, level)
     opt.eye_ranges()
     opt.constants()
+    for node in out.graph.node:
+        if node.name in unnamed:
+            node.name = ""
     if opt.rewrites and valid:
         try:
             onnx.checker.check_model(out)

@@ -133,6 +133,14 @@ def test_torch_eye_ranges_become_fewer_nodes(n, m, to, generator) -> None:
     assert [o.name for o in out.graph.output] == ["y"]
 
 
+def test_unnamed_nodes_stay_unnamed() -> None:
+    model = eye_ranges_model(5, 7, TensorProto.FLOAT)
+    for node in model.graph.node:
+        node.name = ""
+    out, rewrites, _ = optimized(model)
+    assert len(rewrites) == 1 and out.graph.node[-1].name == ""
+
+
 def test_float_ranges_past_exact_integers_stay() -> None:
     model = eye_ranges_model(2**11 + 2, 3, TensorProto.FLOAT, limit_type=np.float16)
     assert optimize_model(model)[1] == []

@@ -13,6 +13,7 @@ import numpy as np
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .compiled import CompiledModel, compile_model
+from .optimize_cli import add_optimize_parser
 from onnx_dml_lowering.ir import format_graph
 
 
@@ -341,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated: cpu, ort (lowered graph), ort-cpu, ort-dml, ort:<ProviderName>")
     provider_flags(q)
     p.set_defaults(func=cmd_conformance)
+
+    add_optimize_parser(sub)
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
     p.add_argument("--feature-level", default="5_1")

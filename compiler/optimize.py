@@ -1,0 +1,293 @@
+"""`dml-lower optimize`: ONNX in, ONNX out. Stored bands of diagonals (identities, c * I, offset
+diagonals, triangles, with batch dimensions) and the torch.eye Range/Equal/Cast idiom become the
+few nodes that generate them, where that is bit-identical on onnxruntime's CPU provider and the
+file gets smaller or the node count falls. Nothing else is touched."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, external_data_helper, numpy_helper
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.feature_levels import FeatureLevel
+from onnx_dml_lowering.lowering import Declined
+from onnx_dml_lowering.lowering.diagonal import find_band
+from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromRanges, match_initializer,
+                                                        range_length)
+
+from .frontend import default_opset, load_model
+from .generators import Generator, band_generator
+from .graph_view import OnnxGraphView
+
+
+@dataclass
+class Rewrite:
+    replaced: str           # what was there, e.g. "initializer mask (bool [1024, 1024])"
+    generator: str          # what generates it now, e.g. "ConstantOfShape + Trilu"
+    bytes_saved: int
+    nodes_delta: int        # nodes added (negative: removed)
+
+    def line(self) -> str:
+        return (f"{self.replaced} -> {self.generator}: {self.bytes_saved} bytes saved, "
+                f"{self.nodes_delta:+d} nodes")
+
+
+def _type_name(onnx_type: int) -> str:
+    return TensorProto.DataType.Name(onnx_type).lower()
+
+
+def band_of(array: np.ndarray) -> "tuple[int, int, bool, Any] | None":
+    """find_band over the bits; bfloat16 (a numpy 'V' kind) is searched as its uint16 bits."""
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2 and array.dtype.name == "bfloat16":
+        band = find_band(array.view(np.uint16))
+        if band is None:
+            return None
+        begin, end, inverted, bits = band
+        value = np.array(bits, np.uint16).view(array.dtype)
+        return None if np.isnan(np.float32(value)) else (begin, end, inverted, value)
+    return find_band(array)
+
+
+class _Optimizer:
+    def __init__(self, model: onnx.ModelProto, min_bytes: int, level: "FeatureLevel | None") -> None:
+        self.model, self.min_bytes, self.level = model, min_bytes, level
+        self.opset = default_opset(model)
+        self.rewrites: "list[Rewrite]" = []
+        self.declined: "list[str]" = []
+        graph = model.graph
+        self.taken = {n for node in graph.node for n in (*node.input, *node.output, node.name)}
+        self.taken |= {t.name for t in graph.initializer} | {v.name for v in graph.input}
+
+    def prefix(self, base: str) -> str:
+        stem = "gen_" + "".join(c if c.isalnum() else "_" for c in base)
+        name, n = stem, 2
+        while any(t.startswith(name + "_") or t == name for t in self.taken):
+            name, n = f"{stem}{n}", n + 1
+        self.taken.add(name)
+        return name
+
+    def band(self, name: str, array: np.ndarray, stored: int, what: str) -> "Generator | None":
+        """A generator of `array` (output `name`), if it pays and is exact; else None."""
+        if array.ndim < 2 or array.nbytes < self.min_bytes:
+            return None
+        band = band_of(array)
+        if band is None:
+            return None
+        begin, end, inverted, value = band
+        if self.level is not None:
+            match = match_initializer(name, array, self.level)
+            if match is not None and not isinstance(match, Declined):
+                match = match.build({}, {}, self.level)     # the band's DirectML form, validated
+            if isinstance(match, Declined):
+                self.declined.append(f"{what}: kept, feature level {self.level}: {match.reason}")
+                return None
+        onnx_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+        gen = band_generator(name, self.prefix(name), onnx_type, tuple(array.shape), begin, end, value, inverted)
+        if gen is None:
+            self.declined.append(f"{what}: kept, onnxruntime CPU has no exact generator for "
+                                 f"{_type_name(onnx_type)}")
+            return None
+        if gen.opset > self.opset:
+            self.declined.append(f"{what}: kept, its generator needs opset {gen.opset} (model: {self.opset})")
+            return None
+        if gen.size() >= stored:
+            return None
+        return gen
+
+    def constants(self) -> None:
+        graph = self.model.graph
+        inputs = {i.name for i in graph.input}
+        keep, front = [], []
+        for init in graph.initializer:
+            if (init.name in inputs or init.data_type == TensorProto.STRING or len(init.dims) < 2
+                    or init.data_location == TensorProto.EXTERNAL):     # not loaded: nothing to read
+                keep.append(init)
+                continue
+            array = numpy_helper.to_array(init)
+            what = f"initializer {init.name} ({_type_name(init.data_type)} {list(array.shape)})"
+            gen = self.band(init.name, array, init.ByteSize(), what)
+            if gen is None:
+                keep.append(init)
+                continue
+            front += gen.nodes
+            keep += gen.initializers
+            self.record(what, gen, init.ByteSize(), 0)
+        nodes = []
+        for node in graph.node:
+            gen = None
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) == 1 \
+                    and node.attribute[0].name == "value" and len(node.attribute[0].t.dims) >= 2:
+                array = numpy_helper.to_array(node.attribute[0].t)
+                what = f"Constant {node.name or node.output[0]} ({_type_name(node.attribute[0].t.data_type)} " \
+                       f"{list(array.shape)})"
+                gen = self.band(node.output[0], array, node.ByteSize(), what)
+                if gen is not None:
+                    keep += gen.initializers
+                    self.record(what, gen, node.ByteSize(), 1)
+            nodes += gen.nodes if gen is not None else [node]
+        del graph.initializer[:]
+        graph.initializer.extend(keep)
+        del graph.node[:]
+        graph.node.extend(front + nodes)
+
+    def record(self, what: str, gen: Generator, removed: int, nodes_removed: int) -> None:
+        self.rewrites.append(Rewrite(what, " + ".join(gen.ops), removed - gen.size(),
+                                     len(gen.nodes) - nodes_removed))
+
+    def eye_ranges(self) -> None:
+        graph = self.model.graph
+        view = OnnxGraphView(self.model)
+        rule = EyeFromRanges()
+        for node in list(graph.node):
+            if node.op_type != "Equal" or node.domain not in ("", "ai.onnx"):
+                continue
+            found = rule.pattern(view.info(node.name), view)
+            if found is None:
+                continue
+            b = found.bindings
+            covered = [n for n in found.nodes if view.info(n).op_type != "Expand"]
+            y = found.outputs[0]
+            if len(covered) < len(found.nodes):        # the Expand stays: generate what it reads
+                y = next(view.info(n) for n in found.nodes if n not in covered).inputs[0].name
+            rows, cols = view.constant(b["rows"].name), view.constant(b["cols"].name)
+            if rows is None or cols is None:
+                continue        # sized at run time: a generator would need more nodes, not fewer
+            dims = (range_length(rows), range_length(cols))
+            exact = EXACT_INTEGERS.get(b["rows"].onnx_type)
+            if exact is not None and max(dims) > exact or min(dims) < 2:
+                continue
+            out_type = b["out_type"]
+            what = f"{', '.join(view.info(n).op_type for n in covered)} ({', '.join(covered)})"
+            gen = band_generator(y, self.prefix(y), out_type, dims, 0, 1, True if out_type == TensorProto.BOOL
+                                 else 1, False)
+            if gen is None or gen.opset > self.opset or len(gen.nodes) >= len(covered):
+                continue
+            names = set(covered)
+            removed = sum(n.ByteSize() + 4 for n in graph.node if n.name in names)
+            position = min(i for i, n in enumerate(graph.node) if n.name in names)
+            kept = [n for n in graph.node if n.name not in names]
+            kept[position:position] = gen.nodes
+            del graph.node[:]
+            graph.node.extend(kept)
+            graph.initializer.extend(gen.initializers)
+            self.rewrites.append(Rewrite(what, " + ".join(gen.ops), removed - gen.size(),
+                                         len(gen.nodes) - len(covered)))
+            view = OnnxGraphView(self.model)
+
+
+def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLevel | None" = None
+                   ) -> "tuple[onnx.ModelProto, list[Rewrite], list[str]]":
+    """The rewritten copy of `model` (external data already loaded), the rewrites made and the
+    candidates kept with the reason. With `level`, only bands this project lowers at that
+    DirectML feature level are rewritten."""
+    out = load_model(model)
+    unnamed = {i for i, n in enumerate(out.graph.node) if not n.name}
+    if unnamed:            # the graph view finds nodes by name; the names go again below
+        from .frontend import name_nodes
+        name_nodes(out)
+        unnamed = {out.graph.node[i].name for i in unnamed}
+    try:
+        onnx.checker.check_model(out)
+        valid = True
+    except Exception:  # not ours to judge: the rewrite is still verified by the caller's --check
+        valid = False
+    opt = _Optimizer(out, min_bytes, level)
+    opt.eye_ranges()
+    opt.constants()
+    for node in out.graph.node:
+        if node.name in unnamed:
+            node.name = ""
+    if opt.rewrites and valid:
+        try:
+            onnx.checker.check_model(out)
+        except Exception as exc:  # a generator we built is wrong: a bug of ours, never written out
+            raise RuntimeError(f"optimize produced an invalid model: {' '.join(str(exc).split())[:200]}") from exc
+    return out, opt.rewrites, opt.declined
+
+
+def external_initializers(path: str) -> "set[str]":
+    """Names of the initializers `path` stores as external data."""
+    proto = onnx.load(path, load_external_data=False)
+    return {t.name for t in proto.graph.initializer if t.data_location == TensorProto.EXTERNAL}
+
+
+def save_model(model: onnx.ModelProto, path: str, external: "set[str]") -> "str | None":
+    """Write `model`; the initializers named in `external` go to one external data file beside
+    it (returned), as they were in the input."""
+    out = Path(path)
+    location = None
+    tensors = [t for t in model.graph.initializer if t.name in external]
+    if tensors:
+        location = out.name + ".data"
+        data = out.parent / location
+        if data.exists():
+            data.unlink()          # onnx appends to an existing file
+        for tensor in tensors:
+            external_data_helper.set_external_data(tensor, location)
+    try:
+        onnx.save_model(model, str(out))
+    except OSError as exc:
+        raise DmlLowerError(f"cannot write the optimized model to {path!r}: {exc.strerror or exc}") from None
+    return location
+
+
+# onnxruntime's Python binding cannot return these; Cast to float32 widens them exactly.
+_NO_NUMPY = {TensorProto.BFLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
+             TensorProto.FLOAT8E5M2FNUZ}
+
+
+def _widened(model: "str | bytes") -> "str | bytes":
+    """`model`, with each output onnxruntime cannot hand to numpy read through an exact Cast."""
+    proto = load_model(model)
+    outputs = [o for o in proto.graph.output if o.type.tensor_type.elem_type in _NO_NUMPY]
+    if not outputs:
+        return model
+    for out in outputs:
+        inner = f"{out.name}__narrow"
+        for node in proto.graph.node:
+            node.output[:] = [inner if o == out.name else o for o in node.output]
+            node.input[:] = [inner if i == out.name else i for i in node.input]
+        proto.graph.node.append(onnx.helper.make_node("Cast", [inner], [out.name], to=TensorProto.FLOAT))
+        out.type.tensor_type.elem_type = TensorProto.FLOAT
+    return proto.SerializeToString()
+
+
+def bit_identical(original: "str | bytes", rewritten: "str | bytes", inputs: "list[onnx.ValueInfoProto]",
+                  seeds: "tuple[int, ...]" = (0, 1, 2), sizes: "tuple[int, ...]" = (1, 3, 8)) -> "list[str]":
+    """Runs both models on onnxruntime CPU over seeded feeds, every symbolic dimension at each
+    size; the differences found (empty: bit-identical everywhere)."""
+    import onnxruntime as ort
+
+    from onnx_dml_lowering.runtime.feeds import random_feeds
+    original, rewritten = _widened(original), _widened(rewritten)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sessions = []
+    for model in (original, rewritten):
+        try:
+            sessions.append(ort.InferenceSession(model, options, providers=["CPUExecutionProvider"]))
+        except Exception as exc:  # onnxruntime raises its own Fail / InvalidGraph types
+            what = model if isinstance(model, str) else "the model"
+            raise DmlLowerError(f"--check: onnxruntime CPU cannot load {what}: "
+                                f"{' '.join(str(exc).split())[:200]}") from None
+    a, b = sessions
+    names = {d.dim_param for vi in inputs for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    problems = []
+    for size in sizes:
+        for seed in seeds:
+            feeds = random_feeds(inputs, seed=seed, dims={n: size for n in names}, dim_default=size)
+            try:
+                results = a.run(None, feeds), b.run(None, feeds)
+            except Exception as exc:  # the model itself does not run at these sizes
+                raise DmlLowerError(f"--check: onnxruntime CPU cannot run the model with every symbolic "
+                                    f"dimension {size}: {' '.join(str(exc).split())[:200]}") from None
+            for out, x, y in zip(a.get_outputs(), *results):
+                x, y = np.asarray(x), np.asarray(y)
+                if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
+                    problems.append(f"output {out.name}, seed {seed}, dimensions {size}: "
+                                    f"{x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}, bits differ")
+    return problems

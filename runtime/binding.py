@@ -14,7 +14,7 @@ goes). All of it follows from the steps' declared reads() and writes().
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import mmap
 import sys
@@ -107,6 +107,8 @@ class Lifetimes:
     last_use: "dict[str, int]"          # buffer -> index of the last step using it
     dies: "dict[int, list[str]]"        # step index -> buffers last used there
     views_of: "dict[str, list[str]]"    # buffer -> its views
+    # (view, bound descriptor) pairs already validated: shared by every run of the graph.
+    checked: "set[tuple]" = field(default_factory=set, compare=False)
 
 
 def analyse(graph: Graph) -> Lifetimes:
@@ -154,6 +156,7 @@ class Bindings:
         lifetimes = lifetimes or analyse(graph)
         self._writers, self._last_use = lifetimes.writers, lifetimes.last_use
         self._dies, self._views_of = lifetimes.dies, lifetimes.views_of
+        self._checked = lifetimes.checked
 
     # -- buffers and views ----------------------------------------------------------------
     def buffer(self, name: str, zeroed: bool = False) -> np.ndarray:
@@ -214,7 +217,9 @@ class Bindings:
     def _array(self, view_name: str) -> np.ndarray:
         view = self.graph.views[view_name]
         desc = self.desc(view_name)
-        desc.validate(f"view {view_name} over buffer {view.buffer}")
+        if (view_name, desc) not in self._checked:
+            desc.validate(f"view {view_name} over buffer {view.buffer}")
+            self._checked.add((view_name, desc))
         raw = self.buffer(view.buffer)
         if view.offset < 0 or view.offset + desc.total_bytes > raw.size:
             raise DmlLowerError(

@@ -117,6 +117,13 @@ class CheckReport:
                 "backends": [b.to_dict(describe_backend(b.backend)) for b in self.backends]}
 
 
+def node_list(names: "list[str]", most: int = 8) -> str:
+    """Node names for a report line; a long list shows its ends and its length."""
+    if len(names) <= most:
+        return ", ".join(names)
+    return f"{', '.join(names[:3])}, ... {', '.join(names[-2:])} ({len(names)} nodes)"
+
+
 def scalar_nonzero_outputs(compiled) -> "dict[str, str]":
     """Outputs produced directly by a NonZero over a 0-d input: node name by output name."""
     out = {}
@@ -366,7 +373,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     if "cpu" in runnable:
         runner = compiled.session("cpu").regions
         for name, engine in runner.engines.items():
-            regions[name] = f"[{', '.join(n.name for n in runner.regions[name])}] {engine}"
+            regions[name] = f"[{node_list([n.name for n in runner.regions[name]])}] {engine}"
     report = CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions,
                          list(reports.values()), the_oracle.to_dict(), len(feed_sets), unavailable,
                          {b: n for b, n in lowered_runs.items() if b in runnable}, first_expected)

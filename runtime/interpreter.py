@@ -24,7 +24,8 @@ class Interpreter:
     """One execution of one graph: its bindings (buffers, symbols), host tensors and kernel set."""
 
     def __init__(self, graph: Graph, strict: bool = False, kernels: "DmlKernels | None" = None,
-                 fallbacks: "list[str] | None" = None, lifetimes: "Lifetimes | None" = None) -> None:
+                 fallbacks: "list[str] | None" = None, lifetimes: "Lifetimes | None" = None,
+                 validated: "set | None" = None) -> None:
         """`fallbacks`: the kernel set's list of operators it ran without the provider (OrtOperators);
         given, the interpreter tracks which values depend on them in `unvalidated`."""
         self.graph = graph
@@ -36,6 +37,9 @@ class Interpreter:
         # Values computed by a numpy kernel standing in for a provider without one: name -> why.
         self.unvalidated: "dict[str, str]" = {}
         self.fallbacks = fallbacks
+        # (step index, bound descriptors) already validated against the level, when the caller
+        # runs this graph again and again (a run-time specialisation): validated once, not per run.
+        self.validated = validated
 
     def run(self, feeds: Mapping[str, np.ndarray],
             region_runner: "RegionCallback | None" = None) -> "dict[str, np.ndarray]":
@@ -51,7 +55,13 @@ class Interpreter:
             # download of it still yields the empty host tensor.
             if type(step) is Download or not bindings.is_empty(step):
                 if step.is_dml_operator:
-                    step.validate({name: bindings.desc(name) for name in step.reads() + step.writes()}, level)
+                    descs = {name: bindings.desc(name) for name in step.reads() + step.writes()}
+                    seen = self.validated
+                    if seen is None:
+                        step.validate(descs, level)
+                    elif (index, *descs.values()) not in seen:
+                        step.validate(descs, level)
+                        seen.add((index, *descs.values()))
                 handler = STEP_HANDLERS.get(type(step))
                 if handler is None:
                     raise DmlLowerError(f"the emulator has no kernel for step {step.kind}")

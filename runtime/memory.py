@@ -58,10 +58,11 @@ def buffer_bytes(graph: Graph) -> "dict[str, int]":
     return {name: buffer.size(bounds) for name, buffer in graph.buffers.items()}
 
 
-def check_memory(graph: Graph, limit: int, what: str = "the lowered graph") -> None:
+def check_memory(graph: Graph, limit: int, what: str = "the lowered graph",
+                 sizes: "dict[str, int] | None" = None) -> None:
     """One line naming the largest buffer (its node is its name's prefix) when the sum of the
-    buffers `graph` allocates exceeds `limit`."""
-    sizes = buffer_bytes(graph)
+    buffers `graph` allocates exceeds `limit`. `sizes`: buffer_bytes(graph), if already known."""
+    sizes = buffer_bytes(graph) if sizes is None else sizes
     total = sum(sizes.values())
     if total > limit:
         largest = max(sizes, key=sizes.get)

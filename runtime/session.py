@@ -13,7 +13,7 @@ from onnx_dml_lowering.lowering import Declined
 from .feeds import check_feeds
 from .binding import analyse
 from .interpreter import Interpreter
-from .memory import check_memory, default_limit, parse_size
+from .memory import buffer_bytes, check_memory, default_limit, parse_size
 from .onnx_regions import RegionRunner
 from .ort_operators import OrtOperators
 
@@ -33,6 +33,8 @@ class EmulatorSession:
                                     generated=partition.generated)
         self.specialised: dict = {}
         self.lifetimes: dict = {}
+        self.buffer_sizes: dict = {}
+        self.validated: dict = {}
         self.log: "list[str]" = []
         self.unvalidated_outputs: "dict[str, str]" = {}
         # The onnxruntime stand-ins list the operators they ran on numpy for want of a kernel.
@@ -48,7 +50,10 @@ class EmulatorSession:
         if key not in self.specialised:
             built = self.specialised[key] = match.build(shapes, values, self.compiled.feature_level)
             if not isinstance(built, Declined):
-                self.lifetimes[key] = analyse(built)      # once per specialisation, not per run
+                # Once per specialisation, not per run: lifetimes, buffer sizes, validated descriptors.
+                self.lifetimes[key] = analyse(built)
+                self.buffer_sizes[key] = buffer_bytes(built)
+                self.validated[key] = set()
         result = self.specialised[key]
         if isinstance(result, Declined):
             self.log.append(f"{', '.join(match.nodes)} at input shapes {list(shapes.values())}: "
@@ -57,8 +62,10 @@ class EmulatorSession:
             fallback = self.compiled.partition.fallbacks[step.onnx_node]
             self.regions.add_region(fallback.region.name, list(fallback.nodes))
             return self.regions(fallback.region, tensors)
-        check_memory(result, self.memory_limit, f"node {step.onnx_node} at input shapes {list(shapes.values())}")
-        return Interpreter(result, strict, self.operators, self.fallbacks, self.lifetimes[key]).run(
+        check_memory(result, self.memory_limit, f"node {step.onnx_node} at input shapes {list(shapes.values())}",
+                     self.buffer_sizes[key])
+        return Interpreter(result, strict, self.operators, self.fallbacks, self.lifetimes[key],
+                           self.validated[key]).run(
             {n: tensors[n] for n in result.inputs})
 
     def run(self, feeds: Mapping[str, object], strict: "bool | None" = None,

@@ -294,3 +294,12 @@ def test_backend_prepare_and_run_node_with_subgraphs():
     node = model.graph.node[0]       # its branches read x: fed after the node's own inputs
     (y,) = backend.run_node(node, feeds, outputs_info=[(np.int64, (2, 0))])
     assert_outputs_same({"y": y}, {"y": np.array(np.nonzero(feeds[1]), np.int64)})
+
+
+def test_check_reports_the_lowered_iterations():
+    from onnx_dml_lowering.runtime.check import Tolerances, check
+    from onnx_dml_lowering.runtime.report import format_text
+    compiled = compile_model(loop_model())
+    _, report = check(compiled, loop_feeds(3), ["cpu", "ort"], Tolerances())
+    assert report.ok and report.control_flow_iterations == {"cpu": 3, "ort": 3}
+    assert "[cpu] control flow: 3 branch / iteration runs of lowered bodies" in format_text(report)

@@ -48,11 +48,20 @@ class EmulatorBackend(Backend):
     @classmethod
     def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
                  outputs_info: "Sequence[tuple[np.dtype, tuple[int, ...]]] | None" = None, **kwargs: Any):
-        """Wrap one node in a model typed from the inputs and outputs_info, and run it."""
+        """Wrap one node in a model typed from the inputs and outputs_info, and run it.
+
+        A node with subgraphs (If / Loop / Scan) takes, after its own inputs, the outer values its
+        subgraphs read, in first-read order (compiler.bodies.graph_captures)."""
         from onnx_dml_lowering.ir.dtypes import numpy_to_onnx
+        from .bodies import graph_attributes, graph_captures
         arrays = [np.asarray(a) for a in inputs]
+        captures = [c for _, g in graph_attributes(node) for c in graph_captures(g)]
+        names = [n for n in node.input if n] + [c for c in dict.fromkeys(captures) if c not in node.input]
+        if len(arrays) != len(names):
+            raise ValueError(f"run_node: node {node.name or node.op_type} reads {len(names)} values "
+                             f"({', '.join(names)}), {len(arrays)} inputs given")
         in_vis = [helper.make_tensor_value_info(n, numpy_to_onnx(a.dtype), list(a.shape))
-                  for n, a in zip(node.input, arrays)]
+                  for n, a in zip(names, arrays)]
         if outputs_info is None:
             raise ValueError("run_node needs outputs_info (dtype, shape) for each output")
         out_vis = [helper.make_tensor_value_info(n, numpy_to_onnx(dt), [None] * len(shape))

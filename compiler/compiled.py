@@ -11,6 +11,8 @@ from onnx_dml_lowering.ir import DEFAULT_LEVEL, FeatureLevel, Graph, parse_level
 
 from .frontend import (ModelLike, check_and_infer, graph_inputs, initializer_arrays, load_model,
                        mark_outputs, name_nodes, overridable_inputs, value_types)
+from .bodies import name_subgraph_nodes
+from .functions import inline_functions
 from .partition import Partition, Placement, partition
 from onnx_dml_lowering.ir import graph_to_dict
 
@@ -86,6 +88,9 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
     level = parse_level(feature_level)
     proto = load_model(model)
     name_nodes(proto)
+    proto = inline_functions(proto)
+    name_nodes(proto)
+    name_subgraph_nodes(proto.graph)
     inferred = check_and_infer(proto)
     if outputs:
         mark_outputs(inferred, outputs)

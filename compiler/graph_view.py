@@ -9,6 +9,7 @@ from onnx import numpy_helper
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.lowering.node import unique_names
 
+from .bodies import graph_attributes, graph_captures
 from .frontend import default_opset, node_info, value_types
 
 
@@ -26,7 +27,8 @@ class OnnxGraphView:
             for name in node.output:
                 if name:
                     self._producer[name] = node.name
-            for name in node.input:
+            # A body's reads of outer values count as reads by its control-flow node.
+            for name in dict.fromkeys(list(node.input) + [c for _, g in graph_attributes(node) for c in graph_captures(g)]):
                 if name:
                     self._consumers.setdefault(name, []).append(node.name)
         self._outputs = {o.name for o in model.graph.output}

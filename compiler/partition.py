@@ -2,6 +2,7 @@
 
     state = start(model, level, types)
     generate_constants(state)     # constant initializers DirectML generates instead of storing
+    compile_bodies(state)         # If / Loop / Scan bodies, recursively, each like a main graph
     match_idioms(state)           # per anchor node, the largest idiom that matches (a rule is the one-node idiom)
     lower_static(state)           # build the matches whose sizes are known now
     schedule(state)               # a stable topological order that keeps ONNX nodes together
@@ -18,11 +19,13 @@ from typing import Union
 
 import onnx
 
-from onnx_dml_lowering.ir import FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
+from onnx_dml_lowering.ir import ControlFlow, FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import Declined, Match, idioms_for
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
 from onnx_dml_lowering.lowering.schedule import grouped_order, node_reads
 
+from .bodies import BodyModel, body_model, construct_of, graph_attributes
+from .frontend import default_opset
 from .graph_view import OnnxGraphView
 
 RUN_TIME_NOTE = "sizes are bound at run time; specialised per input shape"
@@ -57,6 +60,17 @@ class FallbackRegion:
 
 
 @dataclass
+class Body:
+    """One compiled body of a control-flow node: the body as a model and its partition."""
+    source: BodyModel
+    partition: "Partition"
+
+    @property
+    def lowered(self) -> bool:
+        return any(p.status == "lowered" for p in self.partition.placement)
+
+
+@dataclass
 class Partition:
     graph: Graph
     placement: "list[Placement]"
@@ -65,6 +79,7 @@ class Partition:
     nodes: "dict[str, onnx.NodeProto]" = field(default_factory=dict)
     generated: "set[str]" = field(default_factory=set)  # initializers a generator replaces
     fallbacks: "dict[str, FallbackRegion]" = field(default_factory=dict)  # anchor node -> its fallback
+    bodies: "dict[str, dict[str, Body]]" = field(default_factory=dict)  # control-flow node -> attribute -> body
 
 
 # One scheduled item: an ONNX node, or a match covering one or more nodes.
@@ -90,6 +105,8 @@ class PartitionState:
     fallbacks: "dict[str, FallbackRegion]" = field(default_factory=dict)
     regions: "dict[str, list[onnx.NodeProto]]" = field(default_factory=dict)
     placement: "list[Placement]" = field(default_factory=list)
+    bodies: "dict[str, dict[str, Body]]" = field(default_factory=dict)       # run by the host
+    body_placement: "dict[str, list[Placement]]" = field(default_factory=dict)  # node -> its bodies' entries
     _reads: "dict[str, list[str]]" = field(default_factory=dict)
 
     @property
@@ -109,7 +126,7 @@ class PartitionState:
 
     def result(self) -> Partition:
         return Partition(self.graph, self.generated_placement + self.placement, self.regions,
-                         self.deferred, self.by_name, self.generated, self.fallbacks)
+                         self.deferred, self.by_name, self.generated, self.fallbacks, self.bodies)
 
 
 def start(model: onnx.ModelProto, level: FeatureLevel, types=None) -> PartitionState:
@@ -144,6 +161,34 @@ def generate_constants(state: PartitionState) -> None:
         state.generated_placement.append(Placement(label, "lowered", match.rule, result.dml_operators,
                                                    note=match.note, extra=dict(match.extra)))
     state.graph.inputs = [name for name in state.graph.inputs if name not in state.generated]
+
+
+def compile_bodies(state: PartitionState) -> None:
+    """Compile every If / Loop / Scan body with these same passes (recursively), the outer values
+    it reads becoming its inputs. A node with something lowered in a body is run by the host;
+    its bodies' placement entries are kept either way, each node named by its path
+    `<control-flow node>/<attribute>/<node>` (nested: the path goes on)."""
+    opset = default_opset(state.model)
+    for node in state.nodes:
+        attributes = graph_attributes(node)
+        if not attributes:
+            continue
+        construct = construct_of(node, opset)
+        bodies: "dict[str, Body]" = {}
+        for attribute, graph in attributes:
+            source = body_model(state.model, node, construct or "", attribute, graph, state.view.types)
+            bodies[attribute] = Body(source, partition(source.model, state.level, source.types))
+        entries = []
+        for attribute, body in bodies.items():
+            for p in body.partition.placement:
+                where = f"{node.name}/{attribute}"
+                path = [where + "/" + n for n in p.onnx_nodes]
+                extra = dict(p.extra)
+                extra["graph_path"] = f"{where}/{extra['graph_path']}" if "graph_path" in extra else where
+                entries.append(Placement(path, p.status, p.rule, list(p.dml_operators), p.reason, p.note, extra))
+        state.body_placement[node.name] = entries
+        if construct is not None and any(b.lowered for b in bodies.values()):
+            state.bodies[node.name] = bodies
 
 
 def match_idioms(state: PartitionState) -> None:
@@ -202,8 +247,12 @@ def schedule(state: PartitionState) -> None:
             producer[name] = index
         reads.append([r for m in members for r in state.reads(m) if r not in inner])
     deps = [[producer[r] for r in names if r in producer] for names in reads]
-    labels = ["onnx" if isinstance(item, onnx.NodeProto) or isinstance(state.built.get(item.nodes[0]), Declined)
-              else "dml" for item in items]
+    def label(item: Item) -> str:
+        if isinstance(item, onnx.NodeProto):
+            return "host" if item.name in state.bodies else "onnx"     # control flow run by the host
+        return "onnx" if isinstance(state.built.get(item.nodes[0]), Declined) else "dml"
+
+    labels = [label(item) for item in items]
     keys = [min(position[m.name] for m in state.members(item)) for item in items]
     order = grouped_order(labels, deps, keys)
     # A match that would need a cycle: keep the model's order.
@@ -277,7 +326,13 @@ def build_regions(state: PartitionState) -> None:
         pending.clear()
 
     for index, item in enumerate(order):
+        if isinstance(item, onnx.NodeProto) and item.name in state.bodies:
+            flush(index - 1)
+            state.graph.add(control_flow_step(state, item))
+            state.placement.extend(state.body_placement[item.name])
+            continue
         if isinstance(item, onnx.NodeProto):
+            state.placement.extend(state.body_placement.get(item.name, ()))
             pending.append(item)
             if item.name in state.declines:
                 rule, reason = state.declines[item.name]
@@ -305,7 +360,16 @@ def build_regions(state: PartitionState) -> None:
     flush(len(order) - 1)
 
 
-PASSES = (generate_constants, match_idioms, lower_static, schedule, defer_run_time_sized, build_regions)
+def control_flow_step(state: PartitionState, node: onnx.NodeProto) -> ControlFlow:
+    bodies = state.bodies[node.name]
+    captures = [n for n in state.reads(node) if n not in node.input]
+    construct = construct_of(node, default_opset(state.model))
+    return ControlFlow(construct, node.name, tuple(node.input), tuple(captures), tuple(o for o in node.output if o),
+                       tuple((name, body.partition.graph) for name, body in bodies.items()))
+
+
+PASSES = (generate_constants, compile_bodies, match_idioms, lower_static, schedule, defer_run_time_sized,
+          build_regions)
 
 
 def partition(model: onnx.ModelProto, level: FeatureLevel, types=None) -> Partition:

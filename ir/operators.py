@@ -5,8 +5,8 @@ feature level's support table (ir.support) and the operator's own constraints.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Mapping, Union
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Union
 
 from .dtypes import DataType
 from .errors import DmlLowerError
@@ -289,6 +289,26 @@ class LowerAtRunTime(Step):
     kind: ClassVar[str] = "LOWER_AT_RUN_TIME"
 
 
+@dataclass(frozen=True)
+class ControlFlow(Step):
+    """An ONNX If / Loop / Scan whose bodies hold lowered nodes: the host runs the condition and
+    trip count, and each body's own lowered graph per branch or iteration.
+
+    `construct` is "if", "loop" or "scan"; `inputs` are the node's own inputs ("" where an optional
+    one is absent), `captures` the outer values its bodies read, `bodies` (attribute name, lowered
+    graph) pairs, e.g. ("then_branch", g), ("else_branch", g) or ("body", g)."""
+    construct: str
+    onnx_node: str
+    inputs: "tuple[str, ...]"
+    captures: "tuple[str, ...]"
+    outputs: "tuple[str, ...]"
+    bodies: "tuple[tuple[str, Any], ...]" = field(hash=False)   # Any: ir.graph.Graph (graph imports this module)
+    kind: ClassVar[str] = "CONTROL_FLOW"
+
+    def body(self, name: str) -> Any:
+        return dict(self.bodies)[name]
+
+
 STEP_TYPES = {cls.kind: cls for cls in (
     NonZeroCoordinates, DiagonalMatrix, DiagonalMatrix1, ElementWiseIdentity, ElementWiseBitOr, ElementWiseBitAnd,
-    Upload, Download, ClearBuffer, ReadCount, EmptyTensor, OnnxRegion, LowerAtRunTime)}
+    Upload, Download, ClearBuffer, ReadCount, EmptyTensor, OnnxRegion, LowerAtRunTime, ControlFlow)}

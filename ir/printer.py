@@ -5,7 +5,7 @@ import dataclasses
 
 from .dtypes import DataType, onnx_type_name
 from .graph import Graph
-from .operators import (ClearBuffer, Download, EmptyTensor, LowerAtRunTime, OnnxRegion, ReadCount,
+from .operators import (ClearBuffer, ControlFlow, Download, EmptyTensor, LowerAtRunTime, OnnxRegion, ReadCount,
                         Step, Upload)
 
 
@@ -34,6 +34,13 @@ def format_step(graph: Graph, step: Step) -> str:
     if isinstance(step, LowerAtRunTime):
         return (f"lower    {step.onnx_node} by rule {step.rule} when its sizes are known at run time "
                 f"({', '.join(step.inputs)}) -> ({', '.join(step.outputs)})")
+    if isinstance(step, ControlFlow):
+        captured = f"; captures {', '.join(step.captures)}" if step.captures else ""
+        text = (f"{step.construct:<8} {step.onnx_node} ({', '.join(n or '-' for n in step.inputs)}{captured}) "
+                f"-> ({', '.join(step.outputs)})")
+        for name, body in step.bodies:
+            text += f"\n      {name}:\n" + "\n".join("      " + line for line in format_graph(body).split("\n"))
+        return text
     parts = []
     for f in dataclasses.fields(step):
         value = getattr(step, f.name)

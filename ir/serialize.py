@@ -42,6 +42,8 @@ def step_to_dict(step: Step) -> dict:
         value = getattr(step, f.name)
         if isinstance(value, DataType):
             value = value.name
+        elif f.name == "bodies":          # ControlFlow: (attribute, lowered graph) pairs
+            value = [[name, graph_to_dict(body)] for name, body in value]
         elif isinstance(value, tuple):
             value = list(value)
         out[f.name] = _scalar_out(value)
@@ -58,6 +60,8 @@ def step_from_dict(data: dict) -> Step:
         value = _scalar_in(data[f.name])
         if f.name == "value_data_type":
             value = DataType[value]
+        elif f.name == "bodies":
+            value = tuple((name, graph_from_dict(body)) for name, body in value)
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[f.name] = value

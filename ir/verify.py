@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .errors import DmlLowerError
 from .graph import BINDING_ALIGNMENT, Graph
-from .operators import (ClearBuffer, Download, EmptyTensor, LowerAtRunTime, OnnxRegion, ReadCount,
+from .operators import (ClearBuffer, ControlFlow, Download, EmptyTensor, LowerAtRunTime, OnnxRegion, ReadCount,
                         Upload)
 
 
@@ -61,6 +61,16 @@ def verify(graph: Graph) -> None:
             if step.buffer not in graph.buffers:
                 raise DmlLowerError(f"{where}: unknown buffer {step.buffer!r}")
             written.add(step.buffer)
+        if isinstance(step, ControlFlow):
+            absent = [t for t in step.inputs + step.captures if t and t not in tensors]
+            if absent:
+                raise DmlLowerError(f"{where}: needs {absent[0]!r} before it is produced")
+            for name, body in step.bodies:
+                try:
+                    verify(body)
+                except DmlLowerError as exc:
+                    raise DmlLowerError(f"{where} {step.onnx_node}/{name}: {exc}") from None
+            tensors.update(step.outputs)
         if isinstance(step, (OnnxRegion, LowerAtRunTime)):
             absent = [t for t in step.inputs if t and t not in tensors]
             if absent:

@@ -103,6 +103,9 @@ class CheckReport:
     unavailable: "dict[str, str]" = field(default_factory=dict)
     lowered_iterations: "dict[str, int]" = field(default_factory=dict)
     expected: "dict" = field(default_factory=dict, repr=False)    # the oracle's, first feed set
+    # control flow (issue 11): per lowered backend, If branches / Loop and Scan iterations that
+    # ran a body's lowered graph, summed over the feed sets (EmulatorSession.lowered_iterations)
+    control_flow_iterations: "dict[str, int]" = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -377,7 +380,17 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     report = CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions,
                          list(reports.values()), the_oracle.to_dict(), len(feed_sets), unavailable,
                          {b: n for b, n in lowered_runs.items() if b in runnable}, first_expected)
+    report.control_flow_iterations = control_flow_iterations(compiled, runnable)
     return feed_sets[0], report
+
+
+def control_flow_iterations(compiled, backends: "list[str]") -> "dict[str, int]":
+    """Per lowered backend that ran, how many control-flow branches / iterations ran lowered
+    (only for models with a control-flow node run by the host)."""
+    if not compiled.partition.bodies:
+        return {}
+    return {b: compiled.session(b, ["cpu"] if b == "ort" else None).lowered_iterations
+            for b in ("cpu", "ort") if b in backends}
 
 
 def _compare_one(name: str, backend: str, want: np.ndarray, actual: Mapping[str, np.ndarray],

@@ -8,7 +8,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from onnx_dml_lowering.ir import (ClearBuffer, DiagonalMatrix, DiagonalMatrix1, DmlLowerError, Download,
+from onnx_dml_lowering.ir import (ClearBuffer, ControlFlow, DiagonalMatrix, DiagonalMatrix1, DmlLowerError, Download,
                                   ElementWiseBitAnd, ElementWiseBitOr, ElementWiseIdentity, EmptyTensor, Graph,
                                   LowerAtRunTime, NonZeroCoordinates, OnnxRegion, ReadCount, Step, Upload)
 from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
@@ -17,7 +17,7 @@ from . import kernels as numpy_kernels
 from .binding import Bindings, Lifetimes
 from .kernel_set import DmlKernels
 
-RegionCallback = Callable[["OnnxRegion | LowerAtRunTime", Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
+RegionCallback = Callable[["OnnxRegion | LowerAtRunTime | ControlFlow", Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
 
 
 class Interpreter:
@@ -113,7 +113,7 @@ class Interpreter:
     def empty_tensor(self, step: EmptyTensor) -> None:
         self.tensors[step.tensor] = np.zeros(self._shape(step.shape), onnx_to_numpy(step.onnx_type))
 
-    def onnx(self, step: "OnnxRegion | LowerAtRunTime") -> None:
+    def onnx(self, step: "OnnxRegion | LowerAtRunTime | ControlFlow") -> None:
         if self.region_runner is None:
             raise DmlLowerError(f"step {step.kind} needs a runner for ONNX regions and run-time lowering")
         self.tensors.update(self.region_runner(step, self.tensors))
@@ -167,6 +167,7 @@ STEP_HANDLERS: "dict[type[Step], Callable[[Interpreter, Step], None]]" = {
     EmptyTensor: Interpreter.empty_tensor,
     OnnxRegion: Interpreter.onnx,
     LowerAtRunTime: Interpreter.onnx,
+    ControlFlow: Interpreter.onnx,
     NonZeroCoordinates: Interpreter.nonzero_coordinates,
     DiagonalMatrix: Interpreter.diagonal_matrix,
     DiagonalMatrix1: Interpreter.diagonal_matrix1,

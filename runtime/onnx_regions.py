@@ -52,14 +52,7 @@ class RegionRunner:
         return sub
 
     def _deviation(self, step: OnnxRegion) -> "str | None":
-        for node in self.regions[step.name]:
-            if node.op_type == "NonZero" and node.domain in ("", "ai.onnx"):
-                info = self.types.get(node.input[0])
-                if info is None or info.shape is None or len(info.shape) == 0:
-                    scalar = "a scalar" if info is not None and info.shape == () else "a possibly scalar"
-                    return (f"node {node.name}: onnxruntime gives (1, nnz) for a scalar NonZero, "
-                            f"ONNX says (0, nnz), and this is {scalar} input")
-        return None
+        return _scalar_nonzero(self.regions[step.name], {n: i.shape for n, i in self.types.items()})
 
     def _session(self, step: OnnxRegion):
         if step.name in self._sessions:
@@ -91,3 +84,33 @@ class RegionRunner:
             raise DmlLowerError(f"ONNX region {step.name} [{nodes}] failed on "
                                 f"{self.engines[step.name]}: {first_line(exc)}") from None
         return {name: np.asarray(value) for name, value in zip(step.outputs, results)}
+
+
+def _graph_ranks(graph: onnx.GraphProto, outer: "dict") -> dict:
+    """Value name -> shape (None: rank unknown) inside a subgraph, from what inference recorded."""
+    shapes = dict(outer)
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        tensor = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tensor.HasField("shape"):
+            shapes[vi.name] = tuple(tensor.shape.dim)
+    for init in graph.initializer:
+        shapes[init.name] = tuple(init.dims)
+    return shapes
+
+
+def _scalar_nonzero(nodes, shapes: dict) -> "str | None":
+    """Why onnxruntime must not run these nodes: a NonZero on a (possibly) scalar input, where it
+    gives (1, nnz) and ONNX says (0, nnz); If / Loop / Scan bodies are looked into as well."""
+    for node in nodes:
+        if node.op_type == "NonZero" and node.domain in ("", "ai.onnx"):
+            shape = shapes.get(node.input[0])
+            if shape is None or len(shape) == 0:
+                scalar = "a scalar" if shape == () else "a possibly scalar"
+                return (f"node {node.name}: onnxruntime gives (1, nnz) for a scalar NonZero, "
+                        f"ONNX says (0, nnz), and this is {scalar} input")
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                reason = _scalar_nonzero(attr.g.node, _graph_ranks(attr.g, shapes))
+                if reason:
+                    return reason
+    return None

@@ -79,10 +79,17 @@ def format_text(report: CheckReport) -> str:
         if backend.fed_from_oracle:
             lines.append(f"  [{backend.backend}] nodes it has no kernel for ({', '.join(backend.unsupported_nodes)}) "
                          f"were cut out; their values {', '.join(backend.fed_from_oracle)} came from the oracle")
+    lines += control_flow_lines(report)
     for backend, reason in report.unavailable.items():
         lines.append(f"  [{backend}] UNAVAILABLE here, not run: {reason}")
     lines.append("verdict: " + verdict(report))
     return "\n".join(lines)
+
+
+def control_flow_lines(report: CheckReport) -> "list[str]":
+    """Control flow (issue 11): how many branches / iterations ran a lowered body per backend."""
+    return [f"  [{backend}] control flow: {count} branch / iteration runs of lowered bodies"
+            for backend, count in report.control_flow_iterations.items()]
 
 
 def format_timing(report: CheckReport) -> str:

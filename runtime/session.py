@@ -1,17 +1,21 @@
 """Runs a CompiledModel on the CPU emulator: DirectML steps emulated, ONNX regions on
-onnxruntime / onnx.reference, nodes with run-time sizes specialised (and cached) as they come."""
+onnxruntime / onnx.reference, nodes with run-time sizes specialised (and cached) as they come,
+If / Loop / Scan nodes with lowered bodies run by the host, each body's lowered graph per branch
+or iteration."""
 from __future__ import annotations
 
 import os
 from typing import Mapping
 
 import numpy as np
+from onnx import numpy_helper
 
-from onnx_dml_lowering.ir import LowerAtRunTime, OnnxRegion
+from onnx_dml_lowering.ir import ControlFlow, LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import Declined
 
-from .feeds import check_feeds
+from .control_flow import run_control_flow
 from .binding import analyse
+from .feeds import check_feeds
 from .interpreter import Interpreter
 from .memory import buffer_bytes, check_memory, default_limit, parse_size
 from .onnx_regions import RegionRunner
@@ -22,51 +26,120 @@ def strict_default() -> bool:
     return os.environ.get("DML_LOWER_STRICT", "") not in ("", "0")
 
 
-class EmulatorSession:
-    """Per-CompiledModel execution state: region sessions and run-time specialisations."""
+class GraphRunner:
+    """One lowered graph (the main graph or a control-flow body) with its ONNX regions, its
+    run-time specialisations (kept for the runner's life, so across loop iterations) and a runner
+    per body of the control-flow nodes in it."""
 
-    def __init__(self, compiled, operators=None, providers: "list[str] | None" = None) -> None:
-        self.compiled = compiled
-        self.operators = operators            # None: the numpy kernels; else runtime.ort_operators
-        partition = compiled.partition
-        self.regions = RegionRunner(compiled.model, dict(partition.regions), compiled.types, providers,
+    def __init__(self, session: "EmulatorSession", partition, model, types: dict,
+                 initializers: "Mapping[str, np.ndarray]") -> None:
+        self.session = session
+        self.partition = partition
+        self.initializers = dict(initializers)
+        self.regions = RegionRunner(model, dict(partition.regions), types, session.providers,
                                     generated=partition.generated)
         self.specialised: dict = {}
+        # Once per specialisation, not per run: lifetimes, buffer sizes, validated descriptors.
         self.lifetimes: dict = {}
         self.buffer_sizes: dict = {}
         self.validated: dict = {}
-        self.log: "list[str]" = []
-        self.unvalidated_outputs: "dict[str, str]" = {}
-        # The onnxruntime stand-ins list the operators they ran on numpy for want of a kernel.
-        self.fallbacks = operators.fallbacks if isinstance(operators, OrtOperators) else None
+        self._bodies: "dict[tuple[str, str], GraphRunner]" = {}
+        self.unvalidated: "dict[str, str]" = {}   # of the last run: values not run on the provider
+
+    def run(self, tensors: "dict[str, np.ndarray]", strict: bool) -> "dict[str, np.ndarray]":
+        def runner(step, env):
+            if isinstance(step, OnnxRegion):
+                return self.regions(step, env)
+            if isinstance(step, ControlFlow):
+                return self._control_flow(step, env, strict)
+            return self._lower_at_run_time(step, env, strict)
+
+        interpreter = Interpreter(self.partition.graph, strict, self.session.operators, self.session.fallbacks)
+        outputs = interpreter.run(tensors, runner)
+        self.unvalidated = interpreter.unvalidated
+        return outputs
 
     def _lower_at_run_time(self, step: LowerAtRunTime, tensors: Mapping[str, np.ndarray],
                            strict: bool) -> "dict[str, np.ndarray]":
-        match = self.compiled.partition.deferred[step.onnx_node]
+        match = self.partition.deferred[step.onnx_node]
         shapes = {t.name: tuple(np.shape(tensors[t.name])) for t in match.inputs}
         values = {name: np.asarray(tensors[name]) for name in match.value_inputs}
         key = (step.onnx_node, tuple(shapes.items()),
                tuple((n, v.dtype.str, v.shape, v.tobytes()) for n, v in values.items()))
         if key not in self.specialised:
-            built = self.specialised[key] = match.build(shapes, values, self.compiled.feature_level)
+            built = self.specialised[key] = match.build(shapes, values, self.partition.graph.feature_level)
             if not isinstance(built, Declined):
-                # Once per specialisation, not per run: lifetimes, buffer sizes, validated descriptors.
                 self.lifetimes[key] = analyse(built)
                 self.buffer_sizes[key] = buffer_bytes(built)
                 self.validated[key] = set()
         result = self.specialised[key]
         if isinstance(result, Declined):
-            self.log.append(f"{', '.join(match.nodes)} at input shapes {list(shapes.values())}: "
-                            f"left to ONNX: {result.reason}")
+            self.session.log.append(f"{', '.join(match.nodes)} at input shapes {list(shapes.values())}: "
+                                    f"left to ONNX: {result.reason}")
             # The compiler precomputed the ONNX region for exactly this case.
-            fallback = self.compiled.partition.fallbacks[step.onnx_node]
+            fallback = self.partition.fallbacks[step.onnx_node]
             self.regions.add_region(fallback.region.name, list(fallback.nodes))
             return self.regions(fallback.region, tensors)
-        check_memory(result, self.memory_limit, f"node {step.onnx_node} at input shapes {list(shapes.values())}",
-                     self.buffer_sizes[key])
-        return Interpreter(result, strict, self.operators, self.fallbacks, self.lifetimes[key],
-                           self.validated[key]).run(
-            {n: tensors[n] for n in result.inputs})
+        check_memory(result, self.session.memory_limit,
+                     f"node {step.onnx_node} at input shapes {list(shapes.values())}", self.buffer_sizes[key])
+        return Interpreter(result, strict, self.session.operators, self.session.fallbacks, self.lifetimes[key],
+                           self.validated[key]).run({n: tensors[n] for n in result.inputs})
+
+    def body(self, node: str, attribute: str) -> "GraphRunner":
+        key = (node, attribute)
+        if key not in self._bodies:
+            body = self.partition.bodies[node][attribute]
+            model = body.source.model
+            inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer
+                     if i.name not in body.partition.generated}
+            self._bodies[key] = GraphRunner(self.session, body.partition, model, body.source.types, inits)
+        return self._bodies[key]
+
+    def _control_flow(self, step: ControlFlow, env: Mapping[str, np.ndarray],
+                      strict: bool) -> "dict[str, np.ndarray]":
+        node = self.partition.nodes[step.onnx_node]
+        bodies = self.partition.bodies[step.onnx_node]
+
+        def run_body(attribute: str, values: "list[np.ndarray]") -> "list[np.ndarray]":
+            body, runner = bodies[attribute], self.body(step.onnx_node, attribute)
+            feeds = dict(runner.initializers)
+            feeds.update({name: env[name] for name in body.source.captures})
+            feeds.update(zip(body.source.formal, values))
+            check_memory(body.partition.graph, self.session.memory_limit,
+                         f"the lowered body {step.onnx_node}/{attribute}")
+            if body.lowered:
+                self.session.lowered_iterations += 1
+            results = runner.run(feeds, strict)
+            return [results[name] for name in body.partition.graph.outputs]
+
+        body_outputs = []
+        if step.construct != "if":               # what an empty stack of scan outputs looks like
+            body = bodies["body"]
+            infos = [body.source.types.get(name) for name in body.partition.graph.outputs]
+            body_outputs = [(i.onnx_type, i.shape) if i is not None else (0, None) for i in infos]
+        inputs = [env[name] if name else None for name in step.inputs]
+        results = run_control_flow(step.construct, node, inputs, run_body, body_outputs)
+        return dict(zip(step.outputs, results))
+
+
+class EmulatorSession:
+    """Per-CompiledModel execution state: the main graph's runner (its region sessions and
+    run-time specialisations) and what runs report: a log of run-time declines and
+    `lowered_iterations`, how many control-flow branches / iterations ran a lowered body."""
+
+    def __init__(self, compiled, operators=None, providers: "list[str] | None" = None) -> None:
+        self.compiled = compiled
+        self.operators = operators            # None: the numpy kernels; else runtime.ort_operators
+        self.providers = providers
+        self.log: "list[str]" = []
+        self.lowered_iterations = 0
+        self.unvalidated_outputs: "dict[str, str]" = {}
+        # The onnxruntime stand-ins list the operators they ran on numpy for want of a kernel.
+        self.fallbacks = operators.fallbacks if isinstance(operators, OrtOperators) else None
+        self.memory_limit = default_limit()
+        self.main = GraphRunner(self, compiled.partition, compiled.model, compiled.types, compiled.initializers)
+        self.regions = self.main.regions
+        self.specialised = self.main.specialised
 
     def run(self, feeds: Mapping[str, object], strict: "bool | None" = None,
             memory_limit: "int | str | None" = None) -> "dict[str, np.ndarray]":
@@ -75,14 +148,7 @@ class EmulatorSession:
         tensors = dict(self.compiled.initializers)
         tensors.update(check_feeds(self.compiled.inputs, feeds, self.compiled.optional_inputs))
         check_memory(self.compiled.graph, self.memory_limit)
-
-        def runner(step, env):
-            if isinstance(step, OnnxRegion):
-                return self.regions(step, env)
-            return self._lower_at_run_time(step, env, strict)
-
-        interpreter = Interpreter(self.compiled.graph, strict, self.operators, self.fallbacks)
-        outputs = interpreter.run(tensors, runner)
+        outputs = self.main.run(tensors, strict)
         # Outputs a numpy kernel computed where the provider had none: not validated on it.
-        self.unvalidated_outputs = {n: interpreter.unvalidated[n] for n in outputs if n in interpreter.unvalidated}
+        self.unvalidated_outputs = {n: self.main.unvalidated[n] for n in outputs if n in self.main.unvalidated}
         return outputs

@@ -16,6 +16,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tests.oracle import differential
+from tests.fuzz.control_flow import control_flow_cases
 from tests.fuzz.strategies import (Case, eyelike_cases, level_groups, levels_in, nonzero_cases,
                                    two_node_cases)
 
@@ -50,3 +51,16 @@ def test_eyelike_matches_onnx_reference(group: str, data) -> None:
 @given(data=st.data())
 def test_two_node_models_match_onnx_reference(group: str, data) -> None:
     check_against_reference(data.draw(two_node_cases(levels_in(group)), label="case"))
+
+
+@level_groups
+@given(data=st.data())
+def test_control_flow_models_match_onnx_reference(group: str, data) -> None:
+    """NonZero / EyeLike inside If branches and Loop bodies (tests/fuzz/control_flow.py)."""
+    case = data.draw(control_flow_cases(levels_in(group)), label="case")
+    compiled, _, _ = differential(case.model, case.feeds, case.level, our_feeds=case.our_feeds(),
+                                  nan_payloads=False)
+    assert all("/" in n for entry in compiled.placement for n in entry.onnx_nodes
+               if not n.startswith("initializer:"))
+    for entry in compiled.placement:
+        event(f"{entry.onnx_nodes[0].split('/')[0]} {entry.status}")

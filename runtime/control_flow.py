@@ -1,0 +1,112 @@
+"""If / Loop / Scan run on the host, as ONNX defines them, around a body runner.
+
+`run_body(attribute, values)` runs one body (then_branch / else_branch / body) on its formal
+inputs in order and returns its outputs in order; the caller supplies captured outer values.
+Where onnx.reference and onnxruntime differ, this follows onnxruntime and the ONNX shape
+inference: a Loop's scan outputs are stacked on a new leading axis (onnx.reference's
+`np.vstack` concatenates them instead, which differs for scalars and rank >= 2 values), and a
+Loop with an empty condition input runs until the trip count or until the body's condition
+output turns false (onnx.reference runs no iteration at all then)."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
+
+BodyRunner = Callable[[str, "list[np.ndarray]"], "list[np.ndarray]"]
+# (onnx type, shape or None) of each body output: what an empty stack of scan outputs looks like
+OutputTypes = Sequence["tuple[int, tuple | None]"]
+
+
+def _scalar(value: np.ndarray, what: str, node: onnx.NodeProto):
+    array = np.asarray(value)
+    if array.size != 1:
+        raise DmlLowerError(f"node {node.name}: {what} must hold one element, got shape {list(array.shape)}")
+    return array.reshape(-1)[0]
+
+
+def _attributes(node: onnx.NodeProto) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _empty_stack(info: "tuple[int, tuple | None]", axis: int = 0) -> np.ndarray:
+    """Zero slices of a scan output: its static per-iteration dims where known (0 elsewhere)."""
+    onnx_type, shape = info
+    dims = [d if isinstance(d, int) else 0 for d in (shape or ())]
+    dims.insert(axis if axis >= 0 else len(dims) + 1 + axis, 0)
+    return np.zeros(dims, onnx_to_numpy(onnx_type) if onnx_type else np.float32)
+
+
+def run_if(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner) -> "list[np.ndarray]":
+    cond = bool(_scalar(inputs[0], "the If condition", node))
+    return run_body("then_branch" if cond else "else_branch", [])
+
+
+def run_loop(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
+             outputs: OutputTypes) -> "list[np.ndarray]":
+    trip, cond = (list(inputs) + [None, None])[:2]
+    carried = list(inputs[2:])
+    limit = None if trip is None else int(_scalar(trip, "the Loop trip count M", node))
+    keep_going = True if cond is None else bool(_scalar(cond, "the Loop condition", node))
+    scans: "list[list[np.ndarray]]" = [[] for _ in range(len(outputs) - 1 - len(carried))]
+    iteration = 0
+    while keep_going and (limit is None or iteration < limit):
+        results = run_body("body", [np.array(iteration, np.int64), np.array(keep_going, np.bool_)] + carried)
+        keep_going = bool(_scalar(results[0], "the Loop body's condition output", node))
+        carried = list(results[1:1 + len(carried)])
+        for stack, value in zip(scans, results[1 + len(carried):]):
+            stack.append(np.asarray(value))
+        iteration += 1
+    stacked = [np.stack(stack) if stack else _empty_stack(outputs[1 + len(carried) + k])
+               for k, stack in enumerate(scans)]
+    return carried + stacked
+
+
+def run_scan(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
+             outputs: OutputTypes) -> "list[np.ndarray]":
+    attrs = _attributes(node)
+    count = attrs["num_scan_inputs"]
+    states, sequences = list(inputs[:len(inputs) - count]), [np.asarray(x) for x in inputs[len(inputs) - count:]]
+    in_axes = [a % max(x.ndim, 1) for a, x in zip(attrs.get("scan_input_axes") or [0] * count, sequences)]
+    in_dirs = attrs.get("scan_input_directions") or [0] * count
+    lengths = {x.shape[a] for x, a in zip(sequences, in_axes)}
+    if len(lengths) != 1:
+        raise DmlLowerError(f"node {node.name}: scan inputs differ in sequence length ({sorted(lengths)})")
+    length = lengths.pop()
+    n_out = len(outputs) - len(states)
+    out_axes = list(attrs.get("scan_output_axes") or [0] * n_out)
+    out_dirs = attrs.get("scan_output_directions") or [0] * n_out
+    scans: "list[list[np.ndarray]]" = [[] for _ in range(n_out)]
+    for t in range(length):
+        slices = [np.take(x, length - 1 - t if d else t, axis=a) for x, a, d in zip(sequences, in_axes, in_dirs)]
+        results = run_body("body", states + slices)
+        states = list(results[:len(states)])
+        for stack, value in zip(scans, results[len(states):]):
+            stack.append(np.asarray(value))
+    finals = []
+    for k, stack in enumerate(scans):
+        if not stack:
+            finals.append(_empty_stack(outputs[len(states) + k], out_axes[k]))
+            continue
+        if out_dirs[k]:
+            stack = stack[::-1]
+        finals.append(np.stack(stack, axis=out_axes[k] % (stack[0].ndim + 1)))
+    return states + finals
+
+
+def run_control_flow(construct: str, node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
+                     outputs: OutputTypes) -> "list[np.ndarray]":
+    """The node's outputs, in order: If's branch outputs; Loop's final carried values then its
+    scan outputs; Scan's final states then its scan outputs."""
+    if construct == "if":
+        return run_if(node, inputs, run_body)
+    if construct == "loop":
+        return run_loop(node, inputs, run_body, outputs)
+    if construct == "scan":
+        return run_scan(node, inputs, run_body, outputs)
+    raise DmlLowerError(f"node {node.name}: control flow {construct!r} is not run by the host")

@@ -58,6 +58,9 @@ def reference_deviation(node: onnx.NodeProto) -> "str | None":
         # onnx 1.23's reference Loop runs zero iterations when the condition input is empty,
         # where ONNX runs the trip count M.
         return "onnx.reference runs a Loop with an empty condition input zero times; ONNX runs it M times"
+    if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and len(node.output) > max(len(node.input) - 2, 0):
+        # ... and concatenates a Loop's scan outputs where ONNX stacks them ([n] + shape).
+        return "onnx.reference concatenates Loop scan outputs along axis 0; ONNX stacks them on a new axis"
     return None
 
 

@@ -131,3 +131,19 @@ def test_golden_file_oracle(tmp_path, rng):
         make_oracle(compiled, str(tmp_path / "missing.npz"))
     with pytest.raises(DmlLowerError, match="unknown oracle 'magic'"):
         make_oracle(compiled, "magic")
+
+
+def test_loop_scan_outputs_are_stacked_as_onnx_says():
+    # onnx.reference concatenates [2, 3] per-iteration outputs into [4, 3]; ONNX stacks: [2, 2, 3].
+    body = h.make_graph(
+        [h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("NonZero", ["x"], ["nz"]),
+         h.make_node("Shape", ["nz"], ["n"]), h.make_node("EyeLike", ["x"], ["s"])],
+        "body", [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, [])],
+        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("s", T.FLOAT, [2, 3])])
+    model = graph_model([h.make_node("Loop", ["m", "c"], ["ss"], name="loop", body=body)],
+                        [("x", T.FLOAT, [2, 3]), ("m", T.INT64, []), ("c", T.BOOL, [])],
+                        [("ss", T.FLOAT, None)], opset=17)
+    oracle = make_oracle(compile_model(model))
+    out = oracle.run({"x": np.ones((2, 3), np.float32), "m": np.array(2, np.int64), "c": np.array(True)})["ss"]
+    assert out.shape == (2, 2, 3) and np.array_equal(out[1], np.eye(2, 3, dtype=np.float32))
+    assert "stacks" in oracle.to_dict()["fallbacks"][0]["reason"]

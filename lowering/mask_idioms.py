@@ -382,6 +382,13 @@ def integer(value: Any, what: str) -> int:
     return int(value)
 
 
+def eye_form(column: Index, row: Index) -> bool:
+    """Unsqueeze(Range(0, n, 1), -1) against a bare Range(0, m, 1): eye_from_ranges's pattern."""
+    starts = column.steps[0].offset == row.steps[0].offset == Affine(0)
+    return starts and len(column.steps) == 1 and len(row.steps) == 2 and row.steps[1].op == "unsqueeze" \
+        and row.steps[1].arg in ((-1,), (1,))
+
+
 class RangeComparisonMask(IdiomRule):
     # Cmp(column index, row index) with Range(start, limit, 1) + offsets on each side, And / Or / Not
     # of them, optional Cast and Expand -> one DIAGONAL_MATRIX1 (DIAGONAL_MATRIX for one diagonal).
@@ -392,9 +399,7 @@ class RangeComparisonMask(IdiomRule):
         if grown is None:
             return None
         y, expr = grown
-        if expr.kind == "cmp" and expr.op == "Equal" and all(
-                step.op != "offset" for ix in (expr.column, expr.row) for step in ix.steps) and \
-                expr.column.steps[0].offset == expr.row.steps[0].offset == Affine(0):
+        if expr.kind == "cmp" and expr.op == "Equal" and eye_form(expr.column, expr.row):
             return None                 # torch.eye's form: eye_from_ranges's alone, also when it declines
         covered = list(expr.nodes)
         out_type = ONNX_BOOL

@@ -365,3 +365,99 @@ def diagonal_idiom_cases(draw, level=levels) -> Case:
 
 def idiom_cases(level=levels) -> st.SearchStrategy[Case]:
     return st.one_of(nonzero_idiom_cases(level), diagonal_idiom_cases(level))
+
+
+# -- Range-comparison masks and general Trilu ------------------------------------------------------
+
+MASK_OPS = ["Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal"]
+MASK_RANGE_TYPES = {T.INT64: np.int64, T.INT32: np.int32, T.FLOAT: np.float32}
+
+
+@st.composite
+def _mask_index(draw, name: str, axis: int, length: int, elem: int, nodes: list, inputs: list, feeds: dict,
+                inits: list):
+    """`name` = Unsqueeze(Range(start, start + length, step) + offset) along `axis` (-1 or -2); near-misses:
+    step 2, a vector offset. Returns a description."""
+    dtype = MASK_RANGE_TYPES[elem]
+    start = draw(st.integers(-4, 4))
+    step = 2 if draw(st.integers(0, 9)) == 0 else 1
+    for what, value in (("start", start), ("limit", start + length * step), ("step", step)):
+        if what != "step" and draw(st.booleans()):
+            inputs.append(_value_info(f"{name}_{what}", elem, []))
+            feeds[f"{name}_{what}"] = np.array(value, dtype)
+        else:
+            inits.append(numpy_helper.from_array(np.array(value, dtype), f"{name}_{what}"))
+    nodes.append(h.make_node("Range", [f"{name}_start", f"{name}_limit", f"{name}_step"], [f"{name}_r"],
+                             name=f"{name}_range"))
+    index = f"{name}_r"
+    offset_kind = draw(st.sampled_from(["none", "constant", "fed", "vector"]))
+    words = f"Range({start}, {start + length * step}, {step})"
+    if offset_kind != "none":
+        value = draw(st.integers(-6, 6))
+        off = np.array(value, dtype) if offset_kind != "vector" else np.arange(length, dtype=dtype) + value
+        if offset_kind == "fed":
+            inputs.append(_value_info(f"{name}_off", elem, []))
+            feeds[f"{name}_off"] = off
+        else:
+            inits.append(numpy_helper.from_array(off, f"{name}_off"))
+        op = draw(st.sampled_from(["Add", "Sub"]))
+        nodes.append(h.make_node(op, [index, f"{name}_off"], [f"{name}_o"], name=f"{name}_offset"))
+        index = f"{name}_o"
+        words += f" {op} {offset_kind} {off.tolist()}"
+    inits.append(numpy_helper.from_array(np.array([-1 if axis == -2 else 0], np.int64), f"{name}_axes"))
+    nodes.append(h.make_node("Unsqueeze", [index, f"{name}_axes"], [name], name=f"{name}_unsqueeze"))
+    return f"{words} along axis {axis}"
+
+
+@st.composite
+def mask_idiom_cases(draw, level=levels) -> Case:
+    """A comparison of a column and a row index (or, near-miss, two of one axis), maybe And-ed with a
+    second (a window), wrapped in Not / Or, Cast; or Trilu over an input of any type."""
+    lv = draw(level)
+    nodes, inputs, feeds, inits = [], [], {}, []
+    if draw(st.integers(0, 3)) == 0:
+        elem = draw(onnx_types)
+        shape = draw(shapes(min_rank=2, max_rank=5, max_dim=6))
+        x = draw(arrays(numpy_type(elem), shape))
+        inputs.append(_value_info("x", elem, [None] * len(shape)))
+        feeds["x"] = x
+        k, k_how, names = _draw_trilu_k(draw, shape[-2], shape[-1], "x", inputs, inits, feeds)
+        upper = draw(st.integers(0, 1))
+        nodes.append(h.make_node("Trilu", names, ["y"], name="trilu", upper=upper))
+        model = graph_model(nodes, inputs, [_value_info("y", elem, [None] * len(shape))], opset=14)
+        model.graph.initializer.extend(inits)
+        return Case(f"Trilu(x: {onnx_type_name(elem)} {list(shape)}, k={k} {k_how}, upper={upper})", model, feeds, lv)
+    elem = draw(st.sampled_from(list(MASK_RANGE_TYPES)))
+    words = []
+    rows, cols = draw(st.integers(0, 7)), draw(st.integers(0, 7))
+
+    def comparison(tag: str) -> str:
+        col_axis = -2 if draw(st.integers(0, 9)) == 0 else -1         # near-miss: two row indices
+        words.append(draw(_mask_index(f"{tag}c", col_axis, rows if col_axis == -2 else cols, elem, nodes, inputs,
+                                      feeds, inits)))
+        words.append(draw(_mask_index(f"{tag}r", -2, rows, elem, nodes, inputs, feeds, inits)))
+        op = draw(st.sampled_from(MASK_OPS))
+        operands = [f"{tag}c", f"{tag}r"] if draw(st.booleans()) else [f"{tag}r", f"{tag}c"]
+        nodes.append(h.make_node(op, operands, [f"{tag}_cmp"], name=f"{tag}_cmp"))
+        words.append(f"{op}({', '.join(operands)})")
+        return f"{tag}_cmp"
+
+    y = comparison("a")
+    combine = draw(st.sampled_from(["none", "And", "Or", "Not"]))
+    if combine in ("And", "Or"):
+        other = comparison("b")
+        nodes.append(h.make_node(combine, [y, other], ["combined"], name="combined"))
+        y = "combined"
+    elif combine == "Not":
+        nodes.append(h.make_node("Not", [y], ["combined"], name="combined"))
+        y = "combined"
+    out_type = T.BOOL
+    if draw(st.booleans()):
+        out_type = draw(onnx_types)
+        nodes.append(h.make_node("Cast", [y], ["cast"], name="cast", to=out_type))
+        y = "cast"
+    nodes.append(h.make_node("Identity", [y], ["y"], name="out"))
+    model = graph_model(nodes, inputs, [_value_info("y", out_type, [None, None])], opset=14)
+    model.graph.initializer.extend(inits)
+    what = f"mask {combine} of {'; '.join(words)} as {onnx_type_name(out_type)}"
+    return Case(what, model, feeds, lv)

@@ -1,0 +1,528 @@
+"""Attention masks built from Range comparisons (what torch's exporters emit for causal, sliding-window
+and offset masks): `Less`, `LessOrEqual`, `Greater`, `GreaterOrEqual` or `Equal` between a row index and
+a column index, each `Range(start, limit, 1)` plus scalar offsets (constant or run-time) through
+`Unsqueeze` / `Reshape` / `Expand`; `And` / `Or` / `Not` of such comparisons and of constant all-true
+tensors; an optional `Cast` and `Expand` after. Row value i is r0 + i, column value j is c0 + j, so
+every comparison is a condition on the diagonal x - y = j - i alone: a set of diagonals. The whole
+expression is one DIAGONAL_MATRIX1 when that set is a band (or the outside of one) of the matrix,
+with the bounds computed from the offsets when the fragment is specialised."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+from onnx_dml_lowering.ir import Graph
+from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, from_onnx, onnx_to_numpy
+from onnx_dml_lowering.ir.feature_levels import FeatureLevel
+from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
+
+from .diagonal import emit_band
+from .diagonal_idioms import broadcast, fill_value
+from .match import (Decline, Declined, Found, Fragment, GraphView, IdiomRule, constant_ints, constant_scalar,
+                    register_idiom, sole_consumer)
+from .node import NodeInfo, TensorInfo, product
+
+COMPARISONS = ("Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal")
+FLIPPED = {"Less": "Greater", "LessOrEqual": "GreaterOrEqual", "Greater": "Less",
+           "GreaterOrEqual": "LessOrEqual", "Equal": "Equal"}
+INF = 2**80                                     # an open bound, beyond any matrix
+# Range types whose values stay exact integers up to this magnitude (past it a float Range repeats).
+EXACT = {6: 2**31 - 1, 7: 2**62, 5: 2**15 - 1, 1: 2**24, 11: 2**53}     # int32, int64, int16, float, double
+
+
+@dataclass(frozen=True)
+class Affine:
+    """const + sum(coeff * value of tensor): the value of an index's first element."""
+    const: Any = 0
+    terms: "tuple[tuple[str, int], ...]" = ()
+
+    def plus(self, other: "Affine", sign: int = 1) -> "Affine":
+        terms = dict(self.terms)
+        for name, coeff in other.terms:
+            terms[name] = terms.get(name, 0) + sign * coeff
+        return Affine(self.const + sign * other.const, tuple(sorted((n, c) for n, c in terms.items() if c)))
+
+    def value(self, values: "dict[str, Any]") -> Any:
+        return self.const + sum(c * values[n] for n, c in self.terms)
+
+
+def scalar_term(view: GraphView, tensor: TensorInfo) -> "tuple[Affine, TensorInfo | None] | None":
+    """A scalar-like operand (every static dim 1) as an Affine, and the tensor if it is run-time."""
+    info = view.tensor(tensor.name)
+    shape = info.shape if info.shape is not None else tensor.shape
+    if shape is None or any(d != 1 for d in shape):
+        return None
+    value = constant_scalar(view, tensor)
+    if value is not None:
+        return Affine(value), None
+    return Affine(0, ((tensor.name, 1),)), TensorInfo(tensor.name, tensor.onnx_type, tuple(shape))
+
+
+@dataclass(frozen=True)
+class IndexStep:
+    """One node of an index chain, in forward order from the Range."""
+    node: NodeInfo
+    op: str                                      # range | unsqueeze | reshape | expand | offset | identity
+    arg: Any = None                              # axes / shape / Expand's shape tensor / offset's static shape
+    offset: "Affine | None" = None               # what an offset step adds (Range: its start)
+    tensors: "tuple[TensorInfo, ...]" = ()       # run-time values the step reads
+    axis: int = -1                               # the Range's axis after this step, from the right
+
+
+@dataclass
+class Index:
+    """An index along one axis: Range(start, limit, 1) values plus offsets, reshaped."""
+    limit: Affine
+    onnx_type: int
+    value: Affine                                # the first element's value (start + offsets)
+    steps: "list[IndexStep]" = field(default_factory=list)
+    rank: int = 1
+
+    @property
+    def axis(self) -> int:
+        return self.steps[-1].axis
+
+    @property
+    def nodes(self) -> "list[NodeInfo]":
+        return [s.node for s in self.steps]
+
+
+def trace_index(view: GraphView, tensor: str, depth: int = 0) -> "Index | None":
+    node = view.producer(tensor)
+    if node is None or depth > 16:
+        return None
+    op = node.op_type
+    if op == "Range":
+        if len(node.inputs) != 3 or constant_scalar(view, node.inputs[2]) != 1:
+            return None                         # a step other than 1 is no diagonal index
+        terms = [scalar_term(view, t) for t in node.inputs[:2]]
+        if any(t is None for t in terms):
+            return None
+        (start, s_t), (limit, l_t) = terms
+        step = IndexStep(node, "range", offset=start, tensors=tuple(t for t in (s_t, l_t) if t is not None))
+        return Index(limit, node.outputs[0].onnx_type, start, [step])
+    if op in ("Unsqueeze", "Reshape", "Expand", "Identity"):
+        inner = trace_index(view, node.inputs[0].name, depth + 1)
+        if inner is None:
+            return None
+        axis, arg, tensors = inner.axis, None, ()
+        if op == "Unsqueeze":
+            axes = constant_ints(view, node, 1, "axes")
+            if axes is None:
+                return None
+            rank = inner.rank + len(axes)
+            marks = ["."] * inner.rank
+            marks[inner.rank + inner.axis] = "R"
+            for a in sorted(a % rank if -rank <= a < rank else rank for a in axes):
+                if a >= rank:
+                    return None
+                marks.insert(a, "1")
+            arg, inner.rank, axis = tuple(axes), rank, marks.index("R") - rank
+        elif op == "Reshape":
+            shape = constant_ints(view, node, 1, "shape")
+            if shape is None or any(d == 0 or d < -1 for d in shape) or sum(d != 1 for d in shape) != 1:
+                return None                     # the Range must stay alone on one axis
+            arg, inner.rank = tuple(shape), len(shape)
+            axis = [i for i, d in enumerate(shape) if d != 1][0] - len(shape)
+        elif op == "Expand":
+            target = view.tensor(node.inputs[1].name).shape or node.inputs[1].shape
+            if target is None or len(target) != 1 or not isinstance(target[0], int):
+                return None
+            arg, tensors = node.inputs[1], (node.inputs[1],)
+            inner.rank = max(inner.rank, target[0])
+        inner.steps.append(IndexStep(node, op.lower(), arg, None, tensors, axis))
+        return inner
+    if op in ("Add", "Sub"):
+        sides = ((0, 1),) if op == "Sub" else ((0, 1), (1, 0))
+        for index_side, offset_side in sides:
+            term = scalar_term(view, node.inputs[offset_side])
+            if term is None:
+                continue
+            inner = trace_index(view, node.inputs[index_side].name, depth + 1)
+            if inner is None:
+                continue
+            offset, offset_t = term
+            if op == "Sub":
+                offset = Affine().plus(offset, -1)
+            inner.value = inner.value.plus(offset)
+            shape = tuple(view.tensor(node.inputs[offset_side].name).shape or node.inputs[offset_side].shape)
+            inner.rank = max(inner.rank, len(shape))
+            inner.steps.append(IndexStep(node, "offset", shape, offset, (offset_t,) if offset_t else (), inner.axis))
+            return inner
+    return None
+
+
+@dataclass
+class Expr:
+    kind: str                                   # cmp | and | or | not | true
+    op: str = ""                                # the comparison, as `column OP row`
+    column: "Index | None" = None
+    row: "Index | None" = None
+    children: "tuple[Expr, ...]" = ()
+    shape: "tuple[int, ...]" = ()               # a constant all-true operand's shape
+    nodes: "tuple[NodeInfo, ...]" = ()          # covered nodes of this subtree
+
+
+def constant_true(view: GraphView, tensor: str) -> "tuple[int, ...] | None":
+    """The shape of an all-true constant (initializer, Constant or ConstantOfShape), else None."""
+    value = view.constant(tensor)
+    if value is None:
+        node = view.producer(tensor)
+        if node is None or node.op_type != "ConstantOfShape" or "value" not in node.attrs:
+            return None
+        shape = view.constant(node.inputs[0].name)
+        fill, fill_type = fill_value(node)
+        if shape is None or fill_type != ONNX_BOOL or not fill:
+            return None
+        return tuple(int(d) for d in np.asarray(shape).reshape(-1))
+    value = np.asarray(value)
+    if value.dtype != np.bool_ or value.size == 0 or not value.all():
+        return None
+    return tuple(value.shape)
+
+
+def comparison(view: GraphView, node: NodeInfo) -> "Expr | None":
+    a, b = (trace_index(view, t.name) for t in node.inputs[:2])
+    if a is None or b is None or a.onnx_type != b.onnx_type:
+        return None
+    if a.axis == -1 and b.axis == -2:
+        return Expr("cmp", node.op_type, column=a, row=b, nodes=(node,))
+    if a.axis == -2 and b.axis == -1:
+        return Expr("cmp", FLIPPED[node.op_type], column=b, row=a, nodes=(node,))
+    return None                                 # both along one axis, or a batch axis: no band
+
+
+def expression(view: GraphView, tensor: str, root: bool = False) -> "Expr | None":
+    """The band expression producing `tensor`; below the root every value is read once, inside it."""
+    if not root and sole_consumer(view, tensor) is None:
+        shape = constant_true(view, tensor)     # a shared all-true constant is left where it is
+        return None if shape is None else Expr("true", shape=shape)
+    shape = constant_true(view, tensor)
+    if shape is not None:
+        return Expr("true", shape=shape)
+    node = view.producer(tensor)
+    if node is None:
+        return None
+    if node.op_type in COMPARISONS:
+        return comparison(view, node)
+    if node.op_type in ("And", "Or"):
+        left, right = (expression(view, t.name) for t in node.inputs)
+        if left is None or right is None:
+            return None
+        return Expr(node.op_type.lower(), children=(left, right), nodes=(node,) + left.nodes + right.nodes)
+    if node.op_type in ("Not", "Identity") or (node.op_type == "Cast" and node.attrs.get("to") == ONNX_BOOL):
+        inner = expression(view, node.inputs[0].name)
+        if inner is None:
+            return None
+        if node.op_type != "Not":
+            return Expr(inner.kind, inner.op, inner.column, inner.row, inner.children, inner.shape,
+                        (node,) + inner.nodes)
+        return Expr("not", children=(inner,), nodes=(node,) + inner.nodes)
+    return None
+
+
+def leaves(expr: Expr) -> "list[Expr]":
+    return [expr] if expr.kind in ("cmp", "true") else [l for c in expr.children for l in leaves(c)]
+
+
+def grow(view: GraphView, anchor: NodeInfo) -> "tuple[str, Expr] | None":
+    """The largest band expression above the anchor comparison: its output and its tree."""
+    top = anchor.outputs[0].name
+    best = expression(view, top, root=True)
+    if best is None:
+        return None
+    while True:
+        user = sole_consumer(view, top)
+        if user is None or user.op_type not in ("And", "Or", "Not", "Identity", "Cast"):
+            return top, best
+        if user.op_type == "Cast" and user.attrs.get("to") != ONNX_BOOL:
+            return top, best
+        candidate = expression(view, user.outputs[0].name, root=True)
+        if candidate is None:
+            return top, best
+        top, best = user.outputs[0].name, candidate
+
+
+# -- the diagonal sets ------------------------------------------------------------------------
+
+Intervals = "list[tuple[int, int]]"            # sorted, disjoint, half-open [lo, hi)
+
+
+def normal(spans) -> "list[tuple[int, int]]":
+    out: "list[tuple[int, int]]" = []
+    for lo, hi in sorted(s for s in spans if s[0] < s[1]):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def intersect(a, b) -> "list[tuple[int, int]]":
+    return normal([(max(x0, y0), min(x1, y1)) for x0, x1 in a for y0, y1 in b])
+
+
+def complement(a, universe: "tuple[int, int]") -> "list[tuple[int, int]]":
+    lo, hi = universe
+    out, at = [], lo
+    for x0, x1 in a:
+        out.append((at, x0))
+        at = x1
+    out.append((at, hi))
+    return intersect(normal(out), [universe])
+
+
+def comparison_diagonals(op: str, gap: int) -> "tuple[int, int]":
+    """Diagonals d = x - y where `column OP row` holds, given column - row = d + gap."""
+    return {"Less": (-INF, -gap), "LessOrEqual": (-INF, -gap + 1), "Greater": (-gap + 1, INF),
+            "GreaterOrEqual": (-gap, INF), "Equal": (-gap, -gap + 1)}[op]
+
+
+def diagonals(expr: Expr, gaps: "dict[int, int]", universe: "tuple[int, int]") -> "list[tuple[int, int]]":
+    if expr.kind == "true":
+        return [universe]
+    if expr.kind == "cmp":
+        return intersect([comparison_diagonals(expr.op, gaps[id(expr)])], [universe])
+    parts = [diagonals(c, gaps, universe) for c in expr.children]
+    if expr.kind == "not":
+        return complement(parts[0], universe)
+    if expr.kind == "and":
+        return intersect(parts[0], parts[1])
+    return normal(parts[0] + parts[1])
+
+
+def as_band(spans, universe: "tuple[int, int]") -> "tuple[int, int, bool] | None":
+    """(begin, end, inverted) of a set of diagonals inside `universe`, None when it is no band."""
+    if not spans:
+        return universe[1] + 1, universe[1] + 2, False            # empty: a diagonal off the matrix
+    if len(spans) == 1:
+        return spans[0][0], spans[0][1], False
+    outside = complement(spans, universe)
+    if len(outside) == 1:
+        return outside[0][0], outside[0][1], True
+    return None
+
+
+def describe(band: "tuple[int, int, bool]") -> str:
+    begin, end, inverted = band
+    if begin >= INF:
+        return "no diagonal (all false)"
+    lo = "-inf" if begin <= -INF // 2 else str(begin)
+    hi = "+inf" if end >= INF // 2 else str(end)
+    return f"x - y {'outside' if inverted else 'in'} [{lo}, {hi})"
+
+
+# -- concrete sizes -----------------------------------------------------------------------------
+
+def progression(data: np.ndarray, axis: int) -> "tuple[Any, int]":
+    """(first value, length) of a computed index: r0 + i along `axis`, the same along every other."""
+    length = data.shape[axis]
+    if data.size == 0:
+        return 0, length
+    vector = np.moveaxis(data, axis, -1).reshape(-1, length)
+    if not (vector == vector[:1]).all():
+        raise Decline("an index input differs along another axis")
+    vector = vector[0]
+    first = vector[0].item()
+    if vector.dtype.kind == "f" and (not np.isfinite(first) or first != int(first)):
+        raise Decline(f"an index starting at {first!r} is not an integer")
+    if not np.array_equal(vector - vector[0], np.arange(length, dtype=vector.dtype)):
+        raise Decline("an index input is not r0 + i with step 1")
+    return first, length
+
+
+def run_time_index(ix: Index, covered: "frozenset[str]", f: Fragment) -> "tuple[int, int, tuple[int, ...]]":
+    """(first value, length, shape) of an index on the concrete values: from the Range's start and
+    limit when the Range is covered, else from the value of the last node left to ONNX."""
+    split = next((i for i, step in enumerate(ix.steps) if step.node.name in covered), len(ix.steps))
+    values = {t.name: np.asarray(f.value(t)).reshape(-1)[0].item()
+              for step in ix.steps[split:] if step.op in ("range", "offset") for t in step.tensors}
+    if split == 0:
+        start, limit = ix.steps[0].offset.value(values), ix.limit.value(values)
+        first, length = integer(start, "a Range start"), max(int(np.ceil(limit - start)), 0)
+        shape: "tuple[int, ...]" = (length,)
+    else:
+        boundary = ix.steps[split - 1]
+        data = f.value(boundary.node.outputs[0])
+        if data.ndim < -boundary.axis:
+            raise Decline(f"an index input of shape {list(data.shape)} has no axis {boundary.axis}")
+        first, length = progression(data, boundary.axis)
+        shape = tuple(data.shape)
+    for step in ix.steps[max(split, 1):]:
+        if step.op == "unsqueeze":
+            rank = len(shape) + len(step.arg)
+            dims = list(shape)
+            for a in sorted(a % rank for a in step.arg):
+                dims.insert(a, 1)
+            shape = tuple(dims)
+        elif step.op == "reshape":
+            if product(shape) != length:
+                raise Decline(f"Reshape to {list(step.arg)} of an index stretched to {list(shape)}")
+            shape = tuple(length if d == -1 else d for d in step.arg)
+            if product(shape) != length:
+                raise Decline(f"Reshape to {list(step.arg)} does not hold a Range of {length}")
+        elif step.op == "expand":
+            target = f.dims(step.arg)
+            shape = broadcast(target, shape, f"Expand to {list(target)} does not broadcast {list(shape)}")
+        elif step.op == "offset":
+            first = first + step.offset.value(values)
+            shape = broadcast(step.arg, shape, f"offset of shape {list(step.arg)} does not broadcast {list(shape)}")
+    if shape[ix.axis] != length:
+        raise Decline(f"an Expand stretches a Range of {length} to {shape[ix.axis]} along its axis")
+    return integer(first, "an index starting at"), length, shape
+
+
+def integer(value: Any, what: str) -> int:
+    if isinstance(value, float):
+        if not np.isfinite(value) or value != int(value):
+            raise Decline(f"{what} {value!r} is not an integer: the comparison is no exact band")
+        value = int(value)
+    return int(value)
+
+
+def eye_form(column: Index, row: Index) -> bool:
+    """Unsqueeze(Range(0, n, 1), -1) against a bare Range(0, m, 1): eye_from_ranges's pattern."""
+    starts = column.steps[0].offset == row.steps[0].offset == Affine(0)
+    return starts and len(column.steps) == 1 and len(row.steps) == 2 and row.steps[1].op == "unsqueeze" \
+        and row.steps[1].arg in ((-1,), (1,))
+
+
+class RangeComparisonMask(IdiomRule):
+    # Cmp(column index, row index) with Range(start, limit, 1) + offsets on each side, And / Or / Not
+    # of them, optional Cast and Expand -> one DIAGONAL_MATRIX1 (DIAGONAL_MATRIX for one diagonal).
+    operators = ("DIAGONAL_MATRIX1",)
+
+    def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
+        grown = grow(view, anchor)
+        if grown is None:
+            return None
+        y, expr = grown
+        if expr.kind == "cmp" and expr.op == "Equal" and eye_form(expr.column, expr.row):
+            return None                 # torch.eye's form: eye_from_ranges's alone, also when it declines
+        covered = list(expr.nodes)
+        out_type = ONNX_BOOL
+        cast = sole_consumer(view, y)
+        if cast is not None and cast.op_type == "Cast" and from_onnx(int(cast.attrs.get("to", 0))) is not None:
+            covered.append(cast)
+            out_type, y = int(cast.attrs["to"]), cast.outputs[0].name
+        expand_shape = None
+        expand = sole_consumer(view, y)
+        if expand is not None and expand.op_type == "Expand" and expand.inputs[0].name == y:
+            covered.append(expand)
+            expand_shape, y = expand.inputs[1], expand.outputs[0].name
+        cmps = [l for l in leaves(expr) if l.kind == "cmp"]
+        # The index nodes are covered when nothing outside the pattern reads them (exporters share
+        # the Ranges and Unsqueezes with the padding mask's Gather; those stay ONNX).
+        names = {n.name for n in covered}
+        candidates = {n.name: n for c in cmps for ix in (c.column, c.row) for n in ix.nodes}
+        changed = True
+        while changed:
+            changed = False
+            for name, node in candidates.items():
+                if name in names:
+                    continue
+                outs = [o.name for o in node.outputs]
+                if all(not view.is_graph_output(o) and all(c.name in names for c in view.consumers(o)) for o in outs):
+                    names.add(name)
+                    covered.append(node)
+                    changed = True
+        order = [anchor] + [n for n in covered if n.name != anchor.name]
+        # What the fragment reads: the values of the index chains' covered steps, and where a chain
+        # is left to ONNX below them (a shared Range or Unsqueeze), the value the first covered step reads.
+        tensors: "dict[str, TensorInfo]" = {}
+        for ix in (ix for c in cmps for ix in (c.column, c.row)):
+            split = next((i for i, step in enumerate(ix.steps) if step.node.name in names), len(ix.steps))
+            if split > 0:
+                boundary = ix.steps[split - 1].node.outputs[0]
+                tensors[boundary.name] = boundary
+            for step in ix.steps[split:]:
+                tensors.update((t.name, t) for t in step.tensors)
+        if expand_shape is not None:
+            tensors[expand_shape.name] = expand_shape
+        known = self.known_band(expr)
+        single = (known is not None and not known[2] and known[1] - known[0] == 1) or \
+            (expr.kind == "cmp" and expr.op == "Equal")
+        rendered = describe(known) if known is not None else "x - y bounds from run-time offsets"
+        out_shape = view.tensor(y).shape
+        extra = {"band": rendered}
+        mask = ""
+        if out_shape is not None and all(isinstance(d, int) for d in out_shape):
+            size = product(out_shape) * np.dtype(onnx_to_numpy(out_type)).itemsize
+            extra["mask_bytes_saved"] = size
+            mask = f"{size} mask bytes"
+        else:
+            extra["mask_bytes_per_element"] = int(np.dtype(onnx_to_numpy(out_type)).itemsize)
+            mask = f"the mask ({extra['mask_bytes_per_element']} byte per element)"
+        kinds = sorted({n.op_type for n in covered})
+        note = (f"{', '.join(kinds)} become one generator: {rendered}; {mask} generated on the device, "
+                "not sent from the host")
+        return Found(tuple(n.name for n in order), tuple(tensors.values()), (y,), value_inputs=tuple(tensors),
+                     note=note, operators=("DIAGONAL_MATRIX",) if single else None, extra=extra,
+                     expr=expr, out_type=out_type, expand_shape=expand_shape, single=single,
+                     covered=frozenset(names))
+
+    @staticmethod
+    def known_band(expr: Expr) -> "tuple[int, int, bool] | None":
+        """The band when no run-time value moves it (the run-time terms cancel), unclipped."""
+        gaps = {}
+        for c in (l for l in leaves(expr) if l.kind == "cmp"):
+            gap = c.column.value.plus(c.row.value, -1)
+            if gap.terms or gap.const != int(gap.const):
+                return None
+            gaps[id(c)] = int(gap.const)
+        return as_band(diagonals(expr, gaps, (-INF, INF)), (-INF, INF))
+
+    def check(self, level: FeatureLevel, expr: Expr, out_type: int, expand_shape: Any, single: bool,
+              covered: "frozenset[str]") -> "str | None":
+        if DIAGONAL_MATRIX1.row(level) is None and not single:
+            return (f"a band of more than one diagonal needs DIAGONAL_MATRIX1 (feature level 5_1; "
+                    f"target {level})")
+        return None
+
+    def rewrite(self, f: Fragment, expr: Expr, out_type: int, expand_shape: "TensorInfo | None",
+                single: bool, covered: "frozenset[str]") -> "Union[Graph, Declined]":
+        cmps = [l for l in leaves(expr) if l.kind == "cmp"]
+        shapes, gaps = [], {}
+        for c in cmps:
+            firsts = []
+            for ix in (c.column, c.row):
+                bound = EXACT.get(ix.onnx_type)
+                if bound is None:
+                    raise Decline(f"a Range of ONNX type {ix.onnx_type} is not matched")
+                first, length, shape = run_time_index(ix, covered, f)
+                if max(abs(first), abs(first + length)) > bound:
+                    raise Decline(f"index values up to {first + length} are not exact in the Range's type")
+                shapes.append((ix, shape))
+                firsts.append(first)
+            gaps[id(c)] = firsts[0] - firsts[1]
+        full: "tuple[int, ...]" = ()
+        for ix, shape in shapes:
+            full = broadcast(full, shape, f"index shapes {list(full)} and {list(shape)} do not broadcast")
+        for leaf in leaves(expr):
+            if leaf.kind == "true":
+                full = broadcast(full, leaf.shape, f"an all-true {list(leaf.shape)} does not broadcast")
+        if expand_shape is not None:
+            target = f.dims(expand_shape)
+            full = broadcast(target, full, f"Expand to {list(target)} does not broadcast the mask {list(full)}")
+        if len(full) < 2:
+            raise Decline(f"the mask has shape {list(full)}, not a matrix")
+        for ix, shape in shapes:
+            if full[ix.axis] != shape[ix.axis]:
+                raise Decline(f"a Range of {shape[ix.axis]} is broadcast to {full[ix.axis]} along its own axis")
+        rows, cols = full[-2:]
+        if rows == 0 or cols == 0 or product(full) == 0:
+            return f.empty(f.outputs[0], out_type, full)
+        universe = (-(rows - 1), cols)
+        band = as_band(diagonals(expr, gaps, universe), universe)
+        if band is None:
+            raise Decline(f"the mask is no band of diagonals (gaps {sorted(gaps.values())})")
+        begin, end, inverted = band
+        return emit_band(f.graph, f.names, f.outputs[0], out_type, full, begin, end, 1, f.level, inverted)
+
+
+RULE = RangeComparisonMask()
+# Larger patterns than eye_from_ranges (priority 10) except on Equal, where torch.eye's form keeps its rule.
+for _op in COMPARISONS:                                      # one DIAGONAL_MATRIX1 per mask
+    register_idiom("range_comparison_mask", _op, 5 if _op == "Equal" else 10, RULE)

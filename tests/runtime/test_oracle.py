@@ -142,7 +142,7 @@ def test_loop_scan_outputs_are_stacked_as_onnx_says():
         [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("s", T.FLOAT, [2, 3])])
     model = graph_model([h.make_node("Loop", ["m", "c"], ["ss"], name="loop", body=body)],
                         [("x", T.FLOAT, [2, 3]), ("m", T.INT64, []), ("c", T.BOOL, [])],
-                        [("ss", T.FLOAT, None)], opset=17)
+                        [("ss", T.FLOAT, 3)], opset=17)
     oracle = make_oracle(compile_model(model))
     out = oracle.run({"x": np.ones((2, 3), np.float32), "m": np.array(2, np.int64), "c": np.array(True)})["ss"]
     assert out.shape == (2, 2, 3) and np.array_equal(out[1], np.eye(2, 3, dtype=np.float32))

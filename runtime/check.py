@@ -101,7 +101,6 @@ class CheckReport:
     oracle: "dict" = field(default_factory=lambda: {"kind": "reference", "description": "onnx.reference"})
     iterations: int = 1
     unavailable: "dict[str, str]" = field(default_factory=dict)
-    lowered_iterations: "dict[str, int]" = field(default_factory=dict)
     expected: "dict" = field(default_factory=dict, repr=False)    # the oracle's, first feed set
     # control flow (issue 11): per lowered backend, If branches / Loop and Scan iterations that
     # ran a body's lowered graph, summed over the feed sets (EmulatorSession.lowered_iterations)
@@ -117,6 +116,7 @@ class CheckReport:
                 "placement": [p.to_dict() for p in self.placement],
                 "onnx_regions": dict(self.regions),
                 "unavailable_backends": dict(self.unavailable),
+                "control_flow_iterations": dict(self.control_flow_iterations),
                 "backends": [b.to_dict(describe_backend(b.backend)) for b in self.backends]}
 
 
@@ -314,7 +314,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
             reports[backend].error = str(exc)
         reports[backend].seconds += time.perf_counter() - started
         the_oracle.keep.update(original.cut_outputs)
-    lowered_runs = {"cpu": 0, "ort": 0}
+    before = control_flow_iterations(compiled, runnable)    # the session may have run before
     first_expected: "dict[str, np.ndarray]" = {}
     for iteration, feed_set in enumerate(feed_sets):
         expected = the_oracle.run(feed_set)
@@ -339,7 +339,6 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                 else:
                     actual = compiled.run(feed_set, backend=backend, providers=["cpu"] if backend == "ort" else None,
                                           strict=strict, memory_limit=memory_limit)
-                    lowered_runs[backend] += 1
             except DmlLowerError as exc:
                 if "memory limit" in str(exc):
                     raise                               # a limit the user set: not a backend's failure
@@ -379,8 +378,9 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
             regions[name] = f"[{node_list([n.name for n in runner.regions[name]])}] {engine}"
     report = CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions,
                          list(reports.values()), the_oracle.to_dict(), len(feed_sets), unavailable,
-                         {b: n for b, n in lowered_runs.items() if b in runnable}, first_expected)
-    report.control_flow_iterations = control_flow_iterations(compiled, runnable)
+                         expected=first_expected)
+    after = control_flow_iterations(compiled, runnable)
+    report.control_flow_iterations = {b: n - before.get(b, 0) for b, n in after.items()}
     return feed_sets[0], report
 
 

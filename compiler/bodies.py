@@ -9,7 +9,7 @@ from onnx import helper, shape_inference
 
 from onnx_dml_lowering.lowering import TensorInfo
 
-from .frontend import value_types
+from .frontend import name_graph_nodes, value_types
 
 CONTROL_FLOW = {"If": "if", "Loop": "loop", "Scan": "scan"}
 
@@ -57,14 +57,7 @@ def name_subgraph_nodes(graph: onnx.GraphProto) -> None:
     position), so placement paths can name it."""
     for node in graph.node:
         for _, sub in graph_attributes(node):
-            seen = {n.name for n in sub.node if n.name}
-            for index, inner in enumerate(sub.node):
-                if not inner.name:
-                    name = f"{inner.op_type}_{index}"
-                    while name in seen:
-                        name += "_"
-                    inner.name = name
-                    seen.add(name)
+            name_graph_nodes(sub)
             name_subgraph_nodes(sub)
 
 

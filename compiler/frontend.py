@@ -112,9 +112,14 @@ def mark_outputs(model: onnx.ModelProto, names: "list[str] | str") -> "list[str]
 
 
 def name_nodes(model: onnx.ModelProto) -> None:
-    """Give every unnamed node a stable unique name (op type and position)."""
-    seen = {n.name for n in model.graph.node if n.name}
-    for index, node in enumerate(model.graph.node):
+    """Give every unnamed node of the main graph a stable unique name (op type and position)."""
+    name_graph_nodes(model.graph)
+
+
+def name_graph_nodes(graph: onnx.GraphProto) -> None:
+    """Give every unnamed node of `graph` a name unique in it (op type and position)."""
+    seen = {n.name for n in graph.node if n.name}
+    for index, node in enumerate(graph.node):
         if not node.name:
             name = f"{node.op_type}_{index}"
             while name in seen:

@@ -1,7 +1,8 @@
 """`dml-lower optimize`: ONNX in, ONNX out. Stored bands of diagonals (identities, c * I, offset
-diagonals, triangles, with batch dimensions) and the torch.eye Range/Equal/Cast idiom become the
-few nodes that generate them, where that is bit-identical on onnxruntime's CPU provider and the
-file gets smaller or the node count falls. Nothing else is touched."""
+diagonals, triangles, with batch dimensions), the torch.eye Range/Equal/Cast idiom and
+Range-comparison attention masks (optimize_masks) become the few nodes that generate them, where
+that is bit-identical on onnxruntime's CPU provider and the file gets smaller or the node count
+falls. Nothing else is touched."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromR
 from .frontend import default_opset, load_model
 from .generators import Generator, band_generator
 from .graph_view import OnnxGraphView
+from .optimize_masks import rewrite_masks
 
 
 @dataclass
@@ -134,6 +136,9 @@ class _Optimizer:
         del graph.node[:]
         graph.node.extend(front + nodes)
 
+    def add_rewrite(self, replaced: str, generator: str, bytes_saved: int, nodes_delta: int) -> None:
+        self.rewrites.append(Rewrite(replaced, generator, bytes_saved, nodes_delta))
+
     def record(self, what: str, gen: Generator, removed: int, nodes_removed: int) -> None:
         self.rewrites.append(Rewrite(what, " + ".join(gen.ops), removed - gen.size(),
                                      len(gen.nodes) - nodes_removed))
@@ -197,6 +202,7 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
         valid = False
     opt = _Optimizer(out, min_bytes, level)
     opt.eye_ranges()
+    rewrite_masks(opt)
     opt.constants()
     for node in out.graph.node:
         if node.name in unnamed:

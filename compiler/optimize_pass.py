@@ -15,7 +15,8 @@ from .optimize import Rewrite, optimize_model
 
 
 class GenerateBands(onnx_ir.passes.FunctionalPass):
-    """Stored bands of diagonals and the torch.eye Range/Equal/Cast idiom -> their generators
+    """Stored bands of diagonals, the torch.eye Range/Equal/Cast idiom and Range-comparison masks
+    -> their generators
     (see optimize.optimize_model). Initializers still in external data are left alone: the pass
     has no file to read them from; `dml-lower optimize` loads them."""
 

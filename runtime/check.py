@@ -11,7 +11,6 @@ A backend that is not available here is reported and skipped while the others ru
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
@@ -25,7 +24,7 @@ from onnx_dml_lowering.ir.errors import first_line
 from .compare import BackendReport, OutputResult, compare
 from .feeds import check_feeds
 from .nondeterminism import random_values
-from .oracle import Oracle
+from .oracle import NO_KERNEL_NODE, Oracle
 from .ort_providers import (MAX_IR_VERSION, ProviderSpec, make_provider_session, node_providers,
                             placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
@@ -39,7 +38,6 @@ BACKENDS = {
 _ORT_ALIASES = {"ort-cpu": "CPUExecutionProvider", "ort-dml": "DmlExecutionProvider"}
 
 SCALAR_NONZERO_DEVIATION = "known onnxruntime deviation: a scalar NonZero gives (1, nnz); ONNX says (0, nnz)"
-_NO_KERNEL = re.compile(r"node with name '([^']*)'")
 
 
 def describe_backend(backend: str) -> str:
@@ -201,7 +199,7 @@ class OriginalOnProvider:
                 self._session = make_provider_session(model.SerializeToString(), self.provider, self.no_fallback)
                 break
             except DmlLowerError as exc:
-                found = _NO_KERNEL.search(str(exc))
+                found = NO_KERNEL_NODE.search(str(exc))
                 names = {n.name for n in model.graph.node}
                 if not found or found.group(1) not in names or "NOT_IMPLEMENTED" not in str(exc):
                     raise

@@ -35,7 +35,7 @@ SEMANTIC_OPS = frozenset({"NonZero", "EyeLike", "Trilu"})
 ORACLE_KINDS = ("hybrid", "reference", "ort-cpu")
 
 # onnxruntime names the node it has no kernel for in its load error.
-_NO_KERNEL = re.compile(r"node with name '([^']*)'")
+NO_KERNEL_NODE = re.compile(r"node with name '([^']*)'")
 
 
 def _bodies(node: onnx.NodeProto) -> "list[onnx.GraphProto]":
@@ -238,7 +238,7 @@ class Oracle:
                 return runs
             run, exc = failed
             names = {n.name for n in run.nodes}
-            found = _NO_KERNEL.search(str(exc))
+            found = NO_KERNEL_NODE.search(str(exc))
             culprits = [found.group(1)] if found and found.group(1) in names else self._probe(run)
             if not culprits:
                 raise DmlLowerError(f"the oracle cannot load nodes [{', '.join(sorted(names))}] on onnxruntime: "
@@ -283,7 +283,6 @@ class Oracle:
             if len(run.nodes) == 1 and run.engine == ORT_CPU:
                 raise DmlLowerError(f"the oracle cannot evaluate node {run.nodes[0].name!r} "
                                     f"({run.nodes[0].op_type}): {first_line(exc)}") from None
-            first_error = exc
         # Node by node, so one node the engine cannot evaluate moves to the other engine alone.
         local = dict(env)
         wanted = set(run.outputs)
@@ -303,7 +302,6 @@ class Oracle:
                                     f"{reason}; {other} failed too: {first_line(exc)}") from None
             if not any(fb.node == node.name for fb in self.fallbacks):
                 self.fallbacks.append(Fallback(node.name, other, reason))
-        del first_error
         return {n: local[n] for n in wanted}
 
     def to_dict(self) -> dict:

@@ -49,7 +49,23 @@ def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
         return _load_npz(args.inputs)
     if args.seed < 0:
         raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
-    return random_feeds(compiled.inputs, seed=args.seed, dims=_dims(compiled, args), **_value_control(args))
+    return random_feeds(_random_inputs(compiled, args), seed=args.seed, dims=_dims(compiled, args),
+                        **_value_control(args))
+
+
+def _random_inputs(compiled: CompiledModel, args) -> list:
+    """The inputs random feeds are drawn for: initializers that are also inputs keep their stored
+    default unless --feed-initializers asks for random values in their place."""
+    return compiled.inputs + (compiled.optional_inputs if getattr(args, "feed_initializers", False) else [])
+
+
+def _defaults_line(compiled: CompiledModel, feeds) -> "str | None":
+    unfed = [vi.name for vi in compiled.optional_inputs if vi.name not in feeds]
+    if not unfed:
+        return None
+    inits = compiled.initializers
+    return "inputs not fed, their initializer used as the default: " + ", ".join(
+        f"{n} ({inits[n].dtype} [{'x'.join(map(str, inits[n].shape)) or 'scalar'}])" for n in unfed)
 
 
 def _dims(compiled: CompiledModel, args) -> "dict[str, int]":
@@ -59,7 +75,8 @@ def _dims(compiled: CompiledModel, args) -> "dict[str, int]":
         if not name or not value.isdigit():
             raise DmlLowerError(f"--dim {text!r}: expected NAME=SIZE with a non-negative integer size")
         dims[name] = int(value)
-    known = {d.dim_param for vi in compiled.inputs for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    known = {d.dim_param for vi in compiled.inputs + compiled.optional_inputs
+             for d in vi.type.tensor_type.shape.dim if d.dim_param}
     unknown = sorted(set(dims) - known)
     if unknown:
         raise DmlLowerError(f"--dim {unknown[0]}: no input dimension has that name "
@@ -111,6 +128,9 @@ def cmd_run(args) -> int:
     outputs = compiled.run(feeds, backend=args.backend, providers=providers, strict=args.strict or None,
                            memory_limit=args.memory_limit)
     print(f"ran {args.model} on backend {args.backend} (feature level {compiled.feature_level})")
+    defaults = _defaults_line(compiled, feeds)
+    if defaults:
+        print(defaults)
     unvalidated = compiled.session(args.backend, providers).unvalidated_outputs
     for name, value in outputs.items():
         print(_summary(name, value) + (f"  [not run on the provider: {unvalidated[name]}]"
@@ -149,7 +169,7 @@ def cmd_check(args) -> int:
     if args.iterations > 1:
         if args.inputs:
             raise DmlLowerError("--iterations draws seeded random feeds: it does not combine with --inputs")
-        more = [random_feeds(compiled.inputs, seed=args.seed + i, dims=_dims(compiled, args), **_value_control(args))
+        more = [random_feeds(_random_inputs(compiled, args), seed=args.seed + i, dims=_dims(compiled, args), **_value_control(args))
                 for i in range(1, args.iterations)]
     loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
     feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
@@ -276,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="share of random feed elements that are zero (0: full, 1: empty; default 0.5)")
             p.add_argument("--val-range", metavar="LO,HI",
                            help="random feed values in [LO, HI] (floats uniform, integers inclusive)")
+            p.add_argument("--feed-initializers", action="store_true",
+                           help="draw random feeds for initializers that are also graph inputs too "
+                                "(default: their stored value is used and the output says so)")
             p.add_argument("--memory-limit", metavar="SIZE",
                            help="refuse a run whose buffers would exceed SIZE (e.g. 512MiB, 2GB); "
                                 "default: three quarters of physical memory")

@@ -20,6 +20,7 @@ from onnx_dml_lowering.lowering.diagonal import find_band
 from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromRanges, match_initializer,
                                                         range_length)
 
+from .node_ids import all_nodes, identify_nodes
 from .frontend import default_opset, load_model
 from .generators import Generator, band_generator
 from .graph_view import OnnxGraphView
@@ -190,11 +191,9 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
     candidates kept with the reason. With `level`, only bands this project lowers at that
     DirectML feature level are rewritten."""
     out = load_model(model)
-    unnamed = {i for i, n in enumerate(out.graph.node) if not n.name}
-    if unnamed:            # the graph view finds nodes by name; the names go again below
-        from .frontend import name_nodes
-        name_nodes(out)
-        unnamed = {out.graph.node[i].name for i in unnamed}
+    # The graph view finds nodes by name: give each a unique one (node_ids), put the originals
+    # (repeated, empty, not UTF-8) back below.
+    renamed = identify_nodes(out)
     try:
         onnx.checker.check_model(out)
         valid = True
@@ -204,9 +203,9 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
     opt.eye_ranges()
     rewrite_masks(opt)
     opt.constants()
-    for node in out.graph.node:
-        if node.name in unnamed:
-            node.name = ""
+    for _, node in all_nodes(out):
+        if node.name in renamed:
+            node.name = renamed[node.name]
     if opt.rewrites and valid:
         try:
             onnx.checker.check_model(out)
@@ -247,11 +246,13 @@ _NO_NUMPY = {TensorProto.BFLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E
 
 
 def _widened(model: "str | bytes") -> "str | bytes":
-    """`model`, with each output onnxruntime cannot hand to numpy read through an exact Cast."""
+    """`model`, with each output onnxruntime cannot hand to numpy read through an exact Cast and
+    its node names made unique."""
     proto = load_model(model)
+    renamed = identify_nodes(proto)         # onnxruntime refuses a model whose node names repeat
     outputs = [o for o in proto.graph.output if o.type.tensor_type.elem_type in _NO_NUMPY]
     if not outputs:
-        return model
+        return proto.SerializeToString() if any(renamed.values()) else model
     for out in outputs:
         inner = f"{out.name}__narrow"
         for node in proto.graph.node:

@@ -22,10 +22,10 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 
 from .compare import BackendReport, OutputResult, compare
-from .feeds import check_feeds
+from .feeds import check_feeds, with_defaults
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
-from .ort_providers import (MAX_IR_VERSION, ProviderSpec, make_provider_session, node_providers,
+from .ort_providers import (ort_ir_version, ProviderSpec, make_provider_session, node_providers,
                             placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
 
@@ -103,6 +103,8 @@ class CheckReport:
     # control flow (issue 11): per lowered backend, If branches / Loop and Scan iterations that
     # ran a body's lowered graph, summed over the feed sets (EmulatorSession.lowered_iterations)
     control_flow_iterations: "dict[str, int]" = field(default_factory=dict)
+    # initializers that are also graph inputs and were not fed: their stored value was used
+    defaults: "dict[str, np.ndarray]" = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -115,6 +117,8 @@ class CheckReport:
                 "onnx_regions": dict(self.regions),
                 "unavailable_backends": dict(self.unavailable),
                 "control_flow_iterations": dict(self.control_flow_iterations),
+                "initializer_defaults": {name: {"dtype": str(v.dtype), "shape": list(v.shape)}
+                                         for name, v in self.defaults.items()},
                 "backends": [b.to_dict(describe_backend(b.backend)) for b in self.backends]}
 
 
@@ -193,7 +197,7 @@ class OriginalOnProvider:
     def _build(self) -> None:
         model = onnx.ModelProto()
         model.CopyFrom(self.compiled.model)
-        model.ir_version = min(model.ir_version, MAX_IR_VERSION)
+        model.ir_version = ort_ir_version(model.ir_version)
         for _ in range(len(model.graph.node) + 1):
             try:
                 self._session = make_provider_session(model.SerializeToString(), self.provider, self.no_fallback)
@@ -240,6 +244,7 @@ class OriginalOnProvider:
             self._build()
         feeds = dict(feeds)
         wanted = {i.name for i in self._session.get_inputs()}
+        wanted |= {i.name for i in self._session.get_overridable_initializers()}
         for value in self.cut_outputs:
             if value in wanted:
                 feeds[value] = oracle_value(value)
@@ -293,7 +298,12 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     if memory_limit is not None:
         from .memory import parse_size
         memory_limit = parse_size(memory_limit)        # a bad size is a usage error, before any run
-    feed_sets = [check_feeds(compiled.inputs, f, compiled.optional_inputs) for f in [feeds] + list(more_feeds or [])]
+    feed_sets, defaulted = [], []
+    for f in [feeds] + list(more_feeds or []):
+        # an initializer that is also an input is its default unless fed: every engine gets it
+        feed_set, defaulted = with_defaults(check_feeds(compiled.inputs, f, compiled.optional_inputs),
+                                            compiled.optional_inputs, compiled.initializers)
+        feed_sets.append(feed_set)
     the_oracle = oracle if isinstance(oracle, Oracle) else make_oracle(compiled, oracle)
     if (the_oracle.golden is not None or loaded is not None) and len(feed_sets) > 1:
         raise DmlLowerError("saved outputs hold one feed set: use them with --iterations 1")
@@ -377,6 +387,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     report = CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions,
                          list(reports.values()), the_oracle.to_dict(), len(feed_sets), unavailable,
                          expected=first_expected)
+    report.defaults = {name: feed_sets[0][name] for name in defaulted}
     after = control_flow_iterations(compiled, runnable)
     report.control_flow_iterations = {b: n - before.get(b, 0) for b, n in after.items()}
     return feed_sets[0], report

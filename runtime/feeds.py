@@ -68,6 +68,16 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
     return out
 
 
+def with_defaults(feeds: "dict[str, np.ndarray]", optional: "list[onnx.ValueInfoProto]",
+                  initializers: Mapping[str, np.ndarray]) -> "tuple[dict[str, np.ndarray], list[str]]":
+    """Checked feeds completed with the initializer of every initializer-that-is-also-an-input not
+    fed (its default), so every engine sees the same values; and the names that took the default."""
+    defaulted = [vi.name for vi in optional if vi.name not in feeds and vi.name in initializers]
+    out = dict(feeds)
+    out.update({name: initializers[name] for name in defaulted})
+    return out, defaulted
+
+
 def _is_float(dtype: np.dtype) -> bool:
     """numpy floats and ml_dtypes' (bfloat16, float8), which numpy reports as kind 'V'."""
     if dtype.kind == "f":

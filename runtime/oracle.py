@@ -26,7 +26,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
-from .ort_providers import MAX_IR_VERSION, make_session
+from .ort_providers import ort_ir_version, make_session
 from .ort_values import run_session
 
 REFERENCE = "onnx.reference"
@@ -156,7 +156,7 @@ class Oracle:
     def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
         model = onnx.ModelProto()
         model.CopyFrom(self.model)
-        model.ir_version = min(model.ir_version, MAX_IR_VERSION)
+        model.ir_version = ort_ir_version(model.ir_version)
         try:
             session = make_session(model.SerializeToString(), ["CPUExecutionProvider"])
             results = run_session(session, self.output_names, feeds)
@@ -206,7 +206,7 @@ class Oracle:
                                   [_value_info(n, self.types) for n in outputs],
                                   [self._inits[n] for n in inputs if n in self._inits])
         sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                ir_version=min(self.model.ir_version, MAX_IR_VERSION))
+                                ir_version=ort_ir_version(self.model.ir_version))
         sub.functions.extend(self.model.functions)
         return sub
 

@@ -71,6 +71,9 @@ def format_text(report: CheckReport) -> str:
     fallbacks = report.oracle.get("fallbacks") or []
     for fb in fallbacks:
         lines.append(f"oracle: node {fb['node']} evaluated by {fb['engine']} ({fb['reason']})")
+    if report.defaults:
+        lines.append("inputs not fed, their initializer used as the default: " + ", ".join(
+            f"{name} ({value.dtype} [{_shape(value.shape)}])" for name, value in report.defaults.items()))
     lines.append("results:")
     lines.append(format_results(report))
     for backend in report.backends:

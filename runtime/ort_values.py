@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import numpy_to_onnx, onnx_to_numpy
 
 # dtype kind "V": ml_dtypes' extension types present themselves as void to numpy's kind test.
@@ -40,6 +41,10 @@ def unpack_4bit(packed: np.ndarray, shape: "tuple[int, ...]", dtype: np.dtype) -
     return nibbles[:count].view(dtype).reshape(shape)
 
 
+_NATIVE_TYPE_NAMES = {f"tensor({name})" for name in ("float", "double", "float16", "int8", "int16", "int32", "int64",
+                                                     "uint8", "uint16", "uint32", "uint64", "bool", "string")}
+
+
 def _to_ort(value: np.ndarray):
     import onnxruntime as ort
     array = np.ascontiguousarray(value)
@@ -61,20 +66,24 @@ def _to_ort(value: np.ndarray):
 def _from_ort(value) -> np.ndarray:
     if not value.is_tensor():
         return value.numpy()
+    shape, onnx_type = tuple(value.shape()), value.element_type()
     try:
-        return np.asarray(value.numpy())
-    except Exception:      # a type numpy has no native dtype for: copy the bits into ml_dtypes'
-        shape, onnx_type = tuple(value.shape()), value.element_type()
         dtype = onnx_to_numpy(onnx_type)
-        if onnx_type in _FOUR_BIT:
-            packed = np.empty((int(np.prod(shape, dtype=np.int64)) + 1) // 2, np.uint8)
-            if packed.nbytes:
-                ctypes.memmove(packed.ctypes.data, value.data_ptr(), packed.nbytes)
-            return unpack_4bit(packed, shape, dtype)
-        out = np.empty(shape, dtype)
-        if out.nbytes:
-            ctypes.memmove(out.ctypes.data, value.data_ptr(), out.nbytes)
-        return out
+    except DmlLowerError:                       # strings and the like: the binding's own conversion
+        return np.asarray(value.numpy())
+    if dtype in _NATIVE:
+        return np.asarray(value.numpy())
+    # A type numpy has no native dtype for (the binding gives float8 as uint8, or refuses): copy
+    # the bits into ml_dtypes'.
+    if onnx_type in _FOUR_BIT:
+        packed = np.empty((int(np.prod(shape, dtype=np.int64)) + 1) // 2, np.uint8)
+        if packed.nbytes:
+            ctypes.memmove(packed.ctypes.data, value.data_ptr(), packed.nbytes)
+        return unpack_4bit(packed, shape, dtype)
+    out = np.empty(shape, dtype)
+    if out.nbytes:
+        ctypes.memmove(out.ctypes.data, value.data_ptr(), out.nbytes)
+    return out
 
 
 def needs_ort_values(feeds: Mapping[str, np.ndarray]) -> bool:
@@ -87,12 +96,15 @@ def run_session(session, outputs: "Sequence[str] | None", feeds: Mapping[str, np
     evaluator is run as it is: it takes ml_dtypes arrays natively)."""
     if not hasattr(session, "run_with_ort_values"):
         return [np.asarray(r) for r in session.run(None if outputs is None else list(outputs), dict(feeds))]
+    names = list(outputs) if outputs is not None else [o.name for o in session.get_outputs()]
+    types = {o.name: o.type for o in session.get_outputs()}
+    # The binding hands float8 results back as uint8 and refuses bfloat16 / 4-bit ones.
+    typed_out = any(types.get(n, "").startswith("tensor(") and types[n] not in _NATIVE_TYPE_NAMES for n in names)
     try:
-        if not needs_ort_values(feeds):
+        if not typed_out and not needs_ort_values(feeds):
             return [np.asarray(r) for r in session.run(None if outputs is None else list(outputs), dict(feeds))]
     except RuntimeError as exc:
         if "numpy" not in str(exc).lower():      # not a type the binding cannot convert
             raise
-    names = list(outputs) if outputs is not None else [o.name for o in session.get_outputs()]
     values = {name: _to_ort(np.asarray(value)) for name, value in feeds.items()}
     return [_from_ort(r) for r in session.run_with_ort_values(names, values)]

@@ -167,6 +167,9 @@ ROWS = {
                                  ["big.npz", "'x'", "[1000, 4]", "memory limit of 1.0 KiB"]),
     "sequence-input": (lambda t: ["run", sequence_input_model(t)],
                        ["input 'seq': type sequence(tensor(float)) is not supported: only tensor inputs can be fed"]),
+    "npz-with-objects": (lambda t: ["run", good_model(t), "--inputs",
+                                    npz(t / "o.npz", x=np.array([{}, 1], dtype=object))],
+                         ["o.npz", "not a plain array (Python objects)"]),
     "nan-tolerance": (lambda t: ["check", good_model(t), "--atol", "nan"], ["tolerance 'nan'", "not a finite number"]),
     "run-unknown-backend": (lambda t: ["run", good_model(t), "--backend", "gpu"], ["'gpu'"]),
 }

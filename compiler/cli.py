@@ -5,35 +5,17 @@ import argparse
 import json
 import os
 import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
 
+from onnx_dml_lowering.runtime.npz import save_npz
+
 from .compiled import CompiledModel, compile_model
 from .optimize_cli import add_optimize_parser
 from onnx_dml_lowering.ir import format_graph
-
-
-def _load_npz(path: str) -> "dict[str, np.ndarray]":
-    file = Path(path)
-    if file.is_dir():
-        raise DmlLowerError(f"inputs file {path!r} is a directory, not an .npz archive")
-    if not file.is_file():
-        raise DmlLowerError(f"inputs file {path!r} does not exist")
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
-        raise DmlLowerError(f"inputs file {path!r} is not an .npz archive of arrays keyed by input name") from None
-    if not hasattr(data, "files"):
-        raise DmlLowerError(f"inputs file {path!r} is a single .npy array, not an .npz archive keyed by input name")
-    try:
-        with data:
-            return {name: data[name] for name in data.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
-        raise DmlLowerError(f"inputs file {path!r} holds an entry that is not a plain array") from None
 
 
 def _write(path: str, what: str, write) -> None:
@@ -43,14 +25,20 @@ def _write(path: str, what: str, write) -> None:
         raise DmlLowerError(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None
 
 
+def _memory_limit(args) -> int:
+    from onnx_dml_lowering.runtime.memory import default_limit, parse_size
+    return default_limit() if args.memory_limit is None else parse_size(args.memory_limit)
+
+
 def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
     from onnx_dml_lowering.runtime.feeds import random_feeds
+    from onnx_dml_lowering.runtime.npz import load_npz
     if args.inputs:
-        return _load_npz(args.inputs)
+        return load_npz(args.inputs, "inputs file", _memory_limit(args))
     if args.seed < 0:
         raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
     return random_feeds(_random_inputs(compiled, args), seed=args.seed, dims=_dims(compiled, args),
-                        **_value_control(args))
+                        **_value_control(args), memory_limit=_memory_limit(args))
 
 
 def _random_inputs(compiled: CompiledModel, args) -> list:
@@ -136,7 +124,7 @@ def cmd_run(args) -> int:
         print(_summary(name, value) + (f"  [not run on the provider: {unvalidated[name]}]"
                                        if name in unvalidated else ""))
     if args.save_outputs:
-        _write(args.save_outputs, "the outputs", lambda p: np.savez(p, **outputs))
+        save_npz(args.save_outputs, outputs, "the outputs")
         print(f"wrote {args.save_outputs}")
     return 0
 
@@ -165,22 +153,23 @@ def cmd_check(args) -> int:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     tolerances = Tolerances.parse(args.atol, args.rtol)
     feeds = _feeds(compiled, args)
-    more = []
+    more = iter(())
     if args.iterations > 1:
         if args.inputs:
             raise DmlLowerError("--iterations draws seeded random feeds: it does not combine with --inputs")
-        more = [random_feeds(_random_inputs(compiled, args), seed=args.seed + i, dims=_dims(compiled, args), **_value_control(args))
-                for i in range(1, args.iterations)]
+        dims, values, limit = _dims(compiled, args), _value_control(args), _memory_limit(args)
+        # Drawn one at a time as check consumes them: memory stays flat in N.
+        more = (random_feeds(_random_inputs(compiled, args), seed=args.seed + i, dims=dims, **values, memory_limit=limit)
+                for i in range(1, args.iterations))
     loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
     feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
                           model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
                           more_feeds=more, loaded=loaded, provider_options=args.provider_option,
                           ep_libraries=args.ep_library, no_fallback=args.no_fallback)
     if args.save_inputs:
-        _write(args.save_inputs, "the inputs", lambda p: np.savez(p, **feeds))
+        save_npz(args.save_inputs, feeds, "the inputs")
     if args.save_outputs:
-        saved = _saved_outputs(report)
-        _write(args.save_outputs, "the outputs", lambda p: np.savez(p, **saved))
+        save_npz(args.save_outputs, _saved_outputs(report), "the outputs")
     text = format_text(report)
     if args.quiet:
         text = text.splitlines()[-1]
@@ -191,6 +180,10 @@ def cmd_check(args) -> int:
         _write(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(report.to_dict(), indent=1)))
     if args.markdown:
         _write(args.markdown, "the Markdown report", lambda p: Path(p).write_text(format_markdown(report)))
+    if report.interrupted:
+        print(f"dml-lower: interrupted: the report covers the {report.iterations} of {args.iterations} feed sets "
+              "checked before Ctrl-C", file=sys.stderr)
+        return 130
     return 0 if report.ok else 1
 
 
@@ -392,6 +385,7 @@ def main(argv: "list[str] | None" = None) -> int:
         print(f"dml-lower: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("dml-lower: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader went away (`dml-lower compile M | head -1`): stop quietly, as cat does.

@@ -13,9 +13,7 @@ Kinds (`check --oracle`):
 from __future__ import annotations
 
 import re
-import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -23,9 +21,12 @@ import onnx
 from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
+from .feeds import restore_dtype
+from .npz import load_npz
 from .ort_providers import ort_ir_version, make_session
 from .ort_values import run_session
 
@@ -87,14 +88,7 @@ class _Run:
 
 
 def load_golden(path: str) -> "dict[str, np.ndarray]":
-    file = Path(path)
-    if not file.is_file():
-        raise DmlLowerError(f"oracle file {path!r} does not exist")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError, AttributeError):
-        raise DmlLowerError(f"oracle file {path!r} is not an .npz archive of outputs keyed by name") from None
+    return load_npz(path, "oracle file")
 
 
 class Oracle:
@@ -137,12 +131,22 @@ class Oracle:
             if missing:
                 raise DmlLowerError(f"oracle file {self.kind!r} has no output {missing[0]!r} "
                                     f"(it holds: {', '.join(sorted(self.golden)) or 'nothing'})")
-            return {n: np.asarray(self.golden[n]) for n in self.output_names}
+            return {n: self._restored(n, np.asarray(self.golden[n])) for n in self.output_names}
         if self.kind == "reference":
             return self._whole_on_reference(feeds)
         if self.kind == "ort-cpu":
             return self._whole_on_ort(feeds)
         return self._hybrid(feeds)
+
+    def _restored(self, name: str, value: np.ndarray) -> np.ndarray:
+        """A saved bfloat16 / float8 / 4-bit output reads back as raw records: its declared type again."""
+        info = self.types.get(name)
+        if info is None or not getattr(info, "onnx_type", 0):
+            return value
+        try:
+            return restore_dtype(value, onnx_to_numpy(info.onnx_type))
+        except DmlLowerError:
+            return value
 
     def _whole_on_reference(self, feeds) -> "dict[str, np.ndarray]":
         from onnx.reference import ReferenceEvaluator

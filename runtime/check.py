@@ -20,6 +20,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.lowering.schedule import node_reads
 
 from .compare import BackendReport, OutputResult, compare
 from .feeds import check_feeds
@@ -188,6 +189,7 @@ class OriginalOnProvider:
         self.cut_outputs: "dict[str, str]" = {}     # value produced by a cut node -> node
         self.fed: "set[str]" = set()                # cut values fed from the oracle
         self._session = None
+        self._built = False
         self._outputs: "list[str]" = []
 
     def _build(self) -> None:
@@ -195,6 +197,8 @@ class OriginalOnProvider:
         model.CopyFrom(self.compiled.model)
         model.ir_version = min(model.ir_version, MAX_IR_VERSION)
         for _ in range(len(model.graph.node) + 1):
+            if not model.graph.output:
+                break                   # every output came from a cut node: nothing left to run
             try:
                 self._session = make_provider_session(model.SerializeToString(), self.provider, self.no_fallback)
                 break
@@ -204,31 +208,35 @@ class OriginalOnProvider:
                 if not found or found.group(1) not in names or "NOT_IMPLEMENTED" not in str(exc):
                     raise
                 self._cut(model, found.group(1), str(exc).split("cannot load the model: ", 1)[-1])
-        self.assignment = node_providers(self._session)
+        self._built = True
+        self.assignment = node_providers(self._session) if self._session is not None else None
         self._outputs = [n for n in self.compiled.output_names if n not in self.cut_outputs]
 
     def _cut(self, model: onnx.ModelProto, name: str, reason: str) -> None:
+        """Removes node `name`: each value it produced that a remaining node reads becomes a graph
+        input (fed from the oracle); each that is a graph output leaves the outputs (UNSUPPORTED)."""
         node = next(n for n in model.graph.node if n.name == name)
         self.unsupported[name] = reason
-        outputs = {o.name for o in model.graph.output}
+        model.graph.node.remove(node)
+        read = {r for n in model.graph.node for r in node_reads(n)}
         for value in node.output:
             if not value:
                 continue
             self.cut_outputs[value] = name
-            if value in outputs:
-                continue
-            info = self.compiled.types.get(value)
-            vi = (onnx.helper.make_tensor_value_info(value, info.onnx_type, None)
-                  if info is not None and info.onnx_type else onnx.ValueInfoProto(name=value))
-            model.graph.input.append(vi)
-        model.graph.node.remove(node)
-        # Graph outputs the cut node produced leave the model: nothing computes them any more.
-        kept = [o for o in model.graph.output if o.name not in self.cut_outputs]
-        del model.graph.output[:]
-        model.graph.output.extend(kept)
+            if value in read:
+                info = self.compiled.types.get(value)
+                vi = (onnx.helper.make_tensor_value_info(value, info.onnx_type, None)
+                      if info is not None and info.onnx_type else onnx.ValueInfoProto(name=value))
+                model.graph.input.append(vi)
+        for values, keep in ((model.graph.output, lambda v: v.name not in self.cut_outputs),
+                             # a value fed in for a node cut since then is read by nothing now
+                             (model.graph.input, lambda v: v.name not in self.cut_outputs or v.name in read)):
+            kept = [v for v in values if keep(v)]
+            del values[:]
+            values.extend(kept)
 
     def prepare(self) -> None:
-        if self._session is None:
+        if not self._built:
             self._build()
 
     @property
@@ -236,8 +244,9 @@ class OriginalOnProvider:
         return self._session is not None
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: Callable[[str], np.ndarray]) -> "dict[str, np.ndarray]":
+        self.prepare()
         if self._session is None:
-            self._build()
+            return {}
         feeds = dict(feeds)
         wanted = {i.name for i in self._session.get_inputs()}
         for value in self.cut_outputs:

@@ -29,6 +29,8 @@ from .oracle import NO_KERNEL_NODE, Oracle
 from .ort_providers import (MAX_IR_VERSION, ProviderSpec, make_provider_session, node_providers,
                             placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
+from .saved_outputs import PREFIX as SAVED_PREFIX
+from .saved_outputs import LoadedOutputs, describe_saved, verify_feeds
 
 BACKENDS = {
     "cpu": "lowered graph, DirectML operators on the numpy emulator",
@@ -44,8 +46,8 @@ SCALAR_NONZERO_DEVIATION = "known onnxruntime deviation: a scalar NonZero gives 
 def describe_backend(backend: str) -> str:
     if backend.startswith("ort:"):
         return f"original model on onnxruntime {backend[4:]}"
-    if backend.startswith("loaded:"):
-        return f"outputs loaded from a file, saved by backend {backend[7:]}"
+    if backend.startswith(SAVED_PREFIX):
+        return describe_saved(backend)
     return BACKENDS[backend]
 
 
@@ -156,6 +158,11 @@ def plan_backends(backends: "list[str]", provider_options: "list[str] | None" = 
     import onnxruntime as ort
     if not backends:
         raise DmlLowerError("no backend to check; choose from " + ", ".join(BACKENDS) + ", ort:<ProviderName>")
+    if not any(_provider_of(b) for b in backends):
+        for option, given in (("--provider-option", provider_options), ("--ep-library", ep_libraries)):
+            if given:
+                raise DmlLowerError(f"{option} {given[0]}: no requested backend uses it (it applies to "
+                                    f"ort-cpu, ort-dml, ort:<ProviderName>; --backends {','.join(backends)})")
     providers: "dict[str, list[str]]" = {}
     unavailable: "dict[str, str]" = {}
     for backend in backends:
@@ -269,22 +276,6 @@ def make_oracle(compiled, kind: str = "hybrid") -> Oracle:
     return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled))
 
 
-@dataclass
-class LoadedOutputs:
-    """Outputs saved by `check --save-outputs` (keys BACKEND:OUTPUT) or `run --save-outputs` (OUTPUT)."""
-    by_backend: "dict[str, dict[str, np.ndarray]]"
-
-    @staticmethod
-    def load(path: str) -> "LoadedOutputs":
-        from .oracle import load_golden
-        data = load_golden(path)
-        groups: "dict[str, dict[str, np.ndarray]]" = {}
-        for key, value in data.items():
-            backend, sep, output = key.rpartition(":")
-            groups.setdefault(f"loaded:{backend if sep else 'run'}", {})[output if sep else key] = value
-        return LoadedOutputs(groups)
-
-
 def check(compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
           strict: "bool | None" = None, model_name: str = "",
           memory_limit: "int | str | None" = None, oracle: "str | Oracle" = "hybrid",
@@ -306,6 +297,10 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     the_oracle = oracle if isinstance(oracle, Oracle) else make_oracle(compiled, oracle)
     if (the_oracle.golden is not None or loaded is not None) and len(feed_sets) > 1:
         raise DmlLowerError("saved outputs hold one feed set: use them with --iterations 1")
+    if the_oracle.golden is not None:
+        verify_feeds("--oracle", the_oracle.kind, the_oracle.golden_meta, feed_sets[0])
+    if loaded is not None:
+        verify_feeds("--load-outputs", loaded.path, loaded.meta, feed_sets[0])
     deviations = scalar_nonzero_outputs(compiled)
     randoms = random_values(compiled.model)
     runnable = [b for b in backends if b not in unavailable]
@@ -339,7 +334,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                 continue
             started = time.perf_counter()
             try:
-                if backend.startswith("loaded:"):
+                if backend.startswith(SAVED_PREFIX):
                     actual = loaded.by_backend[backend]
                 elif backend in originals:
                     actual = originals[backend].run(feed_set, oracle_value)

@@ -106,11 +106,13 @@ class Oracle:
         self.types = types
         self.kind = kind
         self.golden: "dict[str, np.ndarray] | None" = None
+        self.golden_meta: "dict[str, str]" = {}      # its feeds' fingerprint, who saved it
         if kind not in ORACLE_KINDS:
             if not kind.endswith(".npz"):
                 raise DmlLowerError(f"unknown oracle {kind!r}; choose from {', '.join(ORACLE_KINDS)} "
                                     "or a golden-outputs FILE.npz")
-            self.golden = load_golden(kind)
+            from .saved_outputs import split_metadata
+            self.golden, self.golden_meta = split_metadata(load_golden(kind))
         self.output_names = [o.name for o in model.graph.output]
         self.semantic = set(semantic_nodes)
         self.forced_reference: "set[str]" = set()   # nodes onnxruntime's CPU provider cannot load
@@ -149,9 +151,21 @@ class Oracle:
         try:
             results = ReferenceEvaluator(self.model).run(None, dict(feeds))
         except Exception as exc:
-            raise DmlLowerError(f"onnx.reference cannot evaluate the model: {type(exc).__name__}: "
+            where = self._failing_reference_node(feeds)
+            raise DmlLowerError(f"onnx.reference cannot evaluate {where or 'the model'}: {type(exc).__name__}: "
                                 f"{first_line(exc)} (the default hybrid oracle falls back node by node)") from None
         return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
+
+    def _failing_reference_node(self, feeds) -> "str | None":
+        """The first node onnx.reference fails on, run one by one in graph order ("node 'n' (Op)")."""
+        env = dict(feeds)
+        for node in self.model.graph.node:
+            outs = [o for o in node.output if o]
+            try:
+                env.update(self._call(REFERENCE, [node], node_reads(node), outs, env))
+            except Exception:
+                return f"node {node.name!r} ({node.op_type})"
+        return None
 
     def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
         model = onnx.ModelProto()

@@ -51,6 +51,8 @@ def check_writable(option: str, path: "str | None") -> None:
     folder = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         why = "it is a directory"
+    elif folder.exists() and not folder.is_dir():
+        why = f"{str(folder)!r} is a file, not a folder"
     elif not folder.is_dir():
         why = f"folder {str(folder)!r} does not exist"
     elif target.exists() and not os.access(target, os.W_OK):

@@ -13,9 +13,7 @@ Kinds (`check --oracle`):
 from __future__ import annotations
 
 import re
-import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -28,6 +26,7 @@ from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
 from .ort_providers import MAX_IR_VERSION, make_session
 from .ort_values import run_session
+from .saved_outputs import load_golden, split_metadata
 
 REFERENCE = "onnx.reference"
 ORT_CPU = "onnxruntime CPUExecutionProvider"
@@ -86,17 +85,6 @@ class _Run:
     outputs: "list[str]" = field(default_factory=list)
 
 
-def load_golden(path: str) -> "dict[str, np.ndarray]":
-    file = Path(path)
-    if not file.is_file():
-        raise DmlLowerError(f"oracle file {path!r} does not exist")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError, AttributeError):
-        raise DmlLowerError(f"oracle file {path!r} is not an .npz archive of outputs keyed by name") from None
-
-
 class Oracle:
     """Evaluates a (checked, shape-inferred) model with ONNX semantics; see the module docstring."""
 
@@ -111,7 +99,6 @@ class Oracle:
             if not kind.endswith(".npz"):
                 raise DmlLowerError(f"unknown oracle {kind!r}; choose from {', '.join(ORACLE_KINDS)} "
                                     "or a golden-outputs FILE.npz")
-            from .saved_outputs import split_metadata
             self.golden, self.golden_meta = split_metadata(load_golden(kind))
         self.output_names = [o.name for o in model.graph.output]
         self.semantic = set(semantic_nodes)

@@ -12,7 +12,9 @@ run file, `saved:outputs` for a file without SAVED_BY_KEY (older or made by hand
 from __future__ import annotations
 
 import hashlib
+import zipfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
@@ -23,6 +25,17 @@ FEEDS_KEY = "__feeds_sha256__"
 SAVED_BY_KEY = "__saved_by__"
 RESERVED = (FEEDS_KEY, SAVED_BY_KEY)
 PREFIX = "saved:"
+
+
+def load_golden(path: str) -> "dict[str, np.ndarray]":
+    file = Path(path)
+    if not file.is_file():
+        raise DmlLowerError(f"oracle file {path!r} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError, AttributeError):
+        raise DmlLowerError(f"oracle file {path!r} is not an .npz archive of outputs keyed by name") from None
 
 
 def feeds_fingerprint(feeds: Mapping[str, object]) -> str:
@@ -65,7 +78,6 @@ class LoadedOutputs:
 
     @staticmethod
     def load(path: str) -> "LoadedOutputs":
-        from .oracle import load_golden
         data, meta = split_metadata(load_golden(path))
         saved_by = meta.get(SAVED_BY_KEY, "")
         plain = ("oracle" if saved_by == "check" else

@@ -30,6 +30,27 @@ def _memory_limit(args) -> int:
     return default_limit() if args.memory_limit is None else parse_size(args.memory_limit)
 
 
+def check_writable(option: str, path: "str | None") -> None:
+    """An output file the run would fail to write is found before the run, in one line."""
+    if not path:
+        return
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        why = "it is a directory"
+    elif folder.exists() and not folder.is_dir():
+        why = f"{str(folder)!r} is a file, not a folder"
+    elif not folder.is_dir():
+        why = f"folder {str(folder)!r} does not exist"
+    elif target.exists() and not os.access(target, os.W_OK):
+        why = "the file is not writable"
+    elif not target.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        why = f"folder {str(folder)!r} is not writable"
+    else:
+        return
+    raise DmlLowerError(f"{option} {path!r}: cannot write there: {why}")
+
+
 def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
     from onnx_dml_lowering.runtime.feeds import random_feeds
     from onnx_dml_lowering.runtime.npz import load_npz
@@ -90,6 +111,7 @@ def format_placement(compiled: CompiledModel) -> str:
 
 
 def cmd_compile(args) -> int:
+    check_writable("--json", args.json)
     compiled = compile_model(args.model, feature_level=args.feature_level)
     print(format_graph(compiled.graph))
     print()
@@ -108,6 +130,7 @@ def _summary(name: str, value: np.ndarray) -> str:
 
 
 def cmd_run(args) -> int:
+    check_writable("--save-outputs", args.save_outputs)
     compiled = compile_model(args.model, feature_level=args.feature_level)
     feeds = _feeds(compiled, args)
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
@@ -124,7 +147,10 @@ def cmd_run(args) -> int:
         print(_summary(name, value) + (f"  [not run on the provider: {unvalidated[name]}]"
                                        if name in unvalidated else ""))
     if args.save_outputs:
-        save_npz(args.save_outputs, outputs, "the outputs")
+        from onnx_dml_lowering.runtime.feeds import check_feeds
+        from onnx_dml_lowering.runtime.saved_outputs import metadata
+        meta = metadata(check_feeds(compiled.inputs, feeds, compiled.optional_inputs), f"run:{args.backend}")
+        save_npz(args.save_outputs, {**outputs, **meta}, "the outputs")
         print(f"wrote {args.save_outputs}")
     return 0
 
@@ -146,9 +172,11 @@ def _outputs_arg(args) -> "list[str] | str | None":
 def cmd_check(args) -> int:
     from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances, check
     from onnx_dml_lowering.runtime.feeds import random_feeds
-    from onnx_dml_lowering.runtime.report import format_markdown, format_text, format_timing
+    from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
     if args.iterations < 1:
         raise DmlLowerError(f"--iterations {args.iterations}: must be at least 1")
+    for option in ("--json", "--markdown", "--save-outputs", "--save-inputs"):
+        check_writable(option, getattr(args, option[2:].replace("-", "_")))
     compiled = compile_model(args.model, feature_level=args.feature_level, outputs=_outputs_arg(args))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     tolerances = Tolerances.parse(args.atol, args.rtol)
@@ -169,11 +197,8 @@ def cmd_check(args) -> int:
     if args.save_inputs:
         save_npz(args.save_inputs, feeds, "the inputs")
     if args.save_outputs:
-        save_npz(args.save_outputs, _saved_outputs(report), "the outputs")
-    text = format_text(report)
-    if args.quiet:
-        text = text.splitlines()[-1]
-    print(text)
+        save_npz(args.save_outputs, _saved_outputs(report, feeds), "the outputs")
+    print(format_quiet(report) if args.quiet else format_text(report))
     if not args.quiet:
         print(format_timing(report))
     if args.json:
@@ -187,12 +212,13 @@ def cmd_check(args) -> int:
     return 0 if report.ok else 1
 
 
-def _saved_outputs(report) -> "dict[str, np.ndarray]":
+def _saved_outputs(report, feeds) -> "dict[str, np.ndarray]":
     """The oracle's outputs as OUTPUT (a golden file for --oracle) and each backend's as
-    BACKEND:OUTPUT (for --load-outputs), for the first feed set."""
-    saved = dict(report.expected)
+    BACKEND:OUTPUT (for --load-outputs), for the first feed set, with that set's fingerprint."""
+    from onnx_dml_lowering.runtime.saved_outputs import PREFIX, metadata
+    saved = dict(report.expected, **metadata(feeds, "check"))
     for backend in report.backends:
-        if not backend.backend.startswith("loaded:"):
+        if not backend.backend.startswith(PREFIX):
             saved.update({f"{backend.backend}:{name}": value for name, value in backend.values.items()})
     return saved
 
@@ -328,9 +354,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-outputs", metavar="F.npz",
                    help="write the oracle's outputs (OUTPUT) and each backend's (BACKEND:OUTPUT)")
     p.add_argument("--load-outputs", metavar="F.npz",
-                   help="compare outputs saved by --save-outputs (or run --save-outputs) with the oracle")
+                   help="compare outputs saved by --save-outputs (or run --save-outputs) from the same feeds with "
+                        "the oracle, as backends saved:BACKEND, saved:oracle, saved:run-BACKEND")
     provider_flags(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the lines that are not MATCH (and UNAVAILABLE backends) and the verdict")
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
                    help="absolute tolerance for floats, global or per output (repeatable; default 1e-6)")
     p.add_argument("--rtol", action="append", metavar="[OUTPUT=]R",

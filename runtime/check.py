@@ -23,15 +23,17 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
 from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.lowering.schedule import node_reads
 
 from .compare import BackendReport, OutputResult, compare
 from .feeds import check_feeds, restore_dtype, with_defaults
-from .npz import load_npz
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
 from .ort_providers import (ort_ir_version, ProviderSpec, make_provider_session, node_providers,
                             placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
+from .saved_outputs import PREFIX as SAVED_PREFIX
+from .saved_outputs import LoadedOutputs, describe_saved, verify_feeds
 
 BACKENDS = {
     "cpu": "lowered graph, DirectML operators on the numpy emulator",
@@ -47,8 +49,8 @@ SCALAR_NONZERO_DEVIATION = "known onnxruntime deviation: a scalar NonZero gives 
 def describe_backend(backend: str) -> str:
     if backend.startswith("ort:"):
         return f"original model on onnxruntime {backend[4:]}"
-    if backend.startswith("loaded:"):
-        return f"outputs loaded from a file, saved by backend {backend[7:]}"
+    if backend.startswith(SAVED_PREFIX):
+        return describe_saved(backend)
     return BACKENDS[backend]
 
 
@@ -180,6 +182,11 @@ def plan_backends(backends: "list[str]", provider_options: "list[str] | None" = 
     import onnxruntime as ort
     if not backends:
         raise DmlLowerError("no backend to check; choose from " + ", ".join(BACKENDS) + ", ort:<ProviderName>")
+    if not any(_provider_of(b) for b in backends):
+        for option, given in (("--provider-option", provider_options), ("--ep-library", ep_libraries)):
+            if given:
+                raise DmlLowerError(f"{option} {given[0]}: no requested backend uses it (it applies to "
+                                    f"ort-cpu, ort-dml, ort:<ProviderName>; --backends {','.join(backends)})")
     providers: "dict[str, list[str]]" = {}
     unavailable: "dict[str, str]" = {}
     for backend in backends:
@@ -213,6 +220,7 @@ class OriginalOnProvider:
         self.cut_outputs: "dict[str, str]" = {}     # value produced by a cut node -> node
         self.fed: "set[str]" = set()                # cut values fed from the oracle
         self._session = None
+        self._built = False
         self._outputs: "list[str]" = []
 
     def _build(self) -> None:
@@ -220,6 +228,8 @@ class OriginalOnProvider:
         model.CopyFrom(self.compiled.model)
         model.ir_version = ort_ir_version(model.ir_version)
         for _ in range(len(model.graph.node) + 1):
+            if not model.graph.output:
+                break                   # every output came from a cut node: nothing left to run
             try:
                 self._session = make_provider_session(model.SerializeToString(), self.provider, self.no_fallback)
                 break
@@ -229,31 +239,35 @@ class OriginalOnProvider:
                 if not found or found.group(1) not in names or "NOT_IMPLEMENTED" not in str(exc):
                     raise
                 self._cut(model, found.group(1), str(exc).split("cannot load the model: ", 1)[-1])
-        self.assignment = node_providers(self._session)
+        self._built = True
+        self.assignment = node_providers(self._session) if self._session is not None else None
         self._outputs = [n for n in self.compiled.output_names if n not in self.cut_outputs]
 
     def _cut(self, model: onnx.ModelProto, name: str, reason: str) -> None:
+        """Removes node `name`: each value it produced that a remaining node reads becomes a graph
+        input (fed from the oracle); each that is a graph output leaves the outputs (UNSUPPORTED)."""
         node = next(n for n in model.graph.node if n.name == name)
         self.unsupported[name] = reason
-        outputs = {o.name for o in model.graph.output}
+        model.graph.node.remove(node)
+        read = {r for n in model.graph.node for r in node_reads(n)}
         for value in node.output:
             if not value:
                 continue
             self.cut_outputs[value] = name
-            if value in outputs:
-                continue
-            info = self.compiled.types.get(value)
-            vi = (onnx.helper.make_tensor_value_info(value, info.onnx_type, None)
-                  if info is not None and info.onnx_type else onnx.ValueInfoProto(name=value))
-            model.graph.input.append(vi)
-        model.graph.node.remove(node)
-        # Graph outputs the cut node produced leave the model: nothing computes them any more.
-        kept = [o for o in model.graph.output if o.name not in self.cut_outputs]
-        del model.graph.output[:]
-        model.graph.output.extend(kept)
+            if value in read:
+                info = self.compiled.types.get(value)
+                vi = (onnx.helper.make_tensor_value_info(value, info.onnx_type, None)
+                      if info is not None and info.onnx_type else onnx.ValueInfoProto(name=value))
+                model.graph.input.append(vi)
+        for values, keep in ((model.graph.output, lambda v: v.name not in self.cut_outputs),
+                             # a value fed in for a node cut since then is read by nothing now
+                             (model.graph.input, lambda v: v.name not in self.cut_outputs or v.name in read)):
+            kept = [v for v in values if keep(v)]
+            del values[:]
+            values.extend(kept)
 
     def prepare(self) -> None:
-        if self._session is None:
+        if not self._built:
             self._build()
 
     @property
@@ -261,8 +275,9 @@ class OriginalOnProvider:
         return self._session is not None
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: Callable[[str], np.ndarray]) -> "dict[str, np.ndarray]":
+        self.prepare()
         if self._session is None:
-            self._build()
+            return {}
         feeds = dict(feeds)
         wanted = {i.name for i in self._session.get_inputs()}
         wanted |= {i.name for i in self._session.get_overridable_initializers()}
@@ -284,21 +299,6 @@ def _semantic_nodes(compiled) -> "set[str]":
 
 def make_oracle(compiled, kind: str = "hybrid") -> Oracle:
     return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled))
-
-
-@dataclass
-class LoadedOutputs:
-    """Outputs saved by `check --save-outputs` (keys BACKEND:OUTPUT) or `run --save-outputs` (OUTPUT)."""
-    by_backend: "dict[str, dict[str, np.ndarray]]"
-
-    @staticmethod
-    def load(path: str) -> "LoadedOutputs":
-        data = load_npz(path, "outputs file")
-        groups: "dict[str, dict[str, np.ndarray]]" = {}
-        for key, value in data.items():
-            backend, sep, output = key.rpartition(":")
-            groups.setdefault(f"loaded:{backend if sep else 'run'}", {})[output if sep else key] = value
-        return LoadedOutputs(groups)
 
 
 def check(compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
@@ -329,6 +329,10 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     if the_oracle.golden is not None or loaded is not None:
         if next(more, None) is not None:
             raise DmlLowerError("saved outputs hold one feed set: use them with --iterations 1")
+    if the_oracle.golden is not None:
+        verify_feeds("--oracle", the_oracle.kind, the_oracle.golden_meta, first)
+    if loaded is not None:
+        verify_feeds("--load-outputs", loaded.path, loaded.meta, first)
     deviations = scalar_nonzero_outputs(compiled)
     randoms = random_values(compiled.model)
     runnable = [b for b in backends if b not in unavailable]
@@ -371,7 +375,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                         continue
                     started = time.perf_counter()
                     try:
-                        if backend.startswith("loaded:"):
+                        if backend.startswith(SAVED_PREFIX):
                             actual = _restored(compiled, loaded.by_backend[backend])
                         elif backend in originals:
                             actual = originals[backend].run(feed_set, oracle_value)

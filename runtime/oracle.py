@@ -26,9 +26,9 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
 from .feeds import restore_dtype
-from .npz import load_npz
 from .ort_providers import ort_ir_version, make_session
 from .ort_values import run_session
+from .saved_outputs import load_golden, split_metadata
 
 REFERENCE = "onnx.reference"
 ORT_CPU = "onnxruntime CPUExecutionProvider"
@@ -87,10 +87,6 @@ class _Run:
     outputs: "list[str]" = field(default_factory=list)
 
 
-def load_golden(path: str) -> "dict[str, np.ndarray]":
-    return load_npz(path, "oracle file")
-
-
 class Oracle:
     """Evaluates a (checked, shape-inferred) model with ONNX semantics; see the module docstring."""
 
@@ -100,11 +96,12 @@ class Oracle:
         self.types = types
         self.kind = kind
         self.golden: "dict[str, np.ndarray] | None" = None
+        self.golden_meta: "dict[str, str]" = {}      # its feeds' fingerprint, who saved it
         if kind not in ORACLE_KINDS:
             if not kind.endswith(".npz"):
                 raise DmlLowerError(f"unknown oracle {kind!r}; choose from {', '.join(ORACLE_KINDS)} "
                                     "or a golden-outputs FILE.npz")
-            self.golden = load_golden(kind)
+            self.golden, self.golden_meta = split_metadata(load_golden(kind))
         self.output_names = [o.name for o in model.graph.output]
         self.semantic = set(semantic_nodes)
         self.forced_reference: "set[str]" = set()   # nodes onnxruntime's CPU provider cannot load
@@ -153,9 +150,21 @@ class Oracle:
         try:
             results = ReferenceEvaluator(self.model).run(None, dict(feeds))
         except Exception as exc:
-            raise DmlLowerError(f"onnx.reference cannot evaluate the model: {type(exc).__name__}: "
+            where = self._failing_reference_node(feeds)
+            raise DmlLowerError(f"onnx.reference cannot evaluate {where or 'the model'}: {type(exc).__name__}: "
                                 f"{first_line(exc)} (the default hybrid oracle falls back node by node)") from None
         return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
+
+    def _failing_reference_node(self, feeds) -> "str | None":
+        """The first node onnx.reference fails on, run one by one in graph order ("node 'n' (Op)")."""
+        env = dict(feeds)
+        for node in self.model.graph.node:
+            outs = [o for o in node.output if o]
+            try:
+                env.update(self._call(REFERENCE, [node], node_reads(node), outs, env))
+            except Exception:
+                return f"node {node.name!r} ({node.op_type})"
+        return None
 
     def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
         model = onnx.ModelProto()

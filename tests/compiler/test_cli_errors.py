@@ -183,7 +183,20 @@ EXTRA_ROWS = {
                                                  str(t / "no" / "such" / "dir" / "out.json")], ["out.json"]),
     "negative-seed": (lambda t: ["run", good_model(t), "--seed", "-1"], ["seed"]),
     "check-empty-backends": (lambda t: ["check", good_model(t), "--backends", ","], ["backend"]),
+    "check-markdown-into-missing-dir": (lambda t: ["check", good_model(t), "--markdown", str(t / "no" / "r.md")],
+                                        ["--markdown", "r.md", "cannot write there", "does not exist"]),
+    "check-provider-option-unused": (lambda t: ["check", good_model(t), "--backends", "cpu", "--provider-option",
+                                                "x=1"], ["--provider-option x=1", "no requested backend uses it"]),
+    "check-load-outputs-other-feeds": (lambda t: saved_outputs(t) + ["--seed", "1"],
+                                       ["--load-outputs", "saved.npz", "saved from other feeds"]),
 }
+
+
+def saved_outputs(tmp: Path) -> "list[str]":
+    """A check command loading outputs saved from seed 0's feeds."""
+    model, saved = good_model(tmp), str(tmp / "saved.npz")
+    assert main(["check", model, "--save-outputs", saved, "-q"]) == 0
+    return ["check", model, "--load-outputs", saved]
 
 
 def run_in_process(argv: "list[str]", capfd) -> "tuple[int, str, str]":

@@ -200,4 +200,4 @@ def test_saved_low_bit_outputs_are_a_golden_file(tmp_path, capsys):
     assert code == 0, (out, err)
     data = json.loads(Path(tmp_path / "r.json").read_text())
     statuses = {(b["backend"], o["output"]): o["status"] for b in data["backends"] for o in b["outputs"]}
-    assert statuses[("loaded:cpu", "back")] == "match" and statuses[("cpu", "back")] == "match"
+    assert statuses[("saved:cpu", "back")] == "match" and statuses[("cpu", "back")] == "match"

@@ -185,7 +185,7 @@ def format_inspect(report: dict) -> str:
         lines.append(f"  function {function}: " + ", ".join(f"{op} {n}" for op, n in fcounts.items()))
     lines.append(f"anchors at feature level {report['feature_level']}:")
     if not report["anchors"]:
-        lines.append("  none: no NonZero, EyeLike, Trilu or idiom this project lowers")
+        lines.append("  none: no NonZero, EyeLike or Trilu node, and no idiom pattern matched")
     for a in report["anchors"]:
         if a["lowers"]:
             ops = " + ".join(a["dml_operators"]) or "no DirectML operator"

@@ -160,7 +160,7 @@ def format_specialised(spec: dict) -> str:
     dims = ", ".join(f"{k}={v}" for k, v in spec["dims"].items()) or "none"
     lines = [f"run-time steps specialised at {dims}:"]
     if not spec["steps"]:
-        lines.append("  none: every lowered node has its sizes at compile time")
+        lines.append("  none: no lowered step of this model waits for its sizes until run time")
     for s in spec["steps"]:
         head = f"  {s['node']} (rule {s['rule']})"
         if s["status"] != "specialised":

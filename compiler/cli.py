@@ -106,6 +106,8 @@ def _value_control(args) -> dict:
             value_range = (float(lo), float(hi))
         except ValueError:
             raise DmlLowerError(f"--val-range {text!r}: expected [NAME:]LO,HI (two numbers)") from None
+        if value_range[0] > value_range[1]:
+            raise DmlLowerError(f"--val-range {text!r}: LO is above HI")
         if name is None:
             control["value_range"] = value_range
         else:
@@ -116,6 +118,8 @@ def _value_control(args) -> dict:
             fraction = float(value)
         except ValueError:
             raise DmlLowerError(f"--zero-fraction {text!r}: expected [NAME:]F (a number from 0 to 1)") from None
+        if not 0.0 <= fraction <= 1.0:
+            raise DmlLowerError(f"--zero-fraction {text!r}: F must be between 0 and 1")
         if name is None:
             control["zero_fraction"] = fraction
         else:

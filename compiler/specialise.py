@@ -15,11 +15,11 @@ from typing import Iterable
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError, Graph, LowerAtRunTime, graph_to_dict
-from onnx_dml_lowering.ir.printer import format_graph
 from onnx_dml_lowering.lowering import Declined
 
 from .bodies import graph_attributes, graph_captures
 from .compiled import CompiledModel
+from .partition import RUN_TIME_NOTE
 
 # Output shapes that depend on input values whatever they are.
 DATA_SHAPED = {"NonZero", "Unique", "Compress", "NonMaxSuppression", "If", "Loop", "Scan", "StringSplit",
@@ -100,10 +100,11 @@ def describe_operators(graph: Graph) -> "list[dict]":
                 continue
             view = graph.views[name]
             desc = view.desc
-            tensors[field.name] = {"view": name, "data_type": desc.data_type.name, "sizes": list(desc.sizes),
-                             "strides": list(desc.effective_strides) if desc.is_bound else desc.strides,
-                             "total_size_in_bytes": desc.total_bytes if desc.is_bound else None,
-                             "buffer": view.buffer, "offset": view.offset}
+            tensors[field.name] = {
+                "view": name, "data_type": desc.data_type.name, "sizes": list(desc.sizes),
+                "strides": list(desc.effective_strides) if desc.is_bound else desc.strides,
+                "total_size_in_bytes": desc.total_bytes if desc.is_bound else None,   # symbolic: None
+                "buffer": view.buffer, "offset": view.offset}
         out.append({"operator": step.kind, "tensors": tensors})
     return out
 
@@ -142,13 +143,10 @@ def specialise(compiled: CompiledModel, dims: "dict[str, int]") -> dict:
             else:
                 entry.update(status="specialised", operators=describe_operators(built),
                              graph=graph_to_dict(built))
-                entry["text"] = format_graph(built)
         steps.append(entry)
-    bodies = [p for p in compiled.placement if "graph_path" in p.extra and p.status == "lowered"
-              and "bound at run time" in p.note]
-    return {"dims": {vi_dim: size for vi_dim, size in sorted(_input_dims(compiled, dims).items())},
-            "steps": steps,
-            "in_bodies": [p.onnx_nodes[0] for p in bodies]}
+    in_bodies = [p.onnx_nodes[0] for p in compiled.placement
+                 if "graph_path" in p.extra and p.status == "lowered" and RUN_TIME_NOTE in p.note]
+    return {"dims": dict(sorted(_input_dims(compiled, dims).items())), "steps": steps, "in_bodies": in_bodies}
 
 
 def _input_dims(compiled: CompiledModel, dims: "dict[str, int]") -> "dict[str, int]":

@@ -116,3 +116,15 @@ def test_without_dim_the_json_is_unchanged(tmp_path, capsys):
     out_json = tmp_path / "c.json"
     assert cli(["compile", REAL / "gpt2.dynamo.onnx", "--json", out_json], capsys)[0] == 0
     assert set(json.loads(out_json.read_text())) == {"feature_level", "placement", "graph"}
+
+
+def test_readme_excerpt_is_real(capsys, monkeypatch):
+    import re
+    import shlex
+    root = Path(__file__).parent.parent.parent
+    text = (root / "README.md").read_text()
+    found = re.search(r"\(the end of\s+`dml-lower (compile [^`]+)`\):\n\n```\n(.*?)```", text, re.S)
+    assert found, "README shows the end of a compile --dim"
+    monkeypatch.chdir(root)
+    code, out, _ = cli(shlex.split(found.group(1)), capsys)
+    assert code == 0 and out.endswith(found.group(2)) and "DIAGONAL_MATRIX1" in found.group(2)

@@ -78,6 +78,15 @@ def test_per_input_zero_fraction(options, zeros, model, tmp_path, capsys):
         assert np.count_nonzero(feeds[name] == 0) == count, name
 
 
+@pytest.mark.parametrize("keyword", ["input_value_range", "input_zero_fraction"])
+def test_python_api_names_an_unknown_input(keyword, model):
+    from onnx_dml_lowering.ir import DmlLowerError
+    from onnx_dml_lowering.runtime.feeds import random_feeds
+    inputs = list(onnx.load(str(model)).graph.input)
+    with pytest.raises(DmlLowerError, match=r"for 'zz': the model has no such input \(inputs: x, y, k\)"):
+        random_feeds(inputs, **{keyword: {"zz": (0.0, 1.0) if keyword == "input_value_range" else 0.5}})
+
+
 def test_run_takes_the_per_input_forms(model, tmp_path, capsys):
     out_npz = tmp_path / "out.npz"
     code, _, err = cli(["run", model, "--val-range", "k:-5,-5", "--zero-fraction", "k:0", "--save-outputs", out_npz],
@@ -93,8 +102,10 @@ def test_run_takes_the_per_input_forms(model, tmp_path, capsys):
     (["--val-range", "x:1"], "--val-range 'x:1': expected [NAME:]LO,HI (two numbers)"),
     (["--val-range", ":1,2"], "--val-range ':1,2': the input name before ':' is empty"),
     (["--zero-fraction", "x:lots"], "--zero-fraction 'x:lots': expected [NAME:]F (a number from 0 to 1)"),
-    (["--zero-fraction", "x:2"], "zero fraction 2.0 is not between 0 and 1"),
-    (["--val-range", "x:2,1"], "value range 2.0,1.0: LO is above HI"),
+    (["--zero-fraction", "x:2"], "--zero-fraction 'x:2': F must be between 0 and 1"),
+    (["--zero-fraction", "-0.5"], "--zero-fraction '-0.5': F must be between 0 and 1"),
+    (["--val-range", "x:2,1"], "--val-range 'x:2,1': LO is above HI"),
+    (["--val-range", "k:0.2,0.8"], "value range 0.2,0.8 of input 'k' holds no int32 value"),
 ])
 @pytest.mark.parametrize("command", ["run", "check"])
 def test_value_option_errors_are_one_line(command, options, message, model, capsys):
@@ -205,3 +216,21 @@ def test_script_does_not_combine(extra, message, model, tmp_path, capsys):
 def test_missing_script_is_one_line(model, tmp_path, capsys):
     code, _, err = cli(["check", model, "--data-loader-script", tmp_path / "nope.py:load"], capsys)
     assert code == 2 and err.strip() == f"dml-lower: error: data loader script '{tmp_path / 'nope.py'}' does not exist"
+
+
+def test_readme_data_loader_example_is_real(tmp_path, capsys, monkeypatch):
+    import re
+    import shlex
+    from pathlib import Path
+    root = Path(__file__).parent.parent.parent
+    text = (root / "README.md").read_text()
+    found = re.search(r"```python\n(.*?)```\n\n```\n\$ dml-lower (check [^\n]+)\n(.*?)```", text, re.S)
+    assert found, "README shows a data loader script and its check"
+    loader = tmp_path / "feeds.py"
+    loader.write_text(found.group(1))
+    argv = [str(loader) if a == "feeds.py" else a for a in shlex.split(found.group(2))]
+    assert str(loader) in argv
+    monkeypatch.chdir(root)
+    code, out, _ = cli(argv, capsys)
+    timeless = lambda t: re.sub(r"\d+\.\d+ s\b", "N s", t)  # noqa: E731  (wall times differ)
+    assert code == 0 and timeless(out) == timeless(found.group(3))

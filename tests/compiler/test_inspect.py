@@ -14,7 +14,7 @@ from onnx import numpy_helper
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
 from tests.builders import graph_model
-from tests.compiler.test_control_flow import if_model, loop_model, nested_model, scan_model
+from tests.compiler.test_control_flow import function_model, if_model, loop_model, nested_model, scan_model
 
 REAL = Path(__file__).parent.parent / "models" / "real"
 REAL_MODELS = ["gpt2.dynamo.onnx", "gpt2.torchscript.onnx", "llama.torchscript.onnx",
@@ -157,3 +157,36 @@ def test_bad_file_is_one_line(content, expected, tmp_path, capsys):
 def test_directory_is_one_line(tmp_path, capsys):
     code, _, err = cli(["inspect", tmp_path], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "is a directory" in err
+
+
+@pytest.mark.parametrize("kind, op", [("nonzero", "NonZero"), ("eyelike", "EyeLike")])
+def test_local_function_counts_apart_and_its_anchor_inlined(kind, op, tmp_path, capsys):
+    proto = function_model(kind)
+    path = save(proto, tmp_path)
+    report, out = inspect_json(path, tmp_path, capsys)
+    assert report["op_counts"] == dict(Counter(n.op_type if not n.domain else f"{n.domain}:{n.op_type}"
+                                               for n in proto.graph.node))
+    (function,) = proto.functions
+    assert report["function_op_counts"] == {f"{function.domain}:{function.name}":
+                                            dict(Counter(n.op_type for n in function.node))}
+    placement = compile_model(path).placement
+    (anchor,) = [a for a in report["anchors"] if a["op_type"] == op]
+    (entry,) = [p for p in placement if p.onnx_nodes[0] == anchor["node"]]
+    assert anchor["node"].startswith("call/") and anchor["lowers"] == (entry.status == "lowered")
+    assert f"function {function.domain}:{function.name}: " in out
+
+
+def readme_block(command: str) -> "tuple[list[str], str]":
+    text = (Path(__file__).parent.parent.parent / "README.md").read_text()
+    import re
+    import shlex
+    block = re.search(r"```\n\$ dml-lower (" + command + r" [^\n]+)\n(.*?)```", text, re.S)
+    assert block, f"README shows dml-lower {command}"
+    return shlex.split(block.group(1)), block.group(2)
+
+
+def test_readme_inspect_output_is_real(capsys, monkeypatch):
+    argv, shown = readme_block("inspect")
+    monkeypatch.chdir(Path(__file__).parent.parent.parent)
+    code, out, _ = cli(argv, capsys)
+    assert code == 0 and out == shown

@@ -63,6 +63,10 @@ def _feed_sets(compiled: CompiledModel, args) -> "Iterator[dict[str, np.ndarray]
         if iterations > 1:
             raise DmlLowerError("--data-loader-script gives the feed sets (one iteration each): "
                                 "it does not combine with --iterations")
+        for option, value in (("--dim", args.dim), ("--val-range", args.val_range),
+                               ("--zero-fraction", args.zero_fraction)):
+            if value:
+                raise DmlLowerError(f"{option} shapes random feeds: it does not apply to --data-loader-script")
         from .data_loader import feed_sets
         yield from feed_sets(script, compiled.inputs, compiled.optional_inputs)
         return

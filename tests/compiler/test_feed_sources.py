@@ -206,6 +206,8 @@ def test_script_errors_are_one_line_naming_the_script(command, body, spec_suffix
     (["--iterations", "2"], "--data-loader-script gives the feed sets (one iteration each): "
                             "it does not combine with --iterations"),
     (["--inputs", "feeds.npz"], "--data-loader-script gives the feeds: it does not combine with --inputs"),
+    (["--val-range", "x:0,1"], "--val-range shapes random feeds: it does not apply to --data-loader-script"),
+    (["--zero-fraction", "0"], "--zero-fraction shapes random feeds: it does not apply to --data-loader-script"),
 ])
 def test_script_does_not_combine(extra, message, model, tmp_path, capsys):
     loader = script(tmp_path, "def load_data():\n    yield feed(1)\n")

@@ -4,8 +4,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -14,6 +16,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.runtime.npz import save_npz
 
 from .compiled import CompiledModel, compile_model
+from .inspect_cmd import add_inspect_parser
 from .optimize_cli import add_optimize_parser
 from onnx_dml_lowering.ir import format_graph
 
@@ -52,14 +55,44 @@ def check_writable(option: str, path: "str | None") -> None:
 
 
 def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
+    """The first feed set (see _feed_sets)."""
+    return next(_feed_sets(compiled, args))
+
+
+def _feed_sets(compiled: CompiledModel, args) -> "Iterator[dict[str, np.ndarray]]":
+    """The feed sets of run / check, one at a time: a data loader script's, the --inputs file, or
+    seeded random ones (seeds SEED .. SEED+N-1 for --iterations N)."""
     from onnx_dml_lowering.runtime.feeds import random_feeds
     from onnx_dml_lowering.runtime.npz import load_npz
+    iterations = getattr(args, "iterations", 1)
+    script = getattr(args, "data_loader_script", None)
+    if script:
+        if args.inputs:
+            raise DmlLowerError("--data-loader-script gives the feeds: it does not combine with --inputs")
+        if iterations > 1:
+            raise DmlLowerError("--data-loader-script gives the feed sets (one iteration each): "
+                                "it does not combine with --iterations")
+        for option, value in (("--dim", args.dim), ("--val-range", args.val_range),
+                               ("--zero-fraction", args.zero_fraction)):
+            if value:
+                raise DmlLowerError(f"{option} shapes random feeds: it does not apply to --data-loader-script")
+        from .data_loader import feed_sets
+        yield from feed_sets(script, compiled.inputs, compiled.optional_inputs)
+        return
     if args.inputs:
-        return load_npz(args.inputs, "inputs file", _memory_limit(args))
+        if iterations > 1:
+            raise DmlLowerError("--iterations draws seeded random feeds: it does not combine with --inputs")
+        yield load_npz(args.inputs, "inputs file", _memory_limit(args))
+        return
     if args.seed < 0:
         raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
-    return random_feeds(_random_inputs(compiled, args), seed=args.seed, dims=_dims(compiled, args),
-                        **_value_control(args), memory_limit=_memory_limit(args))
+    dims = _dims(compiled, args)
+    control = _check_value_control(compiled, _value_control(args), args)
+    limit = _memory_limit(args)
+    for index in range(iterations):
+        # drawn one at a time as check consumes them: memory stays flat in N
+        yield random_feeds(_random_inputs(compiled, args), seed=args.seed + index, dims=dims, **control,
+                           memory_limit=limit)
 
 
 def _random_inputs(compiled: CompiledModel, args) -> list:
@@ -94,15 +127,87 @@ def _dims(compiled: CompiledModel, args) -> "dict[str, int]":
 
 
 def _value_control(args) -> dict:
-    """--zero-fraction / --val-range, for random feeds."""
-    value_range = None
-    if getattr(args, "val_range", None):
-        lo, sep, hi = args.val_range.partition(",")
+    """--zero-fraction / --val-range, for random feeds: global `F` / `LO,HI` and per input
+    `NAME:F` / `NAME:LO,HI` (the per-input form wins; of repeated ones the last)."""
+    control: dict = {"zero_fraction": None, "value_range": None, "input_zero_fraction": {},
+                     "input_value_range": {}}
+    for text in _listed(getattr(args, "val_range", None)):
+        name, bounds = _split_input(text, "--val-range")
+        lo, sep, hi = bounds.partition(",")
         try:
             value_range = (float(lo), float(hi))
         except ValueError:
-            raise DmlLowerError(f"--val-range {args.val_range!r}: expected LO,HI (two numbers)") from None
-    return {"zero_fraction": getattr(args, "zero_fraction", None), "value_range": value_range}
+            raise DmlLowerError(f"--val-range {text!r}: expected [NAME:]LO,HI (two numbers)") from None
+        if value_range[0] > value_range[1]:
+            raise DmlLowerError(f"--val-range {text!r}: LO is above HI")
+        if name is None:
+            control["value_range"] = value_range
+        else:
+            control["input_value_range"][name] = value_range
+    for text in _listed(getattr(args, "zero_fraction", None)):
+        name, value = _split_input(text, "--zero-fraction")
+        try:
+            fraction = float(value)
+        except ValueError:
+            raise DmlLowerError(f"--zero-fraction {text!r}: expected [NAME:]F (a number from 0 to 1)") from None
+        if not 0.0 <= fraction <= 1.0:
+            raise DmlLowerError(f"--zero-fraction {text!r}: F must be between 0 and 1")
+        if name is None:
+            control["zero_fraction"] = fraction
+        else:
+            control["input_zero_fraction"][name] = fraction
+    return control
+
+
+def _listed(value) -> "list[str]":
+    if value is None:
+        return []
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+
+
+def _split_input(text: str, option: str) -> "tuple[str | None, str]":
+    """NAME:VALUE -> (NAME, VALUE); VALUE alone -> (None, VALUE). The last colon splits, so input
+    names holding a colon (TensorFlow's 'x:0') still work."""
+    name, sep, value = text.rpartition(":")
+    if not sep:
+        return None, text
+    if not name:
+        raise DmlLowerError(f"{option} {text!r}: the input name before ':' is empty")
+    return name, value
+
+
+def _check_value_control(compiled: CompiledModel, control: dict, args=None) -> dict:
+    """An input named by --val-range / --zero-fraction must be one the random feeds fill."""
+    names = [vi.name for vi in (_random_inputs(compiled, args) if args is not None else compiled.inputs)]
+    for option, key in (("--val-range", "input_value_range"), ("--zero-fraction", "input_zero_fraction")):
+        for name in control[key]:
+            if name not in names:
+                raise DmlLowerError(f"{option} {name}: the model has no input of that name "
+                                    f"(inputs: {', '.join(names) or 'none'})")
+    return control
+
+
+# Options whose value may start with '-' ('--val-range -1,1'): argparse would read it as an option.
+_SIGNED_VALUES = ("--val-range", "--zero-fraction")
+_NUMBER_START = re.compile(r"-(\d|\.\d|inf\b|nan\b)", re.IGNORECASE)
+
+
+def _attach_signed_values(argv: "list[str]") -> "list[str]":
+    """'--val-range -1,1' -> '--val-range=-1,1', so that argparse takes -1,1 as the value."""
+    out: "list[str]" = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            out += argv[index:]
+            break
+        if token in _SIGNED_VALUES and index + 1 < len(argv) and _NUMBER_START.match(argv[index + 1]):
+            out.append(f"{token}={argv[index + 1]}")
+            index += 2
+            continue
+        out.append(token)
+        index += 1
+    return out
 
 
 def format_placement(compiled: CompiledModel) -> str:
@@ -116,10 +221,22 @@ def cmd_compile(args) -> int:
     print(format_graph(compiled.graph))
     print()
     print(format_placement(compiled))
+    data = compiled.to_dict()
+    if args.dim:
+        data["specialised"] = _specialised(compiled, args)
     if args.json:
-        _write(args.json, "the compile JSON", lambda p: Path(p).write_text(compiled.to_json()))
+        _write(args.json, "the compile JSON", lambda p: Path(p).write_text(json.dumps(data, indent=1)))
         print(f"\nwrote {args.json}")
     return 0
+
+
+def _specialised(compiled: CompiledModel, args) -> dict:
+    """compile --dim: the run-time steps specialised at those sizes, printed and returned for --json."""
+    from .specialise import format_specialised, specialise
+    spec = specialise(compiled, _dims(compiled, args))
+    print()
+    print(format_specialised(spec))
+    return spec
 
 
 def _summary(name: str, value: np.ndarray) -> str:
@@ -132,25 +249,29 @@ def _summary(name: str, value: np.ndarray) -> str:
 def cmd_run(args) -> int:
     check_writable("--save-outputs", args.save_outputs)
     compiled = compile_model(args.model, feature_level=args.feature_level)
-    feeds = _feeds(compiled, args)
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
     if providers and args.backend != "ort":
         raise DmlLowerError("--providers applies to --backend ort only")
-    outputs = compiled.run(feeds, backend=args.backend, providers=providers, strict=args.strict or None,
-                           memory_limit=args.memory_limit)
-    print(f"ran {args.model} on backend {args.backend} (feature level {compiled.feature_level})")
-    defaults = _defaults_line(compiled, feeds)
-    if defaults:
-        print(defaults)
-    unvalidated = compiled.session(args.backend, providers).unvalidated_outputs
-    for name, value in outputs.items():
-        print(_summary(name, value) + (f"  [not run on the provider: {unvalidated[name]}]"
-                                       if name in unvalidated else ""))
+    first = None
+    for index, feeds in enumerate(_feed_sets(compiled, args)):
+        outputs = compiled.run(feeds, backend=args.backend, providers=providers, strict=args.strict or None,
+                               memory_limit=args.memory_limit)
+        if first is None:
+            first, first_feeds = outputs, feeds
+        which = f" (iteration #{index} of {args.data_loader_script})" if args.data_loader_script else ""
+        print(f"ran {args.model} on backend {args.backend} (feature level {compiled.feature_level}){which}")
+        defaults = _defaults_line(compiled, feeds)
+        if defaults:
+            print(defaults)
+        unvalidated = compiled.session(args.backend, providers).unvalidated_outputs
+        for name, value in outputs.items():
+            print(_summary(name, value) + (f"  [not run on the provider: {unvalidated[name]}]"
+                                           if name in unvalidated else ""))
     if args.save_outputs:
         from onnx_dml_lowering.runtime.feeds import check_feeds
         from onnx_dml_lowering.runtime.saved_outputs import metadata
-        meta = metadata(check_feeds(compiled.inputs, feeds, compiled.optional_inputs), f"run:{args.backend}")
-        save_npz(args.save_outputs, {**outputs, **meta}, "the outputs")
+        meta = metadata(check_feeds(compiled.inputs, first_feeds, compiled.optional_inputs), f"run:{args.backend}")
+        save_npz(args.save_outputs, {**first, **meta}, "the outputs")
         print(f"wrote {args.save_outputs}")
     return 0
 
@@ -171,7 +292,6 @@ def _outputs_arg(args) -> "list[str] | str | None":
 
 def cmd_check(args) -> int:
     from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances, check
-    from onnx_dml_lowering.runtime.feeds import random_feeds
     from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
     if args.iterations < 1:
         raise DmlLowerError(f"--iterations {args.iterations}: must be at least 1")
@@ -180,15 +300,9 @@ def cmd_check(args) -> int:
     compiled = compile_model(args.model, feature_level=args.feature_level, outputs=_outputs_arg(args))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     tolerances = Tolerances.parse(args.atol, args.rtol)
-    feeds = _feeds(compiled, args)
-    more = iter(())
-    if args.iterations > 1:
-        if args.inputs:
-            raise DmlLowerError("--iterations draws seeded random feeds: it does not combine with --inputs")
-        dims, values, limit = _dims(compiled, args), _value_control(args), _memory_limit(args)
-        # Drawn one at a time as check consumes them: memory stays flat in N.
-        more = (random_feeds(_random_inputs(compiled, args), seed=args.seed + i, dims=dims, **values, memory_limit=limit)
-                for i in range(1, args.iterations))
+    sets = _feed_sets(compiled, args)
+    feeds = next(sets)
+    more = sets                 # a generator: the feed sets are drawn as check consumes them
     loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
     feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
                           model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
@@ -311,10 +425,15 @@ def build_parser() -> argparse.ArgumentParser:
                            help="size of a symbolic input dimension for random feeds (repeatable; default 3)")
             p.add_argument("--strict", action="store_true",
                            help="poison undefined memory in the emulator, so anything that reads it shows")
-            p.add_argument("--zero-fraction", type=float, metavar="F",
-                           help="share of random feed elements that are zero (0: full, 1: empty; default 0.5)")
-            p.add_argument("--val-range", metavar="LO,HI",
-                           help="random feed values in [LO, HI] (floats uniform, integers inclusive)")
+            p.add_argument("--zero-fraction", action="append", metavar="[NAME:]F",
+                           help="share of random feed elements that are zero (0: full, 1: empty; default 0.5); "
+                                "NAME:F for one input (repeatable; wins over the global F)")
+            p.add_argument("--val-range", action="append", metavar="[NAME:]LO,HI",
+                           help="random feed values in [LO, HI] (floats uniform, integers inclusive); "
+                                "NAME:LO,HI for one input (repeatable; wins over the global LO,HI)")
+            p.add_argument("--data-loader-script", metavar="FILE.py[:FUNC]",
+                           help="feed sets from FUNC (default load_data) of a Python script, which returns "
+                                "or yields dicts of input name to array; each dict is one iteration")
             p.add_argument("--feed-initializers", action="store_true",
                            help="draw random feeds for initializers that are also graph inputs too "
                                 "(default: their stored value is used and the output says so)")
@@ -325,6 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="lower and print the graph and the placement report")
     common(p, inputs=False)
     p.add_argument("--json", help="write placement and graph as JSON here")
+    p.add_argument("--dim", action="append", metavar="NAME=SIZE",
+                   help="specialise the run-time-sized steps at these input dimension sizes and print their "
+                        "descriptors (repeatable; unnamed symbolic dimensions: 3)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="run the lowered model and print its outputs")
@@ -334,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "ort: each DirectML operator on onnxruntime (--providers)")
     p.add_argument("--providers", help="onnxruntime execution providers for --backend ort: cpu, dml "
                                        "(or full names), comma-separated; default cpu")
-    p.add_argument("--save-outputs", help="write the outputs to this .npz")
+    p.add_argument("--save-outputs", help="write the outputs to this .npz (of the first feed set)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="compare every backend with ONNX semantics (the oracle)")
@@ -387,6 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_conformance)
 
     add_optimize_parser(sub)
+    add_inspect_parser(sub)
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
     p.add_argument("--feature-level", default="5_1")
@@ -405,7 +528,7 @@ def _version() -> str:
 
 def main(argv: "list[str] | None" = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_attach_signed_values(list(sys.argv[1:] if argv is None else argv)))
     try:
         return args.func(args)
     except DmlLowerError as exc:

@@ -164,24 +164,35 @@ def _is_float(dtype: np.dtype) -> bool:
 def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default: int = 3,
                  dims: "Mapping[str, int] | None" = None, zero_fraction: "float | None" = None,
                  value_range: "tuple[float, float] | None" = None,
-                 memory_limit: "int | None" = None) -> "dict[str, np.ndarray]":
+                 memory_limit: "int | None" = None,
+                 input_zero_fraction: "Mapping[str, float] | None" = None,
+                 input_value_range: "Mapping[str, tuple[float, float]] | None" = None) -> "dict[str, np.ndarray]":
     """Seeded feeds with plenty of zeros (so NonZero has work) and a -0.0 among floats.
 
     Symbolic dimensions take their value from `dims` (by dim_param name), else `dim_default`.
     `zero_fraction` (default 0.5) is the share of elements forced to zero: 1 gives NonZero an
     empty input, 0 a full one (then no other element is zero). `value_range` (LO, HI) bounds the
-    values: uniform for floats, integers in [LO, HI] for integer types. float8e8m0 has no zero
-    and no sign: its feeds are powers of two (within the range) whatever the zero fraction.
+    values: uniform for floats, integers in [LO, HI] for integer types. `input_zero_fraction` and
+    `input_value_range` set them for single inputs by name, over the global ones. float8e8m0 has
+    no zero and no sign: its feeds are powers of two (within the range) whatever the zero fraction.
     `memory_limit` (bytes; default three quarters of physical memory): feeds that would not fit
     are refused in one line before anything is drawn.
     """
-    if zero_fraction is not None and not 0.0 <= zero_fraction <= 1.0:
-        raise DmlLowerError(f"zero fraction {zero_fraction} is not between 0 and 1")
-    if value_range is not None and value_range[0] > value_range[1]:
-        raise DmlLowerError(f"value range {value_range[0]},{value_range[1]}: LO is above HI")
+    names = [vi.name for vi in inputs]
+    for what, per_input in (("zero fraction", input_zero_fraction), ("value range", input_value_range)):
+        unknown = [n for n in per_input or {} if n not in names]
+        if unknown:
+            raise DmlLowerError(f"{what} for {unknown[0]!r}: the model has no such input "
+                                f"(inputs: {', '.join(names) or 'none'})")
+    for fraction in [zero_fraction, *(input_zero_fraction or {}).values()]:
+        if fraction is not None and not 0.0 <= fraction <= 1.0:
+            raise DmlLowerError(f"zero fraction {fraction} is not between 0 and 1")
+    for bounds in [value_range, *(input_value_range or {}).values()]:
+        if bounds is not None and bounds[0] > bounds[1]:
+            raise DmlLowerError(f"value range {bounds[0]},{bounds[1]}: LO is above HI")
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
-    keep_share = 0.5 if zero_fraction is None else 1.0 - zero_fraction
+    global_fraction, global_range = zero_fraction, value_range
     shapes = {}
     for vi in inputs:
         _, declared = _declared(vi)
@@ -189,6 +200,9 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
     check_feed_sizes(inputs, shapes, default_limit() if memory_limit is None else memory_limit)
     feeds = {}
     for vi in inputs:
+        zero_fraction = (input_zero_fraction or {}).get(vi.name, global_fraction)
+        value_range = (input_value_range or {}).get(vi.name, global_range)
+        keep_share = 0.5 if zero_fraction is None else 1.0 - zero_fraction
         elem, _ = _declared(vi)
         shape = shapes[vi.name]
         dtype = onnx_to_numpy(elem)
@@ -217,7 +231,8 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
             lo, hi = (max(info.min, -100), min(info.max, 100)) if value_range is None else (
                 max(info.min, int(np.ceil(value_range[0]))), min(info.max, int(np.floor(value_range[1]))))
             if lo > hi:
-                raise DmlLowerError(f"value range holds no {dtype} value")
+                raise DmlLowerError(f"value range {value_range[0]},{value_range[1]} of input {vi.name!r} "
+                                    f"holds no {dtype} value")
             array = (rng.integers(lo, hi, shape, endpoint=True) * keep).astype(dtype)
         if zero_fraction is not None and dtype != np.bool_:
             # Kept elements that came out zero anyway would make "full" less than full.

@@ -343,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     provider_flags(q)
     p.set_defaults(func=cmd_conformance)
 
-    add_optimize_parser(sub)
+    add_optimize_parser(sub, _load_npz, _dims)      # optimize --check reads feeds as run / check do
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
     p.add_argument("--feature-level", default="5_1")

@@ -192,10 +192,15 @@ class _Optimizer:
         """The eye of run-time size matched as `covered` nodes writing `y` -> EyeLike over the
         ConstantOfShape of its run-time [n, m], if that is fewer nodes; else kept with the reason."""
         graph = self.model.graph
+        out_type = b["out_type"]
+        cast = view.consumers(y)
+        if out_type == TensorProto.BOOL and len(cast) == 1 and cast[0].op_type == "Cast" and \
+                not view.is_graph_output(y):      # a Cast to a type DirectML lacks (bfloat16): ours too
+            covered, y, out_type = covered + [cast[0].name], cast[0].outputs[0].name, int(cast[0].attrs["to"])
         what = f"{', '.join(view.info(n).op_type for n in covered)} ({', '.join(covered)})"
         eye = RunTimeEye(self, view, self.prefix(y))
         try:
-            eye.build(b["rows"], b["cols"], b["out_type"], y)
+            eye.build(b["rows"], b["cols"], out_type, y)
         except Kept as kept:
             self.declined.append(f"{what}: kept, {kept}")
             return

@@ -1,5 +1,6 @@
 """`dml-lower optimize`: ONNX in, ONNX out. Stored bands of diagonals (identities, c * I, offset
-diagonals, triangles, with batch dimensions), the torch.eye Range/Equal/Cast idiom and
+diagonals, triangles, with batch dimensions), the torch.eye Range/Equal/Cast idiom (static, or
+sized at run time from a Shape: optimize_eye) and
 Range-comparison attention masks (optimize_masks) become the few nodes that generate them, where
 that is bit-identical on onnxruntime's CPU provider and the file gets smaller or the node count
 falls. Nothing else is touched."""

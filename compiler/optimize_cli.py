@@ -13,7 +13,7 @@ def add_optimize_parser(sub, load_npz: "Callable[[str], dict]", dims: "Callable[
     """The optimize subcommand; `load_npz` and `dims` are the CLI's --inputs and --dim readers
     (passed in: this module cannot import the CLI that imports it)."""
     p = sub.add_parser("optimize", help="rewrite stored identities, bands and triangles (and torch.eye "
-                                        "Range/Equal/Cast) into the ONNX nodes that generate them")
+                                        "Range/Equal/Cast, static or run-time sized) into the ONNX nodes that generate them")
     p.add_argument("model", help="path to an .onnx model")
     p.add_argument("-o", "--output", required=True, help="where to write the optimized .onnx")
     p.add_argument("--feature-level", help="only rewrite bands this project lowers to DirectML at this level "

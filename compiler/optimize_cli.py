@@ -54,9 +54,8 @@ def cmd_optimize(args) -> int:
     for rewrite in rewrites:
         print(rewrite.line())
     before = _file_bytes(args.model)        # before writing: -o may be the input itself
-    # --check reads the input file, unless the output is about to replace it.
-    in_place = os.path.exists(args.output) and os.path.samefile(args.model, args.output)
-    original = model.SerializeToString() if args.check and in_place else args.model
+    # --check reads the input file, unless writing the output replaces it or its external data.
+    original = model.SerializeToString() if args.check and _overwrites(args.model, args.output) else args.model
     location = save_model(optimized, args.output, external)
     after = _file_bytes(args.output)
     print(f"wrote {args.output}" + (f" (external data {location})" if location else "") +
@@ -90,14 +89,26 @@ def _check_feeds(args, model) -> "tuple[dict | None, dict]":
     return check_feeds(inputs, args.load_npz(args.inputs), overridable_inputs(model)), dims
 
 
+def _overwrites(model: str, output: str) -> bool:
+    """Writing `output` (and its OUT.onnx.data) replaces `model` or an external data file of it."""
+    out = Path(output)
+    return any(target.exists() and os.path.samefile(source, target)
+               for source in [model] + _external_files(model) for target in (out, out.parent / (out.name + ".data")))
+
+
 def _saved(before: int, after: int) -> str:
     return f"{before - after} bytes saved" if after <= before else f"{after - before} bytes more"
 
 
-def _file_bytes(path: str) -> int:
-    """The model file plus the external data files it refers to."""
+def _external_files(path: str) -> "list[Path]":
+    """The external data files the model file `path` names."""
     import onnx
     proto = onnx.load(path, load_external_data=False)
     files = {entry.value for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
              for entry in t.external_data if entry.key == "location"}
-    return os.path.getsize(path) + sum(os.path.getsize(Path(path).parent / f) for f in files)
+    return [Path(path).parent / f for f in sorted(files)]
+
+
+def _file_bytes(path: str) -> int:
+    """The model file plus the external data files it refers to."""
+    return os.path.getsize(path) + sum(os.path.getsize(f) for f in _external_files(path))

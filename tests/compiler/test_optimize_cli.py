@@ -79,6 +79,7 @@ def files_bytes(model_path: Path) -> int:
     ("in.onnx.data", True, True),       # the external data file is rewritten under the same name
     ("weights.bin", True, True),        # ... or a new one is written beside it
     ("weights.bin", False, True),
+    ("out.onnx.data", False, True),     # the output's data file replaces the input's: --check reads memory
     (None, True, False),                # nothing to rewrite
 ])
 def test_printed_sizes_are_the_files_before_and_after(external, in_place, rewrites, tmp_path, capsys) -> None:

@@ -508,7 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
     provider_flags(q)
     p.set_defaults(func=cmd_conformance)
 
-    add_optimize_parser(sub)
+    add_optimize_parser(sub, _dims)      # optimize --check sizes feeds as run / check do
     add_inspect_parser(sub)
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")

@@ -25,7 +25,7 @@ from .compare import BackendReport, OutputResult, compare
 from .feeds import check_feeds
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
-from .ort_providers import (MAX_IR_VERSION, ProviderSpec, make_provider_session, node_providers,
+from .ort_providers import (ProviderSpec, make_provider_session, node_providers,
                             placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
 
@@ -193,10 +193,9 @@ class OriginalOnProvider:
     def _build(self) -> None:
         model = onnx.ModelProto()
         model.CopyFrom(self.compiled.model)
-        model.ir_version = min(model.ir_version, MAX_IR_VERSION)
         for _ in range(len(model.graph.node) + 1):
             try:
-                self._session = make_provider_session(model.SerializeToString(), self.provider, self.no_fallback)
+                self._session = make_provider_session(model, self.provider, self.no_fallback)
                 break
             except DmlLowerError as exc:
                 found = NO_KERNEL_NODE.search(str(exc))

@@ -26,7 +26,8 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
-from .ort_providers import MAX_IR_VERSION, make_session
+from .ort_providers import make_session
+from .weights import reference_evaluator
 from .ort_values import run_session
 
 REFERENCE = "onnx.reference"
@@ -145,20 +146,16 @@ class Oracle:
         return self._hybrid(feeds)
 
     def _whole_on_reference(self, feeds) -> "dict[str, np.ndarray]":
-        from onnx.reference import ReferenceEvaluator
         try:
-            results = ReferenceEvaluator(self.model).run(None, dict(feeds))
+            results = reference_evaluator(self.model).run(None, dict(feeds))
         except Exception as exc:
             raise DmlLowerError(f"onnx.reference cannot evaluate the model: {type(exc).__name__}: "
                                 f"{first_line(exc)} (the default hybrid oracle falls back node by node)") from None
         return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
 
     def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
-        model = onnx.ModelProto()
-        model.CopyFrom(self.model)
-        model.ir_version = min(model.ir_version, MAX_IR_VERSION)
         try:
-            session = make_session(model.SerializeToString(), ["CPUExecutionProvider"])
+            session = make_session(self.model, ["CPUExecutionProvider"])
             results = run_session(session, self.output_names, feeds)
         except Exception as exc:
             raise DmlLowerError(f"the ort-cpu oracle cannot evaluate the model: {first_line(exc)}") from None
@@ -206,7 +203,7 @@ class Oracle:
                                   [_value_info(n, self.types) for n in outputs],
                                   [self._inits[n] for n in inputs if n in self._inits])
         sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                ir_version=min(self.model.ir_version, MAX_IR_VERSION))
+                                ir_version=self.model.ir_version)
         sub.functions.extend(self.model.functions)
         return sub
 
@@ -215,10 +212,9 @@ class Oracle:
         if key not in self._sessions:
             sub = self._submodel(list(nodes), list(inputs), list(outputs))
             if engine == REFERENCE:
-                from onnx.reference import ReferenceEvaluator
-                self._sessions[key] = ReferenceEvaluator(sub)
+                self._sessions[key] = reference_evaluator(sub)
             else:
-                self._sessions[key] = make_session(sub.SerializeToString(), ["CPUExecutionProvider"])
+                self._sessions[key] = make_session(sub, ["CPUExecutionProvider"])
         return self._sessions[key]
 
     def _plan_loadable(self) -> "list[_Run]":

@@ -194,6 +194,7 @@ class OrtModel:
     became graph inputs with the arrays bound to them (memory maps of their files, no copy)."""
     data: bytes
     weights: "dict[str, object]"
+    added: "set[str]"              # weights that were not graph inputs of the model (callers never feed them)
 
 
 def ort_model(model) -> OrtModel:
@@ -221,29 +222,31 @@ def ort_model(model) -> OrtModel:
     proto, taken = split_initializers(model, moved)
     proto.ir_version = min(proto.ir_version, MAX_IR_VERSION)
     inputs = {vi.name for vi in proto.graph.input}
-    weights = {}
+    weights, added = {}, set()
     for tensor in taken:
         if tensor.name not in inputs:
             proto.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+            added.add(tensor.name)
         weights[tensor.name] = tensor_array(tensor)
-    return OrtModel(proto.SerializeToString(), weights)
+    return OrtModel(proto.SerializeToString(), weights, added)
 
 
 class WeightedSession:
-    """An onnxruntime session whose weight inputs are always fed their arrays: callers see and
-    feed only the model's own inputs (a weight that is also an overridable input may be fed)."""
+    """An onnxruntime session whose weight inputs are always fed their arrays unless a feed names
+    them: callers see only the model's own inputs (a weight that is also a graph input is one)."""
 
-    def __init__(self, session, weights: "dict[str, object]") -> None:
-        from .ort_values import _to_ort
+    def __init__(self, session, weights: "dict[str, object]", added: "set[str]") -> None:
+        from .ort_values import to_ort_value
         self.session = session
         self.weights = weights
-        self._values = {name: _to_ort(array) for name, array in weights.items()}   # CPU: no copy
+        self.added = added
+        self._values = {name: to_ort_value(array) for name, array in weights.items()}   # CPU: no copy
 
     def __getattr__(self, name: str):
         return getattr(self.session, name)
 
     def get_inputs(self) -> list:
-        return [i for i in self.session.get_inputs() if i.name not in self.weights]
+        return [i for i in self.session.get_inputs() if i.name not in self.added]
 
     def run(self, outputs, feeds, *args, **kwargs):
         return self.session.run(outputs, {**self.weights, **dict(feeds)}, *args, **kwargs)
@@ -259,7 +262,7 @@ def _session(model, options, **kwargs):
         return ort.InferenceSession(model, options, **kwargs)
     prepared = ort_model(model)
     session = ort.InferenceSession(prepared.data, options, **kwargs)
-    return WeightedSession(session, prepared.weights) if prepared.weights else session
+    return WeightedSession(session, prepared.weights, prepared.added) if prepared.weights else session
 
 
 def make_session(model, providers: "list[str]", device_id: int = 0):

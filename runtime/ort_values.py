@@ -18,7 +18,8 @@ _NATIVE = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int8, np
                                  np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)}
 
 
-def _to_ort(value: np.ndarray):
+def to_ort_value(value: np.ndarray):
+    """An OrtValue over `value` (no copy for a contiguous CPU array of a type numpy knows)."""
     import onnxruntime as ort
     array = np.ascontiguousarray(value)
     if array.dtype in _NATIVE or array.dtype.kind in "OSU":
@@ -56,5 +57,5 @@ def run_session(session, outputs: "Sequence[str] | None", feeds: Mapping[str, np
         if "numpy" not in str(exc).lower():      # not a type the binding cannot convert
             raise
     names = list(outputs) if outputs is not None else [o.name for o in session.get_outputs()]
-    values = {name: _to_ort(np.asarray(value)) for name, value in feeds.items()}
+    values = {name: to_ort_value(np.asarray(value)) for name, value in feeds.items()}
     return [_from_ort(r) for r in session.run_with_ort_values(names, values)]

@@ -17,10 +17,18 @@ from onnx_dml_lowering.runtime.weights import lifted, resolve_external, tensor_a
 
 ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
 
+# protobuf cannot serialise a message past 2 GB, and the checker and shape inference serialise.
+PROTO_LIMIT = (1 << 31) - 1
+
 
 def load_model(model: ModelLike) -> onnx.ModelProto:
     """A private copy of the model, or DmlLowerError naming the file and what is wrong."""
     if isinstance(model, onnx.ModelProto):
+        size = model.ByteSize()
+        if size > PROTO_LIMIT:
+            raise DmlLowerError(f"model proto of {size} bytes passes protobuf's 2 GB limit: save it with its "
+                                "weights as external data (onnx.save(model, path, save_as_external_data=True)) "
+                                "and pass the path")
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
         return copy

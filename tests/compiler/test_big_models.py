@@ -15,8 +15,6 @@ from onnx_dml_lowering.compiler.cli import main
 from tests.big_models import WEIGHT_ELEMENTS, expected_outputs, write_big_model
 from tests.runtime.test_ort_model import SessionSpy
 
-pytestmark = pytest.mark.bigmodel
-
 X = np.array([0.5, -1.0, 2.0, 0.25, -3.0, 7.0], np.float32)
 
 
@@ -59,11 +57,13 @@ def assert_exact(actual: "dict[str, np.ndarray]", expected: "dict[str, np.ndarra
         assert got.dtype == value.dtype and got.shape == value.shape and np.array_equal(got, value), name
 
 
+@pytest.mark.bigmodel
 def test_the_model_is_past_2_gb(big):
     assert os.path.getsize(big.parent / "big.onnx.data") == WEIGHT_ELEMENTS * 4 > 2**31
     assert os.path.getsize(big) < 4096
 
 
+@pytest.mark.bigmodel
 def test_compile_and_run_on_the_command_line(big, tmp_path, capsys):
     code, out, err = cli(["compile", big, "--json", tmp_path / "c.json"], capsys)
     assert code == 0, err
@@ -76,6 +76,7 @@ def test_compile_and_run_on_the_command_line(big, tmp_path, capsys):
         assert_exact(dict(np.load(tmp_path / f"{backend}.npz")), expected_outputs(X))
 
 
+@pytest.mark.bigmodel
 @pytest.mark.parametrize("oracle", ["hybrid", "ort-cpu", "reference"])
 def test_check_every_backend_and_oracle(big, tmp_path, capsys, oracle, monkeypatch):
     spy = SessionSpy(monkeypatch)
@@ -95,6 +96,7 @@ def test_check_every_backend_and_oracle(big, tmp_path, capsys, oracle, monkeypat
     assert spy.models and max(m.ByteSize() for m in spy.models) < 1 << 16
 
 
+@pytest.mark.bigmodel
 def test_python_api(big):
     compiled = compile_model(str(big))
     assert compiled.model.ByteSize() < 1 << 16            # the weight stayed in its file
@@ -102,6 +104,7 @@ def test_python_api(big):
     assert_exact(compiled.run({"x": X}, backend="ort", providers=["CPUExecutionProvider"]), expected_outputs(X))
 
 
+@pytest.mark.bigmodel
 def test_optimize_writes_a_big_model_that_still_runs(big, tmp_path, capsys):
     out = tmp_path / "opt.onnx"
     code, text, err = cli(["optimize", big, "-o", out], capsys)
@@ -118,3 +121,13 @@ def test_a_short_external_data_file_is_named(tmp_path, capsys):
     code, out, err = cli(["compile", path], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "big.onnx.data" in err and "holds 1000 bytes" in err and "'W'" in err
+
+
+def test_an_in_memory_proto_past_the_limit_is_refused_in_one_line(monkeypatch):
+    from onnx_dml_lowering.compiler import frontend
+    from onnx_dml_lowering.ir import DmlLowerError
+    from tests.builders import single_node_model
+    model = single_node_model("NonZero", onnx.TensorProto.FLOAT, [3, 4], onnx.TensorProto.INT64)
+    monkeypatch.setattr(frontend, "PROTO_LIMIT", model.ByteSize() - 1)      # stands for 2 GB
+    with pytest.raises(DmlLowerError, match="passes protobuf's 2 GB limit: save it with its weights as external"):
+        compile_model(model)

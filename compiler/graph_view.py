@@ -4,10 +4,10 @@ from __future__ import annotations
 from typing import Any
 
 import onnx
-from onnx import numpy_helper
 
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.lowering.node import unique_names
+from onnx_dml_lowering.runtime.weights import tensor_array
 
 from .bodies import graph_attributes, graph_captures
 from .frontend import default_opset, node_info, value_types
@@ -74,7 +74,7 @@ class OnnxGraphView:
         if tensor not in self._values:
             source = self._constants[tensor]
             if isinstance(source, onnx.TensorProto):
-                value = numpy_helper.to_array(source)
+                value = tensor_array(source)
             else:
                 from onnx.reference import ReferenceEvaluator
                 try:

@@ -11,7 +11,7 @@ from onnx import helper
 from onnx_dml_lowering.ir import DmlLowerError, OnnxRegion
 from onnx_dml_lowering.ir.errors import first_line
 
-from .ort_providers import ort_ir_version
+from .weights import reference_evaluator
 from .ort_values import run_session
 
 class RegionRunner:
@@ -47,7 +47,7 @@ class RegionRunner:
         inits = [self.inits[n] for n in step.inputs if n in self.inits]
         graph = helper.make_graph(nodes, step.name, inputs, [vi(n) for n in step.outputs], inits)
         sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                ir_version=ort_ir_version(self.model.ir_version))
+                                ir_version=self.model.ir_version)
         sub.functions.extend(self.model.functions)
         return sub
 
@@ -63,13 +63,12 @@ class RegionRunner:
         if reason is None:
             from .ort_providers import make_session
             try:
-                session = make_session(sub.SerializeToString(), self.providers)
+                session = make_session(sub, self.providers)
                 self.engines[step.name] = f"onnxruntime {', '.join(self.providers)}"
             except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
                 reason = f"onnxruntime cannot run it: {first_line(exc)}"
         if session is None:
-            from onnx.reference import ReferenceEvaluator
-            session = ReferenceEvaluator(sub)
+            session = reference_evaluator(sub)
             self.engines[step.name] = f"onnx.reference ({reason})"
         self._sessions[step.name] = session
         return session

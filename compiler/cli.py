@@ -8,16 +8,20 @@ import sys
 import zipfile
 from pathlib import Path
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .compiled import CompiledModel, compile_model
 from .optimize_cli import add_optimize_parser
-from onnx_dml_lowering.ir import format_graph
+
+if TYPE_CHECKING:                 # numpy, onnx and the compiler load when a command needs them
+    import numpy as np
+
+    from .compiled import CompiledModel
 
 
 def _load_npz(path: str) -> "dict[str, np.ndarray]":
+    import numpy as np
     file = Path(path)
     if file.is_dir():
         raise DmlLowerError(f"inputs file {path!r} is a directory, not an .npz archive")
@@ -85,6 +89,9 @@ def format_placement(compiled: CompiledModel) -> str:
 
 
 def cmd_compile(args) -> int:
+    from onnx_dml_lowering.ir import format_graph
+
+    from .compiled import compile_model
     compiled = compile_model(args.model, feature_level=args.feature_level)
     print(format_graph(compiled.graph))
     print()
@@ -96,6 +103,7 @@ def cmd_compile(args) -> int:
 
 
 def _summary(name: str, value: np.ndarray) -> str:
+    import numpy as np
     flat = value.reshape(-1)
     preview = np.array2string(flat[:8], separator=", ", threshold=8)
     more = " ..." if flat.size > 8 else ""
@@ -103,6 +111,9 @@ def _summary(name: str, value: np.ndarray) -> str:
 
 
 def cmd_run(args) -> int:
+    import numpy as np
+
+    from .compiled import compile_model
     compiled = compile_model(args.model, feature_level=args.feature_level)
     feeds = _feeds(compiled, args)
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
@@ -136,6 +147,10 @@ def _outputs_arg(args) -> "list[str] | str | None":
 
 
 def cmd_check(args) -> int:
+    import numpy as np
+
+    from .compiled import compile_model
+
     from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances, check
     from onnx_dml_lowering.runtime.feeds import random_feeds
     from onnx_dml_lowering.runtime.report import format_markdown, format_text, format_timing
@@ -189,6 +204,9 @@ def cmd_demo(args) -> int:
     from onnx_dml_lowering.runtime.feeds import random_feeds
     from onnx_dml_lowering.runtime.report import format_text
 
+    from onnx_dml_lowering.ir import format_graph
+
+    from .compiled import compile_model
     from .examples import example_paths
     failures = 0
     for path in example_paths():
@@ -255,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dml-lower", description=(
         "Lower ONNX NonZero / EyeLike onto DirectML NONZERO_COORDINATES / DIAGONAL_MATRIX, "
         "run the lowered graph and check it against ONNX semantics."))
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show program's version number and exit")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="on an unexpected error, print the traceback (as DML_LOWER_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -350,6 +368,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """--version, looked up only when asked (importlib.metadata costs ~0.1 s on every command)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
 
 
 def _version() -> str:

@@ -1,7 +1,9 @@
 """The ONNX graph as idioms see it: producers, consumers, constant values (lowering.GraphView)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
+
+import numpy as np
 
 import onnx
 from onnx import numpy_helper
@@ -76,14 +78,33 @@ class OnnxGraphView:
             if isinstance(source, onnx.TensorProto):
                 value = numpy_helper.to_array(source)
             else:
-                from onnx.reference import ReferenceEvaluator
-                try:
-                    graph = onnx.helper.make_graph([source], "constant", [], [
-                        onnx.helper.make_empty_tensor_value_info(tensor)])
-                    model = onnx.helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                                   ir_version=self.model.ir_version)
-                    value = ReferenceEvaluator(model).run(None, {})[0]
-                except Exception:  # an attribute form we cannot evaluate: treat as not constant
-                    value = None
+                value = constant_node_value(source, self.model)
             self._values[tensor] = value
         return self._values[tensor]
+
+
+# Constant's attribute forms numpy reads directly, with the dtype onnx.reference gives them.
+_LIST_DTYPES = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
+                "value_ints": np.int64}
+
+
+def constant_node_value(node: onnx.NodeProto, model: onnx.ModelProto) -> Any:
+    """The value of a Constant node: numpy for the tensor and number forms (models hold hundreds
+    of Constants, and an onnx.reference evaluator costs ~1 ms each to build); the evaluator for the
+    rest (strings, sparse tensors); None for an attribute form neither can evaluate."""
+    if len(node.attribute) == 1:
+        attr = node.attribute[0]
+        if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR and not attr.ref_attr_name \
+                and attr.t.data_location != onnx.TensorProto.EXTERNAL:
+            return numpy_helper.to_array(attr.t)
+        if attr.name in _LIST_DTYPES and not attr.ref_attr_name:
+            value = onnx.helper.get_attribute_value(attr)
+            return np.array(list(value) if isinstance(value, Iterable) else value, dtype=_LIST_DTYPES[attr.name])
+    from onnx.reference import ReferenceEvaluator
+    try:
+        graph = onnx.helper.make_graph([node], "constant", [], [onnx.helper.make_empty_tensor_value_info(node.output[0])])
+        evaluator = ReferenceEvaluator(onnx.helper.make_model(graph, opset_imports=list(model.opset_import),
+                                                              ir_version=model.ir_version))
+        return evaluator.run(None, {})[0]
+    except Exception:  # an attribute form we cannot evaluate: treat as not constant
+        return None

@@ -26,7 +26,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
-from .ort_providers import MAX_IR_VERSION, make_session
+from .ort_providers import MAX_IR_VERSION, few_elements, make_session
 from .ort_values import run_session
 
 REFERENCE = "onnx.reference"
@@ -218,7 +218,8 @@ class Oracle:
                 from onnx.reference import ReferenceEvaluator
                 self._sessions[key] = ReferenceEvaluator(sub)
             else:
-                self._sessions[key] = make_session(sub.SerializeToString(), ["CPUExecutionProvider"])
+                self._sessions[key] = make_session(sub.SerializeToString(), ["CPUExecutionProvider"],
+                                                   tiny=few_elements(sub.graph.initializer), spinning=False)
         return self._sessions[key]
 
     def _plan_loadable(self) -> "list[_Run]":

@@ -3,8 +3,12 @@ provider libraries, and which provider ran each node (onnxruntime's graph assign
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
 
 from onnx_dml_lowering.ir import DmlLowerError
+
+if TYPE_CHECKING:
+    import onnx
 
 # The newest IR version onnxruntime 1.2x/1.3x reads; models handed to it never need more.
 MAX_IR_VERSION = 10
@@ -182,13 +186,35 @@ def session_options(provider: "ProviderSpec | None" = None, no_fallback: bool = 
     return options
 
 
-def make_session(model_bytes: bytes, providers: "list[str]", device_id: int = 0):
+# A graph whose tensors hold at most this many elements runs on one intra-op thread.
+TINY_ELEMENTS = 1 << 18
+
+
+def few_elements(tensors: "Iterable[onnx.TensorProto]", elements: int = 0) -> bool:
+    """`elements` plus the tensors' elements are at most TINY_ELEMENTS (a session's work is small)."""
+    for tensor in tensors:
+        count = 1
+        for d in tensor.dims:
+            count *= d
+        elements += count
+    return elements <= TINY_ELEMENTS
+
+
+def make_session(model_bytes: bytes, providers: "list[str]", device_id: int = 0, tiny: bool = False,
+                 spinning: bool = True):
     """An InferenceSession with the settings the providers require.
 
     DirectML requires memory patterns off and sequential execution, and takes a device id.
+    `tiny`: the graph's work is small (a region over small tensors): one intra-op thread, as
+    a thread pool costs more to create (~50 ms) than it saves. `spinning` False: idle pool threads
+    sleep instead of spinning, so they do not take the CPU from the steps run between regions.
     """
     import onnxruntime as ort
     options = session_options(dml="DmlExecutionProvider" in providers, record_assignment=False)
+    if tiny:
+        options.intra_op_num_threads = 1
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     provider_list: list = []
     for name in providers:
         if name == "DmlExecutionProvider":

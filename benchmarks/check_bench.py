@@ -140,6 +140,13 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=["check", "warm"])
     parser.add_argument("--models", nargs="+", help="check these models instead of the default set")
     args = parser.parse_args()
+    # Byte-compile the package as a wheel install does (PYTHONDONTWRITEBYTECODE would otherwise
+    # make every check process compile our sources again).
+    import compileall
+
+    from onnx_dml_lowering import compiler, ir, lowering, runtime
+    for package in (compiler, ir, lowering, runtime):
+        compileall.compile_dir(str(Path(package.__file__).parent), quiet=1)
     import onnxruntime as ort
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, onnx {onnx.__version__}, onnxruntime "
           f"{ort.__version__}, {os.cpu_count()} CPUs; best of {args.repeat}, sides interleaved")

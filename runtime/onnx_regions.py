@@ -69,7 +69,7 @@ class RegionRunner:
             from .ort_providers import make_session
             try:
                 session = make_session(sub.SerializeToString(), self.providers,
-                                       tiny=self._tiny(step, tensors or {}), spinning=False)
+                                       tiny=self._tiny(step, tensors or {}))
                 self.engines[step.name] = f"onnxruntime {', '.join(self.providers)}"
             except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
                 reason = f"onnxruntime cannot run it: {first_line(exc)}"

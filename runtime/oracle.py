@@ -219,7 +219,7 @@ class Oracle:
                 self._sessions[key] = ReferenceEvaluator(sub)
             else:
                 self._sessions[key] = make_session(sub.SerializeToString(), ["CPUExecutionProvider"],
-                                                   tiny=few_elements(sub.graph.initializer), spinning=False)
+                                                   tiny=few_elements(sub.graph.initializer))
         return self._sessions[key]
 
     def _plan_loadable(self) -> "list[_Run]":

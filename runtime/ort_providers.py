@@ -200,20 +200,18 @@ def few_elements(tensors: "Iterable[onnx.TensorProto]", elements: int = 0) -> bo
     return elements <= TINY_ELEMENTS
 
 
-def make_session(model_bytes: bytes, providers: "list[str]", device_id: int = 0, tiny: bool = False,
-                 spinning: bool = True):
+def make_session(model_bytes: bytes, providers: "list[str]", device_id: int = 0, tiny: bool = False):
     """An InferenceSession with the settings the providers require.
 
     DirectML requires memory patterns off and sequential execution, and takes a device id.
     `tiny`: the graph's work is small (a region over small tensors): one intra-op thread, as
-    a thread pool costs more to create (~50 ms) than it saves. `spinning` False: idle pool threads
-    sleep instead of spinning, so they do not take the CPU from the steps run between regions.
+    a thread pool costs more to create (~50 ms) than it saves, and no spinning. Larger graphs keep
+    onnxruntime's defaults (its spinning pool is what the warm run is measured against).
     """
     import onnxruntime as ort
     options = session_options(dml="DmlExecutionProvider" in providers, record_assignment=False)
     if tiny:
         options.intra_op_num_threads = 1
-    if not spinning:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     provider_list: list = []
     for name in providers:

@@ -341,7 +341,7 @@ def _widened(model: "str | bytes") -> onnx.ModelProto:
     refuses a model whose node names repeat), each output onnxruntime cannot hand to numpy read
     through an exact Cast."""
     proto = load_model(model)
-    renamed = identify_nodes(proto)         # onnxruntime refuses a model whose node names repeat
+    identify_nodes(proto)                   # onnxruntime refuses a model whose node names repeat
     outputs = [o for o in proto.graph.output if o.type.tensor_type.elem_type in _NO_NUMPY]
     if not outputs:
         return proto

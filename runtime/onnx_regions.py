@@ -11,6 +11,7 @@ from onnx import helper
 from onnx_dml_lowering.ir import DmlLowerError, OnnxRegion
 from onnx_dml_lowering.ir.errors import first_line
 
+from .ort_providers import few_elements
 from .weights import reference_evaluator
 from .ort_values import run_session
 
@@ -54,7 +55,12 @@ class RegionRunner:
     def _deviation(self, step: OnnxRegion) -> "str | None":
         return _scalar_nonzero(self.regions[step.name], {n: i.shape for n, i in self.types.items()})
 
-    def _session(self, step: OnnxRegion):
+    def _tiny(self, step: OnnxRegion, tensors: "Mapping[str, np.ndarray]") -> bool:
+        """The region's first inputs and its initializers hold few elements: one thread will do."""
+        fed = sum(int(np.size(tensors[n])) for n in step.inputs if n in tensors and n not in self.inits)
+        return few_elements([self.inits[n] for n in step.inputs if n in self.inits], fed)
+
+    def _session(self, step: OnnxRegion, tensors: "Mapping[str, np.ndarray] | None" = None):
         if step.name in self._sessions:
             return self._sessions[step.name]
         sub = self.submodel(step)
@@ -63,7 +69,7 @@ class RegionRunner:
         if reason is None:
             from .ort_providers import make_session
             try:
-                session = make_session(sub, self.providers)
+                session = make_session(sub, self.providers, tiny=self._tiny(step, tensors or {}))
                 self.engines[step.name] = f"onnxruntime {', '.join(self.providers)}"
             except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
                 reason = f"onnxruntime cannot run it: {first_line(exc)}"
@@ -74,7 +80,7 @@ class RegionRunner:
         return session
 
     def __call__(self, step: OnnxRegion, tensors: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
-        session = self._session(step)
+        session = self._session(step, tensors)
         feeds = {n: tensors[n] for n in step.inputs if n not in self.inits}
         try:
             results = run_session(session, step.outputs, feeds)

@@ -26,7 +26,7 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
 from .feeds import restore_dtype
-from .ort_providers import make_session
+from .ort_providers import few_elements, make_session
 from .weights import reference_evaluator
 from .ort_values import run_session
 from .saved_outputs import load_golden, split_metadata
@@ -227,7 +227,8 @@ class Oracle:
             if engine == REFERENCE:
                 self._sessions[key] = reference_evaluator(sub)
             else:
-                self._sessions[key] = make_session(sub, ["CPUExecutionProvider"])
+                self._sessions[key] = make_session(sub, ["CPUExecutionProvider"],
+                                                   tiny=few_elements(sub.graph.initializer))
         return self._sessions[key]
 
     def _plan_loadable(self) -> "list[_Run]":

@@ -3,8 +3,12 @@ provider libraries, and which provider ran each node (onnxruntime's graph assign
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
 
 from onnx_dml_lowering.ir import DmlLowerError
+
+if TYPE_CHECKING:
+    import onnx
 
 # The newest IR version onnxruntime 1.2x/1.3x reads; models handed to it never need more.
 MAX_IR_VERSION = 10
@@ -272,12 +276,32 @@ def _session(model, options, **kwargs):
     return WeightedSession(session, prepared.weights, prepared.added) if prepared.weights else session
 
 
-def make_session(model, providers: "list[str]", device_id: int = 0):
+# A graph whose tensors hold at most this many elements runs on one intra-op thread.
+TINY_ELEMENTS = 1 << 18
+
+
+def few_elements(tensors: "Iterable[onnx.TensorProto]", elements: int = 0) -> bool:
+    """`elements` plus the tensors' elements are at most TINY_ELEMENTS (a session's work is small)."""
+    for tensor in tensors:
+        count = 1
+        for d in tensor.dims:
+            count *= d
+        elements += count
+    return elements <= TINY_ELEMENTS
+
+
+def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool = False):
     """An InferenceSession over a ModelProto (or a model path) with the settings the providers require.
 
     DirectML requires memory patterns off and sequential execution, and takes a device id.
+    `tiny`: the graph's work is small (a region over small tensors): one intra-op thread, as
+    a thread pool costs more to create (~50 ms) than it saves, and no spinning. Larger graphs keep
+    onnxruntime's defaults (its spinning pool is what the warm run is measured against).
     """
     options = session_options(dml="DmlExecutionProvider" in providers, record_assignment=False)
+    if tiny:
+        options.intra_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     provider_list: list = []
     for name in providers:
         if name == "DmlExecutionProvider":

@@ -252,9 +252,19 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
     opt.eye_ranges()
     rewrite_masks(opt)
     opt.constants()
+    escaped = []
     for _, node in all_nodes(out):
-        if node.name in renamed:
-            node.name = renamed[node.name]
+        original = renamed.get(node.name)
+        if original is None:
+            continue
+        if isinstance(original, bytes):     # protobuf cannot write a name that is not UTF-8 back
+            escaped.append(node.name)
+        elif original:
+            node.name = original
+        else:
+            node.ClearField("name")         # unnamed again, not named ""
+    if escaped:
+        opt.declined.append(f"node names that are not UTF-8 are written as their identities: {', '.join(escaped)}")
     if opt.rewrites and valid:
         try:
             onnx.checker.check_model(lifted(out)[0])

@@ -195,3 +195,12 @@ def test_placement_paths_name_body_nodes_by_identity() -> None:
     assert len(paths) == 3 and all(p.split("/")[-1].startswith("n#") for p in paths)
     initial = numpy_helper.to_array(next(i for i in compiled.model.graph.initializer if i.name == "v0"))
     assert initial.shape == (3, 4)
+
+
+def test_optimize_writes_non_utf8_names_as_identities_and_says_so() -> None:
+    _, data = named([b"\xff"] * 3 + [""] * 11)
+    out, _, notes = optimize_model(onnx.load_from_string(data))
+    names = [n.name for _, n in all_nodes(out)]
+    assert names[:3] == ["\\xff#1", "\\xff#2", "\\xff#3"]
+    assert not any(n.HasField("name") for _, n in all_nodes(out)[3:])
+    assert any("not UTF-8" in note and "\\xff#1" in note for note in notes)

@@ -74,6 +74,8 @@ def verdict(report: CheckReport) -> str:
     others = [f"{counts[s]} {s}" for s in ("deviation", "unsupported", "nondeterministic") if counts.get(s)]
     if others:
         text = "no mismatch (" + ", ".join(others) + ")"
+    if report.unavailable:       # a backend that never ran is not a match: say so in the verdict too
+        text += f"; not run (unavailable here): {', '.join(report.unavailable)}"
     return text
 
 

@@ -45,7 +45,7 @@ def test_quiet_keeps_unavailable_backends_and_the_verdict(capsys):
     lines = out.splitlines()
     assert code == 0 and len(lines) == 2
     assert lines[0].startswith("  [ort-dml] UNAVAILABLE here, not run: DmlExecutionProvider is not available")
-    assert lines[1] == "verdict: all outputs match ONNX semantics"
+    assert lines[1] == "verdict: all outputs match ONNX semantics; not run (unavailable here): ort-dml"
 
 
 def test_quiet_keeps_every_line_that_is_not_match(tmp_path, capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from typing import Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
@@ -18,6 +19,7 @@ from .zoo_result import run_one
 
 RAY_MISSING = "--executor ray needs the ray extra: pip install 'onnx-dml-lowering[ray]'"
 LOCAL_CPUS = 2
+CONNECT_TIMEOUT = 10.0   # seconds for the address's TCP port to answer
 
 
 def import_ray():
@@ -28,12 +30,26 @@ def import_ray():
     return ray
 
 
+def _reachable(address: str) -> None:
+    """A HOST:PORT (or ray://HOST:PORT) where nothing listens is one line now: ray.init itself
+    retries such an address for minutes. 'auto' and other forms are left to Ray."""
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        raise DmlLowerError(f"--ray-address {address}: no Ray cluster answers there "
+                            f"({exc.strerror or type(exc).__name__})") from None
+
+
 def run_on_ray(models: "list[str]", options: "list[str]", address: "str | None", jobs: "int | None",
                done: "Callable[[int, dict], None]") -> None:
     """Check every model as a Ray task (at most `jobs` in flight when given; otherwise as many as
     the cluster's CPUs take); `done(index, record)` is called as each finishes."""
     ray = import_ray()
     if address:
+        _reachable(address)
         kwargs = {"address": address}
     else:
         kwargs = {"num_cpus": LOCAL_CPUS, "include_dashboard": False}

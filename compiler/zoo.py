@@ -144,10 +144,14 @@ def _schedule(models: "list[str]", options: "list[str]", executor: str, args) ->
             from .ray_executor import run_on_ray
             run_on_ray(models, options, args.ray_address, args.jobs, done)
         else:
-            with ThreadPoolExecutor(max_workers=args.jobs or 1) as pool:
+            pool = ThreadPoolExecutor(max_workers=args.jobs or 1)
+            try:
                 futures = {pool.submit(run_one, model, options): index for index, model in enumerate(models)}
                 for future in as_completed(futures):
                     done(futures[future], future.result())
+            finally:
+                # On Ctrl-C the running checks get the SIGINT too; the queued ones never start.
+                pool.shutdown(wait=True, cancel_futures=True)
     return [ModelResult.from_dict(records[i]) for i in range(len(models))]
 
 

@@ -9,7 +9,7 @@ from onnx import helper, shape_inference
 
 from onnx_dml_lowering.lowering import TensorInfo
 
-from .frontend import name_graph_nodes, value_types
+from .frontend import value_types
 
 CONTROL_FLOW = {"If": "if", "Loop": "loop", "Scan": "scan"}
 
@@ -50,15 +50,6 @@ def graph_captures(graph: onnx.GraphProto) -> "list[str]":
                 names.append(name)
         defined.update(node.output)
     return names
-
-
-def name_subgraph_nodes(graph: onnx.GraphProto) -> None:
-    """Give every unnamed node inside every subgraph a name unique in its graph (op type and
-    position), so placement paths can name it."""
-    for node in graph.node:
-        for _, sub in graph_attributes(node):
-            name_graph_nodes(sub)
-            name_subgraph_nodes(sub)
 
 
 def _loose(vi: onnx.ValueInfoProto, elem_type: int, keep_dims: bool) -> onnx.ValueInfoProto:

@@ -4,37 +4,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
-import zipfile
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
 
+from onnx_dml_lowering.runtime.npz import save_npz
+
 from .compiled import CompiledModel, compile_model
+from .inspect_cmd import add_inspect_parser
 from .optimize_cli import add_optimize_parser
 from .zoo import add_zoo_options
 from onnx_dml_lowering.ir import format_graph
-
-
-def _load_npz(path: str) -> "dict[str, np.ndarray]":
-    file = Path(path)
-    if file.is_dir():
-        raise DmlLowerError(f"inputs file {path!r} is a directory, not an .npz archive")
-    if not file.is_file():
-        raise DmlLowerError(f"inputs file {path!r} does not exist")
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
-        raise DmlLowerError(f"inputs file {path!r} is not an .npz archive of arrays keyed by input name") from None
-    if not hasattr(data, "files"):
-        raise DmlLowerError(f"inputs file {path!r} is a single .npy array, not an .npz archive keyed by input name")
-    try:
-        with data:
-            return {name: data[name] for name in data.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
-        raise DmlLowerError(f"inputs file {path!r} holds an entry that is not a plain array") from None
 
 
 def _write(path: str, what: str, write) -> None:
@@ -44,13 +29,86 @@ def _write(path: str, what: str, write) -> None:
         raise DmlLowerError(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None
 
 
+def _memory_limit(args) -> int:
+    from onnx_dml_lowering.runtime.memory import default_limit, parse_size
+    return default_limit() if args.memory_limit is None else parse_size(args.memory_limit)
+
+
+def check_writable(option: str, path: "str | None") -> None:
+    """An output file the run would fail to write is found before the run, in one line."""
+    if not path:
+        return
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        why = "it is a directory"
+    elif folder.exists() and not folder.is_dir():
+        why = f"{str(folder)!r} is a file, not a folder"
+    elif not folder.is_dir():
+        why = f"folder {str(folder)!r} does not exist"
+    elif target.exists() and not os.access(target, os.W_OK):
+        why = "the file is not writable"
+    elif not target.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        why = f"folder {str(folder)!r} is not writable"
+    else:
+        return
+    raise DmlLowerError(f"{option} {path!r}: cannot write there: {why}")
+
+
 def _feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
+    """The first feed set (see _feed_sets)."""
+    return next(_feed_sets(compiled, args))
+
+
+def _feed_sets(compiled: CompiledModel, args) -> "Iterator[dict[str, np.ndarray]]":
+    """The feed sets of run / check, one at a time: a data loader script's, the --inputs file, or
+    seeded random ones (seeds SEED .. SEED+N-1 for --iterations N)."""
     from onnx_dml_lowering.runtime.feeds import random_feeds
+    from onnx_dml_lowering.runtime.npz import load_npz
+    iterations = getattr(args, "iterations", 1)
+    script = getattr(args, "data_loader_script", None)
+    if script:
+        if args.inputs:
+            raise DmlLowerError("--data-loader-script gives the feeds: it does not combine with --inputs")
+        if iterations > 1:
+            raise DmlLowerError("--data-loader-script gives the feed sets (one iteration each): "
+                                "it does not combine with --iterations")
+        for option, value in (("--dim", args.dim), ("--val-range", args.val_range),
+                               ("--zero-fraction", args.zero_fraction)):
+            if value:
+                raise DmlLowerError(f"{option} shapes random feeds: it does not apply to --data-loader-script")
+        from .data_loader import feed_sets
+        yield from feed_sets(script, compiled.inputs, compiled.optional_inputs)
+        return
     if args.inputs:
-        return _load_npz(args.inputs)
+        if iterations > 1:
+            raise DmlLowerError("--iterations draws seeded random feeds: it does not combine with --inputs")
+        yield load_npz(args.inputs, "inputs file", _memory_limit(args))
+        return
     if args.seed < 0:
         raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
-    return random_feeds(compiled.inputs, seed=args.seed, dims=_dims(compiled, args), **_value_control(args))
+    dims = _dims(compiled, args)
+    control = _check_value_control(compiled, _value_control(args), args)
+    limit = _memory_limit(args)
+    for index in range(iterations):
+        # drawn one at a time as check consumes them: memory stays flat in N
+        yield random_feeds(_random_inputs(compiled, args), seed=args.seed + index, dims=dims, **control,
+                           memory_limit=limit)
+
+
+def _random_inputs(compiled: CompiledModel, args) -> list:
+    """The inputs random feeds are drawn for: initializers that are also inputs keep their stored
+    default unless --feed-initializers asks for random values in their place."""
+    return compiled.inputs + (compiled.optional_inputs if getattr(args, "feed_initializers", False) else [])
+
+
+def _defaults_line(compiled: CompiledModel, feeds) -> "str | None":
+    unfed = [vi.name for vi in compiled.optional_inputs if vi.name not in feeds]
+    if not unfed:
+        return None
+    inits = compiled.initializers
+    return "inputs not fed, their initializer used as the default: " + ", ".join(
+        f"{n} ({inits[n].dtype} [{'x'.join(map(str, inits[n].shape)) or 'scalar'}])" for n in unfed)
 
 
 def _dims(compiled: CompiledModel, args) -> "dict[str, int]":
@@ -60,7 +118,8 @@ def _dims(compiled: CompiledModel, args) -> "dict[str, int]":
         if not name or not value.isdigit():
             raise DmlLowerError(f"--dim {text!r}: expected NAME=SIZE with a non-negative integer size")
         dims[name] = int(value)
-    known = {d.dim_param for vi in compiled.inputs for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    known = {d.dim_param for vi in compiled.inputs + compiled.optional_inputs
+             for d in vi.type.tensor_type.shape.dim if d.dim_param}
     unknown = sorted(set(dims) - known)
     if unknown:
         raise DmlLowerError(f"--dim {unknown[0]}: no input dimension has that name "
@@ -69,15 +128,87 @@ def _dims(compiled: CompiledModel, args) -> "dict[str, int]":
 
 
 def _value_control(args) -> dict:
-    """--zero-fraction / --val-range, for random feeds."""
-    value_range = None
-    if getattr(args, "val_range", None):
-        lo, sep, hi = args.val_range.partition(",")
+    """--zero-fraction / --val-range, for random feeds: global `F` / `LO,HI` and per input
+    `NAME:F` / `NAME:LO,HI` (the per-input form wins; of repeated ones the last)."""
+    control: dict = {"zero_fraction": None, "value_range": None, "input_zero_fraction": {},
+                     "input_value_range": {}}
+    for text in _listed(getattr(args, "val_range", None)):
+        name, bounds = _split_input(text, "--val-range")
+        lo, sep, hi = bounds.partition(",")
         try:
             value_range = (float(lo), float(hi))
         except ValueError:
-            raise DmlLowerError(f"--val-range {args.val_range!r}: expected LO,HI (two numbers)") from None
-    return {"zero_fraction": getattr(args, "zero_fraction", None), "value_range": value_range}
+            raise DmlLowerError(f"--val-range {text!r}: expected [NAME:]LO,HI (two numbers)") from None
+        if value_range[0] > value_range[1]:
+            raise DmlLowerError(f"--val-range {text!r}: LO is above HI")
+        if name is None:
+            control["value_range"] = value_range
+        else:
+            control["input_value_range"][name] = value_range
+    for text in _listed(getattr(args, "zero_fraction", None)):
+        name, value = _split_input(text, "--zero-fraction")
+        try:
+            fraction = float(value)
+        except ValueError:
+            raise DmlLowerError(f"--zero-fraction {text!r}: expected [NAME:]F (a number from 0 to 1)") from None
+        if not 0.0 <= fraction <= 1.0:
+            raise DmlLowerError(f"--zero-fraction {text!r}: F must be between 0 and 1")
+        if name is None:
+            control["zero_fraction"] = fraction
+        else:
+            control["input_zero_fraction"][name] = fraction
+    return control
+
+
+def _listed(value) -> "list[str]":
+    if value is None:
+        return []
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+
+
+def _split_input(text: str, option: str) -> "tuple[str | None, str]":
+    """NAME:VALUE -> (NAME, VALUE); VALUE alone -> (None, VALUE). The last colon splits, so input
+    names holding a colon (TensorFlow's 'x:0') still work."""
+    name, sep, value = text.rpartition(":")
+    if not sep:
+        return None, text
+    if not name:
+        raise DmlLowerError(f"{option} {text!r}: the input name before ':' is empty")
+    return name, value
+
+
+def _check_value_control(compiled: CompiledModel, control: dict, args=None) -> dict:
+    """An input named by --val-range / --zero-fraction must be one the random feeds fill."""
+    names = [vi.name for vi in (_random_inputs(compiled, args) if args is not None else compiled.inputs)]
+    for option, key in (("--val-range", "input_value_range"), ("--zero-fraction", "input_zero_fraction")):
+        for name in control[key]:
+            if name not in names:
+                raise DmlLowerError(f"{option} {name}: the model has no input of that name "
+                                    f"(inputs: {', '.join(names) or 'none'})")
+    return control
+
+
+# Options whose value may start with '-' ('--val-range -1,1'): argparse would read it as an option.
+_SIGNED_VALUES = ("--val-range", "--zero-fraction")
+_NUMBER_START = re.compile(r"-(\d|\.\d|inf\b|nan\b)", re.IGNORECASE)
+
+
+def _attach_signed_values(argv: "list[str]") -> "list[str]":
+    """'--val-range -1,1' -> '--val-range=-1,1', so that argparse takes -1,1 as the value."""
+    out: "list[str]" = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            out += argv[index:]
+            break
+        if token in _SIGNED_VALUES and index + 1 < len(argv) and _NUMBER_START.match(argv[index + 1]):
+            out.append(f"{token}={argv[index + 1]}")
+            index += 2
+            continue
+        out.append(token)
+        index += 1
+    return out
 
 
 def format_placement(compiled: CompiledModel) -> str:
@@ -86,14 +217,27 @@ def format_placement(compiled: CompiledModel) -> str:
 
 
 def cmd_compile(args) -> int:
+    check_writable("--json", args.json)
     compiled = compile_model(args.model, feature_level=args.feature_level)
     print(format_graph(compiled.graph))
     print()
     print(format_placement(compiled))
+    data = compiled.to_dict()
+    if args.dim:
+        data["specialised"] = _specialised(compiled, args)
     if args.json:
-        _write(args.json, "the compile JSON", lambda p: Path(p).write_text(compiled.to_json()))
+        _write(args.json, "the compile JSON", lambda p: Path(p).write_text(json.dumps(data, indent=1)))
         print(f"\nwrote {args.json}")
     return 0
+
+
+def _specialised(compiled: CompiledModel, args) -> dict:
+    """compile --dim: the run-time steps specialised at those sizes, printed and returned for --json."""
+    from .specialise import format_specialised, specialise
+    spec = specialise(compiled, _dims(compiled, args))
+    print()
+    print(format_specialised(spec))
+    return spec
 
 
 def _summary(name: str, value: np.ndarray) -> str:
@@ -104,20 +248,31 @@ def _summary(name: str, value: np.ndarray) -> str:
 
 
 def cmd_run(args) -> int:
+    check_writable("--save-outputs", args.save_outputs)
     compiled = compile_model(args.model, feature_level=args.feature_level)
-    feeds = _feeds(compiled, args)
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
     if providers and args.backend != "ort":
         raise DmlLowerError("--providers applies to --backend ort only")
-    outputs = compiled.run(feeds, backend=args.backend, providers=providers, strict=args.strict or None,
-                           memory_limit=args.memory_limit)
-    print(f"ran {args.model} on backend {args.backend} (feature level {compiled.feature_level})")
-    unvalidated = compiled.session(args.backend, providers).unvalidated_outputs
-    for name, value in outputs.items():
-        print(_summary(name, value) + (f"  [not run on the provider: {unvalidated[name]}]"
-                                       if name in unvalidated else ""))
+    first = None
+    for index, feeds in enumerate(_feed_sets(compiled, args)):
+        outputs = compiled.run(feeds, backend=args.backend, providers=providers, strict=args.strict or None,
+                               memory_limit=args.memory_limit)
+        if first is None:
+            first, first_feeds = outputs, feeds
+        which = f" (iteration #{index} of {args.data_loader_script})" if args.data_loader_script else ""
+        print(f"ran {args.model} on backend {args.backend} (feature level {compiled.feature_level}){which}")
+        defaults = _defaults_line(compiled, feeds)
+        if defaults:
+            print(defaults)
+        unvalidated = compiled.session(args.backend, providers).unvalidated_outputs
+        for name, value in outputs.items():
+            print(_summary(name, value) + (f"  [not run on the provider: {unvalidated[name]}]"
+                                           if name in unvalidated else ""))
     if args.save_outputs:
-        _write(args.save_outputs, "the outputs", lambda p: np.savez(p, **outputs))
+        from onnx_dml_lowering.runtime.feeds import check_feeds
+        from onnx_dml_lowering.runtime.saved_outputs import metadata
+        meta = metadata(check_feeds(compiled.inputs, first_feeds, compiled.optional_inputs), f"run:{args.backend}")
+        save_npz(args.save_outputs, {**first, **meta}, "the outputs")
         print(f"wrote {args.save_outputs}")
     return 0
 
@@ -138,40 +293,37 @@ def _outputs_arg(args) -> "list[str] | str | None":
 
 def cmd_check(args) -> int:
     from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances, check
-    from onnx_dml_lowering.runtime.feeds import random_feeds
-    from onnx_dml_lowering.runtime.report import format_markdown, format_text, format_timing
+    from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
     if args.iterations < 1:
         raise DmlLowerError(f"--iterations {args.iterations}: must be at least 1")
+    for option in ("--json", "--markdown", "--save-outputs", "--save-inputs"):
+        check_writable(option, getattr(args, option[2:].replace("-", "_")))
     compiled = compile_model(args.model, feature_level=args.feature_level, outputs=_outputs_arg(args))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     tolerances = Tolerances.parse(args.atol, args.rtol)
-    feeds = _feeds(compiled, args)
-    more = []
-    if args.iterations > 1:
-        if args.inputs:
-            raise DmlLowerError("--iterations draws seeded random feeds: it does not combine with --inputs")
-        more = [random_feeds(compiled.inputs, seed=args.seed + i, dims=_dims(compiled, args), **_value_control(args))
-                for i in range(1, args.iterations)]
+    sets = _feed_sets(compiled, args)
+    feeds = next(sets)
+    more = sets                 # a generator: the feed sets are drawn as check consumes them
     loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
     feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
                           model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
                           more_feeds=more, loaded=loaded, provider_options=args.provider_option,
                           ep_libraries=args.ep_library, no_fallback=args.no_fallback)
     if args.save_inputs:
-        _write(args.save_inputs, "the inputs", lambda p: np.savez(p, **feeds))
+        save_npz(args.save_inputs, feeds, "the inputs")
     if args.save_outputs:
-        saved = _saved_outputs(report)
-        _write(args.save_outputs, "the outputs", lambda p: np.savez(p, **saved))
-    text = format_text(report)
-    if args.quiet:
-        text = text.splitlines()[-1]
-    print(text)
+        save_npz(args.save_outputs, _saved_outputs(report, feeds), "the outputs")
+    print(format_quiet(report) if args.quiet else format_text(report))
     if not args.quiet:
         print(format_timing(report))
     if args.json:
         _write(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(report.to_dict(), indent=1)))
     if args.markdown:
         _write(args.markdown, "the Markdown report", lambda p: Path(p).write_text(format_markdown(report)))
+    if report.interrupted:
+        print(f"dml-lower: interrupted: the report covers the {report.iterations} of {args.iterations} feed sets "
+              "checked before Ctrl-C", file=sys.stderr)
+        return 130
     return 0 if report.ok else 1
 
 
@@ -179,17 +331,20 @@ def check_models(args, parser) -> int:
     """One model file: cmd_check as ever. Several, a directory or a zoo option: the zoo (zoo.py)."""
     from .zoo import is_zoo, run_zoo
     if is_zoo(args):
+        check_writable("--json", args.json)
+        check_writable("--junit", args.junit)
         return run_zoo(args, parser)
     args.model = args.model[0]
     return cmd_check(args)
 
 
-def _saved_outputs(report) -> "dict[str, np.ndarray]":
+def _saved_outputs(report, feeds) -> "dict[str, np.ndarray]":
     """The oracle's outputs as OUTPUT (a golden file for --oracle) and each backend's as
-    BACKEND:OUTPUT (for --load-outputs), for the first feed set."""
-    saved = dict(report.expected)
+    BACKEND:OUTPUT (for --load-outputs), for the first feed set, with that set's fingerprint."""
+    from onnx_dml_lowering.runtime.saved_outputs import PREFIX, metadata
+    saved = dict(report.expected, **metadata(feeds, "check"))
     for backend in report.backends:
-        if not backend.backend.startswith("loaded:"):
+        if not backend.backend.startswith(PREFIX):
             saved.update({f"{backend.backend}:{name}": value for name, value in backend.values.items()})
     return saved
 
@@ -286,10 +441,18 @@ def build_parser() -> argparse.ArgumentParser:
                            help="size of a symbolic input dimension for random feeds (repeatable; default 3)")
             p.add_argument("--strict", action="store_true",
                            help="poison undefined memory in the emulator, so anything that reads it shows")
-            p.add_argument("--zero-fraction", type=float, metavar="F",
-                           help="share of random feed elements that are zero (0: full, 1: empty; default 0.5)")
-            p.add_argument("--val-range", metavar="LO,HI",
-                           help="random feed values in [LO, HI] (floats uniform, integers inclusive)")
+            p.add_argument("--zero-fraction", action="append", metavar="[NAME:]F",
+                           help="share of random feed elements that are zero (0: full, 1: empty; default 0.5); "
+                                "NAME:F for one input (repeatable; wins over the global F)")
+            p.add_argument("--val-range", action="append", metavar="[NAME:]LO,HI",
+                           help="random feed values in [LO, HI] (floats uniform, integers inclusive); "
+                                "NAME:LO,HI for one input (repeatable; wins over the global LO,HI)")
+            p.add_argument("--data-loader-script", metavar="FILE.py[:FUNC]",
+                           help="feed sets from FUNC (default load_data) of a Python script, which returns "
+                                "or yields dicts of input name to array; each dict is one iteration")
+            p.add_argument("--feed-initializers", action="store_true",
+                           help="draw random feeds for initializers that are also graph inputs too "
+                                "(default: their stored value is used and the output says so)")
             p.add_argument("--memory-limit", metavar="SIZE",
                            help="refuse a run whose buffers would exceed SIZE (e.g. 512MiB, 2GB); "
                                 "default: three quarters of physical memory")
@@ -297,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="lower and print the graph and the placement report")
     common(p, inputs=False)
     p.add_argument("--json", help="write placement and graph as JSON here")
+    p.add_argument("--dim", action="append", metavar="NAME=SIZE",
+                   help="specialise the run-time-sized steps at these input dimension sizes and print their "
+                        "descriptors (repeatable; unnamed symbolic dimensions: 3)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="run the lowered model and print its outputs")
@@ -306,7 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "ort: each DirectML operator on onnxruntime (--providers)")
     p.add_argument("--providers", help="onnxruntime execution providers for --backend ort: cpu, dml "
                                        "(or full names), comma-separated; default cpu")
-    p.add_argument("--save-outputs", help="write the outputs to this .npz")
+    p.add_argument("--save-outputs", help="write the outputs to this .npz (of the first feed set)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="compare every backend with ONNX semantics (the oracle)")
@@ -326,9 +492,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-outputs", metavar="F.npz",
                    help="write the oracle's outputs (OUTPUT) and each backend's (BACKEND:OUTPUT)")
     p.add_argument("--load-outputs", metavar="F.npz",
-                   help="compare outputs saved by --save-outputs (or run --save-outputs) with the oracle")
+                   help="compare outputs saved by --save-outputs (or run --save-outputs) from the same feeds with "
+                        "the oracle, as backends saved:BACKEND, saved:oracle, saved:run-BACKEND")
     provider_flags(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the lines that are not MATCH (and UNAVAILABLE backends) and the verdict")
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
                    help="absolute tolerance for floats, global or per output (repeatable; default 1e-6)")
     p.add_argument("--rtol", action="append", metavar="[OUTPUT=]R",
@@ -358,7 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
     provider_flags(q)
     p.set_defaults(func=cmd_conformance)
 
-    add_optimize_parser(sub)
+    add_optimize_parser(sub, _dims)      # optimize --check sizes feeds as run / check do
+    add_inspect_parser(sub)
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
     p.add_argument("--feature-level", default="5_1")
@@ -377,13 +545,14 @@ def _version() -> str:
 
 def main(argv: "list[str] | None" = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_attach_signed_values(list(sys.argv[1:] if argv is None else argv)))
     try:
         return args.func(args)
     except DmlLowerError as exc:
         print(f"dml-lower: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("dml-lower: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader went away (`dml-lower compile M | head -1`): stop quietly, as cat does.

@@ -10,8 +10,8 @@ import onnx
 from onnx_dml_lowering.ir import DEFAULT_LEVEL, FeatureLevel, Graph, parse_level
 
 from .frontend import (ModelLike, check_and_infer, graph_inputs, initializer_arrays, load_model,
-                       mark_outputs, name_nodes, overridable_inputs, value_types)
-from .bodies import name_subgraph_nodes
+                       mark_outputs, overridable_inputs, value_types)
+from .node_ids import identify_nodes
 from .functions import inline_functions
 from .partition import Partition, Placement, partition
 from onnx_dml_lowering.ir import graph_to_dict
@@ -32,6 +32,9 @@ class CompiledModel:
         self.initializers = {name: value for name, value in initializer_arrays(model).items()
                              if name not in part.generated}
         self._sessions: dict = {}
+        # identity (what every report shows) -> the node's original name, for the nodes whose
+        # name repeated, was empty or was not UTF-8 (compiler/node_ids.py)
+        self.renamed_nodes: "dict[str, str | bytes]" = {}
 
     @property
     def graph(self) -> Graph:
@@ -87,12 +90,13 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
     """
     level = parse_level(feature_level)
     proto = load_model(model)
-    name_nodes(proto)
+    renamed = identify_nodes(proto)       # names may repeat, be empty or not be UTF-8
     proto = inline_functions(proto)
-    name_nodes(proto)
-    name_subgraph_nodes(proto.graph)
+    identify_nodes(proto)                 # the inlined nodes
     inferred = check_and_infer(proto)
     if outputs:
         mark_outputs(inferred, outputs)
     types = value_types(inferred)
-    return CompiledModel(inferred, level, partition(inferred, level, types), types)
+    compiled = CompiledModel(inferred, level, partition(inferred, level, types), types)
+    compiled.renamed_nodes = renamed
+    return compiled

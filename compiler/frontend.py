@@ -111,23 +111,6 @@ def mark_outputs(model: onnx.ModelProto, names: "list[str] | str") -> "list[str]
     return added
 
 
-def name_nodes(model: onnx.ModelProto) -> None:
-    """Give every unnamed node of the main graph a stable unique name (op type and position)."""
-    name_graph_nodes(model.graph)
-
-
-def name_graph_nodes(graph: onnx.GraphProto) -> None:
-    """Give every unnamed node of `graph` a name unique in it (op type and position)."""
-    seen = {n.name for n in graph.node if n.name}
-    for index, node in enumerate(graph.node):
-        if not node.name:
-            name = f"{node.op_type}_{index}"
-            while name in seen:
-                name += "_"
-            node.name = name
-            seen.add(name)
-
-
 def default_opset(model: onnx.ModelProto) -> int:
     for opset in model.opset_import:
         if opset.domain in ("", "ai.onnx"):
@@ -157,8 +140,10 @@ def value_types(model: onnx.ModelProto) -> "dict[str, TensorInfo]":
     for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
         if vi.type.HasField("tensor_type"):
             infos[vi.name] = TensorInfo(vi.name, vi.type.tensor_type.elem_type, _shape_of(vi.type))
+    inputs = {vi.name for vi in graph.input}
     for init in graph.initializer:
-        infos[init.name] = TensorInfo(init.name, init.data_type, tuple(int(d) for d in init.dims))
+        if init.name not in inputs:       # an input's initializer is a default: a feed may reshape it
+            infos[init.name] = TensorInfo(init.name, init.data_type, tuple(int(d) for d in init.dims))
     return infos
 
 

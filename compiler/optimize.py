@@ -1,5 +1,6 @@
 """`dml-lower optimize`: ONNX in, ONNX out. Stored bands of diagonals (identities, c * I, offset
-diagonals, triangles, with batch dimensions), the torch.eye Range/Equal/Cast idiom and
+diagonals, triangles, with batch dimensions), the torch.eye Range/Equal/Cast idiom (static, or
+sized at run time from a Shape: optimize_eye) and
 Range-comparison attention masks (optimize_masks) become the few nodes that generate them, where
 that is bit-identical on onnxruntime's CPU provider and the file gets smaller or the node count
 falls. Nothing else is touched."""
@@ -20,10 +21,12 @@ from onnx_dml_lowering.lowering.diagonal import find_band
 from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromRanges, match_initializer,
                                                         range_length)
 
+from .node_ids import all_nodes, identify_nodes
 from .frontend import default_opset, load_model
 from .generators import Generator, band_generator
 from .graph_view import OnnxGraphView
-from .optimize_masks import rewrite_masks
+from .optimize_eye import RunTimeEye, replace_unread
+from .optimize_masks import Kept, inferred_view, rewrite_masks
 
 
 @dataclass
@@ -145,10 +148,12 @@ class _Optimizer:
 
     def eye_ranges(self) -> None:
         graph = self.model.graph
-        view = OnnxGraphView(self.model)
+        view = inferred_view(self.model)
         rule = EyeFromRanges()
         for node in list(graph.node):
             if node.op_type != "Equal" or node.domain not in ("", "ai.onnx"):
+                continue
+            if node.name not in {n.name for n in graph.node}:      # removed by an earlier rewrite
                 continue
             found = rule.pattern(view.info(node.name), view)
             if found is None:
@@ -159,8 +164,10 @@ class _Optimizer:
             if len(covered) < len(found.nodes):        # the Expand stays: generate what it reads
                 y = next(view.info(n) for n in found.nodes if n not in covered).inputs[0].name
             rows, cols = view.constant(b["rows"].name), view.constant(b["cols"].name)
-            if rows is None or cols is None:
-                continue        # sized at run time: a generator would need more nodes, not fewer
+            if rows is None or cols is None:     # sized at run time: EyeLike over the run-time shape
+                self.run_time_eye(view, covered, y, b)
+                view = inferred_view(self.model)
+                continue
             dims = (range_length(rows), range_length(cols))
             exact = EXACT_INTEGERS.get(b["rows"].onnx_type)
             if exact is not None and max(dims) > exact or min(dims) < 2:
@@ -181,7 +188,47 @@ class _Optimizer:
             graph.initializer.extend(gen.initializers)
             self.rewrites.append(Rewrite(what, " + ".join(gen.ops), removed - gen.size(),
                                          len(gen.nodes) - len(covered)))
-            view = OnnxGraphView(self.model)
+            view = inferred_view(self.model)
+
+    def run_time_eye(self, view: OnnxGraphView, covered: "list[str]", y: str, b: "dict[str, Any]") -> None:
+        """The eye of run-time size matched as `covered` nodes writing `y` -> EyeLike over the
+        ConstantOfShape of its run-time [n, m], if that is fewer nodes; else kept with the reason."""
+        graph = self.model.graph
+        out_type = b["out_type"]
+        cast = view.consumers(y)
+        if out_type == TensorProto.BOOL and len(cast) == 1 and cast[0].op_type == "Cast" and \
+                not view.is_graph_output(y):      # a Cast to a type DirectML lacks (bfloat16): ours too
+            covered, y, out_type = covered + [cast[0].name], cast[0].outputs[0].name, int(cast[0].attrs["to"])
+        what = f"{', '.join(view.info(n).op_type for n in covered)} ({', '.join(covered)})"
+        eye = RunTimeEye(self, view, self.prefix(y))
+        try:
+            eye.build(b["rows"], b["cols"], out_type, y)
+        except Kept as kept:
+            self.declined.append(f"{what}: kept, {kept}")
+            return
+        nodes, inits, gone = replace_unread(graph, set(covered), eye.nodes, view.producer(y).name)
+        removed = len(gone)
+        if len(eye.nodes) >= removed:
+            self.declined.append(f"{what}: kept, its generator ({' + '.join(n.op_type for n in eye.nodes)}) is "
+                                 f"not fewer nodes ({len(eye.nodes)} for {removed})")
+            return
+        dropped = {t.name for t in graph.initializer} - {t.name for t in inits}
+        removed_bytes = sum(n.ByteSize() + 4 for n in graph.node if n.name in gone) + \
+            sum(t.ByteSize() + 4 for t in graph.initializer if t.name in dropped)
+        added = sum(n.ByteSize() + 4 for n in eye.nodes) + sum(t.ByteSize() + 4 for t in eye.inits)
+        outputs = {o for n in graph.node if n.name in gone for o in n.output} - {y}
+        went = [n for n in graph.node if n.name in gone]
+        what = f"{', '.join(n.op_type for n in went)} ({', '.join(n.name for n in went)})"
+        value_info = [v for v in graph.value_info if v.name not in outputs]
+        del graph.node[:]
+        graph.node.extend(nodes)
+        del graph.initializer[:]
+        graph.initializer.extend(inits + eye.inits)
+        del graph.value_info[:]
+        graph.value_info.extend(value_info)
+        self.taken |= {n.name for n in eye.nodes} | {o for n in eye.nodes for o in n.output}
+        self.add_rewrite(what, " + ".join(n.op_type for n in eye.nodes), removed_bytes - added,
+                         len(eye.nodes) - removed)
 
 
 def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLevel | None" = None
@@ -190,11 +237,9 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
     candidates kept with the reason. With `level`, only bands this project lowers at that
     DirectML feature level are rewritten."""
     out = load_model(model)
-    unnamed = {i for i, n in enumerate(out.graph.node) if not n.name}
-    if unnamed:            # the graph view finds nodes by name; the names go again below
-        from .frontend import name_nodes
-        name_nodes(out)
-        unnamed = {out.graph.node[i].name for i in unnamed}
+    # The graph view finds nodes by name: give each a unique one (node_ids), put the originals
+    # (repeated, empty, not UTF-8) back below.
+    renamed = identify_nodes(out)
     try:
         onnx.checker.check_model(out)
         valid = True
@@ -204,9 +249,9 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
     opt.eye_ranges()
     rewrite_masks(opt)
     opt.constants()
-    for node in out.graph.node:
-        if node.name in unnamed:
-            node.name = ""
+    for _, node in all_nodes(out):
+        if node.name in renamed:
+            node.name = renamed[node.name]
     if opt.rewrites and valid:
         try:
             onnx.checker.check_model(out)
@@ -247,11 +292,13 @@ _NO_NUMPY = {TensorProto.BFLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E
 
 
 def _widened(model: "str | bytes") -> "str | bytes":
-    """`model`, with each output onnxruntime cannot hand to numpy read through an exact Cast."""
+    """`model`, with each output onnxruntime cannot hand to numpy read through an exact Cast and
+    its node names made unique."""
     proto = load_model(model)
+    renamed = identify_nodes(proto)         # onnxruntime refuses a model whose node names repeat
     outputs = [o for o in proto.graph.output if o.type.tensor_type.elem_type in _NO_NUMPY]
     if not outputs:
-        return model
+        return proto.SerializeToString() if any(renamed.values()) else model
     for out in outputs:
         inner = f"{out.name}__narrow"
         for node in proto.graph.node:
@@ -263,15 +310,18 @@ def _widened(model: "str | bytes") -> "str | bytes":
 
 
 def bit_identical(original: "str | bytes", rewritten: "str | bytes", inputs: "list[onnx.ValueInfoProto]",
-                  seeds: "tuple[int, ...]" = (0, 1, 2), sizes: "tuple[int, ...]" = (1, 3, 8)) -> "list[str]":
-    """Runs both models on onnxruntime CPU over seeded feeds, every symbolic dimension at each
-    size; the differences found (empty: bit-identical everywhere)."""
+                  seeds: "tuple[int, ...]" = (0, 1, 2), sizes: "tuple[int, ...]" = (1, 3, 8),
+                  feeds: "dict[str, np.ndarray] | None" = None, dims: "dict[str, int] | None" = None
+                  ) -> "list[str]":
+    """Runs both models on onnxruntime CPU and returns the differences found (empty: bit-identical
+    everywhere). With `feeds`, on those feeds only; otherwise over seeded random feeds, the
+    symbolic dimensions named in `dims` at those sizes and every other one at each of `sizes`."""
     import onnxruntime as ort
 
     from onnx_dml_lowering.runtime.feeds import random_feeds
     original, rewritten = _widened(original), _widened(rewritten)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4      # no onnxruntime log lines: its errors reach the user as our one line
     sessions = []
     for model in (original, rewritten):
         try:
@@ -281,19 +331,31 @@ def bit_identical(original: "str | bytes", rewritten: "str | bytes", inputs: "li
             raise DmlLowerError(f"--check: onnxruntime CPU cannot load {what}: "
                                 f"{' '.join(str(exc).split())[:200]}") from None
     a, b = sessions
-    names = {d.dim_param for vi in inputs for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    dims = dims or {}
+    all_dims = [d for vi in inputs for d in vi.type.tensor_type.shape.dim]
+    names = {d.dim_param for d in all_dims if d.dim_param} - set(dims)
+    swept = bool(names) or any(not d.dim_param and not d.HasField("dim_value") for d in all_dims)
+    if feeds is not None:
+        runs = [("the --inputs feeds", feeds)]
+    else:
+        fixed = ", ".join(f"{k}={v}" for k, v in sorted(dims.items()))
+        runs = []
+        for size in sizes if swept else sizes[:1]:
+            where = ", ".join(([f"dimensions {size}"] if swept else []) + ([fixed] if fixed else [])) \
+                or "no symbolic dimensions"
+            for seed in seeds:
+                runs.append((f"seed {seed}, {where}", random_feeds(
+                    inputs, seed=seed, dims={**{n: size for n in names}, **dims}, dim_default=size)))
     problems = []
-    for size in sizes:
-        for seed in seeds:
-            feeds = random_feeds(inputs, seed=seed, dims={n: size for n in names}, dim_default=size)
-            try:
-                results = a.run(None, feeds), b.run(None, feeds)
-            except Exception as exc:  # the model itself does not run at these sizes
-                raise DmlLowerError(f"--check: onnxruntime CPU cannot run the model with every symbolic "
-                                    f"dimension {size}: {' '.join(str(exc).split())[:200]}") from None
-            for out, x, y in zip(a.get_outputs(), *results):
-                x, y = np.asarray(x), np.asarray(y)
-                if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
-                    problems.append(f"output {out.name}, seed {seed}, dimensions {size}: "
-                                    f"{x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}, bits differ")
+    for where, run_feeds in runs:
+        try:
+            results = a.run(None, run_feeds), b.run(None, run_feeds)
+        except Exception as exc:  # the model itself does not run on these feeds
+            raise DmlLowerError(f"--check: onnxruntime CPU cannot run the model on {where}: "
+                                f"{' '.join(str(exc).split())[:200]}") from None
+        for out, x, y in zip(a.get_outputs(), *results):
+            x, y = np.asarray(x), np.asarray(y)
+            if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
+                problems.append(f"output {out.name}, {where}: "
+                                f"{x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}, bits differ")
     return problems

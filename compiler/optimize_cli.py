@@ -4,13 +4,16 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 
-def add_optimize_parser(sub) -> None:
+def add_optimize_parser(sub, dims: "Callable[[Any, Any], dict]") -> None:
+    """The optimize subcommand; `dims` is the CLI's --dim reader (passed in: this module cannot
+    import the CLI that imports it)."""
     p = sub.add_parser("optimize", help="rewrite stored identities, bands and triangles (and torch.eye "
-                                        "Range/Equal/Cast) into the ONNX nodes that generate them")
+                                        "Range/Equal/Cast, static or run-time sized) into the ONNX nodes that generate them")
     p.add_argument("model", help="path to an .onnx model")
     p.add_argument("-o", "--output", required=True, help="where to write the optimized .onnx")
     p.add_argument("--feature-level", help="only rewrite bands this project lowers to DirectML at this level "
@@ -20,20 +23,28 @@ def add_optimize_parser(sub) -> None:
     p.add_argument("--check", action="store_true",
                    help="run original and optimized on onnxruntime CPU over seeded feeds; exit 1 unless "
                         "bit-identical")
+    p.add_argument("--inputs", metavar="F.npz",
+                   help="with --check: run both models on these feeds (.npz keyed by graph input name) "
+                        "instead of random ones")
+    p.add_argument("--dim", action="append", metavar="NAME=SIZE",
+                   help="with --check: size of a symbolic input dimension for the random feeds (repeatable; "
+                        "the others take 1, 3 and 8)")
     p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="on an unexpected error, print the traceback")
-    p.set_defaults(func=cmd_optimize)
+    p.set_defaults(func=cmd_optimize, dims=dims)
 
 
 def cmd_optimize(args) -> int:
     from onnx_dml_lowering.ir import parse_level
 
-    from .frontend import graph_inputs, load_model
+    from .frontend import check_and_infer, graph_inputs, load_model
     from .optimize import bit_identical, external_initializers, optimize_model, save_model
     if args.min_bytes < 0:
         raise DmlLowerError(f"--min-bytes {args.min_bytes}: must be a non-negative number of bytes")
     level = parse_level(args.feature_level) if args.feature_level else None
     model = load_model(args.model)
+    check_and_infer(model)          # an invalid model is refused, as by every other command
+    feeds, dims = _check_feeds(args, model)
     external = external_initializers(args.model)
     optimized, rewrites, declined = optimize_model(model, args.min_bytes, level)
     for line in declined:
@@ -42,12 +53,16 @@ def cmd_optimize(args) -> int:
         print(f"{args.model}: nothing to rewrite")
     for rewrite in rewrites:
         print(rewrite.line())
+    before = _file_bytes(args.model)        # before writing: -o may be the input itself
+    # --check reads the input file, unless writing the output replaces it or its external data.
+    original = model.SerializeToString() if args.check and _overwrites(args.model, args.output) else args.model
     location = save_model(optimized, args.output, external)
-    before, after = _file_bytes(args.model), _file_bytes(args.output)
+    after = _file_bytes(args.output)
     print(f"wrote {args.output}" + (f" (external data {location})" if location else "") +
-          f": {before} -> {after} bytes, {len(model.graph.node)} -> {len(optimized.graph.node)} nodes")
+          f": {before} -> {after} bytes ({_saved(before, after)}), "
+          f"{len(model.graph.node)} -> {len(optimized.graph.node)} nodes")
     if args.check:
-        problems = bit_identical(args.model, args.output, graph_inputs(model))
+        problems = bit_identical(original, args.output, graph_inputs(model), feeds=feeds, dims=dims)
         for line in problems:
             print(f"check: {line}")
         print("check: bit-identical on onnxruntime CPU" if not problems else "check: NOT bit-identical")
@@ -55,10 +70,46 @@ def cmd_optimize(args) -> int:
     return 0
 
 
-def _file_bytes(path: str) -> int:
-    """The model file plus the external data files it refers to."""
+def _check_feeds(args, model) -> "tuple[dict | None, dict]":
+    """--inputs / --dim, validated before anything is written: the feeds and the dimension sizes."""
+    from types import SimpleNamespace
+
+    from onnx_dml_lowering.runtime.feeds import check_feeds
+    from onnx_dml_lowering.runtime.npz import load_npz
+
+    from .frontend import graph_inputs, overridable_inputs
+    if not args.check and (args.inputs or args.dim):
+        raise DmlLowerError(f"{'--inputs' if args.inputs else '--dim'} gives the feeds of --check: "
+                            "add --check")
+    if args.inputs and args.dim:
+        raise DmlLowerError("--dim sizes the random feeds: it does not combine with --inputs")
+    inputs = graph_inputs(model)
+    dims = args.dims(SimpleNamespace(inputs=inputs, optional_inputs=overridable_inputs(model)), args)
+    if not args.inputs:
+        return None, dims
+    return check_feeds(inputs, load_npz(args.inputs, "inputs file"), overridable_inputs(model)), dims
+
+
+def _overwrites(model: str, output: str) -> bool:
+    """Writing `output` (and its OUT.onnx.data) replaces `model` or an external data file of it."""
+    out = Path(output)
+    return any(target.exists() and os.path.samefile(source, target)
+               for source in [model] + _external_files(model) for target in (out, out.parent / (out.name + ".data")))
+
+
+def _saved(before: int, after: int) -> str:
+    return f"{before - after} bytes saved" if after <= before else f"{after - before} bytes more"
+
+
+def _external_files(path: str) -> "list[Path]":
+    """The external data files the model file `path` names."""
     import onnx
     proto = onnx.load(path, load_external_data=False)
     files = {entry.value for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
              for entry in t.external_data if entry.key == "location"}
-    return os.path.getsize(path) + sum(os.path.getsize(Path(path).parent / f) for f in files)
+    return [Path(path).parent / f for f in sorted(files)]
+
+
+def _file_bytes(path: str) -> int:
+    """The model file plus the external data files it refers to."""
+    return os.path.getsize(path) + sum(os.path.getsize(f) for f in _external_files(path))

@@ -71,7 +71,7 @@ ONNX_TYPE_NAMES = {
     1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
     8: "string", 9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64",
     14: "complex64", 15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz",
-    19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1",
+    19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1", 24: "float8e8m0",
 }
 
 # bool travels as UINT8 (0/1): DirectML has no BOOL.
@@ -91,6 +91,8 @@ _ONNX_TO_NUMPY = {
     # ml_dtypes (a dependency of onnx) gives numpy the types feeds and onnx.reference use for these.
     ONNX_BFLOAT16: ml_dtypes.bfloat16, 17: ml_dtypes.float8_e4m3fn, 18: ml_dtypes.float8_e4m3fnuz,
     19: ml_dtypes.float8_e5m2, 20: ml_dtypes.float8_e5m2fnuz,
+    # One element per byte in numpy; ONNX's TensorProto and onnxruntime pack two 4-bit ones.
+    21: ml_dtypes.uint4, 22: ml_dtypes.int4, 23: ml_dtypes.float4_e2m1fn, 24: ml_dtypes.float8_e8m0fnu,
 }
 
 # The twelve ONNX numeric types plus bool that NonZero / EyeLike tests sweep.

@@ -11,23 +11,29 @@ A backend that is not available here is reported and skipped while the others ru
 """
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
 from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.lowering.schedule import node_reads
 
 from .compare import BackendReport, OutputResult, compare
-from .feeds import check_feeds
+from .feeds import check_feeds, restore_dtype, with_defaults
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
-from .ort_providers import (MAX_IR_VERSION, ProviderSpec, make_provider_session, node_providers,
+from .ort_providers import (ort_ir_version, ProviderSpec, make_provider_session, node_providers,
                             placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
+from .saved_outputs import PREFIX as SAVED_PREFIX
+from .saved_outputs import LoadedOutputs, describe_saved, verify_feeds
 
 BACKENDS = {
     "cpu": "lowered graph, DirectML operators on the numpy emulator",
@@ -43,8 +49,8 @@ SCALAR_NONZERO_DEVIATION = "known onnxruntime deviation: a scalar NonZero gives 
 def describe_backend(backend: str) -> str:
     if backend.startswith("ort:"):
         return f"original model on onnxruntime {backend[4:]}"
-    if backend.startswith("loaded:"):
-        return f"outputs loaded from a file, saved by backend {backend[7:]}"
+    if backend.startswith(SAVED_PREFIX):
+        return describe_saved(backend)
     return BACKENDS[backend]
 
 
@@ -59,7 +65,14 @@ class Tolerances:
         return (self.atol if atol is None else atol, self.rtol if rtol is None else rtol)
 
     def check_names(self, outputs: "list[str]") -> None:
-        """A tolerance naming no output of the model is a usage error, not silently ignored."""
+        """A tolerance naming no output of the model is a usage error, not silently ignored; so is
+        a NaN or infinite one, which would let every comparison pass."""
+        values = [("atol", None, self.atol), ("rtol", None, self.rtol)]
+        values += [(kind, name, pair[i]) for name, pair in self.per_output.items()
+                   for i, kind in enumerate(("atol", "rtol"))]
+        for kind, name, value in values:
+            if value is not None:
+                _finite(value, f"{kind} {name + '=' if name else ''}{value}")
         for name in self.per_output:
             if name not in outputs:
                 raise DmlLowerError(f"tolerance for {name!r}: the model has no output of that name "
@@ -76,6 +89,7 @@ class Tolerances:
                     value = float(number)
                 except ValueError:
                     raise DmlLowerError(f"tolerance {text!r} is not NUMBER or OUTPUT=NUMBER") from None
+                _finite(value, repr(text))
                 if value < 0:
                     raise DmlLowerError(f"tolerance {text!r} is negative")
                 if name:
@@ -87,6 +101,12 @@ class Tolerances:
                 else:
                     tol.rtol = value
         return tol
+
+
+def _finite(value: float, text: str) -> None:
+    if not math.isfinite(value):
+        raise DmlLowerError(f"tolerance {text} is not a finite number: a NaN or infinite tolerance "
+                            "would let every comparison pass")
 
 
 @dataclass
@@ -103,6 +123,11 @@ class CheckReport:
     # control flow (issue 11): per lowered backend, If branches / Loop and Scan iterations that
     # ran a body's lowered graph, summed over the feed sets (EmulatorSession.lowered_iterations)
     control_flow_iterations: "dict[str, int]" = field(default_factory=dict)
+    # initializers that are also graph inputs and were not fed: their stored value was used
+    defaults: "dict[str, np.ndarray]" = field(default_factory=dict, repr=False)
+    # Ctrl-C: the feed sets fully checked before it (`iterations`) are the report; the one under
+    # way when it came is dropped.
+    interrupted: bool = False
 
     @property
     def ok(self) -> bool:
@@ -110,11 +135,13 @@ class CheckReport:
 
     def to_dict(self) -> dict:
         return {"model": self.model, "feature_level": self.feature_level, "ok": self.ok,
-                "oracle": self.oracle, "iterations": self.iterations,
+                "oracle": self.oracle, "iterations": self.iterations, "interrupted": self.interrupted,
                 "placement": [p.to_dict() for p in self.placement],
                 "onnx_regions": dict(self.regions),
                 "unavailable_backends": dict(self.unavailable),
                 "control_flow_iterations": dict(self.control_flow_iterations),
+                "initializer_defaults": {name: {"dtype": str(v.dtype), "shape": list(v.shape)}
+                                         for name, v in self.defaults.items()},
                 "backends": [b.to_dict(describe_backend(b.backend)) for b in self.backends]}
 
 
@@ -155,6 +182,11 @@ def plan_backends(backends: "list[str]", provider_options: "list[str] | None" = 
     import onnxruntime as ort
     if not backends:
         raise DmlLowerError("no backend to check; choose from " + ", ".join(BACKENDS) + ", ort:<ProviderName>")
+    if not any(_provider_of(b) for b in backends):
+        for option, given in (("--provider-option", provider_options), ("--ep-library", ep_libraries)):
+            if given:
+                raise DmlLowerError(f"{option} {given[0]}: no requested backend uses it (it applies to "
+                                    f"ort-cpu, ort-dml, ort:<ProviderName>; --backends {','.join(backends)})")
     providers: "dict[str, list[str]]" = {}
     unavailable: "dict[str, str]" = {}
     for backend in backends:
@@ -188,13 +220,16 @@ class OriginalOnProvider:
         self.cut_outputs: "dict[str, str]" = {}     # value produced by a cut node -> node
         self.fed: "set[str]" = set()                # cut values fed from the oracle
         self._session = None
+        self._built = False
         self._outputs: "list[str]" = []
 
     def _build(self) -> None:
         model = onnx.ModelProto()
         model.CopyFrom(self.compiled.model)
-        model.ir_version = min(model.ir_version, MAX_IR_VERSION)
+        model.ir_version = ort_ir_version(model.ir_version)
         for _ in range(len(model.graph.node) + 1):
+            if not model.graph.output:
+                break                   # every output came from a cut node: nothing left to run
             try:
                 self._session = make_provider_session(model.SerializeToString(), self.provider, self.no_fallback)
                 break
@@ -204,31 +239,35 @@ class OriginalOnProvider:
                 if not found or found.group(1) not in names or "NOT_IMPLEMENTED" not in str(exc):
                     raise
                 self._cut(model, found.group(1), str(exc).split("cannot load the model: ", 1)[-1])
-        self.assignment = node_providers(self._session)
+        self._built = True
+        self.assignment = node_providers(self._session) if self._session is not None else None
         self._outputs = [n for n in self.compiled.output_names if n not in self.cut_outputs]
 
     def _cut(self, model: onnx.ModelProto, name: str, reason: str) -> None:
+        """Removes node `name`: each value it produced that a remaining node reads becomes a graph
+        input (fed from the oracle); each that is a graph output leaves the outputs (UNSUPPORTED)."""
         node = next(n for n in model.graph.node if n.name == name)
         self.unsupported[name] = reason
-        outputs = {o.name for o in model.graph.output}
+        model.graph.node.remove(node)
+        read = {r for n in model.graph.node for r in node_reads(n)}
         for value in node.output:
             if not value:
                 continue
             self.cut_outputs[value] = name
-            if value in outputs:
-                continue
-            info = self.compiled.types.get(value)
-            vi = (onnx.helper.make_tensor_value_info(value, info.onnx_type, None)
-                  if info is not None and info.onnx_type else onnx.ValueInfoProto(name=value))
-            model.graph.input.append(vi)
-        model.graph.node.remove(node)
-        # Graph outputs the cut node produced leave the model: nothing computes them any more.
-        kept = [o for o in model.graph.output if o.name not in self.cut_outputs]
-        del model.graph.output[:]
-        model.graph.output.extend(kept)
+            if value in read:
+                info = self.compiled.types.get(value)
+                vi = (onnx.helper.make_tensor_value_info(value, info.onnx_type, None)
+                      if info is not None and info.onnx_type else onnx.ValueInfoProto(name=value))
+                model.graph.input.append(vi)
+        for values, keep in ((model.graph.output, lambda v: v.name not in self.cut_outputs),
+                             # a value fed in for a node cut since then is read by nothing now
+                             (model.graph.input, lambda v: v.name not in self.cut_outputs or v.name in read)):
+            kept = [v for v in values if keep(v)]
+            del values[:]
+            values.extend(kept)
 
     def prepare(self) -> None:
-        if self._session is None:
+        if not self._built:
             self._build()
 
     @property
@@ -236,10 +275,12 @@ class OriginalOnProvider:
         return self._session is not None
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: Callable[[str], np.ndarray]) -> "dict[str, np.ndarray]":
+        self.prepare()
         if self._session is None:
-            self._build()
+            return {}
         feeds = dict(feeds)
         wanted = {i.name for i in self._session.get_inputs()}
+        wanted |= {i.name for i in self._session.get_overridable_initializers()}
         for value in self.cut_outputs:
             if value in wanted:
                 feeds[value] = oracle_value(value)
@@ -260,31 +301,18 @@ def make_oracle(compiled, kind: str = "hybrid") -> Oracle:
     return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled))
 
 
-@dataclass
-class LoadedOutputs:
-    """Outputs saved by `check --save-outputs` (keys BACKEND:OUTPUT) or `run --save-outputs` (OUTPUT)."""
-    by_backend: "dict[str, dict[str, np.ndarray]]"
-
-    @staticmethod
-    def load(path: str) -> "LoadedOutputs":
-        from .oracle import load_golden
-        data = load_golden(path)
-        groups: "dict[str, dict[str, np.ndarray]]" = {}
-        for key, value in data.items():
-            backend, sep, output = key.rpartition(":")
-            groups.setdefault(f"loaded:{backend if sep else 'run'}", {})[output if sep else key] = value
-        return LoadedOutputs(groups)
-
-
 def check(compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
           strict: "bool | None" = None, model_name: str = "",
           memory_limit: "int | str | None" = None, oracle: "str | Oracle" = "hybrid",
-          more_feeds: "list[Mapping[str, object]] | None" = None,
+          more_feeds: "Iterable[Mapping[str, object]] | None" = None,
           loaded: "LoadedOutputs | None" = None, provider_options: "list[str] | None" = None,
           ep_libraries: "list[str] | None" = None, no_fallback: bool = False) -> "tuple[dict, CheckReport]":
     """Every backend against the oracle on the same (validated) feeds.
 
-    `more_feeds`: further feed sets (--iterations); every set is checked the same way.
+    `more_feeds`: further feed sets (--iterations), any iterable; every set is checked the same
+    way, drawn one at a time and dropped once checked (a generator keeps memory flat in their
+    number). KeyboardInterrupt (Ctrl-C) after at least one set was checked ends the loop: the
+    report covers the sets checked (`report.interrupted`); before that it propagates.
     `provider_options` (NAME=VALUE), `ep_libraries` (NAME=PATH) and `no_fallback` apply to the
     backends that run the original model on an onnxruntime provider.
     """
@@ -293,10 +321,18 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     if memory_limit is not None:
         from .memory import parse_size
         memory_limit = parse_size(memory_limit)        # a bad size is a usage error, before any run
-    feed_sets = [check_feeds(compiled.inputs, f, compiled.optional_inputs) for f in [feeds] + list(more_feeds or [])]
+    # an initializer that is also an input is its default unless fed: every engine gets it
+    first, defaulted = with_defaults(check_feeds(compiled.inputs, feeds, compiled.optional_inputs),
+                                     compiled.optional_inputs, compiled.initializers)
+    more = iter(more_feeds or ())
     the_oracle = oracle if isinstance(oracle, Oracle) else make_oracle(compiled, oracle)
-    if (the_oracle.golden is not None or loaded is not None) and len(feed_sets) > 1:
-        raise DmlLowerError("saved outputs hold one feed set: use them with --iterations 1")
+    if the_oracle.golden is not None or loaded is not None:
+        if next(more, None) is not None:
+            raise DmlLowerError("saved outputs hold one feed set: use them with --iterations 1")
+    if the_oracle.golden is not None:
+        verify_feeds("--oracle", the_oracle.kind, the_oracle.golden_meta, first)
+    if loaded is not None:
+        verify_feeds("--load-outputs", loaded.path, loaded.meta, first)
     deviations = scalar_nonzero_outputs(compiled)
     randoms = random_values(compiled.model)
     runnable = [b for b in backends if b not in unavailable]
@@ -314,50 +350,73 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
         the_oracle.keep.update(original.cut_outputs)
     before = control_flow_iterations(compiled, runnable)    # the session may have run before
     first_expected: "dict[str, np.ndarray]" = {}
-    for iteration, feed_set in enumerate(feed_sets):
-        expected = the_oracle.run(feed_set)
-        if iteration == 0:
-            first_expected = expected
-
-        def oracle_value(name: str) -> np.ndarray:
-            if name not in the_oracle.values:
-                raise DmlLowerError(f"the {the_oracle.kind} oracle keeps no intermediate value {name!r} to feed "
-                                    "a node the provider lacks; use the default hybrid oracle")
-            return the_oracle.values[name]
-
-        for backend, report in reports.items():
-            if report.error:
-                continue
-            started = time.perf_counter()
+    checked = 0
+    interrupted = False
+    feed_iter = itertools.chain([first], more)
+    try:
+        for iteration, raw in enumerate(feed_iter):
+            feed_set = raw if iteration == 0 else with_defaults(
+                check_feeds(compiled.inputs, raw, compiled.optional_inputs), compiled.optional_inputs,
+                compiled.initializers)[0]
+            marks = {b: len(r.outputs) for b, r in reports.items()}
             try:
-                if backend.startswith("loaded:"):
-                    actual = loaded.by_backend[backend]
-                elif backend in originals:
-                    actual = originals[backend].run(feed_set, oracle_value)
-                else:
-                    actual = compiled.run(feed_set, backend=backend, providers=["cpu"] if backend == "ort" else None,
-                                          strict=strict, memory_limit=memory_limit)
-            except DmlLowerError as exc:
-                if "memory limit" in str(exc):
-                    raise                               # a limit the user set: not a backend's failure
-                report.error = str(exc)
-                continue
-            finally:
-                report.seconds += time.perf_counter() - started
-            if iteration == 0:
-                report.values = {k: np.asarray(v) for k, v in actual.items()}
-            original = originals.get(backend)
-            unsupported = {}
-            if original is not None:
-                unsupported = {v: f"node {node} has no kernel on {original.provider.description}: "
-                                  f"{original.unsupported[node]}" for v, node in original.cut_outputs.items()}
-            elif backend == "ort":
-                unsupported = {v: f"computed by the numpy kernel: {why}"
-                               for v, why in compiled.session("ort", ["cpu"]).unvalidated_outputs.items()}
-            for name, want in expected.items():
-                result = _compare_one(name, backend, want, actual, tolerances, deviations, randoms, unsupported)
-                result.iteration = iteration
-                report.outputs.append(result)
+                expected = the_oracle.run(feed_set)
+                if iteration == 0:
+                    first_expected = expected
+
+                def oracle_value(name: str) -> np.ndarray:
+                    if name not in the_oracle.values:
+                        raise DmlLowerError(f"the {the_oracle.kind} oracle keeps no intermediate value {name!r} "
+                                            "to feed a node the provider lacks; use the default hybrid oracle")
+                    return the_oracle.values[name]
+
+                for backend, report in reports.items():
+                    if report.error:
+                        continue
+                    started = time.perf_counter()
+                    try:
+                        if backend.startswith(SAVED_PREFIX):
+                            actual = _restored(compiled, loaded.by_backend[backend])
+                        elif backend in originals:
+                            actual = originals[backend].run(feed_set, oracle_value)
+                        else:
+                            actual = compiled.run(feed_set, backend=backend,
+                                                  providers=["cpu"] if backend == "ort" else None,
+                                                  strict=strict, memory_limit=memory_limit)
+                    except DmlLowerError as exc:
+                        if "memory limit" in str(exc):
+                            raise                               # a limit the user set: not a backend's failure
+                        report.error = str(exc)
+                        continue
+                    finally:
+                        report.seconds += time.perf_counter() - started
+                    if iteration == 0:
+                        report.values = {k: np.asarray(v) for k, v in actual.items()}
+                    original = originals.get(backend)
+                    unsupported = {}
+                    if original is not None:
+                        unsupported = {v: f"node {node} has no kernel on {original.provider.description}: "
+                                          f"{original.unsupported[node]}"
+                                       for v, node in original.cut_outputs.items()}
+                    elif backend == "ort":
+                        unsupported = {v: f"computed by the numpy kernel: {why}"
+                                       for v, why in compiled.session("ort", ["cpu"]).unvalidated_outputs.items()}
+                    for name, want in expected.items():
+                        result = _compare_one(name, backend, want, actual, tolerances, deviations, randoms,
+                                              unsupported)
+                        result.iteration = iteration
+                        report.outputs.append(result)
+            except KeyboardInterrupt:
+                for backend, report in reports.items():       # the feed set under way is dropped
+                    del report.outputs[marks[backend]:]
+                raise
+            checked += 1
+            del feed_set, raw                                   # one feed set alive at a time
+    except KeyboardInterrupt:
+        if checked == 0:
+            raise
+        interrupted = True
+
     for backend, original in originals.items():
         reports[backend].unsupported_nodes = dict(original.unsupported)
         reports[backend].fed_from_oracle = sorted(original.fed)
@@ -375,11 +434,27 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
         for name, engine in runner.engines.items():
             regions[name] = f"[{node_list([n.name for n in runner.regions[name]])}] {engine}"
     report = CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions,
-                         list(reports.values()), the_oracle.to_dict(), len(feed_sets), unavailable,
-                         expected=first_expected)
+                         list(reports.values()), the_oracle.to_dict(), checked, unavailable,
+                         expected=first_expected, interrupted=interrupted)
+    report.defaults = {name: first[name] for name in defaulted}
     after = control_flow_iterations(compiled, runnable)
     report.control_flow_iterations = {b: n - before.get(b, 0) for b, n in after.items()}
-    return feed_sets[0], report
+    return first, report
+
+
+def _restored(compiled, values: "dict[str, np.ndarray]") -> "dict[str, np.ndarray]":
+    """Saved bfloat16 / float8 / 4-bit outputs read back as raw records: their declared types again."""
+    out = {}
+    for name, value in values.items():
+        info = compiled.types.get(name)
+        dtype = None
+        if info is not None and info.onnx_type:
+            try:
+                dtype = onnx_to_numpy(info.onnx_type)
+            except DmlLowerError:
+                pass
+        out[name] = value if dtype is None else restore_dtype(value, dtype)
+    return out
 
 
 def control_flow_iterations(compiled, backends: "list[str]") -> "dict[str, int]":

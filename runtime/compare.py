@@ -1,5 +1,8 @@
 """Per-output comparison of a backend's results with the oracle's: shape and dtype first, then
-exact equality for integers and bool, atol/rtol for floats (NaN must match NaN)."""
+exact equality for integers and bool, atol/rtol for floats (NaN must match NaN). A mismatch
+carries how many elements differ of how many, the first differing index and its two values,
+and max / mean absolute and relative errors (relative ones only where the expected value is
+not 0)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -21,6 +24,11 @@ class OutputResult:
     first_mismatch: "list[int] | None" = None
     mismatches: int = 0
     iteration: int = 0
+    # added after the keys above (JSON readers of those keep working)
+    elements: int = 0                              # how many elements were compared
+    mean_abs_error: "float | None" = None
+    mean_rel_error: "float | None" = None          # over the elements where it is defined
+    rel_undefined: int = 0                         # elements differing from an expected 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -35,6 +43,7 @@ def compare(output: str, backend: str, expected: np.ndarray, actual: "np.ndarray
         return result
     actual = np.asarray(actual)
     result.actual_shape, result.actual_dtype = list(actual.shape), str(actual.dtype)
+    result.elements = int(expected.size)
     if actual.shape != expected.shape:
         result.status, result.detail = "mismatch", f"shape {list(actual.shape)} != expected {list(expected.shape)}"
         return result
@@ -45,22 +54,47 @@ def compare(output: str, backend: str, expected: np.ndarray, actual: "np.ndarray
         e64, a64 = expected.astype(np.float64), actual.astype(np.float64)
         both_nan = np.isnan(e64) & np.isnan(a64)
         with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.where(both_nan | (e64 == a64), 0.0, np.abs(a64 - e64))
+            # NaN on one side only is an infinite error (NaN in the figures would hide it)
+            diff = np.where(both_nan | (e64 == a64), 0.0,
+                            np.where(np.isnan(e64) | np.isnan(a64), np.inf, np.abs(a64 - e64)))
             bad = ~both_nan & ~(e64 == a64) & ~(diff <= atol + rtol * np.abs(e64))
-            rel = np.where(diff == 0, 0.0, diff / np.maximum(np.abs(e64), np.finfo(np.float64).tiny))
-        if diff.size:
-            result.max_abs_error = float(np.nanmax(diff)) if not np.all(np.isnan(diff)) else float("nan")
-            result.max_rel_error = float(np.nanmax(rel)) if not np.all(np.isnan(rel)) else float("nan")
+        _errors(result, diff, e64)
     else:
         bad = actual != expected
+        if np.any(bad) and expected.dtype.kind in "iu":
+            _errors(result, np.abs(actual.astype(np.float64) - expected.astype(np.float64)), expected.astype(np.float64))
     if np.any(bad):
         result.status = "mismatch"
         result.mismatches = int(np.count_nonzero(bad))
         index = np.unravel_index(int(np.flatnonzero(bad)[0]), bad.shape) if bad.ndim else ()
         result.first_mismatch = [int(i) for i in index]
         result.detail = (f"{result.mismatches} of {bad.size} elements differ; first at {result.first_mismatch}: "
-                         f"got {actual[index]!r}, expected {expected[index]!r}")
+                         f"got {value_text(actual[index])}, expected {value_text(expected[index])}")
     return result
+
+
+def value_text(value) -> str:
+    """One element as a person writes it: 1.5, -0.0, nan, 7 (never np.float32(1.5))."""
+    value = np.asarray(value)
+    return str(value.item()) if value.dtype.kind in "iub" else str(value)
+
+
+def _errors(result: OutputResult, diff: np.ndarray, expected: np.ndarray) -> None:
+    """Max / mean absolute error over every element; relative error only where it is defined: an
+    element equal to the oracle's has 0, one that differs from an expected 0 has none (counted
+    in `rel_undefined`, left out of the relative figures)."""
+    if not diff.size:
+        return
+    finite = ~np.isnan(diff)
+    result.max_abs_error = float(np.max(diff[finite])) if finite.any() else float("nan")
+    with np.errstate(invalid="ignore", over="ignore"):
+        result.mean_abs_error = float(np.mean(diff[finite])) if finite.any() else float("nan")
+        undefined = (diff != 0) & (expected == 0)
+        defined = finite & ~undefined
+        rel = np.where(diff == 0, 0.0, diff / np.where(expected == 0, 1.0, np.abs(expected)))[defined]
+    result.rel_undefined = int(np.count_nonzero(undefined))
+    if rel.size and not (result.rel_undefined and not np.any(rel)):   # else every difference is at an expected 0
+        result.max_rel_error, result.mean_rel_error = float(np.max(rel)), float(np.mean(rel))
 
 
 @dataclass

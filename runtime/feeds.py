@@ -10,8 +10,42 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import onnx_to_numpy, onnx_type_name
 
+from .memory import default_limit, format_size
+
+# float8e8m0 is a power of two (an exponent only): it has no zero and no sign.
+_E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+
+
+def describe_type(type_proto: onnx.TypeProto) -> str:
+    """ONNX's spelling of a value's type: tensor(float), sequence(tensor(int64)), map(string, ...)."""
+    kind = type_proto.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        elem = onnx_type_name(getattr(type_proto, kind).elem_type)
+        return f"{'tensor' if kind == 'tensor_type' else 'sparse_tensor'}({elem})"
+    if kind == "sequence_type":
+        return f"sequence({describe_type(type_proto.sequence_type.elem_type)})"
+    if kind == "optional_type":
+        return f"optional({describe_type(type_proto.optional_type.elem_type)})"
+    if kind == "map_type":
+        return f"map({onnx_type_name(type_proto.map_type.key_type)}, {describe_type(type_proto.map_type.value_type)})"
+    return "undefined" if kind is None else kind
+
+
+def input_dtype(vi: onnx.ValueInfoProto) -> np.dtype:
+    """The numpy dtype a feed of graph input `vi` has, or one line naming the input and its ONNX
+    type when it is not a tensor numpy can hold (sequence, optional, map, string, complex)."""
+    if vi.type.WhichOneof("value") != "tensor_type":
+        raise DmlLowerError(f"input {vi.name!r}: type {describe_type(vi.type)} is not supported: "
+                            "only tensor inputs can be fed")
+    try:
+        return onnx_to_numpy(vi.type.tensor_type.elem_type)
+    except DmlLowerError:
+        raise DmlLowerError(f"input {vi.name!r}: type {describe_type(vi.type)} is not supported: "
+                            "it has no numpy type to feed it with") from None
+
 
 def _declared(vi: onnx.ValueInfoProto) -> "tuple[int, tuple | None]":
+    input_dtype(vi)                               # a type that cannot be fed is named first
     tensor = vi.type.tensor_type
     if not tensor.HasField("shape"):
         return tensor.elem_type, None
@@ -42,17 +76,15 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
         raise DmlLowerError(f"feed {extra[0]!r} is not an input of the model (inputs: {', '.join(names) or 'none'})")
     out = {}
     for vi in list(inputs) + [vi for vi in optional if vi.name in feeds]:
+        elem, dims = _declared(vi)                 # an input no feed can satisfy is named as such
         if vi.name not in feeds:
             raise DmlLowerError(f"input {vi.name!r} is missing from the feeds")
-        elem, dims = _declared(vi)
         try:
             array = normalise(feeds[vi.name])
         except (TypeError, ValueError) as exc:
             raise DmlLowerError(f"input {vi.name!r}: not an array ({exc})") from None
         expected = onnx_to_numpy(elem)
-        if array.dtype.kind == "V" and array.dtype.fields is None and array.dtype.itemsize == expected.itemsize \
-                and expected.kind == "V":
-            array = array.view(expected)          # bfloat16 / float8 saved in an .npz reads back as raw bytes
+        array = restore_dtype(array, expected)     # bfloat16 / float8 / 4-bit saved in an .npz: raw bytes
         if array.dtype != expected:
             raise DmlLowerError(f"input {vi.name!r}: expected {onnx_type_name(elem)} ({expected}), "
                                 f"got {array.dtype}")
@@ -68,6 +100,56 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
     return out
 
 
+def with_defaults(feeds: "dict[str, np.ndarray]", optional: "list[onnx.ValueInfoProto]",
+                  initializers: Mapping[str, np.ndarray]) -> "tuple[dict[str, np.ndarray], list[str]]":
+    """Checked feeds completed with the initializer of every initializer-that-is-also-an-input not
+    fed (its default), so every engine sees the same values; and the names that took the default."""
+    defaulted = [vi.name for vi in optional if vi.name not in feeds and vi.name in initializers]
+    out = dict(feeds)
+    out.update({name: initializers[name] for name in defaulted})
+    return out, defaulted
+
+
+def restore_dtype(array: np.ndarray, expected: np.dtype) -> np.ndarray:
+    """numpy writes ml_dtypes arrays (bfloat16, float8, int4, ...) to .npy as raw void records:
+    given the declared type, such an array becomes that type again, bit for bit."""
+    if array.dtype.kind == "V" and array.dtype.fields is None and array.dtype != expected \
+            and array.dtype.itemsize == expected.itemsize and expected not in NUMPY_NATIVE:
+        return array.view(expected)
+    return array
+
+
+NUMPY_NATIVE = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,
+                                       np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)}
+
+
+# Bytes numpy holds per element while drawing one random feed (float64 draws and the mask),
+# besides the feed itself.
+DRAW_BYTES_PER_ELEMENT = 17
+
+
+def check_feed_sizes(inputs: "list[onnx.ValueInfoProto]", shapes: "Mapping[str, tuple]", limit: int) -> None:
+    """Before anything is drawn: one line naming the input, its shape and the bytes when the
+    feeds (plus numpy's temporaries for drawing the largest) would exceed `limit`. Python
+    integers, so a shape whose size numpy itself refuses (past 2^63 bytes) is named too."""
+    total, largest, draw = 0, None, 0
+    for vi in inputs:
+        shape = shapes[vi.name]
+        count = 1
+        for d in shape:
+            count *= int(d)
+        size = count * input_dtype(vi).itemsize
+        total += size
+        if largest is None or size > largest[1]:
+            largest = (vi.name, size, shape)
+        draw = max(draw, count * DRAW_BYTES_PER_ELEMENT)
+    if largest is not None and total + draw > limit:
+        name, size, shape = largest
+        raise DmlLowerError(f"input {name!r} of shape {list(shape)} needs {size:,} bytes ({format_size(size)}); "
+                            f"the random feeds need {format_size(total + draw)} with numpy's draws, over the "
+                            f"memory limit of {format_size(limit)} (use smaller --dim values or raise --memory-limit)")
+
+
 def _is_float(dtype: np.dtype) -> bool:
     """numpy floats and ml_dtypes' (bfloat16, float8), which numpy reports as kind 'V'."""
     if dtype.kind == "f":
@@ -81,27 +163,61 @@ def _is_float(dtype: np.dtype) -> bool:
 
 def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default: int = 3,
                  dims: "Mapping[str, int] | None" = None, zero_fraction: "float | None" = None,
-                 value_range: "tuple[float, float] | None" = None) -> "dict[str, np.ndarray]":
+                 value_range: "tuple[float, float] | None" = None,
+                 memory_limit: "int | None" = None,
+                 input_zero_fraction: "Mapping[str, float] | None" = None,
+                 input_value_range: "Mapping[str, tuple[float, float]] | None" = None) -> "dict[str, np.ndarray]":
     """Seeded feeds with plenty of zeros (so NonZero has work) and a -0.0 among floats.
 
     Symbolic dimensions take their value from `dims` (by dim_param name), else `dim_default`.
     `zero_fraction` (default 0.5) is the share of elements forced to zero: 1 gives NonZero an
     empty input, 0 a full one (then no other element is zero). `value_range` (LO, HI) bounds the
-    values: uniform for floats, integers in [LO, HI] for integer types.
+    values: uniform for floats, integers in [LO, HI] for integer types. `input_zero_fraction` and
+    `input_value_range` set them for single inputs by name, over the global ones. float8e8m0 has
+    no zero and no sign: its feeds are powers of two (within the range) whatever the zero fraction.
+    `memory_limit` (bytes; default three quarters of physical memory): feeds that would not fit
+    are refused in one line before anything is drawn.
     """
-    if zero_fraction is not None and not 0.0 <= zero_fraction <= 1.0:
-        raise DmlLowerError(f"zero fraction {zero_fraction} is not between 0 and 1")
-    if value_range is not None and value_range[0] > value_range[1]:
-        raise DmlLowerError(f"value range {value_range[0]},{value_range[1]}: LO is above HI")
+    names = [vi.name for vi in inputs]
+    for what, per_input in (("zero fraction", input_zero_fraction), ("value range", input_value_range)):
+        unknown = [n for n in per_input or {} if n not in names]
+        if unknown:
+            raise DmlLowerError(f"{what} for {unknown[0]!r}: the model has no such input "
+                                f"(inputs: {', '.join(names) or 'none'})")
+    for fraction in [zero_fraction, *(input_zero_fraction or {}).values()]:
+        if fraction is not None and not 0.0 <= fraction <= 1.0:
+            raise DmlLowerError(f"zero fraction {fraction} is not between 0 and 1")
+    for bounds in [value_range, *(input_value_range or {}).values()]:
+        if bounds is not None and bounds[0] > bounds[1]:
+            raise DmlLowerError(f"value range {bounds[0]},{bounds[1]}: LO is above HI")
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
-    keep_share = 0.5 if zero_fraction is None else 1.0 - zero_fraction
+    global_fraction, global_range = zero_fraction, value_range
+    shapes = {}
+    for vi in inputs:
+        _, declared = _declared(vi)
+        shapes[vi.name] = tuple(d if isinstance(d, int) else dims.get(d, dim_default) for d in (declared or ()))
+    check_feed_sizes(inputs, shapes, default_limit() if memory_limit is None else memory_limit)
     feeds = {}
     for vi in inputs:
-        elem, declared = _declared(vi)
-        shape = tuple(d if isinstance(d, int) else dims.get(d, dim_default) for d in (declared or ()))
+        zero_fraction = (input_zero_fraction or {}).get(vi.name, global_fraction)
+        value_range = (input_value_range or {}).get(vi.name, global_range)
+        keep_share = 0.5 if zero_fraction is None else 1.0 - zero_fraction
+        elem, _ = _declared(vi)
+        shape = shapes[vi.name]
         dtype = onnx_to_numpy(elem)
         keep = rng.random(shape) < keep_share
+        if dtype == _E8M0:
+            lo, hi = (2.0 ** -8, 2.0 ** 8) if value_range is None else value_range
+            if hi <= 0:
+                raise DmlLowerError(f"value range holds no {onnx_type_name(elem)} value (it has no zero and no sign)")
+            low = int(np.ceil(np.log2(max(lo, float(ml_dtypes.finfo(dtype).tiny)))))
+            high = min(int(np.floor(np.log2(hi))), 127)
+            if low > high:
+                raise DmlLowerError(f"value range holds no {onnx_type_name(elem)} value (only powers of two)")
+            exponents = rng.integers(low, high, shape, endpoint=True)
+            feeds[vi.name] = np.exp2(exponents).astype(np.float32).astype(dtype)
+            continue
         if dtype == np.bool_:
             array = keep
         elif _is_float(dtype):
@@ -111,11 +227,12 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
                 flat = array.reshape(-1)
                 flat[rng.integers(0, flat.size)] = -0.0
         else:
-            info = np.iinfo(dtype)
+            info = ml_dtypes.iinfo(dtype)
             lo, hi = (max(info.min, -100), min(info.max, 100)) if value_range is None else (
                 max(info.min, int(np.ceil(value_range[0]))), min(info.max, int(np.floor(value_range[1]))))
             if lo > hi:
-                raise DmlLowerError(f"value range holds no {dtype} value")
+                raise DmlLowerError(f"value range {value_range[0]},{value_range[1]} of input {vi.name!r} "
+                                    f"holds no {dtype} value")
             array = (rng.integers(lo, hi, shape, endpoint=True) * keep).astype(dtype)
         if zero_fraction is not None and dtype != np.bool_:
             # Kept elements that came out zero anyway would make "full" less than full.

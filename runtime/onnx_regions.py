@@ -11,7 +11,7 @@ from onnx import helper
 from onnx_dml_lowering.ir import DmlLowerError, OnnxRegion
 from onnx_dml_lowering.ir.errors import first_line
 
-from .ort_providers import MAX_IR_VERSION
+from .ort_providers import ort_ir_version
 from .ort_values import run_session
 
 class RegionRunner:
@@ -47,7 +47,7 @@ class RegionRunner:
         inits = [self.inits[n] for n in step.inputs if n in self.inits]
         graph = helper.make_graph(nodes, step.name, inputs, [vi(n) for n in step.outputs], inits)
         sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                ir_version=min(self.model.ir_version, MAX_IR_VERSION))
+                                ir_version=ort_ir_version(self.model.ir_version))
         sub.functions.extend(self.model.functions)
         return sub
 

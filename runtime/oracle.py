@@ -13,9 +13,7 @@ Kinds (`check --oracle`):
 from __future__ import annotations
 
 import re
-import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -23,11 +21,14 @@ import onnx
 from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
-from .ort_providers import MAX_IR_VERSION, make_session
+from .feeds import restore_dtype
+from .ort_providers import ort_ir_version, make_session
 from .ort_values import run_session
+from .saved_outputs import load_golden, split_metadata
 
 REFERENCE = "onnx.reference"
 ORT_CPU = "onnxruntime CPUExecutionProvider"
@@ -86,17 +87,6 @@ class _Run:
     outputs: "list[str]" = field(default_factory=list)
 
 
-def load_golden(path: str) -> "dict[str, np.ndarray]":
-    file = Path(path)
-    if not file.is_file():
-        raise DmlLowerError(f"oracle file {path!r} does not exist")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError, AttributeError):
-        raise DmlLowerError(f"oracle file {path!r} is not an .npz archive of outputs keyed by name") from None
-
-
 class Oracle:
     """Evaluates a (checked, shape-inferred) model with ONNX semantics; see the module docstring."""
 
@@ -106,11 +96,12 @@ class Oracle:
         self.types = types
         self.kind = kind
         self.golden: "dict[str, np.ndarray] | None" = None
+        self.golden_meta: "dict[str, str]" = {}      # its feeds' fingerprint, who saved it
         if kind not in ORACLE_KINDS:
             if not kind.endswith(".npz"):
                 raise DmlLowerError(f"unknown oracle {kind!r}; choose from {', '.join(ORACLE_KINDS)} "
                                     "or a golden-outputs FILE.npz")
-            self.golden = load_golden(kind)
+            self.golden, self.golden_meta = split_metadata(load_golden(kind))
         self.output_names = [o.name for o in model.graph.output]
         self.semantic = set(semantic_nodes)
         self.forced_reference: "set[str]" = set()   # nodes onnxruntime's CPU provider cannot load
@@ -137,26 +128,48 @@ class Oracle:
             if missing:
                 raise DmlLowerError(f"oracle file {self.kind!r} has no output {missing[0]!r} "
                                     f"(it holds: {', '.join(sorted(self.golden)) or 'nothing'})")
-            return {n: np.asarray(self.golden[n]) for n in self.output_names}
+            return {n: self._restored(n, np.asarray(self.golden[n])) for n in self.output_names}
         if self.kind == "reference":
             return self._whole_on_reference(feeds)
         if self.kind == "ort-cpu":
             return self._whole_on_ort(feeds)
         return self._hybrid(feeds)
 
+    def _restored(self, name: str, value: np.ndarray) -> np.ndarray:
+        """A saved bfloat16 / float8 / 4-bit output reads back as raw records: its declared type again."""
+        info = self.types.get(name)
+        if info is None or not getattr(info, "onnx_type", 0):
+            return value
+        try:
+            return restore_dtype(value, onnx_to_numpy(info.onnx_type))
+        except DmlLowerError:
+            return value
+
     def _whole_on_reference(self, feeds) -> "dict[str, np.ndarray]":
         from onnx.reference import ReferenceEvaluator
         try:
             results = ReferenceEvaluator(self.model).run(None, dict(feeds))
         except Exception as exc:
-            raise DmlLowerError(f"onnx.reference cannot evaluate the model: {type(exc).__name__}: "
+            where = self._failing_reference_node(feeds)
+            raise DmlLowerError(f"onnx.reference cannot evaluate {where or 'the model'}: {type(exc).__name__}: "
                                 f"{first_line(exc)} (the default hybrid oracle falls back node by node)") from None
         return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
+
+    def _failing_reference_node(self, feeds) -> "str | None":
+        """The first node onnx.reference fails on, run one by one in graph order ("node 'n' (Op)")."""
+        env = dict(feeds)
+        for node in self.model.graph.node:
+            outs = [o for o in node.output if o]
+            try:
+                env.update(self._call(REFERENCE, [node], node_reads(node), outs, env))
+            except Exception:
+                return f"node {node.name!r} ({node.op_type})"
+        return None
 
     def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
         model = onnx.ModelProto()
         model.CopyFrom(self.model)
-        model.ir_version = min(model.ir_version, MAX_IR_VERSION)
+        model.ir_version = ort_ir_version(model.ir_version)
         try:
             session = make_session(model.SerializeToString(), ["CPUExecutionProvider"])
             results = run_session(session, self.output_names, feeds)
@@ -206,7 +219,7 @@ class Oracle:
                                   [_value_info(n, self.types) for n in outputs],
                                   [self._inits[n] for n in inputs if n in self._inits])
         sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                ir_version=min(self.model.ir_version, MAX_IR_VERSION))
+                                ir_version=ort_ir_version(self.model.ir_version))
         sub.functions.extend(self.model.functions)
         return sub
 

@@ -2,8 +2,11 @@
 sub-graph that an execution provider maps onto that DirectML operator, so the provider's
 kernels are validated operator by operator against the numpy emulator.
 
-NONZERO_COORDINATES <- NonZero (then transposed into the {M, N} UINT32 layout)
-DIAGONAL_MATRIX     <- EyeLike (ScatterND of the Value onto zeros when Value != 1)
+NONZERO_COORDINATES <- NonZero (then transposed into the {M, N} UINT32 layout); on a type the
+                       provider's NonZero lacks (uint32 word planes of 64-bit inputs, int8, ...)
+                       Cast to int64 + NonZero: exact, zero stays zero
+DIAGONAL_MATRIX     <- EyeLike (ScatterND of the Value onto zeros when Value != 1); on a type the
+                       provider's EyeLike lacks (uint8, ...) EyeLike on int32 / float + Cast
 DIAGONAL_MATRIX1    <- Trilu band masks + Where
 ELEMENT_WISE_IDENTITY <- Identity
 ELEMENT_WISE_BIT_OR / BIT_AND <- BitwiseOr / BitwiseAnd
@@ -24,6 +27,10 @@ from onnx_dml_lowering.ir.errors import first_line
 from . import kernels as numpy_kernels
 from .kernels import POISON_WORD, scalar_for
 from .ort_providers import make_session, resolve
+
+
+# NonZero on these element types runs on an exact widening where the provider has no kernel.
+_NONZERO_VIA = {T.INT8: T.INT64, T.INT16: T.INT64, T.UINT16: T.INT64, T.UINT32: T.INT64}
 
 
 class NoKernel(Exception):
@@ -82,13 +89,25 @@ class OrtOperators:
         elem = numpy_to_onnx(data.dtype)
         rank = data.ndim
 
-        def build():
-            return self._model([helper.make_node("NonZero", ["x"], ["y"])],
-                               [helper.make_tensor_value_info("x", elem, [None] * rank)],
+        def build(via: "int | None" = None):
+            nodes = [helper.make_node("NonZero", ["wide" if via else "x"], ["y"])]
+            if via:     # an exact widening keeps which elements are zero (and NaN non-zero)
+                nodes.insert(0, helper.make_node("Cast", ["x"], ["wide"], to=via))
+            return self._model(nodes, [helper.make_tensor_value_info("x", elem, [None] * rank)],
                                [helper.make_tensor_value_info("y", T.INT64, [rank, None])], opset=13)
 
-        (result,) = self._run(("NonZero", elem, rank), build, {"x": data},
-                              f"NONZERO_COORDINATES on {data.dtype} via NonZero")
+        try:
+            (result,) = self._run(("NonZero", elem, rank), build, {"x": data},
+                                  f"NONZERO_COORDINATES on {data.dtype} via NonZero")
+        except NoKernel:
+            via = _NONZERO_VIA.get(elem)
+            if via is None:
+                raise
+            # onnxruntime CPU has no NonZero for int8 / int16 / uint16 / uint32 (the 64-bit inputs'
+            # combined word plane is uint32): run it on the exact widening instead.
+            (result,) = self._run(("NonZero", elem, rank, via), functools.partial(build, via), {"x": data},
+                                  f"NONZERO_COORDINATES on {data.dtype} via Cast to "
+                                  f"{helper.tensor_dtype_to_np_dtype(via)} + NonZero")
         n = coords.shape[-1]
         table = coords[(0,) * (coords.ndim - 2)]
         nnz = result.shape[1]
@@ -102,14 +121,25 @@ class OrtOperators:
         height, width = out.shape[-2:]
         elem = numpy_to_onnx(out.dtype)
         if float(value) == 1.0:
-            def build():
-                return self._model([helper.make_node("EyeLike", ["shape_of"], ["eye"], k=int(offset), dtype=elem)],
-                                   [helper.make_tensor_value_info("shape_of", T.FLOAT, [None, None])],
+            def build(via: "int | None" = None):
+                nodes = [helper.make_node("EyeLike", ["shape_of"], ["made" if via else "eye"], k=int(offset),
+                                          dtype=via or elem)]
+                if via:     # 0 and 1 are exact in every type: the Cast changes no value
+                    nodes.append(helper.make_node("Cast", ["made"], ["eye"], to=elem))
+                return self._model(nodes, [helper.make_tensor_value_info("shape_of", T.FLOAT, [None, None])],
                                    [helper.make_tensor_value_info("eye", elem, [None, None])])
 
-            (eye,) = self._run(("EyeLike", elem, int(offset)), build,
-                               {"shape_of": np.zeros((height, width), np.float32)},
-                               f"DIAGONAL_MATRIX on {out.dtype} via EyeLike")
+            feeds = {"shape_of": np.zeros((height, width), np.float32)}
+            try:
+                (eye,) = self._run(("EyeLike", elem, int(offset)), build, feeds,
+                                   f"DIAGONAL_MATRIX on {out.dtype} via EyeLike")
+            except NoKernel:
+                # onnxruntime CPU's EyeLike lacks the 8 / 16-bit types and uint32: made in a
+                # type it has, then Cast.
+                via = T.FLOAT if out.dtype.kind == "f" else T.INT32
+                (eye,) = self._run(("EyeLike", elem, int(offset), via), functools.partial(build, via), feeds,
+                                   f"DIAGONAL_MATRIX on {out.dtype} via EyeLike on "
+                                   f"{helper.tensor_dtype_to_np_dtype(via)} + Cast")
             out[...] = eye
             return
         # Another Value is scattered onto the diagonal, not multiplied in (inf * 0 is NaN) nor

@@ -9,6 +9,13 @@ from onnx_dml_lowering.ir import DmlLowerError
 # The newest IR version onnxruntime 1.2x/1.3x reads; models handed to it never need more.
 MAX_IR_VERSION = 10
 
+
+def ort_ir_version(ir_version: int) -> int:
+    """The IR version a model is handed to onnxruntime with: at most what it reads, and at least 4,
+    since below 4 onnxruntime treats an initializer that is also a graph input as a constant where
+    ONNX makes it a default that a feed overrides."""
+    return max(4, min(ir_version, MAX_IR_VERSION))
+
 ALIASES = {"cpu": "CPUExecutionProvider", "dml": "DmlExecutionProvider",
            "directml": "DmlExecutionProvider", "cuda": "CUDAExecutionProvider",
            "openvino": "OpenVINOExecutionProvider"}

@@ -1,8 +1,10 @@
 """Feeding onnxruntime and reading its results for every type a user can bring.
 
-onnxruntime's Python binding refuses numpy arrays of ml_dtypes types (bfloat16, float8) and
-cannot turn such results into numpy; those go through OrtValues with an explicit ONNX type and
-are copied out of the result's memory bit for bit.
+onnxruntime's Python binding refuses numpy arrays of ml_dtypes types (bfloat16, float8, int4,
+uint4, float4e2m1) and cannot turn such results into numpy; those go through OrtValues with an
+explicit ONNX type and are copied out of the result's memory bit for bit. numpy holds one 4-bit
+element per byte, onnxruntime two (low nibble first, as ONNX's TensorProto): they are packed on
+the way in and unpacked on the way out.
 """
 from __future__ import annotations
 
@@ -11,11 +13,36 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import numpy_to_onnx, onnx_to_numpy
 
 # dtype kind "V": ml_dtypes' extension types present themselves as void to numpy's kind test.
+# ONNX uint4, int4, float4e2m1: two elements per byte in onnxruntime's memory.
+_FOUR_BIT = (21, 22, 23)
+
 _NATIVE = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,
                                  np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)}
+
+
+def pack_4bit(array: np.ndarray) -> np.ndarray:
+    """One 4-bit element per byte -> two per byte, element 2i in the low nibble (ONNX's order)."""
+    nibbles = np.ascontiguousarray(array).reshape(-1).view(np.uint8) & 0x0F
+    if nibbles.size % 2:
+        nibbles = np.append(nibbles, np.uint8(0))
+    return (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
+
+
+def unpack_4bit(packed: np.ndarray, shape: "tuple[int, ...]", dtype: np.dtype) -> np.ndarray:
+    """The inverse of pack_4bit: `shape` elements of the 4-bit `dtype`, one per byte."""
+    count = int(np.prod(shape, dtype=np.int64))
+    nibbles = np.empty(2 * packed.size, np.uint8)
+    nibbles[0::2] = packed & 0x0F
+    nibbles[1::2] = packed >> 4
+    return nibbles[:count].view(dtype).reshape(shape)
+
+
+_NATIVE_TYPE_NAMES = {f"tensor({name})" for name in ("float", "double", "float16", "int8", "int16", "int32", "int64",
+                                                     "uint8", "uint16", "uint32", "uint64", "bool", "string")}
 
 
 def _to_ort(value: np.ndarray):
@@ -23,20 +50,40 @@ def _to_ort(value: np.ndarray):
     array = np.ascontiguousarray(value)
     if array.dtype in _NATIVE or array.dtype.kind in "OSU":
         return ort.OrtValue.ortvalue_from_numpy(array)
+    onnx_type = numpy_to_onnx(array.dtype)
+    if onnx_type in _FOUR_BIT:
+        # The binding checks one numpy item per element, so the packed bytes are copied into a
+        # tensor onnxruntime allocated for the logical shape.
+        packed = pack_4bit(array)
+        out = ort.OrtValue.ortvalue_from_shape_and_type(list(array.shape), onnx_type)
+        if packed.nbytes and array.size:
+            ctypes.memmove(out.data_ptr(), packed.ctypes.data, packed.nbytes)
+        return out
     raw = array.view(np.uint8 if array.dtype.itemsize == 1 else np.uint16)
-    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(raw, onnx_element_type=numpy_to_onnx(array.dtype))
+    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(raw, onnx_element_type=onnx_type)
 
 
 def _from_ort(value) -> np.ndarray:
     if not value.is_tensor():
         return value.numpy()
+    shape, onnx_type = tuple(value.shape()), value.element_type()
     try:
+        dtype = onnx_to_numpy(onnx_type)
+    except DmlLowerError:                       # strings and the like: the binding's own conversion
         return np.asarray(value.numpy())
-    except Exception:      # a type numpy has no native dtype for: copy the bits into ml_dtypes'
-        out = np.empty(value.shape(), onnx_to_numpy(value.element_type()))
-        if out.nbytes:
-            ctypes.memmove(out.ctypes.data, value.data_ptr(), out.nbytes)
-        return out
+    if dtype in _NATIVE:
+        return np.asarray(value.numpy())
+    # A type numpy has no native dtype for (the binding gives float8 as uint8, or refuses): copy
+    # the bits into ml_dtypes'.
+    if onnx_type in _FOUR_BIT:
+        packed = np.empty((int(np.prod(shape, dtype=np.int64)) + 1) // 2, np.uint8)
+        if packed.nbytes:
+            ctypes.memmove(packed.ctypes.data, value.data_ptr(), packed.nbytes)
+        return unpack_4bit(packed, shape, dtype)
+    out = np.empty(shape, dtype)
+    if out.nbytes:
+        ctypes.memmove(out.ctypes.data, value.data_ptr(), out.nbytes)
+    return out
 
 
 def needs_ort_values(feeds: Mapping[str, np.ndarray]) -> bool:
@@ -49,12 +96,15 @@ def run_session(session, outputs: "Sequence[str] | None", feeds: Mapping[str, np
     evaluator is run as it is: it takes ml_dtypes arrays natively)."""
     if not hasattr(session, "run_with_ort_values"):
         return [np.asarray(r) for r in session.run(None if outputs is None else list(outputs), dict(feeds))]
+    names = list(outputs) if outputs is not None else [o.name for o in session.get_outputs()]
+    types = {o.name: o.type for o in session.get_outputs()}
+    # The binding hands float8 results back as uint8 and refuses bfloat16 / 4-bit ones.
+    typed_out = any(types.get(n, "").startswith("tensor(") and types[n] not in _NATIVE_TYPE_NAMES for n in names)
     try:
-        if not needs_ort_values(feeds):
+        if not typed_out and not needs_ort_values(feeds):
             return [np.asarray(r) for r in session.run(None if outputs is None else list(outputs), dict(feeds))]
     except RuntimeError as exc:
         if "numpy" not in str(exc).lower():      # not a type the binding cannot convert
             raise
-    names = list(outputs) if outputs is not None else [o.name for o in session.get_outputs()]
     values = {name: _to_ort(np.asarray(value)) for name, value in feeds.items()}
     return [_from_ort(r) for r in session.run_with_ort_values(names, values)]

@@ -22,19 +22,34 @@ def _shape(shape) -> str:
     return "x".join(str(d) for d in shape) if shape else "scalar"
 
 
+def _rel(value) -> str:
+    return "undefined" if value is None else f"{value:.3g}"
+
+
 def _errors(o) -> str:
+    """Max (and on a mismatch mean) abs / rel errors; rel leaves out elements expected to be 0."""
     if o.max_abs_error is None:
         return ""
-    return f" max abs err {o.max_abs_error:.3g}, max rel err {o.max_rel_error:.3g}"
+    failed = o.status == "mismatch"
+    text = f" max abs err {o.max_abs_error:.3g}" + (f" (mean {o.mean_abs_error:.3g})" if failed else "")
+    if o.max_rel_error is None:
+        return text + ", rel err undefined (expected 0 wherever it differs)"
+    notes = [f"mean {o.mean_rel_error:.3g}"] if failed else []
+    if o.rel_undefined:
+        notes.append(f"undefined at {o.rel_undefined} element{'s' if o.rel_undefined > 1 else ''} where expected is 0")
+    return text + f", max rel err {o.max_rel_error:.3g}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def format_results(report: CheckReport) -> str:
+def format_results(report: CheckReport, matches: bool = True) -> str:
+    """One line per output and backend (and per backend error); `matches=False` leaves MATCH out."""
     lines = []
     many = report.iterations > 1
     for backend in report.backends:
         if backend.error:
             lines.append(f"  [{backend.backend}] ERROR {backend.error}")
         for o in backend.outputs:
+            if o.status == "match" and not matches:
+                continue
             where = f"[{o.backend}{f' #{o.iteration}' if many else ''}]"
             text = f"  {where} {o.output}: {o.status.upper()} ({o.expected_dtype} [{_shape(o.expected_shape)}])"
             if o.status in ("match", "mismatch"):
@@ -71,6 +86,9 @@ def format_text(report: CheckReport) -> str:
     fallbacks = report.oracle.get("fallbacks") or []
     for fb in fallbacks:
         lines.append(f"oracle: node {fb['node']} evaluated by {fb['engine']} ({fb['reason']})")
+    if report.defaults:
+        lines.append("inputs not fed, their initializer used as the default: " + ", ".join(
+            f"{name} ({value.dtype} [{_shape(value.shape)}])" for name, value in report.defaults.items()))
     lines.append("results:")
     lines.append(format_results(report))
     for backend in report.backends:
@@ -86,6 +104,14 @@ def format_text(report: CheckReport) -> str:
     return "\n".join(lines)
 
 
+def format_quiet(report: CheckReport) -> str:
+    """`check -q`: every result line that is not MATCH (errors, unavailable backends included),
+    then the verdict, so nothing that did not run or did not match hides behind it."""
+    lines = [line for line in format_results(report, matches=False).splitlines() if line]
+    lines += [f"  [{backend}] UNAVAILABLE here, not run: {reason}" for backend, reason in report.unavailable.items()]
+    return "\n".join(lines + ["verdict: " + verdict(report)])
+
+
 def control_flow_lines(report: CheckReport) -> "list[str]":
     """Control flow (issue 11): how many branches / iterations ran a lowered body per backend."""
     return [f"  [{backend}] control flow: {count} branch / iteration runs of lowered bodies"
@@ -93,7 +119,7 @@ def control_flow_lines(report: CheckReport) -> "list[str]":
 
 
 def format_timing(report: CheckReport) -> str:
-    parts = [f"{b.backend} {b.seconds:.3f} s" for b in report.backends if not b.backend.startswith("loaded:")]
+    parts = [f"{b.backend} {b.seconds:.3f} s" for b in report.backends if not b.backend.startswith("saved:")]
     return "time: " + ", ".join(parts)
 
 
@@ -104,17 +130,20 @@ def _cell(text) -> str:
 def format_markdown(report: CheckReport) -> str:
     text = verdict(report)
     text = text if report.ok else f"**{text}**"
+    many = report.iterations > 1        # the iteration column: seeds SEED + iteration
     lines = [f"### dml-lower check: `{report.model}`", "",
              f"Feature level {report.feature_level}; oracle: {report.oracle['description']}; verdict: {text}.", "",
-             "| backend | output | status | dtype | shape | max abs err | max rel err | detail |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| backend | " + ("iteration | " if many else "") +
+             "output | status | dtype | shape | max abs err | max rel err | detail |",
+             "|---|" + ("---|" if many else "") + "---|---|---|---|---|---|---|"]
     for backend in report.backends:
         if backend.error:
-            lines.append(f"| {backend.backend} | - | ERROR | | | | | {_cell(backend.error)} |")
+            lines.append(f"| {backend.backend} | " + ("| " if many else "") + f"- | ERROR | | | | | {_cell(backend.error)} |")
         for o in backend.outputs:
             abs_err = "" if o.max_abs_error is None else f"{o.max_abs_error:.3g}"
-            rel_err = "" if o.max_rel_error is None else f"{o.max_rel_error:.3g}"
-            lines.append(f"| {o.backend} | `{_cell(o.output)}` | {o.status} | {o.expected_dtype} | "
+            rel_err = "" if o.max_rel_error is None else _rel(o.max_rel_error)
+            lines.append(f"| {o.backend} | " + (f"{o.iteration} | " if many else "") +
+                         f"`{_cell(o.output)}` | {o.status} | {o.expected_dtype} | "
                          f"{_shape(o.expected_shape)} | {abs_err} | {rel_err} | {_cell(o.detail)} |")
     lines += ["", "| node(s) | placement | rule | DirectML operators / reason |", "|---|---|---|---|"]
     for p in report.placement:

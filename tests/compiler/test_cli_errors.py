@@ -76,6 +76,20 @@ def eyelike_runtime_rank_model() -> onnx.ModelProto:
         [("x", T.FLOAT, ["n"]), ("s", T.INT64, ["k"])], [("y", T.FLOAT, 2)])
 
 
+def symbolic_nonzero(tmp: Path) -> str:
+    """x: float [n, 4] -> NonZero: --dim n sizes the random feed."""
+    return save(single_node_model("NonZero", T.FLOAT, ["n", 4], T.INT64), tmp / "sym.onnx")
+
+
+def sequence_input_model(tmp: Path) -> str:
+    """A graph input of type sequence(tensor(float)) beside x."""
+    nodes = [h.make_node("Constant", [], ["i"], name="zero", value_int=0),
+             h.make_node("SequenceAt", ["seq", "i"], ["a"], name="at"),
+             h.make_node("NonZero", ["a"], ["y"], name="nz")]
+    model = graph_model(nodes, [h.make_tensor_sequence_value_info("seq", T.FLOAT, [3])], [("y", T.INT64, 2)])
+    return save(model, tmp / "seq.onnx")
+
+
 def npz(path: Path, **arrays) -> str:
     np.savez(str(path), **arrays)
     return str(path)
@@ -146,6 +160,17 @@ ROWS = {
     "inputs-missing-file": (lambda t: ["run", good_model(t), "--inputs", str(t / "absent.npz")],
                             ["absent.npz", "does not exist"]),
     "check-unknown-backend": (lambda t: ["check", good_model(t), "--backends", "cpu,gpu"], ["'gpu'"]),
+    "dim-past-memory": (lambda t: ["run", symbolic_nonzero(t), "--dim", "n=10000000000"],
+                        ["input 'x' of shape [10000000000, 4]", "160,000,000,000 bytes", "memory limit"]),
+    "inputs-over-memory-limit": (lambda t: ["run", symbolic_nonzero(t), "--memory-limit", "1KiB", "--inputs",
+                                            npz(t / "big.npz", x=np.ones((1000, 4), np.float32))],
+                                 ["big.npz", "'x'", "[1000, 4]", "memory limit of 1.0 KiB"]),
+    "sequence-input": (lambda t: ["run", sequence_input_model(t)],
+                       ["input 'seq': type sequence(tensor(float)) is not supported: only tensor inputs can be fed"]),
+    "npz-with-objects": (lambda t: ["run", good_model(t), "--inputs",
+                                    npz(t / "o.npz", x=np.array([{}, 1], dtype=object))],
+                         ["o.npz", "not a plain array (Python objects)"]),
+    "nan-tolerance": (lambda t: ["check", good_model(t), "--atol", "nan"], ["tolerance 'nan'", "not a finite number"]),
     "run-unknown-backend": (lambda t: ["run", good_model(t), "--backend", "gpu"], ["'gpu'"]),
 }
 
@@ -158,7 +183,20 @@ EXTRA_ROWS = {
                                                  str(t / "no" / "such" / "dir" / "out.json")], ["out.json"]),
     "negative-seed": (lambda t: ["run", good_model(t), "--seed", "-1"], ["seed"]),
     "check-empty-backends": (lambda t: ["check", good_model(t), "--backends", ","], ["backend"]),
+    "check-markdown-into-missing-dir": (lambda t: ["check", good_model(t), "--markdown", str(t / "no" / "r.md")],
+                                        ["--markdown", "r.md", "cannot write there", "does not exist"]),
+    "check-provider-option-unused": (lambda t: ["check", good_model(t), "--backends", "cpu", "--provider-option",
+                                                "x=1"], ["--provider-option x=1", "no requested backend uses it"]),
+    "check-load-outputs-other-feeds": (lambda t: saved_outputs(t) + ["--seed", "1"],
+                                       ["--load-outputs", "saved.npz", "saved from other feeds"]),
 }
+
+
+def saved_outputs(tmp: Path) -> "list[str]":
+    """A check command loading outputs saved from seed 0's feeds."""
+    model, saved = good_model(tmp), str(tmp / "saved.npz")
+    assert main(["check", model, "--save-outputs", saved, "-q"]) == 0
+    return ["check", model, "--load-outputs", saved]
 
 
 def run_in_process(argv: "list[str]", capfd) -> "tuple[int, str, str]":

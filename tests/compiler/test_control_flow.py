@@ -130,7 +130,8 @@ def test_if_with_nonzero_in_both_branches(cond):
     (step,) = host_steps(result.compiled)
     assert step.construct == "if" and step.captures == ("x",)
     paths = sorted(n for p in result.compiled.placement for n in p.onnx_nodes)
-    assert paths == ["if_node/else_branch/nz", "if_node/then_branch/nz"]
+    # both branches name their node nz: identities are unique across the model (compiler/node_ids.py)
+    assert paths == ["if_node/else_branch/nz#1", "if_node/then_branch/nz#2"]
     assert all(p.status == "lowered" for p in result.compiled.placement)
 
 

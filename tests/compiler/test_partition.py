@@ -9,7 +9,8 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
-from onnx_dml_lowering.compiler.frontend import check_and_infer, name_nodes, value_types
+from onnx_dml_lowering.compiler.frontend import check_and_infer, value_types
+from onnx_dml_lowering.compiler.node_ids import identify_nodes
 from onnx_dml_lowering.compiler.partition import (PASSES, build_regions, defer_run_time_sized,
                                                   generate_constants, lower_static, match_idioms,
                                                   partition, schedule, start)
@@ -24,7 +25,7 @@ LEVEL = parse_level("5_1")
 def make(nodes, inputs, outputs, inits=(), opset=13) -> onnx.ModelProto:
     graph = h.make_graph(nodes, "partition_test", inputs, outputs, list(inits))
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=8)
-    name_nodes(model)
+    identify_nodes(model)
     return check_and_infer(model)
 
 

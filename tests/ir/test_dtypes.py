@@ -162,17 +162,19 @@ def test_bool_numpy_round_trip():
     assert dtypes.numpy_to_onnx(np.bool_) == TensorProto.BOOL
 
 
-def test_bfloat16_and_float8_map_to_ml_dtypes():
+def test_bfloat16_float8_and_4_bit_types_map_to_ml_dtypes():
     import ml_dtypes
     pairs = {TensorProto.BFLOAT16: ml_dtypes.bfloat16, TensorProto.FLOAT8E4M3FN: ml_dtypes.float8_e4m3fn,
              TensorProto.FLOAT8E4M3FNUZ: ml_dtypes.float8_e4m3fnuz, TensorProto.FLOAT8E5M2: ml_dtypes.float8_e5m2,
-             TensorProto.FLOAT8E5M2FNUZ: ml_dtypes.float8_e5m2fnuz}
+             TensorProto.FLOAT8E5M2FNUZ: ml_dtypes.float8_e5m2fnuz, TensorProto.INT4: ml_dtypes.int4,
+             TensorProto.UINT4: ml_dtypes.uint4, TensorProto.FLOAT4E2M1: ml_dtypes.float4_e2m1fn,
+             TensorProto.FLOAT8E8M0: ml_dtypes.float8_e8m0fnu}
     for onnx_type, np_type in pairs.items():
         assert onnx_to_numpy(onnx_type) == np.dtype(np_type)
         assert numpy_to_onnx(np.dtype(np_type)) == onnx_type
 
 
-@pytest.mark.parametrize("onnx_type", [TensorProto.FLOAT4E2M1, TensorProto.STRING, TensorProto.COMPLEX64])
+@pytest.mark.parametrize("onnx_type", [TensorProto.UINT2, TensorProto.STRING, TensorProto.COMPLEX64])
 def test_onnx_types_without_numpy_here_raise(onnx_type):
     with pytest.raises(DmlLowerError):
         dtypes.onnx_to_numpy(onnx_type)

@@ -1,0 +1,221 @@
+"""dml-lower inspect: what a model holds and which of its anchors would lower at a level.
+
+The summary (IR version, opsets, interface, initializer bytes, node counts) is read from the
+file as it is, control-flow bodies included; what would lower is compile_model's own placement,
+not a second derivation, so inspect and compile never disagree."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import onnx
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.dtypes import onnx_type_name
+
+from .bodies import graph_attributes
+from .compiled import CompiledModel, compile_model
+from .frontend import load_model
+
+# Always listed, lowered or not; other idiom anchors (Equal, Less, Constant, ...) are listed
+# when an idiom's pattern found them, as the placement does.
+ALWAYS_LISTED = ("NonZero", "EyeLike", "Trilu")
+_FOUR_BIT = {onnx.TensorProto.INT4, onnx.TensorProto.UINT4}
+if hasattr(onnx.TensorProto, "FLOAT4E2M1"):
+    _FOUR_BIT.add(onnx.TensorProto.FLOAT4E2M1)
+
+
+def _op_key(node: onnx.NodeProto) -> str:
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+
+
+def count_ops(graph: onnx.GraphProto, counts: "Counter | None" = None) -> Counter:
+    """Nodes by op type (custom domains as DOMAIN:OP), every If / Loop / Scan body included."""
+    counts = Counter() if counts is None else counts
+    for node in graph.node:
+        counts[_op_key(node)] += 1
+        for _, sub in graph_attributes(node):
+            count_ops(sub, counts)
+    return counts
+
+
+def _walk(graph: onnx.GraphProto, prefix: str = ""):
+    """(path, node) for every node, bodies included; a body node's path is
+    `<control-flow node>/<attribute>/<node>` as in the placement."""
+    for node in graph.node:
+        yield prefix + node.name, node
+        for attribute, sub in graph_attributes(node):
+            yield from _walk(sub, f"{prefix}{node.name}/{attribute}/")
+
+
+def _value(vi: onnx.ValueInfoProto) -> dict:
+    kind = vi.type.WhichOneof("value")
+    if kind != "tensor_type":
+        return {"name": vi.name, "type": kind or "unknown", "shape": None}
+    tensor = vi.type.tensor_type
+    shape = None
+    if tensor.HasField("shape"):
+        shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim]
+    return {"name": vi.name, "type": onnx_type_name(tensor.elem_type) if tensor.elem_type else "unknown",
+            "shape": shape}
+
+
+def _tensor_bytes(tensor: onnx.TensorProto) -> int:
+    count = 1
+    for d in tensor.dims:
+        count *= d
+    if tensor.data_type == onnx.TensorProto.STRING:
+        return sum(len(s) for s in tensor.string_data)
+    if tensor.data_type in _FOUR_BIT:
+        return (count + 1) // 2
+    return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+
+
+def _graphs(graph: onnx.GraphProto):
+    yield graph
+    for node in graph.node:
+        for _, sub in graph_attributes(node):
+            yield from _graphs(sub)
+
+
+def initializer_bytes(model: onnx.ModelProto) -> dict:
+    """Initializers (bodies' included) by where their data lives: in the file or external."""
+    out = {"inline": {"count": 0, "bytes": 0}, "external": {"count": 0, "bytes": 0}}
+    for graph in _graphs(model.graph):
+        for init in graph.initializer:
+            where = "external" if init.data_location == onnx.TensorProto.EXTERNAL else "inline"
+            out[where]["count"] += 1
+            out[where]["bytes"] += _tensor_bytes(init)
+    return out
+
+
+def _shape_text(shape) -> str:
+    if shape is None:
+        return "unknown rank"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def anchors(compiled: CompiledModel) -> "list[dict]":
+    """Every placement entry (one per idiom anchor the partition found, lowered or declined) and
+    every NonZero / EyeLike / Trilu node the placement does not anchor, with why."""
+    nodes = dict(_walk(compiled.model.graph))
+    covered: "dict[str, tuple[str, object]]" = {}
+    out = []
+    for p in compiled.placement:
+        anchor = p.onnx_nodes[0]
+        for member in p.onnx_nodes[1:]:
+            covered.setdefault(member, (anchor, p))
+        node = nodes.get(anchor)
+        op_type = _op_key(node) if node is not None else ("initializer" if anchor.startswith("initializer:")
+                                                          else "unknown")
+        out.append({"node": anchor, "op_type": op_type, "rule": p.rule, "lowers": p.status == "lowered",
+                    "reason": p.reason, "nodes": list(p.onnx_nodes), "dml_operators": list(p.dml_operators),
+                    "note": p.note})
+    listed = {a["node"] for a in out}
+    for path, node in nodes.items():
+        if path in listed or node.domain not in ("", "ai.onnx") or node.op_type not in ALWAYS_LISTED:
+            continue
+        if path in covered:
+            anchor, p = covered[path]
+            out.append({"node": path, "op_type": node.op_type, "rule": p.rule, "lowers": p.status == "lowered",
+                        "reason": p.reason or f"part of the {p.rule} match anchored at {anchor}",
+                        "nodes": [path], "dml_operators": [], "note": f"covered by the match anchored at {anchor}"})
+        else:
+            out.append({"node": path, "op_type": node.op_type, "rule": None, "lowers": False,
+                        "reason": "no rule's pattern takes this node (left to ONNX)", "nodes": [path],
+                        "dml_operators": [], "note": ""})
+    return out
+
+
+def inspect_model(path: str, feature_level: str = "5_1") -> dict:
+    """The inspect report as plain data (the JSON `dml-lower inspect --json` writes)."""
+    raw = _load_raw(path)
+    compiled = compile_model(path, feature_level=feature_level)
+    defaults = {i.name for i in raw.graph.initializer}
+    inputs = [dict(_value(vi), default=vi.name in defaults) for vi in raw.graph.input]
+    report = {
+        "model": str(path),
+        "ir_version": raw.ir_version,
+        "producer": " ".join(p for p in (raw.producer_name, raw.producer_version) if p),
+        "opsets": {o.domain or "ai.onnx": o.version for o in raw.opset_import},
+        "inputs": inputs,
+        "outputs": [_value(vo) for vo in raw.graph.output],
+        "initializers": initializer_bytes(raw),
+        "op_counts": dict(sorted(count_ops(raw.graph).items())),
+        "feature_level": compiled.feature_level.name,
+        "anchors": anchors(compiled),
+    }
+    if raw.functions:
+        report["function_op_counts"] = {f"{f.domain}:{f.name}": dict(sorted(count_ops(f).items()))
+                                        for f in raw.functions}
+    return report
+
+
+def _load_raw(path) -> onnx.ModelProto:
+    """The file as stored: external data is left where it is (only its size is reported)."""
+    file = Path(path)
+    if file.is_file() and file.stat().st_size:
+        try:
+            return onnx.load(str(file), load_external_data=False)
+        except Exception:  # not an ONNX file: load_model says so in one line
+            pass
+    load_model(path)   # raises the one-line error for a missing, empty or unparsable file
+    raise DmlLowerError(f"model file {str(path)!r} cannot be read as an ONNX model")
+
+
+def format_inspect(report: dict) -> str:
+    lines = [f"{report['model']}: IR version {report['ir_version']}"
+             + (f", produced by {report['producer']}" if report["producer"] else "")]
+    lines.append("opsets: " + ", ".join(f"{d} {v}" for d, v in report["opsets"].items()))
+    lines.append("inputs:")
+    for v in report["inputs"]:
+        lines.append(f"  {v['name']}: {v['type']} {_shape_text(v['shape'])}"
+                     + ("  (initializer default; a feed may override it)" if v["default"] else ""))
+    lines.append("outputs:")
+    for v in report["outputs"]:
+        lines.append(f"  {v['name']}: {v['type']} {_shape_text(v['shape'])}")
+    inits = report["initializers"]
+    lines.append(f"initializers: {inits['inline']['count']} inline ({inits['inline']['bytes']} bytes), "
+                 f"{inits['external']['count']} external ({inits['external']['bytes']} bytes)")
+    counts = report["op_counts"]
+    lines.append(f"nodes: {sum(counts.values())} (control-flow bodies included)")
+    lines.append("  " + ", ".join(f"{op} {n}" for op, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+    for function, fcounts in report.get("function_op_counts", {}).items():
+        lines.append(f"  function {function}: " + ", ".join(f"{op} {n}" for op, n in fcounts.items()))
+    lines.append(f"anchors at feature level {report['feature_level']}:")
+    if not report["anchors"]:
+        lines.append("  none: no NonZero, EyeLike or Trilu node, and no idiom pattern matched")
+    for a in report["anchors"]:
+        if a["lowers"]:
+            ops = " + ".join(a["dml_operators"]) or "no DirectML operator"
+            text = f"  {a['node']} ({a['op_type']}): lowers by rule {a['rule']} -> {ops}"
+            if len(a["nodes"]) > 1:
+                text += f"  (covers {', '.join(a['nodes'][1:])})"
+            if a["note"]:
+                text += f"  [{a['note']}]"
+        else:
+            text = f"  {a['node']} ({a['op_type']}): stays on ONNX" + (f", rule {a['rule']}" if a["rule"] else "") \
+                + f": {a['reason']}"
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def cmd_inspect(args) -> int:
+    report = inspect_model(args.model, args.feature_level)
+    print(format_inspect(report))
+    if args.json:
+        try:
+            Path(args.json).write_text(json.dumps(report, indent=1))
+        except OSError as exc:
+            raise DmlLowerError(f"cannot write the inspect JSON to {args.json!r}: {exc.strerror or exc}") from None
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def add_inspect_parser(sub) -> None:
+    p = sub.add_parser("inspect", help="summarise a model and say which anchors would lower at a level")
+    p.add_argument("model", help="path to an .onnx model")
+    p.add_argument("--feature-level", default="5_1", help="DirectML feature level, 1_0 .. 6_4 (default 5_1)")
+    p.add_argument("--json", metavar="OUT.json", help="write the report as JSON here")
+    p.set_defaults(func=cmd_inspect)

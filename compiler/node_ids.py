@@ -1,0 +1,90 @@
+"""Node identity. ONNX does not require node names to be unique, non-empty or valid UTF-8, yet the
+partition, the oracle, control flow, onnxruntime's assignment info and every report need a key
+per node. So at load every node of the model (main graph, every If / Loop / Scan body at any
+depth, every model-local function) gets a name unique across the whole model, once, by its
+position; from then on that name *is* the node's identity and the only thing displayed.
+
+- a valid name no other node has is kept as it is;
+- an empty name becomes `<OpType>_<index in its graph>`;
+- a name that repeats (anywhere in the model) or is not valid UTF-8 becomes `<name>#<k>`, k
+  counting its occurrences in traversal order (main graph first, then each body depth-first, then
+  functions), so two nodes named `n` are shown as `n#1` and `n#2`; invalid bytes are shown as
+  `\\xNN` escapes.
+Every candidate is checked against every name already in use, so no rewrite can collide with a
+name the model already has."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import onnx
+
+
+def _subgraphs(node: onnx.NodeProto) -> "Iterator[onnx.GraphProto]":
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            yield from attr.graphs
+
+
+def _graph_nodes(graph: onnx.GraphProto) -> "Iterator[tuple[int, onnx.NodeProto]]":
+    """(index in its own graph, node) for a graph and all its subgraphs, depth-first."""
+    for index, node in enumerate(graph.node):
+        yield index, node
+        for sub in _subgraphs(node):
+            yield from _graph_nodes(sub)
+
+
+def all_nodes(model: onnx.ModelProto) -> "list[tuple[int, onnx.NodeProto]]":
+    """Every node of the model in traversal order, with its index in its own graph."""
+    nodes = list(_graph_nodes(model.graph))
+    for function in model.functions:
+        for index, node in enumerate(function.node):
+            nodes.append((index, node))
+            for sub in _subgraphs(node):
+                nodes.extend(_graph_nodes(sub))
+    return nodes
+
+
+def _text(name: "str | bytes") -> "tuple[str, bool]":
+    """(the name as text, whether it was valid UTF-8). protobuf hands back bytes for a string
+    field that is not valid UTF-8."""
+    if isinstance(name, bytes):
+        try:
+            return name.decode("utf-8"), True
+        except UnicodeDecodeError:
+            return name.decode("utf-8", "backslashreplace"), False
+    return name, True
+
+
+def identify_nodes(model: onnx.ModelProto) -> "dict[str, str | bytes]":
+    """Rename every node of `model` (in place) to its unique identity; returns {identity: the
+    original name} for the nodes whose name changed (empty ones included)."""
+    nodes = all_nodes(model)
+    texts = [_text(node.name) for _, node in nodes]
+    counts: "dict[str, int]" = {}
+    for text, valid in texts:
+        if text:
+            counts[text] = counts.get(text, 0) + 1
+    taken = {text for text, valid in texts if valid and text and counts[text] == 1}
+    seen: "dict[str, int]" = {}
+    renamed: "dict[str, str | bytes]" = {}
+    for (index, node), (text, valid) in zip(nodes, texts):
+        if text and valid and counts[text] == 1:
+            continue
+        if not text:
+            candidate = f"{node.op_type}_{index}"
+            while candidate in taken:
+                candidate += "_"
+        else:
+            k = seen.get(text, 0)
+            while True:
+                k += 1
+                candidate = f"{text}#{k}"
+                if candidate not in taken:
+                    break
+            seen[text] = k
+        taken.add(candidate)
+        renamed[candidate] = node.name
+        node.name = candidate
+    return renamed

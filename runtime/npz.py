@@ -1,0 +1,117 @@
+"""The one reader and writer of .npz files: feeds (`--inputs`, `--save-inputs`), golden outputs
+(`--oracle F.npz`) and saved outputs (`--save-outputs`, `--load-outputs`).
+
+numpy stores ml_dtypes arrays (bfloat16, float8, int4, uint4, float4e2m1) under descriptors it
+cannot read back (float8e5m2 is '<f1') or as raw void records ('|V1'). The writer stores every
+such array as raw void records of its item size, and the reader reads any 1/2-byte descriptor
+numpy refuses the same way; `feeds.restore_dtype` then gives each array its declared ONNX type
+back, bit for bit. The reader reads each entry's header first, so an entry that would not fit the
+memory limit is refused before its bytes are read.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from onnx_dml_lowering.ir import DmlLowerError
+
+from .feeds import NUMPY_NATIVE
+from .memory import format_size
+
+_MAGIC = b"\x93NUMPY"
+
+
+def save_npz(path: str, arrays: Mapping[str, np.ndarray], what: str) -> None:
+    """np.savez, with ml_dtypes arrays as raw records numpy can read back; one line on failure."""
+    raw = {}
+    for name, value in arrays.items():
+        value = np.asarray(value)
+        if value.dtype.kind in "Vf" and value.dtype not in NUMPY_NATIVE and value.dtype.fields is None:
+            value = np.ascontiguousarray(value).view(f"V{value.dtype.itemsize}")
+        raw[name] = value
+    try:
+        np.savez(path, **raw)
+    except OSError as exc:
+        raise DmlLowerError(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None
+
+
+def _header(entry, what: str) -> "tuple[np.dtype, tuple, bool]":
+    """(dtype, shape, fortran_order) of one .npy member; a descriptor numpy cannot parse (an
+    ml_dtypes type such as '<f1') becomes raw void records of its size."""
+    if entry.read(6) != _MAGIC:
+        raise DmlLowerError(f"{what} holds an entry that is not a .npy array")
+    major = entry.read(2)[0]
+    length = int.from_bytes(entry.read(2 if major == 1 else 4), "little")
+    try:
+        header = ast.literal_eval(entry.read(length).decode("latin1"))
+        descr, shape, fortran = header["descr"], tuple(int(d) for d in header["shape"]), bool(header["fortran_order"])
+    except (ValueError, SyntaxError, KeyError, TypeError):
+        raise DmlLowerError(f"{what} holds an entry whose .npy header cannot be read") from None
+    try:
+        dtype = np.dtype(descr)
+    except (TypeError, ValueError):
+        size = re.fullmatch(r"[<>|=]?[a-zA-Z](\d+)", descr) if isinstance(descr, str) else None
+        if not size:
+            raise DmlLowerError(f"{what} holds an entry of a type numpy cannot read ({descr!r})") from None
+        dtype = np.dtype(f"V{size.group(1)}")
+    if dtype.hasobject:
+        raise DmlLowerError(f"{what} holds an entry that is not a plain array (Python objects)")
+    return dtype, shape, fortran
+
+
+def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None) -> "dict[str, np.ndarray]":
+    """{name: array} from an .npz; every way it can be wrong is one line naming the file.
+
+    `limit` (bytes): the arrays' total size, known from the headers, is refused over it before
+    any array is read."""
+    label = f"{what} {path!r}"
+    file = Path(path)
+    if file.is_dir():
+        raise DmlLowerError(f"{label} is a directory, not an .npz archive")
+    if not file.is_file():
+        raise DmlLowerError(f"{label} does not exist")
+    try:
+        with open(file, "rb") as handle:
+            start = handle.read(6)
+    except OSError as exc:
+        raise DmlLowerError(f"{label} cannot be read: {exc.strerror or exc}") from None
+    if start == _MAGIC:
+        raise DmlLowerError(f"{label} is a single .npy array, not an .npz archive keyed by name")
+    try:
+        archive = zipfile.ZipFile(file)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        raise DmlLowerError(f"{label} is not an .npz archive of arrays keyed by name") from None
+    out: "dict[str, np.ndarray]" = {}
+    with archive:
+        members = [m for m in archive.infolist() if m.filename.endswith(".npy")]
+        if len(members) != len(archive.infolist()):
+            raise DmlLowerError(f"{label} is not an .npz archive of arrays keyed by name (it holds other files)")
+        try:
+            headers = []
+            for member in members:
+                with archive.open(member) as entry:
+                    headers.append((member, *_header(entry, label)))
+            total = sum(int(np.prod(shape, dtype=object)) * dtype.itemsize for _, dtype, shape, _ in headers)
+            if limit is not None and total > limit:
+                member, dtype, shape, _ = max(headers, key=lambda h: int(np.prod(h[2], dtype=object)) * h[1].itemsize)
+                raise DmlLowerError(f"{label} holds {format_size(total)} of arrays, over the memory limit of "
+                                    f"{format_size(limit)}: {member.filename[:-4]!r} of shape {list(shape)} "
+                                    "(raise --memory-limit)")
+            for member, dtype, shape, fortran in headers:
+                with archive.open(member) as entry:
+                    _header(entry, label)
+                    count = int(np.prod(shape, dtype=object))
+                    array = np.empty(count, dtype)
+                    if array.nbytes and entry.readinto(memoryview(array.view(np.uint8))) != array.nbytes:
+                        raise DmlLowerError(f"{label}: entry {member.filename[:-4]!r} is truncated")
+                out[member.filename[:-4]] = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+        except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
+            raise DmlLowerError(f"{label} is a damaged .npz archive ({exc})") from None
+    return out
+

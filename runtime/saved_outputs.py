@@ -1,0 +1,93 @@
+"""Outputs saved to an .npz (`check --save-outputs`, `run --save-outputs`) and read back
+(`check --load-outputs`, `--oracle F.npz`), with two reserved entries beside the outputs:
+
+- FEEDS_KEY: a SHA-256 of the feeds the outputs were computed from (names, shapes, bytes), so a
+  file compared with results of other feeds is refused instead of reported as a mismatch;
+- SAVED_BY_KEY: who saved it, "check" or "run:<backend>", which names the loaded results.
+
+Labels of loaded results: `saved:<BACKEND>` for a check file's BACKEND:OUTPUT entries,
+`saved:oracle` for its OUTPUT entries (the oracle's outputs there), `saved:run-<backend>` for a
+run file, `saved:outputs` for a file without SAVED_BY_KEY (older or made by hand).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from onnx_dml_lowering.ir import DmlLowerError
+
+from .npz import load_npz
+
+FEEDS_KEY = "__feeds_sha256__"
+SAVED_BY_KEY = "__saved_by__"
+RESERVED = (FEEDS_KEY, SAVED_BY_KEY)
+PREFIX = "saved:"
+
+
+def load_golden(path: str, what: str = "oracle file") -> "dict[str, np.ndarray]":
+    return load_npz(path, what)
+
+
+def feeds_fingerprint(feeds: Mapping[str, object]) -> str:
+    """SHA-256 over each feed's name, shape and bytes (native byte order, C order), by name."""
+    digest = hashlib.sha256()
+    for name in sorted(feeds):
+        array = np.asarray(feeds[name])
+        array = np.ascontiguousarray(array.astype(array.dtype.newbyteorder("="), copy=False))
+        digest.update(f"{name}\0{list(array.shape)}\0{array.dtype.itemsize}\0".encode())
+        digest.update(array.reshape(-1).view(np.uint8).tobytes())
+    return digest.hexdigest()
+
+
+def metadata(feeds: Mapping[str, object], saved_by: str) -> "dict[str, np.ndarray]":
+    """The reserved entries to save beside the outputs."""
+    return {FEEDS_KEY: np.array(feeds_fingerprint(feeds)), SAVED_BY_KEY: np.array(saved_by)}
+
+
+def split_metadata(data: Mapping[str, np.ndarray]) -> "tuple[dict[str, np.ndarray], dict[str, str]]":
+    """(the outputs, the reserved entries as text)."""
+    outputs = {k: v for k, v in data.items() if k not in RESERVED}
+    return outputs, {k: str(np.asarray(data[k])) for k in RESERVED if k in data}
+
+
+def verify_feeds(option: str, path: str, meta: Mapping[str, str], feeds: Mapping[str, object]) -> None:
+    """A file saved from other feeds than these is a usage error (a file without a fingerprint
+    is taken as it is)."""
+    saved = meta.get(FEEDS_KEY)
+    if saved is not None and saved != feeds_fingerprint(feeds):
+        raise DmlLowerError(f"{option} {path!r} was saved from other feeds than these (their fingerprints "
+                            "differ): pass the --inputs it was saved with")
+
+
+@dataclass
+class LoadedOutputs:
+    """Results read by `check --load-outputs`, by label (see the module docstring)."""
+    by_backend: "dict[str, dict[str, np.ndarray]]"
+    path: str = ""
+    meta: "dict[str, str]" = field(default_factory=dict)
+
+    @staticmethod
+    def load(path: str) -> "LoadedOutputs":
+        data, meta = split_metadata(load_golden(path, "outputs file"))
+        saved_by = meta.get(SAVED_BY_KEY, "")
+        plain = ("oracle" if saved_by == "check" else
+                 f"run-{saved_by[4:]}" if saved_by.startswith("run:") else "outputs")
+        groups: "dict[str, dict[str, np.ndarray]]" = {}
+        for key, value in data.items():
+            backend, sep, output = key.rpartition(":")
+            groups.setdefault(PREFIX + (backend if sep else plain), {})[output if sep else key] = value
+        return LoadedOutputs(groups, path, meta)
+
+
+def describe_saved(label: str) -> str:
+    source = label[len(PREFIX):]
+    if source == "oracle":
+        return "the oracle's outputs saved by check --save-outputs (--load-outputs)"
+    if source.startswith("run-"):
+        return f"outputs saved by run --backend {source[4:]} --save-outputs (--load-outputs)"
+    if source == "outputs":
+        return "outputs loaded from a file that does not say who saved them (--load-outputs)"
+    return f"outputs of backend {source} saved by check --save-outputs (--load-outputs)"

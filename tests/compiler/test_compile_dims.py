@@ -1,0 +1,130 @@
+"""dml-lower compile --dim: the run-time-sized steps specialised at the given sizes (through the
+runtime's own specialisation), sizes checked against onnxruntime on the same model; steps sized by
+feed values (a NonZero count) stay symbolic."""
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.compiler.cli import main
+from onnx_dml_lowering.ir.tensor_desc import min_size_bytes
+from onnx_dml_lowering.ir import DataType
+from tests.builders import graph_model
+
+REAL = Path(__file__).parent.parent / "models" / "real"
+MASK_MODELS = ["gpt2.dynamo.onnx", "gpt2.torchscript.onnx", "llama.dynamo.onnx", "llama.torchscript.onnx",
+               "mistral_sliding.dynamo.onnx", "mistral_sliding.torchscript.onnx"]
+
+
+def cli(argv, capsys):
+    capsys.readouterr()
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def compile_dims(path, dims, tmp_path, capsys):
+    out_json = tmp_path / "compile.json"
+    argv = ["compile", path, "--json", out_json]
+    for name, size in dims.items():
+        argv += ["--dim", f"{name}={size}"]
+    code, out, err = cli(argv, capsys)
+    assert code == 0, err
+    return json.loads(out_json.read_text()), out
+
+
+def ort_shapes(path, names, feeds) -> "dict[str, tuple]":
+    """Shapes of intermediate values, by onnxruntime on the model with them as outputs."""
+    model = compile_model(path, outputs=list(names)).model
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip(names, (v.shape for v in session.run(list(names), feeds))))
+
+
+@pytest.mark.parametrize("name", MASK_MODELS)
+@pytest.mark.parametrize("batch, sequence", [(2, 5), (1, 9)])
+def test_llm_mask_is_diagonal_matrix1_at_the_given_sizes(name, batch, sequence, tmp_path, capsys):
+    data, out = compile_dims(REAL / name, {"batch": batch, "sequence": sequence}, tmp_path, capsys)
+    assert {"feature_level", "placement", "graph", "specialised"} <= set(data)
+    spec = data["specialised"]
+    assert spec["dims"] == {"batch": batch, "sequence": sequence}
+    (step,) = [s for s in spec["steps"] if s["rule"] == "range_comparison_mask"]
+    assert step["status"] == "specialised"
+    (op,) = step["operators"]
+    assert op["operator"] == "DIAGONAL_MATRIX1"
+    output = op["tensors"]["output"]
+    # The mask's value as onnxruntime computes it at these sizes: its non-unit dims are the operator's.
+    feeds = {"input_ids": np.zeros((batch, sequence), np.int64), "attention_mask": np.ones((batch, sequence), np.int64)}
+    graph = data["graph"]
+    (run_time,) = [s for s in graph["steps"] if s.get("onnx_node") == step["node"]]
+    shapes = ort_shapes(REAL / name, run_time["outputs"], feeds)
+    (mask_shape,) = shapes.values()
+    assert [d for d in output["sizes"] if d != 1] == [d for d in mask_shape if d != 1][-2:] == [sequence, sequence]
+    total = min_size_bytes(DataType[output["data_type"]], tuple(output["sizes"]), tuple(output["strides"]))
+    assert output["total_size_in_bytes"] == total
+    sizes = ",".join(str(d) for d in output["sizes"])
+    strides = ",".join(str(d) for d in output["strides"])
+    assert (f"output: {output['data_type']} Sizes {{{sizes}}} Strides {{{strides}}} "
+            f"TotalTensorSizeInBytes {total}") in out
+    assert f"run-time steps specialised at batch={batch}, sequence={sequence}:" in out
+
+
+def count_dependent_model():
+    """NonZero of a dynamic x (its sizes follow --dim), then a Trilu over a ConstantOfShape
+    whose shape is the NonZero result's shape: sized by the count, so symbolic."""
+    one = numpy_helper.from_array(np.array([1.0], np.float32))
+    nodes = [h.make_node("NonZero", ["x"], ["nz"], name="nz"),
+             h.make_node("Shape", ["nz"], ["nz_shape"], name="shape"),
+             h.make_node("ConstantOfShape", ["nz_shape"], ["fill"], name="fill", value=one),
+             h.make_node("Trilu", ["fill"], ["tri"], name="tri", upper=1)]
+    return graph_model(nodes, [("x", T.FLOAT, ["n", "m"])], [("nz", T.INT64, [2, None]), ("tri", T.FLOAT, [2, None])],
+                       opset=14)
+
+
+@pytest.mark.parametrize("n, m", [(3, 4), (5, 2)])
+def test_count_sized_step_stays_symbolic(n, m, tmp_path, capsys):
+    path = tmp_path / "model.onnx"
+    onnx.save(count_dependent_model(), str(path))
+    data, out = compile_dims(path, {"n": n, "m": m}, tmp_path, capsys)
+    steps = {s["node"]: s for s in data["specialised"]["steps"]}
+    assert steps["nz"]["status"] == "specialised" and steps["nz"]["input_shapes"] == {"x": [n, m]}
+    (op,) = [o for o in steps["nz"]["operators"] if o["operator"] == "NONZERO_COORDINATES"]
+    x, coords = op["tensors"]["input"], op["tensors"]["output_coordinates"]
+    assert int(np.prod(x["sizes"])) == n * m
+    assert coords["sizes"][-2:] == [n * m, 2]     # room for every element: the count is read back
+    # what follows the count keeps it as a symbol: no size one particular feed happened to give
+    assert any(isinstance(d, str) for o in steps["nz"]["operators"] for t in o["tensors"].values()
+               for d in t["sizes"])
+    assert steps["tri"]["status"] == "symbolic" and "nz_shape" in steps["tri"]["reason"]
+    assert "tri (rule trilu_constant_fill): symbolic: " in out
+
+
+def test_unknown_dim_is_the_existing_error(capsys):
+    code, out, err = cli(["compile", REAL / "gpt2.dynamo.onnx", "--dim", "seq=4"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.strip() == ("dml-lower: error: --dim seq: no input dimension has that name "
+                           "(symbolic input dimensions: batch, sequence)")
+
+
+def test_without_dim_the_json_is_unchanged(tmp_path, capsys):
+    out_json = tmp_path / "c.json"
+    assert cli(["compile", REAL / "gpt2.dynamo.onnx", "--json", out_json], capsys)[0] == 0
+    assert set(json.loads(out_json.read_text())) == {"feature_level", "placement", "graph"}
+
+
+def test_readme_excerpt_is_real(capsys, monkeypatch):
+    import re
+    import shlex
+    root = Path(__file__).parent.parent.parent
+    text = (root / "README.md").read_text()
+    found = re.search(r"\(the end of\s+`dml-lower (compile [^`]+)`\):\n\n```\n(.*?)```", text, re.S)
+    assert found, "README shows the end of a compile --dim"
+    monkeypatch.chdir(root)
+    code, out, _ = cli(shlex.split(found.group(1)), capsys)
+    assert code == 0 and out.endswith(found.group(2)) and "DIAGONAL_MATRIX1" in found.group(2)

@@ -1,0 +1,238 @@
+"""Where run / check get their feeds: per-input --val-range / --zero-fraction beside the global
+forms (signed values included), and --data-loader-script (Polygraphy's convention), each feed set
+one iteration, compared with onnx.reference computed here; every mistake is one line (exit 2)."""
+import json
+import textwrap
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from onnx_dml_lowering.compiler.cli import main
+from tests.builders import graph_model
+from tests.oracle import reference
+
+
+def cli(argv, capsys):
+    capsys.readouterr()
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def model(tmp_path):
+    """x, y float and k int32 (all [3, 4]); NonZero of x + y, and k passed through."""
+    nodes = [h.make_node("Add", ["x", "y"], ["s"], name="add"),
+             h.make_node("NonZero", ["s"], ["coords"], name="nz"),
+             h.make_node("Identity", ["k"], ["k_out"], name="ident")]
+    proto = graph_model(nodes, [("x", T.FLOAT, [3, 4]), ("y", T.FLOAT, [3, 4]), ("k", T.INT32, [3, 4])],
+                        [("coords", T.INT64, [2, None]), ("k_out", T.INT32, [3, 4])])
+    path = tmp_path / "model.onnx"
+    onnx.save(proto, str(path))
+    return path
+
+
+def saved_inputs(model, options, tmp_path, capsys) -> "dict[str, np.ndarray]":
+    inputs = tmp_path / "in.npz"
+    code, out, err = cli(["check", model, *options, "--save-inputs", inputs], capsys)
+    assert code == 0, err
+    with np.load(inputs) as data:
+        return {k: data[k] for k in data.files}
+
+
+@pytest.mark.parametrize("options", [["--val-range", "-1,1"], ["--val-range=-1,1"], ["--val-range", "-1.0,-0.25"],
+                                     ["--val-range", "-inf,inf", "--val-range", "-1,1"]])
+def test_signed_global_range(options, model, tmp_path, capsys):
+    lo, hi = (float(v) for v in options[-1].split("=")[-1].split(","))
+    feeds = saved_inputs(model, options + ["--zero-fraction", "0"], tmp_path, capsys)
+    for name in ("x", "y"):
+        assert np.all((feeds[name] >= lo) & (feeds[name] <= hi)) and np.any(feeds[name] < 0)
+
+
+@pytest.mark.parametrize("options, ranges", [
+    (["--val-range", "x:-1,1"], {"x": (-1, 1)}),
+    (["--val-range", "10,20", "--val-range", "x:-1,1"], {"x": (-1, 1), "y": (10, 20), "k": (10, 20)}),
+    (["--val-range", "x:-1,1", "--val-range", "10,20"], {"x": (-1, 1), "y": (10, 20)}),   # per input wins, in any order
+    (["--val-range", "k:-3,-1", "--val-range", "y:5,6"], {"k": (-3, -1), "y": (5, 6)}),
+    (["--val-range", "x:0,1", "--val-range", "x:-2,-1"], {"x": (-2, -1)}),               # the last one counts
+])
+def test_per_input_range_wins_over_global(options, ranges, model, tmp_path, capsys):
+    feeds = saved_inputs(model, options + ["--zero-fraction", "0"], tmp_path, capsys)
+    for name, (lo, hi) in ranges.items():
+        assert np.all((feeds[name] >= lo) & (feeds[name] <= hi)), (name, feeds[name])
+    if "k" in ranges and ranges["k"] == (-3, -1):
+        assert set(np.unique(feeds["k"])) == {-3, -2, -1}          # integers: both ends inclusive
+
+
+@pytest.mark.parametrize("options, zeros", [
+    (["--zero-fraction", "x:1"], {"x": 12}),
+    (["--zero-fraction", "0", "--zero-fraction", "x:1"], {"x": 12, "y": 0, "k": 0}),
+    (["--zero-fraction", "y:0", "--zero-fraction", "1"], {"x": 12, "y": 0, "k": 12}),
+])
+def test_per_input_zero_fraction(options, zeros, model, tmp_path, capsys):
+    feeds = saved_inputs(model, options, tmp_path, capsys)
+    for name, count in zeros.items():
+        assert np.count_nonzero(feeds[name] == 0) == count, name
+
+
+@pytest.mark.parametrize("keyword", ["input_value_range", "input_zero_fraction"])
+def test_python_api_names_an_unknown_input(keyword, model):
+    from onnx_dml_lowering.ir import DmlLowerError
+    from onnx_dml_lowering.runtime.feeds import random_feeds
+    inputs = list(onnx.load(str(model)).graph.input)
+    with pytest.raises(DmlLowerError, match=r"for 'zz': the model has no such input \(inputs: x, y, k\)"):
+        random_feeds(inputs, **{keyword: {"zz": (0.0, 1.0) if keyword == "input_value_range" else 0.5}})
+
+
+def test_run_takes_the_per_input_forms(model, tmp_path, capsys):
+    out_npz = tmp_path / "out.npz"
+    code, _, err = cli(["run", model, "--val-range", "k:-5,-5", "--zero-fraction", "k:0", "--save-outputs", out_npz],
+                       capsys)
+    assert code == 0, err
+    with np.load(out_npz) as data:
+        assert np.all(data["k_out"] == -5)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--val-range", "z:-1,1"], "--val-range z: the model has no input of that name (inputs: x, y, k)"),
+    (["--zero-fraction", "q:0.5"], "--zero-fraction q: the model has no input of that name (inputs: x, y, k)"),
+    (["--val-range", "x:1"], "--val-range 'x:1': expected [NAME:]LO,HI (two numbers)"),
+    (["--val-range", ":1,2"], "--val-range ':1,2': the input name before ':' is empty"),
+    (["--zero-fraction", "x:lots"], "--zero-fraction 'x:lots': expected [NAME:]F (a number from 0 to 1)"),
+    (["--zero-fraction", "x:2"], "--zero-fraction 'x:2': F must be between 0 and 1"),
+    (["--zero-fraction", "-0.5"], "--zero-fraction '-0.5': F must be between 0 and 1"),
+    (["--val-range", "x:2,1"], "--val-range 'x:2,1': LO is above HI"),
+    (["--val-range", "k:0.2,0.8"], "value range 0.2,0.8 of input 'k' holds no int32 value"),
+])
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_value_option_errors_are_one_line(command, options, message, model, capsys):
+    code, out, err = cli([command, model, *options], capsys)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [f"dml-lower: error: {message}"]
+
+
+# -- --data-loader-script ------------------------------------------------------------------------
+
+FEEDS = """
+import numpy as np
+
+def feed(seed):
+    rng = np.random.default_rng(seed)
+    return {"x": (rng.random((3, 4)) < 0.4).astype(np.float32) * rng.standard_normal((3, 4)).astype(np.float32),
+            "y": np.zeros((3, 4), np.float32), "k": np.full((3, 4), seed, np.int32)}
+"""
+
+
+def script(tmp_path, body: str, name="loader.py"):
+    path = tmp_path / name
+    path.write_text(FEEDS + textwrap.dedent(body))
+    return path
+
+
+def script_feeds(seeds):
+    namespace: dict = {}
+    exec(FEEDS, namespace)
+    return [namespace["feed"](s) for s in seeds]
+
+
+@pytest.mark.parametrize("body, spec_suffix, seeds", [
+    ("def load_data():\n    for s in (1, 2, 3):\n        yield feed(s)\n", "", [1, 2, 3]),
+    ("def load_data():\n    return [feed(7), feed(8)]\n", "", [7, 8]),
+    ("def make():\n    return feed(4)\n", ":make", [4]),                    # one dict: one iteration
+])
+def test_check_checks_every_feed_set(body, spec_suffix, seeds, model, tmp_path, capsys):
+    loader = script(tmp_path, body)
+    report = tmp_path / "r.json"
+    code, out, err = cli(["check", model, "--data-loader-script", f"{loader}{spec_suffix}", "--json", report], capsys)
+    assert code == 0, err
+    data = json.loads(report.read_text())
+    assert data["iterations"] == len(seeds)
+    outputs = data["backends"][0]["outputs"]
+    for iteration, feeds in enumerate(script_feeds(seeds)):
+        expected = reference(model, feeds)
+        got = {o["output"]: o for o in outputs if o["iteration"] == iteration}
+        assert set(got) == set(expected)
+        for name, value in expected.items():
+            assert got[name]["status"] == "match" and got[name]["expected_shape"] == list(value.shape)
+
+
+def test_run_runs_every_feed_set(model, tmp_path, capsys):
+    loader = script(tmp_path, "def load_data():\n    yield feed(5)\n    yield feed(6)\n")
+    out_npz = tmp_path / "out.npz"
+    code, out, err = cli(["run", model, "--data-loader-script", loader, "--save-outputs", out_npz], capsys)
+    assert code == 0, err
+    assert "(iteration #0 of" in out and "(iteration #1 of" in out and "#2" not in out
+    first = reference(model, script_feeds([5])[0])
+    with np.load(out_npz) as saved:
+        for name, value in first.items():
+            np.testing.assert_array_equal(saved[name], value)
+
+
+@pytest.mark.parametrize("body, spec_suffix, message", [
+    ("import no_such_module_here\n", "", "failed to load: ModuleNotFoundError: No module named 'no_such_module_here'"),
+    ("x = 1 / 0\n", "", "failed to load: ZeroDivisionError: division by zero (line {first_line})"),
+    ("def load_data(:\n", "", "failed to load: SyntaxError"),
+    ("def other():\n    return feed(1)\n", "",
+     "has no function 'load_data' (its functions: feed, other; choose one with FILE.py:FUNC)"),
+    ("def load_data():\n    raise RuntimeError('no data today')\n", "", "load_data() raised RuntimeError: no data today"),
+    ("def load_data():\n    yield feed(1)\n    raise ValueError('broke')\n", "",
+     "iteration #1: load_data() raised ValueError: broke"),
+    ("def load_data():\n    yield feed(1)\n    yield [1, 2]\n", "",
+     "iteration #1: load_data() gave a list, not a dict of input name to array"),
+    ("def load_data():\n    return None\n", "", "load_data() returned NoneType, not feed dicts"),
+    ("def load_data():\n    return []\n", "", "load_data() gave no feed sets"),
+    ("def load_data():\n    f = feed(1)\n    f['w'] = f.pop('x')\n    yield f\n", "",
+     "iteration #0: feed 'w' is not an input of the model (inputs: x, y, k)"),
+    ("def load_data():\n    f = feed(1)\n    del f['k']\n    yield f\n", "", "iteration #0: input 'k' is missing from the feeds"),
+    ("def load_data():\n    f = feed(1)\n    f['x'] = f['x'].astype('float64')\n    yield f\n", "",
+     "iteration #0: input 'x': expected float (float32), got float64"),
+    ("load_data = 3\n", "", "'load_data' is a int, not a function"),
+])
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_script_errors_are_one_line_naming_the_script(command, body, spec_suffix, message, model, tmp_path, capsys):
+    loader = script(tmp_path, body)
+    message = message.format(first_line=FEEDS.count("\n") + 1)   # the body's first line in the script
+    code, out, err = cli([command, model, "--data-loader-script", f"{loader}{spec_suffix}"], capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"dml-lower: error: data loader script '{loader}'") and message in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--iterations", "2"], "--data-loader-script gives the feed sets (one iteration each): "
+                            "it does not combine with --iterations"),
+    (["--inputs", "feeds.npz"], "--data-loader-script gives the feeds: it does not combine with --inputs"),
+    (["--val-range", "x:0,1"], "--val-range shapes random feeds: it does not apply to --data-loader-script"),
+    (["--zero-fraction", "0"], "--zero-fraction shapes random feeds: it does not apply to --data-loader-script"),
+])
+def test_script_does_not_combine(extra, message, model, tmp_path, capsys):
+    loader = script(tmp_path, "def load_data():\n    yield feed(1)\n")
+    code, _, err = cli(["check", model, "--data-loader-script", loader, *extra], capsys)
+    assert code == 2 and err.strip().splitlines() == [f"dml-lower: error: {message}"]
+
+
+def test_missing_script_is_one_line(model, tmp_path, capsys):
+    code, _, err = cli(["check", model, "--data-loader-script", tmp_path / "nope.py:load"], capsys)
+    assert code == 2 and err.strip() == f"dml-lower: error: data loader script '{tmp_path / 'nope.py'}' does not exist"
+
+
+def test_readme_data_loader_example_is_real(tmp_path, capsys, monkeypatch):
+    import re
+    import shlex
+    from pathlib import Path
+    root = Path(__file__).parent.parent.parent
+    text = (root / "README.md").read_text()
+    found = re.search(r"```python\n(.*?)```\n\n```\n\$ dml-lower (check [^\n]+)\n(.*?)```", text, re.S)
+    assert found, "README shows a data loader script and its check"
+    loader = tmp_path / "feeds.py"
+    loader.write_text(found.group(1))
+    argv = [str(loader) if a == "feeds.py" else a for a in shlex.split(found.group(2))]
+    assert str(loader) in argv
+    monkeypatch.chdir(root)
+    code, out, _ = cli(argv, capsys)
+    timeless = lambda t: re.sub(r"\d+\.\d+ s\b", "N s", t)  # noqa: E731  (wall times differ)
+    assert code == 0 and timeless(out) == timeless(found.group(3))

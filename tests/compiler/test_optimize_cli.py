@@ -1,0 +1,182 @@
+"""`dml-lower optimize` at its edges: invalid input is refused before anything is written, the
+sizes it prints are the files' (also when -o is the input), --check runs on the user's feeds or
+sizes, and onnxruntime's own log lines stay off stderr."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnx_dml_lowering.compiler.cli import main
+from onnx_dml_lowering.compiler.frontend import check_and_infer, graph_inputs, load_model
+from onnx_dml_lowering.compiler.optimize import bit_identical
+from onnx_dml_lowering.ir import DmlLowerError
+from tests.optimize_models import band_array, stored_model
+
+WROTE = re.compile(r"^wrote (.*?)(?: \(external data (.*)\))?: (\d+) -> (\d+) bytes \((\d+) bytes saved\), "
+                   r"(\d+) -> (\d+) nodes$", re.M)
+
+
+def banded(extra_nodes=(), extra_inputs=(), extra_outputs=(), extra_inits=()) -> onnx.ModelProto:
+    """A stored 64x64 causal mask (something optimize rewrites) beside the nodes given."""
+    model = stored_model(band_array((64, 64), -100, 1, 1, np.float32))
+    model.graph.node.extend(extra_nodes)
+    model.graph.input.extend(extra_inputs)
+    model.graph.output.extend(extra_outputs)
+    model.graph.initializer.extend(extra_inits)
+    return model
+
+
+def vi(name: str, onnx_type: int, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, onnx_type, shape)
+
+
+INVALID = {
+    "undefined input": banded([helper.make_node("Relu", ["nope"], ["r"], name="relu")], [],
+                              [vi("r", TensorProto.FLOAT, [2])]),
+    "unknown op": banded([helper.make_node("NoSuchOp", ["x"], ["r"], name="mystery")], [vi("x", TensorProto.FLOAT, [2])],
+                         [vi("r", TensorProto.FLOAT, [2])]),
+    "type mismatch": banded([helper.make_node("Add", ["x", "i"], ["r"], name="add")],
+                            [vi("x", TensorProto.FLOAT, [2]), vi("i", TensorProto.INT64, [2])],
+                            [vi("r", TensorProto.FLOAT, [2])]),
+    "EyeLike of 3-D": banded([helper.make_node("EyeLike", ["x"], ["r"], name="eyelike")],
+                             [vi("x", TensorProto.FLOAT, [2, 2, 2])], [vi("r", TensorProto.FLOAT, [2, 2])]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_invalid_model_is_refused_in_one_line_and_nothing_is_written(case, tmp_path, capsys) -> None:
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(INVALID[case], str(source))
+    with pytest.raises(DmlLowerError) as expected:       # what every other command says of it
+        check_and_infer(load_model(str(source)))
+    assert main(["optimize", str(source), "-o", str(target), "--check"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"dml-lower: error: {expected.value}\n"
+    assert not target.exists()
+    before = source.read_bytes()
+    assert main(["optimize", str(source), "-o", str(source)]) == 2       # in place: the input stays
+    assert source.read_bytes() == before
+
+
+def files_bytes(model_path: Path) -> int:
+    """The model file and every external data file it names, measured here."""
+    raw = onnx.load(str(model_path), load_external_data=False)
+    files = {e.value for t in raw.graph.initializer if t.data_location == TensorProto.EXTERNAL
+             for e in t.external_data if e.key == "location"}
+    return os.path.getsize(model_path) + sum(os.path.getsize(model_path.parent / f) for f in files)
+
+
+@pytest.mark.parametrize("external, in_place, rewrites", [
+    (None, True, True),
+    (None, False, True),
+    ("in.onnx.data", True, True),       # the external data file is rewritten under the same name
+    ("weights.bin", True, True),        # ... or a new one is written beside it
+    ("weights.bin", False, True),
+    ("out.onnx.data", False, True),     # the output's data file replaces the input's: --check reads memory
+    (None, True, False),                # nothing to rewrite
+])
+def test_printed_sizes_are_the_files_before_and_after(external, in_place, rewrites, tmp_path, capsys) -> None:
+    model = banded() if rewrites else stored_model(np.ones((4, 4), np.float32))
+    weights = numpy_helper.from_array(np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32), "w")
+    model.graph.initializer.append(weights)
+    model.graph.node.append(helper.make_node("Identity", ["w"], ["z"], name="w_out"))
+    model.graph.output.append(vi("z", TensorProto.FLOAT, [32, 32]))
+    source = tmp_path / "in.onnx"
+    if external:
+        onnx.save_model(model, str(source), save_as_external_data=True, location=external, size_threshold=0)
+    else:
+        onnx.save_model(model, str(source))
+    target = source if in_place else tmp_path / "out.onnx"
+    before = files_bytes(source)
+    assert main(["optimize", str(source), "-o", str(target), "--check"]) == 0
+    text = capsys.readouterr().out
+    after = files_bytes(target)
+    (line,) = WROTE.findall(text)
+    assert line[0] == str(target)
+    assert (int(line[2]), int(line[3]), int(line[4])) == (before, after, before - after)
+    assert (after < before) == rewrites
+    assert "check: bit-identical on onnxruntime CPU" in text
+    loaded = onnx.load(str(target))
+    assert any(np.array_equal(numpy_helper.to_array(t), numpy_helper.to_array(weights)) for t in loaded.graph.initializer)
+
+
+def reshape_model() -> onnx.ModelProto:
+    """z = Reshape(x, [2, -1]): runs only where x has an even length n, as an MoE export runs only on
+    feeds that route to every expert; beside it a stored mask optimize rewrites."""
+    return banded([helper.make_node("Reshape", ["x", "pair"], ["r"], name="pairs")], [vi("x", TensorProto.FLOAT, ["n"])],
+                  [vi("r", TensorProto.FLOAT, [2, "half"])], [numpy_helper.from_array(np.array([2, -1], np.int64), "pair")])
+
+
+@pytest.mark.parametrize("feeds, dims, code, says", [
+    (None, [], 2, "cannot run the model on seed 0, dimensions 1: "),      # random feeds at 1, 3, 8: odd n
+    ({"x": np.arange(6, dtype=np.float32)}, [], 0, "check: bit-identical on onnxruntime CPU"),
+    ({"x": np.arange(5, dtype=np.float32)}, [], 2, "cannot run the model on the --inputs feeds: "),
+    (None, ["n=4"], 0, "check: bit-identical on onnxruntime CPU"),
+    (None, ["n=3"], 2, "cannot run the model on seed 0, n=3: "),
+    (None, ["k=4"], 2, "--dim k: no input dimension has that name (symbolic input dimensions: n)"),
+    ({"x": np.arange(6, dtype=np.float64)}, [], 2, "input 'x': expected float (float32), got float64"),
+    ({"x": np.arange(6, dtype=np.float32), "extra": np.zeros(1)}, [], 2, "feed 'extra' is not an input"),
+], ids=lambda v: str(v)[:40])
+def test_check_runs_on_the_feeds_or_sizes_given(feeds, dims, code, says, tmp_path, capfd) -> None:
+    source, target = tmp_path / "moe.onnx", tmp_path / "out.onnx"
+    onnx.save(reshape_model(), str(source))
+    args = ["optimize", str(source), "-o", str(target), "--check"] + [a for d in dims for a in ("--dim", d)]
+    if feeds is not None:
+        np.savez(tmp_path / "feeds.npz", **feeds)
+        args += ["--inputs", str(tmp_path / "feeds.npz")]
+    assert main(args) == code
+    out, err = capfd.readouterr()          # file descriptors: onnxruntime logs from C++
+    if code == 0:
+        assert says in out and err == ""
+    else:                                   # one line, onnxruntime's own error log line not beside it
+        assert err.startswith("dml-lower: error: ") and says in err and err.count("\n") == 1
+    if code == 2 and "cannot run" not in says:      # a bad feed or size is refused before writing
+        assert not target.exists()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--inputs", "feeds.npz"], "--inputs gives the feeds of --check: add --check"),
+    (["--dim", "n=4"], "--dim gives the feeds of --check: add --check"),
+    (["--check", "--dim", "n=4", "--inputs", "feeds.npz"], "--dim sizes the random feeds: it does not combine with --inputs"),
+    (["--check", "--inputs", "missing.npz"], "inputs file 'missing.npz' does not exist"),
+    (["--check", "--dim", "n=four"], "--dim 'n=four': expected NAME=SIZE with a non-negative integer size"),
+])
+def test_feed_options_out_of_place_are_refused_before_writing(args, says, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    onnx.save(reshape_model(), "moe.onnx")
+    np.savez("feeds.npz", x=np.arange(6, dtype=np.float32))
+    assert main(["optimize", "moe.onnx", "-o", "out.onnx"] + args) == 2
+    assert capsys.readouterr().err == f"dml-lower: error: {says}\n"
+    assert not Path("out.onnx").exists()
+
+
+def test_bit_identical_compares_on_the_feeds_given() -> None:
+    """Identity and Abs agree on non-negative feeds only: the feeds given are the ones compared."""
+    def model(op: str) -> bytes:
+        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g", [vi("x", TensorProto.FLOAT, ["n"])],
+                                  [vi("y", TensorProto.FLOAT, ["n"])])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    inputs = graph_inputs(onnx.load_from_string(model("Abs")))
+    positive = {"x": np.random.default_rng(0).uniform(0, 5, 7).astype(np.float32)}
+    assert bit_identical(model("Identity"), model("Abs"), inputs, feeds=positive) == []
+    assert bit_identical(model("Identity"), model("Abs"), inputs, feeds={"x": -positive["x"]}) != []
+    assert bit_identical(model("Identity"), model("Abs"), inputs, dims={"n": 5}) != []
+
+
+def test_onnxruntime_log_lines_stay_off_stderr(tmp_path, capfd) -> None:
+    model = banded(extra_inits=[numpy_helper.from_array(np.ones(3, np.float32), "unused")])
+    source = tmp_path / "in.onnx"
+    onnx.save(model, str(source))
+    capfd.readouterr()
+    ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])      # default options: it warns
+    assert "Removing initializer 'unused'" in capfd.readouterr().err
+    assert main(["optimize", str(source), "-o", str(tmp_path / "out.onnx"), "--check"]) == 0
+    out, err = capfd.readouterr()
+    assert "check: bit-identical on onnxruntime CPU" in out and err == ""

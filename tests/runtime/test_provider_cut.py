@@ -1,0 +1,92 @@
+"""check on an onnxruntime provider that has no kernel for some nodes (onnxruntime CPU lacks
+Trilu on int8, NonZero on int8, Abs on bfloat16): the node is cut out, the outputs it produces
+are UNSUPPORTED and every other output is still compared, fed the oracle's values."""
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.compiler.cli import main
+from onnx_dml_lowering.runtime.check import Tolerances, check
+from onnx_dml_lowering.runtime.feeds import random_feeds
+from tests.builders import graph_model
+from tests.oracle import assert_same, reference
+
+I8 = ("x", T.INT8, [3, 4])
+
+
+def _trilu_graph_output():
+    return graph_model([h.make_node("Trilu", ["x"], ["y"], name="tri")], [I8], [("y", T.INT8, [3, 4])], opset=14)
+
+
+def _nonzero_graph_output():
+    return graph_model([h.make_node("NonZero", ["x"], ["y"], name="nz")], [I8], [("y", T.INT64, [2, None])], opset=14)
+
+
+def _trilu_output_and_read():
+    return graph_model([h.make_node("Trilu", ["x"], ["t"], name="tri"), h.make_node("Neg", ["t"], ["z"], name="neg")],
+                       [I8], [("t", T.INT8, [3, 4]), ("z", T.INT8, [3, 4])], opset=14)
+
+
+def _chained(t_is_output: bool):
+    outputs = ([("t", T.INT8, [3, 4])] if t_is_output else []) + [("c", T.FLOAT, [2, None])]
+    return graph_model([h.make_node("Trilu", ["x"], ["t"], name="tri"), h.make_node("NonZero", ["t"], ["nz"], name="nz"),
+                        h.make_node("Cast", ["nz"], ["c"], to=T.FLOAT, name="cast")], [I8], outputs, opset=14)
+
+
+def _chained_both_outputs():
+    """Two cut nodes, each producing a graph output that the next node reads."""
+    return graph_model([h.make_node("Trilu", ["x"], ["t"], name="tri"), h.make_node("NonZero", ["t"], ["nz"], name="nz"),
+                        h.make_node("Cast", ["nz"], ["c"], to=T.FLOAT, name="cast")],
+                       [I8], [("t", T.INT8, [3, 4]), ("nz", T.INT64, [2, None]), ("c", T.FLOAT, [2, None])], opset=14)
+
+
+def _abs_bfloat16():
+    """A node the hybrid oracle's onnxruntime cannot load either: it moves to onnx.reference there."""
+    return graph_model([h.make_node("Abs", ["x"], ["a"], name="abs"), h.make_node("Sign", ["a"], ["s"], name="sign")],
+                       [("x", T.BFLOAT16, [3, 4])], [("a", T.BFLOAT16, [3, 4]), ("s", T.BFLOAT16, [3, 4])], opset=14)
+
+
+# (model, status per output, cut nodes, values fed from the oracle)
+CASES = {
+    "trilu_graph_output": (_trilu_graph_output, {"y": "unsupported"}, ["tri"], []),
+    "nonzero_graph_output": (_nonzero_graph_output, {"y": "unsupported"}, ["nz"], []),
+    "output_read_by_another_node": (_trilu_output_and_read, {"t": "unsupported", "z": "match"}, ["tri"], ["t"]),
+    "two_chained_inner": (lambda: _chained(False), {"c": "match"}, ["tri", "nz"], ["nz"]),
+    "two_chained_first_is_output": (lambda: _chained(True), {"t": "unsupported", "c": "match"}, ["tri", "nz"], ["nz"]),
+    "two_chained_both_outputs": (_chained_both_outputs, {"t": "unsupported", "nz": "unsupported", "c": "match"},
+                                 ["tri", "nz"], ["nz"]),
+    "in_hybrid_oracle_too": (_abs_bfloat16, {"a": "unsupported", "s": "match"}, ["abs"], ["a"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_no_kernel_node_is_cut_out(case):
+    build, statuses, cut, fed = CASES[case]
+    model = build()
+    compiled = compile_model(model)
+    feeds = random_feeds(compiled.inputs, seed=7)
+    _, report = check(compiled, feeds, ["ort-cpu"], Tolerances())
+    (backend,) = report.backends
+    assert not backend.error and report.ok
+    assert {o.output: o.status for o in backend.outputs} == statuses
+    assert sorted(backend.unsupported_nodes) == sorted(cut)
+    assert backend.fed_from_oracle == fed
+    want = reference(model, feeds)
+    for name, status in statuses.items():
+        assert_same(report.expected[name], want[name], name)
+        if status == "match":       # the compared values are onnxruntime's, checked here against onnx.reference
+            assert_same(backend.values[name], want[name], name)
+        else:
+            assert name not in backend.values
+
+
+@pytest.mark.parametrize("case", ["trilu_graph_output", "output_read_by_another_node", "two_chained_both_outputs"])
+def test_cli_exit_0_and_unsupported_line(case, tmp_path, capfd):
+    import onnx
+    path = tmp_path / "m.onnx"
+    onnx.save(CASES[case][0](), path)
+    assert main(["check", str(path), "--backends", "ort-cpu"]) == 0
+    out = capfd.readouterr().out
+    assert "UNSUPPORTED" in out and "ERROR" not in out and "no mismatch" in out

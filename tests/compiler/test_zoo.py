@@ -181,7 +181,8 @@ def test_options_are_forwarded(zoo, tmp_path, capsys):
     """Per-model options reach every subprocess: --iterations 3 shows in every report, a
     tolerance naming no output is each model's own usage error."""
     models = [zoo["paths"]["a_nonzero.onnx"], zoo["paths"]["c_nonzero_eye.onnx"]]
-    code, out, err = cli(["check", *models, "--iterations", 3, "--seed", 5, "--val-range=-1,1",
+    code, out, err = cli(["check", *models, "--iterations", 3, "--seed", 5, "--val-range", "-1,1",
+                          "--zero-fraction", "x:0.25",
                           "--json", tmp_path / "z.json"], capsys)
     assert code == 0, err
     assert [m["report"]["iterations"] for m in load_json(tmp_path / "z.json")["models"]] == [3, 3]
@@ -219,6 +220,10 @@ USAGE_ERRORS = [
                               "(choose from 'local', 'ray') (see 'dml-lower check --help')"),
     (["--jobs", "two"], "dml-lower check: error: argument --jobs: invalid int value: 'two' "
                         "(see 'dml-lower check --help')"),
+    (["--junit", "/no-such-folder/z.xml"], "dml-lower: error: --junit '/no-such-folder/z.xml': cannot write there: "
+                                           "folder '/no-such-folder' does not exist"),
+    (["--json", "/no-such-folder/z.json"], "dml-lower: error: --json '/no-such-folder/z.json': cannot write there: "
+                                           "folder '/no-such-folder' does not exist"),
     (["--no-such-option"], "dml-lower: error: unrecognized arguments: --no-such-option "
                            "(see 'dml-lower --help')"),
 ]
@@ -294,3 +299,29 @@ def test_real_exported_models_as_a_directory(tmp_path, capsys):
     check_junit(tmp_path / "real.xml", document, backends)
     suite = ET.parse(tmp_path / "real.xml").getroot().find("testsuite")
     assert int(suite.get("tests")) == len(names) * len(backends)
+
+
+FORWARDED = [
+    ["--backends", "cpu,ort-cpu", "--seed", "3", "--iterations", "2"],
+    ["--val-range", "-1,1", "--val-range", "x:-5,-2", "--zero-fraction", "x:0.25", "--dim", "n=4", "--strict"],
+    ["--atol", "1e-3", "--rtol", "y=0", "--oracle", "reference", "--memory-limit", "1GiB", "--feature-level", "3_0"],
+    ["--outputs", "a", "b", "--inputs", "f.npz", "--load-outputs", "s.npz", "--no-fallback", "-v"],
+    ["--provider-option", "device_type=CPU", "--ep-library", "X=/lib/x.so", "--feed-initializers",
+     "--data-loader-script", "feeds.py:make"],
+]
+
+
+@pytest.mark.parametrize("options", FORWARDED, ids=range(len(FORWARDED)))
+def test_forwarded_options_round_trip(options):
+    """What each per-model process gets parses back to the values the zoo command was given."""
+    from onnx_dml_lowering.compiler.cli import _attach_signed_values, build_parser
+    from onnx_dml_lowering.compiler.zoo import forwarded_options
+    parser = build_parser()
+    check = parser._subparsers._group_actions[0].choices["check"]
+    zoo_args = parser.parse_args(_attach_signed_values(["check", "m1.onnx", "m2.onnx", "--jobs", "2", *options]))
+    tokens = forwarded_options(check, zoo_args)
+    one_args = parser.parse_args(["check", *tokens, "--json", "t.json", "--", "m1.onnx"])
+    zoo_only = {"model", "jobs", "junit", "executor", "ray_address", "json", "func"}
+    assert {k: v for k, v in vars(one_args).items() if k not in zoo_only} == \
+           {k: v for k, v in vars(zoo_args).items() if k not in zoo_only}
+    assert one_args.model == ["m1.onnx"] and one_args.json == "t.json"

@@ -9,17 +9,17 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from onnx_dml_lowering.runtime.npz import save_npz
-
-from .compiled import CompiledModel, compile_model
-from .inspect_cmd import add_inspect_parser
 from .optimize_cli import add_optimize_parser
 from .zoo import add_zoo_options
-from onnx_dml_lowering.ir import format_graph
+
+if TYPE_CHECKING:                 # numpy, onnx and the compiler load when a command needs them
+    import numpy as np
+
+    from .compiled import CompiledModel
 
 
 def _write(path: str, what: str, write) -> None:
@@ -27,6 +27,11 @@ def _write(path: str, what: str, write) -> None:
         write(path)
     except OSError as exc:
         raise DmlLowerError(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None
+
+
+def _save_npz(path: str, arrays, what: str) -> None:
+    from onnx_dml_lowering.runtime.npz import save_npz
+    save_npz(path, arrays, what)
 
 
 def _memory_limit(args) -> int:
@@ -216,8 +221,16 @@ def format_placement(compiled: CompiledModel) -> str:
     return fmt(compiled.placement, compiled.feature_level)
 
 
+def cmd_inspect(args) -> int:
+    from .inspect_cmd import cmd_inspect as run
+    return run(args)
+
+
 def cmd_compile(args) -> int:
     check_writable("--json", args.json)
+    from onnx_dml_lowering.ir import format_graph
+
+    from .compiled import compile_model
     compiled = compile_model(args.model, feature_level=args.feature_level)
     print(format_graph(compiled.graph))
     print()
@@ -241,6 +254,7 @@ def _specialised(compiled: CompiledModel, args) -> dict:
 
 
 def _summary(name: str, value: np.ndarray) -> str:
+    import numpy as np
     flat = value.reshape(-1)
     preview = np.array2string(flat[:8], separator=", ", threshold=8)
     more = " ..." if flat.size > 8 else ""
@@ -249,6 +263,9 @@ def _summary(name: str, value: np.ndarray) -> str:
 
 def cmd_run(args) -> int:
     check_writable("--save-outputs", args.save_outputs)
+    import numpy as np
+
+    from .compiled import compile_model
     compiled = compile_model(args.model, feature_level=args.feature_level)
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
     if providers and args.backend != "ort":
@@ -272,7 +289,7 @@ def cmd_run(args) -> int:
         from onnx_dml_lowering.runtime.feeds import check_feeds
         from onnx_dml_lowering.runtime.saved_outputs import metadata
         meta = metadata(check_feeds(compiled.inputs, first_feeds, compiled.optional_inputs), f"run:{args.backend}")
-        save_npz(args.save_outputs, {**first, **meta}, "the outputs")
+        _save_npz(args.save_outputs, {**first, **meta}, "the outputs")
         print(f"wrote {args.save_outputs}")
     return 0
 
@@ -292,6 +309,10 @@ def _outputs_arg(args) -> "list[str] | str | None":
 
 
 def cmd_check(args) -> int:
+    import numpy as np
+
+    from .compiled import compile_model
+
     from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances, check
     from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
     if args.iterations < 1:
@@ -310,9 +331,9 @@ def cmd_check(args) -> int:
                           more_feeds=more, loaded=loaded, provider_options=args.provider_option,
                           ep_libraries=args.ep_library, no_fallback=args.no_fallback)
     if args.save_inputs:
-        save_npz(args.save_inputs, feeds, "the inputs")
+        _save_npz(args.save_inputs, feeds, "the inputs")
     if args.save_outputs:
-        save_npz(args.save_outputs, _saved_outputs(report, feeds), "the outputs")
+        _save_npz(args.save_outputs, _saved_outputs(report, feeds), "the outputs")
     print(format_quiet(report) if args.quiet else format_text(report))
     if not args.quiet:
         print(format_timing(report))
@@ -354,6 +375,9 @@ def cmd_demo(args) -> int:
     from onnx_dml_lowering.runtime.feeds import random_feeds
     from onnx_dml_lowering.runtime.report import format_text
 
+    from onnx_dml_lowering.ir import format_graph
+
+    from .compiled import compile_model
     from .examples import example_paths
     failures = 0
     for path in example_paths():
@@ -420,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dml-lower", description=(
         "Lower ONNX NonZero / EyeLike onto DirectML NONZERO_COORDINATES / DIAGONAL_MATRIX, "
         "run the lowered graph and check it against ONNX semantics."))
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show program's version number and exit")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="on an unexpected error, print the traceback (as DML_LOWER_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -526,13 +550,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_conformance)
 
     add_optimize_parser(sub, _dims)      # optimize --check sizes feeds as run / check do
-    add_inspect_parser(sub)
+    p = sub.add_parser("inspect", help="summarise a model and say which anchors would lower at a level")
+    p.add_argument("model", help="path to an .onnx model")
+    p.add_argument("--feature-level", default="5_1", help="DirectML feature level, 1_0 .. 6_4 (default 5_1)")
+    p.add_argument("--json", metavar="OUT.json", help="write the report as JSON here")
+    p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
     p.add_argument("--feature-level", default="5_1")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """--version, looked up only when asked (importlib.metadata costs ~0.1 s on every command)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
 
 
 def _version() -> str:

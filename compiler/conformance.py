@@ -115,7 +115,7 @@ class Backend:
                 return None, str(exc), []
             return [[r[n] for n in names] for r in runs], "", []
         try:
-            session = ort_providers.make_provider_session(model.SerializeToString(), self.provider,
+            session = ort_providers.make_provider_session(model, self.provider,
                                                           self.no_fallback)
         except DmlLowerError as exc:
             return None, str(exc), []

@@ -1,13 +1,15 @@
 """The ONNX graph as idioms see it: producers, consumers, constant values (lowering.GraphView)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
+
+import numpy as np
 
 import onnx
-from onnx import numpy_helper
 
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.lowering.node import unique_names
+from onnx_dml_lowering.runtime.weights import tensor_array
 
 from .bodies import graph_attributes, graph_captures
 from .frontend import default_opset, node_info, value_types
@@ -21,16 +23,11 @@ class OnnxGraphView:
         self.nodes = list(model.graph.node)
         self._by_name = {n.name: n for n in self.nodes}
         self._infos: "dict[str, NodeInfo]" = {}     # built on demand: idioms look at few nodes
-        self._producer: "dict[str, str]" = {}
+        # Producers, consumers and IR prefixes index every node: built on the first question, so
+        # a model without an anchor never pays for them.
+        self._producer: "dict[str, str] | None" = None
         self._consumers: "dict[str, list[str]]" = {}
-        for node in self.nodes:
-            for name in node.output:
-                if name:
-                    self._producer[name] = node.name
-            # A body's reads of outer values count as reads by its control-flow node.
-            for name in dict.fromkeys(list(node.input) + [c for _, g in graph_attributes(node) for c in graph_captures(g)]):
-                if name:
-                    self._consumers.setdefault(name, []).append(node.name)
+        self._prefix_table: "dict | None" = None
         self._outputs = {o.name for o in model.graph.output}
         inputs = {i.name for i in model.graph.input}
         # Initializers that are also graph inputs can be overridden by a feed: not constant.
@@ -40,10 +37,28 @@ class OnnxGraphView:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
                 self._constants[node.output[0]] = node
         self._values: "dict[str, Any]" = {}
+
+    def _index(self) -> None:
+        self._producer = {}
+        for node in self.nodes:
+            for name in node.output:
+                if name:
+                    self._producer[name] = node.name
+            # A body's reads of outer values count as reads by its control-flow node.
+            reads = list(node.input)
+            captures = [c for _, g in graph_attributes(node) for c in graph_captures(g)]
+            for name in dict.fromkeys(reads + captures) if captures else dict.fromkeys(reads):
+                if name:
+                    self._consumers.setdefault(name, []).append(node.name)
+
+    @property
+    def _prefixes(self) -> dict:
         # IR name prefixes, distinct although sanitising may map different names to one: nodes by
         # their name, constants a generator may replace as init_<name>, in one name space.
-        self._prefixes = unique_names([(("node", n.name), n.name) for n in self.nodes] +
-                                      [(("value", v), f"init_{v}") for v in self._constants])
+        if self._prefix_table is None:
+            self._prefix_table = unique_names([(("node", n.name), n.name) for n in self.nodes] +
+                                              [(("value", v), f"init_{v}") for v in self._constants])
+        return self._prefix_table
 
     def info(self, name: str) -> NodeInfo:
         if name not in self._infos:
@@ -52,10 +67,14 @@ class OnnxGraphView:
         return self._infos[name]
 
     def producer(self, tensor: str) -> "NodeInfo | None":
+        if self._producer is None:
+            self._index()
         name = self._producer.get(tensor)
         return self.info(name) if name else None
 
     def consumers(self, tensor: str) -> "list[NodeInfo]":
+        if self._producer is None:
+            self._index()
         return [self.info(n) for n in self._consumers.get(tensor, [])]
 
     def is_graph_output(self, tensor: str) -> bool:
@@ -74,16 +93,35 @@ class OnnxGraphView:
         if tensor not in self._values:
             source = self._constants[tensor]
             if isinstance(source, onnx.TensorProto):
-                value = numpy_helper.to_array(source)
+                value = tensor_array(source)
             else:
-                from onnx.reference import ReferenceEvaluator
-                try:
-                    graph = onnx.helper.make_graph([source], "constant", [], [
-                        onnx.helper.make_empty_tensor_value_info(tensor)])
-                    model = onnx.helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                                   ir_version=self.model.ir_version)
-                    value = ReferenceEvaluator(model).run(None, {})[0]
-                except Exception:  # an attribute form we cannot evaluate: treat as not constant
-                    value = None
+                value = constant_node_value(source, self.model)
             self._values[tensor] = value
         return self._values[tensor]
+
+
+# Constant's attribute forms numpy reads directly, with the dtype onnx.reference gives them.
+_LIST_DTYPES = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
+                "value_ints": np.int64}
+
+
+def constant_node_value(node: onnx.NodeProto, model: onnx.ModelProto) -> Any:
+    """The value of a Constant node: numpy for the tensor and number forms (models hold hundreds
+    of Constants, and an onnx.reference evaluator costs ~1 ms each to build); the evaluator for the
+    rest (strings, sparse tensors); None for an attribute form neither can evaluate."""
+    if len(node.attribute) == 1:
+        attr = node.attribute[0]
+        if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR and not attr.ref_attr_name \
+                and attr.t.data_location != onnx.TensorProto.EXTERNAL:
+            return tensor_array(attr.t)
+        if attr.name in _LIST_DTYPES and not attr.ref_attr_name:
+            value = onnx.helper.get_attribute_value(attr)
+            return np.array(list(value) if isinstance(value, Iterable) else value, dtype=_LIST_DTYPES[attr.name])
+    from onnx.reference import ReferenceEvaluator
+    try:
+        graph = onnx.helper.make_graph([node], "constant", [], [onnx.helper.make_empty_tensor_value_info(node.output[0])])
+        evaluator = ReferenceEvaluator(onnx.helper.make_model(graph, opset_imports=list(model.opset_import),
+                                                              ir_version=model.ir_version))
+        return evaluator.run(None, {})[0]
+    except Exception:  # an attribute form we cannot evaluate: treat as not constant
+        return None

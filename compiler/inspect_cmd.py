@@ -211,11 +211,3 @@ def cmd_inspect(args) -> int:
             raise DmlLowerError(f"cannot write the inspect JSON to {args.json!r}: {exc.strerror or exc}") from None
         print(f"\nwrote {args.json}")
     return 0
-
-
-def add_inspect_parser(sub) -> None:
-    p = sub.add_parser("inspect", help="summarise a model and say which anchors would lower at a level")
-    p.add_argument("model", help="path to an .onnx model")
-    p.add_argument("--feature-level", default="5_1", help="DirectML feature level, 1_0 .. 6_4 (default 5_1)")
-    p.add_argument("--json", metavar="OUT.json", help="write the report as JSON here")
-    p.set_defaults(func=cmd_inspect)

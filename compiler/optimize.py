@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, external_data_helper, numpy_helper
+from onnx import TensorProto, numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
@@ -22,6 +22,8 @@ from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromR
                                                         range_length)
 
 from .node_ids import all_nodes, identify_nodes
+from onnx_dml_lowering.runtime.weights import external_path, is_lazy, lifted, tensor_array
+
 from .frontend import default_opset, load_model
 from .generators import Generator, band_generator
 from .graph_view import OnnxGraphView
@@ -109,18 +111,19 @@ class _Optimizer:
         keep, front = [], []
         for init in graph.initializer:
             if (init.name in inputs or init.data_type == TensorProto.STRING or len(init.dims) < 2
-                    or init.data_location == TensorProto.EXTERNAL):     # not loaded: nothing to read
+                    or (init.data_location == TensorProto.EXTERNAL and not is_lazy(init))):  # nothing to read
                 keep.append(init)
                 continue
-            array = numpy_helper.to_array(init)
+            array = tensor_array(init)      # a large one in its external file: a memory map
+            stored = array.nbytes if is_lazy(init) else init.ByteSize()
             what = f"initializer {init.name} ({_type_name(init.data_type)} {list(array.shape)})"
-            gen = self.band(init.name, array, init.ByteSize(), what)
+            gen = self.band(init.name, array, stored, what)
             if gen is None:
                 keep.append(init)
                 continue
             front += gen.nodes
             keep += gen.initializers
-            self.record(what, gen, init.ByteSize(), 0)
+            self.record(what, gen, stored, 0)
         nodes = []
         for node in graph.node:
             gen = None
@@ -241,7 +244,7 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
     # (repeated, empty, not UTF-8) back below.
     renamed = identify_nodes(out)
     try:
-        onnx.checker.check_model(out)
+        onnx.checker.check_model(lifted(out)[0])
         valid = True
     except Exception:  # not ours to judge: the rewrite is still verified by the caller's --check
         valid = False
@@ -254,7 +257,7 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
             node.name = renamed[node.name]
     if opt.rewrites and valid:
         try:
-            onnx.checker.check_model(out)
+            onnx.checker.check_model(lifted(out)[0])
         except Exception as exc:  # a generator we built is wrong: a bug of ours, never written out
             raise RuntimeError(f"optimize produced an invalid model: {' '.join(str(exc).split())[:200]}") from exc
     return out, opt.rewrites, opt.declined
@@ -272,18 +275,60 @@ def save_model(model: onnx.ModelProto, path: str, external: "set[str]") -> "str 
     out = Path(path)
     location = None
     tensors = [t for t in model.graph.initializer if t.name in external]
-    if tensors:
-        location = out.name + ".data"
-        data = out.parent / location
-        if data.exists():
-            data.unlink()          # onnx appends to an existing file
-        for tensor in tensors:
-            external_data_helper.set_external_data(tensor, location)
     try:
+        if tensors:
+            location = out.name + ".data"
+            _write_external(tensors, out.parent / location, location)
+        # Nothing large is left in the proto: it serialises under 2 GB whatever the weights.
         onnx.save_model(model, str(out))
     except OSError as exc:
         raise DmlLowerError(f"cannot write the optimized model to {path!r}: {exc.strerror or exc}") from None
     return location
+
+
+_CHUNK = 1 << 24
+
+
+def _write_external(tensors: "list[TensorProto]", data: Path, location: str) -> None:
+    """Write each tensor's data into `data` (page-aligned offsets) and point the tensor at it. A tensor
+    still in its input file is copied chunk by chunk through a small buffer, not mapped, and runs of
+    zeros are skipped (the file stays sparse where the input was)."""
+    if data.exists():
+        data.unlink()
+    with open(data, "wb") as sink:
+        end = 0
+        for tensor in tensors:
+            offset = -(-end // 4096) * 4096
+            if is_lazy(tensor):
+                source, start = external_path(tensor)
+                length = tensor_array(tensor).nbytes
+                with open(source, "rb") as src:
+                    src.seek(start)
+                    done = 0
+                    while done < length:
+                        chunk = src.read(min(_CHUNK, length - done))
+                        if not chunk:
+                            raise OSError(f"{source} ends before tensor {tensor.name}'s data")
+                        if np.frombuffer(chunk, np.uint8).any():
+                            sink.seek(offset + done)
+                            sink.write(chunk)
+                        done += len(chunk)
+            else:
+                raw = tensor.raw_data if tensor.HasField("raw_data") else numpy_helper.from_array(
+                    numpy_helper.to_array(tensor)).raw_data
+                length = len(raw)
+                sink.seek(offset)
+                sink.write(raw)
+            end = offset + length
+            sink.truncate(end)
+            for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data",
+                          "string_data"):
+                tensor.ClearField(field)
+            del tensor.external_data[:]
+            tensor.data_location = TensorProto.EXTERNAL
+            for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, value
 
 
 # onnxruntime's Python binding cannot return these; Cast to float32 widens them exactly.
@@ -291,14 +336,15 @@ _NO_NUMPY = {TensorProto.BFLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E
              TensorProto.FLOAT8E5M2FNUZ}
 
 
-def _widened(model: "str | bytes") -> "str | bytes":
-    """`model`, with each output onnxruntime cannot hand to numpy read through an exact Cast and
-    its node names made unique."""
+def _widened(model: "str | bytes") -> onnx.ModelProto:
+    """`model` loaded (large weights left in their files), its node names made unique (onnxruntime
+    refuses a model whose node names repeat), each output onnxruntime cannot hand to numpy read
+    through an exact Cast."""
     proto = load_model(model)
-    renamed = identify_nodes(proto)         # onnxruntime refuses a model whose node names repeat
+    identify_nodes(proto)                   # onnxruntime refuses a model whose node names repeat
     outputs = [o for o in proto.graph.output if o.type.tensor_type.elem_type in _NO_NUMPY]
     if not outputs:
-        return proto.SerializeToString() if any(renamed.values()) else model
+        return proto
     for out in outputs:
         inner = f"{out.name}__narrow"
         for node in proto.graph.node:
@@ -306,7 +352,7 @@ def _widened(model: "str | bytes") -> "str | bytes":
             node.input[:] = [inner if i == out.name else i for i in node.input]
         proto.graph.node.append(onnx.helper.make_node("Cast", [inner], [out.name], to=TensorProto.FLOAT))
         out.type.tensor_type.elem_type = TensorProto.FLOAT
-    return proto.SerializeToString()
+    return proto
 
 
 def bit_identical(original: "str | bytes", rewritten: "str | bytes", inputs: "list[onnx.ValueInfoProto]",
@@ -316,16 +362,14 @@ def bit_identical(original: "str | bytes", rewritten: "str | bytes", inputs: "li
     """Runs both models on onnxruntime CPU and returns the differences found (empty: bit-identical
     everywhere). With `feeds`, on those feeds only; otherwise over seeded random feeds, the
     symbolic dimensions named in `dims` at those sizes and every other one at each of `sizes`."""
-    import onnxruntime as ort
-
     from onnx_dml_lowering.runtime.feeds import random_feeds
-    original, rewritten = _widened(original), _widened(rewritten)
-    options = ort.SessionOptions()
-    options.log_severity_level = 4      # no onnxruntime log lines: its errors reach the user as our one line
+    from onnx_dml_lowering.runtime.ort_providers import make_session   # logs nothing: errors are our one line
     sessions = []
     for model in (original, rewritten):
         try:
-            sessions.append(ort.InferenceSession(model, options, providers=["CPUExecutionProvider"]))
+            sessions.append(make_session(_widened(model), ["CPUExecutionProvider"]))
+        except DmlLowerError:
+            raise
         except Exception as exc:  # onnxruntime raises its own Fail / InvalidGraph types
             what = model if isinstance(model, str) else "the model"
             raise DmlLowerError(f"--check: onnxruntime CPU cannot load {what}: "

@@ -226,6 +226,12 @@ def schedule(state: PartitionState) -> None:
     session call, so interleaved chains (one NonZero per detection class) must not make one
     region per chain. Needs the static builds: a match declined now runs on ONNX."""
     nodes, covered, position = state.nodes, state.covered, state.position
+    if not state.matches and not state.bodies:
+        # Nothing lowered and no host-run control flow: every item is an ONNX node with the one
+        # label, and grouped_order of a topologically sorted graph (the checker requires it) by
+        # position is the model's order.
+        state.order = list(nodes)
+        return
     items: "list[Item]" = []
     item_of: "dict[str, int]" = {}
     for node in nodes:
@@ -315,9 +321,12 @@ def build_regions(state: PartitionState) -> None:
         """Close the region of the pending nodes; `index` is the position of the last of them."""
         if not pending:
             return
-        produced, reads = set(), []
+        produced: "set[str]" = set()
+        reads: "dict[str, None]" = {}         # ordered, with constant-time membership
         for node in pending:
-            reads += [n for n in state.reads(node) if n not in produced and n not in reads]
+            for n in state.reads(node):
+                if n not in produced:
+                    reads.setdefault(n)
             produced.update(o for o in node.output if o)
         outputs = [o for node in pending for o in node.output if o and last_read.get(o, -1) > index]
         name = f"onnx_region_{len(state.regions)}"

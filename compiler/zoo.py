@@ -7,15 +7,14 @@ tasks), a live progress bar on a terminal, and the summary table / JSON / JUnit 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .zoo_result import ModelResult, backend_lines, run_one
+if TYPE_CHECKING:        # the CLI imports this module for its options: the rest loads when a zoo runs
+    from .zoo_result import ModelResult
 
 # Options of the zoo itself, not forwarded to the per-model checks (--json is the zoo's own).
 _ZOO_DESTS = {"model", "jobs", "junit", "executor", "ray_address", "json", "quiet"}
@@ -100,6 +99,8 @@ def forwarded_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
 
 
 def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import json
+    import time
     if args.jobs is not None and args.jobs < 1:
         raise DmlLowerError(f"--jobs {args.jobs}: must be at least 1")
     executor = args.executor or "local"
@@ -134,6 +135,9 @@ def exit_code(results: "list[ModelResult]") -> int:
 
 def _schedule(models: "list[str]", options: "list[str]", executor: str, args) -> "list[ModelResult]":
     """Results in the models' order, whatever order they finish in."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    from .zoo_result import ModelResult, run_one
     records: "dict[int, dict]" = {}
     with _progress(len(models)) as bar:
         def done(index: int, record: dict) -> None:
@@ -165,6 +169,7 @@ def _progress(total: int):
 def format_summary(results: "list[ModelResult]") -> str:
     """The table (model, status, lowered / left to ONNX placements, seconds), then one line per
     failing backend or model, then the counts."""
+    from .zoo_result import backend_lines
     rows = [("model", "status", "lowered", "onnx", "seconds")]
     for r in results:
         counts = r.placement_counts()

@@ -29,7 +29,7 @@ from .compare import BackendReport, OutputResult, compare
 from .feeds import check_feeds, restore_dtype, with_defaults
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
-from .ort_providers import (ort_ir_version, ProviderSpec, make_provider_session, node_providers,
+from .ort_providers import (ProviderSpec, make_provider_session, node_providers,
                             placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
 from .saved_outputs import PREFIX as SAVED_PREFIX
@@ -226,12 +226,11 @@ class OriginalOnProvider:
     def _build(self) -> None:
         model = onnx.ModelProto()
         model.CopyFrom(self.compiled.model)
-        model.ir_version = ort_ir_version(model.ir_version)
         for _ in range(len(model.graph.node) + 1):
             if not model.graph.output:
                 break                   # every output came from a cut node: nothing left to run
             try:
-                self._session = make_provider_session(model.SerializeToString(), self.provider, self.no_fallback)
+                self._session = make_provider_session(model, self.provider, self.no_fallback)
                 break
             except DmlLowerError as exc:
                 found = NO_KERNEL_NODE.search(str(exc))

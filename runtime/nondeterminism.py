@@ -6,6 +6,8 @@ from onnx import numpy_helper
 
 from onnx_dml_lowering.lowering.schedule import node_reads
 
+from .weights import tensor_array
+
 RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                         "Bernoulli", "Multinomial"})
 
@@ -13,7 +15,7 @@ RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "Ra
 def _constant_false(model: onnx.ModelProto, name: str) -> bool:
     for init in model.graph.initializer:
         if init.name == name:
-            return not bool(numpy_helper.to_array(init).any())
+            return not bool(tensor_array(init).any())
     for node in model.graph.node:
         if node.op_type == "Constant" and name in node.output:
             for attr in node.attribute:

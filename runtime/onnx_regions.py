@@ -11,7 +11,8 @@ from onnx import helper
 from onnx_dml_lowering.ir import DmlLowerError, OnnxRegion
 from onnx_dml_lowering.ir.errors import first_line
 
-from .ort_providers import ort_ir_version
+from .ort_providers import few_elements
+from .weights import reference_evaluator
 from .ort_values import run_session
 
 class RegionRunner:
@@ -47,14 +48,19 @@ class RegionRunner:
         inits = [self.inits[n] for n in step.inputs if n in self.inits]
         graph = helper.make_graph(nodes, step.name, inputs, [vi(n) for n in step.outputs], inits)
         sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                ir_version=ort_ir_version(self.model.ir_version))
+                                ir_version=self.model.ir_version)
         sub.functions.extend(self.model.functions)
         return sub
 
     def _deviation(self, step: OnnxRegion) -> "str | None":
         return _scalar_nonzero(self.regions[step.name], {n: i.shape for n, i in self.types.items()})
 
-    def _session(self, step: OnnxRegion):
+    def _tiny(self, step: OnnxRegion, tensors: "Mapping[str, np.ndarray]") -> bool:
+        """The region's first inputs and its initializers hold few elements: one thread will do."""
+        fed = sum(int(np.size(tensors[n])) for n in step.inputs if n in tensors and n not in self.inits)
+        return few_elements([self.inits[n] for n in step.inputs if n in self.inits], fed)
+
+    def _session(self, step: OnnxRegion, tensors: "Mapping[str, np.ndarray] | None" = None):
         if step.name in self._sessions:
             return self._sessions[step.name]
         sub = self.submodel(step)
@@ -63,19 +69,18 @@ class RegionRunner:
         if reason is None:
             from .ort_providers import make_session
             try:
-                session = make_session(sub.SerializeToString(), self.providers)
+                session = make_session(sub, self.providers, tiny=self._tiny(step, tensors or {}))
                 self.engines[step.name] = f"onnxruntime {', '.join(self.providers)}"
             except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
                 reason = f"onnxruntime cannot run it: {first_line(exc)}"
         if session is None:
-            from onnx.reference import ReferenceEvaluator
-            session = ReferenceEvaluator(sub)
+            session = reference_evaluator(sub)
             self.engines[step.name] = f"onnx.reference ({reason})"
         self._sessions[step.name] = session
         return session
 
     def __call__(self, step: OnnxRegion, tensors: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
-        session = self._session(step)
+        session = self._session(step, tensors)
         feeds = {n: tensors[n] for n in step.inputs if n not in self.inits}
         try:
             results = run_session(session, step.outputs, feeds)

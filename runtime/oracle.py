@@ -26,7 +26,8 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
 from .feeds import restore_dtype
-from .ort_providers import ort_ir_version, make_session
+from .ort_providers import few_elements, make_session
+from .weights import reference_evaluator
 from .ort_values import run_session
 from .saved_outputs import load_golden, split_metadata
 
@@ -146,9 +147,8 @@ class Oracle:
             return value
 
     def _whole_on_reference(self, feeds) -> "dict[str, np.ndarray]":
-        from onnx.reference import ReferenceEvaluator
         try:
-            results = ReferenceEvaluator(self.model).run(None, dict(feeds))
+            results = reference_evaluator(self.model).run(None, dict(feeds))
         except Exception as exc:
             where = self._failing_reference_node(feeds)
             raise DmlLowerError(f"onnx.reference cannot evaluate {where or 'the model'}: {type(exc).__name__}: "
@@ -167,11 +167,8 @@ class Oracle:
         return None
 
     def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
-        model = onnx.ModelProto()
-        model.CopyFrom(self.model)
-        model.ir_version = ort_ir_version(model.ir_version)
         try:
-            session = make_session(model.SerializeToString(), ["CPUExecutionProvider"])
+            session = make_session(self.model, ["CPUExecutionProvider"])
             results = run_session(session, self.output_names, feeds)
         except Exception as exc:
             raise DmlLowerError(f"the ort-cpu oracle cannot evaluate the model: {first_line(exc)}") from None
@@ -219,7 +216,7 @@ class Oracle:
                                   [_value_info(n, self.types) for n in outputs],
                                   [self._inits[n] for n in inputs if n in self._inits])
         sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                ir_version=ort_ir_version(self.model.ir_version))
+                                ir_version=self.model.ir_version)
         sub.functions.extend(self.model.functions)
         return sub
 
@@ -228,10 +225,10 @@ class Oracle:
         if key not in self._sessions:
             sub = self._submodel(list(nodes), list(inputs), list(outputs))
             if engine == REFERENCE:
-                from onnx.reference import ReferenceEvaluator
-                self._sessions[key] = ReferenceEvaluator(sub)
+                self._sessions[key] = reference_evaluator(sub)
             else:
-                self._sessions[key] = make_session(sub.SerializeToString(), ["CPUExecutionProvider"])
+                self._sessions[key] = make_session(sub, ["CPUExecutionProvider"],
+                                                   tiny=few_elements(sub.graph.initializer))
         return self._sessions[key]
 
     def _plan_loadable(self) -> "list[_Run]":

@@ -66,7 +66,7 @@ class OrtOperators:
         if key not in self._sessions:
             model = build()
             try:
-                self._sessions[key] = make_session(model.SerializeToString(), self.providers)
+                self._sessions[key] = make_session(model, self.providers)
             except Exception as exc:
                 reason = f"{what}: onnxruntime ({', '.join(self.providers)}) cannot run it: {first_line(exc)}"
                 if "NOT_IMPLEMENTED" in str(exc):

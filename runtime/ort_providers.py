@@ -3,8 +3,12 @@ provider libraries, and which provider ran each node (onnxruntime's graph assign
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
 
 from onnx_dml_lowering.ir import DmlLowerError
+
+if TYPE_CHECKING:
+    import onnx
 
 # The newest IR version onnxruntime 1.2x/1.3x reads; models handed to it never need more.
 MAX_IR_VERSION = 10
@@ -189,40 +193,142 @@ def session_options(provider: "ProviderSpec | None" = None, no_fallback: bool = 
     return options
 
 
-def make_session(model_bytes: bytes, providers: "list[str]", device_id: int = 0):
-    """An InferenceSession with the settings the providers require.
+# Initializers kept inline but above this size leave the proto when it would not serialise
+# (a protobuf message cannot pass 2 GB).
+_PROTO_LIMIT = (1 << 31) - (1 << 24)
+_INLINE_MOVE_BYTES = 1 << 20
+
+
+@dataclass
+class OrtModel:
+    """What onnxruntime reads for one model: small proto bytes, and the big initializers that
+    became graph inputs with the arrays bound to them (memory maps of their files, no copy)."""
+    data: bytes
+    weights: "dict[str, object]"
+    added: "set[str]"              # weights that were not graph inputs of the model (callers never feed them)
+
+
+def ort_model(model) -> OrtModel:
+    """The one way a ModelProto reaches onnxruntime: a copy with ir_version capped at
+    MAX_IR_VERSION whose initializers still in external files (and big inline ones when the proto
+    would pass 2 GB) are graph inputs instead, bound to their arrays by WeightedSession.
+
+    Why inputs and not SessionOptions.add_external_initializers: onnxruntime copies those into its
+    graph at session creation (one more copy of the weights per session), and a model file per
+    session would map the weights once per session; one memory map shared by every session, fed
+    in place, keeps the process near one copy. The price: onnxruntime cannot constant-fold or
+    pre-pack through these weights."""
+    import onnx
+    from onnx import helper
+
+    from .weights import is_lazy, split_initializers, tensor_array
+    oversized = model.ByteSize() >= _PROTO_LIMIT
+
+    def moved(tensor) -> bool:
+        if is_lazy(tensor):
+            return True
+        return (oversized and tensor.data_location != onnx.TensorProto.EXTERNAL
+                and tensor.ByteSize() >= _INLINE_MOVE_BYTES and tensor.data_type != onnx.TensorProto.STRING)
+
+    proto, taken = split_initializers(model, moved)
+    proto.ir_version = ort_ir_version(proto.ir_version)
+    inputs = {vi.name for vi in proto.graph.input}
+    weights, added = {}, set()
+    for tensor in taken:
+        if tensor.name not in inputs:
+            proto.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+            added.add(tensor.name)
+        weights[tensor.name] = tensor_array(tensor)
+    return OrtModel(proto.SerializeToString(), weights, added)
+
+
+class WeightedSession:
+    """An onnxruntime session whose weight inputs are always fed their arrays unless a feed names
+    them: callers see only the model's own inputs (a weight that is also a graph input is one)."""
+
+    def __init__(self, session, weights: "dict[str, object]", added: "set[str]") -> None:
+        from .ort_values import to_ort_value
+        self.session = session
+        self.weights = weights
+        self.added = added
+        self._values = {name: to_ort_value(array) for name, array in weights.items()}   # CPU: no copy
+
+    def __getattr__(self, name: str):
+        return getattr(self.session, name)
+
+    def get_inputs(self) -> list:
+        return [i for i in self.session.get_inputs() if i.name not in self.added]
+
+    def run(self, outputs, feeds, *args, **kwargs):
+        return self.session.run(outputs, {**self.weights, **dict(feeds)}, *args, **kwargs)
+
+    def run_with_ort_values(self, outputs, feeds, *args, **kwargs):
+        return self.session.run_with_ort_values(outputs, {**self._values, **dict(feeds)}, *args, **kwargs)
+
+
+def _session(model, options, **kwargs):
+    """An InferenceSession over `model` (a ModelProto through ort_model, or a file path)."""
+    import onnxruntime as ort
+    if isinstance(model, (str, bytes)):
+        return ort.InferenceSession(model, options, **kwargs)
+    prepared = ort_model(model)
+    session = ort.InferenceSession(prepared.data, options, **kwargs)
+    return WeightedSession(session, prepared.weights, prepared.added) if prepared.weights else session
+
+
+# A graph whose tensors hold at most this many elements runs on one intra-op thread.
+TINY_ELEMENTS = 1 << 18
+
+
+def few_elements(tensors: "Iterable[onnx.TensorProto]", elements: int = 0) -> bool:
+    """`elements` plus the tensors' elements are at most TINY_ELEMENTS (a session's work is small)."""
+    for tensor in tensors:
+        count = 1
+        for d in tensor.dims:
+            count *= d
+        elements += count
+    return elements <= TINY_ELEMENTS
+
+
+def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool = False):
+    """An InferenceSession over a ModelProto (or a model path) with the settings the providers require.
 
     DirectML requires memory patterns off and sequential execution, and takes a device id.
+    `tiny`: the graph's work is small (a region over small tensors): one intra-op thread, as
+    a thread pool costs more to create (~50 ms) than it saves, and no spinning. Larger graphs keep
+    onnxruntime's defaults (its spinning pool is what the warm run is measured against).
     """
-    import onnxruntime as ort
     options = session_options(dml="DmlExecutionProvider" in providers, record_assignment=False)
+    if tiny:
+        options.intra_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     provider_list: list = []
     for name in providers:
         if name == "DmlExecutionProvider":
             provider_list.append((name, {"device_id": str(device_id)}))
         else:
             provider_list.append(name)
-    return ort.InferenceSession(model_bytes, options, providers=provider_list)
+    return _session(model, options, providers=provider_list)
 
 
-def make_provider_session(model_bytes: bytes, provider: ProviderSpec, no_fallback: bool = False):
-    """A session running the whole model on `provider`, recording who ran each node.
+def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = False):
+    """A session running the whole model (a ModelProto) on `provider`, recording who ran each node.
 
     no_fallback sets session.disable_cpu_ep_fallback: a node the provider cannot take makes
     session creation fail instead of quietly running on CPUExecutionProvider."""
-    import onnxruntime as ort
-
     dml = provider.name == "DmlExecutionProvider"
     # The CPU provider has nothing to fall back from (onnxruntime rejects the combination).
     no_fallback = no_fallback and provider.name != "CPUExecutionProvider"
     options = session_options(provider, no_fallback, dml=dml)
     try:
         if provider.device is not None:
-            return ort.InferenceSession(model_bytes, options)
+            return _session(model, options)
         provider_options = dict(provider.options)
         if dml:
             provider_options.setdefault("device_id", "0")
-        return ort.InferenceSession(model_bytes, options, providers=[(provider.name, provider_options)])
+        return _session(model, options, providers=[(provider.name, provider_options)])
+    except DmlLowerError:
+        raise
     except Exception as exc:
         fallback = " with CPU fallback disabled" if no_fallback else ""
         raise DmlLowerError(f"onnxruntime ({provider.description}{fallback}) cannot load the model: "

@@ -45,7 +45,8 @@ _NATIVE_TYPE_NAMES = {f"tensor({name})" for name in ("float", "double", "float16
                                                      "uint8", "uint16", "uint32", "uint64", "bool", "string")}
 
 
-def _to_ort(value: np.ndarray):
+def to_ort_value(value: np.ndarray):
+    """An OrtValue over `value` (no copy for a contiguous CPU array of a type numpy knows)."""
     import onnxruntime as ort
     array = np.ascontiguousarray(value)
     if array.dtype in _NATIVE or array.dtype.kind in "OSU":
@@ -106,5 +107,5 @@ def run_session(session, outputs: "Sequence[str] | None", feeds: Mapping[str, np
     except RuntimeError as exc:
         if "numpy" not in str(exc).lower():      # not a type the binding cannot convert
             raise
-    values = {name: _to_ort(np.asarray(value)) for name, value in feeds.items()}
+    values = {name: to_ort_value(np.asarray(value)) for name, value in feeds.items()}
     return [_from_ort(r) for r in session.run_with_ort_values(names, values)]

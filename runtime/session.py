@@ -43,6 +43,10 @@ class GraphRunner:
         self.lifetimes: dict = {}
         self.buffer_sizes: dict = {}
         self.validated: dict = {}
+        # The main graph's plan, made once: its buffers' lifetimes and the (step, descriptors)
+        # pairs already validated, so a warm run only does what depends on the data.
+        self.main_lifetimes = analyse(partition.graph)
+        self.main_validated: set = set()
         self._bodies: "dict[tuple[str, str], GraphRunner]" = {}
         self.unvalidated: "dict[str, str]" = {}   # of the last run: values not run on the provider
 
@@ -54,7 +58,8 @@ class GraphRunner:
                 return self._control_flow(step, env, strict)
             return self._lower_at_run_time(step, env, strict)
 
-        interpreter = Interpreter(self.partition.graph, strict, self.session.operators, self.session.fallbacks)
+        interpreter = Interpreter(self.partition.graph, strict, self.session.operators, self.session.fallbacks,
+                                  self.main_lifetimes, self.main_validated)
         outputs = interpreter.run(tensors, runner)
         self.unvalidated = interpreter.unvalidated
         return outputs

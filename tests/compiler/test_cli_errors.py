@@ -189,6 +189,10 @@ EXTRA_ROWS = {
                                                 "x=1"], ["--provider-option x=1", "no requested backend uses it"]),
     "check-load-outputs-other-feeds": (lambda t: saved_outputs(t) + ["--seed", "1"],
                                        ["--load-outputs", "saved.npz", "saved from other feeds"]),
+    "external-data-file-too-short": (lambda t: ["compile", external_model(t, truncate=1000)],
+                                     ["w.data", "'w'", "holds 1000 bytes"]),
+    "external-data-length-wrong": (lambda t: ["compile", external_model(t, length=12)],
+                                   ["'w'", "length 12", "4194304 bytes"]),
 }
 
 
@@ -197,6 +201,22 @@ def saved_outputs(tmp: Path) -> "list[str]":
     model, saved = good_model(tmp), str(tmp / "saved.npz")
     assert main(["check", model, "--save-outputs", saved, "-q"]) == 0
     return ["check", model, "--load-outputs", saved]
+
+
+def external_model(tmp: Path, truncate: "int | None" = None, length: "int | None" = None) -> str:
+    """MatMul by a 1024x1024 float32 weight stored in w.data, the file cut or the length entry wrong."""
+    model = graph_model([h.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [("x", T.FLOAT, [2, 1024])],
+                        [("y", T.FLOAT, [2, 1024])], {"w": np.ones((1024, 1024), np.float32)})
+    path = tmp / "ext.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, location="w.data", size_threshold=0)
+    if truncate is not None:
+        os.truncate(tmp / "w.data", truncate)
+    if length is not None:
+        raw = onnx.load(str(path), load_external_data=False)
+        entry = next(e for e in raw.graph.initializer[0].external_data if e.key == "length")
+        entry.value = str(length)
+        onnx.save(raw, str(path))
+    return str(path)
 
 
 def run_in_process(argv: "list[str]", capfd) -> "tuple[int, str, str]":

@@ -170,11 +170,18 @@ def test_one_model_alone_is_check_as_ever(zoo, tmp_path, capsys):
     assert load_json(tmp_path / "r.json")["model"] == str(model)
 
 
-def test_only_a_usage_error_is_exit_2(zoo, tmp_path, capsys):
-    """A zoo whose only model is not ONNX: nothing was checked, exit 2 (as checking it alone)."""
-    code, out, err = cli(["check", zoo["paths"][BROKEN], "--jobs", 1], capsys)
-    assert code == 2, err
-    assert out.splitlines()[-1] == "zoo: 1 model: 1 exit-2"
+@pytest.mark.parametrize("names,code,last", [
+    ([BROKEN], 2, "zoo: 1 model: 1 exit-2"),
+    (["a_nonzero.onnx", BROKEN], 2, "zoo: 2 models: 1 ok, 1 exit-2"),
+    (["d_nonzero_relu.onnx", BROKEN], 1, "zoo: 2 models: 1 MISMATCH, 1 exit-2"),
+])
+def test_exit_code_failure_over_usage_over_ok(zoo, names, code, last, capsys):
+    """1 when a model failed; else 2 when one ended in exit 2 (as checking it alone would); else 0."""
+    argv = ["check", *[zoo["paths"][n] for n in names], "--inputs", zoo["feeds"], "--oracle", zoo["golden"],
+            "--jobs", 2]
+    got, out, err = cli(argv, capsys)
+    assert got == code, out + err
+    assert out.splitlines()[-1] == last
 
 
 def test_options_are_forwarded(zoo, tmp_path, capsys):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .optimize_cli import add_optimize_parser
+from .zoo import add_zoo_options
 
 if TYPE_CHECKING:                 # numpy, onnx and the compiler load when a command needs them
     import numpy as np
@@ -347,6 +348,17 @@ def cmd_check(args) -> int:
     return 0 if report.ok else 1
 
 
+def check_models(args, parser) -> int:
+    """One model file: cmd_check as ever. Several, a directory or a zoo option: the zoo (zoo.py)."""
+    from .zoo import is_zoo, run_zoo
+    if is_zoo(args):
+        check_writable("--json", args.json)
+        check_writable("--junit", args.junit)
+        return run_zoo(args, parser)
+    args.model = args.model[0]
+    return cmd_check(args)
+
+
 def _saved_outputs(report, feeds) -> "dict[str, np.ndarray]":
     """The oracle's outputs as OUTPUT (a golden file for --oracle) and each backend's as
     BACKEND:OUTPUT (for --load-outputs), for the first feed set, with that set's fingerprint."""
@@ -437,8 +449,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="on an unexpected error, print the traceback (as DML_LOWER_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    def common(p, inputs=True):
-        p.add_argument("model", help="path to an .onnx model")
+    def common(p, inputs=True, models=False):
+        if models:
+            p.add_argument("model", nargs="+", metavar="MODEL_OR_DIR",
+                           help="an .onnx model; several, or a directory (every *.onnx below it), check a zoo")
+        else:
+            p.add_argument("model", help="path to an .onnx model")
         p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                        help="on an unexpected error, print the traceback")
         p.add_argument("--feature-level", default="5_1", help="DirectML feature level, 1_0 .. 6_4 (default 5_1)")
@@ -484,7 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="compare every backend with ONNX semantics (the oracle)")
-    common(p)
+    common(p, models=True)
     p.add_argument("--backends", default="cpu",
                    help="comma-separated: cpu (lowered graph, emulator; default), ort (lowered graph, "
                         "operators on onnxruntime), ort-cpu / ort-dml / ort:<ProviderName> (original model "
@@ -511,7 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write the report as JSON here")
     p.add_argument("--markdown", help="write the report as a Markdown table here")
     p.add_argument("--save-inputs", help="write the feeds used to this .npz (replay with --inputs)")
-    p.set_defaults(func=cmd_check)
+    add_zoo_options(p)
+    p.set_defaults(func=lambda args, parser=p: check_models(args, parser))
 
     p = sub.add_parser("capabilities", help="print the DirectML support matrix the validation uses")
     p.add_argument("--feature-level", help="only the tables in force at this level (default: every level)")

@@ -1,0 +1,63 @@
+"""JUnit XML for a zoo check: one testsuite, one testcase per model x backend.
+
+classname is the model's path, name the backend. A MISMATCH is a <failure> carrying the report's
+result lines for that backend; a backend ERROR, a model that crashed or ended with exit 2 is an
+<error> with its one line (a model without a report gets one such testcase per requested
+backend); an UNAVAILABLE backend is <skipped> with the reason. CI systems (GitLab, Jenkins,
+GitHub test reporters) read this format as it is.
+"""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from .zoo_result import ModelResult, backend_lines
+
+SUITE = "dml-lower check"
+
+
+def junit_tree(results: "list[ModelResult]", backends: "list[str]", seconds: float) -> ET.ElementTree:
+    suite = ET.Element("testsuite", name=SUITE)
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+
+    def case(model: str, backend: str, time: float) -> ET.Element:
+        counts["tests"] += 1
+        return ET.SubElement(suite, "testcase", classname=model, name=backend, time=f"{time:.3f}")
+
+    for result in results:
+        report = result.report
+        if report is None:
+            for backend in backends:
+                element = ET.SubElement(case(result.model, backend, result.seconds), "error",
+                                        type=result.status, message=result.error or result.status)
+                element.text = result.error or result.status
+                counts["errors"] += 1
+            continue
+        for backend in report.get("backends", []):
+            testcase = case(result.model, backend["backend"], backend.get("seconds") or 0.0)
+            lines = "\n".join(backend_lines(report, backend))
+            if backend.get("status") == "error":
+                element = ET.SubElement(testcase, "error", type="ERROR", message=backend.get("error") or "ERROR")
+                counts["errors"] += 1
+            elif backend.get("status") == "mismatch":
+                mismatches = sum(o.get("status") == "mismatch" for o in backend.get("outputs", []))
+                element = ET.SubElement(testcase, "failure", type="MISMATCH",
+                                        message=f"{mismatches} MISMATCH")
+                counts["failures"] += 1
+            else:
+                element = ET.SubElement(testcase, "system-out")
+            element.text = lines
+        for backend, reason in report.get("unavailable_backends", {}).items():
+            ET.SubElement(case(result.model, backend, 0.0), "skipped", message=f"UNAVAILABLE here: {reason}")
+            counts["skipped"] += 1
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    suite.set("time", f"{seconds:.3f}")
+    root = ET.Element("testsuites", name=SUITE, time=f"{seconds:.3f}",
+                      **{key: str(value) for key, value in counts.items()})
+    root.append(suite)
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def write_junit(path: str, results: "list[ModelResult]", backends: "list[str]", seconds: float) -> None:
+    junit_tree(results, backends, seconds).write(path, encoding="utf-8", xml_declaration=True)

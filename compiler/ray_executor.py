@@ -1,0 +1,84 @@
+"""--executor ray: the zoo's per-model checks as Ray tasks, on a cluster or a local Ray instance.
+
+Each task runs the same subprocess as the local executor (zoo_result.run_one) on its worker and
+returns the same record, so summary, JUnit and JSON do not depend on where the work ran. The
+workers need onnx-dml-lowering installed and must see the model files (and any --inputs /
+--oracle files) at the same paths as the driver: the same machine or a shared filesystem.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Callable
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import first_line
+
+from .zoo_result import run_one
+
+RAY_MISSING = "--executor ray needs the ray extra: pip install 'onnx-dml-lowering[ray]'"
+LOCAL_CPUS = 2
+CONNECT_TIMEOUT = 10.0   # seconds for the address's TCP port to answer
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise DmlLowerError(RAY_MISSING) from None
+    return ray
+
+
+def _reachable(address: str) -> None:
+    """A HOST:PORT (or ray://HOST:PORT) where nothing listens is one line now: ray.init itself
+    retries such an address for minutes. 'auto' and other forms are left to Ray."""
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        raise DmlLowerError(f"--ray-address {address}: no Ray cluster answers there "
+                            f"({exc.strerror or type(exc).__name__})") from None
+
+
+def run_on_ray(models: "list[str]", options: "list[str]", address: "str | None", jobs: "int | None",
+               done: "Callable[[int, dict], None]") -> None:
+    """Check every model as a Ray task (at most `jobs` in flight when given; otherwise as many as
+    the cluster's CPUs take); `done(index, record)` is called as each finishes."""
+    ray = import_ray()
+    if address:
+        _reachable(address)
+        kwargs = {"address": address}
+    else:
+        kwargs = {"num_cpus": LOCAL_CPUS, "include_dashboard": False}
+    try:
+        # The workers' output is captured by run_one; what Ray logs about itself stays out of
+        # the summary unless it is a warning.
+        ray.init(log_to_driver=False, logging_level=logging.WARNING, **kwargs)
+    except Exception as exc:  # ConnectionError, RuntimeError, ValueError: all one line
+        where = f"--ray-address {address}" if address else "a local Ray instance"
+        raise DmlLowerError(f"{where}: Ray did not start: {first_line(exc)}") from None
+    try:
+        # A worker process that dies is reported as it is, not retried behind the user's back.
+        task = ray.remote(num_cpus=1, max_retries=0)(run_one)
+        cwd = os.getcwd()
+        pending: "dict[object, int]" = {}
+        queue = list(enumerate(models))
+        while queue or pending:
+            while queue and (jobs is None or len(pending) < jobs):
+                index, model = queue.pop(0)
+                pending[task.remote(model, options, cwd)] = index
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                index = pending.pop(ref)
+                try:
+                    record = ray.get(ref)
+                except Exception as exc:  # the task itself died (worker lost, node gone)
+                    record = {"model": models[index], "exit_code": -1, "report": None,
+                              "error": f"Ray task failed: {first_line(exc)}",
+                              "seconds": 0.0}
+                done(index, record)
+    finally:
+        ray.shutdown()

@@ -1,0 +1,121 @@
+"""One model of a zoo check: the subprocess that checks it and what came back.
+
+Each model is checked in its own `python -m onnx_dml_lowering.compiler check MODEL --json TMP`
+process, so a crash or a memory blow-up in one model cannot take the others down. The same
+function runs on this machine (the local executor's threads) and on a Ray worker.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+# A check's own exit codes (DESIGN.md); anything else is a crash.
+PASSED, FAILED, USAGE = 0, 1, 2
+
+
+def run_one(model: str, options: "list[str]", cwd: "str | None" = None) -> dict:
+    """Check one model in a fresh process; returns {model, exit_code, report, error, seconds}.
+
+    `cwd` is the driver's working directory, so relative paths (the model, --inputs, --oracle
+    FILE) mean the same on a Ray worker as where the command was typed.
+    """
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dml-lower-zoo-") as tmp:
+        out = os.path.join(tmp, "report.json")
+        # '--' before the model: a forwarded `--outputs a b` would otherwise swallow it.
+        command = [sys.executable, "-m", "onnx_dml_lowering.compiler", "check", *options,
+                   "--json", out, "--", model]
+        proc = subprocess.run(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, errors="replace")
+        report = None
+        if proc.returncode in (PASSED, FAILED) and os.path.isfile(out):
+            try:
+                with open(out, encoding="utf-8") as file:
+                    report = json.load(file)
+            except (OSError, ValueError):
+                report = None
+    return {"model": model, "exit_code": proc.returncode, "report": report,
+            "error": _error_line(proc.returncode, report, proc.stderr),
+            "seconds": round(time.perf_counter() - start, 3)}
+
+
+def _error_line(code: int, report: "dict | None", stderr: str) -> "str | None":
+    """The one line that says why a model did not end with a report (None when it did)."""
+    if code in (PASSED, FAILED) and report is not None:
+        return None
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    ours = [line for line in lines if line.startswith("dml-lower")]
+    last = (ours or lines or [""])[-1]
+    if code == USAGE:
+        # 'dml-lower: error: X' / 'dml-lower check: error: X' -> 'X'
+        head, sep, rest = last.partition(": error: ")
+        return rest if sep and head.startswith("dml-lower") else (last or "exit 2 without a message")
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}" + (f": {last}" if last else "")
+    if code in (PASSED, FAILED):
+        return f"exit {code} without a JSON report" + (f": {last}" if last else "")
+    return f"exit {code}" + (f": {last}" if last else "")
+
+
+@dataclass
+class ModelResult:
+    model: str
+    exit_code: int
+    report: "dict | None"
+    error: "str | None"
+    seconds: float
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ModelResult":
+        return cls(data["model"], data["exit_code"], data["report"], data["error"], data["seconds"])
+
+    @property
+    def status(self) -> str:
+        """ok | MISMATCH | ERROR | exit-2 | crashed."""
+        if self.report is not None and self.exit_code == PASSED:
+            return "ok"
+        if self.report is not None and self.exit_code == FAILED:
+            statuses = {b.get("status") for b in self.report.get("backends", [])}
+            return "MISMATCH" if "mismatch" in statuses else "ERROR"
+        if self.exit_code == USAGE:
+            return "exit-2"
+        return "crashed"
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("MISMATCH", "ERROR", "crashed")
+
+    def placement_counts(self) -> "tuple[int, int] | None":
+        """(NonZero / EyeLike / idiom placements lowered, left to ONNX); None without a report."""
+        if self.report is None:
+            return None
+        statuses = [p.get("status") for p in self.report.get("placement", [])]
+        return statuses.count("lowered"), statuses.count("onnx")
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "status": self.status, "exit_code": self.exit_code,
+                "report": self.report, "error": self.error, "seconds": self.seconds}
+
+
+def backend_lines(report: dict, backend: dict) -> "list[str]":
+    """The text report's result lines for one backend of a check --json document (the very
+    lines `dml-lower check` printed for it), rebuilt through the report's own formatter."""
+    from onnx_dml_lowering.runtime.check import CheckReport
+    from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
+    from onnx_dml_lowering.runtime.report import format_results
+    outputs = [OutputResult(**o) for o in backend.get("outputs", [])]
+    one = CheckReport(report.get("model", ""), report.get("feature_level", ""), [], {},
+                      [BackendReport(backend["backend"], outputs, error=backend.get("error") or "")],
+                      iterations=report.get("iterations", 1))
+    text = format_results(one)
+    return [line.strip() for line in text.splitlines() if line.strip()]

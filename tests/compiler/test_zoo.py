@@ -1,0 +1,334 @@
+"""`dml-lower check MODEL_OR_DIR ...`: whole zoos, one process per model (local executor).
+
+The zoo of zoo_models.py is checked with --jobs 1 and --jobs 2: the same summary, JSON and exit
+code (times aside); statuses from onnx.reference against the golden file; placement counts from
+compile_model; the JUnit report's counts from the per-model JSON reports. The real exported
+models are checked as a directory with --jobs 2 --junit.
+"""
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import os
+import pty
+import select
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from onnx_dml_lowering.compiler.cli import main
+from tests.compiler.zoo_models import (BACKENDS, BROKEN, CRASH, check_junit, crash_env, expected_statuses,
+                                       load_json, placement_counts, summary_rows, summary_without_times,
+                                       without_times, write_zoo)
+
+MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+
+
+def cli(argv, capsys) -> "tuple[int, str, str]":
+    """main() on these arguments: (exit code, stdout, stderr); argparse's exits count as codes."""
+    capsys.readouterr()
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    return write_zoo(tmp_path_factory.mktemp("zoo"))
+
+
+@pytest.fixture(scope="module")
+def runs(zoo, tmp_path_factory):
+    """The zoo checked with --jobs 1 and --jobs 2 (in-process main, so stdout is not a terminal)."""
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", crash_env(zoo["hook"]))
+        for jobs in (1, 2):
+            where = tmp_path_factory.mktemp(f"jobs{jobs}")
+            argv = ["check", zoo["dir"], "--inputs", zoo["feeds"], "--oracle", zoo["golden"],
+                    "--backends", ",".join(BACKENDS), "--jobs", jobs,
+                    "--json", where / "zoo.json", "--junit", where / "zoo.xml"]
+            with _Capture() as cap:
+                code = main([str(a) for a in argv])
+            out[jobs] = {"code": code, "out": cap.out, "err": cap.err,
+                         "json": load_json(where / "zoo.json"), "xml": where / "zoo.xml"}
+    return out
+
+
+class _Capture:
+    """stdout / stderr of an in-process main() in a module-scoped fixture (capsys is per test)."""
+
+    def __enter__(self):
+        import io
+        self._saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+        return self
+
+    def __exit__(self, *exc):
+        self.out, self.err = sys.stdout.getvalue(), sys.stderr.getvalue()
+        sys.stdout, sys.stderr = self._saved
+        return False
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_zoo_statuses_counts_and_exit_code(runs, zoo, jobs):
+    run = runs[jobs]
+    want = expected_statuses(zoo)
+    assert set(want.values()) == {"ok", "MISMATCH", "exit-2", "crashed"}
+    # sorted discovery, recursive: the JSON lists the models in path order
+    assert [m["model"] for m in run["json"]["models"]] == sorted(want)
+    assert {m["model"]: m["status"] for m in run["json"]["models"]} == want
+    assert run["code"] == 1       # a MISMATCH and a crash
+    rows = summary_rows(run["out"])
+    assert {model: row[0] for model, row in rows.items()} == want
+    for model, status in want.items():
+        lowered, onnx_ = rows[model][1:3]
+        if status in ("ok", "MISMATCH"):
+            assert (int(lowered), int(onnx_)) == placement_counts(model), model
+        else:
+            assert (lowered, onnx_) == ("-", "-")
+    assert run["out"].splitlines()[-1] == "zoo: 6 models: 3 ok, 1 MISMATCH, 1 exit-2, 1 crashed"
+    assert run["err"] == ""       # no progress bar when stdout / stderr is not a terminal
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_zoo_json_entries(runs, zoo, jobs):
+    for entry in runs[jobs]["json"]["models"]:
+        assert set(entry) == {"model", "status", "exit_code", "report", "error", "seconds"}
+        assert entry["seconds"] >= 0
+        name = Path(entry["model"]).name
+        if name == BROKEN:
+            assert entry["exit_code"] == 2 and entry["report"] is None
+            assert entry["error"].startswith(f"model file {entry['model']!r} is not an ONNX model")
+        elif name == CRASH:
+            assert entry["exit_code"] == -9 and entry["report"] is None
+            assert entry["error"].startswith("killed by SIGKILL")
+        else:
+            assert entry["error"] is None
+            assert entry["exit_code"] == (0 if entry["status"] == "ok" else 1)
+            report = entry["report"]
+            assert report["model"] == entry["model"] and report["ok"] == (entry["status"] == "ok")
+            assert [b["backend"] for b in report["backends"]] == ["cpu", "ort-cpu"]
+            assert list(report["unavailable_backends"]) == ["ort-dml"]
+
+
+def test_zoo_jobs_1_and_2_agree(runs):
+    assert runs[1]["code"] == runs[2]["code"]
+    assert summary_without_times(runs[1]["out"]) == summary_without_times(runs[2]["out"])
+    assert without_times(runs[1]["json"]) == without_times(runs[2]["json"])
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_zoo_junit_counts_from_reports(runs, jobs):
+    check_junit(runs[jobs]["xml"], runs[jobs]["json"], BACKENDS)
+
+
+def test_zoo_failure_lines_are_the_check_report_lines(runs, zoo, capsys):
+    """The summary's detail lines and the JUnit failure text are the lines `check` prints for that
+    model alone."""
+    model = zoo["paths"]["d_nonzero_relu.onnx"]
+    code, out, err = cli(["check", model, "--inputs", zoo["feeds"], "--oracle", zoo["golden"],
+                          "--backends", ",".join(BACKENDS)], capsys)
+    assert code == 1, err
+    alone = {line.strip() for line in out.splitlines()}
+    mismatch_lines = [line for line in alone if ": MISMATCH (" in line]
+    assert len(mismatch_lines) == 2     # cpu and ort-cpu
+    failures = ET.parse(runs[2]["xml"]).getroot().iter("failure")
+    texts = [line for f in failures for line in f.text.splitlines()]
+    assert sorted(texts) == sorted(mismatch_lines)
+    details = [line for line in runs[2]["out"].splitlines() if line.startswith(f"{model}: ")]
+    assert sorted(d[len(f"{model}: "):] for d in details) == sorted(mismatch_lines)
+
+
+def test_one_model_with_junit_is_a_zoo_of_one(zoo, tmp_path, capsys):
+    model = zoo["paths"]["a_nonzero.onnx"]
+    code, out, err = cli(["check", model, "--inputs", zoo["feeds"], "--junit", tmp_path / "one.xml",
+                          "--json", tmp_path / "one.json"], capsys)
+    assert code == 0, err
+    document = load_json(tmp_path / "one.json")
+    assert [m["status"] for m in document["models"]] == ["ok"]
+    check_junit(tmp_path / "one.xml", document, ["cpu"])
+    assert out.splitlines()[-1] == "zoo: 1 model: 1 ok"
+
+
+def test_one_model_alone_is_check_as_ever(zoo, tmp_path, capsys):
+    """Without zoo options the single-model check prints its own report and writes its own JSON."""
+    model = zoo["paths"]["a_nonzero.onnx"]
+    code, out, err = cli(["check", model, "--inputs", zoo["feeds"], "--json", tmp_path / "r.json"], capsys)
+    assert code == 0, err
+    assert out.startswith(f"check {model} (feature level 5_1")
+    assert "zoo:" not in out
+    assert load_json(tmp_path / "r.json")["model"] == str(model)
+
+
+@pytest.mark.parametrize("names,code,last", [
+    ([BROKEN], 2, "zoo: 1 model: 1 exit-2"),
+    (["a_nonzero.onnx", BROKEN], 2, "zoo: 2 models: 1 ok, 1 exit-2"),
+    (["d_nonzero_relu.onnx", BROKEN], 1, "zoo: 2 models: 1 MISMATCH, 1 exit-2"),
+])
+def test_exit_code_failure_over_usage_over_ok(zoo, names, code, last, capsys):
+    """1 when a model failed; else 2 when one ended in exit 2 (as checking it alone would); else 0."""
+    argv = ["check", *[zoo["paths"][n] for n in names], "--inputs", zoo["feeds"], "--oracle", zoo["golden"],
+            "--jobs", 2]
+    got, out, err = cli(argv, capsys)
+    assert got == code, out + err
+    assert out.splitlines()[-1] == last
+
+
+def test_options_are_forwarded(zoo, tmp_path, capsys):
+    """Per-model options reach every subprocess: --iterations 3 shows in every report, a
+    tolerance naming no output is each model's own usage error."""
+    models = [zoo["paths"]["a_nonzero.onnx"], zoo["paths"]["c_nonzero_eye.onnx"]]
+    code, out, err = cli(["check", *models, "--iterations", 3, "--seed", 5, "--val-range", "-1,1",
+                          "--zero-fraction", "x:0.25",
+                          "--json", tmp_path / "z.json"], capsys)
+    assert code == 0, err
+    assert [m["report"]["iterations"] for m in load_json(tmp_path / "z.json")["models"]] == [3, 3]
+    code, out, err = cli(["check", *models, "--atol", "nope=1", "--json", tmp_path / "z.json"], capsys)
+    assert code == 2
+    errors = [m["error"] for m in load_json(tmp_path / "z.json")["models"]]
+    assert errors == ["tolerance for 'nope': the model has no output of that name (outputs: y)"] * 2
+
+
+def test_empty_directory_and_missing_path(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "sub" / "notes.txt").write_text("no models here")
+    cases = [
+        (["check", empty], f"directory {str(empty)!r} holds no .onnx model (searched recursively)"),
+        (["check", empty, tmp_path / "nope.onnx"], None),
+        (["check", tmp_path / "nope.onnx", "--jobs", 2], f"model {str(tmp_path / 'nope.onnx')!r} does not exist"),
+    ]
+    for argv, line in cases:
+        code, out, err = cli(argv, capsys)
+        assert code == 2 and out == "", argv
+        assert len(err.splitlines()) == 1 and err.startswith("dml-lower: error: "), err
+        if line:
+            assert err == f"dml-lower: error: {line}\n"
+
+
+USAGE_ERRORS = [
+    (["--jobs", "0"], "dml-lower: error: --jobs 0: must be at least 1"),
+    (["--ray-address", "127.0.0.1:6379"], "dml-lower: error: --ray-address applies to --executor ray"),
+    (["--markdown", "r.md"], "dml-lower: error: --markdown writes one model's file: with several models use "
+                             "--json / --junit, or check that model alone"),
+    (["--save-inputs", "f.npz"], "dml-lower: error: --save-inputs writes one model's file: with several models "
+                                 "use --json / --junit, or check that model alone"),
+    (["--executor", "slurm"], "dml-lower check: error: argument --executor: invalid choice: 'slurm' "
+                              "(choose from 'local', 'ray') (see 'dml-lower check --help')"),
+    (["--jobs", "two"], "dml-lower check: error: argument --jobs: invalid int value: 'two' "
+                        "(see 'dml-lower check --help')"),
+    (["--junit", "/no-such-folder/z.xml"], "dml-lower: error: --junit '/no-such-folder/z.xml': cannot write there: "
+                                           "folder '/no-such-folder' does not exist"),
+    (["--json", "/no-such-folder/z.json"], "dml-lower: error: --json '/no-such-folder/z.json': cannot write there: "
+                                           "folder '/no-such-folder' does not exist"),
+    (["--no-such-option"], "dml-lower: error: unrecognized arguments: --no-such-option "
+                           "(see 'dml-lower --help')"),
+]
+
+
+@pytest.mark.parametrize("extra,line", USAGE_ERRORS, ids=[e[0][0] for e in USAGE_ERRORS])
+def test_zoo_usage_errors_are_one_line(zoo, extra, line, capsys):
+    models = [zoo["paths"]["a_nonzero.onnx"], zoo["paths"]["nested/b_nonzero_abs.onnx"]]
+    code, out, err = cli(["check", *models, *extra], capsys)
+    assert code == 2
+    assert out == "" and err == line + "\n"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed here (make ray)")
+def test_executor_ray_without_the_extra(zoo, capsys):
+    code, out, err = cli(["check", zoo["paths"]["a_nonzero.onnx"], "--executor", "ray"], capsys)
+    assert code == 2 and out == ""
+    assert err == "dml-lower: error: --executor ray needs the ray extra: pip install 'onnx-dml-lowering[ray]'\n"
+
+
+def test_progress_bar_on_a_terminal(zoo, tmp_path):
+    """On a terminal (a pty) tqdm draws the bar on stderr; the summary still ends the output."""
+    model = zoo["paths"]["a_nonzero.onnx"]
+    master, slave = pty.openpty()
+    # a terminal of 24 x 100 characters (a fresh pty is 0 x 0, where tqdm draws nothing)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "onnx_dml_lowering.compiler", "check", str(model),
+                             "--inputs", str(zoo["feeds"]), "--jobs", "1"],
+                            stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 120)
+        if not ready:
+            proc.kill()
+            pytest.fail("no output from the zoo check on a pty within 120 s")
+        try:
+            data = os.read(master, 4096)
+        except OSError:      # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=60) == 0
+    text = b"".join(chunks).decode()
+    assert "check:   0%|" in text and "0/1 [" in text
+    assert "check: 100%|" in text and "1/1 [" in text
+    assert text.rstrip().splitlines()[-1] == "zoo: 1 model: 1 ok"
+
+
+@pytest.mark.skipif(not sorted(MODELS_DIR.glob("*.onnx")), reason="tests/models holds no exported model")
+def test_real_exported_models_as_a_directory(tmp_path, capsys):
+    """tests/models/*.onnx (the torch exports) as one directory, --jobs 2 --junit: every model
+    passes on cpu and ort-cpu, counts as compile_model places them, JUnit from the reports."""
+    models = tmp_path / "exported"
+    models.mkdir()
+    for path in sorted(MODELS_DIR.glob("*.onnx")):
+        shutil.copy(path, models / path.name)
+    backends = ["cpu", "ort-cpu"]
+    code, out, err = cli(["check", models, "--jobs", 2, "--backends", ",".join(backends),
+                          "--junit", tmp_path / "real.xml", "--json", tmp_path / "real.json"], capsys)
+    document = load_json(tmp_path / "real.json")
+    assert code == 0, out
+    assert err == ""
+    names = sorted(str(models / p.name) for p in MODELS_DIR.glob("*.onnx"))
+    assert [m["model"] for m in document["models"]] == names
+    assert all(m["status"] == "ok" for m in document["models"])
+    rows = summary_rows(out)
+    for name in names:
+        assert rows[name][0] == "ok"
+        assert (int(rows[name][1]), int(rows[name][2])) == placement_counts(name)
+    check_junit(tmp_path / "real.xml", document, backends)
+    suite = ET.parse(tmp_path / "real.xml").getroot().find("testsuite")
+    assert int(suite.get("tests")) == len(names) * len(backends)
+
+
+FORWARDED = [
+    ["--backends", "cpu,ort-cpu", "--seed", "3", "--iterations", "2"],
+    ["--val-range", "-1,1", "--val-range", "x:-5,-2", "--zero-fraction", "x:0.25", "--dim", "n=4", "--strict"],
+    ["--atol", "1e-3", "--rtol", "y=0", "--oracle", "reference", "--memory-limit", "1GiB", "--feature-level", "3_0"],
+    ["--outputs", "a", "b", "--inputs", "f.npz", "--load-outputs", "s.npz", "--no-fallback", "-v"],
+    ["--provider-option", "device_type=CPU", "--ep-library", "X=/lib/x.so", "--feed-initializers",
+     "--data-loader-script", "feeds.py:make"],
+]
+
+
+@pytest.mark.parametrize("options", FORWARDED, ids=range(len(FORWARDED)))
+def test_forwarded_options_round_trip(options):
+    """What each per-model process gets parses back to the values the zoo command was given."""
+    from onnx_dml_lowering.compiler.cli import _attach_signed_values, build_parser
+    from onnx_dml_lowering.compiler.zoo import forwarded_options
+    parser = build_parser()
+    check = parser._subparsers._group_actions[0].choices["check"]
+    zoo_args = parser.parse_args(_attach_signed_values(["check", "m1.onnx", "m2.onnx", "--jobs", "2", *options]))
+    tokens = forwarded_options(check, zoo_args)
+    one_args = parser.parse_args(["check", *tokens, "--json", "t.json", "--", "m1.onnx"])
+    zoo_only = {"model", "jobs", "junit", "executor", "ray_address", "json", "func"}
+    assert {k: v for k, v in vars(one_args).items() if k not in zoo_only} == \
+           {k: v for k, v in vars(zoo_args).items() if k not in zoo_only}
+    assert one_args.model == ["m1.onnx"] and one_args.json == "t.json"

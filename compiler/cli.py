@@ -14,6 +14,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 
 from .compiled import CompiledModel, compile_model
 from .optimize_cli import add_optimize_parser
+from .reduce_cli import add_reduce_parser
 from onnx_dml_lowering.ir import format_graph
 
 
@@ -344,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_conformance)
 
     add_optimize_parser(sub)
+    add_reduce_parser(sub)
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
     p.add_argument("--feature-level", default="5_1")

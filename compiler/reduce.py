@@ -27,7 +27,7 @@ from onnx import helper
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
-from onnx_dml_lowering.runtime.compare import OutputResult
+from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 
 from .compiled import CompiledModel, compile_model
 
@@ -226,9 +226,9 @@ class Reducer:
 
 def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: str, status: str = "mismatch",
                  tolerances: "Tolerances | None" = None, check_options: "dict | None" = None
-                 ) -> "tuple[list[OutputResult], Reduction | None]":
+                 ) -> "tuple[BackendReport, Reduction | None]":
     """Check `compiled` on `backend`; if outputs have `status` there, find a small sub-model that
-    shows it too. Returns (the failing outputs of the whole model, the Reduction or None)."""
+    shows it too. Returns (the backend's report on the whole model, the Reduction or None)."""
     status = status.lower()
     if status not in STATUSES:
         raise DmlLowerError(f"--status {status.upper()}: reduce looks for {' or '.join(s.upper() for s in STATUSES)}")
@@ -236,9 +236,10 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
     oracle = make_oracle(compiled)
     oracle.keep.update(o for node in compiled.model.graph.node for o in node.output if o)   # every value, to feed cuts
     checked, report = check(compiled, feeds, [backend], tolerances, oracle=oracle, **(check_options or {}))
-    original = [o for b in report.backends for o in b.outputs if o.status == status]
+    whole = report.backends[0]
+    original = [o for o in whole.outputs if o.status == status]
     if not original:
-        return [], None
+        return whole, None
     reducer = Reducer(compiled, oracle.values, checked, backend, status, tolerances, check_options)
     found = reducer.reduce()
     if found is None:
@@ -246,7 +247,7 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
                             f"({', '.join(o.output for o in original)}): nothing to reduce")
     members, outputs = found
     model, sub_feeds = reducer.build(members, outputs)
-    return original, Reduction(model, sub_feeds, original, reducer.failures(members, outputs),
+    return whole, Reduction(model, sub_feeds, original, reducer.failures(members, outputs),
                                len(reducer.nodes), reducer.checks)
 
 

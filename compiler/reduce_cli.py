@@ -67,14 +67,17 @@ def cmd_reduce(args) -> int:
                "no_fallback": args.no_fallback}
     compiled = compile_model(args.model, feature_level=args.feature_level)
     feeds = _feeds(compiled, args)
-    original, reduction = reduce_model(compiled, feeds, backend, status, tolerances, options)
+    whole, reduction = reduce_model(compiled, feeds, backend, status, tolerances, options)
     if reduction is None:
-        print(f"reduce: no {args.status} on {backend} in {args.model}: nothing to reduce")
+        failed = f" (the backend failed: {whole.error})" if whole.error else ""
+        print(f"reduce: no {args.status} on {backend} in {args.model}: nothing to reduce{failed}")
         return 1
+    original = reduction.original
     print(f"reduce: {args.status} on {backend} in {args.model} "
           f"(output{'s' if len(original) > 1 else ''} {', '.join(o.output for o in original)})")
     nodes = reduction.nodes
-    print(f"reduce: {reduction.nodes_before} -> {len(nodes)} nodes in {reduction.checks} checks: "
+    print(f"reduce: {reduction.nodes_before} -> {len(nodes)} node{'s' if len(nodes) > 1 else ''} "
+          f"in {reduction.checks} checks: "
           + ", ".join(f"{n.name} ({n.op_type})" for n in nodes))
     npz = save_reduction(reduction, out)
     graph = reduction.model.graph

@@ -345,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_conformance)
 
     add_optimize_parser(sub)
-    add_reduce_parser(sub)
+    add_reduce_parser(sub, provider_flags, _feeds, _load_npz)
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
     p.add_argument("--feature-level", default="5_1")

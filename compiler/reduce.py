@@ -154,11 +154,12 @@ class Reducer:
 
     # -- the search --------------------------------------------------------------------------
     def frontier(self, k: int) -> "list[str]":
-        """What prefix k hands on: values its nodes produce that a later node reads or the model outputs."""
+        """What prefix k hands on: tensors its nodes produce that a later node reads or the model
+        outputs (a sequence cannot be an output the comparison reads, nor fed to a cut)."""
         later = set(self.graph_outputs)
         for node in self.nodes[k:]:
             later.update(node_reads(node))
-        return [o for node in self.nodes[:k] for o in node.output if o and o in later]
+        return [o for node in self.nodes[:k] for o in node.output if o and o in later and self._feedable(o)]
 
     def cone(self, members: Iterable[int], outputs: Sequence[str]) -> "list[int]":
         """The members the outputs depend on."""

@@ -65,6 +65,8 @@ def cmd_reduce(args, feeds: Callable, load_npz: Callable) -> int:
     if out.is_dir() or not out.parent.is_dir():
         raise DmlLowerError(f"-o {args.output!r}: " + ("is a directory" if out.is_dir() else
                                                       f"directory {str(out.parent)!r} does not exist"))
+    if out.resolve() == Path(args.model).resolve():
+        raise DmlLowerError(f"-o {args.output!r} is the model itself: write the minimal model elsewhere")
     tolerances = Tolerances.parse(args.atol, args.rtol)
     options = {"provider_options": args.provider_option, "ep_libraries": args.ep_library,
                "no_fallback": args.no_fallback}

@@ -202,9 +202,14 @@ def test_a_broken_emulator_kernel_is_found_on_cpu(tmp_path, capfd, monkeypatch):
 def test_status_deviation_cuts_to_the_scalar_nonzero(tmp_path, capfd):
     model = save(scalar_nonzero_output_model(), tmp_path / "dev.onnx")
     minimal = tmp_path / "dev_min.onnx"
+    feeds = tmp_path / "feeds.npz"
+    code, _, _ = run(["check", model, "--backends", "ort-cpu", "--seed", "3", "--save-inputs", str(feeds)], capfd)
+    assert code == 0
     code, out, err = run(["reduce", model, "-o", str(minimal), "--backends", "ort-cpu",
-                          "--status", "DEVIATION", "--seed", "3"], capfd)
+                          "--status", "deviation", "--inputs", str(feeds)], capfd)
     assert code == 0, err
+    x = _load_npz(str(feeds))["x"]
+    np.testing.assert_allclose(_load_npz(str(inputs_path(minimal)))["s"], x.sum(dtype=np.float64), rtol=1e-5)
     reduced = onnx.load(str(minimal))
     assert [n.op_type for n in reduced.graph.node] == ["NonZero"]
     assert [o.name for o in reduced.graph.output] == ["nz"]
@@ -239,6 +244,8 @@ USAGE_ERRORS = {
                        ["absent.npz", "does not exist"]),
     "output-dir-missing": (lambda t: ["reduce", save(scalar_nonzero_output_model(), t / "m.onnx"), "-o",
                                       str(t / "no" / "min.onnx"), "--backends", "cpu"], ["-o", "does not exist"]),
+    "output-is-the-model": (lambda t: ["reduce", save(scalar_nonzero_output_model(), t / "m.onnx"), "-o",
+                                       str(t / "m.onnx"), "--backends", "cpu"], ["m.onnx", "model itself"]),
     "bad-tolerance": (lambda t: _args(t, "--backends", "cpu", "--atol", "y=abc"), ["y=abc"]),
 }
 

@@ -15,6 +15,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 
 from .optimize_cli import add_optimize_parser
 from .zoo import add_zoo_options
+from .reduce_cli import add_reduce_parser
 
 if TYPE_CHECKING:                 # numpy, onnx and the compiler load when a command needs them
     import numpy as np
@@ -34,9 +35,15 @@ def _save_npz(path: str, arrays, what: str) -> None:
     save_npz(path, arrays, what)
 
 
+def _load_npz_file(path: str) -> dict:
+    from onnx_dml_lowering.runtime.npz import load_npz
+    return load_npz(path, "inputs file")
+
+
 def _memory_limit(args) -> int:
     from onnx_dml_lowering.runtime.memory import default_limit, parse_size
-    return default_limit() if args.memory_limit is None else parse_size(args.memory_limit)
+    limit = getattr(args, "memory_limit", None)
+    return default_limit() if limit is None else parse_size(limit)
 
 
 def check_writable(option: str, path: "str | None") -> None:
@@ -555,6 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--feature-level", default="5_1", help="DirectML feature level, 1_0 .. 6_4 (default 5_1)")
     p.add_argument("--json", metavar="OUT.json", help="write the report as JSON here")
     p.set_defaults(func=cmd_inspect)
+    add_reduce_parser(sub, provider_flags, _feeds, lambda path: _load_npz_file(path))
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
     p.add_argument("--feature-level", default="5_1")

@@ -1,0 +1,280 @@
+"""reduce: cut a model that fails `check` down to a small sub-model that fails the same way.
+
+Every step is a real `check` of a real sub-model on the one backend:
+
+1. Bisect the prefixes of the shared schedule (lowering.schedule: a topological order that
+   keeps one engine's nodes together, as partition and the oracle order them). Prefix k is the
+   model of the first k nodes whose outputs are the values it hands to the rest; the shortest
+   failing prefix ends where the failure first shows.
+2. Keep only what the failing value depends on (the value alone if it fails alone), then bisect
+   the head of that cone away: the cut nodes' values become graph inputs.
+3. Drop the remaining nodes one by one (delta debugging) while the failure stays.
+
+A sub-model's missing producers become graph inputs typed from shape inference (compiled.types)
+and fed with the hybrid oracle's intermediate values (ONNX semantics), so a cut changes nothing
+upstream of the failure: what is left fails on the same computation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
+from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
+from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
+
+from .compiled import CompiledModel, compile_model
+
+STATUSES = ("mismatch", "deviation")
+
+
+@dataclass
+class Reduction:
+    """The minimal sub-model, the feeds that reproduce the failure on it, and how it was found."""
+    model: onnx.ModelProto
+    feeds: "dict[str, np.ndarray]"
+    original: "list[OutputResult]"        # the failing outputs of the whole model
+    failing: "list[OutputResult]"         # ... and of the minimal model
+    nodes_before: int
+    checks: int                           # sub-models checked on the way
+
+    @property
+    def nodes(self) -> "list[onnx.NodeProto]":
+        return list(self.model.graph.node)
+
+
+def scheduled_nodes(compiled: CompiledModel) -> "list[onnx.NodeProto]":
+    """The model's nodes in the shared schedule, lowered nodes kept together as partition does."""
+    lowered = {n for p in compiled.placement if p.status == "lowered" for n in p.onnx_nodes}
+    runs = engine_runs(list(compiled.model.graph.node), lambda n: "dml" if n.name in lowered else "onnx")
+    return [node for _, members in runs for node in members]
+
+
+def sub_tolerances(tolerances: Tolerances, outputs: Iterable[str]) -> Tolerances:
+    """The tolerances that apply to a sub-model: per-output ones only for the outputs it has."""
+    kept = set(outputs)
+    return Tolerances(tolerances.atol, tolerances.rtol,
+                      {name: pair for name, pair in tolerances.per_output.items() if name in kept})
+
+
+class Reducer:
+    """Builds and checks sub-models of one compiled model (nodes are scheduled positions)."""
+
+    def __init__(self, compiled: CompiledModel, values: Mapping[str, object], fed: Iterable[str],
+                 backend: str, status: str, tolerances: Tolerances, check_options: "dict | None" = None) -> None:
+        self.compiled = compiled
+        self.nodes = scheduled_nodes(compiled)
+        self.values = values                      # the oracle's: graph feeds and every node output
+        self.fed = set(fed)                       # initializers the feeds override are inputs
+        self.backend = backend
+        self.status = status
+        self.tolerances = tolerances
+        self.options = dict(check_options or {})
+        self.inits = {i.name: i for i in compiled.model.graph.initializer}
+        self.graph_outputs = set(compiled.output_names)
+        self.producer = {o: index for index, node in enumerate(self.nodes) for o in node.output if o}
+        self.checks = 0
+        self._seen: "dict[tuple, list[OutputResult]]" = {}
+
+    # -- sub-models --------------------------------------------------------------------------
+    def _feedable(self, name: str) -> bool:
+        info = self.compiled.types.get(name)
+        value = self.values.get(name)
+        return (info is not None and bool(info.onnx_type) and isinstance(value, np.ndarray)
+                and value.dtype.kind != "O")
+
+    def _input_info(self, name: str) -> onnx.ValueInfoProto:
+        """Typed from shape inference; a dimension inference got wrong or left unranked takes
+        the oracle value's size (the feed must pass the declared shape)."""
+        info = self.compiled.types[name]
+        value = self.values[name]
+        dims = list(value.shape)
+        if info.shape is not None and len(info.shape) == value.ndim:
+            dims = [d if not isinstance(d, int) or d == actual else actual for d, actual in zip(info.shape, value.shape)]
+        return helper.make_tensor_value_info(name, info.onnx_type, dims)
+
+    def _output_info(self, name: str) -> onnx.ValueInfoProto:
+        # Rank only: the sub-model's own shape inference fills in what it knows.
+        info = self.compiled.types[name]
+        return helper.make_tensor_value_info(name, info.onnx_type, [None] * np.ndim(self.values[name]))
+
+    def build(self, members: Iterable[int], outputs: Sequence[str]) -> "tuple[onnx.ModelProto, dict] | None":
+        """The sub-model of these scheduled nodes with these outputs and its feeds; None when a
+        value it needs cannot be a graph input (not a tensor, or no type known)."""
+        nodes = [self.nodes[i] for i in sorted(set(members))]
+        produced = {o for node in nodes for o in node.output if o}
+        reads: "list[str]" = []
+        for node in nodes:
+            reads += [r for r in node_reads(node) if r not in produced and r not in reads]
+        inputs, inits, feeds = [], [], {}
+        for name in reads:
+            if name in self.inits and name not in self.fed:
+                inits.append(self.inits[name])
+                continue
+            if not self._feedable(name):
+                return None
+            inputs.append(self._input_info(name))
+            feeds[name] = self.values[name]
+        if not outputs or not all(self._feedable(o) for o in outputs):
+            return None
+        source = self.compiled.model
+        graph = helper.make_graph(nodes, f"{source.graph.name or 'model'}_reduced", inputs,
+                                  [self._output_info(o) for o in outputs], inits)
+        model = helper.make_model(graph, opset_imports=list(source.opset_import), ir_version=source.ir_version)
+        model.functions.extend(source.functions)
+        return model, feeds
+
+    def failures(self, members: Iterable[int], outputs: Sequence[str]) -> "list[OutputResult]":
+        """The outputs of this sub-model that `check` gives the wanted status on the backend
+        (empty: it does not reproduce, or it cannot be built or checked)."""
+        key = (frozenset(members), tuple(outputs))
+        if key not in self._seen:
+            self._seen[key] = []
+            built = self.build(key[0], outputs)
+            if built is not None:
+                self.checks += 1
+                self._seen[key] = self._check(*built)
+        return self._seen[key]
+
+    def _check(self, model: onnx.ModelProto, feeds: dict) -> "list[OutputResult]":
+        outputs = [o.name for o in model.graph.output]
+        try:
+            compiled = compile_model(model, feature_level=self.compiled.feature_level)
+            _, report = check(compiled, feeds, [self.backend], sub_tolerances(self.tolerances, outputs),
+                              **self.options)
+        except DmlLowerError:
+            return []        # a cut the tools refuse (say, shape inference) is not a repro
+        return [o for b in report.backends for o in b.outputs if o.status == self.status]
+
+    # -- the search --------------------------------------------------------------------------
+    def frontier(self, k: int) -> "list[str]":
+        """What prefix k hands on: tensors its nodes produce that a later node reads or the model
+        outputs (a sequence cannot be an output the comparison reads, nor fed to a cut)."""
+        later = set(self.graph_outputs)
+        for node in self.nodes[k:]:
+            later.update(node_reads(node))
+        return [o for node in self.nodes[:k] for o in node.output if o and o in later and self._feedable(o)]
+
+    def cone(self, members: Iterable[int], outputs: Sequence[str]) -> "list[int]":
+        """The members the outputs depend on."""
+        allowed = set(members)
+        keep: "set[int]" = set()
+        todo = [self.producer[o] for o in outputs if self.producer.get(o) in allowed]
+        while todo:
+            index = todo.pop()
+            if index in keep:
+                continue
+            keep.add(index)
+            todo += [self.producer[r] for r in node_reads(self.nodes[index]) if self.producer.get(r) in allowed]
+        return sorted(keep)
+
+    def reduce(self) -> "tuple[list[int], list[str]] | None":
+        """(scheduled nodes, outputs) of a small failing sub-model; None when even the whole
+        model rebuilt from its nodes does not fail."""
+        count = len(self.nodes)
+        if not self.failures(range(count), self.frontier(count)):
+            return None
+        # 1. Shortest failing prefix: prefix `low` does not fail (0: nothing), prefix `high` does.
+        low, high = 0, count
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.failures(range(middle), self.frontier(middle)):
+                high = middle
+            else:
+                low = middle
+        members, outputs = list(range(high)), self.frontier(high)
+        # 2. The cone of the failing values: of the first alone if it fails alone, else of all.
+        failing = [o.output for o in self.failures(members, outputs)]
+        for wanted in ([failing[0]], failing):
+            cone = self.cone(members, wanted)
+            if self.failures(cone, wanted):
+                members, outputs = cone, wanted
+                break
+        members = self._cut_head(members, outputs)
+        # 3. One by one, until no single node can go.
+        needed = {self.producer[o] for o in outputs if o in self.producer}
+        changed = True
+        while changed:
+            changed = False
+            for index in list(members):
+                if index in needed or index not in members:
+                    continue
+                trial = self.cone([m for m in members if m != index], outputs)
+                if self.failures(trial, outputs):
+                    members, changed = trial, True
+        return members, outputs
+
+    def _cut_head(self, members: "list[int]", outputs: Sequence[str]) -> "list[int]":
+        """The shortest failing suffix (in schedule order) that still holds the outputs' producers."""
+        producers = [members.index(self.producer[o]) for o in outputs if self.producer.get(o) in members]
+        if not producers:
+            return members
+        low, high = 0, min(producers) + 1     # members[low:] fails; members[high:] lacks a producer
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.failures(members[middle:], outputs):
+                low = middle
+            else:
+                high = middle
+        return members[low:]
+
+
+def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: str, status: str = "mismatch",
+                 tolerances: "Tolerances | None" = None, check_options: "dict | None" = None
+                 ) -> "tuple[BackendReport, Reduction | None]":
+    """Check `compiled` on `backend`; if outputs have `status` there, find a small sub-model that
+    shows it too. Returns (the backend's report on the whole model, the Reduction or None)."""
+    status = status.lower()
+    if status not in STATUSES:
+        raise DmlLowerError(f"--status {status.upper()}: reduce looks for {' or '.join(s.upper() for s in STATUSES)}")
+    tolerances = tolerances or Tolerances()
+    oracle = make_oracle(compiled)
+    oracle.keep.update(o for node in compiled.model.graph.node for o in node.output if o)   # every value, to feed cuts
+    checked, report = check(compiled, feeds, [backend], tolerances, oracle=oracle, **(check_options or {}))
+    whole = report.backends[0]
+    original = [o for o in whole.outputs if o.status == status]
+    if not original:
+        return whole, None
+    reducer = Reducer(compiled, oracle.values, checked, backend, status, tolerances, check_options)
+    found = reducer.reduce()
+    if found is None:
+        raise DmlLowerError(f"the {status.upper()} on {backend} is on a value no node computes "
+                            f"({', '.join(o.output for o in original)}): nothing to reduce")
+    members, outputs = found
+    model, sub_feeds = reducer.build(members, outputs)
+    return whole, Reduction(model, sub_feeds, original, reducer.failures(members, outputs),
+                               len(reducer.nodes), reducer.checks)
+
+
+def inputs_path(model_path: "str | Path") -> Path:
+    """MIN.onnx -> MIN.inputs.npz (beside it)."""
+    path = Path(model_path)
+    return path.with_suffix(".inputs.npz") if path.suffix == ".onnx" else path.with_name(path.name + ".inputs.npz")
+
+
+# Over this many initializer bytes a model goes to its file with external data (protobuf's 2 GB limit).
+EXTERNAL_BYTES = 1 << 30
+
+
+def save_reduction(reduction: Reduction, path: "str | Path") -> Path:
+    """Write MIN.onnx and MIN.inputs.npz beside it; returns the .npz path."""
+    path = Path(path)
+    npz = inputs_path(path)
+    try:
+        size = sum(len(t.raw_data) for t in reduction.model.graph.initializer)
+        if size > EXTERNAL_BYTES:
+            onnx.save_model(reduction.model, str(path), save_as_external_data=True,
+                            all_tensors_to_one_file=True, location=path.name + ".data")
+        else:
+            onnx.save_model(reduction.model, str(path))
+    except OSError as exc:
+        raise DmlLowerError(f"cannot write the reduced model to {str(path)!r}: {exc.strerror or exc}") from None
+    from onnx_dml_lowering.runtime.npz import save_npz     # raw records for bfloat16 / float8 / 4-bit
+    save_npz(str(npz), reduction.feeds, "the reduced model's inputs")
+    return npz

@@ -1,0 +1,104 @@
+"""The `dml-lower reduce` subcommand: its arguments and handler (the search is reduce.py)."""
+from __future__ import annotations
+
+import argparse
+import functools
+from pathlib import Path
+from typing import Callable
+
+from onnx_dml_lowering.ir import DmlLowerError
+
+
+def add_reduce_parser(sub, provider_flags: Callable, feeds: Callable, load_npz: Callable) -> None:
+    """The subcommand on cli's subparsers. cli hands in its provider options, feed reading (--inputs
+    / seeded random feeds) and .npz loading, so that reduce takes them exactly as check does
+    (this module cannot import cli, which imports it)."""
+    p = sub.add_parser("reduce", help="cut a model that fails check on one backend down to a minimal "
+                                      "sub-model (and its inputs .npz) that fails the same way")
+    p.add_argument("model", help="path to an .onnx model")
+    p.add_argument("-o", "--output", required=True, metavar="MIN.onnx",
+                   help="where to write the minimal model; its inputs go beside it (MIN.inputs.npz)")
+    p.add_argument("--backends", required=True, metavar="B",
+                   help="the one check backend that fails: cpu, ort, ort-cpu, ort-dml or ort:<ProviderName>")
+    p.add_argument("--status", default="MISMATCH", type=str.upper, choices=["MISMATCH", "DEVIATION"],
+                   help="the status to reproduce (default MISMATCH)")
+    p.add_argument("--feature-level", default="5_1", help="DirectML feature level, 1_0 .. 6_4 (default 5_1)")
+    p.add_argument("--inputs", help=".npz of feeds keyed by graph input name (default: random)")
+    p.add_argument("--seed", type=int, default=0, help="seed for random feeds (default 0)")
+    p.add_argument("--dim", action="append", metavar="NAME=SIZE",
+                   help="size of a symbolic input dimension for random feeds (repeatable; default 3)")
+    p.add_argument("--zero-fraction", action="append", metavar="[NAME:]F",
+                   help="share of random feed elements that are zero (0: full, 1: empty; default 0.5); "
+                        "NAME:F for one input (repeatable)")
+    p.add_argument("--val-range", action="append", metavar="[NAME:]LO,HI",
+                   help="random feed values in [LO, HI] (floats uniform, integers inclusive); "
+                        "NAME:LO,HI for one input (repeatable)")
+    p.add_argument("--memory-limit", metavar="SIZE",
+                   help="refuse feeds and buffers over SIZE (e.g. 512MiB); default: three quarters of physical memory")
+    p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
+                   help="absolute tolerance for floats, as check (repeatable; default 1e-6)")
+    p.add_argument("--rtol", action="append", metavar="[OUTPUT=]R",
+                   help="relative tolerance for floats, as check (repeatable; default 1e-5)")
+    provider_flags(p)
+    p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                   help="on an unexpected error, print the traceback")
+    p.set_defaults(func=functools.partial(cmd_reduce, feeds=feeds, load_npz=load_npz))
+
+
+def _rerun_command(args, npz: Path, backend: str, outputs: "list[str]") -> str:
+    words = ["check", args.output, "--inputs", str(npz), "--backends", backend]
+    for flag in ("atol", "rtol"):
+        for value in getattr(args, flag) or []:
+            name, sep, _ = value.rpartition("=")
+            if not sep or name in outputs:          # a per-output tolerance only for an output MIN has
+                words += [f"--{flag}", value]
+    return " ".join(words)
+
+
+def cmd_reduce(args, feeds: Callable, load_npz: Callable) -> int:
+    from onnx_dml_lowering.runtime.check import Tolerances, check
+    from onnx_dml_lowering.runtime.report import format_results
+
+    from .compiled import compile_model
+    from .reduce import reduce_model, save_reduction, sub_tolerances
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if len(backends) != 1:
+        raise DmlLowerError(f"--backends {args.backends!r}: reduce takes exactly one backend")
+    backend, status = backends[0], args.status.lower()
+    out = Path(args.output)
+    if out.is_dir() or not out.parent.is_dir():
+        raise DmlLowerError(f"-o {args.output!r}: " + ("is a directory" if out.is_dir() else
+                                                      f"directory {str(out.parent)!r} does not exist"))
+    if out.resolve() == Path(args.model).resolve():
+        raise DmlLowerError(f"-o {args.output!r} is the model itself: write the minimal model elsewhere")
+    tolerances = Tolerances.parse(args.atol, args.rtol)
+    options = {"provider_options": args.provider_option, "ep_libraries": args.ep_library,
+               "no_fallback": args.no_fallback}
+    compiled = compile_model(args.model, feature_level=args.feature_level)
+    whole, reduction = reduce_model(compiled, feeds(compiled, args), backend, status, tolerances, options)
+    if reduction is None:
+        failed = f" (the backend failed: {whole.error})" if whole.error else ""
+        print(f"reduce: no {args.status} on {backend} in {args.model}: nothing to reduce{failed}")
+        return 1
+    original = reduction.original
+    print(f"reduce: {args.status} on {backend} in {args.model} "
+          f"(output{'s' if len(original) > 1 else ''} {', '.join(o.output for o in original)})")
+    nodes = reduction.nodes
+    print(f"reduce: {reduction.nodes_before} -> {len(nodes)} node{'s' if len(nodes) > 1 else ''} "
+          f"in {reduction.checks} checks: "
+          + ", ".join(f"{n.name} ({n.op_type})" for n in nodes))
+    npz = save_reduction(reduction, out)
+    graph = reduction.model.graph
+    print(f"wrote {args.output} (inputs {', '.join(i.name for i in graph.input) or 'none'}; "
+          f"outputs {', '.join(o.name for o in graph.output)}) and {npz}")
+    # The files as written, checked as a user would: that is the repro.
+    minimal = compile_model(out, feature_level=args.feature_level)
+    outputs = [o.name for o in graph.output]
+    _, report = check(minimal, load_npz(str(npz)), [backend], sub_tolerances(tolerances, outputs), **options)
+    print(f"{_rerun_command(args, npz, backend, outputs)}:")
+    lines = format_results(report).splitlines()
+    shown = [line for line in lines if f": {args.status} (" in line]
+    print("\n".join(shown or lines))
+    if not shown:
+        raise RuntimeError(f"the reduced model does not reproduce the {args.status} on {backend}")
+    return 0

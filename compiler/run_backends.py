@@ -44,9 +44,9 @@ class RunBackends:
         if backend in self.originals:
             return self._original(backend, feeds)
         compiled = self.compiled
-        outputs = compiled.run(feeds, backend=backend, providers=self.providers if backend == "ort" else None,
-                               strict=self.strict, memory_limit=self.memory_limit)
         providers = self.providers if backend == "ort" else None
+        outputs = compiled.run(feeds, backend=backend, providers=providers, strict=self.strict,
+                               memory_limit=self.memory_limit)
         unvalidated = compiled.session(backend, providers).unvalidated_outputs
         return BackendRun(backend, dict(outputs), {n: unvalidated[n] for n in outputs if n in unvalidated})
 

@@ -269,36 +269,71 @@ def _summary(name: str, value: np.ndarray) -> str:
 
 
 def cmd_run(args) -> int:
-    check_writable("--save-outputs", args.save_outputs)
-    import numpy as np
-
+    for option in ("--save-outputs", "--save-inputs", "--json"):
+        check_writable(option, getattr(args, option[2:].replace("-", "_")))
     from .compiled import compile_model
+    from .run_backends import RunBackends, run_record
     compiled = compile_model(args.model, feature_level=args.feature_level)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
-    if providers and args.backend != "ort":
-        raise DmlLowerError("--providers applies to --backend ort only")
-    first = None
+    if providers and "ort" not in backends:
+        raise DmlLowerError("--providers applies to the ort backend only (--backends ort)")
+    if args.save_outputs and len(backends) > 1:
+        raise DmlLowerError(f"--save-outputs saves one backend's outputs: give one backend, not {args.backends!r}")
+    runner = RunBackends(compiled, backends, providers, args.provider_option, args.ep_library, args.no_fallback,
+                         strict=args.strict or None, memory_limit=args.memory_limit)
+    for backend, why in runner.unavailable.items():
+        print(f"{backend}: UNAVAILABLE: {why}")
+    first = first_feeds = None
+    records = []
     for index, feeds in enumerate(_feed_sets(compiled, args)):
-        outputs = compiled.run(feeds, backend=args.backend, providers=providers, strict=args.strict or None,
-                               memory_limit=args.memory_limit)
-        if first is None:
-            first, first_feeds = outputs, feeds
         which = f" (iteration #{index} of {args.data_loader_script})" if args.data_loader_script else ""
-        print(f"ran {args.model} on backend {args.backend} (feature level {compiled.feature_level}){which}")
-        defaults = _defaults_line(compiled, feeds)
-        if defaults:
-            print(defaults)
-        unvalidated = compiled.session(args.backend, providers).unvalidated_outputs
-        for name, value in outputs.items():
-            print(_summary(name, value) + (f"  [not run on the provider: {unvalidated[name]}]"
-                                           if name in unvalidated else ""))
+        defaults = {vi.name: compiled.initializers[vi.name] for vi in compiled.optional_inputs if vi.name not in feeds}
+        if first_feeds is None:
+            first_feeds = feeds
+            if args.save_inputs:
+                _save_npz(args.save_inputs, feeds, "the inputs")
+        for backend in runner.backends:
+            done = runner.run(backend, feeds)
+            if first is None:
+                first = done.outputs
+            records.append(dict(run_record(done, feeds, defaults), **({"iteration": index} if which else {})))
+            if args.quiet:
+                print(_quiet_line(done, which))
+                continue
+            print(f"ran {args.model} on backend {backend} (feature level {compiled.feature_level}){which}")
+            line = _defaults_line(compiled, feeds)
+            if line:
+                print(line)
+            for note in done.notes:
+                print(note)
+            for name in compiled.output_names:
+                if name in done.outputs:
+                    print(_summary(name, done.outputs[name]) + (f"  [not run on the provider: {done.not_run[name]}]"
+                                                                 if name in done.not_run else ""))
+                elif name in done.not_run:
+                    print(f"  {name}: not run ({done.not_run[name]})")
+    if args.save_inputs:
+        print(f"wrote {args.save_inputs}")
     if args.save_outputs:
         from onnx_dml_lowering.runtime.feeds import check_feeds
         from onnx_dml_lowering.runtime.saved_outputs import metadata
-        meta = metadata(check_feeds(compiled.inputs, first_feeds, compiled.optional_inputs), f"run:{args.backend}")
+        meta = metadata(check_feeds(compiled.inputs, first_feeds, compiled.optional_inputs), f"run:{backends[0]}")
         _save_npz(args.save_outputs, {**first, **meta}, "the outputs")
         print(f"wrote {args.save_outputs}")
+    if args.json:
+        data = {"model": str(args.model), "feature_level": str(compiled.feature_level), "backends": records,
+                "unavailable": dict(runner.unavailable)}
+        _write(args.json, "the run JSON", lambda p: Path(p).write_text(json.dumps(data, indent=1)))
+        print(f"wrote {args.json}")
     return 0
+
+
+def _quiet_line(done, which: str) -> str:
+    """run -q: one line per backend (and feed set)."""
+    shapes = ", ".join(f"{name} {value.dtype} {list(value.shape)}" for name, value in done.outputs.items())
+    not_run = f"; not run: {', '.join(done.not_run)}" if done.not_run else ""
+    return f"{done.backend}{which}: {len(done.outputs)} output(s): {shapes or 'none'}{not_run}"
 
 
 def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: float, rtol: float,
@@ -430,11 +465,31 @@ def cmd_conformance(args) -> int:
     return 1 if any(by_status["fail"] for by_status in results.values()) else 0
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option with a default says it, as '(default: X)', unless its help already does
+    (a default that is not a plain value, 'default: random'). None and False are not defaults
+    worth saying (the option is off / unset)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or any(default is off for off in (None, False, argparse.SUPPRESS))
+                or not action.option_strings
+                or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+            return text
+        return f"{text} (default: {default})"
+
+
 class _Parser(argparse.ArgumentParser):
-    """Usage errors are one line too (exit 2), pointing at --help instead of printing usage."""
+    """Usage errors are one line, `dml-lower: error: ...` exit 2, from every (sub)command, pointing
+    at its --help instead of printing usage; every --help shows the defaults (_HelpFormatter)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"dml-lower: error: {message} (see '{self.prog} --help')\n")
 
 
 def provider_flags(p) -> None:
@@ -464,56 +519,65 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("model", help="path to an .onnx model")
         p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                        help="on an unexpected error, print the traceback")
-        p.add_argument("--feature-level", default="5_1", help="DirectML feature level, 1_0 .. 6_4 (default 5_1)")
+        p.add_argument("--feature-level", default="5_1", metavar="L", help="DirectML feature level, 1_0 .. 6_4")
         if inputs:
-            p.add_argument("--inputs", help=".npz of feeds keyed by graph input name (default: random)")
-            p.add_argument("--seed", type=int, default=0, help="seed for random feeds (default 0)")
+            p.add_argument("--inputs", metavar="F.npz", help=".npz of feeds keyed by graph input name (default: random)")
+            p.add_argument("--seed", type=int, default=0, metavar="N", help="seed for random feeds")
             p.add_argument("--dim", action="append", metavar="NAME=SIZE",
-                           help="size of a symbolic input dimension for random feeds (repeatable; default 3)")
+                           help="size of a symbolic input dimension for random feeds (repeatable; default: 3)")
             p.add_argument("--strict", action="store_true",
                            help="poison undefined memory in the emulator, so anything that reads it shows")
             p.add_argument("--zero-fraction", action="append", metavar="[NAME:]F",
-                           help="share of random feed elements that are zero (0: full, 1: empty; default 0.5); "
+                           help="share of random feed elements that are zero (0: full, 1: empty; default: 0.5); "
                                 "NAME:F for one input (repeatable; wins over the global F)")
             p.add_argument("--val-range", action="append", metavar="[NAME:]LO,HI",
                            help="random feed values in [LO, HI] (floats uniform, integers inclusive); "
                                 "NAME:LO,HI for one input (repeatable; wins over the global LO,HI)")
             p.add_argument("--data-loader-script", metavar="FILE.py[:FUNC]",
-                           help="feed sets from FUNC (default load_data) of a Python script, which returns "
+                           help="feed sets from FUNC (default: load_data) of a Python script, which returns "
                                 "or yields dicts of input name to array; each dict is one iteration")
             p.add_argument("--feed-initializers", action="store_true",
                            help="draw random feeds for initializers that are also graph inputs too "
                                 "(default: their stored value is used and the output says so)")
             p.add_argument("--memory-limit", metavar="SIZE",
-                           help="refuse a run whose buffers would exceed SIZE (e.g. 512MiB, 2GB); "
-                                "default: three quarters of physical memory")
+                           help="refuse a run whose buffers would exceed SIZE, e.g. 512MiB, 2GB "
+                                "(default: three quarters of physical memory)")
 
     p = sub.add_parser("compile", help="lower and print the graph and the placement report")
     common(p, inputs=False)
-    p.add_argument("--json", help="write placement and graph as JSON here")
+    p.add_argument("--json", metavar="F.json", help="write placement and graph as JSON here")
     p.add_argument("--dim", action="append", metavar="NAME=SIZE",
                    help="specialise the run-time-sized steps at these input dimension sizes and print their "
                         "descriptors (repeatable; unnamed symbolic dimensions: 3)")
     p.set_defaults(func=cmd_compile)
 
-    p = sub.add_parser("run", help="run the lowered model and print its outputs")
+    p = sub.add_parser("run", help="run the model on one or more backends and print its outputs")
     common(p)
-    p.add_argument("--backend", default="cpu",
-                   help="cpu: DirectML operators on the numpy emulator (default); "
-                        "ort: each DirectML operator on onnxruntime (--providers)")
-    p.add_argument("--providers", help="onnxruntime execution providers for --backend ort: cpu, dml "
-                                       "(or full names), comma-separated; default cpu")
-    p.add_argument("--save-outputs", help="write the outputs to this .npz (of the first feed set)")
+    p.add_argument("--backends", "--backend", dest="backends", default="cpu", metavar="B[,B...]",
+                   help="comma-separated: cpu (lowered graph, DirectML operators on the numpy emulator), "
+                        "ort (lowered graph, each DirectML operator on onnxruntime --providers), "
+                        "ort-cpu / ort-dml / ort:<ProviderName> (the original model on that onnxruntime "
+                        "provider); --backend is the same option")
+    p.add_argument("--providers", metavar="P[,P...]",
+                   help="onnxruntime execution providers of the ort backend: cpu, dml (or full names), "
+                        "comma-separated (default: cpu)")
+    provider_flags(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="print one line per backend: its outputs' dtypes and shapes")
+    p.add_argument("--save-inputs", metavar="F.npz", help="write the feeds used to this .npz (replay with --inputs)")
+    p.add_argument("--save-outputs", metavar="F.npz", help="write the outputs to this .npz (of the first feed set; one backend)")
+    p.add_argument("--json", metavar="F.json",
+                   help="write per backend its outputs (dtype, shape, first values), the feeds and the "
+                        "initializer defaults used")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="compare every backend with ONNX semantics (the oracle)")
     common(p, models=True)
-    p.add_argument("--backends", default="cpu",
-                   help="comma-separated: cpu (lowered graph, emulator; default), ort (lowered graph, "
+    p.add_argument("--backends", default="cpu", metavar="B[,B...]",
+                   help="comma-separated: cpu (lowered graph, emulator), ort (lowered graph, "
                         "operators on onnxruntime), ort-cpu / ort-dml / ort:<ProviderName> (original model "
                         "on that onnxruntime provider)")
-    p.add_argument("--oracle", default="hybrid",
-                   help="hybrid (default: onnx.reference for NonZero / EyeLike / Trilu / idiom nodes, "
+    p.add_argument("--oracle", default="hybrid", metavar="ORACLE",
+                   help="hybrid (onnx.reference for NonZero / EyeLike / Trilu / idiom nodes, "
                         "onnxruntime CPU for the rest), reference (whole model on onnx.reference), "
                         "ort-cpu, or FILE.npz of golden outputs")
     p.add_argument("--iterations", type=int, default=1, metavar="N",
@@ -528,17 +592,17 @@ def build_parser() -> argparse.ArgumentParser:
     provider_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only the lines that are not MATCH (and UNAVAILABLE backends) and the verdict")
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
-                   help="absolute tolerance for floats, global or per output (repeatable; default 1e-6)")
+                   help="absolute tolerance for floats, global or per output (repeatable; default: 1e-6)")
     p.add_argument("--rtol", action="append", metavar="[OUTPUT=]R",
-                   help="relative tolerance for floats, global or per output (repeatable; default 1e-5)")
-    p.add_argument("--json", help="write the report as JSON here")
-    p.add_argument("--markdown", help="write the report as a Markdown table here")
-    p.add_argument("--save-inputs", help="write the feeds used to this .npz (replay with --inputs)")
+                   help="relative tolerance for floats, global or per output (repeatable; default: 1e-5)")
+    p.add_argument("--json", metavar="F.json", help="write the report as JSON here")
+    p.add_argument("--markdown", metavar="F.md", help="write the report as a Markdown table here")
+    p.add_argument("--save-inputs", metavar="F.npz", help="write the feeds used to this .npz (replay with --inputs)")
     add_zoo_options(p)
     p.set_defaults(func=lambda args, parser=p: check_models(args, parser))
 
     p = sub.add_parser("capabilities", help="print the DirectML support matrix the validation uses")
-    p.add_argument("--feature-level", help="only the tables in force at this level (default: every level)")
+    p.add_argument("--feature-level", metavar="L", help="only the tables in force at this level (default: every level)")
     p.add_argument("--markdown", action="store_true", help="Markdown tables (docs/capabilities.md is this)")
     p.set_defaults(func=cmd_capabilities)
 
@@ -546,12 +610,12 @@ def build_parser() -> argparse.ArgumentParser:
                                           "suite, or run such a suite here")
     conformance = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
     q = conformance.add_parser("export", help="write the suite (cases, README.txt, manifest.json) to DIR")
-    q.add_argument("dir")
-    q.add_argument("--feature-level", default="5_1", help="the level the manifest's placement is for")
-    q.add_argument("--seeds", type=int, default=2, help="test data sets per case (default 2)")
+    q.add_argument("dir", metavar="DIR")
+    q.add_argument("--feature-level", default="5_1", metavar="L", help="the level the manifest's placement is for")
+    q.add_argument("--seeds", type=int, default=2, metavar="N", help="test data sets per case")
     q = conformance.add_parser("run", help="run every case of DIR on each backend")
-    q.add_argument("dir")
-    q.add_argument("--backends", default="cpu",
+    q.add_argument("dir", metavar="DIR")
+    q.add_argument("--backends", default="cpu", metavar="B[,B...]",
                    help="comma-separated: cpu, ort (lowered graph), ort-cpu, ort-dml, ort:<ProviderName>")
     provider_flags(q)
     p.set_defaults(func=cmd_conformance)
@@ -559,14 +623,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_optimize_parser(sub, _dims)      # optimize --check sizes feeds as run / check do
     p = sub.add_parser("inspect", help="summarise a model and say which anchors would lower at a level")
     p.add_argument("model", help="path to an .onnx model")
-    p.add_argument("--feature-level", default="5_1", help="DirectML feature level, 1_0 .. 6_4 (default 5_1)")
-    p.add_argument("--json", metavar="OUT.json", help="write the report as JSON here")
+    p.add_argument("--feature-level", default="5_1", metavar="L", help="DirectML feature level, 1_0 .. 6_4")
+    p.add_argument("--json", metavar="F.json", help="write the report as JSON here")
     p.set_defaults(func=cmd_inspect)
     add_reduce_parser(sub, provider_flags, _feeds, lambda path: _load_npz_file(path))
 
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
-    p.add_argument("--feature-level", default="5_1")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--feature-level", default="5_1", metavar="L", help="DirectML feature level, 1_0 .. 6_4")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed for the random feeds")
     p.set_defaults(func=cmd_demo)
     return parser
 

@@ -15,11 +15,11 @@ def add_optimize_parser(sub, dims: "Callable[[Any, Any], dict]") -> None:
     p = sub.add_parser("optimize", help="rewrite stored identities, bands and triangles (and torch.eye "
                                         "Range/Equal/Cast, static or run-time sized) into the ONNX nodes that generate them")
     p.add_argument("model", help="path to an .onnx model")
-    p.add_argument("-o", "--output", required=True, help="where to write the optimized .onnx")
-    p.add_argument("--feature-level", help="only rewrite bands this project lowers to DirectML at this level "
+    p.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="where to write the optimized .onnx")
+    p.add_argument("--feature-level", metavar="L", help="only rewrite bands this project lowers to DirectML at this level "
                                            "(default: every band onnxruntime generates exactly)")
     p.add_argument("--min-bytes", type=int, default=0, metavar="N",
-                   help="leave constants smaller than N bytes alone (default 0: any that shrinks the file)")
+                   help="leave constants smaller than N bytes alone (0: any that shrinks the file; default: 0)")
     p.add_argument("--check", action="store_true",
                    help="run original and optimized on onnxruntime CPU over seeded feeds; exit 1 unless "
                         "bit-identical")

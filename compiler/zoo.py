@@ -24,11 +24,11 @@ _ONE_MODEL_ONLY = {"markdown": "--markdown", "save_inputs": "--save-inputs", "sa
 
 def add_zoo_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, metavar="N",
-                   help="several models: check at most N at a time, each in its own process (default 1)")
+                   help="several models: check at most N at a time, each in its own process (default: 1)")
     p.add_argument("--junit", metavar="OUT.xml",
                    help="write a JUnit XML report: one testcase per model x backend")
     p.add_argument("--executor", choices=("local", "ray"),
-                   help="where the per-model checks run: local processes (default) or Ray tasks")
+                   help="where the per-model checks run: local processes or Ray tasks (default: local)")
     p.add_argument("--ray-address", metavar="ADDR",
                    help="with --executor ray: the cluster to join (default: a local Ray instance, 2 CPUs)")
 

@@ -223,9 +223,9 @@ USAGE_ERRORS = [
                              "--json / --junit, or check that model alone"),
     (["--save-inputs", "f.npz"], "dml-lower: error: --save-inputs writes one model's file: with several models "
                                  "use --json / --junit, or check that model alone"),
-    (["--executor", "slurm"], "dml-lower check: error: argument --executor: invalid choice: 'slurm' "
+    (["--executor", "slurm"], "dml-lower: error: argument --executor: invalid choice: 'slurm' "
                               "(choose from 'local', 'ray') (see 'dml-lower check --help')"),
-    (["--jobs", "two"], "dml-lower check: error: argument --jobs: invalid int value: 'two' "
+    (["--jobs", "two"], "dml-lower: error: argument --jobs: invalid int value: 'two' "
                         "(see 'dml-lower check --help')"),
     (["--junit", "/no-such-folder/z.xml"], "dml-lower: error: --junit '/no-such-folder/z.xml': cannot write there: "
                                            "folder '/no-such-folder' does not exist"),

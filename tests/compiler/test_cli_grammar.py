@@ -1,0 +1,211 @@
+"""One grammar: `run --backends` like check (the original model on a provider too), run's -q /
+--json / --save-inputs, every --help showing defaults and telling metavars, every usage error
+one `dml-lower: error:` line with exit 2, and Ctrl-C during run exiting 130 with one line."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+
+from onnx_dml_lowering.compiler.cli import build_parser, main
+from onnx_dml_lowering.runtime.feeds import random_feeds
+from tests.builders import single_node_model
+
+
+def nonzero_path(tmp_path: Path) -> str:
+    path = tmp_path / "nz.onnx"
+    onnx.save(single_node_model("NonZero", T.FLOAT, [3, 4], T.INT64), str(path))
+    return str(path)
+
+
+def cli(argv, capsys):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- run --backends -----------------------------------------------------------------------------
+
+def expected_nonzero(path: str, seed: int = 0) -> np.ndarray:
+    model = onnx.load(path)
+    feeds = random_feeds(list(model.graph.input), seed=seed)
+    return ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("spelling", [["--backends", "cpu,ort,ort-cpu"], ["--backend", "cpu,ort,ort-cpu"]])
+def test_run_several_backends_json_and_save_inputs(spelling, tmp_path, capsys):
+    path = nonzero_path(tmp_path)
+    code, out, err = cli(["run", path, *spelling, "--json", tmp_path / "r.json",
+                          "--save-inputs", tmp_path / "in.npz"], capsys)
+    assert code == 0, err
+    for backend in ("cpu", "ort", "ort-cpu"):
+        assert f"on backend {backend} " in out
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert [b["backend"] for b in data["backends"]] == ["cpu", "ort", "ort-cpu"]
+    expected = expected_nonzero(path)
+    saved = np.load(tmp_path / "in.npz")
+    np.testing.assert_array_equal(saved["x"], random_feeds(list(onnx.load(path).graph.input), seed=0)["x"])
+    for record in data["backends"]:
+        y = record["outputs"]["y"]
+        assert (y["dtype"], y["shape"]) == ("int64", list(expected.shape))
+        assert y["preview"] == expected.reshape(-1)[:8].tolist()
+        assert record["feeds"]["x"]["shape"] == [3, 4] and record["initializer_defaults"] == {}
+
+
+def test_run_quiet_one_line_per_backend(tmp_path, capsys):
+    path = nonzero_path(tmp_path)
+    code, out, _ = cli(["run", path, "--backends", "cpu,ort-cpu", "-q"], capsys)
+    shape = list(expected_nonzero(path).shape)
+    assert code == 0
+    assert out.splitlines() == [f"cpu: 1 output(s): y int64 {shape}", f"ort-cpu: 1 output(s): y int64 {shape}"]
+
+
+def test_run_unavailable_provider_is_one_line_and_the_rest_run(tmp_path, capsys):
+    if "DmlExecutionProvider" in ort.get_available_providers():
+        pytest.skip("DirectML is available here")
+    code, out, _ = cli(["run", nonzero_path(tmp_path), "--backends", "cpu,ort-dml", "-q"], capsys)
+    assert code == 0
+    assert out.splitlines()[0].startswith("ort-dml: UNAVAILABLE: ") and out.splitlines()[1].startswith("cpu: ")
+
+
+def test_run_original_node_without_kernel_is_named(tmp_path, capsys):
+    """EyeLike from bool has no CPUExecutionProvider kernel: its output is marked not run, and a
+    line names the node."""
+    path = tmp_path / "eye.onnx"
+    model = single_node_model("EyeLike", T.BOOL, [3, 3], T.BOOL)
+    onnx.save(model, str(path))
+    code, out, err = cli(["run", path, "--backends", "ort-cpu,cpu"], capsys)
+    assert code == 0, err
+    node = model.graph.node[0].name
+    assert f"node {node}: no CPUExecutionProvider kernel, not run" in out
+    assert f"  y: not run (node {node} has no CPUExecutionProvider kernel)" in out
+    assert "on backend cpu " in out
+
+
+# -- every --help --------------------------------------------------------------------------------
+
+def all_parsers() -> "list[tuple[str, argparse.ArgumentParser]]":
+    found = []
+
+    def walk(name, parser):
+        found.append((name, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, child in action.choices.items():
+                    walk(f"{name} {sub}", child)
+    walk("dml-lower", build_parser())
+    return found
+
+
+PARSERS = all_parsers()
+METAVAR = re.compile(r"[A-Z][A-Z_]*|\{[a-z,-]+\}")
+ALLOWED_METAVARS = {"F.json", "F.npz", "F.md", "OUT.xml", "OUT.onnx", "NAME=SIZE", "NAME=VALUE", "NAME=PATH",
+                    "[NAME:]F", "[NAME:]LO,HI", "FILE.py[:FUNC]", "[OUTPUT=]A", "[OUTPUT=]R", "B[,B...]",
+                    "P[,P...]", "K=V"}
+
+
+def test_every_subcommand_is_walked():
+    names = {name for name, _ in PARSERS}
+    assert {"dml-lower run", "dml-lower check", "dml-lower optimize", "dml-lower conformance export",
+            "dml-lower conformance run", "dml-lower capabilities", "dml-lower demo", "dml-lower inspect",
+            "dml-lower compile"} <= names
+
+
+@pytest.mark.parametrize("name,parser", PARSERS, ids=[n for n, _ in PARSERS])
+def test_help_shows_defaults_and_metavars(name, parser):
+    text = "".join(parser.format_help().split())     # wrapping may break at '-': compare without spaces
+    assert type(parser).__name__ == "_Parser"
+    for action in parser._actions:
+        if not action.option_strings or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            continue
+        help_text = " ".join(parser._get_formatter()._get_help_string(action).split())
+        assert "".join(help_text.split()) in text, (name, action.option_strings)
+        if not any(action.default is off for off in (None, False, argparse.SUPPRESS)):   # 0 is a default
+            assert "default: " in help_text, (name, action.option_strings, help_text)
+            if not isinstance(action.default, (list, tuple)) and f"default: {action.default}" not in help_text:
+                assert "(default: " in help_text      # a described default, e.g. 'every level'
+        if action.nargs != 0:
+            metavar = parser._get_formatter()._metavar_formatter(action, action.dest.upper())(1)[0]
+            assert metavar in ALLOWED_METAVARS or METAVAR.fullmatch(metavar), (name, action.option_strings, metavar)
+
+
+# -- every usage error ---------------------------------------------------------------------------
+
+BAD = [
+    [],
+    ["nosuchcommand"],
+    ["--nosuch"],
+    ["compile"],
+    ["compile", "m.onnx", "--nosuch"],
+    ["run"],
+    ["run", "m.onnx", "--seed", "x"],
+    ["run", "m.onnx", "--backends"],
+    ["check", "m.onnx", "--iterations", "many"],
+    ["check"],
+    ["optimize", "m.onnx"],
+    ["optimize", "m.onnx", "-o", "o.onnx", "--min-bytes", "x"],
+    ["conformance"],
+    ["conformance", "export"],
+    ["conformance", "export", "d", "--seeds", "two"],
+    ["conformance", "run"],
+    ["conformance", "run", "d", "--nosuch"],
+    ["capabilities", "--nosuch"],
+    ["demo", "--seed", "x"],
+    ["inspect"],
+    ["inspect", "m.onnx", "--json"],
+]
+
+
+@pytest.mark.parametrize("argv", BAD, ids=[" ".join(a) or "(none)" for a in BAD])
+def test_usage_error_is_one_line_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    _, err = capsys.readouterr()
+    assert exc.value.code == 2
+    assert len(err.splitlines()) == 1 and err.startswith("dml-lower: error: "), err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--backends", "cpu,gpu"], "unknown check backend 'gpu'"),
+    (["--providers", "cpu"], "--providers applies to the ort backend only"),
+    (["--backends", "cpu,ort", "--save-outputs", "o.npz"], "--save-outputs saves one backend's outputs"),
+])
+def test_run_backend_usage_errors(argv, message, tmp_path, capsys):
+    code, _, err = cli(["run", nonzero_path(tmp_path), *argv], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("dml-lower: error: ") and message in err
+
+
+def test_run_ctrl_c_exits_130_with_one_line(tmp_path):
+    """A data loader that is interrupted after the first feed set: the real process exits 130
+    with one stderr line (the first set's outputs printed before)."""
+    script = tmp_path / "loader.py"
+    script.write_text("import numpy as np\n"
+                      "def load_data():\n"
+                      "    yield {'x': np.ones((3, 4), np.float32)}\n"
+                      "    raise KeyboardInterrupt\n")
+    proc = subprocess.run([sys.executable, "-m", "onnx_dml_lowering.compiler", "run", nonzero_path(tmp_path),
+                           "--data-loader-script", str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130
+    assert proc.stderr.splitlines() == ["dml-lower: interrupted"]
+    assert "y: int64 [2, 12]" in proc.stdout
+
+
+def test_readme_run_output_is_current(capsys, monkeypatch):
+    """README's `run --backends cpu,ort-cpu` example, re-run on the bundled model it names."""
+    from onnx_dml_lowering.compiler.examples import example_paths
+    readme = (Path(__file__).parent.parent.parent / "README.md").read_text()
+    command = "$ dml-lower run masked_select.onnx --backends cpu,ort-cpu\n"
+    shown = readme.split(command, 1)[1].split("  $ ", 1)[0]
+    monkeypatch.chdir(next(p for p in example_paths() if p.name == "masked_select.onnx").parent)
+    code, out, _ = cli(["run", "masked_select.onnx", "--backends", "cpu,ort-cpu"], capsys)
+    assert code == 0
+    assert out.splitlines() == [line[2:] for line in shown.splitlines()]

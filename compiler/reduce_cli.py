@@ -20,11 +20,11 @@ def add_reduce_parser(sub, provider_flags: Callable, feeds: Callable, load_npz: 
                    help="where to write the minimal model; its inputs go beside it (MIN.inputs.npz)")
     p.add_argument("--backends", required=True, metavar="B",
                    help="the one check backend that fails: cpu, ort, ort-cpu, ort-dml or ort:<ProviderName>")
-    p.add_argument("--status", default="MISMATCH", type=str.upper, choices=["MISMATCH", "DEVIATION"],
-                   help="the status to reproduce (default MISMATCH)")
-    p.add_argument("--feature-level", default="5_1", help="DirectML feature level, 1_0 .. 6_4 (default 5_1)")
-    p.add_argument("--inputs", help=".npz of feeds keyed by graph input name (default: random)")
-    p.add_argument("--seed", type=int, default=0, help="seed for random feeds (default 0)")
+    p.add_argument("--status", default="MISMATCH", type=str.upper, choices=["MISMATCH", "DEVIATION"], metavar="STATUS",
+                   help="the status to reproduce: MISMATCH or DEVIATION")
+    p.add_argument("--feature-level", default="5_1", metavar="L", help="DirectML feature level, 1_0 .. 6_4")
+    p.add_argument("--inputs", metavar="F.npz", help=".npz of feeds keyed by graph input name (default: random)")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed for random feeds")
     p.add_argument("--dim", action="append", metavar="NAME=SIZE",
                    help="size of a symbolic input dimension for random feeds (repeatable; default 3)")
     p.add_argument("--zero-fraction", action="append", metavar="[NAME:]F",

@@ -4,14 +4,12 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 
-def add_optimize_parser(sub, dims: "Callable[[Any, Any], dict]") -> None:
-    """The optimize subcommand; `dims` is the CLI's --dim reader (passed in: this module cannot
-    import the CLI that imports it)."""
+def add_optimize_parser(sub) -> None:
+    """The optimize subcommand; --check's --dim is read as run / check read it (cli_feeds)."""
     p = sub.add_parser("optimize", help="rewrite stored identities, bands and triangles (and torch.eye "
                                         "Range/Equal/Cast, static or run-time sized) into the ONNX nodes that generate them")
     p.add_argument("model", help="path to an .onnx model")
@@ -31,7 +29,7 @@ def add_optimize_parser(sub, dims: "Callable[[Any, Any], dict]") -> None:
                         "the others take 1, 3 and 8)")
     p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="on an unexpected error, print the traceback")
-    p.set_defaults(func=cmd_optimize, dims=dims)
+    p.set_defaults(func=cmd_optimize)
 
 
 def cmd_optimize(args) -> int:
@@ -84,7 +82,8 @@ def _check_feeds(args, model) -> "tuple[dict | None, dict]":
     if args.inputs and args.dim:
         raise DmlLowerError("--dim sizes the random feeds: it does not combine with --inputs")
     inputs = graph_inputs(model)
-    dims = args.dims(SimpleNamespace(inputs=inputs, optional_inputs=overridable_inputs(model)), args)
+    from .cli_feeds import parse_dims
+    dims = parse_dims(SimpleNamespace(inputs=inputs, optional_inputs=overridable_inputs(model)), args)
     if not args.inputs:
         return None, dims
     return check_feeds(inputs, load_npz(args.inputs, "inputs file"), overridable_inputs(model)), dims

@@ -16,7 +16,7 @@ upstream of the failure: what is left fails on the same computation.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 

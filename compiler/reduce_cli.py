@@ -2,17 +2,17 @@
 from __future__ import annotations
 
 import argparse
-import functools
 from pathlib import Path
-from typing import Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
+from .cli_feeds import first_feeds
+from .cli_options import load_npz_file, provider_flags
 
-def add_reduce_parser(sub, provider_flags: Callable, feeds: Callable, load_npz: Callable) -> None:
-    """The subcommand on cli's subparsers. cli hands in its provider options, feed reading (--inputs
-    / seeded random feeds) and .npz loading, so that reduce takes them exactly as check does
-    (this module cannot import cli, which imports it)."""
+
+def add_reduce_parser(sub) -> None:
+    """The reduce subcommand: its feeds and provider options are read exactly as check reads them
+    (cli_feeds, cli_options)."""
     p = sub.add_parser("reduce", help="cut a model that fails check on one backend down to a minimal "
                                       "sub-model (and its inputs .npz) that fails the same way")
     p.add_argument("model", help="path to an .onnx model")
@@ -42,7 +42,7 @@ def add_reduce_parser(sub, provider_flags: Callable, feeds: Callable, load_npz: 
     provider_flags(p)
     p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="on an unexpected error, print the traceback")
-    p.set_defaults(func=functools.partial(cmd_reduce, feeds=feeds, load_npz=load_npz))
+    p.set_defaults(func=cmd_reduce)
 
 
 def _rerun_command(args, npz: Path, backend: str, outputs: "list[str]") -> str:
@@ -55,7 +55,7 @@ def _rerun_command(args, npz: Path, backend: str, outputs: "list[str]") -> str:
     return " ".join(words)
 
 
-def cmd_reduce(args, feeds: Callable, load_npz: Callable) -> int:
+def cmd_reduce(args) -> int:
     from onnx_dml_lowering.runtime.check import Tolerances, check
     from onnx_dml_lowering.runtime.report import format_results
 
@@ -75,7 +75,7 @@ def cmd_reduce(args, feeds: Callable, load_npz: Callable) -> int:
     options = {"provider_options": args.provider_option, "ep_libraries": args.ep_library,
                "no_fallback": args.no_fallback}
     compiled = compile_model(args.model, feature_level=args.feature_level)
-    whole, reduction = reduce_model(compiled, feeds(compiled, args), backend, status, tolerances, options)
+    whole, reduction = reduce_model(compiled, first_feeds(compiled, args), backend, status, tolerances, options)
     if reduction is None:
         failed = f" (the backend failed: {whole.error})" if whole.error else ""
         print(f"reduce: no {args.status} on {backend} in {args.model}: nothing to reduce{failed}")
@@ -94,7 +94,7 @@ def cmd_reduce(args, feeds: Callable, load_npz: Callable) -> int:
     # The files as written, checked as a user would: that is the repro.
     minimal = compile_model(out, feature_level=args.feature_level)
     outputs = [o.name for o in graph.output]
-    _, report = check(minimal, load_npz(str(npz)), [backend], sub_tolerances(tolerances, outputs), **options)
+    _, report = check(minimal, load_npz_file(str(npz)), [backend], sub_tolerances(tolerances, outputs), **options)
     print(f"{_rerun_command(args, npz, backend, outputs)}:")
     lines = format_results(report).splitlines()
     shown = [line for line in lines if f": {args.status} (" in line]

@@ -1,0 +1,119 @@
+"""What every dml-lower command shares: the argument parser class (one-line usage errors, defaults
+in --help), option groups declared once (the model and feed options, the provider options), and
+writing files with one-line errors."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from onnx_dml_lowering.ir import DmlLowerError
+
+
+def write_file(path: str, what: str, write) -> None:
+    try:
+        write(path)
+    except OSError as exc:
+        raise DmlLowerError(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None
+
+
+def save_npz_file(path: str, arrays, what: str) -> None:
+    from onnx_dml_lowering.runtime.npz import save_npz
+    save_npz(path, arrays, what)
+
+
+def load_npz_file(path: str) -> dict:
+    from onnx_dml_lowering.runtime.npz import load_npz
+    return load_npz(path, "inputs file")
+
+
+def check_writable(option: str, path: "str | None") -> None:
+    """An output file the run would fail to write is found before the run, in one line."""
+    if not path:
+        return
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        why = "it is a directory"
+    elif folder.exists() and not folder.is_dir():
+        why = f"{str(folder)!r} is a file, not a folder"
+    elif not folder.is_dir():
+        why = f"folder {str(folder)!r} does not exist"
+    elif target.exists() and not os.access(target, os.W_OK):
+        why = "the file is not writable"
+    elif not target.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        why = f"folder {str(folder)!r} is not writable"
+    else:
+        return
+    raise DmlLowerError(f"{option} {path!r}: cannot write there: {why}")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option with a default says it, as '(default: X)', unless its help already does
+    (a default that is not a plain value, 'default: random'). None and False are not defaults
+    worth saying (the option is off / unset)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or any(default is off for off in (None, False, argparse.SUPPRESS))
+                or not action.option_strings
+                or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+            return text
+        return f"{text} (default: {default})"
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors are one line, `dml-lower: error: ...` exit 2, from every (sub)command, pointing
+    at its --help instead of printing usage; every --help shows the defaults (HelpFormatter)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        self.exit(2, f"dml-lower: error: {message} (see '{self.prog} --help')\n")
+
+
+def provider_flags(p) -> None:
+    """The options of backends that run the original model on an onnxruntime provider."""
+    p.add_argument("--provider-option", action="append", metavar="NAME=VALUE",
+                   help="an option for the ort-*/ort:<Name> backends' provider (repeatable), e.g. device_type=CPU")
+    p.add_argument("--ep-library", action="append", metavar="NAME=PATH",
+                   help="register a plugin execution provider library (onnxruntime >= 1.22; repeatable)")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="set session.disable_cpu_ep_fallback: a node the provider cannot take is an error")
+
+
+def model_options(p: argparse.ArgumentParser, inputs: bool = True, models: bool = False) -> None:
+    """The model argument and, with `inputs`, the feed options of run / check / reduce."""
+    if models:
+        p.add_argument("model", nargs="+", metavar="MODEL_OR_DIR",
+                       help="an .onnx model; several, or a directory (every *.onnx below it), check a zoo")
+    else:
+        p.add_argument("model", help="path to an .onnx model")
+    p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                   help="on an unexpected error, print the traceback")
+    p.add_argument("--feature-level", default="5_1", metavar="L", help="DirectML feature level, 1_0 .. 6_4")
+    if inputs:
+        p.add_argument("--inputs", metavar="F.npz", help=".npz of feeds keyed by graph input name (default: random)")
+        p.add_argument("--seed", type=int, default=0, metavar="N", help="seed for random feeds")
+        p.add_argument("--dim", action="append", metavar="NAME=SIZE",
+                       help="size of a symbolic input dimension for random feeds (repeatable; default: 3)")
+        p.add_argument("--strict", action="store_true",
+                       help="poison undefined memory in the emulator, so anything that reads it shows")
+        p.add_argument("--zero-fraction", action="append", metavar="[NAME:]F",
+                       help="share of random feed elements that are zero (0: full, 1: empty; default: 0.5); "
+                            "NAME:F for one input (repeatable; wins over the global F)")
+        p.add_argument("--val-range", action="append", metavar="[NAME:]LO,HI",
+                       help="random feed values in [LO, HI] (floats uniform, integers inclusive); "
+                            "NAME:LO,HI for one input (repeatable; wins over the global LO,HI)")
+        p.add_argument("--data-loader-script", metavar="FILE.py[:FUNC]",
+                       help="feed sets from FUNC (default: load_data) of a Python script, which returns "
+                            "or yields dicts of input name to array; each dict is one iteration")
+        p.add_argument("--feed-initializers", action="store_true",
+                       help="draw random feeds for initializers that are also graph inputs too "
+                            "(default: their stored value is used and the output says so)")
+        p.add_argument("--memory-limit", metavar="SIZE",
+                       help="refuse a run whose buffers would exceed SIZE, e.g. 512MiB, 2GB "
+                            "(default: three quarters of physical memory)")

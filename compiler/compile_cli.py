@@ -1,0 +1,55 @@
+"""dml-lower compile: the lowered graph, the placement report and, with --dim, the run-time
+descriptors at those sizes."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .cli_feeds import parse_dims
+from .cli_options import check_writable, model_options, write_file
+
+if TYPE_CHECKING:
+    from .compiled import CompiledModel
+
+def add_compile_parser(sub) -> None:
+    """The compile subcommand."""
+    p = sub.add_parser("compile", help="lower and print the graph and the placement report")
+    model_options(p, inputs=False)
+    p.add_argument("--json", metavar="F.json", help="write placement and graph as JSON here")
+    p.add_argument("--dim", action="append", metavar="NAME=SIZE",
+                   help="specialise the run-time-sized steps at these input dimension sizes and print their "
+                        "descriptors (repeatable; unnamed symbolic dimensions: 3)")
+    p.set_defaults(func=cmd_compile)
+
+
+def format_placement(compiled: CompiledModel) -> str:
+    from onnx_dml_lowering.runtime.report import format_placement as fmt
+    return fmt(compiled.placement, compiled.feature_level)
+
+
+def cmd_compile(args) -> int:
+    check_writable("--json", args.json)
+    from onnx_dml_lowering.ir import format_graph
+
+    from .compiled import compile_model
+    compiled = compile_model(args.model, feature_level=args.feature_level)
+    print(format_graph(compiled.graph))
+    print()
+    print(format_placement(compiled))
+    data = compiled.to_dict()
+    if args.dim:
+        data["specialised"] = _specialised(compiled, args)
+    if args.json:
+        write_file(args.json, "the compile JSON", lambda p: Path(p).write_text(json.dumps(data, indent=1)))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def _specialised(compiled: CompiledModel, args) -> dict:
+    """compile --dim: the run-time steps specialised at those sizes, printed and returned for --json."""
+    from .specialise import format_specialised, specialise
+    spec = specialise(compiled, parse_dims(compiled, args))
+    print()
+    print(format_specialised(spec))
+    return spec

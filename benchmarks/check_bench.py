@@ -31,7 +31,8 @@ WARM_MODEL = ROOT / "benchmarks" / "models" / "ssdlite320_mobilenet_v3_91classes
 CHECK_TARGET, WARM_TARGET = 2.0, 1.0
 
 # Symbolic input sizes per model family (the export shapes, tests/models/real/MODELS.md).
-DIMS = {"ssdlite": {"height": 320, "width": 320}}
+DIMS = {"ssdlite": {"height": 320, "width": 320}, "mask_rcnn": {"height": 256, "width": 256},
+        "mixtral": {"batch": 3, "sequence": 11}}
 TEXT_DIMS = {"batch": 3, "sequence": 6}
 
 ORT_PROCESS = """

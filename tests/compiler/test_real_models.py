@@ -1,6 +1,7 @@
 """Real architectures exported by torch 2.13 (tests/models/real/, written by
 tests/models/export_real_models.py): compiled, placed, and checked against ONNX semantics at
-shapes other than the export's (batch 3, sequence 6; image 320x320)."""
+shapes other than the export's (batch 3, sequence 6; Mixtral batch 3, sequence 11; images 320x320
+and 256x256)."""
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,11 @@ from onnx_dml_lowering.runtime.feeds import random_feeds
 
 REAL = Path(__file__).parent.parent / "models" / "real"
 MODELS = sorted(REAL.glob("*.onnx"))
-DETECTORS = [p for p in MODELS if p.name.startswith("ssdlite")]
-LANGUAGE = [p for p in MODELS if p not in DETECTORS]
+DETECTORS = [p for p in MODELS if p.name.startswith(("ssdlite", "mask_rcnn"))]
+# The TorchScript MoE graph unrolls the experts hit at trace time: it runs only on feeds that route
+# a token to every expert (the export notes), so it has its own tests below.
+MOE_TORCHSCRIPT = REAL / "mixtral.torchscript.onnx"
+LANGUAGE = [p for p in MODELS if p not in DETECTORS and p != MOE_TORCHSCRIPT]
 TOLERANCES = Tolerances(atol=1e-5, rtol=1e-4)
 
 # numpy warnings from onnx.reference on what the models compute by design: T5's relative-position
@@ -39,9 +43,10 @@ def nodes(graph: onnx.GraphProto):
 
 def test_real_models_are_present_and_small():
     names = {p.name for p in MODELS}
-    for arch in ("gpt2", "llama", "bert", "t5_encoder", "mistral_sliding"):
+    for arch in ("gpt2", "llama", "bert", "t5_encoder", "mistral_sliding", "mixtral"):
         assert {f"{arch}.dynamo.onnx", f"{arch}.torchscript.onnx"} <= names
-    assert [p.name for p in DETECTORS] == ["ssdlite320_mobilenet_v3.torchscript.onnx"]
+    assert [p.name for p in DETECTORS] == ["mask_rcnn_mobilenet_v3.torchscript.onnx",
+                                           "ssdlite320_mobilenet_v3.torchscript.onnx"]
     assert sum(p.stat().st_size for p in MODELS) < 20 * 2**20
     listed = (REAL / "MODELS.md").read_text()
     assert all(f"`{p.name}`" in listed for p in MODELS)
@@ -51,8 +56,9 @@ def test_real_models_are_present_and_small():
 def test_placement_lists_every_nonzero_and_eyelike(path):
     model = onnx.load(str(path))
     wanted = {n.name: n.op_type for n in nodes(model.graph) if n.op_type in ("NonZero", "EyeLike")}
-    if path in DETECTORS:
-        assert any(op == "NonZero" for op in wanted.values()), "the detector's post-processing has NonZero"
+    if path in DETECTORS or path.name.startswith("mixtral"):
+        # detectors' post-processing selects by score; the MoE routes tokens with one NonZero per expert
+        assert any(op == "NonZero" for op in wanted.values()), "the model's NonZero are not found"
     placement = compile_model(model).placement
     listed = [name for p in placement for name in p.onnx_nodes if name in wanted]
     assert sorted(listed) == sorted(wanted), placement
@@ -103,3 +109,36 @@ def test_language_model_matches_onnx_with_padded_batch(path):
 def test_detector_matches_onnx_at_another_image_size(path):
     compiled = compile_model(path)
     run_check(path, random_feeds(compiled.inputs, seed=0, dims={"height": 240, "width": 200}))
+
+
+def test_mask_rcnn_pastes_masks_through_its_loop():
+    """Paste-masks is a Loop over the detections: at 240x200 the masks come out at the image's size,
+    not the export's, with one per detection."""
+    compiled = compile_model(REAL / "mask_rcnn_mobilenet_v3.torchscript.onnx")
+    feeds = random_feeds(compiled.inputs, seed=0, dims={"height": 240, "width": 200})
+    _, report = check(compiled, feeds, ["cpu"], TOLERANCES)
+    assert report.ok, report
+    boxes, masks = report.expected["boxes"], report.expected["masks"]
+    assert masks.shape == (boxes.shape[0], 1, 240, 200) and boxes.shape[0] > 0
+
+
+def spread_tokens(batch: int, sequence: int) -> "dict[str, np.ndarray]":
+    """Token ids spread over the whole vocabulary (every expert is routed a token), one padded row."""
+    ids = (np.arange(batch * sequence) * 128 // (batch * sequence)).reshape(batch, sequence).astype(np.int64)
+    mask = np.ones((batch, sequence), np.int64)
+    mask[-1, -2:] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+@pytest.mark.parametrize("shape", [(2, 9), (1, 16)])
+def test_torchscript_moe_matches_onnx_on_feeds_routing_to_every_expert(shape):
+    run_check(MOE_TORCHSCRIPT, spread_tokens(*shape))
+
+
+def test_torchscript_moe_on_feeds_missing_an_expert_is_one_line_error():
+    """One token repeated routes to 2 of the 4 experts: the graph traced for every expert cannot run
+    (onnxruntime fails the same way); check says which node in one line instead of a traceback."""
+    compiled = compile_model(MOE_TORCHSCRIPT)
+    feeds = {"input_ids": np.full((2, 5), 7, np.int64), "attention_mask": np.ones((2, 5), np.int64)}
+    with pytest.raises(DmlLowerError, match=r"cannot evaluate node '/model/layers\.\d/mlp/experts/[^']+'"):
+        check(compiled, feeds, ["cpu"], TOLERANCES)

@@ -273,6 +273,7 @@ def cmd_run(args) -> int:
     import numpy as np
 
     from .compiled import compile_model
+    settings = session_settings(args)
     compiled = compile_model(args.model, feature_level=args.feature_level)
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
     if providers and args.backend != "ort":
@@ -280,7 +281,7 @@ def cmd_run(args) -> int:
     first = None
     for index, feeds in enumerate(_feed_sets(compiled, args)):
         outputs = compiled.run(feeds, backend=args.backend, providers=providers, strict=args.strict or None,
-                               memory_limit=args.memory_limit)
+                               memory_limit=args.memory_limit, session_settings=settings)
         if first is None:
             first, first_feeds = outputs, feeds
         which = f" (iteration #{index} of {args.data_loader_script})" if args.data_loader_script else ""
@@ -288,7 +289,7 @@ def cmd_run(args) -> int:
         defaults = _defaults_line(compiled, feeds)
         if defaults:
             print(defaults)
-        unvalidated = compiled.session(args.backend, providers).unvalidated_outputs
+        unvalidated = compiled.session(args.backend, providers, settings).unvalidated_outputs
         for name, value in outputs.items():
             print(_summary(name, value) + (f"  [not run on the provider: {unvalidated[name]}]"
                                            if name in unvalidated else ""))
@@ -326,6 +327,7 @@ def cmd_check(args) -> int:
         raise DmlLowerError(f"--iterations {args.iterations}: must be at least 1")
     for option in ("--json", "--markdown", "--save-outputs", "--save-inputs"):
         check_writable(option, getattr(args, option[2:].replace("-", "_")))
+    settings = session_settings(args)
     compiled = compile_model(args.model, feature_level=args.feature_level, outputs=_outputs_arg(args))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     tolerances = Tolerances.parse(args.atol, args.rtol)
@@ -336,7 +338,8 @@ def cmd_check(args) -> int:
     feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
                           model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
                           more_feeds=more, loaded=loaded, provider_options=args.provider_option,
-                          ep_libraries=args.ep_library, no_fallback=args.no_fallback)
+                          ep_libraries=args.ep_library, no_fallback=args.no_fallback,
+                          session_settings=settings)
     if args.save_inputs:
         _save_npz(args.save_inputs, feeds, "the inputs")
     if args.save_outputs:
@@ -424,7 +427,8 @@ def cmd_conformance(args) -> int:
                   f"{statuses.count('unsupported')} unsupported listed in {conformance.MANIFEST}")
         return 0
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    results = conformance.run(args.dir, backends, args.provider_option, args.ep_library, args.no_fallback)
+    results = conformance.run(args.dir, backends, args.provider_option, args.ep_library, args.no_fallback,
+                              session_settings=session_settings(args), pattern=args.filter)
     for line in conformance.format_results(results):
         print(line)
     return 1 if any(by_status["fail"] for by_status in results.values()) else 0
@@ -435,6 +439,27 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def session_flags(p) -> None:
+    """Settings of every onnxruntime session the command creates (as onnx_test_runner -C)."""
+    p.add_argument("--session-config", action="append", metavar="KEY=VALUE",
+                   help="an onnxruntime session config entry for every session (repeatable), "
+                        "e.g. session.intra_op.allow_spinning=0")
+    p.add_argument("--graph-optimization-level", metavar="LEVEL",
+                   help="onnxruntime graph optimizations of every session: disable, basic, extended or all")
+    p.add_argument("--threads", metavar="N",
+                   help="intra-op threads of every onnxruntime session (0: onnxruntime's default; "
+                        "wins over the one thread small region sessions get)")
+
+
+def session_settings(args):
+    """The SessionSettings of --session-config / --graph-optimization-level / --threads, or None."""
+    from onnx_dml_lowering.runtime.ort_providers import parse_session_settings
+    settings = parse_session_settings(getattr(args, "session_config", None),
+                                      getattr(args, "graph_optimization_level", None),
+                                      getattr(args, "threads", None))
+    return None if settings.empty else settings
 
 
 def provider_flags(p) -> None:
@@ -504,6 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--providers", help="onnxruntime execution providers for --backend ort: cpu, dml "
                                        "(or full names), comma-separated; default cpu")
     p.add_argument("--save-outputs", help="write the outputs to this .npz (of the first feed set)")
+    session_flags(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="compare every backend with ONNX semantics (the oracle)")
@@ -526,6 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare outputs saved by --save-outputs (or run --save-outputs) from the same feeds with "
                         "the oracle, as backends saved:BACKEND, saved:oracle, saved:run-BACKEND")
     provider_flags(p)
+    session_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only the lines that are not MATCH (and UNAVAILABLE backends) and the verdict")
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
                    help="absolute tolerance for floats, global or per output (repeatable; default 1e-6)")
@@ -553,7 +580,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("dir")
     q.add_argument("--backends", default="cpu",
                    help="comma-separated: cpu, ort (lowered graph), ort-cpu, ort-dml, ort:<ProviderName>")
+    q.add_argument("--filter", metavar="GLOB",
+                   help="only the cases whose folder name matches GLOB (fnmatch), e.g. 'test_nonzero_int64*'")
     provider_flags(q)
+    session_flags(q)
     p.set_defaults(func=cmd_conformance)
 
     add_optimize_parser(sub, _dims)      # optimize --check sizes feeds as run / check do

@@ -362,6 +362,7 @@ def check_models(args, parser) -> int:
     """One model file: cmd_check as ever. Several, a directory or a zoo option: the zoo (zoo.py)."""
     from .zoo import is_zoo, run_zoo
     if is_zoo(args):
+        session_settings(args)          # bad session options: one line here, not once per model
         check_writable("--json", args.json)
         check_writable("--junit", args.junit)
         return run_zoo(args, parser)

@@ -121,9 +121,11 @@ def test_bad_values_are_one_line(tmp_path, capsys, args, line):
     import onnx
     path = tmp_path / "m.onnx"
     onnx.save(relu_nonzero_eyelike(), path)
+    want = [f"dml-lower: error: {line}" + (" (0: onnxruntime's default)" if line.startswith("--threads") else "")]
     assert main(["check", str(path), *args]) == 2
-    assert capsys.readouterr().err.splitlines() == [f"dml-lower: error: {line}" + (
-        " (0: onnxruntime's default)" if line.startswith("--threads") else "")]
+    assert capsys.readouterr().err.splitlines() == want
+    assert main(["check", str(path), str(path), *args]) == 2        # a zoo: once, before any model runs
+    assert capsys.readouterr().err.splitlines() == want
 
 
 def test_parse_gives_a_validated_hashable_setting():

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import feed_sets
-from .cli_options import check_writable, model_options, provider_flags, save_npz_file, write_file
+from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
+                          session_settings, write_file)
 from .zoo import add_zoo_options
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ def add_check_parser(sub) -> None:
                    help="compare outputs saved by --save-outputs (or run --save-outputs) from the same feeds with "
                         "the oracle, as backends saved:BACKEND, saved:oracle, saved:run-BACKEND")
     provider_flags(p)
+    session_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only the lines that are not MATCH (and UNAVAILABLE backends) and the verdict")
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
                    help="absolute tolerance for floats, global or per output (repeatable; default: 1e-6)")
@@ -55,6 +57,7 @@ def check_models(args, parser) -> int:
     """One model file: cmd_check as ever. Several, a directory or a zoo option: the zoo (zoo.py)."""
     from .zoo import is_zoo, run_zoo
     if is_zoo(args):
+        session_settings(args)          # bad session options: one line here, not once per model
         check_writable("--json", args.json)
         check_writable("--junit", args.junit)
         return run_zoo(args, parser)
@@ -71,6 +74,7 @@ def cmd_check(args) -> int:
         raise DmlLowerError(f"--iterations {args.iterations}: must be at least 1")
     for option in ("--json", "--markdown", "--save-outputs", "--save-inputs"):
         check_writable(option, getattr(args, option[2:].replace("-", "_")))
+    settings = session_settings(args)
     compiled = compile_model(args.model, feature_level=args.feature_level, outputs=_outputs_arg(args))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     tolerances = Tolerances.parse(args.atol, args.rtol)
@@ -81,7 +85,8 @@ def cmd_check(args) -> int:
     feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
                           model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
                           more_feeds=more, loaded=loaded, provider_options=args.provider_option,
-                          ep_libraries=args.ep_library, no_fallback=args.no_fallback)
+                          ep_libraries=args.ep_library, no_fallback=args.no_fallback,
+                          session_settings=settings)
     if args.save_inputs:
         save_npz_file(args.save_inputs, feeds, "the inputs")
     if args.save_outputs:

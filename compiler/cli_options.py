@@ -85,6 +85,28 @@ def provider_flags(p) -> None:
                    help="set session.disable_cpu_ep_fallback: a node the provider cannot take is an error")
 
 
+def session_flags(p: argparse.ArgumentParser) -> None:
+    """Settings of every onnxruntime session the command creates (as onnx_test_runner -C)."""
+    p.add_argument("--session-config", action="append", metavar="KEY=VALUE",
+                   help="an onnxruntime session config entry for every session (repeatable), "
+                        "e.g. session.intra_op.allow_spinning=0")
+    p.add_argument("--graph-optimization-level", metavar="LEVEL",
+                   help="onnxruntime graph optimizations of every session: disable, basic, extended or all "
+                        "(default: onnxruntime's, all)")
+    p.add_argument("--threads", metavar="N",
+                   help="intra-op threads of every onnxruntime session (0: onnxruntime's default; "
+                        "wins over the one thread small region sessions get)")
+
+
+def session_settings(args):
+    """The SessionSettings of --session-config / --graph-optimization-level / --threads, or None."""
+    from onnx_dml_lowering.runtime.ort_providers import parse_session_settings
+    settings = parse_session_settings(getattr(args, "session_config", None),
+                                      getattr(args, "graph_optimization_level", None),
+                                      getattr(args, "threads", None))
+    return None if settings.empty else settings
+
+
 def model_options(p: argparse.ArgumentParser, inputs: bool = True, models: bool = False) -> None:
     """The model argument and, with `inputs`, the feed options of run / check / reduce."""
     if models:

@@ -52,16 +52,18 @@ class CompiledModel:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
 
-    def session(self, backend: str = "cpu", providers: "list[str] | None" = None):
-        key = (backend, tuple(providers or ()))
+    def session(self, backend: str = "cpu", providers: "list[str] | None" = None, session_settings=None):
+        """The cached execution state of one backend; `session_settings` (a runtime.ort_providers
+        SessionSettings) applies to every onnxruntime session it creates."""
+        key = (backend, tuple(providers or ()), session_settings)
         if key not in self._sessions:
             from onnx_dml_lowering.runtime.session import EmulatorSession
             if backend == "cpu":
-                self._sessions[key] = EmulatorSession(self)
+                self._sessions[key] = EmulatorSession(self, settings=session_settings)
             elif backend == "ort":
                 from onnx_dml_lowering.runtime.ort_operators import OrtOperators
-                operators = OrtOperators(providers)
-                self._sessions[key] = EmulatorSession(self, operators, operators.providers)
+                operators = OrtOperators(providers, session_settings)
+                self._sessions[key] = EmulatorSession(self, operators, operators.providers, session_settings)
             else:
                 from onnx_dml_lowering.ir import DmlLowerError
                 raise DmlLowerError(f"unknown backend {backend!r}: use 'cpu' (the DirectML emulator) or "
@@ -70,15 +72,16 @@ class CompiledModel:
 
     def run(self, feeds: Mapping[str, object], backend: str = "cpu",
             providers: "list[str] | None" = None, strict: "bool | None" = None,
-            memory_limit: "int | str | None" = None) -> "dict[str, np.ndarray]":
+            memory_limit: "int | str | None" = None, session_settings=None) -> "dict[str, np.ndarray]":
         """Execute on host feeds (name -> array); returns every graph output by name.
 
         backend "cpu": the numpy emulator of the DirectML operators; "ort": the same lowered
         graph with each DirectML operator run by onnxruntime on `providers` (default CPU).
         memory_limit (bytes or a size like "512MiB"; default three quarters of physical memory)
         bounds the buffers a run allocates, summed before allocating: over it, DmlLowerError.
+        session_settings: a runtime.ort_providers.SessionSettings for every onnxruntime session.
         """
-        return self.session(backend, providers).run(feeds, strict=strict, memory_limit=memory_limit)
+        return self.session(backend, providers, session_settings).run(feeds, strict=strict, memory_limit=memory_limit)
 
 
 def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = DEFAULT_LEVEL,

@@ -89,8 +89,9 @@ class Backend:
     """One --backends entry: 'cpu' / 'ort' (our lowered graph) or an onnxruntime provider."""
 
     def __init__(self, spec: str, feature_level: str = "5_1", provider_options=None, ep_libraries=None,
-                 no_fallback: bool = False) -> None:
+                 no_fallback: bool = False, settings: "ort_providers.SessionSettings | None" = None) -> None:
         self.spec, self.feature_level, self.no_fallback = spec, feature_level, no_fallback
+        self.settings = settings          # every onnxruntime session's (--threads, --session-config ...)
         self.provider = None
         if spec not in ("cpu", "ort"):
             if not (spec.startswith("ort-") or spec.startswith("ort:")):
@@ -109,14 +110,15 @@ class Backend:
         if self.provider is None:
             try:
                 compiled = compile_model(model, feature_level=self.feature_level)
-                runs = [compiled.run(feeds, backend=self.spec, providers=["cpu"] if self.spec == "ort" else None)
+                runs = [compiled.run(feeds, backend=self.spec, providers=["cpu"] if self.spec == "ort" else None,
+                                     session_settings=self.settings)
                         for feeds in data_sets]
             except DmlLowerError as exc:
                 return None, str(exc), []
             return [[r[n] for n in names] for r in runs], "", []
         try:
             session = ort_providers.make_provider_session(model, self.provider,
-                                                          self.no_fallback)
+                                                          self.no_fallback, self.settings)
         except DmlLowerError as exc:
             return None, str(exc), []
         assignment = ort_providers.node_providers(session)
@@ -219,8 +221,10 @@ def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: 
             entry.setdefault(case.name, {"status": "pass", "detail": ""})["placement"] = outcome.fallbacks
 
 
-def load(directory: str) -> "tuple[dict, list[tuple[str, onnx.ModelProto, list, list]]]":
-    """(manifest or {}, [(case, model, data sets, expected outputs)]) from a suite folder."""
+def load(directory: str, pattern: "str | None" = None) -> "tuple[dict, list[tuple[str, onnx.ModelProto, list, list]]]":
+    """(manifest or {}, [(case, model, data sets, expected outputs)]) from a suite folder;
+    `pattern`: only the cases whose folder name matches this fnmatch glob."""
+    import fnmatch
     if not os.path.isdir(directory):
         raise DmlLowerError(f"conformance directory {directory!r} does not exist")
     manifest = {}
@@ -231,6 +235,8 @@ def load(directory: str) -> "tuple[dict, list[tuple[str, onnx.ModelProto, list, 
     for name in sorted(os.listdir(directory)):
         folder = os.path.join(directory, name)
         if not os.path.isfile(os.path.join(folder, "model.onnx")):
+            continue
+        if pattern is not None and not fnmatch.fnmatchcase(name, pattern):
             continue
         model = onnx.load(os.path.join(folder, "model.onnx"))
         inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
@@ -243,6 +249,8 @@ def load(directory: str) -> "tuple[dict, list[tuple[str, onnx.ModelProto, list, 
                              for k in range(len(model.graph.output))])
             n += 1
         cases.append((name, model, sets, expected))
+    if not cases and pattern is not None:
+        raise DmlLowerError(f"--filter {pattern!r} matches no case of conformance directory {directory!r}")
     if not cases:
         raise DmlLowerError(f"conformance directory {directory!r} holds no case (DIR/<case>/model.onnx)")
     return manifest, cases
@@ -256,11 +264,14 @@ def _read_tensor(path: str) -> np.ndarray:
 
 
 def run(directory: str, backends: "list[str]", provider_options=None, ep_libraries=None,
-        no_fallback: bool = False) -> "dict[str, dict[str, list[tuple[str, Outcome]]]]":
-    """{backend: {status: [(case, outcome)]}} for every case of the folder."""
-    manifest, cases = load(directory)
+        no_fallback: bool = False, session_settings: "ort_providers.SessionSettings | None" = None,
+        pattern: "str | None" = None) -> "dict[str, dict[str, list[tuple[str, Outcome]]]]":
+    """{backend: {status: [(case, outcome)]}} for every case of the folder (those matching the
+    fnmatch glob `pattern`, if given); `session_settings` apply to every onnxruntime session."""
+    manifest, cases = load(directory, pattern)
     level = manifest.get("feature_level", "5_1")
-    runners = [Backend(b, level, provider_options, ep_libraries, no_fallback) for b in backends]
+    runners = [Backend(b, level, provider_options, ep_libraries, no_fallback, session_settings)
+               for b in backends]
     results: dict = {}
     for backend in runners:
         by_status: dict = {s: [] for s in STATUSES}

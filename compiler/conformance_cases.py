@@ -210,7 +210,166 @@ def idiom_cases(seeds: int) -> "list[Case]":
     return cases
 
 
+# 64-bit values whose low 32-bit word is zero (a NonZero that looks at one word misses them),
+# and for double -0.0 (zero), NaN and the smallest subnormal (its high word is zero).
+HIGH_WORD = {T.INT64: [0, 1 << 32, -(1 << 63), 0, 1 << 40, -(1 << 32), 0, 1],
+             T.UINT64: [0, 1 << 32, 1 << 63, 0, 1 << 40, (1 << 64) - (1 << 32), 0, 1],
+             T.DOUBLE: [0.0, -0.0, 2.0, float("nan"), 5e-324, -0.0, -1.0, 0.0]}
+HIGH_WORD_SHAPES = ((8,), (2, 4), (2, 2, 2))
+
+
+def nonzero_high_word_cases(seeds: int) -> "list[Case]":
+    cases = []
+    for onnx_type, values in HIGH_WORD.items():
+        dtype = onnx_to_numpy(onnx_type)
+        base = np.array(values, dtype)
+        for shape in HIGH_WORD_SHAPES:
+            rng = np.random.default_rng([onnx_type, len(shape)])
+            sets = [{"x": (base if n == 0 else rng.permutation(base)).reshape(shape)} for n in range(seeds)]
+            model = _model([h.make_node("NonZero", ["x"], ["y"], name="nonzero")],
+                           [_vi("x", onnx_type, shape)], [_vi("y", T.INT64, [len(shape), None])])
+            cases.append(Case(f"test_nonzero_{_short(onnx_type)}_highword_{'x'.join(map(str, shape))}", model, sets,
+                              f"NonZero of {onnx_type_name(onnx_type)} non-zero in the high word only, -0.0, NaN"))
+    return cases
+
+
+TRILU_SHAPE = (2, 3, 4)
+TRILU_KS = (0, 1, -2)
+
+
+def trilu_cases(seeds: int) -> "list[Case]":
+    """Trilu(x, k) over every type, upper and lower, k inside and at the edges, a batch of 2."""
+    cases = []
+    for onnx_type in ONNX_NUMERIC_AND_BOOL:
+        for upper in (1, 0):
+            for k in TRILU_KS:
+                model = _model([h.make_node("Trilu", ["x", "k"], ["y"], name="trilu", upper=upper)],
+                               [_vi("x", onnx_type, TRILU_SHAPE)], [_vi("y", onnx_type, TRILU_SHAPE)],
+                               [_ints("k", k)], opset=14)
+                rng = np.random.default_rng([onnx_type, upper, k + 8])
+                sets = [{"x": nonzero_input(onnx_type, TRILU_SHAPE, rng)} for _ in range(seeds)]
+                label = f"k{k}" if k >= 0 else f"km{-k}"
+                cases.append(Case(f"test_trilu_{_short(onnx_type)}_{'upper' if upper else 'lower'}_{label}", model,
+                                  sets, f"Trilu upper={upper} k={k} of {onnx_type_name(onnx_type)} {list(TRILU_SHAPE)}"))
+    for k in (-(2 ** 40), 2 ** 40):
+        model = _model([h.make_node("Trilu", ["x", "k"], ["y"], name="trilu", upper=1)],
+                       [_vi("x", T.FLOAT, TRILU_SHAPE)], [_vi("y", T.FLOAT, TRILU_SHAPE)], [_ints("k", k)], opset=14)
+        rng = np.random.default_rng(abs(k) % 1000 + (k > 0))
+        cases.append(Case(f"test_trilu_float_upper_{'k' if k > 0 else 'km'}{abs(k)}", model,
+                          [{"x": nonzero_input(T.FLOAT, TRILU_SHAPE, rng)} for _ in range(seeds)],
+                          f"Trilu upper k={k} (beyond the matrix)"))
+    return cases
+
+
+def _const(name: str, value, dtype=np.int64) -> onnx.NodeProto:
+    return h.make_node("Constant", [], [name], name=f"c_{name}",
+                       value=numpy_helper.from_array(np.asarray(value, dtype), name))
+
+
+# (name, comparison, window, cast, swap, offset): the masks tests/lowering/test_mask_idioms.py builds.
+MASKS = (("causal", "LessOrEqual", 0, None, False, "none"),
+         ("causal_strict", "Less", 0, None, False, "none"),
+         ("causal_swapped", "GreaterOrEqual", 0, None, True, "none"),
+         ("future", "Greater", 0, None, False, "none"),
+         ("causal_float", "LessOrEqual", 0, T.FLOAT, False, "none"),
+         ("causal_int32", "LessOrEqual", 0, T.INT32, False, "none"),
+         ("sliding_window2", "LessOrEqual", 2, None, False, "none"),
+         ("sliding_window3_float", "LessOrEqual", 3, T.FLOAT, False, "none"),
+         ("causal_offset", "LessOrEqual", 0, None, False, "constant"),
+         ("causal_past", "LessOrEqual", 0, None, False, "run-time"),
+         ("causal_shift", "LessOrEqual", 0, None, False, "shift"),
+         ("sliding_window2_past", "LessOrEqual", 2, T.FLOAT, False, "run-time"),
+         ("equal_diagonal", "Equal", 0, T.FLOAT, False, "none"))
+
+
+def mask_cases(seeds: int) -> "list[Case]":
+    """Range-comparison causal / sliding-window masks (lowering/mask_idioms.py): kv OP q (+ offset)."""
+    cases = []
+    for name, op, window, cast, swap, offset in MASKS:
+        nodes = [_const("zero", 0), _const("one", 1), _const("ax_row", [-1]), _const("ax_col", [0]),
+                 h.make_node("Range", ["zero", "n", "one"], ["q0"], name="range_q")]
+        inputs = [_vi("n", T.INT64, [])]
+        q, total = "q0", "n"
+        if offset == "constant":
+            nodes += [_const("shift", 2), h.make_node("Add", ["q0", "shift"], ["q"], name="add_shift"),
+                      h.make_node("Add", ["n", "shift"], ["total"], name="total")]
+            q, total = "q", "total"
+        elif offset in ("run-time", "shift"):
+            inputs.append(_vi("past", T.INT64, []))
+            nodes.append(h.make_node("Add", ["past", "q0"], ["q"], name="add_past"))
+            q = "q"
+            if offset == "run-time":
+                nodes.append(h.make_node("Add", ["n", "past"], ["total"], name="total"))
+                total = "total"
+        nodes += [h.make_node("Range", ["zero", total, "one"], ["kv0"], name="range_kv"),
+                  h.make_node("Unsqueeze", [q, "ax_row"], ["q_idx"], name="unsqueeze_q"),
+                  h.make_node("Unsqueeze", ["kv0", "ax_col"], ["kv_idx"], name="unsqueeze_kv"),
+                  h.make_node(op, ["q_idx", "kv_idx"] if swap else ["kv_idx", "q_idx"], ["cmp"], name="cmp")]
+        y = "cmp"
+        if window:
+            nodes += [_const("w", window), h.make_node("Sub", ["q_idx", "w"], ["low"], name="sub_w"),
+                      h.make_node("Greater", ["kv_idx", "low"], ["inside"], name="gt_w"),
+                      h.make_node("And", ["cmp", "inside"], ["window"], name="and_w")]
+            y = "window"
+        out_type = T.BOOL
+        if cast is not None:
+            nodes.append(h.make_node("Cast", [y], ["y"], name="cast", to=cast))
+            out_type = cast
+        else:
+            nodes.append(h.make_node("Identity", [y], ["y"], name="identity"))
+        rng = np.random.default_rng(len(cases))
+        sets = [{"n": np.array(int(rng.integers(1, 7)), np.int64),
+                 **({"past": np.array(int(rng.integers(0, 4)), np.int64)} if offset in ("run-time", "shift") else {})}
+                for _ in range(seeds)]
+        cases.append(Case(f"test_idiom_mask_{name}", _model(nodes, inputs, [_vi("y", out_type, [None, None])]),
+                          sets, f"range_comparison_mask: kv {op} q, window {window}, offset {offset}"))
+    return cases
+
+
+def control_flow_cases(seeds: int) -> "list[Case]":
+    """If / Loop bodies holding NonZero / EyeLike (lowered per body). Each Loop has a condition
+    input and no scan output, where onnx.reference follows ONNX (runtime/oracle.reference_deviation)."""
+    cases = []
+    shape = (3, 4)
+
+    for op in ("NonZero", "EyeLike"):
+        out_type = T.INT64 if op == "NonZero" else T.FLOAT
+        out_shape = [2, None] if op == "NonZero" else list(shape)
+        then = h.make_graph([h.make_node(op, ["x"], ["t"], name=f"then_{op.lower()}")], "then", [],
+                            [_vi("t", out_type, out_shape)])
+        attrs = {} if op == "NonZero" else {"k": 1}
+        other = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="else_relu"),
+                              h.make_node(op, ["r"], ["e"], name=f"else_{op.lower()}", **attrs)], "else", [],
+                             [_vi("e", out_type, out_shape)])
+        model = _model([h.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)],
+                       [_vi("c", T.BOOL, []), _vi("x", T.FLOAT, shape)], [_vi("y", out_type, out_shape)])
+        rng = np.random.default_rng(len(cases))
+        sets = [{"c": np.array(n % 2 == 0), "x": nonzero_input(T.FLOAT, shape, rng)} for n in range(seeds)]
+        cases.append(Case(f"test_control_if_{op.lower()}", model, sets, f"If whose branches hold {op}"))
+    # Loop: acc += EyeLike(x, k=1) (float) / acc += sum(NonZero(x)) (int64), M times.
+    for op, acc_type, acc_shape in (("EyeLike", T.FLOAT, list(shape)), ("NonZero", T.INT64, [])):
+        if op == "EyeLike":
+            inner = [h.make_node("EyeLike", ["x"], ["v"], name="body_eyelike", k=1)]
+        else:
+            inner = [h.make_node("NonZero", ["x"], ["nz"], name="body_nonzero"),
+                     h.make_node("ReduceSum", ["nz"], ["v"], name="body_sum", keepdims=0)]
+        body = h.make_graph(inner + [h.make_node("Add", ["acc", "v"], ["acc_out"], name="body_add"),
+                                     h.make_node("Identity", ["cond"], ["cond_out"], name="body_cond")],
+                            "body", [_vi("i", T.INT64, []), _vi("cond", T.BOOL, []), _vi("acc", acc_type, acc_shape)],
+                            [_vi("cond_out", T.BOOL, []), _vi("acc_out", acc_type, acc_shape)])
+        model = _model([h.make_node("Loop", ["m", "go", "acc0"], ["y"], name="loop", body=body)],
+                       [_vi("m", T.INT64, []), _vi("go", T.BOOL, []), _vi("acc0", acc_type, acc_shape),
+                        _vi("x", T.FLOAT, shape)], [_vi("y", acc_type, acc_shape)])
+        rng = np.random.default_rng(10 + len(cases))
+        dtype = onnx_to_numpy(acc_type)
+        sets = [{"m": np.array(int(rng.integers(0, 4)), np.int64), "go": np.array(True),
+                 "acc0": np.zeros(acc_shape, dtype), "x": nonzero_input(T.FLOAT, shape, rng)} for _ in range(seeds)]
+        cases.append(Case(f"test_control_loop_{op.lower()}", model, sets, f"Loop whose body holds {op}"))
+    return cases
+
+
 def all_cases(seeds: int = 2) -> "list[Case]":
-    cases = nonzero_cases(seeds) + eyelike_cases(seeds) + idiom_cases(seeds)
+    cases = (nonzero_cases(seeds) + nonzero_high_word_cases(seeds) + eyelike_cases(seeds) + trilu_cases(seeds)
+             + idiom_cases(seeds) + mask_cases(seeds) + control_flow_cases(seeds))
     assert len({c.name for c in cases}) == len(cases), "two cases share a folder name"
     return cases

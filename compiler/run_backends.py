@@ -31,14 +31,17 @@ class RunBackends:
 
     def __init__(self, compiled, backends: "list[str]", providers: "list[str] | None" = None,
                  provider_options: "list[str] | None" = None, ep_libraries: "list[str] | None" = None,
-                 no_fallback: bool = False, strict: "bool | None" = None, memory_limit=None) -> None:
+                 no_fallback: bool = False, strict: "bool | None" = None, memory_limit=None,
+                 session_settings=None) -> None:
         specs, self.unavailable = plan_backends(backends, provider_options, ep_libraries)
         self.compiled = compiled
         self.backends = [b for b in backends if b not in self.unavailable]
         self.providers = providers
         self.strict = strict
         self.memory_limit = memory_limit
-        self.originals = {b: OriginalOnProvider(compiled, specs[b], no_fallback) for b in self.backends if b in specs}
+        self.settings = session_settings         # --session-config / --threads / --graph-optimization-level
+        self.originals = {b: OriginalOnProvider(compiled, specs[b], no_fallback, session_settings)
+                          for b in self.backends if b in specs}
 
     def run(self, backend: str, feeds: "dict[str, np.ndarray]") -> BackendRun:
         if backend in self.originals:
@@ -46,8 +49,8 @@ class RunBackends:
         compiled = self.compiled
         providers = self.providers if backend == "ort" else None
         outputs = compiled.run(feeds, backend=backend, providers=providers, strict=self.strict,
-                               memory_limit=self.memory_limit)
-        unvalidated = compiled.session(backend, providers).unvalidated_outputs
+                               memory_limit=self.memory_limit, session_settings=self.settings)
+        unvalidated = compiled.session(backend, providers, self.settings).unvalidated_outputs
         return BackendRun(backend, dict(outputs), {n: unvalidated[n] for n in outputs if n in unvalidated})
 
     def _original(self, backend: str, feeds: "dict[str, np.ndarray]") -> BackendRun:
@@ -59,7 +62,7 @@ class RunBackends:
 
         def oracle_value(name: str) -> np.ndarray:
             if not oracle:
-                oracle.append(make_oracle(compiled))
+                oracle.append(make_oracle(compiled, settings=self.settings))
                 oracle[0].run(full)
             return oracle[0].values[name]
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import defaults_line, feed_sets
-from .cli_options import check_writable, model_options, provider_flags, save_npz_file, write_file
+from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
+                          session_settings, write_file)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,6 +27,7 @@ def add_run_parser(sub) -> None:
                    help="onnxruntime execution providers of the ort backend: cpu, dml (or full names), "
                         "comma-separated (default: cpu)")
     provider_flags(p)
+    session_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print one line per backend: its outputs' dtypes and shapes")
     p.add_argument("--save-inputs", metavar="F.npz", help="write the feeds used to this .npz (replay with --inputs)")
     p.add_argument("--save-outputs", metavar="F.npz", help="write the outputs to this .npz (of the first feed set; one backend)")
@@ -40,6 +42,7 @@ def cmd_run(args) -> int:
         check_writable(option, getattr(args, option[2:].replace("-", "_")))
     from .compiled import compile_model
     from .run_backends import RunBackends, run_record
+    settings = session_settings(args)
     compiled = compile_model(args.model, feature_level=args.feature_level)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
@@ -48,7 +51,8 @@ def cmd_run(args) -> int:
     if args.save_outputs and len(backends) > 1:
         raise DmlLowerError(f"--save-outputs saves one backend's outputs: give one backend, not {args.backends!r}")
     runner = RunBackends(compiled, backends, providers, args.provider_option, args.ep_library, args.no_fallback,
-                         strict=args.strict or None, memory_limit=args.memory_limit)
+                         strict=args.strict or None, memory_limit=args.memory_limit,
+                         session_settings=settings)
     for backend, why in runner.unavailable.items():
         print(f"{backend}: UNAVAILABLE: {why}")
     first = first_feeds = None

@@ -29,7 +29,7 @@ from .compare import BackendReport, OutputResult, compare
 from .feeds import check_feeds, restore_dtype, with_defaults
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
-from .ort_providers import (ProviderSpec, make_provider_session, node_providers,
+from .ort_providers import (ProviderSpec, SessionSettings, make_provider_session, node_providers,
                             placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
 from .saved_outputs import PREFIX as SAVED_PREFIX
@@ -210,8 +210,10 @@ class OriginalOnProvider:
     """The original model on one onnxruntime provider. A node the provider has no kernel for is
     cut out: its outputs are UNSUPPORTED, and what reads them is fed the oracle's values."""
 
-    def __init__(self, compiled, provider: ProviderSpec, no_fallback: bool = False) -> None:
+    def __init__(self, compiled, provider: ProviderSpec, no_fallback: bool = False,
+                 settings: "SessionSettings | None" = None) -> None:
         self.compiled = compiled
+        self.settings = settings
         self.provider = provider
         self.providers = [provider.name]
         self.no_fallback = no_fallback
@@ -230,7 +232,7 @@ class OriginalOnProvider:
             if not model.graph.output:
                 break                   # every output came from a cut node: nothing left to run
             try:
-                self._session = make_provider_session(model, self.provider, self.no_fallback)
+                self._session = make_provider_session(model, self.provider, self.no_fallback, self.settings)
                 break
             except DmlLowerError as exc:
                 found = NO_KERNEL_NODE.search(str(exc))
@@ -296,8 +298,8 @@ def _semantic_nodes(compiled) -> "set[str]":
     return {n for p in compiled.placement for n in p.onnx_nodes if not n.startswith("initializer:")}
 
 
-def make_oracle(compiled, kind: str = "hybrid") -> Oracle:
-    return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled))
+def make_oracle(compiled, kind: str = "hybrid", settings: "SessionSettings | None" = None) -> Oracle:
+    return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled), settings)
 
 
 def check(compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
@@ -305,7 +307,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
           memory_limit: "int | str | None" = None, oracle: "str | Oracle" = "hybrid",
           more_feeds: "Iterable[Mapping[str, object]] | None" = None,
           loaded: "LoadedOutputs | None" = None, provider_options: "list[str] | None" = None,
-          ep_libraries: "list[str] | None" = None, no_fallback: bool = False) -> "tuple[dict, CheckReport]":
+          ep_libraries: "list[str] | None" = None, no_fallback: bool = False,
+          session_settings: "SessionSettings | None" = None) -> "tuple[dict, CheckReport]":
     """Every backend against the oracle on the same (validated) feeds.
 
     `more_feeds`: further feed sets (--iterations), any iterable; every set is checked the same
@@ -313,7 +316,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     number). KeyboardInterrupt (Ctrl-C) after at least one set was checked ends the loop: the
     report covers the sets checked (`report.interrupted`); before that it propagates.
     `provider_options` (NAME=VALUE), `ep_libraries` (NAME=PATH) and `no_fallback` apply to the
-    backends that run the original model on an onnxruntime provider.
+    backends that run the original model on an onnxruntime provider. `session_settings` apply to
+    every onnxruntime session: the oracle's, the lowered backends' and the original's.
     """
     providers, unavailable = plan_backends(backends, provider_options, ep_libraries)
     tolerances.check_names(compiled.output_names)
@@ -324,7 +328,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     first, defaulted = with_defaults(check_feeds(compiled.inputs, feeds, compiled.optional_inputs),
                                      compiled.optional_inputs, compiled.initializers)
     more = iter(more_feeds or ())
-    the_oracle = oracle if isinstance(oracle, Oracle) else make_oracle(compiled, oracle)
+    the_oracle = oracle if isinstance(oracle, Oracle) else make_oracle(compiled, oracle, session_settings)
     if the_oracle.golden is not None or loaded is not None:
         if next(more, None) is not None:
             raise DmlLowerError("saved outputs hold one feed set: use them with --iterations 1")
@@ -338,7 +342,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     reports = {b: BackendReport(b) for b in runnable}
     if loaded is not None:
         reports.update({b: BackendReport(b) for b in loaded.by_backend})
-    originals = {b: OriginalOnProvider(compiled, providers[b], no_fallback) for b in runnable if b in providers}
+    originals = {b: OriginalOnProvider(compiled, providers[b], no_fallback, session_settings) for b in runnable if b in providers}
     for backend, original in originals.items():
         started = time.perf_counter()
         try:
@@ -347,7 +351,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
             reports[backend].error = str(exc)
         reports[backend].seconds += time.perf_counter() - started
         the_oracle.keep.update(original.cut_outputs)
-    before = control_flow_iterations(compiled, runnable)    # the session may have run before
+    before = control_flow_iterations(compiled, runnable, session_settings)    # the session may have run before
     first_expected: "dict[str, np.ndarray]" = {}
     checked = 0
     interrupted = False
@@ -381,7 +385,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                         else:
                             actual = compiled.run(feed_set, backend=backend,
                                                   providers=["cpu"] if backend == "ort" else None,
-                                                  strict=strict, memory_limit=memory_limit)
+                                                  strict=strict, memory_limit=memory_limit,
+                                                  session_settings=session_settings)
                     except DmlLowerError as exc:
                         if "memory limit" in str(exc):
                             raise                               # a limit the user set: not a backend's failure
@@ -399,7 +404,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                                        for v, node in original.cut_outputs.items()}
                     elif backend == "ort":
                         unsupported = {v: f"computed by the numpy kernel: {why}"
-                                       for v, why in compiled.session("ort", ["cpu"]).unvalidated_outputs.items()}
+                                       for v, why in compiled.session("ort", ["cpu"], session_settings).unvalidated_outputs.items()}
                     for name, want in expected.items():
                         result = _compare_one(name, backend, want, actual, tolerances, deviations, randoms,
                                               unsupported)
@@ -429,14 +434,14 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
             reports[backend].placement_notes = ["this onnxruntime cannot report which provider ran each node"]
     regions = {}
     if "cpu" in runnable:
-        runner = compiled.session("cpu").regions
+        runner = compiled.session("cpu", None, session_settings).regions
         for name, engine in runner.engines.items():
             regions[name] = f"[{node_list([n.name for n in runner.regions[name]])}] {engine}"
     report = CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions,
                          list(reports.values()), the_oracle.to_dict(), checked, unavailable,
                          expected=first_expected, interrupted=interrupted)
     report.defaults = {name: first[name] for name in defaulted}
-    after = control_flow_iterations(compiled, runnable)
+    after = control_flow_iterations(compiled, runnable, session_settings)
     report.control_flow_iterations = {b: n - before.get(b, 0) for b, n in after.items()}
     return first, report
 
@@ -456,12 +461,13 @@ def _restored(compiled, values: "dict[str, np.ndarray]") -> "dict[str, np.ndarra
     return out
 
 
-def control_flow_iterations(compiled, backends: "list[str]") -> "dict[str, int]":
+def control_flow_iterations(compiled, backends: "list[str]",
+                            settings: "SessionSettings | None" = None) -> "dict[str, int]":
     """Per lowered backend that ran, how many control-flow branches / iterations ran lowered
     (only for models with a control-flow node run by the host)."""
     if not compiled.partition.bodies:
         return {}
-    return {b: compiled.session(b, ["cpu"] if b == "ort" else None).lowered_iterations
+    return {b: compiled.session(b, ["cpu"] if b == "ort" else None, settings).lowered_iterations
             for b in ("cpu", "ort") if b in backends}
 
 

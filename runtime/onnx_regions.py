@@ -11,7 +11,7 @@ from onnx import helper
 from onnx_dml_lowering.ir import DmlLowerError, OnnxRegion
 from onnx_dml_lowering.ir.errors import first_line
 
-from .ort_providers import few_elements
+from .ort_providers import SessionSettings, few_elements
 from .weights import reference_evaluator
 from .ort_values import run_session
 
@@ -19,8 +19,10 @@ class RegionRunner:
     """Builds, caches and runs one sub-model per ONNX region of a compiled model."""
 
     def __init__(self, model: onnx.ModelProto, regions: "dict[str, list[onnx.NodeProto]]",
-                 types: dict, providers: "list[str] | None" = None, generated: "set[str]" = frozenset()) -> None:
+                 types: dict, providers: "list[str] | None" = None, generated: "set[str]" = frozenset(),
+                 settings: "SessionSettings | None" = None) -> None:
         self.model = model
+        self.settings = settings          # the user's onnxruntime session settings (--threads ...)
         self.providers = providers or ["CPUExecutionProvider"]
         self.regions = regions
         self.types = types
@@ -69,7 +71,8 @@ class RegionRunner:
         if reason is None:
             from .ort_providers import make_session
             try:
-                session = make_session(sub, self.providers, tiny=self._tiny(step, tensors or {}))
+                session = make_session(sub, self.providers, tiny=self._tiny(step, tensors or {}),
+                                       settings=self.settings)
                 self.engines[step.name] = f"onnxruntime {', '.join(self.providers)}"
             except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
                 reason = f"onnxruntime cannot run it: {first_line(exc)}"

@@ -26,7 +26,7 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
 from .feeds import restore_dtype
-from .ort_providers import few_elements, make_session
+from .ort_providers import SessionSettings, few_elements, make_session
 from .weights import reference_evaluator
 from .ort_values import run_session
 from .saved_outputs import load_golden, split_metadata
@@ -92,8 +92,9 @@ class Oracle:
     """Evaluates a (checked, shape-inferred) model with ONNX semantics; see the module docstring."""
 
     def __init__(self, model: onnx.ModelProto, types: Mapping, kind: str = "hybrid",
-                 semantic_nodes: Iterable[str] = ()) -> None:
+                 semantic_nodes: Iterable[str] = (), settings: "SessionSettings | None" = None) -> None:
         self.model = model
+        self.settings = settings          # the user's onnxruntime session settings (--threads ...)
         self.types = types
         self.kind = kind
         self.golden: "dict[str, np.ndarray] | None" = None
@@ -168,7 +169,7 @@ class Oracle:
 
     def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
         try:
-            session = make_session(self.model, ["CPUExecutionProvider"])
+            session = make_session(self.model, ["CPUExecutionProvider"], settings=self.settings)
             results = run_session(session, self.output_names, feeds)
         except Exception as exc:
             raise DmlLowerError(f"the ort-cpu oracle cannot evaluate the model: {first_line(exc)}") from None
@@ -228,7 +229,8 @@ class Oracle:
                 self._sessions[key] = reference_evaluator(sub)
             else:
                 self._sessions[key] = make_session(sub, ["CPUExecutionProvider"],
-                                                   tiny=few_elements(sub.graph.initializer))
+                                                   tiny=few_elements(sub.graph.initializer),
+                                                   settings=self.settings)
         return self._sessions[key]
 
     def _plan_loadable(self) -> "list[_Run]":

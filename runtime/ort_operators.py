@@ -26,7 +26,7 @@ from onnx_dml_lowering.ir.errors import first_line
 
 from . import kernels as numpy_kernels
 from .kernels import POISON_WORD, scalar_for
-from .ort_providers import make_session, resolve
+from .ort_providers import SessionSettings, make_session, resolve
 
 
 # NonZero on these element types runs on an exact widening where the provider has no kernel.
@@ -54,8 +54,9 @@ def _or_numpy(method):
 class OrtOperators:
     """The DmlKernels set (runtime.kernel_set) backed by onnxruntime: Interpreter(kernels=...)."""
 
-    def __init__(self, providers: "list[str] | None" = None) -> None:
+    def __init__(self, providers: "list[str] | None" = None, settings: "SessionSettings | None" = None) -> None:
         self.providers = resolve(providers)
+        self.settings = settings          # the user's onnxruntime session settings (--threads ...)
         self._sessions: dict = {}
         self._no_kernel: "dict[tuple, str]" = {}
         self.fallbacks: "list[str]" = []      # operators the provider has no kernel for, as they ran
@@ -66,7 +67,7 @@ class OrtOperators:
         if key not in self._sessions:
             model = build()
             try:
-                self._sessions[key] = make_session(model, self.providers)
+                self._sessions[key] = make_session(model, self.providers, settings=self.settings)
             except Exception as exc:
                 reason = f"{what}: onnxruntime ({', '.join(self.providers)}) cannot run it: {first_line(exc)}"
                 if "NOT_IMPLEMENTED" in str(exc):

@@ -175,8 +175,96 @@ def resolve_backend(spec: str, options: "list[str] | dict | None" = None,
     raise unavailable(name)
 
 
+GRAPH_OPTIMIZATION_LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
+                              "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """What the user asked of every onnxruntime session a command creates (like onnx_test_runner
+    -C): config entries, a graph optimization level and an intra-op thread count. None / empty
+    keeps onnxruntime's (or our tiny-region) default. Frozen: sessions are cached by it."""
+    config: "tuple[tuple[str, str], ...]" = ()
+    optimization_level: "str | None" = None      # a GRAPH_OPTIMIZATION_LEVELS key
+    threads: "int | None" = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.config and self.optimization_level is None and self.threads is None
+
+    def apply(self, options) -> None:
+        """Set these on an onnxruntime SessionOptions (after our own entries: the user's win)."""
+        import onnxruntime as ort
+        if self.optimization_level is not None:
+            options.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
+                                                       GRAPH_OPTIMIZATION_LEVELS[self.optimization_level])
+        if self.threads is not None:
+            options.intra_op_num_threads = self.threads
+        for key, value in self.config:
+            options.add_session_config_entry(key, value)
+
+    def validate(self) -> "SessionSettings":
+        """Create a one-node session per config entry so an entry onnxruntime rejects is one line
+        naming it, before any real session (some callers fall back to onnx.reference on failure)."""
+        import contextlib
+        import io
+        import re
+
+        import onnx
+        from onnx import helper
+
+        from onnx_dml_lowering.ir.errors import first_line
+        graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
+                                  [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+                                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
+        probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        data = probe.SerializeToString()
+        for key, value in self.config or (("", ""),):
+            one = SessionSettings(((key, value),) if key else (), self.optimization_level, self.threads)
+            options = session_options(record_assignment=False, settings=one)
+            try:
+                # onnxruntime prints an "EP Error" banner before its own retry: not for the user
+                with contextlib.redirect_stdout(io.StringIO()):
+                    _session(data, options, providers=["CPUExecutionProvider"])
+            except Exception as exc:
+                what = f"--session-config {key}={value}" if key else "the session options"
+                # its C++ check's source location and expression say nothing to the user
+                reason = re.sub(r"^\S+\.cc:\d+ .*? was false\. ", "", first_line(exc))
+                raise DmlLowerError(f"onnxruntime rejects {what}: {reason}") from None
+        return self
+
+
+def parse_session_settings(config: "list[str] | None" = None, optimization_level: "str | None" = None,
+                           threads: "str | int | None" = None) -> SessionSettings:
+    """--session-config KEY=VALUE..., --graph-optimization-level, --threads -> SessionSettings
+    (validated against onnxruntime), or one line naming the bad value."""
+    pairs = []
+    for pair in config or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise DmlLowerError(f"--session-config {pair!r} is not KEY=VALUE")
+        pairs.append((key.strip(), value.strip()))
+    level = None
+    if optimization_level is not None:
+        level = optimization_level.strip().lower()
+        if level not in GRAPH_OPTIMIZATION_LEVELS:
+            raise DmlLowerError(f"--graph-optimization-level {optimization_level!r} is unknown; choose from "
+                                f"{', '.join(GRAPH_OPTIMIZATION_LEVELS)}")
+    count = None
+    if threads is not None:
+        try:
+            count = int(str(threads).strip())
+        except ValueError:
+            count = -1
+        if count < 0:
+            raise DmlLowerError(f"--threads {threads!r} is not a non-negative integer (0: onnxruntime's default)")
+    settings = SessionSettings(tuple(pairs), level, count)
+    return settings if settings.empty else settings.validate()
+
+
 def session_options(provider: "ProviderSpec | None" = None, no_fallback: bool = False,
-                    record_assignment: bool = True, dml: bool = False):
+                    record_assignment: bool = True, dml: bool = False,
+                    settings: "SessionSettings | None" = None):
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.log_severity_level = 4      # errors reach the user as our one line, not ORT's log
@@ -184,10 +272,14 @@ def session_options(provider: "ProviderSpec | None" = None, no_fallback: bool = 
         # DirectML requires memory patterns off and sequential execution.
         options.enable_mem_pattern = False
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    if no_fallback:
+    # A key the user sets is theirs alone (onnxruntime logs a warning when an entry is overwritten).
+    user = {key for key, _ in settings.config} if settings is not None else set()
+    if no_fallback and FALLBACK_OPTION not in user:
         options.add_session_config_entry(FALLBACK_OPTION, "1")
-    if record_assignment:
+    if record_assignment and RECORD_ASSIGNMENT_OPTION not in user:
         options.add_session_config_entry(RECORD_ASSIGNMENT_OPTION, "1")
+    if settings is not None:
+        settings.apply(options)
     if provider is not None and provider.device is not None:
         options.add_provider_for_devices([provider.device], dict(provider.options))
     return options
@@ -290,18 +382,23 @@ def few_elements(tensors: "Iterable[onnx.TensorProto]", elements: int = 0) -> bo
     return elements <= TINY_ELEMENTS
 
 
-def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool = False):
+def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool = False,
+                 settings: "SessionSettings | None" = None):
     """An InferenceSession over a ModelProto (or a model path) with the settings the providers require.
 
     DirectML requires memory patterns off and sequential execution, and takes a device id.
     `tiny`: the graph's work is small (a region over small tensors): one intra-op thread, as
     a thread pool costs more to create (~50 ms) than it saves, and no spinning. Larger graphs keep
     onnxruntime's defaults (its spinning pool is what the warm run is measured against).
+    `settings` (the user's) are applied last: an explicit thread count or config entry wins.
     """
     options = session_options(dml="DmlExecutionProvider" in providers, record_assignment=False)
     if tiny:
         options.intra_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if not (settings and any(k == "session.intra_op.allow_spinning" for k, _ in settings.config)):
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if settings is not None:
+        settings.apply(options)       # after tiny's: an explicit --threads wins
     provider_list: list = []
     for name in providers:
         if name == "DmlExecutionProvider":
@@ -311,7 +408,8 @@ def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool =
     return _session(model, options, providers=provider_list)
 
 
-def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = False):
+def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = False,
+                          settings: "SessionSettings | None" = None):
     """A session running the whole model (a ModelProto) on `provider`, recording who ran each node.
 
     no_fallback sets session.disable_cpu_ep_fallback: a node the provider cannot take makes
@@ -319,7 +417,7 @@ def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = Fal
     dml = provider.name == "DmlExecutionProvider"
     # The CPU provider has nothing to fall back from (onnxruntime rejects the combination).
     no_fallback = no_fallback and provider.name != "CPUExecutionProvider"
-    options = session_options(provider, no_fallback, dml=dml)
+    options = session_options(provider, no_fallback, dml=dml, settings=settings)
     try:
         if provider.device is not None:
             return _session(model, options)

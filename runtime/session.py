@@ -37,7 +37,7 @@ class GraphRunner:
         self.partition = partition
         self.initializers = dict(initializers)
         self.regions = RegionRunner(model, dict(partition.regions), types, session.providers,
-                                    generated=partition.generated)
+                                    generated=partition.generated, settings=session.settings)
         self.specialised: dict = {}
         # Once per specialisation, not per run: lifetimes, buffer sizes, validated descriptors.
         self.lifetimes: dict = {}
@@ -132,8 +132,10 @@ class EmulatorSession:
     run-time specialisations) and what runs report: a log of run-time declines and
     `lowered_iterations`, how many control-flow branches / iterations ran a lowered body."""
 
-    def __init__(self, compiled, operators=None, providers: "list[str] | None" = None) -> None:
+    def __init__(self, compiled, operators=None, providers: "list[str] | None" = None,
+                 settings=None) -> None:
         self.compiled = compiled
+        self.settings = settings          # ort_providers.SessionSettings for every region session
         self.operators = operators            # None: the numpy kernels; else runtime.ort_operators
         self.providers = providers
         self.log: "list[str]" = []

@@ -14,6 +14,7 @@ from onnx.backend.test.loader import load_model_tests
 from onnx_dml_lowering.compiler import conformance
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.compiler.conformance_cases import all_cases
+from tests.runtime.test_session_settings import spy  # noqa: F401  (the fixture)
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +44,62 @@ def test_grid_covers_types_ranks_empties_k_and_idioms(suite):
     rules = {line.split(" by ")[1].split(" ")[0] for name, entry in manifest["cases"].items()
              if name.startswith("test_idiom") for line in entry["placement"]}
     assert rules == {"nonzero_transpose", "nonzero_columns", "eyelike_constant_of_shape", "eye_from_ranges",
-                     "trilu_constant_fill", "constant_diagonal"}
+                     "trilu_constant_fill", "constant_diagonal", "range_comparison_mask"}
     readme = (suite / "README.txt").read_text()
     assert "onnx_test_runner -e dml DIR" in readme and '-C "session.disable_cpu_ep_fallback|1"' in readme
+
+
+def test_suite_holds_trilu_masks_control_flow_and_high_words(suite):
+    cases = all_cases(1)
+    names = {c.name for c in cases}
+    assert len(cases) >= 300
+    for t in ("float", "float16", "double", "int8", "int16", "int32", "int64", "uint8", "uint16",
+              "uint32", "uint64", "bool"):
+        assert {f"test_trilu_{t}_{side}_{k}" for side in ("upper", "lower") for k in ("k0", "k1", "km2")} <= names
+    for t in ("int64", "uint64", "double"):
+        assert {f"test_nonzero_{t}_highword_{s}" for s in ("8", "2x4", "2x2x2")} <= names
+    manifest = json.loads((suite / "manifest.json").read_text())["cases"]
+    masks = [n for n in names if n.startswith("test_idiom_mask_")]
+    assert len(masks) >= 10
+    for name in masks:         # every mask is one range_comparison_mask, nothing left on onnxruntime
+        (line,) = manifest[name]["placement"]
+        assert "lowered by range_comparison_mask" in line, line
+    for name in (n for n in names if n.startswith("test_trilu_")):
+        assert manifest[name]["placement"] == ["trilu: lowered by trilu -> DIAGONAL_MATRIX1"], name
+    for name in ("test_control_if_nonzero", "test_control_if_eyelike", "test_control_loop_nonzero",
+                 "test_control_loop_eyelike"):           # the bodies' NonZero / EyeLike are lowered
+        lines = manifest[name]["placement"]
+        assert lines and all("_branch/" in l or "/body/" in l for l in lines), lines
+        assert all(": lowered by " in l for l in lines), lines
+
+
+def test_high_word_values_are_non_zero_only_above_32_bits():
+    cases = {c.name: c for c in all_cases(1)}
+    for t, dtype in (("int64", "int64"), ("uint64", "uint64")):
+        x = cases[f"test_nonzero_{t}_highword_8"].data_sets[0]["x"]
+        assert x.dtype == dtype and any(v != 0 and (int(v) & 0xFFFFFFFF) == 0 for v in x)
+    x = cases["test_nonzero_double_highword_8"].data_sets[0]["x"]
+    bits = x.view("uint64")
+    assert any(v != 0 and (int(b) & 0xFFFFFFFF) == 0 for v, b in zip(x, bits))     # 2.0, -1.0
+    assert any(v == 0 and b != 0 for v, b in zip(x, bits)) and any(v != v for v in x)   # -0.0, NaN
+
+
+def test_filter_runs_the_matching_cases_only(suite, capsys):
+    import fnmatch
+    for pattern in ("test_nonzero_int64*", "test_control_*", "test_idiom_mask_*"):
+        want = sorted(n for n in os.listdir(suite) if fnmatch.fnmatchcase(n, pattern)
+                      and os.path.isfile(suite / n / "model.onnx"))
+        assert want
+        results = conformance.run(str(suite), ["cpu", "ort"], pattern=pattern)
+        for backend in ("cpu", "ort"):
+            assert sorted(n for n, _ in results[backend]["pass"]) == want
+            assert sum(len(v) for v in results[backend].values()) == len(want)
+    assert main(["conformance", "run", str(suite), "--filter", "test_control_*", "--backends", "cpu,ort-cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "[cpu] 4 pass, 0 deviation, 0 unsupported, 0 fail" in out
+    assert main(["conformance", "run", str(suite), "--filter", "test_nothing*"]) == 2
+    assert capsys.readouterr().err == (f"dml-lower: error: --filter 'test_nothing*' matches no case of "
+                                       f"conformance directory '{suite}'\n")
 
 
 def test_manifest_lists_what_this_onnxruntime_does(suite):
@@ -113,3 +167,16 @@ def test_run_errors_are_one_line(tmp_path, capsys):
 def test_unknown_backend_is_one_line(suite, capsys):
     assert main(["conformance", "run", str(suite), "--backends", "gpu"]) == 2
     assert "unknown conformance backend 'gpu'" in capsys.readouterr().err
+
+
+def test_session_options_reach_every_conformance_session(suite, spy, capsys):
+    import onnxruntime as ort
+
+    from tests.runtime.test_session_settings import settings_of
+    assert main(["conformance", "run", str(suite), "--filter", "test_control_*", "--backends", "cpu,ort,ort-cpu",
+                 "--threads", "2", "--graph-optimization-level", "basic",
+                 "--session-config", "session.intra_op.allow_spinning=1"]) == 0
+    assert "[ort-cpu] 4 pass" in capsys.readouterr().out
+    made = [(c, settings_of(o)) for c, o in spy if c != "other"]         # "other": the options' probe
+    assert {c for c, _ in made} == {"regions", "ort operators", "conformance provider"}
+    assert {s for _, s in made} == {(ort.GraphOptimizationLevel.ORT_ENABLE_BASIC, 2, "1")}

@@ -75,6 +75,7 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
     if extra:
         raise DmlLowerError(f"feed {extra[0]!r} is not an input of the model (inputs: {', '.join(names) or 'none'})")
     out = {}
+    symbols: "dict[str, tuple[str, int, int]]" = {}      # dim_param -> (input, axis, size) first seen
     for vi in list(inputs) + [vi for vi in optional if vi.name in feeds]:
         elem, dims = _declared(vi)                 # an input no feed can satisfy is named as such
         if vi.name not in feeds:
@@ -96,6 +97,13 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
                 if isinstance(want, int) and want != got:
                     raise DmlLowerError(f"input {vi.name!r}: dimension {axis} must be {want}, got {got} "
                                         f"(shape {list(array.shape)})")
+                if isinstance(want, str):
+                    # one symbolic name is one size across every input (ONNX's dim_param)
+                    first = symbols.setdefault(want, (vi.name, axis, got))
+                    if first[2] != got:
+                        raise DmlLowerError(
+                            f"inputs {first[0]!r} and {vi.name!r} disagree on dimension {want!r}: {first[2]} in "
+                            f"{first[0]!r} (axis {first[1]}), {got} in {vi.name!r} (axis {axis})")
         out[vi.name] = array
     return out
 

@@ -367,3 +367,24 @@ def test_a_tensor_model_still_runs_with_the_same_feeds(tmp_path):
                         [("y", T.INT64, 2)])
     x = np.array([1, 0, 2], np.float32)
     assert_outputs_same(compile_model(model).run({"x": x}), reference(model, {"x": x}))
+
+
+# -- feeds that disagree on a shared symbolic dimension -------------------------------------------
+
+def _two_inputs_model():
+    return graph_model([h.make_node("Add", ["a", "b"], ["s"]), h.make_node("NonZero", ["s"], ["nz"])],
+                       [("a", T.FLOAT, ["batch", 4]), ("b", T.FLOAT, ["batch", 4])],
+                       [("nz", T.INT64, [2, None])])
+
+
+@pytest.mark.parametrize("a_rows,b_rows,ok", [(3, 3, True), (3, 5, False), (1, 2, False)])
+def test_feeds_disagreeing_on_a_symbolic_dimension_name_both_inputs(a_rows, b_rows, ok) -> None:
+    compiled = compile_model(_two_inputs_model())
+    feeds = {"a": np.ones((a_rows, 4), np.float32), "b": np.ones((b_rows, 4), np.float32)}
+    if ok:
+        assert compiled.run(feeds)["nz"].shape == (2, a_rows * 4)
+        return
+    with pytest.raises(DmlLowerError) as err:
+        compiled.run(feeds)
+    assert str(err.value) == (f"inputs 'a' and 'b' disagree on dimension 'batch': {a_rows} in 'a' (axis 0), "
+                              f"{b_rows} in 'b' (axis 0)")

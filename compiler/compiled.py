@@ -1,8 +1,9 @@
 """compile_model and the CompiledModel it returns."""
 from __future__ import annotations
 
+import functools
 import json
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import onnx
@@ -21,11 +22,11 @@ class CompiledModel:
     """A model lowered at one feature level: its IR graph, placement report and runners."""
 
     def __init__(self, model: onnx.ModelProto, level: FeatureLevel, part: Partition,
-                 types: "dict | None" = None) -> None:
+                 types: "dict | Callable[[], dict] | None" = None) -> None:
         self.model = model                        # checked, node-named, shape-inferred
         self.feature_level = level
         self.partition = part
-        self.types = value_types(model) if types is None else types
+        self._types = types
         self.inputs = graph_inputs(model)
         self.optional_inputs = overridable_inputs(model)
         self.output_names = [o.name for o in model.graph.output]
@@ -35,6 +36,14 @@ class CompiledModel:
         # identity (what every report shows) -> the node's original name, for the nodes whose
         # name repeated, was empty or was not UTF-8 (compiler/node_ids.py)
         self.renamed_nodes: "dict[str, str | bytes]" = {}
+
+    @property
+    def types(self) -> dict:
+        """Every value's TensorInfo, read from the inferred model when first asked for (a session
+        asks; compiling a model where nothing is lowered does not)."""
+        if not isinstance(self._types, dict):
+            self._types = value_types(self.model) if self._types is None else self._types()
+        return self._types
 
     @property
     def graph(self) -> Graph:
@@ -94,12 +103,13 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
     level = parse_level(feature_level)
     proto = load_model(model)
     renamed = identify_nodes(proto)       # names may repeat, be empty or not be UTF-8
-    proto = inline_functions(proto)
-    identify_nodes(proto)                 # the inlined nodes
+    if proto.functions:
+        proto = inline_functions(proto)
+        identify_nodes(proto)             # the inlined nodes
     inferred = check_and_infer(proto)
     if outputs:
         mark_outputs(inferred, outputs)
-    types = value_types(inferred)
+    types = functools.cache(lambda: value_types(inferred))      # read once, and only if asked
     compiled = CompiledModel(inferred, level, partition(inferred, level, types), types)
     compiled.renamed_nodes = renamed
     return compiled

@@ -13,7 +13,7 @@ from onnx import helper, shape_inference
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
-from onnx_dml_lowering.runtime.weights import lifted, resolve_external, tensor_array
+from onnx_dml_lowering.runtime.weights import is_lazy, lifted, resolve_external, tensor_array
 
 ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
 
@@ -83,8 +83,10 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     """onnx.checker then strict shape inference; either failure is one line naming the node.
     Initializers left in their external files are typed graph inputs for the checker (it would look
     for the files beside the working directory); shape inference reads only their types and shapes."""
+    # Without lazy initializers the lifted copy would equal the model: check the model itself.
+    checked = lifted(model)[0] if any(is_lazy(t) for t in model.graph.initializer) else model
     try:
-        onnx.checker.check_model(lifted(model)[0])
+        onnx.checker.check_model(checked)
     except onnx.checker.ValidationError as exc:
         raise DmlLowerError(_explain_checker(model, ' '.join(str(exc).split()))) from None
     try:

@@ -1,7 +1,7 @@
 """The ONNX graph as idioms see it: producers, consumers, constant values (lowering.GraphView)."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -16,9 +16,12 @@ from .frontend import default_opset, node_info, value_types
 
 
 class OnnxGraphView:
-    def __init__(self, model: onnx.ModelProto, types: "dict[str, TensorInfo] | None" = None) -> None:
+    def __init__(self, model: onnx.ModelProto,
+                 types: "dict[str, TensorInfo] | Callable[[], dict[str, TensorInfo]] | None" = None) -> None:
         self.model = model
-        self.types = value_types(model) if types is None else types
+        # The types are read on the first question about a tensor: a model where nothing is
+        # lowered never reads its value_info (one protobuf message per value).
+        self._types = types
         self.opset = default_opset(model)
         self.nodes = list(model.graph.node)
         self._by_name = {n.name: n for n in self.nodes}
@@ -38,6 +41,12 @@ class OnnxGraphView:
                 self._constants[node.output[0]] = node
         self._values: "dict[str, Any]" = {}
 
+    @property
+    def types(self) -> "dict[str, TensorInfo]":
+        if not isinstance(self._types, dict):
+            self._types = value_types(self.model) if self._types is None else self._types()
+        return self._types
+
     def _index(self) -> None:
         self._producer = {}
         for node in self.nodes:
@@ -46,7 +55,7 @@ class OnnxGraphView:
                     self._producer[name] = node.name
             # A body's reads of outer values count as reads by its control-flow node.
             reads = list(node.input)
-            captures = [c for _, g in graph_attributes(node) for c in graph_captures(g)]
+            captures = [c for _, g in graph_attributes(node) for c in graph_captures(g)] if node.attribute else None
             for name in dict.fromkeys(reads + captures) if captures else dict.fromkeys(reads):
                 if name:
                     self._consumers.setdefault(name, []).append(node.name)

@@ -27,22 +27,22 @@ def _subgraphs(node: onnx.NodeProto) -> "Iterator[onnx.GraphProto]":
             yield from attr.graphs
 
 
-def _graph_nodes(graph: onnx.GraphProto) -> "Iterator[tuple[int, onnx.NodeProto]]":
-    """(index in its own graph, node) for a graph and all its subgraphs, depth-first."""
-    for index, node in enumerate(graph.node):
-        yield index, node
-        for sub in _subgraphs(node):
-            yield from _graph_nodes(sub)
+def _graph_nodes(nodes, out: "list[tuple[int, onnx.NodeProto]]") -> None:
+    """Append (index in its own graph, node) for `nodes` and all their subgraphs, depth-first.
+    Only a node with attributes can hold a subgraph: the others cost one field read."""
+    for index, node in enumerate(nodes):
+        out.append((index, node))
+        if node.attribute:
+            for sub in _subgraphs(node):
+                _graph_nodes(sub.node, out)
 
 
 def all_nodes(model: onnx.ModelProto) -> "list[tuple[int, onnx.NodeProto]]":
     """Every node of the model in traversal order, with its index in its own graph."""
-    nodes = list(_graph_nodes(model.graph))
+    nodes: "list[tuple[int, onnx.NodeProto]]" = []
+    _graph_nodes(model.graph.node, nodes)
     for function in model.functions:
-        for index, node in enumerate(function.node):
-            nodes.append((index, node))
-            for sub in _subgraphs(node):
-                nodes.extend(_graph_nodes(sub))
+        _graph_nodes(function.node, nodes)
     return nodes
 
 
@@ -61,7 +61,13 @@ def identify_nodes(model: onnx.ModelProto) -> "dict[str, str | bytes]":
     """Rename every node of `model` (in place) to its unique identity; returns {identity: the
     original name} for the nodes whose name changed (empty ones included)."""
     nodes = all_nodes(model)
-    texts = [_text(node.name) for _, node in nodes]
+    names = [node.name for _, node in nodes]
+    # The common case, every name a distinct non-empty str (protobuf gives bytes only for a name
+    # that is not UTF-8): nothing to rename, decided in one set over the names.
+    unique = set(names)
+    if len(unique) == len(names) and "" not in unique and not any(isinstance(n, bytes) for n in unique):
+        return {}
+    texts = [_text(name) for name in names]
     counts: "dict[str, int]" = {}
     for text, valid in texts:
         if text:

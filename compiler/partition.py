@@ -20,7 +20,7 @@ from typing import Union
 import onnx
 
 from onnx_dml_lowering.ir import ControlFlow, FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
-from onnx_dml_lowering.lowering import Declined, Match, idioms_for
+from onnx_dml_lowering.lowering import IDIOMS, Declined, Match, idioms_for
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
 from onnx_dml_lowering.lowering.schedule import grouped_order, node_reads
 
@@ -380,9 +380,60 @@ def control_flow_step(state: PartitionState, node: onnx.NodeProto) -> ControlFlo
 PASSES = (generate_constants, compile_bodies, match_idioms, lower_static, schedule, defer_run_time_sized,
           build_regions)
 
+_STANDARD = ("", "ai.onnx")
+_GRAPH = onnx.AttributeProto.GRAPH
 
-def partition(model: onnx.ModelProto, level: FeatureLevel, types=None) -> Partition:
+
+def _has_subgraph(node: onnx.NodeProto) -> bool:
+    return any(a.type == _GRAPH or a.HasField("g") or len(a.graphs) for a in node.attribute)
+
+
+def lowers_no_node(nodes: "list[onnx.NodeProto]") -> bool:
+    """No node is an idiom's anchor (NonZero, EyeLike, Trilu, the mask idioms' ops, ...) and none
+    holds a body: then match_idioms, schedule and the per-node region walk have nothing to do.
+    One read of op_type per node; domain and attributes only where they could matter."""
+    anchors = IDIOMS.keys()
+    for node in nodes:
+        if node.op_type in anchors and node.domain in _STANDARD:
+            return False
+        if node.attribute and _has_subgraph(node):
+            return False
+    return True
+
+
+def one_region(state: PartitionState) -> None:
+    """What schedule and build_regions make of a graph where no node is lowered and none is run
+    by the host: the model's order as one ONNX region that hands out the graph outputs (no other
+    value is read after the last node). Same region, same inputs in the same order."""
+    nodes = state.nodes
+    state.order = list(nodes)
+    if not nodes:
+        return
+    produced: "set[str]" = set()
+    reads: "dict[str, None]" = {}
+    outputs: "list[str]" = []
+    wanted = set(state.graph.outputs)
+    for node in nodes:
+        for name in node.input:
+            if name and name not in produced:
+                reads.setdefault(name)
+        for name in node.output:
+            if name:
+                produced.add(name)
+                if name in wanted:
+                    outputs.append(name)
+    name = f"onnx_region_{len(state.regions)}"
+    state.regions[name] = list(nodes)
+    state.graph.add(OnnxRegion(name, tuple(n.name for n in nodes), tuple(reads), tuple(outputs)))
+
+
+def partition(model: onnx.ModelProto, level: FeatureLevel, types=None, fast: bool = True) -> Partition:
+    """`fast` takes the no-anchor path when it applies (tests compare it with the full passes)."""
     state = start(model, level, types)
+    if fast and lowers_no_node(state.nodes):
+        generate_constants(state)       # initializers are lowered whatever the nodes are
+        one_region(state)
+        return state.result()
     for run in PASSES:
         run(state)
     return state.result()

@@ -7,13 +7,16 @@ from .operators import (ClearBuffer, ControlFlow, Download, EmptyTensor, LowerAt
                         Upload)
 
 
-def check_view_extent(graph: Graph, view_name: str, env: "dict[str, int]") -> None:
-    """A view's declared TotalTensorSizeInBytes must fit inside its buffer from its offset."""
+def check_view_extent(graph: Graph, view_name: str, env: "dict[str, int]", validated: bool = False) -> None:
+    """A view's declared TotalTensorSizeInBytes must fit inside its buffer from its offset.
+    `validated`: the bound descriptor was already validated (a descriptor without symbols binds
+    to itself), so it is not validated again."""
     view = graph.views[view_name]
     desc = view.desc.bind(env)
     buffer = graph.buffers[view.buffer]
     size = buffer.size(env)
-    desc.validate(f"view {view.name} over buffer {buffer.name}")
+    if not validated:
+        desc.validate(f"view {view.name} over buffer {buffer.name}")
     if view.offset + desc.total_bytes > size:
         raise DmlLowerError(
             f"view {view.name}: offset {view.offset} + TotalTensorSizeInBytes {desc.total_bytes} "
@@ -36,7 +39,7 @@ def verify(graph: Graph) -> None:
             raise DmlLowerError(f"view {view.name}: byte offset {view.offset} is not a multiple of {align}")
         buffer = graph.buffers[view.buffer]
         if view.desc.is_bound and not buffer.symbols:
-            check_view_extent(graph, view.name, {})
+            check_view_extent(graph, view.name, {}, validated=True)    # validated just above
 
     tensors = set(graph.inputs)
     written: set = set()

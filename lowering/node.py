@@ -43,9 +43,18 @@ class NodeInfo:
         return NodeInfo(self.name, self.op_type, self.opset, inputs, self.outputs, self.attrs, self.prefix)
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+_SAFE = re.compile(r"[A-Za-z0-9_]+")
+
+
 def sanitise(name: str) -> str:
     """An identifier for IR names: no '.', which separates a prefix from what it names."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", name) or "node"
+    return _UNSAFE.sub("_", name) or "node"
+
+
+def is_sanitised(name: str) -> bool:
+    """sanitise(name) == name, without building the copy (unique_names asks it of every node)."""
+    return _SAFE.fullmatch(name) is not None
 
 
 def unique_names(wanted: "Iterable[tuple[Hashable, str]]") -> "dict[Hashable, str]":
@@ -58,7 +67,7 @@ def unique_names(wanted: "Iterable[tuple[Hashable, str]]") -> "dict[Hashable, st
     taken: "set[str]" = set()
     out: "dict[Hashable, str]" = {}
     for key, name in pairs:
-        if key not in out and sanitise(name) == name and name not in taken:
+        if key not in out and is_sanitised(name) and name not in taken:
             out[key] = name
             taken.add(name)
     for key, name in pairs:

@@ -46,9 +46,13 @@ class SingleNode(IdiomRule):
         return self.rule.check(node, level)
 
     def rewrite(self, f: Fragment, node: NodeInfo) -> "Union[Graph, Declined]":
-        # The rule builds its own graph: its check runs again on the concrete shapes.
-        return self.rule.lower(node.with_shapes(tuple(None if t is None else f.shapes[t.name]
-                                                      for t in node.inputs)), f.level)
+        # The rule builds its own graph: its check runs again on the concrete shapes. Not
+        # rule.lower: Idiom.build verifies what rewrite returns, and once is enough.
+        shaped = node.with_shapes(tuple(None if t is None else f.shapes[t.name] for t in node.inputs))
+        reason = self.rule.check(shaped, f.level)
+        if reason:
+            return Declined(reason)
+        return self.rule.build(shaped, f.level)
 
 
 RULES: "dict[str, Rule]" = {}

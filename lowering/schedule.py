@@ -33,7 +33,7 @@ def subgraph_reads(node: onnx.NodeProto) -> "list[str]":
 def node_reads(node: onnx.NodeProto) -> "list[str]":
     """Every name a node reads: its inputs and what its subgraphs capture from outside."""
     reads = [n for n in node.input if n]
-    if any(a.HasField("g") or len(a.graphs) for a in node.attribute):
+    if node.attribute and any(a.HasField("g") or len(a.graphs) for a in node.attribute):
         reads += [n for n in subgraph_reads(node) if n not in reads]
     return reads
 
@@ -47,6 +47,14 @@ def grouped_order(labels: "Sequence[Hashable]", deps: "Sequence[Iterable[int]]",
     waiting = [0] * len(labels)
     users: "list[list[int]]" = [[] for _ in labels]
     for index, before in enumerate(deps):
+        if not before:
+            continue
+        if len(before) == 1:          # the common case, without building a set
+            dep = before[0]
+            if dep != index:
+                waiting[index] = 1
+                users[dep].append(index)
+            continue
         unique = set(before) - {index}
         waiting[index] = len(unique)
         for dep in unique:

@@ -297,7 +297,8 @@ def _semantic_nodes(compiled) -> "set[str]":
 
 
 def make_oracle(compiled, kind: str = "hybrid") -> Oracle:
-    return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled))
+    return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled),
+                  getattr(compiled, "shared_sessions", None))
 
 
 def check(compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,

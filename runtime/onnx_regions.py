@@ -14,13 +14,16 @@ from onnx_dml_lowering.ir.errors import first_line
 from .ort_providers import few_elements
 from .weights import reference_evaluator
 from .ort_values import run_session
+from .region_sessions import SharedSessions, region_key
 
 class RegionRunner:
     """Builds, caches and runs one sub-model per ONNX region of a compiled model."""
 
     def __init__(self, model: onnx.ModelProto, regions: "dict[str, list[onnx.NodeProto]]",
-                 types: dict, providers: "list[str] | None" = None, generated: "set[str]" = frozenset()) -> None:
+                 types: dict, providers: "list[str] | None" = None, generated: "set[str]" = frozenset(),
+                 shared: "SharedSessions | None" = None) -> None:
         self.model = model
+        self.shared = shared            # sessions shared with the hybrid oracle (region_sessions)
         self.providers = providers or ["CPUExecutionProvider"]
         self.regions = regions
         self.types = types
@@ -68,8 +71,18 @@ class RegionRunner:
         session = None
         if reason is None:
             from .ort_providers import make_session
+            tiny = self._tiny(step, tensors or {})
+
+            def build():
+                return make_session(sub, self.providers, tiny=tiny)
             try:
-                session = make_session(sub, self.providers, tiny=self._tiny(step, tensors or {}))
+                if self.shared is None:
+                    session = build()
+                else:
+                    embedded = [i.name for i in sub.graph.initializer]
+                    fed = [n for n in step.inputs if n not in self.inits]
+                    session = self.shared.get(region_key(self.regions[step.name], fed, embedded, step.outputs,
+                                                         self.providers, tiny), build)
                 self.engines[step.name] = f"onnxruntime {', '.join(self.providers)}"
             except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
                 reason = f"onnxruntime cannot run it: {first_line(exc)}"

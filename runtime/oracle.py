@@ -29,6 +29,7 @@ from .feeds import restore_dtype
 from .ort_providers import few_elements, make_session
 from .weights import reference_evaluator
 from .ort_values import run_session
+from .region_sessions import SharedSessions, region_key
 from .saved_outputs import load_golden, split_metadata
 
 REFERENCE = "onnx.reference"
@@ -92,8 +93,10 @@ class Oracle:
     """Evaluates a (checked, shape-inferred) model with ONNX semantics; see the module docstring."""
 
     def __init__(self, model: onnx.ModelProto, types: Mapping, kind: str = "hybrid",
-                 semantic_nodes: Iterable[str] = ()) -> None:
+                 semantic_nodes: Iterable[str] = (), shared: "SharedSessions | None" = None) -> None:
         self.model = model
+        # onnxruntime region sessions shared with the lowered run's ONNX regions (same sub-model)
+        self.shared = shared
         self.types = types
         self.kind = kind
         self.golden: "dict[str, np.ndarray] | None" = None
@@ -227,8 +230,17 @@ class Oracle:
             if engine == REFERENCE:
                 self._sessions[key] = reference_evaluator(sub)
             else:
-                self._sessions[key] = make_session(sub, ["CPUExecutionProvider"],
-                                                   tiny=few_elements(sub.graph.initializer))
+                tiny = few_elements(sub.graph.initializer)
+
+                def build():
+                    return make_session(sub, ["CPUExecutionProvider"], tiny=tiny)
+                if self.shared is None:
+                    self._sessions[key] = build()
+                else:
+                    embedded = [i.name for i in sub.graph.initializer]
+                    fed = [n for n in inputs if n not in self._inits]
+                    shared_key = region_key(nodes, fed, embedded, outputs, ["CPUExecutionProvider"], tiny)
+                    self._sessions[key] = self.shared.get(shared_key, build)
         return self._sessions[key]
 
     def _plan_loadable(self) -> "list[_Run]":

@@ -29,7 +29,7 @@ from .feeds import restore_dtype
 from .ort_providers import few_elements, make_session
 from .weights import reference_evaluator
 from .ort_values import run_session
-from .region_sessions import SharedSessions, region_key
+from .region_sessions import SharedSessions, deterministic, region_key
 from .saved_outputs import load_golden, split_metadata
 
 REFERENCE = "onnx.reference"
@@ -111,6 +111,7 @@ class Oracle:
         self.forced_reference: "set[str]" = set()   # nodes onnxruntime's CPU provider cannot load
         self.fallbacks: "list[Fallback]" = []
         self._sessions: dict = {}
+        self._shared_keys: dict = {}                 # session key -> its key in `shared` (results shareable)
         self._runs: "list[_Run] | None" = None
         self._planned_keep: "set[str]" = set()
         passed = {vi.name for vi in model.graph.input}
@@ -241,6 +242,8 @@ class Oracle:
                     fed = [n for n in inputs if n not in self._inits]
                     shared_key = region_key(nodes, fed, embedded, outputs, ["CPUExecutionProvider"], tiny)
                     self._sessions[key] = self.shared.get(shared_key, build)
+                    if deterministic(nodes, self.model):
+                        self._shared_keys[key] = shared_key
         return self._sessions[key]
 
     def _plan_loadable(self) -> "list[_Run]":
@@ -296,6 +299,9 @@ class Oracle:
         session = self._session(engine, nodes, inputs, outputs)
         feeds = {n: env[n] for n in inputs if n not in self._inits}
         results = run_session(session, outputs, feeds)
+        shared_key = self._shared_keys.get((engine, tuple(n.name for n in nodes), tuple(outputs)))
+        if shared_key is not None:
+            self.shared.remember(shared_key, feeds, results)    # for the lowered run, on equal feeds
         return {n: np.asarray(v) for n, v in zip(outputs, results)}
 
     def _evaluate(self, run: _Run, env) -> "dict[str, np.ndarray]":

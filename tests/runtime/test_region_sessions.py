@@ -41,6 +41,10 @@ def test_check_builds_each_region_session_once(name, regions):
     # The oracle built each onnxruntime region; the lowered run found every one in the cache.
     assert len(compiled.shared_sessions) == regions
     assert compiled.shared_sessions.hits == regions
+    # ... and, its feeds being the oracle's bit for bit, took the oracle's results of each.
+    assert compiled.shared_sessions.reused == regions
+    assert not any(np.shares_memory(report.backends[0].values[o], report.expected[o])
+                   for o in compiled.output_names)
 
     # Bit for bit what the two sides give with their own sessions.
     alone = compile_model(str(REAL / name))
@@ -48,7 +52,8 @@ def test_check_builds_each_region_session_once(name, regions):
     lowered = alone.run(feeds)
     own_oracle = Oracle(alone.model, alone.types, "hybrid", make_oracle(alone).semantic, shared=None)
     expected = own_oracle.run(feeds)
-    again = compiled.run(feeds)
+    again = compiled.run(feeds)          # a warm run outside check: nothing left to take
+    assert compiled.shared_sessions.reused == regions
     for out in compiled.output_names:
         np.testing.assert_array_equal(again[out], lowered[out])
         np.testing.assert_array_equal(report.expected[out], expected[out])
@@ -77,3 +82,37 @@ def test_different_sub_models_do_not_share():
         assert key != base
     assert cache.get(region_key([relu], ["x"], [], ["y"], cpu, True), lambda: "other") == "session"
     assert built == [1] and cache.hits == 1
+
+
+@pytest.mark.parametrize("kept, given, same", [
+    (np.array([0.0, 1.0], np.float32), np.array([0.0, 1.0], np.float32), True),
+    (np.array([0.0, 1.0], np.float32), np.array([-0.0, 1.0], np.float32), False),    # equal, other bits
+    (np.array([np.nan], np.float32), np.array([np.nan], np.float32), True),          # same NaN bits
+    (np.array([np.nan], np.float32), -np.array([np.nan], np.float32), False),        # other NaN sign
+    (np.array([1, 2], np.int64), np.array([1, 2], np.int32), False),                 # other dtype
+    (np.array([1, 2], np.int64), np.array([[1, 2]], np.int64), False),               # other shape
+    (np.arange(6).reshape(2, 3)[:, ::2], np.array([[0, 2], [3, 5]]), True),         # strided view
+    (np.array(["a"], object), np.array(["a"], object), False),                       # not by bytes
+])
+def test_results_are_taken_only_on_bit_identical_feeds(kept, given, same):
+    cache = SharedSessions()
+    key = region_key([helper.make_node("Relu", ["x"], ["y"], name="r")], ["x"], [], ["y"],
+                     ["CPUExecutionProvider"], True)
+    results = [np.ones(2, np.float32)]
+    cache.remember(key, {"x": kept}, results)
+    taken = cache.recall(key, {"x": given})
+    assert (taken is not None and taken[0] is results[0]) == same
+    assert cache.recall(key, {"x": kept}) is None              # taken (or dropped) once
+
+
+def test_random_regions_share_sessions_but_not_results():
+    from onnx import TensorProto
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    nodes = [helper.make_node("RandomUniformLike", ["x"], ["r"], name="rand", seed=1.0),
+             helper.make_node("Add", ["x", "r"], ["y"], name="add")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    compiled = compile_model(model)
+    check(compiled, {"x": np.zeros(4, np.float32)}, ["cpu"], Tolerances())
+    assert compiled.shared_sessions.hits == 1 and compiled.shared_sessions.reused == 0

@@ -116,3 +116,34 @@ def test_random_regions_share_sessions_but_not_results():
     compiled = compile_model(model)
     check(compiled, {"x": np.zeros(4, np.float32)}, ["cpu"], Tolerances())
     assert compiled.shared_sessions.hits == 1 and compiled.shared_sessions.reused == 0
+
+
+def test_a_wrong_lowered_value_is_still_caught(monkeypatch):
+    """A lowered NonZero that is wrong feeds the region after it other bits: that region is run
+    again on the lowered side, and check reports the mismatch the oracle computed independently."""
+    from onnx import TensorProto
+
+    from onnx_dml_lowering.runtime import kernels
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, "n"])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("NonZero", ["r"], ["nz"], name="nonzero"),
+             helper.make_node("Cast", ["nz"], ["f"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("Sqrt", ["f"], ["y"], name="sqrt")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)}
+    good = compile_model(model)
+    _, report = check(good, feeds, ["cpu"], Tolerances())
+    assert report.ok and good.shared_sessions.reused == 2 == len(good.partition.regions)
+
+    original = kernels.nonzero_coordinates
+
+    def wrong(x, count, coords, strict):
+        original(x, count, coords, strict)
+        coords[0] += 1                              # the first element's coordinates, off by one
+    monkeypatch.setattr(kernels, "nonzero_coordinates", wrong)
+    bad = compile_model(model)
+    _, report = check(bad, feeds, ["cpu"], Tolerances())
+    assert [o.status for o in report.backends[0].outputs] == ["mismatch"]
+    assert bad.shared_sessions.reused == 1              # only the region before the NonZero

@@ -33,6 +33,7 @@ class CompiledModel:
         self.initializers = {name: value for name, value in initializer_arrays(model).items()
                              if name not in part.generated}
         self._sessions: dict = {}
+        self._shared_sessions = None
         # identity (what every report shows) -> the node's original name, for the nodes whose
         # name repeated, was empty or was not UTF-8 (compiler/node_ids.py)
         self.renamed_nodes: "dict[str, str | bytes]" = {}
@@ -60,6 +61,14 @@ class CompiledModel:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
+
+    @property
+    def shared_sessions(self):
+        """onnxruntime region sessions the lowered runs and the hybrid oracle share (runtime/region_sessions)."""
+        if self._shared_sessions is None:
+            from onnx_dml_lowering.runtime.region_sessions import SharedSessions
+            self._shared_sessions = SharedSessions()
+        return self._shared_sessions
 
     def session(self, backend: str = "cpu", providers: "list[str] | None" = None, session_settings=None):
         """The cached execution state of one backend; `session_settings` (a runtime.ort_providers

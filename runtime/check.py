@@ -299,7 +299,8 @@ def _semantic_nodes(compiled) -> "set[str]":
 
 
 def make_oracle(compiled, kind: str = "hybrid", settings: "SessionSettings | None" = None) -> Oracle:
-    return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled), settings)
+    return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled), settings,
+                  getattr(compiled, "shared_sessions", None))
 
 
 def check(compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,

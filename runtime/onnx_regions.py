@@ -14,15 +14,17 @@ from onnx_dml_lowering.ir.errors import first_line
 from .ort_providers import SessionSettings, few_elements
 from .weights import reference_evaluator
 from .ort_values import run_session
+from .region_sessions import SharedSessions, deterministic, region_key
 
 class RegionRunner:
     """Builds, caches and runs one sub-model per ONNX region of a compiled model."""
 
     def __init__(self, model: onnx.ModelProto, regions: "dict[str, list[onnx.NodeProto]]",
                  types: dict, providers: "list[str] | None" = None, generated: "set[str]" = frozenset(),
-                 settings: "SessionSettings | None" = None) -> None:
+                 settings: "SessionSettings | None" = None, shared: "SharedSessions | None" = None) -> None:
         self.model = model
         self.settings = settings          # the user's onnxruntime session settings (--threads ...)
+        self.shared = shared              # sessions shared with the hybrid oracle (region_sessions)
         self.providers = providers or ["CPUExecutionProvider"]
         self.regions = regions
         self.types = types
@@ -32,6 +34,7 @@ class RegionRunner:
         self.inits = {i.name: i for i in model.graph.initializer if i.name not in passed}
         self._sessions: dict = {}
         self.engines: "dict[str, str]" = {}      # region -> what ran it (and why, for reference)
+        self._shared_keys: "dict[str, tuple]" = {}   # region -> its key in `shared` (results shareable)
 
     def add_region(self, name: str, nodes: "list[onnx.NodeProto]") -> None:
         self.regions.setdefault(name, nodes)
@@ -70,9 +73,21 @@ class RegionRunner:
         session = None
         if reason is None:
             from .ort_providers import make_session
+            tiny = self._tiny(step, tensors or {})
+
+            def build():
+                return make_session(sub, self.providers, tiny=tiny, settings=self.settings)
             try:
-                session = make_session(sub, self.providers, tiny=self._tiny(step, tensors or {}),
-                                       settings=self.settings)
+                if self.shared is None:
+                    session = build()
+                else:
+                    embedded = [i.name for i in sub.graph.initializer]
+                    fed = [n for n in step.inputs if n not in self.inits]
+                    key = region_key(self.regions[step.name], fed, embedded, step.outputs, self.providers, tiny,
+                                     self.settings)
+                    session = self.shared.get(key, build)
+                    if deterministic(self.regions[step.name], self.model):
+                        self._shared_keys[step.name] = key
                 self.engines[step.name] = f"onnxruntime {', '.join(self.providers)}"
             except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
                 reason = f"onnxruntime cannot run it: {first_line(exc)}"
@@ -85,6 +100,11 @@ class RegionRunner:
     def __call__(self, step: OnnxRegion, tensors: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
         session = self._session(step, tensors)
         feeds = {n: tensors[n] for n in step.inputs if n not in self.inits}
+        key = self._shared_keys.get(step.name)
+        # The oracle's run of this very region on bit-identical feeds (check runs it first).
+        results = self.shared.recall(key, feeds) if key is not None else None
+        if results is not None:     # copies: the oracle's values must not alias the lowered run's buffers
+            return {name: np.array(value, copy=True) for name, value in zip(step.outputs, results)}
         try:
             results = run_session(session, step.outputs, feeds)
         except Exception as exc:

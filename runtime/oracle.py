@@ -29,6 +29,7 @@ from .feeds import restore_dtype
 from .ort_providers import SessionSettings, few_elements, make_session
 from .weights import reference_evaluator
 from .ort_values import run_session
+from .region_sessions import SharedSessions, deterministic, region_key
 from .saved_outputs import load_golden, split_metadata
 
 REFERENCE = "onnx.reference"
@@ -92,9 +93,12 @@ class Oracle:
     """Evaluates a (checked, shape-inferred) model with ONNX semantics; see the module docstring."""
 
     def __init__(self, model: onnx.ModelProto, types: Mapping, kind: str = "hybrid",
-                 semantic_nodes: Iterable[str] = (), settings: "SessionSettings | None" = None) -> None:
+                 semantic_nodes: Iterable[str] = (), settings: "SessionSettings | None" = None,
+                 shared: "SharedSessions | None" = None) -> None:
         self.model = model
         self.settings = settings          # the user's onnxruntime session settings (--threads ...)
+        # onnxruntime region sessions shared with the lowered run's ONNX regions (same sub-model)
+        self.shared = shared
         self.types = types
         self.kind = kind
         self.golden: "dict[str, np.ndarray] | None" = None
@@ -109,6 +113,7 @@ class Oracle:
         self.forced_reference: "set[str]" = set()   # nodes onnxruntime's CPU provider cannot load
         self.fallbacks: "list[Fallback]" = []
         self._sessions: dict = {}
+        self._shared_keys: dict = {}                 # session key -> its key in `shared` (results shareable)
         self._runs: "list[_Run] | None" = None
         self._planned_keep: "set[str]" = set()
         passed = {vi.name for vi in model.graph.input}
@@ -228,9 +233,20 @@ class Oracle:
             if engine == REFERENCE:
                 self._sessions[key] = reference_evaluator(sub)
             else:
-                self._sessions[key] = make_session(sub, ["CPUExecutionProvider"],
-                                                   tiny=few_elements(sub.graph.initializer),
-                                                   settings=self.settings)
+                tiny = few_elements(sub.graph.initializer)
+
+                def build():
+                    return make_session(sub, ["CPUExecutionProvider"], tiny=tiny, settings=self.settings)
+                if self.shared is None:
+                    self._sessions[key] = build()
+                else:
+                    embedded = [i.name for i in sub.graph.initializer]
+                    fed = [n for n in inputs if n not in self._inits]
+                    shared_key = region_key(nodes, fed, embedded, outputs, ["CPUExecutionProvider"], tiny,
+                                            self.settings)
+                    self._sessions[key] = self.shared.get(shared_key, build)
+                    if deterministic(nodes, self.model):
+                        self._shared_keys[key] = shared_key
         return self._sessions[key]
 
     def _plan_loadable(self) -> "list[_Run]":
@@ -286,6 +302,9 @@ class Oracle:
         session = self._session(engine, nodes, inputs, outputs)
         feeds = {n: env[n] for n in inputs if n not in self._inits}
         results = run_session(session, outputs, feeds)
+        shared_key = self._shared_keys.get((engine, tuple(n.name for n in nodes), tuple(outputs)))
+        if shared_key is not None:
+            self.shared.remember(shared_key, feeds, results)    # for the lowered run, on equal feeds
         return {n: np.asarray(v) for n, v in zip(outputs, results)}
 
     def _evaluate(self, run: _Run, env) -> "dict[str, np.ndarray]":

@@ -32,12 +32,12 @@ class GraphRunner:
     per body of the control-flow nodes in it."""
 
     def __init__(self, session: "EmulatorSession", partition, model, types: dict,
-                 initializers: "Mapping[str, np.ndarray]") -> None:
+                 initializers: "Mapping[str, np.ndarray]", shared=None) -> None:
         self.session = session
         self.partition = partition
         self.initializers = dict(initializers)
         self.regions = RegionRunner(model, dict(partition.regions), types, session.providers,
-                                    generated=partition.generated, settings=session.settings)
+                                    generated=partition.generated, settings=session.settings, shared=shared)
         self.specialised: dict = {}
         # Once per specialisation, not per run: lifetimes, buffer sizes, validated descriptors.
         self.lifetimes: dict = {}
@@ -144,7 +144,9 @@ class EmulatorSession:
         # The onnxruntime stand-ins list the operators they ran on numpy for want of a kernel.
         self.fallbacks = operators.fallbacks if isinstance(operators, OrtOperators) else None
         self.memory_limit = default_limit()
-        self.main = GraphRunner(self, compiled.partition, compiled.model, compiled.types, compiled.initializers)
+        # The main graph's region sessions are shared with the hybrid oracle (runtime/region_sessions).
+        self.main = GraphRunner(self, compiled.partition, compiled.model, compiled.types, compiled.initializers,
+                                getattr(compiled, "shared_sessions", None))
         self.regions = self.main.regions
         self.specialised = self.main.specialised
 

@@ -1,13 +1,12 @@
 """The `dml-lower reduce` subcommand: its arguments and handler (the search is reduce.py)."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import first_feeds
-from .cli_options import load_npz_file, provider_flags
+from .cli_options import load_npz_file, model_options, provider_flags
 
 
 def add_reduce_parser(sub) -> None:
@@ -15,33 +14,18 @@ def add_reduce_parser(sub) -> None:
     (cli_feeds, cli_options)."""
     p = sub.add_parser("reduce", help="cut a model that fails check on one backend down to a minimal "
                                       "sub-model (and its inputs .npz) that fails the same way")
-    p.add_argument("model", help="path to an .onnx model")
+    model_options(p)                      # the model, feature level and feed options, as check's
     p.add_argument("-o", "--output", required=True, metavar="MIN.onnx",
                    help="where to write the minimal model; its inputs go beside it (MIN.inputs.npz)")
     p.add_argument("--backends", required=True, metavar="B",
                    help="the one check backend that fails: cpu, ort, ort-cpu, ort-dml or ort:<ProviderName>")
     p.add_argument("--status", default="MISMATCH", type=str.upper, choices=["MISMATCH", "DEVIATION"], metavar="STATUS",
                    help="the status to reproduce: MISMATCH or DEVIATION")
-    p.add_argument("--feature-level", default="5_1", metavar="L", help="DirectML feature level, 1_0 .. 6_4")
-    p.add_argument("--inputs", metavar="F.npz", help=".npz of feeds keyed by graph input name (default: random)")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed for random feeds")
-    p.add_argument("--dim", action="append", metavar="NAME=SIZE",
-                   help="size of a symbolic input dimension for random feeds (repeatable; default 3)")
-    p.add_argument("--zero-fraction", action="append", metavar="[NAME:]F",
-                   help="share of random feed elements that are zero (0: full, 1: empty; default 0.5); "
-                        "NAME:F for one input (repeatable)")
-    p.add_argument("--val-range", action="append", metavar="[NAME:]LO,HI",
-                   help="random feed values in [LO, HI] (floats uniform, integers inclusive); "
-                        "NAME:LO,HI for one input (repeatable)")
-    p.add_argument("--memory-limit", metavar="SIZE",
-                   help="refuse feeds and buffers over SIZE (e.g. 512MiB); default: three quarters of physical memory")
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
-                   help="absolute tolerance for floats, as check (repeatable; default 1e-6)")
+                   help="absolute tolerance for floats, as check (repeatable; default: 1e-6)")
     p.add_argument("--rtol", action="append", metavar="[OUTPUT=]R",
-                   help="relative tolerance for floats, as check (repeatable; default 1e-5)")
+                   help="relative tolerance for floats, as check (repeatable; default: 1e-5)")
     provider_flags(p)
-    p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                   help="on an unexpected error, print the traceback")
     p.set_defaults(func=cmd_reduce)
 
 
@@ -73,7 +57,8 @@ def cmd_reduce(args) -> int:
         raise DmlLowerError(f"-o {args.output!r} is the model itself: write the minimal model elsewhere")
     tolerances = Tolerances.parse(args.atol, args.rtol)
     options = {"provider_options": args.provider_option, "ep_libraries": args.ep_library,
-               "no_fallback": args.no_fallback}
+               "no_fallback": args.no_fallback, "strict": args.strict or None,
+               "memory_limit": args.memory_limit}
     compiled = compile_model(args.model, feature_level=args.feature_level)
     whole, reduction = reduce_model(compiled, first_feeds(compiled, args), backend, status, tolerances, options)
     if reduction is None:

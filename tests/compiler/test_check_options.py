@@ -19,18 +19,12 @@ from onnx import helper as h
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.compiler.examples import example_paths
+from tests.cli_runner import cli
 from tests.builders import graph_model
 from tests.oracle import assert_outputs_same, reference
 
 EDGE = str(next(p for p in example_paths() if p.stem == "edge_cases"))
 MASKED = str(next(p for p in example_paths() if p.stem == "masked_select"))
-
-
-def cli(argv, capsys) -> "tuple[int, str, str]":
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def report(tmp_path, argv, capsys) -> "tuple[int, dict, str]":

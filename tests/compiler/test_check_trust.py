@@ -15,23 +15,16 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_dml_lowering.compiler import DmlLowerError, compile_model
-from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.compiler.examples import example_paths
 from onnx_dml_lowering.runtime.check import Tolerances, check
 from onnx_dml_lowering.runtime.compare import compare
 from onnx_dml_lowering.runtime.report import format_results
 from onnx_dml_lowering.runtime.saved_outputs import FEEDS_KEY, SAVED_BY_KEY
+from tests.cli_runner import cli
 from tests.builders import graph_model
 from tests.oracle import reference
 
 MASKED = str(next(p for p in example_paths() if p.stem == "masked_select"))
-
-
-def cli(argv, capsys) -> "tuple[int, str, str]":
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line_error(code: int, out: str, err: str) -> str:

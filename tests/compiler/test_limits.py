@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import json
-import pickle
 import tracemalloc
 import weakref
 import zipfile
@@ -18,7 +17,6 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
-from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.compiler.examples import example_paths
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.runtime import feeds as feeds_module
@@ -26,17 +24,11 @@ from onnx_dml_lowering.runtime.check import Tolerances, check
 from onnx_dml_lowering.runtime.feeds import random_feeds
 from onnx_dml_lowering.runtime.npz import load_npz, save_npz
 from onnx_dml_lowering.runtime.oracle import load_golden
+from tests.cli_runner import cli
 from tests.builders import graph_model, single_node_model
 from tests.oracle import assert_outputs_same, reference
 
 MASKED = str(next(p for p in example_paths() if p.stem == "masked_select"))
-
-
-def cli(argv, capsys) -> "tuple[int, str, str]":
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line(code: int, err: str, *substrings: str) -> str:

@@ -35,8 +35,13 @@ def save_npz(path: str, arrays: Mapping[str, np.ndarray], what: str) -> None:
         if value.dtype.kind in "Vf" and value.dtype not in NUMPY_NATIVE and value.dtype.fields is None:
             value = np.ascontiguousarray(value).view(f"V{value.dtype.itemsize}")
         raw[name] = value
+    target = str(path) if str(path).endswith(".npz") else f"{path}.npz"     # as np.savez names it
     try:
-        np.savez(path, **raw)
+        # The archive np.savez writes, without its keyword arguments: an input may be named 'file'.
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+            for name, value in raw.items():
+                with archive.open(f"{name}.npy", "w", force_zip64=True) as entry:
+                    np.lib.format.write_array(entry, np.asanyarray(value), allow_pickle=False)
     except OSError as exc:
         raise DmlLowerError(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None
 

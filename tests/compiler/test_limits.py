@@ -380,3 +380,14 @@ def test_feeds_disagreeing_on_a_symbolic_dimension_name_both_inputs(a_rows, b_ro
         compiled.run(feeds)
     assert str(err.value) == (f"inputs 'a' and 'b' disagree on dimension 'batch': {a_rows} in 'a' (axis 0), "
                               f"{b_rows} in 'b' (axis 0)")
+
+
+@pytest.mark.parametrize("name", ["file", "x", "allow_pickle", "a.b"])
+def test_npz_round_trips_any_input_name(tmp_path, name) -> None:
+    """np.savez(path, **arrays) takes 'file' as its own argument; the one writer does not."""
+    array = np.arange(6, dtype=np.float32).reshape(2, 3)
+    save_npz(str(tmp_path / "f.npz"), {name: array}, "the inputs")
+    loaded = load_npz(str(tmp_path / "f.npz"))
+    assert list(loaded) == [name] and np.array_equal(loaded[name], array) and loaded[name].dtype == array.dtype
+    save_npz(str(tmp_path / "g"), {name: array}, "the inputs")          # as np.savez: .npz appended
+    assert np.array_equal(load_npz(str(tmp_path / "g.npz"))[name], array)

@@ -10,7 +10,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import feed_sets
 from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
-                          session_settings, write_file)
+                          session_settings, tolerance_options, write_file)
 from .zoo import add_zoo_options
 
 if TYPE_CHECKING:
@@ -42,10 +42,7 @@ def add_check_parser(sub) -> None:
     provider_flags(p)
     session_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only the lines that are not MATCH (and UNAVAILABLE backends) and the verdict")
-    p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
-                   help="absolute tolerance for floats, global or per output (repeatable; default: 1e-6)")
-    p.add_argument("--rtol", action="append", metavar="[OUTPUT=]R",
-                   help="relative tolerance for floats, global or per output (repeatable; default: 1e-5)")
+    tolerance_options(p)
     p.add_argument("--json", metavar="F.json", help="write the report as JSON here")
     p.add_argument("--markdown", metavar="F.md", help="write the report as a Markdown table here")
     p.add_argument("--save-inputs", metavar="F.npz", help="write the feeds used to this .npz (replay with --inputs)")

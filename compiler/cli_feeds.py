@@ -67,15 +67,6 @@ def random_inputs(compiled: CompiledModel, args) -> list:
     return compiled.inputs + (compiled.optional_inputs if getattr(args, "feed_initializers", False) else [])
 
 
-def defaults_line(compiled: CompiledModel, feeds) -> "str | None":
-    unfed = [vi.name for vi in compiled.optional_inputs if vi.name not in feeds]
-    if not unfed:
-        return None
-    inits = compiled.initializers
-    return "inputs not fed, their initializer used as the default: " + ", ".join(
-        f"{n} ({inits[n].dtype} [{'x'.join(map(str, inits[n].shape)) or 'scalar'}])" for n in unfed)
-
-
 def parse_dims(compiled: CompiledModel, args) -> "dict[str, int]":
     dims = {}
     for text in args.dim or []:

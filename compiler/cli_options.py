@@ -107,6 +107,14 @@ def session_settings(args):
     return None if settings.empty else settings
 
 
+def tolerance_options(p: argparse.ArgumentParser) -> None:
+    """--atol / --rtol of check and reduce (runtime.check.Tolerances.parse reads them)."""
+    p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
+                   help="absolute tolerance for floats, global or per output (repeatable; default: 1e-6)")
+    p.add_argument("--rtol", action="append", metavar="[OUTPUT=]R",
+                   help="relative tolerance for floats, global or per output (repeatable; default: 1e-5)")
+
+
 def model_options(p: argparse.ArgumentParser, inputs: bool = True, models: bool = False) -> None:
     """The model argument and, with `inputs`, the feed options of run / check / reduce."""
     if models:

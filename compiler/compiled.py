@@ -34,9 +34,6 @@ class CompiledModel:
                              if name not in part.generated}
         self._sessions: dict = {}
         self._shared_sessions = None
-        # identity (what every report shows) -> the node's original name, for the nodes whose
-        # name repeated, was empty or was not UTF-8 (compiler/node_ids.py)
-        self.renamed_nodes: "dict[str, str | bytes]" = {}
 
     @property
     def types(self) -> dict:
@@ -111,7 +108,7 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
     """
     level = parse_level(feature_level)
     proto = load_model(model)
-    renamed = identify_nodes(proto)       # names may repeat, be empty or not be UTF-8
+    identify_nodes(proto)                 # names may repeat, be empty or not be UTF-8
     if proto.functions:
         proto = inline_functions(proto)
         identify_nodes(proto)             # the inlined nodes
@@ -119,6 +116,4 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
     if outputs:
         mark_outputs(inferred, outputs)
     types = functools.cache(lambda: value_types(inferred))      # read once, and only if asked
-    compiled = CompiledModel(inferred, level, partition(inferred, level, types), types)
-    compiled.renamed_nodes = renamed
-    return compiled
+    return CompiledModel(inferred, level, partition(inferred, level, types), types)

@@ -6,7 +6,7 @@ from pathlib import Path
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import first_feeds
-from .cli_options import load_npz_file, model_options, provider_flags
+from .cli_options import load_npz_file, model_options, provider_flags, tolerance_options
 
 
 def add_reduce_parser(sub) -> None:
@@ -21,10 +21,7 @@ def add_reduce_parser(sub) -> None:
                    help="the one check backend that fails: cpu, ort, ort-cpu, ort-dml or ort:<ProviderName>")
     p.add_argument("--status", default="MISMATCH", type=str.upper, choices=["MISMATCH", "DEVIATION"], metavar="STATUS",
                    help="the status to reproduce: MISMATCH or DEVIATION")
-    p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
-                   help="absolute tolerance for floats, as check (repeatable; default: 1e-6)")
-    p.add_argument("--rtol", action="append", metavar="[OUTPUT=]R",
-                   help="relative tolerance for floats, as check (repeatable; default: 1e-5)")
+    tolerance_options(p)
     provider_flags(p)
     p.set_defaults(func=cmd_reduce)
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .cli_feeds import defaults_line, feed_sets
+from .cli_feeds import feed_sets
 from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
                           session_settings, write_file)
 
@@ -40,6 +40,9 @@ def add_run_parser(sub) -> None:
 def cmd_run(args) -> int:
     for option in ("--save-outputs", "--save-inputs", "--json"):
         check_writable(option, getattr(args, option[2:].replace("-", "_")))
+    from onnx_dml_lowering.runtime.feeds import with_defaults
+    from onnx_dml_lowering.runtime.report import defaults_line
+
     from .compiled import compile_model
     from .run_backends import RunBackends, run_record
     settings = session_settings(args)
@@ -59,7 +62,8 @@ def cmd_run(args) -> int:
     records = []
     for index, feeds in enumerate(feed_sets(compiled, args)):
         which = f" (iteration #{index} of {args.data_loader_script})" if args.data_loader_script else ""
-        defaults = {vi.name: compiled.initializers[vi.name] for vi in compiled.optional_inputs if vi.name not in feeds}
+        _, unfed = with_defaults(feeds, compiled.optional_inputs, compiled.initializers)
+        defaults = {name: compiled.initializers[name] for name in unfed}
         if first_feeds is None:
             first_feeds = feeds
             if args.save_inputs:
@@ -73,9 +77,8 @@ def cmd_run(args) -> int:
                 print(_quiet_line(done, which))
                 continue
             print(f"ran {args.model} on backend {backend} (feature level {compiled.feature_level}){which}")
-            line = defaults_line(compiled, feeds)
-            if line:
-                print(line)
+            if defaults:
+                print(defaults_line(defaults))
             for note in done.notes:
                 print(note)
             for name in compiled.output_names:

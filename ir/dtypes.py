@@ -119,6 +119,12 @@ def to_onnx(dtype: DataType) -> int:
     raise DmlLowerError(f"data type {dtype.name} has no ONNX equivalent")
 
 
+# The dtypes numpy (and onnxruntime's numpy binding) handle natively; the others here are
+# ml_dtypes' (bfloat16, float8, 4-bit), which numpy stores as raw records.
+NUMPY_NATIVE = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32,
+                                               np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_))
+
+
 def onnx_to_numpy(onnx_type: int) -> np.dtype:
     if onnx_type not in _ONNX_TO_NUMPY:
         raise DmlLowerError(f"ONNX type {onnx_type_name(onnx_type)} has no numpy equivalent here")

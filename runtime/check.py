@@ -21,12 +21,11 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import node_reads
 
 from .compare import BackendReport, OutputResult, compare
-from .feeds import check_feeds, restore_dtype, with_defaults
+from .feeds import check_feeds, restore_declared, with_defaults
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
 from .ort_providers import (ProviderSpec, SessionSettings, make_provider_session, node_providers,
@@ -380,7 +379,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                     started = time.perf_counter()
                     try:
                         if backend.startswith(SAVED_PREFIX):
-                            actual = _restored(compiled, loaded.by_backend[backend])
+                            actual = {n: restore_declared(compiled.types, n, v) for n, v in loaded.by_backend[backend].items()}
                         elif backend in originals:
                             actual = originals[backend].run(feed_set, oracle_value)
                         else:
@@ -445,21 +444,6 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     after = control_flow_iterations(compiled, runnable, session_settings)
     report.control_flow_iterations = {b: n - before.get(b, 0) for b, n in after.items()}
     return first, report
-
-
-def _restored(compiled, values: "dict[str, np.ndarray]") -> "dict[str, np.ndarray]":
-    """Saved bfloat16 / float8 / 4-bit outputs read back as raw records: their declared types again."""
-    out = {}
-    for name, value in values.items():
-        info = compiled.types.get(name)
-        dtype = None
-        if info is not None and info.onnx_type:
-            try:
-                dtype = onnx_to_numpy(info.onnx_type)
-            except DmlLowerError:
-                pass
-        out[name] = value if dtype is None else restore_dtype(value, dtype)
-    return out
 
 
 def control_flow_iterations(compiled, backends: "list[str]",

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.ir.dtypes import onnx_to_numpy, onnx_type_name
+from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE, onnx_to_numpy, onnx_type_name
 
 from .memory import default_limit, format_size
 
@@ -127,8 +127,18 @@ def restore_dtype(array: np.ndarray, expected: np.dtype) -> np.ndarray:
     return array
 
 
-NUMPY_NATIVE = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,
-                                       np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)}
+def restore_declared(types: Mapping, name: str, value: np.ndarray) -> np.ndarray:
+    """A saved output (golden file, --load-outputs) with its declared type again: bfloat16 / float8
+    / 4-bit ones read back as raw records. `types`: name -> TensorInfo of the compiled model."""
+    info = types.get(name)
+    if info is None or not getattr(info, "onnx_type", 0):
+        return value
+    try:
+        return restore_dtype(value, onnx_to_numpy(info.onnx_type))
+    except DmlLowerError:           # a type numpy has no dtype for: left as read
+        return value
+
+
 
 
 # Bytes numpy holds per element while drawing one random feed (float64 draws and the mask),

@@ -20,8 +20,8 @@ from typing import Mapping
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE
 
-from .feeds import NUMPY_NATIVE
 from .memory import format_size
 
 _MAGIC = b"\x93NUMPY"

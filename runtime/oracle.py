@@ -21,11 +21,10 @@ import onnx
 from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
-from .feeds import restore_dtype
+from .feeds import restore_declared
 from .ort_providers import SessionSettings, few_elements, make_session
 from .weights import reference_evaluator
 from .ort_values import run_session
@@ -135,22 +134,12 @@ class Oracle:
             if missing:
                 raise DmlLowerError(f"oracle file {self.kind!r} has no output {missing[0]!r} "
                                     f"(it holds: {', '.join(sorted(self.golden)) or 'nothing'})")
-            return {n: self._restored(n, np.asarray(self.golden[n])) for n in self.output_names}
+            return {n: restore_declared(self.types, n, np.asarray(self.golden[n])) for n in self.output_names}
         if self.kind == "reference":
             return self._whole_on_reference(feeds)
         if self.kind == "ort-cpu":
             return self._whole_on_ort(feeds)
         return self._hybrid(feeds)
-
-    def _restored(self, name: str, value: np.ndarray) -> np.ndarray:
-        """A saved bfloat16 / float8 / 4-bit output reads back as raw records: its declared type again."""
-        info = self.types.get(name)
-        if info is None or not getattr(info, "onnx_type", 0):
-            return value
-        try:
-            return restore_dtype(value, onnx_to_numpy(info.onnx_type))
-        except DmlLowerError:
-            return value
 
     def _whole_on_reference(self, feeds) -> "dict[str, np.ndarray]":
         try:

@@ -14,14 +14,12 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.ir.dtypes import numpy_to_onnx, onnx_to_numpy
+from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE, numpy_to_onnx, onnx_to_numpy
 
 # dtype kind "V": ml_dtypes' extension types present themselves as void to numpy's kind test.
 # ONNX uint4, int4, float4e2m1: two elements per byte in onnxruntime's memory.
 _FOUR_BIT = (21, 22, 23)
 
-_NATIVE = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,
-                                 np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)}
 
 
 def pack_4bit(array: np.ndarray) -> np.ndarray:
@@ -49,7 +47,7 @@ def to_ort_value(value: np.ndarray):
     """An OrtValue over `value` (no copy for a contiguous CPU array of a type numpy knows)."""
     import onnxruntime as ort
     array = np.ascontiguousarray(value)
-    if array.dtype in _NATIVE or array.dtype.kind in "OSU":
+    if array.dtype in NUMPY_NATIVE or array.dtype.kind in "OSU":
         return ort.OrtValue.ortvalue_from_numpy(array)
     onnx_type = numpy_to_onnx(array.dtype)
     if onnx_type in _FOUR_BIT:
@@ -72,7 +70,7 @@ def _from_ort(value) -> np.ndarray:
         dtype = onnx_to_numpy(onnx_type)
     except DmlLowerError:                       # strings and the like: the binding's own conversion
         return np.asarray(value.numpy())
-    if dtype in _NATIVE:
+    if dtype in NUMPY_NATIVE:
         return np.asarray(value.numpy())
     # A type numpy has no native dtype for (the binding gives float8 as uint8, or refuses): copy
     # the bits into ml_dtypes'.
@@ -88,7 +86,7 @@ def _from_ort(value) -> np.ndarray:
 
 
 def needs_ort_values(feeds: Mapping[str, np.ndarray]) -> bool:
-    return any(isinstance(v, np.ndarray) and v.dtype not in _NATIVE and v.dtype.kind not in "OSU"
+    return any(isinstance(v, np.ndarray) and v.dtype not in NUMPY_NATIVE and v.dtype.kind not in "OSU"
                for v in feeds.values())
 
 

@@ -40,6 +40,12 @@ def _errors(o) -> str:
     return text + f", max rel err {o.max_rel_error:.3g}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
+def defaults_line(defaults) -> str:
+    """The initializers-that-are-also-inputs left unfed (name -> the stored value used), in one line."""
+    return "inputs not fed, their initializer used as the default: " + ", ".join(
+        f"{name} ({value.dtype} [{_shape(value.shape)}])" for name, value in defaults.items())
+
+
 def format_results(report: CheckReport, matches: bool = True) -> str:
     """One line per output and backend (and per backend error); `matches=False` leaves MATCH out."""
     lines = []
@@ -89,8 +95,7 @@ def format_text(report: CheckReport) -> str:
     for fb in fallbacks:
         lines.append(f"oracle: node {fb['node']} evaluated by {fb['engine']} ({fb['reason']})")
     if report.defaults:
-        lines.append("inputs not fed, their initializer used as the default: " + ", ".join(
-            f"{name} ({value.dtype} [{_shape(value.shape)}])" for name, value in report.defaults.items()))
+        lines.append(defaults_line(report.defaults))
     lines.append("results:")
     lines.append(format_results(report))
     for backend in report.backends:

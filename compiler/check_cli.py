@@ -27,8 +27,8 @@ def add_check_parser(sub) -> None:
                         "operators on onnxruntime), ort-cpu / ort-dml / ort:<ProviderName> (original model "
                         "on that onnxruntime provider)")
     p.add_argument("--oracle", default="hybrid", metavar="ORACLE",
-                   help="hybrid (onnx.reference for NonZero / EyeLike / Trilu / idiom nodes, "
-                        "onnxruntime CPU for the rest), reference (whole model on onnx.reference), "
+                   help="hybrid (ONNX semantics for NonZero / EyeLike / Trilu / idiom nodes: numpy ONNX definitions, "
+                        "onnx.reference where they stop; onnxruntime CPU for the rest), reference (whole model on onnx.reference), "
                         "ort-cpu, or FILE.npz of golden outputs")
     p.add_argument("--iterations", type=int, default=1, metavar="N",
                    help="check N seeded random feed sets (seeds SEED .. SEED+N-1)")

@@ -1,11 +1,14 @@
 """The ONNX-semantics oracle every backend is compared with.
 
 Kinds (`check --oracle`):
-- "hybrid" (default): onnx.reference evaluates every node whose semantics this project
+- "hybrid" (default): ONNX semantics evaluate every node whose semantics this project
   implements or where onnxruntime deviates or lacks a kernel (NonZero, EyeLike, Trilu, the nodes
-  an idiom covers, control flow holding them, nodes onnxruntime's CPU provider cannot load);
-  onnxruntime's CPU provider evaluates the rest, in as few regions as the dependencies allow.
-  A node onnx.reference cannot evaluate falls back to onnxruntime, by name, with the reason.
+  an idiom covers, control flow holding them, nodes onnxruntime's CPU provider cannot load):
+  the numpy ONNX definitions of onnx_definitions.py where they define the node (proven equal to
+  onnx.reference by differential tests, without its import and per-model set-up), onnx.reference
+  otherwise; onnxruntime's CPU provider evaluates the rest, in as few regions as the
+  dependencies allow. A node one engine cannot evaluate falls back to the next (definitions ->
+  onnx.reference -> onnxruntime), by name, with the reason.
 - "reference": the whole model on onnx.reference (slow, independent of onnxruntime).
 - "ort-cpu": the whole model on onnxruntime's CPU provider.
 - a path to an .npz: golden outputs saved elsewhere (`check --save-outputs` on another machine).
@@ -25,8 +28,10 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 
 from .feeds import restore_declared
+from .onnx_definitions import ENGINE as DEFINITIONS
+from .onnx_definitions import DefinitionsRegion, NotDefined, defines
 from .ort_providers import SessionSettings, few_elements, make_session
-from .weights import reference_evaluator
+from .weights import reference_evaluator, tensor_array
 from .ort_values import run_session
 from .region_sessions import SharedSessions, deterministic, region_key
 from .saved_outputs import load_golden, split_metadata
@@ -124,7 +129,8 @@ class Oracle:
     def description(self) -> str:
         if self.golden is not None:
             return f"golden outputs from {self.kind}"
-        return {"hybrid": f"{REFERENCE} for NonZero / EyeLike / Trilu / idiom nodes, {ORT_CPU} for the rest",
+        return {"hybrid": f"{DEFINITIONS} ({REFERENCE} where they stop) for NonZero / EyeLike / Trilu / idiom nodes, "
+                          f"{ORT_CPU} for the rest",
                 "reference": f"{REFERENCE} (whole model)", "ort-cpu": f"{ORT_CPU} (whole model)"}[self.kind]
 
     # -- the evaluation ---------------------------------------------------------------------
@@ -174,6 +180,9 @@ class Oracle:
         if reference_deviation(node) is not None:
             return ORT_CPU
         if node.name in self.semantic or node.name in self.forced_reference or holds_semantic_op(node):
+            infos = [self.types.get(name) for name in node.input if name]
+            if defines(node, [getattr(i, "onnx_type", 0) or 0 for i in infos], [getattr(i, "rank", None) for i in infos]):
+                return DEFINITIONS
             return REFERENCE
         return ORT_CPU
 
@@ -217,6 +226,9 @@ class Oracle:
 
     def _session(self, engine: str, nodes, inputs, outputs):
         key = (engine, tuple(n.name for n in nodes), tuple(outputs))
+        if key not in self._sessions and engine == DEFINITIONS:
+            self._sessions[key] = DefinitionsRegion(nodes, {n: tensor_array(self._inits[n]) for n in inputs
+                                                            if n in self._inits})
         if key not in self._sessions:
             sub = self._submodel(list(nodes), list(inputs), list(outputs))
             if engine == REFERENCE:
@@ -312,9 +324,11 @@ class Oracle:
             try:
                 local.update(self._call(run.engine, [node], reads, outs, local))
                 continue
+            except NotDefined as exc:
+                reason = f"{run.engine} leave this case to {REFERENCE}: {first_line(exc)}"
             except Exception as exc:
                 reason = f"{run.engine} failed: {type(exc).__name__}: {first_line(exc)}"
-            other = ORT_CPU if run.engine == REFERENCE else REFERENCE
+            other = {REFERENCE: ORT_CPU, DEFINITIONS: REFERENCE}.get(run.engine, REFERENCE)
             try:
                 local.update(self._call(other, [node], reads, outs, local))
             except Exception as exc:

@@ -1,4 +1,4 @@
-"""The oracle: hybrid (onnx.reference where semantics matter, onnxruntime elsewhere), its
+"""The oracle: hybrid (ONNX definitions where semantics matter, onnxruntime elsewhere), its
 fallbacks in both directions, the whole-model kinds and golden files; and the engine scheduler."""
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.schedule import engine_runs
 from onnx_dml_lowering.runtime.check import make_oracle
-from onnx_dml_lowering.runtime.oracle import ORT_CPU, REFERENCE, Oracle
+from onnx_dml_lowering.runtime import oracle as oracle_module
+from onnx_dml_lowering.runtime.oracle import DEFINITIONS, ORT_CPU, REFERENCE, Oracle
 from tests.builders import graph_model, interleaved_chains
 from tests.oracle import assert_outputs_same, reference
 
@@ -45,7 +46,7 @@ def test_hybrid_oracle_matches_the_whole_model_reference_and_uses_few_regions(rn
     data = oracle.to_dict()
     assert data["kind"] == "hybrid" and len(data["regions"]) == 3
     engines = data["node_engines"]
-    assert {engines[f"nz{i}"] for i in range(8)} == {REFERENCE}
+    assert {engines[f"nz{i}"] for i in range(8)} == {DEFINITIONS}
     assert {engines[f"add{i}"] for i in range(8)} | {engines[f"mul{i}"] for i in range(8)} == {ORT_CPU}
 
 
@@ -84,9 +85,30 @@ def test_onnx_reference_deviations_are_routed_to_onnxruntime_and_named():
     assert fallback["node"] == "loop" and fallback["engine"] == ORT_CPU and "empty condition" in fallback["reason"]
 
 
+def test_a_node_the_definitions_fail_on_falls_back_to_onnx_reference_by_name(monkeypatch, rng):
+    model = interleaved_chains(2)
+    oracle = make_oracle(compile_model(model))
+    real = oracle_module.DefinitionsRegion.run
+
+    def failing(self, outputs, feeds):
+        if any(n.name == "nz1" for n in self.nodes):
+            raise ValueError("broken definition")
+        return real(self, outputs, feeds)
+
+    monkeypatch.setattr(oracle_module.DefinitionsRegion, "run", failing)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    outputs = oracle.run({"x": x})
+    monkeypatch.undo()
+    assert_outputs_same(outputs, reference(model, {"x": x}))
+    (fallback,) = oracle.fallbacks
+    assert fallback.node == "nz1" and fallback.engine == REFERENCE and "broken definition" in fallback.reason
+    assert oracle.node_engines()["nz0"] == DEFINITIONS
+
+
 def test_a_node_onnx_reference_fails_on_falls_back_to_onnxruntime_by_name(monkeypatch, rng):
     model = interleaved_chains(2)
     compiled = compile_model(model)
+    monkeypatch.setattr(oracle_module, "defines", lambda *args: False)     # every semantic node on onnx.reference
     oracle = make_oracle(compiled)
     from onnx.reference import ReferenceEvaluator
     real_run = ReferenceEvaluator.run
@@ -99,11 +121,12 @@ def test_a_node_onnx_reference_fails_on_falls_back_to_onnxruntime_by_name(monkey
     monkeypatch.setattr(ReferenceEvaluator, "run", failing)
     x = rng.standard_normal((4, 5)).astype(np.float32)
     outputs = oracle.run({"x": x})
+    engines = oracle.node_engines()
     monkeypatch.undo()
     assert_outputs_same(outputs, reference(model, {"x": x}))
     (fallback,) = oracle.fallbacks
     assert fallback.node == "nz1" and fallback.engine == ORT_CPU and "concatenate" in fallback.reason
-    assert oracle.node_engines()["nz0"] == REFERENCE
+    assert engines["nz0"] == REFERENCE
 
 
 @pytest.mark.parametrize("kind", ["reference", "ort-cpu"])

@@ -80,19 +80,21 @@ def grouped_order(labels: "Sequence[Hashable]", deps: "Sequence[Iterable[int]]",
     return order
 
 
-def engine_runs(nodes: Sequence[onnx.NodeProto],
-                engine: Callable[[onnx.NodeProto], Hashable]) -> "list[tuple[Hashable, list[onnx.NodeProto]]]":
+def engine_runs(nodes: Sequence[onnx.NodeProto], engine: Callable[[onnx.NodeProto], Hashable],
+                reads: "Sequence[list[str]] | None" = None) -> "list[tuple[Hashable, list[onnx.NodeProto]]]":
     """A topological order of `nodes` cut into maximal runs of one engine: [(engine, nodes)].
 
     A graph that needs no reordering keeps its order (see grouped_order); a graph with a cycle
-    keeps the model's order.
+    keeps the model's order. `reads`: node_reads of each node, when the caller has them.
     """
     producer: "dict[str, int]" = {}
     for index, node in enumerate(nodes):
         for name in node.output:
             if name:
                 producer[name] = index
-    deps = [[producer[r] for r in node_reads(node) if r in producer] for node in nodes]
+    if reads is None:
+        reads = [node_reads(node) for node in nodes]
+    deps = [[producer[r] for r in read if r in producer] for read in reads]
     labels = [engine(n) for n in nodes]
     order = grouped_order(labels, deps, list(range(len(nodes))))
     runs: "list[tuple[Hashable, list[onnx.NodeProto]]]" = []

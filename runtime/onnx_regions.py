@@ -68,23 +68,21 @@ class RegionRunner:
     def _session(self, step: OnnxRegion, tensors: "Mapping[str, np.ndarray] | None" = None):
         if step.name in self._sessions:
             return self._sessions[step.name]
-        sub = self.submodel(step)
         reason = self._deviation(step)
         session = None
         if reason is None:
             from .ort_providers import make_session
             tiny = self._tiny(step, tensors or {})
 
-            def build():
-                return make_session(sub, self.providers, tiny=tiny, settings=self.settings)
+            def build():     # the sub-model only when this side builds the session
+                return make_session(self.submodel(step), self.providers, tiny=tiny, settings=self.settings)
             try:
                 if self.shared is None:
                     session = build()
                 else:
-                    embedded = [i.name for i in sub.graph.initializer]
+                    embedded = [n for n in step.inputs if n in self.inits]
                     fed = [n for n in step.inputs if n not in self.inits]
-                    key = region_key(self.regions[step.name], fed, embedded, step.outputs, self.providers, tiny,
-                                     self.settings)
+                    key = region_key(self.regions[step.name], fed, embedded, step.outputs, self.providers, self.settings)
                     session = self.shared.get(key, build)
                     if deterministic(self.regions[step.name], self.model):
                         self._shared_keys[step.name] = key
@@ -92,7 +90,7 @@ class RegionRunner:
             except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
                 reason = f"onnxruntime cannot run it: {first_line(exc)}"
         if session is None:
-            session = reference_evaluator(sub)
+            session = reference_evaluator(self.submodel(step))
             self.engines[step.name] = f"onnx.reference ({reason})"
         self._sessions[step.name] = session
         return session

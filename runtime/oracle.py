@@ -200,16 +200,22 @@ class Oracle:
 
     def _plan(self) -> "list[_Run]":
         nodes = list(self.model.graph.node)
-        runs = [_Run(engine, members) for engine, members in engine_runs(nodes, self.engine_of)]
+        reads = [node_reads(node) for node in nodes]          # once per node: protobuf reads are slow
+        reads_of = {node.name: r for node, r in zip(nodes, reads)}
+        runs = [_Run(engine, members) for engine, members in engine_runs(nodes, self.engine_of, reads)]
         last_read: "dict[str, int]" = {n: len(runs) for n in list(self.output_names) + sorted(self.keep)}
         for index, run in enumerate(runs):
             for node in run.nodes:
-                for name in node_reads(node):
+                for name in reads_of[node.name]:
                     last_read[name] = max(last_read.get(name, -1), index)
         for index, run in enumerate(runs):
             produced: "set[str]" = set()
+            taken: "set[str]" = set()
             for node in run.nodes:
-                run.inputs += [r for r in node_reads(node) if r not in produced and r not in run.inputs]
+                for name in reads_of[node.name]:
+                    if name not in produced and name not in taken:
+                        taken.add(name)
+                        run.inputs.append(name)
                 produced.update(o for o in node.output if o)
             run.outputs = [o for node in run.nodes for o in node.output if o and last_read.get(o, -1) > index]
         return runs
@@ -229,25 +235,23 @@ class Oracle:
         if key not in self._sessions and engine == DEFINITIONS:
             self._sessions[key] = DefinitionsRegion(nodes, {n: tensor_array(self._inits[n]) for n in inputs
                                                             if n in self._inits})
+        if key not in self._sessions and engine == REFERENCE:
+            self._sessions[key] = reference_evaluator(self._submodel(list(nodes), list(inputs), list(outputs)))
         if key not in self._sessions:
-            sub = self._submodel(list(nodes), list(inputs), list(outputs))
-            if engine == REFERENCE:
-                self._sessions[key] = reference_evaluator(sub)
-            else:
-                tiny = few_elements(sub.graph.initializer)
+            embedded = [n for n in inputs if n in self._inits]
+            tiny = few_elements(self._inits[n] for n in embedded)
 
-                def build():
-                    return make_session(sub, ["CPUExecutionProvider"], tiny=tiny, settings=self.settings)
-                if self.shared is None:
-                    self._sessions[key] = build()
-                else:
-                    embedded = [i.name for i in sub.graph.initializer]
-                    fed = [n for n in inputs if n not in self._inits]
-                    shared_key = region_key(nodes, fed, embedded, outputs, ["CPUExecutionProvider"], tiny,
-                                            self.settings)
-                    self._sessions[key] = self.shared.get(shared_key, build)
-                    if deterministic(nodes, self.model):
-                        self._shared_keys[key] = shared_key
+            def build():     # the sub-model only when this side builds the session
+                sub = self._submodel(list(nodes), list(inputs), list(outputs))
+                return make_session(sub, ["CPUExecutionProvider"], tiny=tiny, settings=self.settings)
+            if self.shared is None:
+                self._sessions[key] = build()
+            else:
+                fed = [n for n in inputs if n not in self._inits]
+                shared_key = region_key(nodes, fed, embedded, outputs, ["CPUExecutionProvider"], self.settings)
+                self._sessions[key] = self.shared.get(shared_key, build)
+                if deterministic(nodes, self.model):
+                    self._shared_keys[key] = shared_key
         return self._sessions[key]
 
     def _plan_loadable(self) -> "list[_Run]":

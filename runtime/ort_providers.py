@@ -314,7 +314,15 @@ def ort_model(model) -> OrtModel:
     from onnx import helper
 
     from .weights import is_lazy, split_initializers, tensor_array
-    oversized = model.ByteSize() >= _PROTO_LIMIT
+    if model.ir_version == ort_ir_version(model.ir_version) and not any(map(is_lazy, model.graph.initializer)):
+        # The common case: nothing to move or change, so no copy (the ByteSize walk and the copy of
+        # every node cost as much as serialising the model again).
+        data = _serialised_below_limit(model)
+        if data is not None:
+            return OrtModel(data, {}, set())
+        oversized = True
+    else:
+        oversized = model.ByteSize() >= _PROTO_LIMIT
 
     def moved(tensor) -> bool:
         if is_lazy(tensor):
@@ -332,6 +340,15 @@ def ort_model(model) -> OrtModel:
             added.add(tensor.name)
         weights[tensor.name] = tensor_array(tensor)
     return OrtModel(proto.SerializeToString(), weights, added)
+
+
+def _serialised_below_limit(model) -> "bytes | None":
+    """The model's bytes, or None when they would reach the protobuf limit (or protobuf refuses)."""
+    try:
+        data = model.SerializeToString()
+    except Exception:            # upb refuses a message past 2 GB (ValueError or EncodeError)
+        return None
+    return data if len(data) < _PROTO_LIMIT else None
 
 
 class WeightedSession:

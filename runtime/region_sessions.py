@@ -6,8 +6,12 @@ ones: the same nodes on the same inputs to the same outputs, on the CPU provider
 session settings. Such a sub-model is the same computation, so one session serves both (session
 creation is most of a region's cost on a cold `check`). The key holds everything that makes two
 sub-models or sessions differ: node identities (unique model-wide, compiler/node_ids.py), the fed
-inputs, the embedded initializers, the outputs, the providers and the thread setting (`tiny`);
-anything else, and the two sides build their own sessions as before.
+inputs, the embedded initializers, the outputs, the providers and the user's session settings;
+anything else, and the two sides build their own sessions as before. The thread setting a region
+gets when the user sets none (`tiny`: one thread for small work) is not part of the key: the two
+sides estimate the work from what each knows (the oracle from the initializers, the lowered run
+from its feeds too) and could disagree, so whichever builds first decides, and the other uses that
+very session (the same session, so the shared results below stay bit-identical).
 
 The results are shared too, one way and once: the oracle runs first and leaves a region's results
 (`remember`); the lowered run takes them (`recall`) only if its feeds to that region are bit for
@@ -28,11 +32,11 @@ from .nondeterminism import is_random
 
 
 def region_key(nodes: "Iterable[onnx.NodeProto]", fed: "Iterable[str]", embedded: "Iterable[str]",
-               outputs: "Iterable[str]", providers: "Iterable[str]", tiny: bool, settings=None) -> tuple:
+               outputs: "Iterable[str]", providers: "Iterable[str]", settings=None) -> tuple:
     """What identifies a region's session: equal keys are the same sub-model with the same options
     (`settings`: the user's SessionSettings, hashable, or None)."""
     return (frozenset(n.name for n in nodes), frozenset(fed), frozenset(embedded), frozenset(outputs),
-            tuple(providers), bool(tiny), settings)
+            tuple(providers), settings)
 
 
 def deterministic(nodes: "Iterable[onnx.NodeProto]", model: onnx.ModelProto) -> bool:

@@ -11,6 +11,7 @@ from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
 from onnx_dml_lowering.runtime.feeds import random_feeds
 from onnx_dml_lowering.runtime.oracle import Oracle
+from onnx_dml_lowering.runtime.ort_providers import SessionSettings
 from onnx_dml_lowering.runtime.region_sessions import SharedSessions, region_key
 
 REAL = Path(__file__).parent.parent / "models" / "real"
@@ -70,17 +71,17 @@ class _Unshared(SharedSessions):
 def test_different_sub_models_do_not_share():
     relu = helper.make_node("Relu", ["x"], ["y"], name="relu")
     cpu = ["CPUExecutionProvider"]
-    base = region_key([relu], ["x"], [], ["y"], cpu, True)
+    base = region_key([relu], ["x"], [], ["y"], cpu)
     built = []
     cache = SharedSessions()
     cache.get(base, lambda: built.append(1) or "session")
-    for key in (region_key([relu], ["x"], [], ["y"], cpu, False),             # other threads
-                region_key([relu], ["x", "w"], [], ["y"], cpu, True),         # other inputs
-                region_key([relu], ["x"], ["w"], ["y"], cpu, True),           # other initializers
-                region_key([relu], ["x"], [], ["y", "z"], cpu, True),         # other outputs
-                region_key([relu], ["x"], [], ["y"], ["DmlExecutionProvider"], True)):
+    for key in (region_key([relu], ["x", "w"], [], ["y"], cpu),         # other inputs
+                region_key([relu], ["x"], ["w"], ["y"], cpu),           # other initializers
+                region_key([relu], ["x"], [], ["y", "z"], cpu),         # other outputs
+                region_key([relu], ["x"], [], ["y"], ["DmlExecutionProvider"]),
+                region_key([relu], ["x"], [], ["y"], cpu, SessionSettings(threads=2))):   # the user's settings
         assert key != base
-    assert cache.get(region_key([relu], ["x"], [], ["y"], cpu, True), lambda: "other") == "session"
+    assert cache.get(region_key([relu], ["x"], [], ["y"], cpu), lambda: "other") == "session"
     assert built == [1] and cache.hits == 1
 
 
@@ -97,7 +98,7 @@ def test_different_sub_models_do_not_share():
 def test_results_are_taken_only_on_bit_identical_feeds(kept, given, same):
     cache = SharedSessions()
     key = region_key([helper.make_node("Relu", ["x"], ["y"], name="r")], ["x"], [], ["y"],
-                     ["CPUExecutionProvider"], True)
+                     ["CPUExecutionProvider"])
     results = [np.ones(2, np.float32)]
     cache.remember(key, {"x": kept}, results)
     taken = cache.recall(key, {"x": given})

@@ -109,6 +109,13 @@ class Lifetimes:
     views_of: "dict[str, list[str]]"    # buffer -> its views
     # (view, bound descriptor) pairs already validated: shared by every run of the graph.
     checked: "set[tuple]" = field(default_factory=set, compare=False)
+    # Per-graph facts every run asks again, worked out by the first run that needs them:
+    # view -> (descriptor, its size symbols); (view, bound descriptor) -> (dtype, sizes, byte
+    # strides, total bytes) of its numpy view; step index -> (views with a static zero size?,
+    # views whose sizes hold symbols).
+    descs: "dict[str, tuple]" = field(default_factory=dict, compare=False)
+    geometry: "dict[tuple, tuple]" = field(default_factory=dict, compare=False)
+    step_views: "dict[int, tuple]" = field(default_factory=dict, compare=False)
 
 
 def analyse(graph: Graph) -> Lifetimes:
@@ -150,13 +157,15 @@ class Bindings:
         self._maps: "dict[str, mmap.mmap]" = {}           # zero-cleared buffers held in anonymous maps
         self._host_bound: "set[str]" = set()              # buffers that are a host tensor's memory
         self._shared: "set[str]" = set()                  # buffers a download handed out
-        self._desc_keys: "dict[str, tuple]" = {}          # view -> (descriptor, its size symbols)
         self._bound_descs: "dict[str, tuple]" = {}        # view -> (symbol values, bound descriptor)
         self._arrays: "dict[str, tuple]" = {}             # view -> (bound descriptor, numpy view)
         lifetimes = lifetimes or analyse(graph)
         self._writers, self._last_use = lifetimes.writers, lifetimes.last_use
         self._dies, self._views_of = lifetimes.dies, lifetimes.views_of
         self._checked = lifetimes.checked
+        self._desc_keys = lifetimes.descs                 # view -> (descriptor, its size symbols)
+        self._geometry = lifetimes.geometry
+        self._step_views = lifetimes.step_views
 
     # -- buffers and views ----------------------------------------------------------------
     def buffer(self, name: str, zeroed: bool = False) -> np.ndarray:
@@ -217,17 +226,21 @@ class Bindings:
     def _array(self, view_name: str) -> np.ndarray:
         view = self.graph.views[view_name]
         desc = self.desc(view_name)
-        if (view_name, desc) not in self._checked:
+        shape = self._geometry.get((view_name, desc))
+        if shape is None:       # validated and worked out once per graph and bound descriptor
             desc.validate(f"view {view_name} over buffer {view.buffer}")
             self._checked.add((view_name, desc))
+            dtype = desc.data_type.numpy
+            shape = self._geometry[(view_name, desc)] = (
+                dtype, desc.concrete_sizes(), tuple(s * dtype.itemsize for s in desc.effective_strides),
+                desc.total_bytes)
+        dtype, sizes, strides, total = shape
         raw = self.buffer(view.buffer)
-        if view.offset < 0 or view.offset + desc.total_bytes > raw.size:
+        if view.offset < 0 or view.offset + total > raw.size:
             raise DmlLowerError(
                 f"view {view_name}: offset {view.offset} + TotalTensorSizeInBytes "
-                f"{desc.total_bytes} exceeds buffer {view.buffer} of {raw.size} bytes")
-        dtype = desc.data_type.numpy
-        strides = tuple(s * dtype.itemsize for s in desc.effective_strides)
-        return np.ndarray(desc.concrete_sizes(), dtype=dtype, buffer=raw, offset=view.offset, strides=strides)
+                f"{total} exceeds buffer {view.buffer} of {raw.size} bytes")
+        return np.ndarray(sizes, dtype=dtype, buffer=raw, offset=view.offset, strides=strides)
 
     # -- lifetimes ------------------------------------------------------------------------
     def enter(self, index: int) -> None:
@@ -319,8 +332,22 @@ class Bindings:
                 done[0] = upto
         return release
 
-    def is_empty(self, step: Step) -> bool:
+    def step_views(self, index: int, step: Step) -> "tuple[bool, tuple[str, ...]]":
+        """(a view the step uses has a static zero size, the views whose sizes hold symbols)."""
+        known = self._step_views.get(index)
+        if known is None:
+            names = step.reads() + step.writes()
+            descs = [self.graph.views[n].desc for n in names]
+            known = self._step_views[index] = (
+                any(s == 0 for d in descs for s in d.sizes),
+                tuple(n for n, d in zip(names, descs) if d.symbols))
+        return known
+
+    def is_empty(self, step: Step, index: "int | None" = None) -> bool:
         """Does a view the step reads or writes have a zero-sized dimension (nnz = 0)?"""
+        if index is not None:
+            static_empty, symbolic = self.step_views(index, step)
+            return static_empty or any(any(s == 0 for s in self.desc(n).sizes) for n in symbolic)
         for name in step.reads() + step.writes():
             if any(s == 0 for s in self.desc(name).sizes):
                 return True

@@ -53,15 +53,17 @@ class Interpreter:
             bindings.enter(index)
             # A step over a view that a zero count leaves empty does not run (nnz = 0); a
             # download of it still yields the empty host tensor.
-            if type(step) is Download or not bindings.is_empty(step):
-                if step.is_dml_operator:
+            if type(step) is Download or not bindings.is_empty(step, index):
+                seen = self.validated
+                if step.is_dml_operator and (seen is None or index not in seen):
                     descs = {name: bindings.desc(name) for name in step.reads() + step.writes()}
-                    seen = self.validated
                     if seen is None:
                         step.validate(descs, level)
                     elif (index, *descs.values()) not in seen:
                         step.validate(descs, level)
                         seen.add((index, *descs.values()))
+                        if not bindings.step_views(index, step)[1]:
+                            seen.add(index)       # no size symbol: the same descriptors every run
                 handler = STEP_HANDLERS.get(type(step))
                 if handler is None:
                     raise DmlLowerError(f"the emulator has no kernel for step {step.kind}")

@@ -8,6 +8,7 @@ from onnx_dml_lowering.lowering.schedule import node_reads
 
 from .weights import tensor_array
 
+_GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                         "Bernoulli", "Multinomial"})
 
@@ -33,6 +34,8 @@ def is_random(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
     if node.op_type == "Dropout":
         return len(node.input) > 2 and bool(node.input[2]) and not _constant_false(model, node.input[2])
     for attr in node.attribute:
+        if attr.type not in _GRAPH_TYPES:        # most attributes: no body to look into
+            continue
         for body in list(attr.graphs) + ([attr.g] if attr.HasField("g") else []):
             if any(is_random(inner, model) for inner in body.node):
                 return True

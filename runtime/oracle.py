@@ -48,7 +48,8 @@ NO_KERNEL_NODE = re.compile(r"node with name '([^']*)'")
 def _bodies(node: onnx.NodeProto) -> "list[onnx.GraphProto]":
     out = []
     for attr in node.attribute:
-        out += list(attr.graphs) + ([attr.g] if attr.HasField("g") else [])
+        if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            out += list(attr.graphs) + ([attr.g] if attr.HasField("g") else [])
     return out
 
 

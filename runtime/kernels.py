@@ -8,6 +8,8 @@ written straight into the strided coordinates view (no full-size mask or index t
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
@@ -54,7 +56,7 @@ def download(source: np.ndarray, dtype: np.dtype, shape: "tuple[int, ...]", shar
     share=True (the emulator's promise that nothing writes the buffer again) lets a packed view
     of the same element size become the host tensor without a copy.
     """
-    if source.size != int(np.prod(shape)):
+    if source.size != math.prod(shape):
         raise DmlLowerError(f"download of {source.size} elements into shape {list(shape)}")
     dtype = np.dtype(dtype)
     if dtype == np.bool_:
@@ -155,7 +157,7 @@ def nonzero_coordinates(x: np.ndarray, count: np.ndarray, coords: np.ndarray, st
     columns = [table[:, c] for c in range(n)]
     shape = x.shape
     sizes = tuple(int(s) for s in shape[len(shape) - n:]) if n else ()
-    whole = int(np.prod(shape[: len(shape) - n], dtype=np.int64)) == 1
+    whole = math.prod(shape[: len(shape) - n]) == 1
     flat = x.reshape(-1)
     m = flat.size
     block = min(BLOCK, m)

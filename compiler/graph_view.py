@@ -9,9 +9,9 @@ import onnx
 
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.lowering.node import unique_names
+from onnx_dml_lowering.lowering.schedule import node_reads
 from onnx_dml_lowering.runtime.weights import tensor_array
 
-from .bodies import graph_attributes, graph_captures
 from .frontend import default_opset, node_info, value_types
 
 
@@ -31,6 +31,7 @@ class OnnxGraphView:
         self._producer: "dict[str, str] | None" = None
         self._consumers: "dict[str, list[str]]" = {}
         self._prefix_table: "dict | None" = None
+        self._io: "dict[str, tuple[list[str], list[str]]] | None" = None
         self._outputs = {o.name for o in model.graph.output}
         inputs = {i.name for i in model.graph.input}
         # Initializers that are also graph inputs can be overridden by a feed: not constant.
@@ -47,18 +48,22 @@ class OnnxGraphView:
             self._types = value_types(self.model) if self._types is None else self._types()
         return self._types
 
+    def io(self) -> "dict[str, tuple[list[str], list[str]]]":
+        """Per node: (the names it reads, a body's reads of outer values included; its outputs),
+        read from protobuf once for the whole graph (each field read costs about a microsecond)
+        and shared by the index below and the partition passes."""
+        if self._io is None:
+            self._io = {node.name: (node_reads(node), [o for o in node.output if o]) for node in self.nodes}
+        return self._io
+
     def _index(self) -> None:
         self._producer = {}
-        for node in self.nodes:
-            for name in node.output:
-                if name:
-                    self._producer[name] = node.name
-            # A body's reads of outer values count as reads by its control-flow node.
-            reads = list(node.input)
-            captures = [c for _, g in graph_attributes(node) for c in graph_captures(g)] if node.attribute else None
-            for name in dict.fromkeys(reads + captures) if captures else dict.fromkeys(reads):
-                if name:
-                    self._consumers.setdefault(name, []).append(node.name)
+        consumers = self._consumers
+        for name, (reads, outputs) in self.io().items():
+            for value in outputs:
+                self._producer[value] = name
+            for value in dict.fromkeys(reads):        # Add(x, x) consumes x once
+                consumers.setdefault(value, []).append(name)
 
     @property
     def _prefixes(self) -> dict:

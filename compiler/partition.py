@@ -22,7 +22,7 @@ import onnx
 from onnx_dml_lowering.ir import ControlFlow, FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import IDIOMS, Declined, Match, idioms_for
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
-from onnx_dml_lowering.lowering.schedule import grouped_order, node_reads
+from onnx_dml_lowering.lowering.schedule import grouped_order, may_hold_bodies
 
 from .bodies import BodyModel, body_model, construct_of, graph_attributes
 from .frontend import default_opset
@@ -107,17 +107,18 @@ class PartitionState:
     placement: "list[Placement]" = field(default_factory=list)
     bodies: "dict[str, dict[str, Body]]" = field(default_factory=dict)       # run by the host
     body_placement: "dict[str, list[Placement]]" = field(default_factory=dict)  # node -> its bodies' entries
-    _reads: "dict[str, list[str]]" = field(default_factory=dict)
 
     @property
     def nodes(self) -> "list[onnx.NodeProto]":
         return self.view.nodes
 
     def reads(self, node: onnx.NodeProto) -> "list[str]":
-        """The names a node reads, its subgraphs' outer-scope names included (memoised per node)."""
-        if node.name not in self._reads:
-            self._reads[node.name] = node_reads(node)
-        return self._reads[node.name]
+        """The names a node reads, its subgraphs' outer-scope names included (read once per graph)."""
+        return self.view.io()[node.name][0]
+
+    def outputs(self, node: onnx.NodeProto) -> "list[str]":
+        """The node's non-empty outputs (read once per graph)."""
+        return self.view.io()[node.name][1]
 
     def members(self, item: Item) -> "list[onnx.NodeProto]":
         if isinstance(item, onnx.NodeProto):
@@ -246,20 +247,27 @@ def schedule(state: PartitionState) -> None:
                 item_of[name] = index
     producer: "dict[str, int]" = {}
     reads: "list[list[str]]" = []
+    labels: "list[str]" = []
+    keys: "list[int]" = []
+    io = state.view.io()
     for index, item in enumerate(items):
+        if isinstance(item, onnx.NodeProto):        # most items: one node, its facts read once
+            name = item.name
+            node_reads_, outputs = io[name]
+            for value in outputs:
+                producer[value] = index
+            reads.append(node_reads_)                 # a node never reads its own output
+            labels.append("host" if name in state.bodies else "onnx")     # control flow run by the host
+            keys.append(position[name])
+            continue
         members = state.members(item)
-        inner = {o for m in members for o in m.output if o}
-        for name in inner:
-            producer[name] = index
-        reads.append([r for m in members for r in state.reads(m) if r not in inner])
+        inner = {o for m in members for o in io[m.name][1]}
+        for value in inner:
+            producer[value] = index
+        reads.append([r for m in members for r in io[m.name][0] if r not in inner])
+        labels.append("onnx" if isinstance(state.built.get(item.nodes[0]), Declined) else "dml")
+        keys.append(min(position[m.name] for m in members))
     deps = [[producer[r] for r in names if r in producer] for names in reads]
-    def label(item: Item) -> str:
-        if isinstance(item, onnx.NodeProto):
-            return "host" if item.name in state.bodies else "onnx"     # control flow run by the host
-        return "onnx" if isinstance(state.built.get(item.nodes[0]), Declined) else "dml"
-
-    labels = [label(item) for item in items]
-    keys = [min(position[m.name] for m in state.members(item)) for item in items]
     order = grouped_order(labels, deps, keys)
     # A match that would need a cycle: keep the model's order.
     state.order = [items[i] for i in order] if order is not None else list(nodes)
@@ -323,12 +331,14 @@ def build_regions(state: PartitionState) -> None:
             return
         produced: "set[str]" = set()
         reads: "dict[str, None]" = {}         # ordered, with constant-time membership
+        io = state.view.io()
         for node in pending:
-            for n in state.reads(node):
+            node_in, node_out = io[node.name]
+            for n in node_in:
                 if n not in produced:
                     reads.setdefault(n)
-            produced.update(o for o in node.output if o)
-        outputs = [o for node in pending for o in node.output if o and last_read.get(o, -1) > index]
+            produced.update(node_out)
+        outputs = [o for node in pending for o in io[node.name][1] if last_read.get(o, -1) > index]
         name = f"onnx_region_{len(state.regions)}"
         state.regions[name] = list(pending)
         state.graph.add(OnnxRegion(name, tuple(n.name for n in pending), tuple(reads), tuple(outputs)))
@@ -396,7 +406,7 @@ def lowers_no_node(nodes: "list[onnx.NodeProto]") -> bool:
     for node in nodes:
         if node.op_type in anchors and node.domain in _STANDARD:
             return False
-        if node.attribute and _has_subgraph(node):
+        if may_hold_bodies(node) and _has_subgraph(node):
             return False
     return True
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import onnx
 from onnx import numpy_helper
 
-from onnx_dml_lowering.lowering.schedule import node_reads
+from onnx_dml_lowering.lowering.schedule import may_hold_bodies, node_reads
 
 from .weights import tensor_array
 
@@ -33,8 +33,10 @@ def is_random(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
         return True
     if node.op_type == "Dropout":
         return len(node.input) > 2 and bool(node.input[2]) and not _constant_false(model, node.input[2])
+    if not may_hold_bodies(node):
+        return False
     for attr in node.attribute:
-        if attr.type not in _GRAPH_TYPES:        # most attributes: no body to look into
+        if attr.type not in _GRAPH_TYPES:
             continue
         for body in list(attr.graphs) + ([attr.g] if attr.HasField("g") else []):
             if any(is_random(inner, model) for inner in body.node):

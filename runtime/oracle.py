@@ -25,7 +25,7 @@ from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
+from onnx_dml_lowering.lowering.schedule import engine_runs, may_hold_bodies, node_reads
 
 from .feeds import restore_declared
 from .onnx_definitions import ENGINE as DEFINITIONS
@@ -47,6 +47,8 @@ NO_KERNEL_NODE = re.compile(r"node with name '([^']*)'")
 
 def _bodies(node: onnx.NodeProto) -> "list[onnx.GraphProto]":
     out = []
+    if not may_hold_bodies(node):
+        return out
     for attr in node.attribute:
         if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
             out += list(attr.graphs) + ([attr.g] if attr.HasField("g") else [])

@@ -100,7 +100,9 @@ def _axes(axes_input: "np.ndarray | None", axes_attr: "Sequence[int] | None", ra
 def squeeze(x: np.ndarray, axes_input: "np.ndarray | None" = None,
             axes: "Sequence[int] | None" = None) -> "list[np.ndarray]":
     # the listed dimensions of size 1 removed (all of them when no axes are given)
-    chosen = _axes(axes_input, axes, x.ndim)
+    if axes_input is not None and np.size(axes_input) == 0:
+        raise NotDefined("Squeeze with an empty axes input (runtimes read it as 'none' or as 'all')")
+    chosen = _axes(axes_input, axes or None, x.ndim)          # opset 1 / 11: axes=[] is no axes
     if chosen is None:
         return [x.reshape([d for d in x.shape if d != 1])]
     if any(x.shape[a] != 1 for a in chosen):
@@ -124,8 +126,12 @@ def unsqueeze(x: np.ndarray, axes_input: "np.ndarray | None" = None,
 def reshape(x: np.ndarray, shape: np.ndarray, allowzero: int = 0) -> "list[np.ndarray]":
     # x's elements in a new shape; 0 copies the input's dimension (unless allowzero), -1 is inferred
     wanted = _ints(shape)
+    if any(d < -1 for d in wanted) or wanted.count(-1) > 1:
+        raise NotDefined(f"Reshape to {wanted}: only one -1 and no other negative size")
     if not allowzero:
-        wanted = [x.shape[i] if d == 0 and i < x.ndim else d for i, d in enumerate(wanted)]
+        if any(d == 0 and i >= x.ndim for i, d in enumerate(wanted)):
+            raise NotDefined(f"Reshape to {wanted}: a 0 copies an input dimension the input does not have")
+        wanted = [x.shape[i] if d == 0 else d for i, d in enumerate(wanted)]
     return [x.reshape(wanted)]
 
 
@@ -142,11 +148,11 @@ def split(x: np.ndarray, split_input: "np.ndarray | None" = None, axis: int = 0,
     sizes = _ints(split_input) if split_input is not None else (list(split) if split else None)
     if sizes is None:
         parts = num_outputs or outputs
+        if num_outputs is None and size % parts:
+            raise NotDefined(f"Split of {size} into {parts} equal parts (uneven parts need num_outputs)")
         chunk = -(-size // parts)
         sizes = [chunk] * (parts - 1) + [size - chunk * (parts - 1)]
-        if sizes[-1] < 0:
-            raise NotDefined(f"Split of {size} into {parts} parts")
-    if sum(sizes) != size or len(sizes) != outputs:
+    if any(s < 0 for s in sizes) or sum(sizes) != size or len(sizes) != outputs:
         raise NotDefined(f"Split sizes {sizes} do not cover dimension {size} in {outputs} outputs")
     cuts = np.cumsum(sizes)[:-1]
     return list(np.split(x, cuts, axis=axis))
@@ -158,6 +164,10 @@ def slice_(x: np.ndarray, starts: np.ndarray, ends: np.ndarray, axes: "np.ndarra
     begin, end = _ints(starts), _ints(ends)
     chosen = _ints(axes) if axes is not None else list(range(len(begin)))
     stride = _ints(steps) if steps is not None else [1] * len(begin)
+    if not len(begin) == len(end) == len(chosen) == len(stride):
+        raise NotDefined("Slice with starts, ends, axes and steps of different lengths")
+    if len(set(a + x.ndim if a < 0 else a for a in chosen)) != len(chosen):
+        raise NotDefined("Slice with a repeated axis")
     index = [slice(None)] * x.ndim
     for b, e, a, s in zip(begin, end, chosen, stride):
         if s == 0:

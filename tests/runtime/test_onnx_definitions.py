@@ -264,6 +264,34 @@ def test_cases_left_to_reference(node, inputs, why):
         evaluate(node, inputs)
 
 
+def test_squeeze_with_an_empty_axes_attribute_squeezes_every_size_1_dimension():
+    """Opsets 1 / 11: axes=[] is no axes (onnx.reference and onnxruntime agree)."""
+    x = values(T.FLOAT, (1, 2, 1, 3, 1))
+    node = h.make_node("Squeeze", ["x"], ["y"])
+    node.attribute.append(h.make_attribute("axes", [], attr_type=onnx.AttributeProto.INTS))
+    run_both(node, {"x": x}, opset=11)
+    assert evaluate(node, [x])[0].shape == (2, 3)
+
+
+@pytest.mark.parametrize("node, inputs, why", [
+    # ambiguous: onnx.reference squeezes nothing, onnxruntime everything
+    (h.make_node("Squeeze", ["x", "a"], ["y"]), [np.zeros((1, 2)), np.array([], np.int64)], "empty axes"),
+    # invalid models onnxruntime refuses: never a value from the definitions
+    (h.make_node("Split", ["x"], ["a", "b"], axis=0), [np.zeros((7, 2))], "equal parts"),
+    (h.make_node("Split", ["x", "s"], ["a", "b"]), [np.zeros((7, 2)), np.array([9, -2])], "do not cover"),
+    (h.make_node("Reshape", ["x", "s"], ["y"]), [np.zeros((0, 3)), np.array([3, 0, 0])], "does not have"),
+    (h.make_node("Reshape", ["x", "s"], ["y"]), [np.zeros(6), np.array([-2, 6])], "only one -1"),
+    (h.make_node("Reshape", ["x", "s"], ["y"]), [np.zeros(6), np.array([-1, -1])], "only one -1"),
+    (h.make_node("Slice", ["x", "s", "e", "a"], ["y"]), [np.zeros((3, 4)), np.array([0, 1]), np.array([2]),
+                                                         np.array([0, 1])], "different lengths"),
+    (h.make_node("Slice", ["x", "s", "e", "a"], ["y"]), [np.zeros((3, 4)), np.array([0, 1]), np.array([2, 2]),
+                                                         np.array([0, -2])], "repeated axis"),
+])
+def test_invalid_or_ambiguous_cases_are_left_to_reference(node, inputs, why):
+    with pytest.raises(NotDefined, match=why):
+        evaluate(node, inputs)
+
+
 def test_defines_declines_unknown_ops_domains_attributes_and_types():
     assert not defines(h.make_node("Relu", ["x"], ["y"]))
     assert not defines(h.make_node("NonZero", ["x"], ["y"], domain="com.example"))

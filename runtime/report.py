@@ -7,7 +7,7 @@ from .check import CheckReport, describe_backend
 def format_placement(placement, level) -> str:
     lines = [f"placement (feature level {level}):"]
     if not placement:
-        lines.append("  no NonZero or EyeLike node in this model")
+        lines.append("  nothing lowered: no NonZero, EyeLike or Trilu node, and no idiom pattern matched")
     for p in placement:
         target = " + ".join(p.dml_operators) if p.dml_operators else "no DirectML operator"
         text = f"  {', '.join(p.onnx_nodes)}: {p.status} by rule {p.rule}"

@@ -224,3 +224,14 @@ def test_external_data_resolves_relative_to_the_model_and_a_missing_file_is_name
     finally:
         os.chdir(cwd)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "m.data" in err and "'w'" in err
+
+
+def test_a_model_with_nothing_to_lower_says_so_as_inspect_does(tmp_path, capsys):
+    path = tmp_path / "relu.onnx"
+    onnx.save(graph_model([h.make_node("Relu", ["x"], ["y"], name="relu")], [("x", T.FLOAT, [3])],
+                          [("y", T.FLOAT, [3])]), path)
+    code, out, _ = cli(["check", path], capsys)
+    assert code == 0
+    assert "  nothing lowered: no NonZero, EyeLike or Trilu node, and no idiom pattern matched" in out.splitlines()
+    code, out, _ = cli(["inspect", path], capsys)
+    assert "no NonZero, EyeLike or Trilu node, and no idiom pattern matched" in out

@@ -229,22 +229,25 @@ class Bindings:
         made = self._arrays.get(view_name)
         if made is not None and made[0] is desc:
             return made[1]
-        array = self._array(view_name)
+        array = self._array(view_name, desc)
         self._arrays[view_name] = (desc, array)
         return array
 
-    def _array(self, view_name: str) -> np.ndarray:
+    def _array(self, view_name: str, desc: TensorDesc) -> np.ndarray:
         view = self.graph.views[view_name]
-        desc = self.desc(view_name)
-        shape = self._geometry.get((view_name, desc))
-        if shape is None:       # validated and worked out once per graph and bound descriptor
+        # Keyed by the descriptor's identity (the graph's own, or the one bound per count, both
+        # kept), checked on the hit: hashing a descriptor costs more than building the view.
+        shape = self._geometry.get((view_name, id(desc)))
+        if shape is None or shape[0] is not desc:   # validated and worked out once per descriptor
+            if len(self._geometry) >= _BOUND_KEPT:
+                self._geometry.clear()
             desc.validate(f"view {view_name} over buffer {view.buffer}")
             self._checked.add((view_name, desc))
             dtype = desc.data_type.numpy
-            shape = self._geometry[(view_name, desc)] = (
-                dtype, desc.concrete_sizes(), tuple(s * dtype.itemsize for s in desc.effective_strides),
+            shape = self._geometry[(view_name, id(desc))] = (
+                desc, dtype, desc.concrete_sizes(), tuple(s * dtype.itemsize for s in desc.effective_strides),
                 desc.total_bytes)
-        dtype, sizes, strides, total = shape
+        _, dtype, sizes, strides, total = shape
         raw = self.buffer(view.buffer)
         if view.offset < 0 or view.offset + total > raw.size:
             raise DmlLowerError(

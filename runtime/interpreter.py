@@ -49,12 +49,14 @@ class Interpreter:
         self.region_runner = region_runner
         bindings = self.bindings
         level = self.graph.feature_level
+        seen = self.validated
+        fallbacks = self.fallbacks
         for index, step in enumerate(self.graph.steps):
-            bindings.enter(index)
+            bindings.index = index                        # the step about to run (Bindings.enter)
             # A step over a view that a zero count leaves empty does not run (nnz = 0); a
             # download of it still yields the empty host tensor.
-            if type(step) is Download or not bindings.is_empty(step, index):
-                seen = self.validated
+            kind = type(step)
+            if kind is Download or not bindings.is_empty(step, index):
                 if step.is_dml_operator and (seen is None or index not in seen):
                     descs = {name: bindings.desc(name) for name in step.reads() + step.writes()}
                     if seen is None:
@@ -64,10 +66,9 @@ class Interpreter:
                         seen.add((index, *descs.values()))
                         if not bindings.step_views(index, step)[1]:
                             seen.add(index)       # no size symbol: the same descriptors every run
-                handler = STEP_HANDLERS.get(type(step))
+                handler = STEP_HANDLERS.get(kind)
                 if handler is None:
                     raise DmlLowerError(f"the emulator has no kernel for step {step.kind}")
-                fallbacks = self.fallbacks
                 if fallbacks is None:
                     handler(self, step)
                 else:

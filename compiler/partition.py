@@ -22,7 +22,7 @@ import onnx
 from onnx_dml_lowering.ir import ControlFlow, FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import IDIOMS, Declined, Match, idioms_for
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
-from onnx_dml_lowering.lowering.schedule import grouped_order, may_hold_bodies
+from onnx_dml_lowering.lowering.schedule import grouped_order, node_bodies
 
 from .bodies import BodyModel, body_model, construct_of, graph_attributes
 from .frontend import default_opset
@@ -115,10 +115,6 @@ class PartitionState:
     def reads(self, node: onnx.NodeProto) -> "list[str]":
         """The names a node reads, its subgraphs' outer-scope names included (read once per graph)."""
         return self.view.io()[node.name][0]
-
-    def outputs(self, node: onnx.NodeProto) -> "list[str]":
-        """The node's non-empty outputs (read once per graph)."""
-        return self.view.io()[node.name][1]
 
     def members(self, item: Item) -> "list[onnx.NodeProto]":
         if isinstance(item, onnx.NodeProto):
@@ -391,11 +387,6 @@ PASSES = (generate_constants, compile_bodies, match_idioms, lower_static, schedu
           build_regions)
 
 _STANDARD = ("", "ai.onnx")
-_GRAPH = onnx.AttributeProto.GRAPH
-
-
-def _has_subgraph(node: onnx.NodeProto) -> bool:
-    return any(a.type == _GRAPH or a.HasField("g") or len(a.graphs) for a in node.attribute)
 
 
 def lowers_no_node(nodes: "list[onnx.NodeProto]") -> bool:
@@ -406,7 +397,7 @@ def lowers_no_node(nodes: "list[onnx.NodeProto]") -> bool:
     for node in nodes:
         if node.op_type in anchors and node.domain in _STANDARD:
             return False
-        if may_hold_bodies(node) and _has_subgraph(node):
+        if node_bodies(node):
             return False
     return True
 

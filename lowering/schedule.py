@@ -18,15 +18,13 @@ import onnx
 def subgraph_reads(node: onnx.NodeProto) -> "list[str]":
     """Outer-scope names a node's subgraphs (If / Loop / Scan bodies) read, nested bodies included."""
     names: "list[str]" = []
-    for attr in node.attribute:
-        bodies = list(attr.graphs) + ([attr.g] if attr.HasField("g") else [])
-        for body in bodies:
-            defined = {i.name for i in body.input} | {i.name for i in body.initializer}
-            for inner in body.node:
-                for name in list(inner.input) + subgraph_reads(inner):
-                    if name and name not in defined and name not in names:
-                        names.append(name)
-                defined.update(inner.output)
+    for body in node_bodies(node):
+        defined = {i.name for i in body.input} | {i.name for i in body.initializer}
+        for inner in body.node:
+            for name in list(inner.input) + subgraph_reads(inner):
+                if name and name not in defined and name not in names:
+                    names.append(name)
+            defined.update(inner.output)
     return names
 
 
@@ -34,6 +32,7 @@ def subgraph_reads(node: onnx.NodeProto) -> "list[str]":
 # attribute a schema does not declare, so no other standard node of a checked model holds a body;
 # a node of any other domain may.
 STANDARD_WITH_BODIES = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+_GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
 def may_hold_bodies(node: onnx.NodeProto) -> bool:
@@ -43,10 +42,21 @@ def may_hold_bodies(node: onnx.NodeProto) -> bool:
     return len(node.attribute) > 0
 
 
+def node_bodies(node: onnx.NodeProto) -> "list[onnx.GraphProto]":
+    """The node's subgraphs (graph and graphs attributes), none read where none can be."""
+    if not may_hold_bodies(node):
+        return []
+    bodies: "list[onnx.GraphProto]" = []
+    for attr in node.attribute:
+        if attr.type in _GRAPH_TYPES:
+            bodies += list(attr.graphs) + ([attr.g] if attr.HasField("g") else [])
+    return bodies
+
+
 def node_reads(node: onnx.NodeProto) -> "list[str]":
     """Every name a node reads: its inputs and what its subgraphs capture from outside."""
     reads = [n for n in node.input if n]
-    if may_hold_bodies(node) and any(a.HasField("g") or len(a.graphs) for a in node.attribute):
+    if may_hold_bodies(node):
         reads += [n for n in subgraph_reads(node) if n not in reads]
     return reads
 

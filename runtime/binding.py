@@ -30,9 +30,9 @@ POISON_BYTE = 0xCD
 
 # Buffers of at least this many bytes are recycled across runs, up to POOL_LIMIT_BYTES held idle.
 POOL_MIN_BYTES = 1 << 20
-# Bound descriptors (view, symbol values) kept across runs of one graph before the cache restarts.
-_BOUND_KEPT = 4096
 POOL_LIMIT_BYTES = 1 << 30
+# Bound descriptors and view geometries kept across runs of one graph before each cache restarts.
+_BOUND_KEPT = 4096
 
 
 class BufferPool:
@@ -109,14 +109,13 @@ class Lifetimes:
     last_use: "dict[str, int]"          # buffer -> index of the last step using it
     dies: "dict[int, list[str]]"        # step index -> buffers last used there
     views_of: "dict[str, list[str]]"    # buffer -> its views
-    # (view, bound descriptor) pairs already validated: shared by every run of the graph.
-    checked: "set[tuple]" = field(default_factory=set, compare=False)
     # Per-graph facts every run asks again, worked out by the first run that needs them:
-    # view -> (descriptor, its size symbols); (view, bound descriptor) -> (dtype, sizes, byte
-    # strides, total bytes) of its numpy view; step index -> (views with a static zero size?,
-    # views whose sizes hold symbols).
+    # view -> (descriptor, its size symbols); (view, symbol values) -> bound descriptor;
+    # (view, id of its bound descriptor) -> (that descriptor, validated once, and the dtype, sizes,
+    # byte strides and total bytes of its numpy view); step index -> (views with a static zero
+    # size?, views whose sizes hold symbols).
     descs: "dict[str, tuple]" = field(default_factory=dict, compare=False)
-    bound: "dict[tuple, TensorDesc]" = field(default_factory=dict, compare=False)   # (view, symbol values) ->
+    bound: "dict[tuple, TensorDesc]" = field(default_factory=dict, compare=False)
     geometry: "dict[tuple, tuple]" = field(default_factory=dict, compare=False)
     step_views: "dict[int, tuple]" = field(default_factory=dict, compare=False)
 
@@ -165,7 +164,6 @@ class Bindings:
         lifetimes = lifetimes or analyse(graph)
         self._writers, self._last_use = lifetimes.writers, lifetimes.last_use
         self._dies, self._views_of = lifetimes.dies, lifetimes.views_of
-        self._checked = lifetimes.checked
         self._desc_keys = lifetimes.descs                 # view -> (descriptor, its size symbols)
         self._geometry = lifetimes.geometry
         self._bound = lifetimes.bound
@@ -242,7 +240,6 @@ class Bindings:
             if len(self._geometry) >= _BOUND_KEPT:
                 self._geometry.clear()
             desc.validate(f"view {view_name} over buffer {view.buffer}")
-            self._checked.add((view_name, desc))
             dtype = desc.data_type.numpy
             shape = self._geometry[(view_name, id(desc))] = (
                 desc, dtype, desc.concrete_sizes(), tuple(s * dtype.itemsize for s in desc.effective_strides),
@@ -356,12 +353,7 @@ class Bindings:
                 tuple(n for n, d in zip(names, descs) if d.symbols))
         return known
 
-    def is_empty(self, step: Step, index: "int | None" = None) -> bool:
-        """Does a view the step reads or writes have a zero-sized dimension (nnz = 0)?"""
-        if index is not None:
-            static_empty, symbolic = self.step_views(index, step)
-            return static_empty or any(any(s == 0 for s in self.desc(n).sizes) for n in symbolic)
-        for name in step.reads() + step.writes():
-            if any(s == 0 for s in self.desc(name).sizes):
-                return True
-        return False
+    def is_empty(self, step: Step, index: int) -> bool:
+        """Does a view step `index` reads or writes have a zero-sized dimension (nnz = 0)?"""
+        static_empty, symbolic = self.step_views(index, step)
+        return static_empty or any(any(s == 0 for s in self.desc(n).sizes) for n in symbolic)

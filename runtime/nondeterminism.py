@@ -4,11 +4,10 @@ from __future__ import annotations
 import onnx
 from onnx import numpy_helper
 
-from onnx_dml_lowering.lowering.schedule import may_hold_bodies, node_reads
+from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
 
 from .weights import tensor_array
 
-_GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                         "Bernoulli", "Multinomial"})
 
@@ -33,15 +32,7 @@ def is_random(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
         return True
     if node.op_type == "Dropout":
         return len(node.input) > 2 and bool(node.input[2]) and not _constant_false(model, node.input[2])
-    if not may_hold_bodies(node):
-        return False
-    for attr in node.attribute:
-        if attr.type not in _GRAPH_TYPES:
-            continue
-        for body in list(attr.graphs) + ([attr.g] if attr.HasField("g") else []):
-            if any(is_random(inner, model) for inner in body.node):
-                return True
-    return False
+    return any(is_random(inner, model) for body in node_bodies(node) for inner in body.node)
 
 
 def random_values(model: onnx.ModelProto) -> "dict[str, str]":

@@ -24,10 +24,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE, onnx_to_numpy
+from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE, numpy_to_onnx, onnx_to_numpy
 
 ENGINE = "numpy ONNX definitions"
-_NATIVE_ONNX = frozenset(t for t in range(1, 17) if t not in (8, 14, 15, 16))   # no string, complex, bfloat16
+_NATIVE_ONNX = frozenset(numpy_to_onnx(dtype) for dtype in NUMPY_NATIVE)
 _FLOATS = frozenset("fc")
 
 
@@ -245,8 +245,9 @@ DEFINITIONS: "dict[str, Callable]" = {
     "Not": not_, "Add": _binary(np.add), "Sub": _binary(np.subtract), "Mul": _binary(np.multiply),
     "Cast": cast,
 }
-# Inputs that older opsets gave as attributes (the function takes the input under another name).
-_INPUT_NAMES = {"Squeeze": ["x", "axes_input"], "Unsqueeze": ["x", "axes_input"], "Split": ["x", "split_input"]}
+# The second input of operators that older opsets gave as an attribute of the same name: the
+# function takes the input under this keyword.
+_INPUT_KEYWORD = {"Squeeze": "axes_input", "Unsqueeze": "axes_input", "Split": "split_input"}
 # The attributes each definition takes (a node with any other is left to onnx.reference).
 _ATTRIBUTES = {"Cast": {"to", "saturate", "round_mode"}, "EyeLike": {"dtype", "k"}, "Trilu": {"upper"},
                "Transpose": {"perm"}, "Squeeze": {"axes"}, "Unsqueeze": {"axes"}, "Reshape": {"allowzero"},
@@ -277,9 +278,10 @@ def evaluate(node: onnx.NodeProto, inputs: "Sequence[np.ndarray | None]") -> "li
         attributes["outputs"] = len(node.output)
     if isinstance(attributes.get("round_mode"), bytes):
         attributes["round_mode"] = attributes["round_mode"].decode()
-    names = _INPUT_NAMES.get(node.op_type)
-    if names is not None:
-        attributes.update({n: v for n, v in zip(names[1:], inputs[1:]) if v is not None})
+    keyword = _INPUT_KEYWORD.get(node.op_type)
+    if keyword is not None:
+        if len(inputs) > 1 and inputs[1] is not None:
+            attributes[keyword] = inputs[1]
         return function(inputs[0], **attributes)    # shape operators: nothing to overflow
     args = list(inputs)
     while args and args[-1] is None:

@@ -25,7 +25,7 @@ from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.lowering.schedule import engine_runs, may_hold_bodies, node_reads
+from onnx_dml_lowering.lowering.schedule import engine_runs, node_bodies, node_reads
 
 from .feeds import restore_declared
 from .onnx_definitions import ENGINE as DEFINITIONS
@@ -45,21 +45,11 @@ ORACLE_KINDS = ("hybrid", "reference", "ort-cpu")
 NO_KERNEL_NODE = re.compile(r"node with name '([^']*)'")
 
 
-def _bodies(node: onnx.NodeProto) -> "list[onnx.GraphProto]":
-    out = []
-    if not may_hold_bodies(node):
-        return out
-    for attr in node.attribute:
-        if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-            out += list(attr.graphs) + ([attr.g] if attr.HasField("g") else [])
-    return out
-
-
 def holds_semantic_op(node: onnx.NodeProto) -> bool:
     """The node is NonZero / EyeLike / Trilu, or a control-flow node with one inside."""
     if node.op_type in SEMANTIC_OPS and node.domain in ("", "ai.onnx"):
         return True
-    return any(holds_semantic_op(inner) for body in _bodies(node) for inner in body.node)
+    return any(holds_semantic_op(inner) for body in node_bodies(node) for inner in body.node)
 
 
 def reference_deviation(node: onnx.NodeProto) -> "str | None":

@@ -42,7 +42,6 @@ class GraphRunner:
         # Once per specialisation, not per run: lifetimes, buffer sizes, validated descriptors.
         self.lifetimes: dict = {}
         self.buffer_sizes: dict = {}
-        self.buffer_totals: dict = {}
         self.validated: dict = {}
         # The main graph's plan, made once: its buffers' lifetimes and the (step, descriptors)
         # pairs already validated, so a warm run only does what depends on the data.
@@ -77,7 +76,6 @@ class GraphRunner:
             if not isinstance(built, Declined):
                 self.lifetimes[key] = analyse(built)
                 self.buffer_sizes[key] = buffer_bytes(built)
-                self.buffer_totals[key] = sum(self.buffer_sizes[key].values())
                 self.validated[key] = set()
         result = self.specialised[key]
         if isinstance(result, Declined):
@@ -87,7 +85,7 @@ class GraphRunner:
             fallback = self.partition.fallbacks[step.onnx_node]
             self.regions.add_region(fallback.region.name, list(fallback.nodes))
             return self.regions(fallback.region, tensors)
-        if self.buffer_totals[key] > self.session.memory_limit:        # the message only when it is needed
+        if sum(self.buffer_sizes[key].values()) > self.session.memory_limit:     # the message only when needed
             check_memory(result, self.session.memory_limit,
                          f"node {step.onnx_node} at input shapes {list(shapes.values())}", self.buffer_sizes[key])
         return Interpreter(result, strict, self.session.operators, self.session.fallbacks, self.lifetimes[key],

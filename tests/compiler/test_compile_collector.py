@@ -1,0 +1,48 @@
+"""compile_model pauses Python's cyclic garbage collector while it builds (everything it allocates
+stays alive until it returns) and leaves it as the caller had it, on success and on error."""
+import gc
+
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from onnx_dml_lowering.compiler import compiled as compiled_module
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.ir import DmlLowerError
+
+
+def nonzero_model(valid: bool = True):
+    node = h.make_node("NonZero", ["x"], ["y"], name="nz")
+    out_type = T.INT64 if valid else T.FLOAT           # NonZero gives int64: strict inference refuses float
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, [3, 4])],
+                         [h.make_tensor_value_info("y", out_type, [2, None])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.fixture
+def collector_state():
+    enabled = gc.isenabled()
+    yield
+    gc.enable() if enabled else gc.disable()
+
+
+@pytest.mark.parametrize("caller_enabled", [True, False])
+def test_the_collector_is_paused_during_compile_and_restored_after(monkeypatch, collector_state, caller_enabled):
+    seen = []
+    real = compiled_module.partition
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+    monkeypatch.setattr(compiled_module, "partition", spy)
+    gc.enable() if caller_enabled else gc.disable()
+    compiled = compile_model(nonzero_model())
+    assert seen == [False] and gc.isenabled() == caller_enabled
+    assert [p.status for p in compiled.partition.placement] == ["lowered"]
+
+
+def test_the_collector_is_restored_when_compile_fails(collector_state):
+    gc.enable()
+    with pytest.raises(DmlLowerError, match="shape inference"):
+        compile_model(nonzero_model(valid=False))
+    assert gc.isenabled()

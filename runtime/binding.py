@@ -113,11 +113,12 @@ class Lifetimes:
     # view -> (descriptor, its size symbols); (view, symbol values) -> bound descriptor;
     # (view, id of its bound descriptor) -> (that descriptor, validated once, and the dtype, sizes,
     # byte strides and total bytes of its numpy view); step index -> (views with a static zero
-    # size?, views whose sizes hold symbols).
+    # size?, views whose sizes hold symbols); view -> (descriptor, what an upload binds to it).
     descs: "dict[str, tuple]" = field(default_factory=dict, compare=False)
     bound: "dict[tuple, TensorDesc]" = field(default_factory=dict, compare=False)
     geometry: "dict[tuple, tuple]" = field(default_factory=dict, compare=False)
     step_views: "dict[int, tuple]" = field(default_factory=dict, compare=False)
+    uploads: "dict[str, tuple]" = field(default_factory=dict, compare=False)
 
 
 def analyse(graph: Graph) -> Lifetimes:
@@ -162,6 +163,7 @@ class Bindings:
         self._bound_descs: "dict[str, tuple]" = {}        # view -> (symbol values, bound descriptor)
         self._arrays: "dict[str, tuple]" = {}             # view -> (bound descriptor, numpy view)
         lifetimes = lifetimes or analyse(graph)
+        self._uploads = lifetimes.uploads                 # view -> what an upload binds (bind_upload)
         self._writers, self._last_use = lifetimes.writers, lifetimes.last_use
         self._dies, self._views_of = lifetimes.dies, lifetimes.views_of
         self._desc_keys = lifetimes.descs                 # view -> (descriptor, its size symbols)
@@ -277,33 +279,41 @@ class Bindings:
         self.buffer(buffer, zeroed=True)
         return True
 
-    def bind_upload(self, view_name: str, host: object) -> None:
+    def bind_upload(self, view_name: str, host: object) -> bool:
         """Before an upload of `host` into the view at the current step: when the view fills a
         whole buffer nothing else writes, and `host` is a C-contiguous array of the view's type,
         the buffer becomes the host tensor's memory (read-only), so the upload copies nothing.
-        Downloads never hand such a buffer out (they copy it)."""
+        Downloads never hand such a buffer out (they copy it). True when it did the upload's work."""
         view = self.graph.views.get(view_name)
         if view is None or view.offset or view.buffer in self.buffers or not isinstance(host, np.ndarray):
-            return
+            return False
         if self._writers.get(view.buffer) != [self.index]:
-            return
+            return False
         desc = self.desc(view_name)
-        if not desc.is_bound or (desc.strides is not None and
-                                 tuple(desc.strides) != packed_strides(desc.concrete_sizes())):
-            return
-        want = desc.data_type.numpy
+        # What the view asks of a host tensor, worked out once per descriptor: its type, element
+        # count and bytes when it is packed and fills its buffer, else None (never bound).
+        wanted = self._uploads.get(view_name)
+        if wanted is None or wanted[0] is not desc or self.graph.buffers[view.buffer].symbols:
+            fits = desc.is_bound and (desc.strides is None or
+                                      tuple(desc.strides) == packed_strides(desc.concrete_sizes()))
+            want = desc.data_type.numpy
+            nbytes = self.graph.buffers[view.buffer].size(self.symbols)
+            fits = fits and desc.element_count * want.itemsize == nbytes
+            wanted = self._uploads[view_name] = (desc, (want, desc.element_count, nbytes) if fits else None)
+        if wanted[1] is None:
+            return False
+        want, count, nbytes = wanted[1]
         data = host.view(np.uint8) if host.dtype == np.bool_ else host
-        if (data.dtype.itemsize != want.itemsize and data.flags.c_contiguous
-                and data.nbytes == desc.element_count * want.itemsize):
+        if data.dtype.itemsize != want.itemsize and data.flags.c_contiguous and data.nbytes == nbytes:
             data = data.reshape(-1).view(want)      # kernels.upload's byte reinterpretation (64-bit words)
-        if (data.dtype != want or not data.flags.c_contiguous or data.size != desc.element_count
-                or data.nbytes != self.graph.buffers[view.buffer].size(self.symbols)
+        if (data.dtype != want or not data.flags.c_contiguous or data.size != count
                 or data.ctypes.data % 8):
-            return
+            return False
         raw = data.reshape(-1).view(np.uint8).view()
         raw.flags.writeable = False
         self.buffers[view.buffer] = raw
         self._host_bound.add(view.buffer)
+        return True
 
     def may_share(self, view_name: str) -> bool:
         """May the download at the current step return the buffer's memory itself? Only if no

@@ -94,8 +94,8 @@ class Interpreter:
     # -- host steps -----------------------------------------------------------------------
     def upload(self, step: Upload) -> None:
         host = self.tensors[step.tensor]
-        self.bindings.bind_upload(step.view, host)
-        numpy_kernels.upload(host, self.bindings.array(step.view), step.tensor)
+        if not self.bindings.bind_upload(step.view, host):        # bound: the buffer is the host tensor
+            numpy_kernels.upload(host, self.bindings.array(step.view), step.tensor)
 
     def download(self, step: Download) -> None:
         shape = self._shape(step.shape)

@@ -132,9 +132,9 @@ def test_upload_binds_a_matching_contiguous_feed_read_only():
     bindings = Bindings(chain_graph())
     x = np.arange(24, dtype=np.uint8)
     bindings.enter(0)
-    bindings.bind_upload("a.v", x[::2])                           # strided: not bound
+    assert not bindings.bind_upload("a.v", x[::2])                # strided: not bound
     assert "a" not in bindings.buffers
-    bindings.bind_upload("a.v", x)
+    assert bindings.bind_upload("a.v", x)                         # the upload's work is done
     raw = bindings.buffers["a"]
     assert np.shares_memory(raw, x) and not raw.flags.writeable
     assert not bindings.may_share("a.v")                          # never handed out by a download

@@ -22,7 +22,7 @@ import onnx
 from onnx_dml_lowering.ir import ControlFlow, FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import IDIOMS, Declined, Match, idioms_for
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
-from onnx_dml_lowering.lowering.schedule import grouped_order, may_hold_bodies, node_bodies
+from onnx_dml_lowering.lowering.schedule import grouped_order, is_constant, may_hold_bodies, node_bodies
 
 from .bodies import BodyModel, body_model, construct_of, graph_attributes
 from .frontend import default_opset
@@ -245,6 +245,7 @@ def schedule(state: PartitionState) -> None:
     reads: "list[list[str]]" = []
     labels: "list[str]" = []
     keys: "list[int]" = []
+    lazy: "list[bool]" = []
     io = state.view.io()
     for index, item in enumerate(items):
         if isinstance(item, onnx.NodeProto):        # most items: one node, its facts read once
@@ -255,6 +256,7 @@ def schedule(state: PartitionState) -> None:
             reads.append(node_reads_)                 # a node never reads its own output
             labels.append("host" if name in state.bodies else "onnx")     # control flow run by the host
             keys.append(position[name])
+            lazy.append(is_constant(item))
             continue
         members = state.members(item)
         inner = {o for m in members for o in io[m.name][1]}
@@ -263,8 +265,9 @@ def schedule(state: PartitionState) -> None:
         reads.append([r for m in members for r in io[m.name][0] if r not in inner])
         labels.append("onnx" if isinstance(state.built.get(item.nodes[0]), Declined) else "dml")
         keys.append(min(position[m.name] for m in members))
+        lazy.append(False)
     deps = [[producer[r] for r in names if r in producer] for names in reads]
-    order = grouped_order(labels, deps, keys)
+    order = grouped_order(labels, deps, keys, lazy)
     # A match that would need a cycle: keep the model's order.
     state.order = [items[i] for i in order] if order is not None else list(nodes)
 

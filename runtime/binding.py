@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from onnx_dml_lowering.ir import ClearBuffer, DmlLowerError, Graph, Step, TensorDesc
+from onnx_dml_lowering.ir import ClearBuffer, DmlLowerError, Download, Graph, Step, TensorDesc
 from onnx_dml_lowering.ir.tensor_desc import packed_strides
 
 POISON_BYTE = 0xCD
@@ -112,13 +112,17 @@ class Lifetimes:
     # Per-graph facts every run asks again, worked out by the first run that needs them:
     # view -> (descriptor, its size symbols); (view, symbol values) -> bound descriptor;
     # (view, id of its bound descriptor) -> (that descriptor, validated once, and the dtype, sizes,
-    # byte strides and total bytes of its numpy view); step index -> (views with a static zero
-    # size?, views whose sizes hold symbols); view -> (descriptor, what an upload binds to it).
+    # byte strides and total bytes of its numpy view, its buffer and offset); step index -> (views
+    # with a static zero size?, views whose sizes hold symbols); view -> (descriptor, what an
+    # upload binds to it).
     descs: "dict[str, tuple]" = field(default_factory=dict, compare=False)
     bound: "dict[tuple, TensorDesc]" = field(default_factory=dict, compare=False)
     geometry: "dict[tuple, tuple]" = field(default_factory=dict, compare=False)
     step_views: "dict[int, tuple]" = field(default_factory=dict, compare=False)
     uploads: "dict[str, tuple]" = field(default_factory=dict, compare=False)
+    # Per step, made by the first run: (step, downloads?, DirectML operator?, a view with a static
+    # zero size?, views whose sizes hold symbols, buffers that die after it).
+    table: "list[tuple]" = field(default_factory=list, compare=False)
 
 
 def analyse(graph: Graph) -> Lifetimes:
@@ -170,6 +174,7 @@ class Bindings:
         self._geometry = lifetimes.geometry
         self._bound = lifetimes.bound
         self._step_views = lifetimes.step_views
+        self._table = lifetimes.table
 
     # -- buffers and views ----------------------------------------------------------------
     def buffer(self, name: str, zeroed: bool = False) -> np.ndarray:
@@ -225,34 +230,43 @@ class Bindings:
     def array(self, view_name: str) -> np.ndarray:
         """A numpy view through the descriptor's strides; bounds-checked against the buffer.
         Built and checked once per run (per value of the symbols in its sizes)."""
-        desc = self.desc(view_name)
-        made = self._arrays.get(view_name)
-        if made is not None and made[0] is desc:
-            return made[1]
+        key = self._desc_keys.get(view_name)
+        if key is not None and not key[1]:          # no size symbol: one descriptor every run
+            made = self._arrays.get(view_name)
+            if made is not None:
+                return made[1]
+            desc = key[0]
+        else:
+            desc = self.desc(view_name)
+            made = self._arrays.get(view_name)
+            if made is not None and made[0] is desc:
+                return made[1]
         array = self._array(view_name, desc)
         self._arrays[view_name] = (desc, array)
         return array
 
     def _array(self, view_name: str, desc: TensorDesc) -> np.ndarray:
-        view = self.graph.views[view_name]
         # Keyed by the descriptor's identity (the graph's own, or the one bound per count, both
         # kept), checked on the hit: hashing a descriptor costs more than building the view.
         shape = self._geometry.get((view_name, id(desc)))
         if shape is None or shape[0] is not desc:   # validated and worked out once per descriptor
             if len(self._geometry) >= _BOUND_KEPT:
                 self._geometry.clear()
+            view = self.graph.views[view_name]
             desc.validate(f"view {view_name} over buffer {view.buffer}")
             dtype = desc.data_type.numpy
             shape = self._geometry[(view_name, id(desc))] = (
                 desc, dtype, desc.concrete_sizes(), tuple(s * dtype.itemsize for s in desc.effective_strides),
-                desc.total_bytes)
-        _, dtype, sizes, strides, total = shape
-        raw = self.buffer(view.buffer)
-        if view.offset < 0 or view.offset + total > raw.size:
+                desc.total_bytes, view.buffer, view.offset)
+        _, dtype, sizes, strides, total, buffer, offset = shape
+        raw = self.buffers.get(buffer)
+        if raw is None:
+            raw = self.buffer(buffer)
+        if offset < 0 or offset + total > raw.size:
             raise DmlLowerError(
-                f"view {view_name}: offset {view.offset} + TotalTensorSizeInBytes "
-                f"{total} exceeds buffer {view.buffer} of {raw.size} bytes")
-        return np.ndarray(sizes, dtype=dtype, buffer=raw, offset=view.offset, strides=strides)
+                f"view {view_name}: offset {offset} + TotalTensorSizeInBytes "
+                f"{total} exceeds buffer {buffer} of {raw.size} bytes")
+        return np.ndarray(sizes, dtype=dtype, buffer=raw, offset=offset, strides=strides)
 
     # -- lifetimes ------------------------------------------------------------------------
     def enter(self, index: int) -> None:
@@ -363,7 +377,14 @@ class Bindings:
                 tuple(n for n, d in zip(names, descs) if d.symbols))
         return known
 
-    def is_empty(self, step: Step, index: int) -> bool:
-        """Does a view step `index` reads or writes have a zero-sized dimension (nnz = 0)?"""
-        static_empty, symbolic = self.step_views(index, step)
-        return static_empty or any(any(s == 0 for s in self.desc(n).sizes) for n in symbolic)
+    def step_table(self) -> "list[tuple]":
+        """Lifetimes.table for this graph, made on the first call (see the field)."""
+        table = self._table
+        if not table and self.graph.steps:
+            made = []
+            for index, step in enumerate(self.graph.steps):
+                static_empty, symbolic = self.step_views(index, step)
+                made.append((step, isinstance(step, Download), step.is_dml_operator, static_empty, symbolic,
+                             tuple(self._dies.get(index, ()))))
+            table[:] = made               # whole at once: a run in another thread sees all or none
+        return table

@@ -51,22 +51,22 @@ class Interpreter:
         level = self.graph.feature_level
         seen = self.validated
         fallbacks = self.fallbacks
-        for index, step in enumerate(self.graph.steps):
+        desc = bindings.desc
+        for index, (step, downloads, is_dml, static_empty, symbolic, dies) in enumerate(bindings.step_table()):
             bindings.index = index                        # the step about to run (Bindings.enter)
             # A step over a view that a zero count leaves empty does not run (nnz = 0); a
             # download of it still yields the empty host tensor.
-            kind = type(step)
-            if kind is Download or not bindings.is_empty(step, index):
-                if step.is_dml_operator and (seen is None or index not in seen):
-                    descs = {name: bindings.desc(name) for name in step.reads() + step.writes()}
+            if downloads or not (static_empty or (symbolic and any(0 in desc(n).sizes for n in symbolic))):
+                if is_dml and (seen is None or index not in seen):
+                    descs = {name: desc(name) for name in step.reads() + step.writes()}
                     if seen is None:
                         step.validate(descs, level)
                     elif (index, *descs.values()) not in seen:
                         step.validate(descs, level)
                         seen.add((index, *descs.values()))
-                        if not bindings.step_views(index, step)[1]:
+                        if not symbolic:
                             seen.add(index)       # no size symbol: the same descriptors every run
-                handler = STEP_HANDLERS.get(kind)
+                handler = STEP_HANDLERS.get(type(step))
                 if handler is None:
                     raise DmlLowerError(f"the emulator has no kernel for step {step.kind}")
                 if fallbacks is None:
@@ -75,7 +75,8 @@ class Interpreter:
                     before = len(fallbacks)
                     handler(self, step)
                     self._track(step, fallbacks[before:])
-            bindings.retire(index)
+            if dies:
+                bindings.retire(index)
         return {name: self.tensors[name] for name in self.graph.outputs}
 
     def _track(self, step: Step, fresh: "list[str]") -> None:

@@ -45,7 +45,8 @@ def upload(host: np.ndarray, dest: np.ndarray, name: str) -> None:
     if host.dtype == np.bool_:
         host = host.view(np.uint8)
     host = host.reshape(dest.shape)
-    if _same_memory(host, dest):
+    # A buffer bound to a host tensor is read-only: only then can dest be the host's memory.
+    if not dest.flags.writeable and _same_memory(host, dest):
         return  # the emulator bound the buffer to the host tensor itself: nothing to copy
     dest[...] = host
 
@@ -123,11 +124,12 @@ def _write_coordinates(index: np.ndarray, sizes: "tuple[int, ...]", columns: "li
 
     sizes[c] is the input size of coordinate column c; `whole`: the columns cover every
     dimension that is not 1, so the first column is the remaining quotient itself. `index`,
-    `spare` and `product` are scratch of at least index.size elements (all overwritten).
+    `spare` and `product` are scratch of at least index.size elements (all overwritten); the
+    last two are None when no column needs a quotient (each is the index itself or zero).
     """
     k = index.size
     end = begin + k
-    rest, spare = index, spare[:k]
+    rest, spare = index, (spare[:k] if spare is not None else None)
     for c in range(len(columns) - 1, -1, -1):
         out = columns[c][begin:end]
         size = sizes[c]
@@ -147,35 +149,47 @@ def _write_coordinates(index: np.ndarray, sizes: "tuple[int, ...]", columns: "li
         rest, spare = spare, rest
 
 
+def _scan(test: _BlockTest, flat: np.ndarray, block: int, n: int, sizes: "tuple[int, ...]",
+          columns: "list[np.ndarray]", whole: bool, scratch: tuple) -> int:
+    """Test `flat` block by block, writing each block's coordinates; returns the non-zero count."""
+    values = test.view(flat)
+    total = 0
+    for start in range(0, flat.size, block):
+        index = np.flatnonzero(test(values[start:start + block]))
+        if not index.size:
+            continue
+        if n:
+            if start:
+                index += start
+            _write_coordinates(index, sizes, columns, total, whole, *scratch)
+        total += index.size
+    return total
+
+
 def nonzero_coordinates(x: np.ndarray, count: np.ndarray, coords: np.ndarray, strict: bool) -> None:
     """Rows of coords hold the trailing N coordinates of each non-zero element, ascending.
 
     Rows >= count are undefined: left as they are, or poisoned in strict mode.
     """
     n = coords.shape[-1]
-    table = coords.reshape(coords.shape[-2:]) if coords.ndim == 2 else coords[(0,) * (coords.ndim - 2)]
+    table = coords if coords.ndim == 2 else coords[(0,) * (coords.ndim - 2)]
     columns = [table[:, c] for c in range(n)]
     shape = x.shape
     sizes = tuple(int(s) for s in shape[len(shape) - n:]) if n else ()
     whole = math.prod(shape[: len(shape) - n]) == 1
     flat = x.reshape(-1)
-    m = flat.size
-    block = min(BLOCK, m)
+    block = min(BLOCK, flat.size)
     test = _BlockTest(flat.dtype, block)
-    values = test.view(flat)
-    spare = np.empty(block, np.int64)
-    product = np.empty(block, np.int64)
-    total = 0
-    with np.errstate(all="ignore"):
-        for start in range(0, m, block):
-            index = np.flatnonzero(test(values[start:start + block]))
-            if not index.size:
-                continue
-            if n:
-                if start:
-                    index += start
-                _write_coordinates(index, sizes, columns, total, whole, spare, product)
-            total += index.size
+    # Scratch for the quotients, unless every column is a copy of the index or all zero.
+    if any(sizes[c] != 1 for c in range(n) if c or not whole):
+        scratch = (np.empty(block, np.int64), np.empty(block, np.int64))
+    else:
+        scratch = (None, None)
+    if flat.dtype.kind in "biu":        # integer and bool tests raise no floating-point error
+        total = _scan(test, flat, block, n, sizes, columns, whole, scratch)
+    else:
+        with np.errstate(all="ignore"):
+            total = _scan(test, flat, block, n, sizes, columns, whole, scratch)
     if strict:
         table[total:, :] = POISON_WORD
     count[...] = total

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
-from onnx_dml_lowering.lowering.node import unique_names
+from onnx_dml_lowering.lowering.node import is_sanitised, unique_names
 from onnx_dml_lowering.lowering.schedule import node_reads
 from onnx_dml_lowering.runtime.weights import tensor_array
 
@@ -76,8 +76,10 @@ class OnnxGraphView:
 
     def info(self, name: str) -> NodeInfo:
         if name not in self._infos:
-            self._infos[name] = node_info(self._by_name[name], self.opset, self.types,
-                                          self._prefixes[("node", name)])
+            # Node names are unique and come first in the prefix table, so a name that needs no
+            # sanitising is its own prefix: the table over every node is built only for the others.
+            prefix = name if is_sanitised(name) else self._prefixes[("node", name)]
+            self._infos[name] = node_info(self._by_name[name], self.opset, self.types, prefix)
         return self._infos[name]
 
     def producer(self, tensor: str) -> "NodeInfo | None":

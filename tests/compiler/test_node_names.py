@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -60,3 +62,25 @@ def test_nodes_whose_names_sanitise_alike_compile_and_match(rng):
     _, report = check(compiled, feeds, ["cpu"], Tolerances(atol=0.0, rtol=0.0))
     assert report.ok, [(o.name, o.status, o.detail) for b in report.backends for o in b.outputs]
     assert len([o for b in report.backends for o in b.outputs if o.status == "match"]) == 8
+
+
+_NAME_PARTS = st.sampled_from(["nz", "nz.1", "nz_1", "nz-1", "nz_1_2", "init_w", "a b", "x", "x_2", "é"])
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(_NAME_PARTS, min_size=1, max_size=6, unique=True))
+def test_graph_view_prefixes_equal_the_whole_table(names):
+    """OnnxGraphView.info gives a clean node name itself without building the table; every
+    prefix it gives equals the table over all nodes and constants."""
+    from onnx_dml_lowering.compiler.graph_view import OnnxGraphView
+    nodes, prev = [], "x_in"
+    for i, name in enumerate(names):
+        nodes.append(h.make_node("NonZero" if i % 2 == 0 else "Cast", [prev], [f"v{i}"], name=name,
+                                 **({} if i % 2 == 0 else {"to": T.FLOAT})))
+        prev = f"v{i}"
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x_in", T.FLOAT, [2, 2])], [],
+                         [h.make_tensor("w", T.FLOAT, [1], [1.0])])
+    graph.output.append(h.make_tensor_value_info(prev, T.FLOAT if len(names) % 2 == 0 else T.INT64, None))
+    view = OnnxGraphView(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), {})
+    table = unique_names([(("node", n), n) for n in names] + [(("value", "w"), "init_w")])
+    assert {n: view.info(n).prefix for n in names} == {n: table[("node", n)] for n in names}

@@ -101,16 +101,23 @@ class _SessionFacts:
         self.outputs = [o.name for o in metas]
         self.types = {o.name: o.type for o in metas}
         self.typed: "dict[tuple, bool]" = {}           # output names -> a result numpy cannot take
-        self.validated: "set[tuple]" = set()            # feed names the wrapper's run accepted
+        self.binding = None
+        self.refresh(session)
+
+    def refresh(self, session) -> None:
+        """(Re)read the binding session: set_providers (the wrapper's own provider fallback does
+        it) replaces it, and then every feed-name set is validated again."""
         # InferenceSession.run validates the feed names with a list membership test per input
         # (2.9 ms for the 559 inputs of the 91-class SSDlite's second region, every run) before
-        # calling the binding. On the CPU provider, whose run has no provider fallback to arm,
-        # a feed-name set it accepted once is not checked again.
+        # calling the binding. On onnxruntime's own CPU session, a feed-name set the wrapper has
+        # accepted once is passed straight to the binding; a run that fails there is run again
+        # through the wrapper, so its provider fallback and its errors are what the caller sees.
         # Only onnxruntime's own session: a wrapper (WeightedSession) adds feeds in its run.
         from onnxruntime.capi.onnxruntime_inference_collection import Session
-        binding = getattr(session, "_sess", None) if isinstance(session, Session) else None
-        self.direct = binding.run if binding is not None and hasattr(binding, "run") and \
-            list(session.get_providers()) == ["CPUExecutionProvider"] else None
+        self.validated: "set[tuple]" = set()            # feed names the wrapper's run accepted
+        self.binding = getattr(session, "_sess", None) if isinstance(session, Session) else None
+        self.direct = (self.binding is not None and hasattr(self.binding, "run")
+                       and list(session.get_providers()) == ["CPUExecutionProvider"])
 
 
 _FACTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -129,7 +136,7 @@ def run_session(session, outputs: "Sequence[str] | None", feeds: Mapping[str, np
     if not hasattr(session, "run_with_ort_values"):
         return [np.asarray(r) for r in session.run(None if outputs is None else list(outputs), dict(feeds))]
     facts = _facts(session)
-    names = list(outputs) if outputs is not None else facts.outputs
+    names = list(outputs) if outputs else facts.outputs      # none or empty: all, as session.run
     key = tuple(names)
     typed_out = facts.typed.get(key)
     if typed_out is None:
@@ -139,8 +146,14 @@ def run_session(session, outputs: "Sequence[str] | None", feeds: Mapping[str, np
     try:
         if not typed_out and not needs_ort_values(feeds):
             feed_names = tuple(feeds)
-            if facts.direct is not None and feed_names in facts.validated:
-                return [np.asarray(r) for r in facts.direct(names, dict(feeds), None)]
+            if facts.direct and feed_names in facts.validated:
+                if getattr(session, "_sess", None) is facts.binding:
+                    try:
+                        return [np.asarray(r) for r in facts.binding.run(names, dict(feeds), None)]
+                    except Exception:       # noqa: BLE001 - run again through the wrapper below
+                        pass
+                else:
+                    facts.refresh(session)
             results = [np.asarray(r) for r in session.run(names, dict(feeds))]
             facts.validated.add(feed_names)
             return results

@@ -41,8 +41,9 @@ def test_the_collector_is_paused_during_compile_and_restored_after(monkeypatch, 
     assert [p.status for p in compiled.partition.placement] == ["lowered"]
 
 
-def test_the_collector_is_restored_when_compile_fails(collector_state):
-    gc.enable()
+@pytest.mark.parametrize("caller_enabled", [True, False])
+def test_the_collector_is_restored_when_compile_fails(collector_state, caller_enabled):
+    gc.enable() if caller_enabled else gc.disable()
     with pytest.raises(DmlLowerError, match="shape inference"):
         compile_model(nonzero_model(valid=False))
-    assert gc.isenabled()
+    assert gc.isenabled() == caller_enabled

@@ -19,11 +19,11 @@ REAL = Path(__file__).resolve().parents[1] / "models" / "real"
 
 @st.composite
 def graphs(draw):
-    """Items 0..n-1 with deps on earlier items; some dependency-free items are lazy."""
+    """Items 0..n-1 with deps on earlier items; any may be marked lazy."""
     n = draw(st.integers(1, 14))
     labels = [draw(st.sampled_from("ab")) for _ in range(n)]
     deps = [sorted(set(draw(st.lists(st.integers(0, i - 1), max_size=3)))) if i else [] for i in range(n)]
-    lazy = [not deps[i] and draw(st.booleans()) for i in range(n)]
+    lazy = [draw(st.booleans()) for _ in range(n)]       # an item with dependencies is never held
     return labels, deps, lazy
 
 
@@ -38,16 +38,22 @@ def test_the_order_is_topological_and_a_held_item_runs_with_its_first_user(graph
     assert all(where[d] < where[i] for i in range(n) for d in deps[i])
     users = {i: [u for u in range(n) if i in deps[u]] for i in range(n)}
     for item in range(n):
-        if lazy[item] and users[item] and all(labels[u] == labels[item] for u in users[item]):
+        if lazy[item] and not deps[item] and users[item] and all(labels[u] == labels[item] for u in users[item]):
             first = min(users[item], key=where.get)
             between = order[where[item]:where[first]]
             # Only other held items (the first user's lazy dependencies) stand between them.
             assert all(lazy[i] and not deps[i] and labels[i] == labels[item] for i in between)
 
 
-def test_without_lazy_items_the_order_is_unchanged():
-    labels, deps = ["a", "b", "a", "b", "a"], [[], [0], [], [1, 2], [3]]
-    assert grouped_order(labels, deps, list(range(5))) == grouped_order(labels, deps, list(range(5)), [False] * 5)
+def test_lazy_items_move_to_their_first_user_and_nothing_else_moves():
+    # 0 and 2 are dependency-free "a" items; 1 is "b" and reads 0; 3 ("a") reads 1 and 2.
+    labels, deps = ["a", "b", "a", "a", "a"], [[], [0], [], [1, 2], [3]]
+    eager = [0, 2, 1, 3, 4]
+    assert grouped_order(labels, deps, list(range(5))) == eager
+    assert grouped_order(labels, deps, list(range(5)), [False] * 5) == eager
+    # 2 held: it goes right before 3, so the first "a" run is 0 alone. 0 is not held: its user is a "b".
+    assert grouped_order(labels, deps, list(range(5)), [True, False, True, False, False]) == [0, 1, 2, 3, 4]
+    assert grouped_order(["a", "a"], [[1], [0]], [0, 1], [True, True]) is None     # a cycle
 
 
 def constants_model():

@@ -60,3 +60,50 @@ def test_a_weighted_session_always_adds_its_weights():
     for _ in range(3):
         (s,) = run_session(session, ["s"], {"x0": x, "x1": x})
         assert np.array_equal(s, 2 * x + 2)
+
+
+def test_a_failing_feed_set_fails_through_the_wrapper_every_time():
+    session, calls = counting_session(add_model())
+    x = np.ones(4, np.float32)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="x2"):
+            run_session(session, ["s"], {"x0": x, "x1": x})
+    assert calls == [["x0", "x1"], ["x0", "x1"]]          # never remembered as validated
+
+
+@pytest.mark.parametrize("outputs", [None, []])
+def test_no_output_names_means_every_output_on_every_run(outputs):
+    session = ort.InferenceSession(add_model(), providers=["CPUExecutionProvider"])
+    x = np.array([1, 0, 2, 0], np.float32)
+    for _ in range(3):
+        s, nz = run_session(session, outputs, {"x0": x, "x1": x, "x2": x})
+        assert np.array_equal(s, 3 * x) and np.array_equal(nz, [[0, 2]])
+
+
+def test_a_rebuilt_session_is_validated_again_and_a_failed_direct_run_goes_through_the_wrapper():
+    from onnx_dml_lowering.runtime.ort_values import _facts
+    session, calls = counting_session(add_model())
+    x = np.array([1, 0, 2, 0], np.float32)
+    feeds = {"x0": x, "x1": x, "x2": x}
+    run_session(session, ["s"], feeds)
+    session.set_providers(["CPUExecutionProvider"])           # a new binding session
+    (s,) = run_session(session, ["s"], feeds)
+    assert np.array_equal(s, 3 * x) and len(calls) == 2
+
+    class FailsOnce:
+        def __init__(self, real):
+            self.real, self.calls = real, 0
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+        def run(self, *args):
+            self.calls += 1
+            if self.calls == 1:
+                raise RuntimeError("provider failure")
+            return self.real.run(*args)
+    proxy = FailsOnce(session._sess)
+    session._sess = proxy
+    _facts(session).binding = proxy                            # validated feeds, a binding that fails once
+    (s,) = run_session(session, ["s"], feeds)
+    assert np.array_equal(s, 3 * x) and proxy.calls == 2 and len(calls) == 3

@@ -100,6 +100,10 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
                 if isinstance(want, str):
                     # one symbolic name is one size across every input (ONNX's dim_param)
                     first = symbols.setdefault(want, (vi.name, axis, got))
+                    if first[2] != got and first[0] == vi.name:
+                        raise DmlLowerError(
+                            f"input {vi.name!r}: axes {first[1]} and {axis} share dimension {want!r}, so they "
+                            f"must be equal; got {first[2]} and {got} (shape {list(array.shape)})")
                     if first[2] != got:
                         raise DmlLowerError(
                             f"inputs {first[0]!r} and {vi.name!r} disagree on dimension {want!r}: {first[2]} in "

@@ -391,3 +391,14 @@ def test_npz_round_trips_any_input_name(tmp_path, name) -> None:
     assert list(loaded) == [name] and np.array_equal(loaded[name], array) and loaded[name].dtype == array.dtype
     save_npz(str(tmp_path / "g"), {name: array}, "the inputs")          # as np.savez: .npz appended
     assert np.array_equal(load_npz(str(tmp_path / "g.npz"))[name], array)
+
+
+def test_one_input_using_a_dimension_name_twice_names_its_two_axes() -> None:
+    model = graph_model([h.make_node("NonZero", ["x"], ["nz"])], [("x", T.FLOAT, ["n", "n"])],
+                        [("nz", T.INT64, [2, None])])
+    compiled = compile_model(model)
+    assert compiled.run({"x": np.eye(3, dtype=np.float32)})["nz"].shape == (2, 3)
+    with pytest.raises(DmlLowerError) as err:
+        compiled.run({"x": np.ones((3, 5), np.float32)})
+    assert str(err.value) == ("input 'x': axes 0 and 1 share dimension 'n', so they must be equal; "
+                              "got 3 and 5 (shape [3, 5])")

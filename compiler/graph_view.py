@@ -9,7 +9,7 @@ import onnx
 
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.lowering.node import is_sanitised, unique_names
-from onnx_dml_lowering.lowering.schedule import node_reads
+from onnx_dml_lowering.lowering.schedule import is_constant, node_reads
 from onnx_dml_lowering.runtime.weights import tensor_array
 
 from .frontend import default_opset, node_info, value_types
@@ -38,7 +38,7 @@ class OnnxGraphView:
         self._constants: "dict[str, Any]" = {
             i.name: i for i in model.graph.initializer if i.name not in inputs}
         for node in self.nodes:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+            if is_constant(node) and node.output:
                 self._constants[node.output[0]] = node
         self._values: "dict[str, Any]" = {}
 

@@ -18,6 +18,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.lowering import Declined
 from onnx_dml_lowering.lowering.diagonal import find_band
+from onnx_dml_lowering.lowering.schedule import is_constant
 from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromRanges, match_initializer,
                                                         range_length)
 
@@ -127,7 +128,7 @@ class _Optimizer:
         nodes = []
         for node in graph.node:
             gen = None
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) == 1 \
+            if is_constant(node) and len(node.attribute) == 1 \
                     and node.attribute[0].name == "value" and len(node.attribute[0].t.dims) >= 2:
                 array = numpy_helper.to_array(node.attribute[0].t)
                 what = f"Constant {node.name or node.output[0]} ({_type_name(node.attribute[0].t.data_type)} " \

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from onnx_dml_lowering.ir import ClearBuffer, DmlLowerError, Download, Graph, Step, TensorDesc
+from onnx_dml_lowering.ir import ClearBuffer, DmlLowerError, Download, Graph, TensorDesc
 from onnx_dml_lowering.ir.tensor_desc import packed_strides
 
 POISON_BYTE = 0xCD
@@ -112,13 +112,11 @@ class Lifetimes:
     # Per-graph facts every run asks again, worked out by the first run that needs them:
     # view -> (descriptor, its size symbols); (view, symbol values) -> bound descriptor;
     # (view, id of its bound descriptor) -> (that descriptor, validated once, and the dtype, sizes,
-    # byte strides and total bytes of its numpy view, its buffer and offset); step index -> (views
-    # with a static zero size?, views whose sizes hold symbols); view -> (descriptor, what an
-    # upload binds to it).
+    # byte strides and total bytes of its numpy view, its buffer and offset); view -> (descriptor,
+    # what an upload binds to it).
     descs: "dict[str, tuple]" = field(default_factory=dict, compare=False)
     bound: "dict[tuple, TensorDesc]" = field(default_factory=dict, compare=False)
     geometry: "dict[tuple, tuple]" = field(default_factory=dict, compare=False)
-    step_views: "dict[int, tuple]" = field(default_factory=dict, compare=False)
     uploads: "dict[str, tuple]" = field(default_factory=dict, compare=False)
     # Per step, made by the first run: (step, downloads?, DirectML operator?, a view with a static
     # zero size?, views whose sizes hold symbols, buffers that die after it).
@@ -173,7 +171,6 @@ class Bindings:
         self._desc_keys = lifetimes.descs                 # view -> (descriptor, its size symbols)
         self._geometry = lifetimes.geometry
         self._bound = lifetimes.bound
-        self._step_views = lifetimes.step_views
         self._table = lifetimes.table
 
     # -- buffers and views ----------------------------------------------------------------
@@ -366,25 +363,17 @@ class Bindings:
                 done[0] = upto
         return release
 
-    def step_views(self, index: int, step: Step) -> "tuple[bool, tuple[str, ...]]":
-        """(a view the step uses has a static zero size, the views whose sizes hold symbols)."""
-        known = self._step_views.get(index)
-        if known is None:
-            names = step.reads() + step.writes()
-            descs = [self.graph.views[n].desc for n in names]
-            known = self._step_views[index] = (
-                any(s == 0 for d in descs for s in d.sizes),
-                tuple(n for n, d in zip(names, descs) if d.symbols))
-        return known
-
     def step_table(self) -> "list[tuple]":
         """Lifetimes.table for this graph, made on the first call (see the field)."""
         table = self._table
         if not table and self.graph.steps:
             made = []
             for index, step in enumerate(self.graph.steps):
-                static_empty, symbolic = self.step_views(index, step)
-                made.append((step, isinstance(step, Download), step.is_dml_operator, static_empty, symbolic,
+                names = step.reads() + step.writes()
+                descs = [self.graph.views[n].desc for n in names]
+                made.append((step, isinstance(step, Download), step.is_dml_operator,
+                             any(s == 0 for d in descs for s in d.sizes),
+                             tuple(n for n, d in zip(names, descs) if d.symbols),
                              tuple(self._dies.get(index, ()))))
             table[:] = made               # whole at once: a run in another thread sees all or none
         return table

@@ -101,7 +101,6 @@ class _SessionFacts:
         self.outputs = [o.name for o in metas]
         self.types = {o.name: o.type for o in metas}
         self.typed: "dict[tuple, bool]" = {}           # output names -> a result numpy cannot take
-        self.binding = None
         self.refresh(session)
 
     def refresh(self, session) -> None:

@@ -241,7 +241,7 @@ class ConstantDiagonal(IdiomRule):
 
 # name, anchor op, priority (larger patterns first), rule                     what it rewrites into
 register_idiom("eyelike_constant_of_shape", "EyeLike", 10, EyeLikeOfFill())   # DIAGONAL_MATRIX, no input
-register_idiom("eye_from_ranges", "Equal", 10, EyeFromRanges())               # one DIAGONAL_MATRIX
+EYE_FROM_RANGES = register_idiom("eye_from_ranges", "Equal", 10, EyeFromRanges())  # one DIAGONAL_MATRIX
 register_idiom("trilu_constant_fill", "Trilu", 10, TriluOfFill())             # DIAGONAL_MATRIX1, open bound
 CONSTANT_DIAGONAL = register_idiom("constant_diagonal", "Constant", 10, ConstantDiagonal())  # generated band
 

@@ -19,7 +19,7 @@ from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
 
 from .diagonal import emit_band
-from .diagonal_idioms import broadcast, fill_value
+from .diagonal_idioms import EYE_FROM_RANGES, broadcast, fill_value
 from .match import (Decline, Declined, Found, Fragment, GraphView, IdiomRule, constant_ints, constant_scalar,
                     register_idiom, sole_consumer)
 from .node import NodeInfo, TensorInfo, product
@@ -399,8 +399,9 @@ class RangeComparisonMask(IdiomRule):
         if grown is None:
             return None
         y, expr = grown
-        if expr.kind == "cmp" and expr.op == "Equal" and eye_form(expr.column, expr.row):
-            return None                 # torch.eye's form: eye_from_ranges's alone, also when it declines
+        if expr.kind == "cmp" and expr.op == "Equal" and eye_form(expr.column, expr.row) \
+                and EYE_FROM_RANGES.rule.pattern(anchor, view) is not None:
+            return None                 # torch.eye's form: eye_from_ranges's, also when it declines
         covered = list(expr.nodes)
         out_type = ONNX_BOOL
         cast = sole_consumer(view, y)

@@ -127,11 +127,18 @@ def test_eye_from_ranges(square, cast_to, form):
     assert len(entry.onnx_nodes) == (3 if square else 4) + (cast_to is not None)
 
 
-def test_eye_from_ranges_declines_when_an_intermediate_is_read_elsewhere():
+def test_eye_whose_range_is_read_elsewhere_leaves_that_range_to_onnx():
+    """eye_from_ranges covers its Ranges whole, so it steps aside; the mask rule lowers the Equal
+    (one DIAGONAL_MATRIX) and leaves the Range that is also a graph output to ONNX."""
     model = eye_ranges()
     model.graph.output.append(tensor("r0", T.INT64, 1))
-    compiled = differential(model, {"n": np.array(3, np.int64), "m": np.array(4, np.int64)}).compiled
-    assert compiled.placement == []
+    for n, m in ((3, 4), (1, 1), (0, 2)):
+        compiled = differential(model, {"n": np.array(n, np.int64), "m": np.array(m, np.int64)}).compiled
+        (entry,) = compiled.placement
+        assert entry.rule == "range_comparison_mask" and entry.status == "lowered"
+        assert entry.dml_operators == ["DIAGONAL_MATRIX"]
+        produced = {n.output[0]: n.name for n in model.graph.node}
+        assert produced["r0"] not in entry.onnx_nodes
 
 
 # -- Trilu over ConstantOfShape: causal masks ------------------------------------------------------

@@ -246,6 +246,36 @@ def test_eye_form_stays_eye_from_ranges():
     assert [p.rule for p in result.compiled.placement] == ["eye_from_ranges"]
 
 
+def two_eyes(range_type):
+    """The dynamo exporter's eye(n) + 1, eye(n, m) - a: both eyes read one Range(0, n) through one
+    shared Unsqueeze, so neither owns its index nodes (eye_from_ranges's pattern does not apply)."""
+    dtype = {T.INT64: np.int64, T.INT32: np.int32, T.FLOAT: np.float32}[range_type]
+    nodes = [const("zero", 0, dtype), const("one", 1, dtype), const("ax", [-1]),
+             h.make_node("Range", ["zero", "n", "one"], ["rows"], name="range_n"),
+             h.make_node("Unsqueeze", ["rows", "ax"], ["u"], name="unsqueeze"),
+             h.make_node("Equal", ["u", "rows"], ["eq"], name="eq"),
+             h.make_node("Cast", ["eq"], ["y"], name="cast", to=T.FLOAT),
+             h.make_node("Range", ["zero", "m", "one"], ["cols"], name="range_m"),
+             h.make_node("Equal", ["u", "cols"], ["eq_nm"], name="eq_nm"),
+             h.make_node("Cast", ["eq_nm"], ["z"], name="cast_nm", to=T.INT32)]
+    return make(nodes, [tensor("n", range_type, []), tensor("m", range_type, [])],
+                [tensor("y", T.FLOAT, 2), tensor("z", T.INT32, 2)])
+
+
+@pytest.mark.parametrize("range_type", [T.INT64, T.INT32, T.FLOAT])
+def test_eyes_sharing_their_index_nodes_are_both_lowered(range_type):
+    """Each eye is one DIAGONAL_MATRIX; the shared Range and Unsqueeze stay ONNX and their value is read."""
+    model = two_eyes(range_type)
+    dtype = {T.INT64: np.int64, T.INT32: np.int32, T.FLOAT: np.float32}[range_type]
+    for n, m in ((1, 1), (3, 5), (6, 2), (0, 4), (4, 0)):
+        result = differential(model, {"n": np.array(n, dtype), "m": np.array(m, dtype)})
+        lowered = [p for p in result.compiled.placement if p.status == "lowered"]
+        assert sorted(p.onnx_nodes[0] for p in lowered) == ["eq", "eq_nm"], lowered
+        assert all(p.rule == RULE and p.dml_operators == ["DIAGONAL_MATRIX"] for p in lowered), lowered
+        assert not any({"range_n", "unsqueeze"} & set(p.onnx_nodes) for p in lowered)
+        assert result.compiled.session().log == []
+
+
 # -- general Trilu on DIAGONAL_MATRIX1 with its InputTensor ----------------------------------------
 
 def trilu_model(elem, rank, upper, k=None, k_input=False):

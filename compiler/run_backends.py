@@ -23,6 +23,7 @@ class BackendRun:
     outputs: "dict[str, np.ndarray]" = field(default_factory=dict)
     not_run: "dict[str, str]" = field(default_factory=dict)     # output -> why the provider did not run it
     notes: "list[str]" = field(default_factory=list)             # one line each
+    by_semantics: "list[str]" = field(default_factory=list)      # nodes without a kernel whose values ONNX semantics gave
 
 
 class RunBackends:
@@ -77,6 +78,7 @@ class RunBackends:
             line = f"node {node}: no {provider} kernel, not run ({reason.splitlines()[0][:160]})"
             if fed:
                 line += f"; {', '.join(fed)} computed by ONNX semantics for the nodes reading it"
+                result.by_semantics.append(node)
             result.notes.append(line)
         return result
 

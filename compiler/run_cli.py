@@ -115,4 +115,6 @@ def _quiet_line(done, which: str) -> str:
     """run -q: one line per backend (and feed set)."""
     shapes = ", ".join(f"{name} {value.dtype} {list(value.shape)}" for name, value in done.outputs.items())
     not_run = f"; not run: {', '.join(done.not_run)}" if done.not_run else ""
-    return f"{done.backend}{which}: {len(done.outputs)} output(s): {shapes or 'none'}{not_run}"
+    semantics = (f"; no kernel, computed by ONNX semantics: {', '.join(done.by_semantics)}"
+                 if done.by_semantics else "")
+    return f"{done.backend}{which}: {len(done.outputs)} output(s): {shapes or 'none'}{not_run}{semantics}"

@@ -15,10 +15,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
+from onnx import helper as h
 
 from onnx_dml_lowering.compiler.cli import build_parser, main
 from onnx_dml_lowering.runtime.feeds import random_feeds
-from tests.builders import single_node_model
+from tests.builders import graph_model, single_node_model
 
 
 def nonzero_path(tmp_path: Path) -> str:
@@ -89,6 +90,21 @@ def test_run_original_node_without_kernel_is_named(tmp_path, capsys):
     assert f"node {node}: no CPUExecutionProvider kernel, not run" in out
     assert f"  y: not run (node {node} has no CPUExecutionProvider kernel)" in out
     assert "on backend cpu " in out
+
+
+def test_run_quiet_names_nodes_computed_by_onnx_semantics(tmp_path, capsys):
+    """A bool EyeLike read by another node: onnxruntime's CPU provider has no kernel, so ONNX
+    semantics give its value; -q says so on the backend's line too."""
+    path = tmp_path / "eye_not.onnx"
+    model = graph_model([h.make_node("EyeLike", ["x"], ["e"], name="eye"), h.make_node("Not", ["e"], ["y"], name="not")],
+                        [("x", T.BOOL, [3, 3])], [("y", T.BOOL, [3, 3])])
+    onnx.save(model, str(path))
+    code, out, err = cli(["run", path, "--backends", "ort-cpu,cpu", "-q"], capsys)
+    assert code == 0, err
+    assert out.splitlines() == ["ort-cpu: 1 output(s): y bool [3, 3]; no kernel, computed by ONNX semantics: eye",
+                                "cpu: 1 output(s): y bool [3, 3]"]
+    code, out, err = cli(["run", path, "--backends", "ort-cpu"], capsys)
+    assert "e computed by ONNX semantics for the nodes reading it" in out
 
 
 # -- every --help --------------------------------------------------------------------------------

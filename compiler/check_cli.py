@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
@@ -83,7 +83,7 @@ def cmd_check(args) -> int:
                           model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
                           more_feeds=more, loaded=loaded, provider_options=args.provider_option,
                           ep_libraries=args.ep_library, no_fallback=args.no_fallback,
-                          session_settings=settings)
+                          session_settings=settings, feed_label=_seed_label(args))
     if args.save_inputs:
         save_npz_file(args.save_inputs, feeds, "the inputs")
     if args.save_outputs:
@@ -95,11 +95,22 @@ def cmd_check(args) -> int:
         write_file(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(report.to_dict(), indent=1)))
     if args.markdown:
         write_file(args.markdown, "the Markdown report", lambda p: Path(p).write_text(format_markdown(report)))
+    if report.stopped:
+        sets = "feed set #0" if report.iterations == 1 else f"feed sets #0-#{report.iterations - 1}"
+        print(f"dml-lower: error: {report.stopped} (the report above covers {sets})", file=sys.stderr)
+        return 2
     if report.interrupted:
         print(f"dml-lower: interrupted: the report covers the {report.iterations} of {args.iterations} feed sets "
               "checked before Ctrl-C", file=sys.stderr)
         return 130
     return 0 if report.ok else 1
+
+
+def _seed_label(args) -> "Callable[[int], str] | None":
+    """Names random feed set #i by its seed (--iterations N draws seeds SEED .. SEED+N-1)."""
+    if args.inputs or getattr(args, "data_loader_script", None):
+        return None
+    return lambda index: f"seed {args.seed + index}"
 
 
 def _outputs_arg(args) -> "list[str] | str | None":

@@ -127,6 +127,12 @@ class CheckReport:
     # Ctrl-C: the feed sets fully checked before it (`iterations`) are the report; the one under
     # way when it came is dropped.
     interrupted: bool = False
+    # A later feed set that could not be checked (the oracle failed on it, or it did not fit the
+    # inputs): its one-line error; the report covers the `iterations` sets before it.
+    stopped: str = ""
+    # The main graph's NonZero nodes when every one of them returned no coordinate at every feed
+    # set checked (known with the hybrid oracle): no coordinate was compared.
+    empty_nonzero: "list[str]" = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -135,6 +141,7 @@ class CheckReport:
     def to_dict(self) -> dict:
         return {"model": self.model, "feature_level": self.feature_level, "ok": self.ok,
                 "oracle": self.oracle, "iterations": self.iterations, "interrupted": self.interrupted,
+                "stopped": self.stopped, "empty_nonzero": list(self.empty_nonzero),
                 "placement": [p.to_dict() for p in self.placement],
                 "onnx_regions": dict(self.regions),
                 "unavailable_backends": dict(self.unavailable),
@@ -308,13 +315,17 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
           more_feeds: "Iterable[Mapping[str, object]] | None" = None,
           loaded: "LoadedOutputs | None" = None, provider_options: "list[str] | None" = None,
           ep_libraries: "list[str] | None" = None, no_fallback: bool = False,
-          session_settings: "SessionSettings | None" = None) -> "tuple[dict, CheckReport]":
+          session_settings: "SessionSettings | None" = None,
+          feed_label: "Callable[[int], str] | None" = None) -> "tuple[dict, CheckReport]":
     """Every backend against the oracle on the same (validated) feeds.
 
     `more_feeds`: further feed sets (--iterations), any iterable; every set is checked the same
     way, drawn one at a time and dropped once checked (a generator keeps memory flat in their
     number). KeyboardInterrupt (Ctrl-C) after at least one set was checked ends the loop: the
-    report covers the sets checked (`report.interrupted`); before that it propagates.
+    report covers the sets checked (`report.interrupted`); before that it propagates. So does a
+    later set the oracle cannot evaluate or that does not fit the inputs: the report covers the
+    sets before it and `report.stopped` says which set failed and why (`feed_label(i)` names set
+    #i, e.g. its seed).
     `provider_options` (NAME=VALUE), `ep_libraries` (NAME=PATH) and `no_fallback` apply to the
     backends that run the original model on an onnxruntime provider. `session_settings` apply to
     every onnxruntime session: the oracle's, the lowered backends' and the original's.
@@ -355,15 +366,33 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     first_expected: "dict[str, np.ndarray]" = {}
     checked = 0
     interrupted = False
+    stopped = ""
+    # NonZero node -> its output; dropped once it returns a coordinate (or its value is not kept)
+    still_empty = {n.name: n.output[0] for n in compiled.model.graph.node
+                   if n.op_type == "NonZero" and n.domain in ("", "ai.onnx")} if the_oracle.kind == "hybrid" \
+        and the_oracle.golden is None else {}
+    nonzero_nodes = len(still_empty)
+    the_oracle.keep.update(still_empty.values())       # the oracle's run may hold them inside
     feed_iter = itertools.chain([first], more)
     try:
-        for iteration, raw in enumerate(feed_iter):
-            feed_set = raw if iteration == 0 else with_defaults(
-                check_feeds(compiled.inputs, raw, compiled.optional_inputs), compiled.optional_inputs,
-                compiled.initializers)[0]
+        for iteration, raw in enumerate(feed_iter):       # a data loader script's own error propagates
             marks = {b: len(r.outputs) for b, r in reports.items()}
             try:
-                expected = the_oracle.run(feed_set)
+                try:
+                    feed_set = raw if iteration == 0 else with_defaults(
+                        check_feeds(compiled.inputs, raw, compiled.optional_inputs), compiled.optional_inputs,
+                        compiled.initializers)[0]
+                    expected = the_oracle.run(feed_set)
+                    for node, value in list(still_empty.items()):
+                        coords = the_oracle.values.get(value)
+                        if coords is None or np.shape(coords)[-1]:
+                            del still_empty[node]
+                except DmlLowerError as exc:
+                    if iteration == 0:
+                        raise
+                    label = f" ({feed_label(iteration)})" if feed_label is not None else ""
+                    stopped = f"feed set #{iteration}{label}: {exc}"
+                    break
                 if iteration == 0:
                     first_expected = expected
 
@@ -439,7 +468,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
             regions[name] = f"[{node_list([n.name for n in runner.regions[name]])}] {engine}"
     report = CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions,
                          list(reports.values()), the_oracle.to_dict(), checked, unavailable,
-                         expected=first_expected, interrupted=interrupted)
+                         expected=first_expected, interrupted=interrupted, stopped=stopped,
+                         empty_nonzero=list(still_empty) if nonzero_nodes and len(still_empty) == nonzero_nodes else [])
     report.defaults = {name: first[name] for name in defaulted}
     after = control_flow_iterations(compiled, runnable, session_settings)
     report.control_flow_iterations = {b: n - before.get(b, 0) for b, n in after.items()}

@@ -1,7 +1,8 @@
 """Text and Markdown renderings of a placement and a check report."""
 from __future__ import annotations
 
-from .check import CheckReport, describe_backend
+from .check import CheckReport, describe_backend, node_list
+from .compare import OutputResult
 
 
 def format_placement(placement, level) -> str:
@@ -57,7 +58,8 @@ def format_results(report: CheckReport, matches: bool = True) -> str:
             if o.status == "match" and not matches:
                 continue
             where = f"[{o.backend}{f' #{o.iteration}' if many else ''}]"
-            text = f"  {where} {o.output}: {o.status.upper()} ({o.expected_dtype} [{_shape(o.expected_shape)}])"
+            dtype, shape = produced(o)
+            text = f"  {where} {o.output}: {o.status.upper()} ({dtype} [{_shape(shape)}])"
             if o.status in ("match", "mismatch"):
                 text += _errors(o)
             if o.detail:
@@ -66,23 +68,34 @@ def format_results(report: CheckReport, matches: bool = True) -> str:
     return "\n".join(lines)
 
 
+def produced(o: OutputResult) -> "tuple[str, list]":
+    """The dtype and shape the backend produced (the oracle's when it produced nothing): a shape
+    or dtype mismatch's detail names the expected one."""
+    if o.actual_shape is None:
+        return o.expected_dtype, o.expected_shape
+    return o.actual_dtype or o.expected_dtype, o.actual_shape
+
+
 def verdict(report: CheckReport) -> str:
     counts: "dict[str, int]" = {}
     for backend in report.backends:
         for o in backend.outputs:
             counts[o.status] = counts.get(o.status, 0) + 1
     errors = sum(1 for b in report.backends if b.error)
+    # A run stopped by a later feed set's error covers only the sets before it: the verdict says so.
+    partial = (f"; {report.iterations} feed set{'s' if report.iterations > 1 else ''} checked, then stopped at "
+               f"{report.stopped.split(':', 1)[0]}" if report.stopped else "")
     if counts.get("mismatch") or errors:
         parts = [f"{counts[s]} {s.upper()}" for s in ("mismatch",) if counts.get(s)]
         parts += [f"{errors} backend ERROR"] if errors else []
-        return "FAILED: " + ", ".join(parts)
+        return "FAILED: " + ", ".join(parts) + partial
     text = "all outputs match ONNX semantics"
     others = [f"{counts[s]} {s}" for s in ("deviation", "unsupported", "nondeterministic") if counts.get(s)]
     if others:
         text = "no mismatch (" + ", ".join(others) + ")"
     if report.unavailable:       # a backend that never ran is not a match: say so in the verdict too
         text += f"; not run (unavailable here): {', '.join(report.unavailable)}"
-    return text
+    return text + partial
 
 
 def format_text(report: CheckReport) -> str:
@@ -107,8 +120,19 @@ def format_text(report: CheckReport) -> str:
     lines += control_flow_lines(report)
     for backend, reason in report.unavailable.items():
         lines.append(f"  [{backend}] UNAVAILABLE here, not run: {reason}")
+    lines += empty_nonzero_lines(report)
     lines.append("verdict: " + verdict(report))
     return "\n".join(lines)
+
+
+def empty_nonzero_lines(report: CheckReport) -> "list[str]":
+    """A check whose NonZero nodes never returned a coordinate compared none: say so."""
+    if not report.empty_nonzero:
+        return []
+    every = "the NonZero node" if len(report.empty_nonzero) == 1 else f"all {len(report.empty_nonzero)} NonZero nodes"
+    sets = "this feed set" if report.iterations == 1 else f"all {report.iterations} feed sets"
+    return [f"  note: {every} ({node_list(report.empty_nonzero, 4)}) returned no coordinate at {sets}, so no "
+            "coordinate was compared; feed non-zeros with --inputs, --data-loader-script, --zero-fraction or --val-range"]
 
 
 def format_quiet(report: CheckReport) -> str:
@@ -116,6 +140,7 @@ def format_quiet(report: CheckReport) -> str:
     then the verdict, so nothing that did not run or did not match hides behind it."""
     lines = [line for line in format_results(report, matches=False).splitlines() if line]
     lines += [f"  [{backend}] UNAVAILABLE here, not run: {reason}" for backend, reason in report.unavailable.items()]
+    lines += empty_nonzero_lines(report)
     return "\n".join(lines + ["verdict: " + verdict(report)])
 
 
@@ -149,9 +174,11 @@ def format_markdown(report: CheckReport) -> str:
         for o in backend.outputs:
             abs_err = "" if o.max_abs_error is None else f"{o.max_abs_error:.3g}"
             rel_err = "" if o.max_rel_error is None else _rel(o.max_rel_error)
+            dtype, shape = produced(o)
             lines.append(f"| {o.backend} | " + (f"{o.iteration} | " if many else "") +
-                         f"`{_cell(o.output)}` | {o.status} | {o.expected_dtype} | "
-                         f"{_shape(o.expected_shape)} | {abs_err} | {rel_err} | {_cell(o.detail)} |")
+                         f"`{_cell(o.output)}` | {o.status} | {dtype} | "
+                         f"{_shape(shape)} | {abs_err} | {rel_err} | {_cell(o.detail)} |")
+    lines += [f"\n{line.strip()[len('note: '):].capitalize()}." for line in empty_nonzero_lines(report)]
     lines += ["", "| node(s) | placement | rule | DirectML operators / reason |", "|---|---|---|---|"]
     for p in report.placement:
         what = " + ".join(p.dml_operators) or "none (empty result)" if p.status == "lowered" else p.reason

@@ -118,6 +118,40 @@ def test_iterations_check_several_seeded_feed_sets(tmp_path, capsys):
     assert code == 2 and "--iterations" in err
 
 
+def gather_at_input_model() -> onnx.ModelProto:
+    """NonZero of x, and Gather of a 3-element table at a fed index: an index past 2 is a feed set
+    no ONNX engine evaluates."""
+    nodes = [h.make_node("NonZero", ["x"], ["nz"], name="nz"),
+             h.make_node("Gather", ["table", "i"], ["g"], name="gather")]
+    return graph_model(nodes, [("x", T.FLOAT, [4]), ("i", T.INT64, [])], [("nz", T.INT64, 2), ("g", T.FLOAT, [])],
+                       initializers={"table": np.array([10.0, 20.0, 30.0], np.float32)})
+
+
+def test_iterations_stop_at_a_feed_set_the_oracle_cannot_evaluate(tmp_path, capsys):
+    """The failing set is named with its seed; the report covers the sets before it (exit 2)."""
+    from onnx_dml_lowering.runtime.feeds import random_feeds
+    model = gather_at_input_model()
+    path = tmp_path / "g.onnx"
+    onnx.save(model, path)
+    inputs = list(model.graph.input)
+    index = [int(random_feeds(inputs, seed=s, value_range=(0, 5))["i"]) for s in range(40)]
+    seed = next(s for s in range(39) if index[s] <= 2 and index[s + 1] > 2)
+    good = next(n for n in range(1, 6) if index[seed + n] > 2)      # sets seed .. seed+good-1 evaluate
+    out_json = tmp_path / "r.json"
+    code, out, err = cli(["check", path, "--val-range", "0,5", "--seed", seed, "--iterations", good + 2,
+                          "--json", out_json], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    sets = "feed set #0" if good == 1 else f"feed sets #0-#{good - 1}"
+    assert err.startswith(f"dml-lower: error: feed set #{good} (seed {seed + good}): ") and "gather" in err
+    assert err.rstrip().endswith(f"(the report above covers {sets})")
+    data = json.loads(out_json.read_text())
+    assert data["iterations"] == good and data["stopped"] in err
+    assert sorted({o["iteration"] for o in data["backends"][0]["outputs"]}) == list(range(good))
+    assert "Traceback" not in err and ("[cpu #0]" if good > 1 else "[cpu]") in out
+    checked = f"{good} feed set{'s' if good > 1 else ''} checked"
+    assert f"verdict: all outputs match ONNX semantics; {checked}, then stopped at feed set #{good} (seed" in out
+
+
 @pytest.mark.parametrize("fraction, nnz", [(1.0, 0), (0.0, 24)])
 def test_zero_fraction_gives_empty_and_full_inputs(fraction, nnz, tmp_path, capsys):
     inputs = tmp_path / "in.npz"
@@ -130,6 +164,24 @@ def test_zero_fraction_gives_empty_and_full_inputs(fraction, nnz, tmp_path, caps
     assert np.all((x == 0) | ((x >= 1) & (x <= 5)))
     assert np.count_nonzero(x) == nnz
     assert coords["expected_shape"] == [3, int(reference(MASKED, {"x": x})["coords"].shape[1])]
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_check_whose_nonzero_never_returned_a_coordinate_says_so(quiet, tmp_path, capsys):
+    """All-zero feeds leave NonZero empty: the outputs match, but nothing was compared, and the report
+    says it (text, -q, JSON, Markdown); one feed set with a non-zero element clears it."""
+    nonzero = [n.name for n in onnx.load(MASKED).graph.node if n.op_type == "NonZero"]
+    md = tmp_path / "r.md"
+    flags = ["-q"] if quiet else []
+    code, data, out = report(tmp_path, [MASKED, "--zero-fraction", 1.0, "--markdown", md, *flags], capsys)
+    assert code == 0 and data["empty_nonzero"] == nonzero and nonzero
+    line = next(line for line in out.splitlines() if "note:" in line)
+    assert "returned no coordinate at this feed set, so no coordinate was compared" in line and nonzero[0] in line
+    assert "no coordinate was compared" in md.read_text()
+    assert out.rstrip().splitlines()[-1 if quiet else -2].startswith("verdict: all outputs match")
+    # Seeds 0..2 with one zero fraction each: the report lists the node only if every set left it empty.
+    code, data, out = report(tmp_path, [MASKED, "--zero-fraction", 0.5, "--iterations", 3, *flags], capsys)
+    assert code == 0 and data["empty_nonzero"] == [] and "no coordinate" not in out
 
 
 def test_intermediate_outputs_by_name(tmp_path, capsys):

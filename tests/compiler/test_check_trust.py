@@ -141,6 +141,26 @@ def test_mismatch_line(case):
             "mean_rel_error", "rel_undefined", "elements"} <= set(result.to_dict())
 
 
+@pytest.mark.parametrize("want, got", [
+    (np.zeros((1, 0), np.int64), np.zeros((1, 1), np.int64)),     # a 0-d NonZero a backend got wrong
+    (np.zeros((2, 3), np.int64), np.zeros((2, 3), np.int32)),
+    (np.zeros((4,), np.float32), None),                             # nothing produced
+])
+def test_shape_and_dtype_mismatch_lines_show_what_the_backend_produced(want, got):
+    """The bracket is the backend's result; the detail names the expected shape or dtype."""
+    result = compare("y", "cpu", want, got, atol=0, rtol=0)
+    report = type("R", (), {"iterations": 1, "backends": [type("B", (), {"error": "", "outputs": [result]})]})
+    line = format_results(report)
+    shown = want if got is None else got
+    assert f"MISMATCH ({shown.dtype} [{'x'.join(map(str, shown.shape))}])" in line, line
+    if got is not None and got.shape != want.shape:
+        assert f"shape {list(got.shape)} != expected {list(want.shape)}" in line
+    elif got is not None:
+        assert f"dtype {got.dtype} != expected {want.dtype}" in line
+    else:
+        assert "output missing" in line
+
+
 # -- 6. --oracle reference names the node --------------------------------------------------------
 def gather_model() -> onnx.ModelProto:
     """onnx.reference (onnx 1.2x) fails on this GatherElements: data [1, 512], indices [1, 3] on axis

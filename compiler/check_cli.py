@@ -97,8 +97,9 @@ def cmd_check(args) -> int:
         write_file(args.markdown, "the Markdown report", lambda p: Path(p).write_text(format_markdown(report)))
     if report.stopped:
         sets = "feed set #0" if report.iterations == 1 else f"feed sets #0-#{report.iterations - 1}"
-        print(f"dml-lower: error: {report.stopped} (the report above covers {sets})", file=sys.stderr)
-        return 2
+        print(f"dml-lower: error: {report.stopped} (the report covers {sets})", file=sys.stderr)
+        # a MISMATCH or ERROR in the sets checked is still the failure it is (exit 1)
+        return 1 if not all(b.ok for b in report.backends) else 2
     if report.interrupted:
         print(f"dml-lower: interrupted: the report covers the {report.iterations} of {args.iterations} feed sets "
               "checked before Ctrl-C", file=sys.stderr)

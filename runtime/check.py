@@ -22,7 +22,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.lowering.schedule import node_reads
+from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
 
 from .compare import BackendReport, OutputResult, compare
 from .feeds import check_feeds, restore_declared, with_defaults
@@ -136,7 +136,9 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return all(b.ok for b in self.backends)
+        """No MISMATCH and no backend ERROR, and every feed set asked for was checked (a run a later
+        set stopped is not a pass)."""
+        return all(b.ok for b in self.backends) and not self.stopped
 
     def to_dict(self) -> dict:
         return {"model": self.model, "feature_level": self.feature_level, "ok": self.ok,
@@ -156,6 +158,17 @@ def node_list(names: "list[str]", most: int = 8) -> str:
     if len(names) <= most:
         return ", ".join(names)
     return f"{', '.join(names[:3])}, ... {', '.join(names[-2:])} ({len(names)} nodes)"
+
+
+def _is_nonzero(node) -> bool:
+    return node.op_type == "NonZero" and node.domain in ("", "ai.onnx")
+
+
+def _nonzero_in_bodies(model) -> bool:
+    """A NonZero inside an If / Loop / Scan body, at any depth."""
+    def walk(nodes, inside: bool) -> bool:
+        return any((inside and _is_nonzero(n)) or any(walk(g.node, True) for g in node_bodies(n)) for n in nodes)
+    return walk(model.graph.node, False)
 
 
 def scalar_nonzero_outputs(compiled) -> "dict[str, str]":
@@ -367,10 +380,10 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     checked = 0
     interrupted = False
     stopped = ""
-    # NonZero node -> its output; dropped once it returns a coordinate (or its value is not kept)
-    still_empty = {n.name: n.output[0] for n in compiled.model.graph.node
-                   if n.op_type == "NonZero" and n.domain in ("", "ai.onnx")} if the_oracle.kind == "hybrid" \
-        and the_oracle.golden is None else {}
+    # NonZero node -> its output; dropped once it returns a coordinate (or its value is not kept).
+    # Only when every NonZero is in the main graph: one in a body may well have compared some.
+    still_empty = {n.name: n.output[0] for n in compiled.model.graph.node if _is_nonzero(n)} \
+        if the_oracle.kind == "hybrid" and the_oracle.golden is None and not _nonzero_in_bodies(compiled.model) else {}
     nonzero_nodes = len(still_empty)
     the_oracle.keep.update(still_empty.values())       # the oracle's run may hold them inside
     feed_iter = itertools.chain([first], more)
@@ -383,10 +396,9 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                         check_feeds(compiled.inputs, raw, compiled.optional_inputs), compiled.optional_inputs,
                         compiled.initializers)[0]
                     expected = the_oracle.run(feed_set)
-                    for node, value in list(still_empty.items()):
-                        coords = the_oracle.values.get(value)
-                        if coords is None or np.shape(coords)[-1]:
-                            del still_empty[node]
+                    # counted once the set is checked (a set Ctrl-C drops clears nothing)
+                    returned = [node for node, value in still_empty.items()
+                                if the_oracle.values.get(value) is None or np.shape(the_oracle.values[value])[-1]]
                 except DmlLowerError as exc:
                     if iteration == 0:
                         raise
@@ -444,6 +456,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                     del report.outputs[marks[backend]:]
                 raise
             checked += 1
+            for node in returned:
+                del still_empty[node]
             del feed_set, raw                                   # one feed set alive at a time
     except KeyboardInterrupt:
         if checked == 0:

@@ -69,9 +69,10 @@ def format_results(report: CheckReport, matches: bool = True) -> str:
 
 
 def produced(o: OutputResult) -> "tuple[str, list]":
-    """The dtype and shape the backend produced (the oracle's when it produced nothing): a shape
-    or dtype mismatch's detail names the expected one."""
-    if o.actual_shape is None:
+    """A MISMATCH's bracket: the dtype and shape the backend produced (the oracle's when it produced
+    nothing), its detail naming the expected ones. Other lines show the expected ones (a
+    DEVIATION's detail names what the backend gave)."""
+    if o.actual_shape is None or o.status != "mismatch":
         return o.expected_dtype, o.expected_shape
     return o.actual_dtype or o.expected_dtype, o.actual_shape
 
@@ -178,7 +179,9 @@ def format_markdown(report: CheckReport) -> str:
             lines.append(f"| {o.backend} | " + (f"{o.iteration} | " if many else "") +
                          f"`{_cell(o.output)}` | {o.status} | {dtype} | "
                          f"{_shape(shape)} | {abs_err} | {rel_err} | {_cell(o.detail)} |")
-    lines += [f"\n{line.strip()[len('note: '):].capitalize()}." for line in empty_nonzero_lines(report)]
+    for line in empty_nonzero_lines(report):
+        note = line.strip()[len("note: "):]
+        lines.append(f"\n{note[:1].upper()}{note[1:]}.")
     lines += ["", "| node(s) | placement | rule | DirectML operators / reason |", "|---|---|---|---|"]
     for p in report.placement:
         what = " + ".join(p.dml_operators) or "none (empty result)" if p.status == "lowered" else p.reason

@@ -127,29 +127,55 @@ def gather_at_input_model() -> onnx.ModelProto:
                        initializers={"table": np.array([10.0, 20.0, 30.0], np.float32)})
 
 
-def test_iterations_stop_at_a_feed_set_the_oracle_cannot_evaluate(tmp_path, capsys):
-    """The failing set is named with its seed; the report covers the sets before it (exit 2)."""
+def seed_before_a_bad_index(model: onnx.ModelProto) -> "tuple[int, int]":
+    """A seed whose feed set evaluates, and how many sets from it do before an index past 2."""
     from onnx_dml_lowering.runtime.feeds import random_feeds
-    model = gather_at_input_model()
-    path = tmp_path / "g.onnx"
-    onnx.save(model, path)
     inputs = list(model.graph.input)
     index = [int(random_feeds(inputs, seed=s, value_range=(0, 5))["i"]) for s in range(40)]
     seed = next(s for s in range(39) if index[s] <= 2 and index[s + 1] > 2)
-    good = next(n for n in range(1, 6) if index[seed + n] > 2)      # sets seed .. seed+good-1 evaluate
+    return seed, next(n for n in range(1, 6) if index[seed + n] > 2)
+
+
+def test_iterations_stop_at_a_feed_set_the_oracle_cannot_evaluate(tmp_path, capsys):
+    """The failing set is named with its seed; the report covers the sets before it (exit 2)."""
+    model = gather_at_input_model()
+    path = tmp_path / "g.onnx"
+    onnx.save(model, path)
+    seed, good = seed_before_a_bad_index(model)          # sets seed .. seed+good-1 evaluate
     out_json = tmp_path / "r.json"
     code, out, err = cli(["check", path, "--val-range", "0,5", "--seed", seed, "--iterations", good + 2,
                           "--json", out_json], capsys)
     assert code == 2 and err.count("\n") == 1, err
     sets = "feed set #0" if good == 1 else f"feed sets #0-#{good - 1}"
     assert err.startswith(f"dml-lower: error: feed set #{good} (seed {seed + good}): ") and "gather" in err
-    assert err.rstrip().endswith(f"(the report above covers {sets})")
+    assert err.rstrip().endswith(f"(the report covers {sets})")
     data = json.loads(out_json.read_text())
-    assert data["iterations"] == good and data["stopped"] in err
+    assert data["iterations"] == good and data["stopped"] in err and data["ok"] is False
     assert sorted({o["iteration"] for o in data["backends"][0]["outputs"]}) == list(range(good))
     assert "Traceback" not in err and ("[cpu #0]" if good > 1 else "[cpu]") in out
     checked = f"{good} feed set{'s' if good > 1 else ''} checked"
     assert f"verdict: all outputs match ONNX semantics; {checked}, then stopped at feed set #{good} (seed" in out
+
+
+def test_a_mismatch_before_the_stop_stays_a_failure(tmp_path, capsys):
+    """onnxruntime's NonZero of a 0-d input, transposed as torch.nonzero does, mismatches at every
+    set; a later set the oracle cannot evaluate still stops the run, and the exit code is 1."""
+    nodes = [h.make_node("NonZero", ["s"], ["nz"], name="nz"),
+             h.make_node("Transpose", ["nz"], ["t"], name="t", perm=[1, 0]),
+             h.make_node("Gather", ["table", "i"], ["g"], name="gather")]
+    model = graph_model(nodes, [("s", T.FLOAT, []), ("i", T.INT64, [])], [("t", T.INT64, 2), ("g", T.FLOAT, [])],
+                        initializers={"table": np.array([10.0, 20.0, 30.0], np.float32)})
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    seed, good = seed_before_a_bad_index(model)
+    out_json = tmp_path / "r.json"
+    code, out, err = cli(["check", path, "--backends", "ort-cpu", "--val-range", "0,5", "--seed", seed,
+                          "--iterations", good + 1, "--json", out_json], capsys)
+    assert code == 1 and err.startswith(f"dml-lower: error: feed set #{good} (seed {seed + good}): "), (code, err)
+    data = json.loads(out_json.read_text())
+    assert data["ok"] is False and data["stopped"] and data["iterations"] == good
+    assert any(o["status"] == "mismatch" for o in data["backends"][0]["outputs"])
+    assert "verdict: FAILED: " in out and f"then stopped at feed set #{good}" in out
 
 
 @pytest.mark.parametrize("fraction, nnz", [(1.0, 0), (0.0, 24)])
@@ -182,6 +208,38 @@ def test_a_check_whose_nonzero_never_returned_a_coordinate_says_so(quiet, tmp_pa
     # Seeds 0..2 with one zero fraction each: the report lists the node only if every set left it empty.
     code, data, out = report(tmp_path, [MASKED, "--zero-fraction", 0.5, "--iterations", 3, *flags], capsys)
     assert code == 0 and data["empty_nonzero"] == [] and "no coordinate" not in out
+
+
+def test_the_empty_nonzero_note_keeps_names_and_counts_bodies(tmp_path, capsys):
+    """The Markdown note shows node names as they are; a NonZero inside an If body that returned
+    coordinates means some were compared, so the main graph's empty NonZero gets no note; one set of
+    three with a non-zero element clears the note."""
+    then = h.make_graph([h.make_node("NonZero", ["y"], ["inner"], name="Inner_NZ")], "then", [],
+                        [h.make_tensor_value_info("inner", T.INT64, [1, None])])
+    nodes = [h.make_node("NonZero", ["x"], ["outer"], name="Outer_NZ"),
+             h.make_node("If", ["c"], ["z"], name="If_Node", then_branch=then, else_branch=then)]
+    model = graph_model(nodes, [("x", T.FLOAT, [4]), ("y", T.FLOAT, [4]), ("c", T.BOOL, [])],
+                        [("outer", T.INT64, 2), ("z", T.INT64, 2)])
+    path = tmp_path / "if.onnx"
+    onnx.save(model, path)
+    feeds = tmp_path / "f.npz"
+    np.savez(feeds, x=np.zeros(4, np.float32), y=np.ones(4, np.float32), c=np.array(True))
+    code, data, out = report(tmp_path, [path, "--inputs", feeds], capsys)
+    assert code == 0 and data["empty_nonzero"] == [] and "no coordinate" not in out
+    del model.graph.node[1]
+    del model.graph.output[1]
+    onnx.save(model, path)
+    md = tmp_path / "r.md"
+    code, data, out = report(tmp_path, [path, "--inputs", feeds, "--markdown", md], capsys)
+    assert code == 0 and data["empty_nonzero"] == ["Outer_NZ"]
+    assert "The NonZero node (Outer_NZ) returned no coordinate at this feed set" in md.read_text()
+    code, data, _ = report(tmp_path, [path, "--zero-fraction", 1.0, "--iterations", 3], capsys)
+    assert data["empty_nonzero"] == ["Outer_NZ"]
+    from onnx_dml_lowering.runtime.feeds import random_feeds
+    sets = [random_feeds(list(model.graph.input), seed=s, zero_fraction=0.9) for s in range(40)]
+    seed = next(s for s in range(38) if not sets[s]["x"].any() and sets[s + 1]["x"].any())
+    code, data, _ = report(tmp_path, [path, "--zero-fraction", 0.9, "--seed", seed, "--iterations", 2], capsys)
+    assert data["empty_nonzero"] == [] and data["iterations"] == 2
 
 
 def test_intermediate_outputs_by_name(tmp_path, capsys):

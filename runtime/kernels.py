@@ -238,16 +238,38 @@ def diagonal_matrix(out: np.ndarray, offset: int, value: float) -> None:
 def diagonal_matrix1(source: "np.ndarray | None", out: np.ndarray, value, begin: int, end: int) -> None:
     """Value where (End >= Begin) ^ (x - y >= Begin) ^ (x - y < End), else Input (or 0)."""
     height, width = out.shape[-2:]
-    top_x = np.arange(width)[None, :] - np.arange(height)[:, None]
-    use = (end >= begin) ^ (top_x >= begin) ^ (top_x < end)
+    use = _band_test(height, width, begin, end)
     try:
         fill = np.array(value).astype(out.dtype, casting="same_kind" if out.dtype.kind == "f" else "unsafe")
         if out.dtype.kind in "iu" and int(fill) != value:
             raise OverflowError
     except (OverflowError, ValueError):
         raise DmlLowerError(f"DIAGONAL_MATRIX1 Value {value!r} does not fit {out.dtype}") from None
-    base = source if source is not None else out.dtype.type(0)
-    out[...] = np.where(use, fill, base)
+    if source is None:
+        _zero(out)
+    elif not (source.ctypes.data == out.ctypes.data and source.strides == out.strides
+              and source.shape == out.shape):
+        np.copyto(out, source)           # numpy buffers a partial overlap; in place needs no copy
+    if use is True or (use is not False and use.all()):
+        out[...] = fill
+    elif use is not False:
+        np.copyto(out, fill, where=use)     # only the band is written: no full-size temporary
+
+
+def _band_test(height: int, width: int, begin: int, end: int) -> "np.ndarray | bool":
+    """DIAGONAL_MATRIX1's test (End >= Begin) ^ (x - y >= Begin) ^ (x - y < End) over [height,
+    width], or one bool where it holds everywhere or nowhere. x - y spans -(height - 1) ..
+    width - 1: a bound outside that span makes its comparison constant, so a causal mask's open
+    bound costs nothing and no sum of a bound and an index can overflow."""
+    if height == 0 or width == 0:
+        return False
+    low, high = -(height - 1), width - 1
+    rows = np.arange(height, dtype=np.int64)[:, None]
+    columns = np.arange(width, dtype=np.int64)[None, :]
+    at_least = True if begin <= low else False if begin > high else columns >= rows + begin
+    below = True if end > high else False if end <= low else columns < rows + end
+    use = (end >= begin) ^ at_least ^ below       # bool ^ array stays an array, bool ^ bool a bool
+    return bool(use) if isinstance(use, (bool, np.bool_)) else use
 
 
 # Bytes per piece when a copy releases its source behind it.

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from onnx_dml_lowering.ir import (ClearBuffer, DataType, DiagonalMatrix, DiagonalMatrix1, DmlLowerError, Download,
                 ElementWiseIdentity, Graph, NonZeroCoordinates, ReadCount, TensorDesc, Upload, parse_level)
@@ -387,6 +389,23 @@ def test_diagonal_matrix1_against_pseudocode(dtype, rng):
             out = execute(g, {"x": source} if with_input else {}, strict=True)
             want = oracle_diagonal1(shape, begin, end, value, np_type, source)
             assert_same(out["y"], want)
+
+
+BOUNDS = st.one_of(st.integers(-9, 9), st.sampled_from([INT32_MIN, INT32_MAX, -(2**80), 2**80]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(shape=st.tuples(st.integers(1, 2), st.integers(0, 6), st.integers(0, 6)), begin=BOUNDS, end=BOUNDS,
+       with_input=st.sampled_from(["none", "separate", "in place"]))
+def test_diagonal_matrix1_kernel_any_band(shape, begin, end, with_input):
+    """The kernel's band test (open bounds folded to constants, only the band written) against the
+    pseudocode, bounds at and past the matrix's diagonals included; in place too (Input = Output)."""
+    from onnx_dml_lowering.runtime import kernels
+    source = np.arange(1, math.prod(shape) + 1, dtype=np.int32).reshape(shape)
+    want = oracle_diagonal1(shape, begin, end, -7, np.int32, None if with_input == "none" else source)
+    out = source if with_input == "in place" else np.full(shape, 99, np.int32)
+    kernels.diagonal_matrix1(None if with_input == "none" else source, out, -7, begin, end)
+    assert_same(out, want)
 
 
 def test_diagonal_matrix1_exact_int64_values():

@@ -2,6 +2,8 @@
 script, or seeded random feeds shaped by --dim / --val-range / --zero-fraction, one set at a time."""
 from __future__ import annotations
 
+import math
+
 import re
 from typing import TYPE_CHECKING, Iterator
 
@@ -95,8 +97,12 @@ def value_control(args) -> dict:
             value_range = (float(lo), float(hi))
         except ValueError:
             raise DmlLowerError(f"--val-range {text!r}: expected [NAME:]LO,HI (two numbers)") from None
+        if not all(math.isfinite(b) for b in value_range):
+            raise DmlLowerError(f"--val-range {text!r}: LO and HI must be finite numbers")
         if value_range[0] > value_range[1]:
             raise DmlLowerError(f"--val-range {text!r}: LO is above HI")
+        if not math.isfinite(value_range[1] - value_range[0]):
+            raise DmlLowerError(f"--val-range {text!r}: HI - LO is past the largest double; give a narrower range")
         if name is None:
             control["value_range"] = value_range
         else:

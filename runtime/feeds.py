@@ -1,6 +1,8 @@
 """Feed validation and normalisation, and seeded random feeds."""
 from __future__ import annotations
 
+import math
+
 from typing import Mapping
 
 import ml_dtypes
@@ -87,8 +89,10 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
         expected = onnx_to_numpy(elem)
         array = restore_dtype(array, expected)     # bfloat16 / float8 / 4-bit saved in an .npz: raw bytes
         if array.dtype != expected:
-            raise DmlLowerError(f"input {vi.name!r}: expected {onnx_type_name(elem)} ({expected}), "
-                                f"got {array.dtype}")
+            got = (f"raw {array.dtype.itemsize}-byte records ({array.dtype.str}, how np.savez keeps an "
+                   f"ml_dtypes array such as bfloat16)" if array.dtype.kind == "V" and array.dtype.names is None
+                   else str(array.dtype))
+            raise DmlLowerError(f"input {vi.name!r}: expected {onnx_type_name(elem)} ({expected}), got {got}")
         if dims is not None:
             if array.ndim != len(dims):
                 raise DmlLowerError(f"input {vi.name!r}: expected rank {len(dims)} {list(dims)}, "
@@ -209,9 +213,16 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
     for fraction in [zero_fraction, *(input_zero_fraction or {}).values()]:
         if fraction is not None and not 0.0 <= fraction <= 1.0:
             raise DmlLowerError(f"zero fraction {fraction} is not between 0 and 1")
-    for bounds in [value_range, *(input_value_range or {}).values()]:
-        if bounds is not None and bounds[0] > bounds[1]:
-            raise DmlLowerError(f"value range {bounds[0]},{bounds[1]}: LO is above HI")
+    for name, bounds in [(None, value_range), *(input_value_range or {}).items()]:
+        if bounds is None:
+            continue
+        what = f"value range {bounds[0]},{bounds[1]}" + (f" for {name!r}" if name is not None else "")
+        if not all(math.isfinite(b) for b in bounds):
+            raise DmlLowerError(f"{what}: LO and HI must be finite numbers")
+        if bounds[0] > bounds[1]:
+            raise DmlLowerError(f"{what}: LO is above HI")
+        if not math.isfinite(bounds[1] - bounds[0]):
+            raise DmlLowerError(f"{what}: HI - LO is past the largest double; draw from a narrower range")
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
     global_fraction, global_range = zero_fraction, value_range
@@ -228,7 +239,7 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
         elem, _ = _declared(vi)
         shape = shapes[vi.name]
         dtype = onnx_to_numpy(elem)
-        keep = rng.random(shape) < keep_share
+        keep = np.asarray(rng.random(shape) < keep_share)      # 0-d too: numpy hands a scalar back
         if dtype == _E8M0:
             lo, hi = (2.0 ** -8, 2.0 ** 8) if value_range is None else value_range
             if hi <= 0:
@@ -238,7 +249,7 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
             if low > high:
                 raise DmlLowerError(f"value range holds no {onnx_type_name(elem)} value (only powers of two)")
             exponents = rng.integers(low, high, shape, endpoint=True)
-            feeds[vi.name] = np.exp2(exponents).astype(np.float32).astype(dtype)
+            feeds[vi.name] = np.asarray(np.exp2(exponents).astype(np.float32).astype(dtype))
             continue
         if dtype == np.bool_:
             array = keep
@@ -256,6 +267,8 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
                 raise DmlLowerError(f"value range {value_range[0]},{value_range[1]} of input {vi.name!r} "
                                     f"holds no {dtype} value")
             array = (rng.integers(lo, hi, shape, endpoint=True) * keep).astype(dtype)
+        if np.ndim(array) == 0:
+            array = np.array(array, dtype=dtype)              # a writable 0-d array, not a numpy scalar
         if zero_fraction is not None and dtype != np.bool_:
             # Kept elements that came out zero anyway would make "full" less than full.
             filler = np.asarray(value_range[1] if value_range and value_range[1] != 0 else 1).astype(dtype)

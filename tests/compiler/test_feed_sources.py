@@ -44,7 +44,7 @@ def saved_inputs(model, options, tmp_path, capsys) -> "dict[str, np.ndarray]":
 
 
 @pytest.mark.parametrize("options", [["--val-range", "-1,1"], ["--val-range=-1,1"], ["--val-range", "-1.0,-0.25"],
-                                     ["--val-range", "-inf,inf", "--val-range", "-1,1"]])
+                                     ["--val-range", "-5,5", "--val-range", "-1,1"]])
 def test_signed_global_range(options, model, tmp_path, capsys):
     lo, hi = (float(v) for v in options[-1].split("=")[-1].split(","))
     feeds = saved_inputs(model, options + ["--zero-fraction", "0"], tmp_path, capsys)
@@ -106,12 +106,67 @@ def test_run_takes_the_per_input_forms(model, tmp_path, capsys):
     (["--zero-fraction", "-0.5"], "--zero-fraction '-0.5': F must be between 0 and 1"),
     (["--val-range", "x:2,1"], "--val-range 'x:2,1': LO is above HI"),
     (["--val-range", "k:0.2,0.8"], "value range 0.2,0.8 of input 'k' holds no int32 value"),
+    (["--val-range", "x:nan,1"], "--val-range 'x:nan,1': LO and HI must be finite numbers"),
+    (["--val-range", "-inf,inf"], "--val-range '-inf,inf': LO and HI must be finite numbers"),
+    (["--val-range", "k:-inf,0"], "--val-range 'k:-inf,0': LO and HI must be finite numbers"),
+    (["--val-range", "x:-1e308,1e308"], "--val-range 'x:-1e308,1e308': HI - LO is past the largest double; "
+                                        "give a narrower range"),
 ])
 @pytest.mark.parametrize("command", ["run", "check"])
 def test_value_option_errors_are_one_line(command, options, message, model, capsys):
     code, out, err = cli([command, model, *options], capsys)
     assert code == 2 and out == ""
     assert err.strip().splitlines() == [f"dml-lower: error: {message}"]
+
+
+@pytest.mark.parametrize("bounds, message", [
+    ((float("nan"), 1.0), "value range nan,1.0 for 'x': LO and HI must be finite numbers"),
+    ((-1e308, 1e308), "value range -1e+308,1e+308 for 'x': HI - LO is past the largest double"),
+])
+def test_python_api_refuses_ranges_it_cannot_draw_from(bounds, message):
+    from onnx_dml_lowering.ir import DmlLowerError
+    from onnx_dml_lowering.runtime.feeds import random_feeds
+    with pytest.raises(DmlLowerError, match="^" + message.replace("(", r"\(").replace("+", r"\+")):
+        random_feeds([h.make_tensor_value_info("x", T.FLOAT, [2])], input_value_range={"x": bounds})
+
+
+SCALARS = [T.BOOL, T.FLOAT, T.DOUBLE, T.FLOAT16, T.BFLOAT16, T.INT64, T.INT32, T.UINT8, T.INT8]
+
+
+@pytest.mark.parametrize("elem", SCALARS)
+@pytest.mark.parametrize("fraction", [None, 0.0, 0.5, 1.0])
+@pytest.mark.parametrize("value_range", [None, (-6, 6), (2, 3)])
+def test_scalar_inputs_are_drawn_like_any_other(elem, fraction, value_range):
+    """A 0-d input under a zero fraction and a value range is a 0-d array of its type: zero at
+    fraction 1, non-zero at 0, inside the range when not zero."""
+    from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
+    from onnx_dml_lowering.runtime.feeds import random_feeds
+    for seed in range(6):
+        value = random_feeds([h.make_tensor_value_info("s", elem, [])], seed=seed, zero_fraction=fraction,
+                             value_range=value_range)["s"]
+        assert isinstance(value, np.ndarray) and value.shape == () and value.dtype == onnx_to_numpy(elem)
+        as_float = float(value.astype(np.float64)) if elem != T.BOOL else float(value)
+        if fraction == 1.0:
+            assert as_float == 0
+        elif fraction == 0.0:
+            assert as_float != 0
+        if value_range is not None and elem != T.BOOL and as_float != 0:
+            assert value_range[0] - 0.01 <= as_float <= value_range[1] + 0.01
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_zero_fraction_on_a_model_with_a_scalar_input(command, tmp_path, capsys):
+    """Trilu's run-time k is a 0-d input: a global --zero-fraction draws it too; check matches."""
+    nodes = [h.make_node("Trilu", ["x", "k"], ["y"], name="tri"), h.make_node("NonZero", ["s"], ["nz"], name="nz")]
+    proto = graph_model(nodes, [("x", T.FLOAT, ["b", "r", "c"]), ("k", T.INT64, []), ("s", T.FLOAT, [])],
+                        [("y", T.FLOAT, ["b", "r", "c"]), ("nz", T.INT64, [0, None])], opset=17)
+    path = tmp_path / "trilu_k.onnx"
+    onnx.save(proto, str(path))
+    for fraction in ("0.5", "1", "k:0.3"):
+        code, out, err = cli([command, path, "--zero-fraction", fraction, "--val-range", "k:-4,4"], capsys)
+        assert code == 0 and err == "", err
+    code, out, err = cli(["check", path, "--zero-fraction", "1", "--iterations", "3"], capsys)
+    assert code == 0 and "verdict: all outputs match" in out, out + err
 
 
 # -- --data-loader-script ------------------------------------------------------------------------

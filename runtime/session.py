@@ -86,8 +86,11 @@ class GraphRunner:
             self.regions.add_region(fallback.region.name, list(fallback.nodes))
             return self.regions(fallback.region, tensors)
         if sum(self.buffer_sizes[key].values()) > self.session.memory_limit:     # the message only when needed
+            # the values a size came from too (EyeLike(ConstantOfShape(s)) is sized by s's values)
+            read = "".join(f", {name} = {v.reshape(-1).tolist() if v.size <= 8 else f'{v.size} values'}"
+                           for name, v in values.items())
             check_memory(result, self.session.memory_limit,
-                         f"node {step.onnx_node} at input shapes {list(shapes.values())}", self.buffer_sizes[key])
+                         f"node {step.onnx_node} at input shapes {list(shapes.values())}{read}", self.buffer_sizes[key])
         return Interpreter(result, strict, self.session.operators, self.session.fallbacks, self.lifetimes[key],
                            self.validated[key]).run({n: tensors[n] for n in result.inputs})
 

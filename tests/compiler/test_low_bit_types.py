@@ -201,3 +201,16 @@ def test_saved_low_bit_outputs_are_a_golden_file(tmp_path, capsys):
     data = json.loads(Path(tmp_path / "r.json").read_text())
     statuses = {(b["backend"], o["output"]): o["status"] for b in data["backends"] for o in b["outputs"]}
     assert statuses[("saved:cpu", "back")] == "match" and statuses[("cpu", "back")] == "match"
+
+
+def test_an_npz_bfloat16_fed_to_a_float_input_is_named_as_raw_records(tmp_path):
+    """np.savez keeps bfloat16 as raw 2-byte records; fed to a float32 input the error says so."""
+    from onnx_dml_lowering.ir import DmlLowerError
+    from onnx_dml_lowering.runtime.feeds import check_feeds
+    path = tmp_path / "bf.npz"
+    np.savez(path, x=np.ones(3, ml_dtypes.bfloat16))
+    with np.load(path) as data:
+        raw = data["x"]
+    with pytest.raises(DmlLowerError, match=r"^input 'x': expected float \(float32\), got raw 2-byte records "
+                                            r"\(\|V2, how np.savez keeps an ml_dtypes array such as bfloat16\)$"):
+        check_feeds([h.make_tensor_value_info("x", T.FLOAT, [3])], {"x": raw})

@@ -54,6 +54,18 @@ def test_run_time_specialisation_is_checked_too():
     assert compiled.run({"x": np.ones((10, 10), np.float32)}, memory_limit="64KiB")["y"].shape == (2, 100)
 
 
+def test_a_refusal_names_the_values_that_sized_it():
+    """EyeLike(ConstantOfShape(shp)): the eye's size comes from shp's values, not its shape [2]."""
+    from onnx import helper as h
+    from tests.builders import graph_model
+    nodes = [h.make_node("ConstantOfShape", ["shp"], ["z"], name="cos", value=h.make_tensor("v", T.FLOAT, [1], [0.0])),
+             h.make_node("EyeLike", ["z"], ["y"], name="eye")]
+    compiled = compile_model(graph_model(nodes, [("shp", T.INT64, [2])], [("y", T.FLOAT, [None, None])]))
+    with pytest.raises(DmlLowerError, match=r"^node eye at input shapes \[\(2,\)\], shp = \[600, 700\] needs "
+                                            r"1\.6 MiB of buffers, over the memory limit of 1\.0 MiB"):
+        compiled.run({"shp": np.array([600, 700], np.int64)}, memory_limit="1MiB")
+
+
 @pytest.mark.parametrize("command", ["run", "check"])
 def test_cli_memory_limit_is_one_line_exit_2(command, capfd):
     code = main([command, str(example_paths()[0]), "--memory-limit", "1KiB"])

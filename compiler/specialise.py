@@ -112,11 +112,11 @@ def describe_operators(graph: Graph) -> "list[dict]":
 def specialise(compiled: CompiledModel, dims: "dict[str, int]") -> dict:
     """Run-time steps of the main graph specialised at `dims` (symbolic input dims not named: 3,
     as for random feeds); the JSON `compile --json` writes under "specialised"."""
-    from onnx_dml_lowering.runtime.feeds import random_feeds
+    from onnx_dml_lowering.runtime.feeds import zero_feeds
     deferred = [s for s in compiled.graph.steps if isinstance(s, LowerAtRunTime)]
     free = [vi.name for vi in compiled.inputs]
     values, shapes = data_dependence(compiled.model.graph, free)
-    feeds = random_feeds(compiled.inputs, dims=dims, zero_fraction=1.0)
+    feeds = zero_feeds(compiled.inputs, dims=dims)
     session = compiled.session("cpu")
     error = None
     if deferred:

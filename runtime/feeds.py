@@ -154,10 +154,11 @@ def restore_declared(types: Mapping, name: str, value: np.ndarray) -> np.ndarray
 DRAW_BYTES_PER_ELEMENT = 17
 
 
-def check_feed_sizes(inputs: "list[onnx.ValueInfoProto]", shapes: "Mapping[str, tuple]", limit: int) -> None:
+def check_feed_sizes(inputs: "list[onnx.ValueInfoProto]", shapes: "Mapping[str, tuple]", limit: int,
+                     drawn: bool = True) -> None:
     """Before anything is drawn: one line naming the input, its shape and the bytes when the
-    feeds (plus numpy's temporaries for drawing the largest) would exceed `limit`. Python
-    integers, so a shape whose size numpy itself refuses (past 2^63 bytes) is named too."""
+    feeds (plus numpy's temporaries for drawing the largest, when `drawn`) would exceed `limit`.
+    Python integers, so a shape whose size numpy itself refuses (past 2^63 bytes) is named too."""
     total, largest, draw = 0, None, 0
     for vi in inputs:
         shape = shapes[vi.name]
@@ -168,12 +169,23 @@ def check_feed_sizes(inputs: "list[onnx.ValueInfoProto]", shapes: "Mapping[str, 
         total += size
         if largest is None or size > largest[1]:
             largest = (vi.name, size, shape)
-        draw = max(draw, count * DRAW_BYTES_PER_ELEMENT)
+        draw = max(draw, count * DRAW_BYTES_PER_ELEMENT) if drawn else 0
     if largest is not None and total + draw > limit:
         name, size, shape = largest
+        need = (f"the random feeds need {format_size(total + draw)} with numpy's draws" if drawn
+                else f"the all-zero feeds need {format_size(total)}")
+        hint = "use smaller --dim values or raise --memory-limit" if drawn else "use smaller --dim values"
         raise DmlLowerError(f"input {name!r} of shape {list(shape)} needs {size:,} bytes ({format_size(size)}); "
-                            f"the random feeds need {format_size(total + draw)} with numpy's draws, over the "
-                            f"memory limit of {format_size(limit)} (use smaller --dim values or raise --memory-limit)")
+                            f"{need}, over the memory limit of {format_size(limit)} ({hint})")
+
+
+def zero_feeds(inputs: "list[onnx.ValueInfoProto]", dims: "Mapping[str, int] | None" = None,
+               dim_default: int = 3, memory_limit: "int | None" = None) -> "dict[str, np.ndarray]":
+    """All-zero feeds at `dims` (others `dim_default`, as for random feeds), without drawing."""
+    shapes = {vi.name: tuple(d if isinstance(d, int) else (dims or {}).get(d, dim_default)
+                             for d in (_declared(vi)[1] or ())) for vi in inputs}
+    check_feed_sizes(inputs, shapes, default_limit() if memory_limit is None else memory_limit, drawn=False)
+    return {vi.name: np.zeros(shapes[vi.name], input_dtype(vi)) for vi in inputs}
 
 
 def _is_float(dtype: np.dtype) -> bool:

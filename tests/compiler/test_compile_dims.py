@@ -112,6 +112,18 @@ def test_unknown_dim_is_the_existing_error(capsys):
                            "(symbolic input dimensions: batch, sequence)")
 
 
+def test_dims_past_memory_name_the_all_zero_feeds(tmp_path, capsys):
+    """compile runs the model on all-zero feeds (nothing is drawn): a refusal says so."""
+    path = tmp_path / "eye.onnx"
+    onnx.save(graph_model([h.make_node("EyeLike", ["x"], ["y"], name="eye")], [("x", T.FLOAT, ["n", "m"])],
+                          [("y", T.FLOAT, ["n", "m"])]), str(path))
+    code, out, err = cli(["compile", path, "--dim", "n=500000000000", "--dim", "m=1"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert ("input 'x' of shape [500000000000, 1] needs 2,000,000,000,000 bytes (1862.6 GiB); the all-zero feeds "
+            "need 1862.6 GiB, over the memory limit of") in err and "numpy's draws" not in err
+    assert err.strip().endswith("(use smaller --dim values)")
+
+
 def test_without_dim_the_json_is_unchanged(tmp_path, capsys):
     out_json = tmp_path / "c.json"
     assert cli(["compile", REAL / "gpt2.dynamo.onnx", "--json", out_json], capsys)[0] == 0

@@ -2,8 +2,6 @@
 script, or seeded random feeds shaped by --dim / --val-range / --zero-fraction, one set at a time."""
 from __future__ import annotations
 
-import math
-
 import re
 from typing import TYPE_CHECKING, Iterator
 
@@ -88,6 +86,7 @@ def parse_dims(compiled: CompiledModel, args) -> "dict[str, int]":
 def value_control(args) -> dict:
     """--zero-fraction / --val-range, for random feeds: global `F` / `LO,HI` and per input
     `NAME:F` / `NAME:LO,HI` (the per-input form wins; of repeated ones the last)."""
+    from onnx_dml_lowering.runtime.feeds import range_problem
     control: dict = {"zero_fraction": None, "value_range": None, "input_zero_fraction": {},
                      "input_value_range": {}}
     for text in _listed(getattr(args, "val_range", None)):
@@ -97,12 +96,9 @@ def value_control(args) -> dict:
             value_range = (float(lo), float(hi))
         except ValueError:
             raise DmlLowerError(f"--val-range {text!r}: expected [NAME:]LO,HI (two numbers)") from None
-        if not all(math.isfinite(b) for b in value_range):
-            raise DmlLowerError(f"--val-range {text!r}: LO and HI must be finite numbers")
-        if value_range[0] > value_range[1]:
-            raise DmlLowerError(f"--val-range {text!r}: LO is above HI")
-        if not math.isfinite(value_range[1] - value_range[0]):
-            raise DmlLowerError(f"--val-range {text!r}: HI - LO is past the largest double; give a narrower range")
+        problem = range_problem(value_range)
+        if problem:
+            raise DmlLowerError(f"--val-range {text!r}: {problem}")
         if name is None:
             control["value_range"] = value_range
         else:

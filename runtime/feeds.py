@@ -199,6 +199,17 @@ def _is_float(dtype: np.dtype) -> bool:
         return False
 
 
+def range_problem(bounds: "tuple[float, float]") -> str:
+    """Why (LO, HI) is no range to draw from ('' when it is one)."""
+    if not all(math.isfinite(b) for b in bounds):
+        return "LO and HI must be finite numbers"
+    if bounds[0] > bounds[1]:
+        return "LO is above HI"
+    if not math.isfinite(bounds[1] - bounds[0]):
+        return "HI - LO is past the largest double; give a narrower range"
+    return ""
+
+
 def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default: int = 3,
                  dims: "Mapping[str, int] | None" = None, zero_fraction: "float | None" = None,
                  value_range: "tuple[float, float] | None" = None,
@@ -228,13 +239,10 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
     for name, bounds in [(None, value_range), *(input_value_range or {}).items()]:
         if bounds is None:
             continue
-        what = f"value range {bounds[0]},{bounds[1]}" + (f" for {name!r}" if name is not None else "")
-        if not all(math.isfinite(b) for b in bounds):
-            raise DmlLowerError(f"{what}: LO and HI must be finite numbers")
-        if bounds[0] > bounds[1]:
-            raise DmlLowerError(f"{what}: LO is above HI")
-        if not math.isfinite(bounds[1] - bounds[0]):
-            raise DmlLowerError(f"{what}: HI - LO is past the largest double; draw from a narrower range")
+        problem = range_problem(bounds)
+        if problem:
+            what = f"value range {bounds[0]},{bounds[1]}" + (f" for {name!r}" if name is not None else "")
+            raise DmlLowerError(f"{what}: {problem}")
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
     global_fraction, global_range = zero_fraction, value_range

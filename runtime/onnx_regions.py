@@ -102,7 +102,7 @@ class RegionRunner:
         # The oracle's run of this very region on bit-identical feeds (check runs it first).
         results = self.shared.recall(key, feeds) if key is not None else None
         if results is not None:     # copies: the oracle's values must not alias the lowered run's buffers
-            return {name: np.array(value, copy=True) for name, value in zip(step.outputs, results)}
+            return {name: np.array(results[name], copy=True) for name in step.outputs}
         try:
             results = run_session(session, step.outputs, feeds)
         except Exception as exc:

@@ -299,11 +299,11 @@ class Oracle:
     def _call(self, engine: str, nodes, inputs, outputs, env) -> "dict[str, np.ndarray]":
         session = self._session(engine, nodes, inputs, outputs)
         feeds = {n: env[n] for n in inputs if n not in self._inits}
-        results = run_session(session, outputs, feeds)
+        results = dict(zip(outputs, run_session(session, outputs, feeds)))
         shared_key = self._shared_keys.get((engine, tuple(n.name for n in nodes), tuple(outputs)))
         if shared_key is not None:
             self.shared.remember(shared_key, feeds, results)    # for the lowered run, on equal feeds
-        return {n: np.asarray(v) for n, v in zip(outputs, results)}
+        return {n: np.asarray(v) for n, v in results.items()}
 
     def _evaluate(self, run: _Run, env) -> "dict[str, np.ndarray]":
         try:

@@ -71,12 +71,14 @@ class SharedSessions:
         session = self._sessions[key] = build()
         return session
 
-    def remember(self, key: tuple, feeds: "Mapping[str, np.ndarray]", results: "list[np.ndarray]") -> None:
-        """The oracle's run of the region under `key` (only deterministic regions; the last run only)."""
-        self._results[key] = (dict(feeds), list(results))
+    def remember(self, key: tuple, feeds: "Mapping[str, np.ndarray]", results: "Mapping[str, np.ndarray]") -> None:
+        """The oracle's run of the region under `key`, by output name (the key holds the outputs as a
+        set: the two sides may list them in different orders); deterministic regions, last run only."""
+        self._results[key] = (dict(feeds), dict(results))
 
-    def recall(self, key: tuple, feeds: "Mapping[str, np.ndarray]") -> "list[np.ndarray] | None":
-        """The results remembered under `key` if `feeds` are bit for bit the ones they came from."""
+    def recall(self, key: tuple, feeds: "Mapping[str, np.ndarray]") -> "dict[str, np.ndarray] | None":
+        """The results remembered under `key`, by output name, if `feeds` are bit for bit the ones
+        they came from."""
         entry = self._results.pop(key, None)
         if entry is None:
             return None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .cli_feeds import feed_sets
+from .cli_feeds import feed_sets, parse_dims
 from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
                           session_settings, tolerance_options, write_file)
 from .zoo import add_zoo_options
@@ -79,11 +79,20 @@ def cmd_check(args) -> int:
     feeds = next(sets)
     more = sets                 # a generator: the feed sets are drawn as check consumes them
     loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
-    feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
-                          model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
-                          more_feeds=more, loaded=loaded, provider_options=args.provider_option,
-                          ep_libraries=args.ep_library, no_fallback=args.no_fallback,
-                          session_settings=settings, feed_label=_seed_label(args))
+    try:
+        feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
+                              model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
+                              more_feeds=more, loaded=loaded, provider_options=args.provider_option,
+                              ep_libraries=args.ep_library, no_fallback=args.no_fallback,
+                              session_settings=settings, feed_label=_seed_label(args))
+    except DmlLowerError as exc:
+        if not args.save_inputs:
+            raise
+        # the feeds of a failed check are the ones needed to reproduce it
+        save_npz_file(args.save_inputs, feeds, "the inputs")
+        raise DmlLowerError(f"{exc} (the inputs are saved in {args.save_inputs})") from None
+    if args.dim and not args.inputs and not getattr(args, "data_loader_script", None):
+        report.dims = parse_dims(compiled, args)
     if args.save_inputs:
         save_npz_file(args.save_inputs, feeds, "the inputs")
     if args.save_outputs:

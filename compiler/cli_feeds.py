@@ -76,6 +76,8 @@ def parse_dims(compiled: CompiledModel, args) -> "dict[str, int]":
         dims[name] = int(value)
     known = {d.dim_param for vi in compiled.inputs + compiled.optional_inputs
              for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    if getattr(args, "dim_where_present", False):
+        return {name: size for name, size in dims.items() if name in known}
     unknown = sorted(set(dims) - known)
     if unknown:
         raise DmlLowerError(f"--dim {unknown[0]}: no input dimension has that name "

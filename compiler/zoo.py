@@ -111,10 +111,15 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         import_ray()   # a missing extra is a usage error before any model runs
     models = discover(args.model)
     options = forwarded_options(parser, args)
+    if getattr(args, "dim", None):
+        options.append("--dim-where-present")    # a text model's --dim is no error for a detector
     start = time.perf_counter()
     results = _schedule(models, options, executor, args)
     seconds = time.perf_counter() - start
     print(format_summary(results))
+    unused = unused_dims(getattr(args, "dim", None) or [], results)
+    for name in unused:
+        print(f"zoo: --dim {name}: no model checked has an input dimension of that name", file=sys.stderr)
     if args.json:
         document = {"models": [r.to_dict() for r in results]}
         _write(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(document, indent=1)))
@@ -122,7 +127,16 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from .junit import write_junit
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         _write(args.junit, "the JUnit report", lambda p: write_junit(p, results, backends, seconds))
-    return exit_code(results)
+    code = exit_code(results)
+    return 2 if unused and code == 0 else code
+
+
+def unused_dims(given: "list[str]", results: "list[ModelResult]") -> "list[str]":
+    """The --dim names no model that ended with a report drew its feeds at (a misspelt name)."""
+    applied = {name for r in results if r.report is not None for name in r.report.get("dims", {})}
+    names = [text.partition("=")[0] for text in given]
+    return [name for name in dict.fromkeys(names) if name not in applied] if any(
+        r.report is not None for r in results) else []
 
 
 def exit_code(results: "list[ModelResult]") -> int:

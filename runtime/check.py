@@ -15,7 +15,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -133,6 +133,8 @@ class CheckReport:
     # The main graph's NonZero nodes when every one of them returned no coordinate at every feed
     # set checked (known with the hybrid oracle): no coordinate was compared.
     empty_nonzero: "list[str]" = field(default_factory=list)
+    # The --dim sizes the random feeds were drawn at (set by the CLI; a zoo reads them back).
+    dims: "dict[str, int]" = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -143,7 +145,7 @@ class CheckReport:
     def to_dict(self) -> dict:
         return {"model": self.model, "feature_level": self.feature_level, "ok": self.ok,
                 "oracle": self.oracle, "iterations": self.iterations, "interrupted": self.interrupted,
-                "stopped": self.stopped, "empty_nonzero": list(self.empty_nonzero),
+                "stopped": self.stopped, "empty_nonzero": list(self.empty_nonzero), "dims": dict(self.dims),
                 "placement": [p.to_dict() for p in self.placement],
                 "onnx_regions": dict(self.regions),
                 "unavailable_backends": dict(self.unavailable),
@@ -386,9 +388,29 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
         if the_oracle.kind == "hybrid" and the_oracle.golden is None and not _nonzero_in_bodies(compiled.model) else {}
     nonzero_nodes = len(still_empty)
     the_oracle.keep.update(still_empty.values())       # the oracle's run may hold them inside
-    feed_iter = itertools.chain([first], more)
+    def stop(iteration: int, exc: DmlLowerError) -> str:
+        label = f" ({feed_label(iteration)})" if feed_label is not None else ""
+        return f"feed set #{iteration}{label}: {exc}"
+
+    def feed_sets() -> "Iterator[tuple[int, Mapping[str, object]]]":
+        """The sets in turn; one that cannot be drawn (a data loader's error) ends them as a set the
+        oracle cannot evaluate does: the report covers the sets before it."""
+        nonlocal stopped
+        sets = itertools.chain([first], more)
+        for iteration in itertools.count():
+            try:
+                raw = next(sets)
+            except StopIteration:
+                return
+            except DmlLowerError as exc:
+                if iteration == 0:
+                    raise
+                stopped = stop(iteration, exc)
+                return
+            yield iteration, raw
+
     try:
-        for iteration, raw in enumerate(feed_iter):       # a data loader script's own error propagates
+        for iteration, raw in feed_sets():
             marks = {b: len(r.outputs) for b, r in reports.items()}
             try:
                 try:
@@ -402,8 +424,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                 except DmlLowerError as exc:
                     if iteration == 0:
                         raise
-                    label = f" ({feed_label(iteration)})" if feed_label is not None else ""
-                    stopped = f"feed set #{iteration}{label}: {exc}"
+                    stopped = stop(iteration, exc)
                     break
                 if iteration == 0:
                     first_expected = expected

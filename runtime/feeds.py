@@ -92,7 +92,9 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
             got = (f"raw {array.dtype.itemsize}-byte records ({array.dtype.str}, how np.savez keeps an "
                    f"ml_dtypes array such as bfloat16)" if array.dtype.kind == "V" and array.dtype.names is None
                    else str(array.dtype))
-            raise DmlLowerError(f"input {vi.name!r}: expected {onnx_type_name(elem)} ({expected}), got {got}")
+            named = onnx_type_name(elem)
+            want = named if named == str(expected) else f"{named} ({expected})"
+            raise DmlLowerError(f"input {vi.name!r}: expected {want}, got {got}")
         if dims is not None:
             if array.ndim != len(dims):
                 raise DmlLowerError(f"input {vi.name!r}: expected rank {len(dims)} {list(dims)}, "

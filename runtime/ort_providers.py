@@ -230,6 +230,8 @@ class SessionSettings:
                 what = f"--session-config {key}={value}" if key else "the session options"
                 # its C++ check's source location and expression say nothing to the user
                 reason = re.sub(r"^\S+\.cc:\d+ .*? was false\. ", "", first_line(exc))
+                if key == "session.disable_cpu_ep_fallback":      # every command has CPU sessions too
+                    reason += " (for the provider under test, --no-fallback sets it on its sessions alone)"
                 raise DmlLowerError(f"onnxruntime rejects {what}: {reason}") from None
         return self
 

@@ -157,6 +157,23 @@ def test_iterations_stop_at_a_feed_set_the_oracle_cannot_evaluate(tmp_path, caps
     assert f"verdict: all outputs match ONNX semantics; {checked}, then stopped at feed set #{good} (seed" in out
 
 
+def test_a_check_the_oracle_cannot_evaluate_still_saves_its_inputs(tmp_path, capsys):
+    """The feeds of a failed check are the ones needed to reproduce it: --save-inputs writes them
+    and the one-line error says where; replayed with --inputs they fail the same way."""
+    model = gather_at_input_model()
+    path = tmp_path / "g.onnx"
+    onnx.save(model, path)
+    seed, good = seed_before_a_bad_index(model)
+    saved = tmp_path / "in.npz"
+    code, out, err = cli(["check", path, "--val-range", "0,5", "--seed", seed + good, "--save-inputs", saved], capsys)
+    assert code == 2 and err.count("\n") == 1 and "gather" in err
+    assert err.rstrip().endswith(f"(the inputs are saved in {saved})")
+    with np.load(saved) as data:
+        assert int(data["i"]) > 2 and set(data.files) == {"x", "i"}
+    code, _, again = cli(["check", path, "--inputs", saved], capsys)
+    assert code == 2 and again.strip() == err.split(" (the inputs")[0]
+
+
 def test_a_mismatch_before_the_stop_stays_a_failure(tmp_path, capsys):
     """onnxruntime's NonZero of a 0-d input, transposed as torch.nonzero does, mismatches at every
     set; a later set the oracle cannot evaluate still stops the run, and the exit code is 1."""

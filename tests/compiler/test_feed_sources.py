@@ -245,6 +245,8 @@ def test_run_runs_every_feed_set(model, tmp_path, capsys):
     ("def load_data():\n    f = feed(1)\n    f['x'] = f['x'].astype('float64')\n    yield f\n", "",
      "iteration #0: input 'x': expected float (float32), got float64"),
     ("load_data = 3\n", "", "'load_data' is a int, not a function"),
+    ("def load_data():\n    yield feed(1)\n    f = feed(2)\n    f['x'] = f['x'].astype('float64')\n    yield f\n", "",
+     "iteration #1: input 'x': expected float (float32), got float64"),
 ])
 @pytest.mark.parametrize("command", ["run", "check"])
 def test_script_errors_are_one_line_naming_the_script(command, body, spec_suffix, message, model, tmp_path, capsys):
@@ -254,7 +256,13 @@ def test_script_errors_are_one_line_naming_the_script(command, body, spec_suffix
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith(f"dml-lower: error: data loader script '{loader}'") and message in lines[0], lines[0]
+    # check stops at a later set that cannot be drawn as at one the oracle cannot evaluate: the
+    # report of the sets before it is printed, and the error names the set
+    later = command == "check" and "iteration #1" in message
+    prefix = "dml-lower: error: feed set #1: " if later else "dml-lower: error: "
+    assert lines[0].startswith(f"{prefix}data loader script '{loader}'") and message in lines[0], lines[0]
+    if later:
+        assert lines[0].endswith("(the report covers feed set #0)") and "verdict: all outputs match" in out
 
 
 @pytest.mark.parametrize("extra, message", [

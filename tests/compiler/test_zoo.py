@@ -308,6 +308,32 @@ def test_real_exported_models_as_a_directory(tmp_path, capsys):
     assert int(suite.get("tests")) == len(names) * len(backends)
 
 
+def test_dims_apply_to_the_models_that_have_them(tmp_path, capsys):
+    """A zoo of text and detection models at non-default sizes: each --dim sizes the models with
+    that dimension and is no error for the others (a single-model check still refuses it); a name
+    no model has is one line on stderr and exit 2."""
+    real = MODELS_DIR / "real"
+    models = tmp_path / "mixed"
+    models.mkdir()
+    for name in ("gpt2.dynamo.onnx", "ssdlite320_mobilenet_v3.torchscript.onnx"):
+        shutil.copy(real / name, models / name)
+    dims = ["--dim", "batch=2", "--dim", "sequence=9", "--dim", "height=200", "--dim", "width=280"]
+    code, out, err = cli(["check", models, "--jobs", 2, "--backends", "cpu", *dims, "--json", tmp_path / "z.json"],
+                         capsys)
+    assert code == 0 and err == "", out + err
+    reports = {Path(m["model"]).name: m["report"] for m in load_json(tmp_path / "z.json")["models"]}
+    assert reports["gpt2.dynamo.onnx"]["dims"] == {"batch": 2, "sequence": 9}
+    assert reports["ssdlite320_mobilenet_v3.torchscript.onnx"]["dims"] == {"height": 200, "width": 280}
+    outputs = reports["gpt2.dynamo.onnx"]["backends"][0]["outputs"]
+    assert [o["expected_shape"][:2] for o in outputs] == [[2, 9]] and all(o["status"] == "match" for o in outputs)
+    code, out, err = cli(["check", models, "--backends", "cpu", "--dim", "sequense=9", "--junit", tmp_path / "j.xml"],
+                         capsys)
+    assert code == 2 and err == "zoo: --dim sequense: no model checked has an input dimension of that name\n"
+    assert "2 ok" in out
+    code, _, err = cli(["check", models / "gpt2.dynamo.onnx", "--dim", "height=200"], capsys)
+    assert code == 2 and "--dim height: no input dimension has that name" in err
+
+
 FORWARDED = [
     ["--backends", "cpu,ort-cpu", "--seed", "3", "--iterations", "2"],
     ["--val-range", "-1,1", "--val-range", "x:-5,-2", "--zero-fraction", "x:0.25", "--dim", "n=4", "--strict"],

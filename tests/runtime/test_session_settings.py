@@ -132,6 +132,18 @@ def test_bad_values_are_one_line(tmp_path, capsys, args, line):
     assert capsys.readouterr().err.splitlines() == want
 
 
+def test_disabling_the_cpu_fallback_for_every_session_points_to_no_fallback(tmp_path, capsys):
+    """onnxruntime refuses session.disable_cpu_ep_fallback on a CPU session, and every command has
+    some (the oracle's regions): the one line says which option sets it where it means something."""
+    import onnx
+    path = tmp_path / "m.onnx"
+    onnx.save(relu_nonzero_eyelike(), path)
+    assert main(["check", str(path), "--backends", "ort-cpu", "--session-config", "session.disable_cpu_ep_fallback=1"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("dml-lower: error: onnxruntime rejects --session-config session.disable_cpu_ep_fallback=1: ")
+    assert line.endswith(" (for the provider under test, --no-fallback sets it on its sessions alone)")
+
+
 def test_parse_gives_a_validated_hashable_setting():
     settings = parse_session_settings(["a.b = 1", "session.intra_op.allow_spinning=0"], "ALL", "0")
     assert settings == SessionSettings((("a.b", "1"), ("session.intra_op.allow_spinning", "0")), "all", 0)

@@ -132,12 +132,14 @@ def _outputs_arg(args) -> "list[str] | str | None":
 def _saved_outputs(report, feeds) -> "dict[str, np.ndarray]":
     """The oracle's outputs as OUTPUT (a golden file for --oracle) and each backend's as
     BACKEND:OUTPUT (for --load-outputs), for the first feed set, with that set's fingerprint."""
-    from onnx_dml_lowering.runtime.saved_outputs import PREFIX, metadata
-    saved = dict(report.expected, **metadata(feeds, "check"))
+    from onnx_dml_lowering.runtime.saved_outputs import PREFIX, metadata, saved_file
+    groups = [(lambda key: f"the model's output {key!r}", report.expected),
+              (lambda key: f"the file's own {key!r} entry", metadata(feeds, "check"))]
     for backend in report.backends:
         if not backend.backend.startswith(PREFIX):
-            saved.update({f"{backend.backend}:{name}": value for name, value in backend.values.items()})
-    return saved
+            groups.append((lambda key: f"backend {key.partition(':')[0]}'s output {key.partition(':')[2]!r}",
+                           {f"{backend.backend}:{name}": value for name, value in backend.values.items()}))
+    return saved_file(*groups)
 
 
 def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: float, rtol: float,

@@ -91,9 +91,10 @@ def cmd_run(args) -> int:
         print(f"wrote {args.save_inputs}")
     if args.save_outputs:
         from onnx_dml_lowering.runtime.feeds import check_feeds
-        from onnx_dml_lowering.runtime.saved_outputs import metadata
+        from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file
         meta = metadata(check_feeds(compiled.inputs, first_feeds, compiled.optional_inputs), f"run:{backends[0]}")
-        save_npz_file(args.save_outputs, {**first, **meta}, "the outputs")
+        save_npz_file(args.save_outputs, saved_file((lambda key: f"the model's output {key!r}", first),
+                                                    (lambda key: f"the file's own {key!r} entry", meta)), "the outputs")
         print(f"wrote {args.save_outputs}")
     if args.json:
         data = {"model": str(args.model), "feature_level": str(compiled.feature_level), "backends": records,

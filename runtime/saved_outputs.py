@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -45,6 +45,22 @@ def feeds_fingerprint(feeds: Mapping[str, object]) -> str:
 def metadata(feeds: Mapping[str, object], saved_by: str) -> "dict[str, np.ndarray]":
     """The reserved entries to save beside the outputs."""
     return {FEEDS_KEY: np.array(feeds_fingerprint(feeds)), SAVED_BY_KEY: np.array(saved_by)}
+
+
+def saved_file(*groups: "tuple[Callable[[str], str], Mapping[str, np.ndarray]]") -> "dict[str, np.ndarray]":
+    """The entries of a saved-outputs file from (describe, {key: value}) groups, or one line naming
+    the two values one key would hold (a model output named 'cpu:y' beside backend cpu's 'y', or
+    one named like the file's metadata): a file holds each key once, so one would silently go."""
+    out: "dict[str, np.ndarray]" = {}
+    owner: "dict[str, str]" = {}
+    for describe, entries in groups:
+        for key, value in entries.items():
+            if key in out:
+                raise DmlLowerError(f"--save-outputs: {owner[key]} and {describe(key)} would both be saved as "
+                                    f"{key!r}, and a file holds each name once (rename the output, or leave "
+                                    "--save-outputs out)")
+            out[key], owner[key] = value, describe(key)
+    return out
 
 
 def split_metadata(data: Mapping[str, np.ndarray]) -> "tuple[dict[str, np.ndarray], dict[str, str]]":

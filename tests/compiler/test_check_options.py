@@ -362,3 +362,24 @@ def test_a_model_with_nothing_to_lower_says_so_as_inspect_does(tmp_path, capsys)
     assert "  nothing lowered: no NonZero, EyeLike or Trilu node, and no idiom pattern matched" in out.splitlines()
     code, out, _ = cli(["inspect", path], capsys)
     assert "no NonZero, EyeLike or Trilu node, and no idiom pattern matched" in out
+
+
+@pytest.mark.parametrize("command, outputs, line", [
+    ("check", ["y", "cpu:y"], "--save-outputs: the model's output 'cpu:y' and backend cpu's output 'y' would both "
+                              "be saved as 'cpu:y'"),
+    ("check", ["y", "__saved_by__"], "--save-outputs: the model's output '__saved_by__' and the file's own "
+                                     "'__saved_by__' entry would both be saved as '__saved_by__'"),
+    ("run", ["y", "__feeds_sha256__"], "--save-outputs: the model's output '__feeds_sha256__' and the file's own "
+                                       "'__feeds_sha256__' entry would both be saved as '__feeds_sha256__'"),
+])
+def test_saved_outputs_never_drop_a_value_whose_key_is_taken(command, outputs, line, tmp_path, capsys):
+    """A file holds each key once: an output named like a backend's entry ('cpu:y') or like the
+    file's metadata would silently replace a value (a later --oracle then gave a false MISMATCH)."""
+    nodes = [h.make_node("EyeLike", ["x"], [outputs[0]], name="eye"),
+             h.make_node("Trilu", ["x"], [outputs[1]], name="tri")]
+    path = tmp_path / "m.onnx"
+    onnx.save(graph_model(nodes, [("x", T.FLOAT, [3, 3])], [(o, T.FLOAT, [3, 3]) for o in outputs], opset=17), path)
+    saved = tmp_path / "o.npz"
+    code, out, err = cli([command, path, "--backends", "cpu", "--save-outputs", saved], capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"dml-lower: error: {line}"), err
+    assert not saved.exists()

@@ -62,7 +62,7 @@ def run_loop(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
         for stack, value in zip(scans, results[1 + len(carried):]):
             stack.append(np.asarray(value))
         iteration += 1
-    stacked = [np.stack(stack) if stack else _empty_stack(outputs[1 + len(carried) + k])
+    stacked = [_stacked(stack, node, len(carried) + k) if stack else _empty_stack(outputs[1 + len(carried) + k])
                for k, stack in enumerate(scans)]
     return carried + stacked
 
@@ -95,8 +95,20 @@ def run_scan(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
             continue
         if out_dirs[k]:
             stack = stack[::-1]
-        finals.append(np.stack(stack, axis=out_axes[k] % (stack[0].ndim + 1)))
+        finals.append(_stacked(stack, node, len(states) + k, axis=out_axes[k] % (stack[0].ndim + 1)))
     return states + finals
+
+
+def _stacked(values: "list[np.ndarray]", node: onnx.NodeProto, index: int, axis: int = 0) -> np.ndarray:
+    """A scan output's per-iteration values stacked; one line when their shapes differ (a NonZero's
+    count changing between iterations, say), which ONNX cannot stack. `index`: the node output."""
+    shapes = list(dict.fromkeys(v.shape for v in values))
+    if len(shapes) > 1:
+        name = node.output[index] if index < len(node.output) else f"#{index}"
+        raise DmlLowerError(f"node {node.name}: {node.op_type} scan output {name!r} has shape {list(shapes[0])} in one "
+                            f"iteration and {list(shapes[1])} in another; ONNX stacks a scan output's values, so they "
+                            "must have one shape")
+    return np.stack(values, axis=axis)
 
 
 def run_control_flow(construct: str, node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,

@@ -292,6 +292,9 @@ class Oracle:
         for run in self._runs:
             env.update(self._evaluate(run, env))
         self.values = env
+        for name in self.output_names:          # a graph output that is an initializer no node reads
+            if name not in env and name in self._inits:
+                env[name] = tensor_array(self._inits[name])
         missing = [n for n in self.output_names if n not in env]
         if missing:
             raise DmlLowerError(f"the oracle produced no value for output {missing[0]!r}")

@@ -304,3 +304,20 @@ def test_check_reports_the_lowered_iterations():
     _, report = check(compiled, loop_feeds(3), ["cpu", "ort"], Tolerances())
     assert report.ok and report.control_flow_iterations == {"cpu": 3, "ort": 3}
     assert "[cpu] control flow: 3 branch / iteration runs of lowered bodies" in format_text(report)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "ort"])
+def test_scan_outputs_of_different_shapes_are_one_line(backend):
+    """A Loop stacking NonZero results whose count changes between iterations: ONNX cannot stack
+    them, and the host says so in one line naming the node and output (it was 'internal error:
+    ValueError' from numpy; found by a new-user trial)."""
+    V = h.make_tensor_value_info
+    body = h.make_graph([h.make_node("Identity", ["c"], ["co"]), h.make_node("Cast", ["i"], ["iv"], to=T.FLOAT),
+                         h.make_node("Less", ["iv", "x"], ["m"]), h.make_node("NonZero", ["m"], ["nz"])], "body",
+                        [V("i", T.INT64, []), V("c", T.BOOL, [])], [V("co", T.BOOL, []), V("nz", T.INT64, [1, None])])
+    model = graph_model([h.make_node("Loop", ["M", "c0"], ["rows"], body=body, name="loop")],
+                        [("M", T.INT64, []), ("c0", T.BOOL, []), ("x", T.FLOAT, [4])], [("rows", T.INT64, 3)])
+    feeds = {"M": np.array(3, np.int64), "c0": np.array(True), "x": np.array([0, 1, 2, 3], np.float32)}
+    with pytest.raises(DmlLowerError, match=r"^node loop: Loop scan output 'rows' has shape \[1, 3\] in one iteration "
+                                            r"and \[1, 2\] in another; ONNX stacks"):
+        compile_model(model).run(feeds, backend=backend)

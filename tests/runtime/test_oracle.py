@@ -170,3 +170,17 @@ def test_loop_scan_outputs_are_stacked_as_onnx_says():
     out = oracle.run({"x": np.ones((2, 3), np.float32), "m": np.array(2, np.int64), "c": np.array(True)})["ss"]
     assert out.shape == (2, 2, 3) and np.array_equal(out[1], np.eye(2, 3, dtype=np.float32))
     assert "stacks" in oracle.to_dict()["fallbacks"][0]["reason"]
+
+
+@pytest.mark.parametrize("kind", ["hybrid", "reference", "ort-cpu"])
+def test_a_graph_output_that_is_an_initializer(kind):
+    """An initializer no node reads, listed as a graph output, is an output like any other (the
+    hybrid oracle said 'produced no value for output' and check exited 2; found by a new-user trial)."""
+    w = np.array([1.5, -2.0], np.float32)
+    model = graph_model([h.make_node("EyeLike", ["x"], ["ey"], name="eye")], [("x", T.FLOAT, [3, 3])],
+                        [("ey", T.FLOAT, [3, 3]), ("w", T.FLOAT, [2])], initializers={"w": w})
+    compiled = compile_model(model)
+    feeds = {"x": np.zeros((3, 3), np.float32)}
+    got = make_oracle(compiled, kind).run(feeds)
+    assert np.array_equal(got["w"], w) and np.array_equal(got["ey"], np.eye(3, dtype=np.float32))
+    assert np.array_equal(compiled.run(feeds)["w"], w)

@@ -2,11 +2,13 @@
 
 `run_body(attribute, values)` runs one body (then_branch / else_branch / body) on its formal
 inputs in order and returns its outputs in order; the caller supplies captured outer values.
-Where onnx.reference and onnxruntime differ, this follows onnxruntime and the ONNX shape
+Where onnx.reference and onnxruntime differ, this follows the ONNX spec and its shape
 inference: a Loop's scan outputs are stacked on a new leading axis (onnx.reference's
-`np.vstack` concatenates them instead, which differs for scalars and rank >= 2 values), and a
-Loop with an empty condition input runs until the trip count or until the body's condition
-output turns false (onnx.reference runs no iteration at all then)."""
+`np.vstack` concatenates them instead, which differs for scalars and rank >= 2 values); a Loop
+given M and no condition input runs M trips, ignoring the body's condition output (a for loop in
+the spec's words; onnx.reference runs none, onnxruntime stops when that output turns false); with
+neither M nor a condition input, which the spec makes an endless loop, it stops when the body's
+condition output turns false, as onnxruntime does."""
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -58,6 +60,8 @@ def run_loop(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
     while keep_going and (limit is None or iteration < limit):
         results = run_body("body", [np.array(iteration, np.int64), np.array(keep_going, np.bool_)] + carried)
         keep_going = bool(_scalar(results[0], "the Loop body's condition output", node))
+        if cond is None and limit is not None:
+            keep_going = True               # M and no cond: a for loop, the body's cond is ignored
         carried = list(results[1:1 + len(carried)])
         for stack, value in zip(scans, results[1 + len(carried):]):
             stack.append(np.asarray(value))

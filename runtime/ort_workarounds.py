@@ -29,10 +29,18 @@ def _counter_outputs(node: onnx.NodeProto) -> "list[int]":
     return [k for k, out in enumerate(body.output) if k and out.name == counter]
 
 
+def _for_loop(node: onnx.NodeProto) -> bool:
+    """A Loop given M and no cond input: ONNX runs it M times whatever the body's cond says
+    ("cond = ...; // ignored"); onnxruntime stops when that turns false."""
+    return (node.op_type == "Loop" and node.domain in _STANDARD and len(node.input) > 0 and bool(node.input[0])
+            and (len(node.input) < 2 or not node.input[1]))
+
+
 def _needs(node: onnx.NodeProto) -> bool:
     if not node.attribute:          # no body: one field read
         return False
-    return bool(_counter_outputs(node)) or any(_needs(n) for g in _graphs(node) for n in g.node)
+    return (bool(_counter_outputs(node)) or _for_loop(node)
+            or any(_needs(n) for g in _graphs(node) for n in g.node))
 
 
 def _copy_counters(node: onnx.NodeProto) -> None:
@@ -42,22 +50,34 @@ def _copy_counters(node: onnx.NodeProto) -> None:
         for inner in graph.node:
             if _needs(inner):
                 _copy_counters(inner)
+    body = next((a.g for a in node.attribute if a.name == "body"), None)
     for k in _counter_outputs(node):
-        body = next(a.g for a in node.attribute if a.name == "body")
-        counter = body.input[0].name
-        taken = {v.name for v in list(body.input) + list(body.output)} | {o for n in body.node for o in n.output}
-        copy = f"{counter}_copy_{k}"
-        while copy in taken:
-            copy += "_"
-        body.node.append(onnx.helper.make_node("Identity", [counter], [copy], name=f"{node.name}/{copy}"))
+        copy = _fresh(body, f"{body.input[0].name}_copy_{k}")
+        body.node.append(onnx.helper.make_node("Identity", [body.input[0].name], [copy], name=f"{node.name}/{copy}"))
         body.output[k].name = copy
+    if _for_loop(node) and body is not None and body.output:
+        always = _fresh(body, "cond_ignored")       # the body's cond, which M-only Loops ignore
+        body.node.append(onnx.helper.make_node("Constant", [], [always], name=f"{node.name}/{always}",
+                                               value=onnx.helper.make_tensor(always, onnx.TensorProto.BOOL, [], [True])))
+        body.output[0].name = always
+
+
+def _fresh(body: onnx.GraphProto, name: str) -> str:
+    taken = {v.name for v in list(body.input) + list(body.output)} | {o for n in body.node for o in n.output}
+    while name in taken:
+        name += "_"
+    return name
 
 
 def loop_counter_copies(nodes: "list[onnx.NodeProto]") -> "list[onnx.NodeProto]":
-    """`nodes`, with a Loop (at any depth) whose body hands out its iteration-count input as an
-    output replaced by a copy that hands out an Identity of it. onnxruntime (1.32 and before) binds
-    such an output to the counter's own buffer, so every scan row reads the last count ([3, 3, 3]
-    for [0, 1, 2]) and a loop-carried value one past it. Unchanged nodes are the same objects."""
+    """`nodes`, with each Loop (at any depth) onnxruntime (1.32 and before) runs otherwise than ONNX
+    replaced by a copy it runs as ONNX does:
+    - a body that hands out its iteration-count input as an output hands out an Identity of it
+      (onnxruntime binds such an output to the counter's own buffer, so every scan row reads the
+      last count, [3, 3, 3] for [0, 1, 2], and a loop-carried value one past it);
+    - a Loop given M and no cond input gets a body whose cond output is a constant true (ONNX
+      ignores that cond and runs M trips; onnxruntime stops when it turns false).
+    Unchanged nodes are the same objects."""
     if not any(_needs(n) for n in nodes):
         return nodes
     out = []

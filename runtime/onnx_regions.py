@@ -14,7 +14,7 @@ from onnx_dml_lowering.ir.errors import first_line
 from .ort_providers import SessionSettings, few_elements
 from .weights import reference_evaluator
 from .ort_values import run_session
-from .ort_workarounds import loop_counter_copies
+from .ort_workarounds import loops_as_onnx_defines
 from .region_sessions import SharedSessions, deterministic, region_key
 
 class RegionRunner:
@@ -52,7 +52,7 @@ class RegionRunner:
 
         inputs = [vi(n) for n in step.inputs if n not in self.inits]
         inits = [self.inits[n] for n in step.inputs if n in self.inits]
-        graph = helper.make_graph(loop_counter_copies(nodes), step.name, inputs, [vi(n) for n in step.outputs], inits)
+        graph = helper.make_graph(loops_as_onnx_defines(nodes), step.name, inputs, [vi(n) for n in step.outputs], inits)
         sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
                                 ir_version=self.model.ir_version)
         sub.functions.extend(self.model.functions)

@@ -33,7 +33,7 @@ from .onnx_definitions import DefinitionsRegion, NotDefined, defines
 from .ort_providers import SessionSettings, few_elements, make_session
 from .weights import reference_evaluator, tensor_array
 from .ort_values import run_session
-from .ort_workarounds import loop_counter_copies
+from .ort_workarounds import loops_as_onnx_defines
 from .region_sessions import SharedSessions, deterministic, region_key
 from .saved_outputs import load_golden, split_metadata
 
@@ -215,7 +215,7 @@ class Oracle:
         return runs
 
     def _submodel(self, nodes: "list[onnx.NodeProto]", inputs: "list[str]", outputs: "list[str]") -> onnx.ModelProto:
-        graph = helper.make_graph(loop_counter_copies(nodes), "oracle_region",
+        graph = helper.make_graph(loops_as_onnx_defines(nodes), "oracle_region",
                                   [_value_info(n, self.types) for n in inputs if n not in self._inits],
                                   [_value_info(n, self.types) for n in outputs],
                                   [self._inits[n] for n in inputs if n in self._inits])

@@ -43,13 +43,14 @@ def _needs(node: onnx.NodeProto) -> bool:
             or any(_needs(n) for g in _graphs(node) for n in g.node))
 
 
-def _copy_counters(node: onnx.NodeProto) -> None:
-    """In place, bodies first: each body output that is a Loop's iteration count becomes an
-    Identity of it (the same value, a buffer of its own)."""
+def _rewrite(node: onnx.NodeProto) -> None:
+    """In place, bodies first: a body output that is the Loop's iteration count becomes an
+    Identity of it (the same value, a buffer of its own); an M-only Loop's body cond output
+    becomes a constant true."""
     for graph in _graphs(node):
         for inner in graph.node:
             if _needs(inner):
-                _copy_counters(inner)
+                _rewrite(inner)
     body = next((a.g for a in node.attribute if a.name == "body"), None)
     for k in _counter_outputs(node):
         copy = _fresh(body, f"{body.input[0].name}_copy_{k}")
@@ -69,7 +70,7 @@ def _fresh(body: onnx.GraphProto, name: str) -> str:
     return name
 
 
-def loop_counter_copies(nodes: "list[onnx.NodeProto]") -> "list[onnx.NodeProto]":
+def loops_as_onnx_defines(nodes: "list[onnx.NodeProto]") -> "list[onnx.NodeProto]":
     """`nodes`, with each Loop (at any depth) onnxruntime (1.32 and before) runs otherwise than ONNX
     replaced by a copy it runs as ONNX does:
     - a body that hands out its iteration-count input as an output hands out an Identity of it
@@ -84,7 +85,7 @@ def loop_counter_copies(nodes: "list[onnx.NodeProto]") -> "list[onnx.NodeProto]"
     for node in nodes:
         if _needs(node):
             node = _copied(node)
-            _copy_counters(node)
+            _rewrite(node)
         out.append(node)
     return out
 

@@ -12,7 +12,7 @@ from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.runtime.check import Tolerances, check
-from onnx_dml_lowering.runtime.ort_workarounds import loop_counter_copies
+from onnx_dml_lowering.runtime.ort_workarounds import loops_as_onnx_defines
 from tests.builders import graph_model
 
 V = h.make_tensor_value_info
@@ -64,13 +64,13 @@ def test_nested_loops_are_copied_and_the_originals_left_alone():
     then = h.make_graph([inner], "then", [], [V("rows", T.INT64, [None])])
     outer = h.make_node("If", ["flag"], ["rows_out"], name="if", then_branch=then, else_branch=then)
     before = outer.SerializeToString()
-    (copied,) = loop_counter_copies([outer])
+    (copied,) = loops_as_onnx_defines([outer])
     assert outer.SerializeToString() == before and copied is not outer
     body = copied.attribute[0].g.node[0].attribute[0].g
     assert body.output[1].name != "i" and body.node[-1].op_type == "Identity" and body.node[-1].input == ["i"]
     plain = [h.make_node("Relu", ["a"], ["b"]), counter_loop(False, False).graph.node[0]]
     plain[1].attribute[0].g.output[1].name = "co"          # a body output that is not the count
-    assert loop_counter_copies(plain) is plain
+    assert loops_as_onnx_defines(plain) is plain
 
 
 @pytest.mark.parametrize("trips", [0, 1, 5])

@@ -5,7 +5,8 @@ onnxruntime in the same run.
 
 Builds tests/big_models.py's model in a temporary folder: one float32 weight of N elements
 (default 600M: 2.4 GB) in a sparse external data file, read whole by a ReduceMax and in a few places
-by a Gather feeding NonZero / EyeLike. Then, each as a fresh process, measured by its own peak
+by a Gather feeding NonZero / EyeLike; then the same with the weight stored as a 2-D matrix (which
+the band idioms examine) and with that matrix also a graph input (a default a feed overrides). Then, each as a fresh process, measured by its own peak
 resident set size (os.wait4's ru_maxrss, file-backed pages of memory maps included):
 
 1. `dml-lower check MODEL --backends ...` (compile, the lowered run on each backend, the hybrid
@@ -79,9 +80,13 @@ def main() -> None:
               f"({weights / 2**30:.2f} GiB) in a sparse external data file "
               f"({'past' if weights > 2**31 else 'under'} 2 GB)")
         cli = [sys.executable, "-m", "onnx_dml_lowering.compiler"]
+        matrix = write_big_model(Path(folder) / "matrix", elements=args.elements, matrix=True)
+        as_input = write_big_model(Path(folder) / "input", elements=args.elements, matrix=True, as_input=True)
         rows = [
             (f"dml-lower check --backends {args.backends}",
              [*cli, "check", str(path), "--backends", args.backends]),
+            ("  the same, the weight a 2-D matrix", [*cli, "check", str(matrix), "--backends", args.backends]),
+            ("  the same, the matrix also a graph input", [*cli, "check", str(as_input), "--backends", args.backends]),
             ("dml-lower compile", [*cli, "compile", str(path)]),
             ("dml-lower run (the emulator)", [*cli, "run", str(path)]),
             ("onnxruntime: session + one run (default options)",
@@ -89,15 +94,16 @@ def main() -> None:
             ("onnxruntime: session + one run (optimizations disabled)",
              [sys.executable, "-c", ORT_PROCESS, str(path), "disabled"]),
         ]
-        warm(path.parent / "big.onnx.data")
+        for model in (path, matrix, as_input):
+            warm(model.parent / "big.onnx.data")
         results = [(name, *measure(argv)) for name, argv in rows]
-    check_rss = results[0][1]
+    check_rss = max(rss for _, rss, _, _ in results[:3])
     print(f"{'process':58} {'peak RSS':>10} {'x weights':>10} {'check/this':>11} {'wall':>8}")
     for name, rss, seconds, _ in results:
         print(f"{name:58} {rss / 2**30:>6.2f} GiB {rss / weights:>9.2f}x {check_rss / rss:>10.2f}x "
               f"{seconds:>7.1f}s")
     verdict = "met" if check_rss <= 1.3 * weights else "NOT met"
-    print(f"target: check peak RSS <= 1.3x the weights: {verdict} ({check_rss / weights:.2f}x)")
+    print(f"target: check peak RSS <= 1.3x the weights, every variant: {verdict} (worst {check_rss / weights:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -89,10 +89,39 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
         onnx.checker.check_model(checked)
     except onnx.checker.ValidationError as exc:
         raise DmlLowerError(_explain_checker(model, ' '.join(str(exc).split()))) from None
+    # Data propagation makes a shape of every rank-1 value it derives, one entry per element: a
+    # large weight flattened and then gathered from took 24 GB (onnx 1.23). Shape values are small,
+    # so where an initializer that large exists, a plain pass comes first and data propagation runs
+    # only when no rank-1 value is that large.
     try:
+        if any(_elements(t) > DATA_PROP_ELEMENTS for t in model.graph.initializer):
+            plain = shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+            if _large_flat_value(plain):
+                return plain
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except (shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
         raise DmlLowerError(f"ONNX shape inference failed: {' '.join(str(exc).split())}") from None
+
+
+# A rank-1 value past this many elements is no shape value: data propagation would list it whole,
+# about 40 bytes an element (a flattened activation of a detector is far below).
+DATA_PROP_ELEMENTS = 1 << 24
+
+
+def _large_flat_value(model: onnx.ModelProto) -> bool:
+    for vi in list(model.graph.value_info) + list(model.graph.output):
+        shape = vi.type.tensor_type.shape if vi.type.HasField("tensor_type") else None
+        if shape is not None and len(shape.dim) == 1 and shape.dim[0].HasField("dim_value") \
+                and shape.dim[0].dim_value > DATA_PROP_ELEMENTS:
+            return True
+    return False
+
+
+def _elements(tensor: onnx.TensorProto) -> int:
+    count = 1
+    for d in tensor.dims:
+        count *= int(d)
+    return count
 
 
 def mark_outputs(model: onnx.ModelProto, names: "list[str] | str") -> "list[str]":

@@ -99,31 +99,49 @@ def _output(graph: Graph, names: Names, dtype, sizes) -> str:
     return view
 
 
+# Elements find_band examines at once: an initializer is read block by block, never copied whole
+# nor given full-size temporaries (a 2.4 GB weight is a candidate like any other).
+BAND_BLOCK = 1 << 20
+
+
 def find_band(array: np.ndarray) -> "tuple[int, int, bool, Any] | None":
     """(begin, end, inverted, value) if every matrix of `array` is one value on a band of
-    diagonals (or outside one) and +0 elsewhere; None otherwise."""
+    diagonals (or outside one) and +0 elsewhere; None otherwise. The first row decides most
+    arrays (a weight's holds several values); the rest is read in blocks of rows."""
     if array.ndim < 2 or array.size == 0 or array.dtype.kind not in "biuf":
         return None
     rows, cols = array.shape[-2:]
     if rows < 2 or cols < 2:
         return None
-    bits = array.reshape(-1, rows, cols)
-    bits = bits.view(np.uint8) if bits.dtype == np.bool_ else bits.view(f"u{bits.dtype.itemsize}")
-    first = bits[0]
-    if bits.shape[0] > 1 and not np.array_equal(bits, np.broadcast_to(first, bits.shape)):
+    matrices = array.reshape(-1, rows, cols)
+    bits = matrices.view(np.uint8) if matrices.dtype == np.bool_ else matrices.view(f"u{matrices.dtype.itemsize}")
+    row = bits[0, 0]
+    set_in_row = row[row != 0]
+    if set_in_row.size and not np.all(set_in_row == set_in_row[0]):
         return None
-    nonzero = first != 0
-    if not nonzero.any() or nonzero.all():
-        return None
-    value_bits = first[nonzero]
-    if not np.all(value_bits == value_bits[0]):
-        return None
-    value = array.reshape(-1)[np.flatnonzero(nonzero.reshape(-1))[0]]
+    value_bits, first = None, None
+    filled = np.zeros(rows + cols - 1, np.int64)            # set elements per diagonal x - y + rows - 1
+    step = max(1, BAND_BLOCK // cols)
+    for top in range(0, rows, step):
+        block = bits[0, top:top + step]
+        if any(not np.array_equal(bits[b, top:top + step], block) for b in range(1, bits.shape[0])):
+            return None                                      # one matrix differs
+        ys, xs = np.nonzero(block)
+        if not ys.size:
+            continue
+        values = block[ys, xs]
+        if value_bits is None:
+            value_bits, first = values[0], (top + int(ys[0]), int(xs[0]))
+        if not np.all(values == value_bits):
+            return None
+        filled += np.bincount(xs - ys + (rows - 1 - top), minlength=rows + cols - 1)
+    if first is None or int(filled.sum()) == rows * cols:
+        return None                                          # all zero, or no zero at all
+    value = matrices[0][first]
     if array.dtype.kind == "f" and np.isnan(value):
         return None
-    diagonal = (np.arange(cols)[None, :] - np.arange(rows)[:, None]) + (rows - 1)
-    filled = np.bincount(diagonal[nonzero], minlength=rows + cols - 1)
-    lengths = np.bincount(diagonal.reshape(-1), minlength=rows + cols - 1)
+    k = np.arange(rows + cols - 1) - (rows - 1)
+    lengths = np.where(k >= 0, np.minimum(rows, cols - k), np.minimum(rows + k, cols))
     if np.any((filled != 0) & (filled != lengths)):
         return None                              # a diagonal only partly filled
     on = np.flatnonzero(filled) - (rows - 1)     # the filled diagonals x - y, ascending

@@ -133,3 +133,31 @@ def test_an_in_memory_proto_past_the_limit_is_refused_in_one_line(monkeypatch):
     monkeypatch.setattr(frontend, "PROTO_LIMIT", model.ByteSize() - 1)      # stands for 2 GB
     with pytest.raises(DmlLowerError, match="passes protobuf's 2 GB limit: save it with its weights as external"):
         compile_model(model)
+
+
+@pytest.mark.bigmodel
+@pytest.mark.parametrize("as_input", [False, True], ids=["matrix", "matrix also an input"])
+def test_check_of_a_big_matrix_stays_near_one_copy_of_it(big, tmp_path, as_input):
+    """The weight as a 2.4 GB matrix (which the band idioms examine, flattened by a Reshape before
+    its Gather), and that matrix also a graph input (a default the oracle and the lowered run both
+    feed): a check process peaks near one copy of it. Before: the band search's full-size
+    temporaries and onnx's data propagation (one shape entry per element of the flattened weight)
+    took over 24 GB, and comparing the two sides' feeds read the mapped file twice (2x)."""
+    import subprocess
+    import sys
+    path = write_big_model(tmp_path / "m", matrix=True, as_input=as_input)
+    saved = tmp_path / "o.npz"
+    np.savez(tmp_path / "x.npz", x=X)
+    process = subprocess.Popen([sys.executable, "-m", "onnx_dml_lowering.compiler", "check", str(path), "--backends",
+                                "cpu,ort", "--inputs", str(tmp_path / "x.npz"), "--save-outputs", str(saved), "-q"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    error = process.stderr.read().decode(errors="replace")
+    process.stderr.close()
+    assert os.waitstatus_to_exitcode(status) == 0, error
+    outputs = dict(np.load(saved))
+    expected = expected_outputs(X)
+    for prefix in ("", "cpu:", "ort:"):
+        assert_exact({n: outputs[prefix + n] for n in expected}, expected)
+    assert usage.ru_maxrss * 1024 < 1.5 * WEIGHT_ELEMENTS * 4, usage.ru_maxrss
+    (tmp_path / "m" / "big.onnx.data").unlink()

@@ -140,3 +140,34 @@ def test_readme_excerpt_is_real(capsys, monkeypatch):
     monkeypatch.chdir(root)
     code, out, _ = cli(shlex.split(found.group(1)), capsys)
     assert code == 0 and out.endswith(found.group(2)) and "DIAGONAL_MATRIX1" in found.group(2)
+
+
+def test_shape_inference_skips_data_propagation_over_a_flattened_weight(monkeypatch):
+    """onnx's data propagation lists a rank-1 value it derives element by element: a large weight
+    flattened then gathered from took 24 GB. Past DATA_PROP_ELEMENTS a plain pass decides (here
+    the limit is lowered to a 100 x 100 weight)."""
+    from onnx import shape_inference
+
+    from onnx_dml_lowering.compiler import frontend
+    calls = []
+    real = shape_inference.infer_shapes
+
+    def spy(model, *args, **kwargs):
+        calls.append(kwargs.get("data_prop", False))
+        return real(model, *args, **kwargs)
+    monkeypatch.setattr(frontend.shape_inference, "infer_shapes", spy)
+    monkeypatch.setattr(frontend, "DATA_PROP_ELEMENTS", 1000)
+    weight = np.arange(10000, dtype=np.float32).reshape(100, 100)
+    nodes = [h.make_node("Reshape", ["W", "flat"], ["w_flat"], name="flatten"),
+             h.make_node("Gather", ["w_flat", "pick"], ["g"], name="gather"),
+             h.make_node("NonZero", ["g"], ["nz"], name="nz")]
+    model = graph_model(nodes, [("pick", T.INT64, [3])], [("nz", T.INT64, [1, None])],
+                        initializers={"W": weight, "flat": np.array([-1], np.int64)})
+    compiled = compile_model(model)
+    assert calls == [False]                                     # the plain pass saw w_flat [10000]
+    out = compiled.run({"pick": np.array([0, 5, 9999], np.int64)})
+    assert out["nz"].tolist() == [[1, 2]]
+    calls.clear()
+    monkeypatch.setattr(frontend, "DATA_PROP_ELEMENTS", 1 << 24)
+    compile_model(model)
+    assert calls == [True]                                      # below the limit: data propagation as ever

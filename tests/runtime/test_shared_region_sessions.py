@@ -171,3 +171,18 @@ def test_recalled_results_follow_the_callers_output_order():
     cache.remember(key, {"x": np.arange(2.0)}, {"a": a, "b": b})
     taken = cache.recall(key, {"x": np.arange(2.0)})
     assert taken["a"] is a and taken["b"] is b
+
+
+def test_feeds_over_one_memory_are_the_same_bits_unread():
+    """Two array objects over one memory (the lowered run's np.asarray of the oracle's mapped
+    weight) are the same bits, decided without reading them: a weight's pages are not touched."""
+    cache = SharedSessions()
+    key = region_key([helper.make_node("Relu", ["x"], ["y"], name="r")], ["x"], [], ["y"], ["CPUExecutionProvider"])
+    weight = np.arange(12, dtype=np.float32).reshape(3, 4)
+    cache.remember(key, {"x": weight}, {"y": weight})
+    view = np.asarray(weight).view()
+    assert view is not weight and cache.recall(key, {"x": view}) is not None
+    cache.remember(key, {"x": weight}, {"y": weight})
+    assert cache.recall(key, {"x": weight.T.copy().T}) is not None           # other memory, equal bits: read
+    cache.remember(key, {"x": weight}, {"y": weight})
+    assert cache.recall(key, {"x": weight[:, ::-1]}) is None                   # one memory, other strides

@@ -77,7 +77,13 @@ def cmd_check(args) -> int:
     tolerances = Tolerances.parse(args.atol, args.rtol)
     sets = feed_sets(compiled, args)
     feeds = next(sets)
-    more = sets                 # a generator: the feed sets are drawn as check consumes them
+    under_way = [feeds]         # the set being checked, saved by --save-inputs if check fails on it
+
+    def drawn():                # a generator: the feed sets are drawn as check consumes them
+        for feed_set in sets:
+            under_way[0] = feed_set
+            yield feed_set
+    more = drawn()
     loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
     try:
         feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
@@ -88,8 +94,8 @@ def cmd_check(args) -> int:
     except DmlLowerError as exc:
         if not args.save_inputs:
             raise
-        # the feeds of a failed check are the ones needed to reproduce it
-        save_npz_file(args.save_inputs, feeds, "the inputs")
+        # the feeds of a failed check (the set under way) are the ones needed to reproduce it
+        save_npz_file(args.save_inputs, under_way[0], "the inputs")
         raise DmlLowerError(f"{exc} (the inputs are saved in {args.save_inputs})") from None
     if args.dim and not args.inputs and not getattr(args, "data_loader_script", None):
         report.dims = parse_dims(compiled, args)

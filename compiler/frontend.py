@@ -1,6 +1,7 @@
 """Load, check and shape-infer an ONNX model; describe its nodes as plain data for the rules."""
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -98,6 +99,7 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
             plain = shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
             if _large_flat_value(plain):
                 return plain
+            del plain                   # a copy of every inline weight: not kept through the next pass
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except (shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
         raise DmlLowerError(f"ONNX shape inference failed: {' '.join(str(exc).split())}") from None
@@ -109,11 +111,30 @@ DATA_PROP_ELEMENTS = 1 << 24
 
 
 def _large_flat_value(model: onnx.ModelProto) -> bool:
-    for vi in list(model.graph.value_info) + list(model.graph.output):
-        shape = vi.type.tensor_type.shape if vi.type.HasField("tensor_type") else None
-        if shape is not None and len(shape.dim) == 1 and shape.dim[0].HasField("dim_value") \
-                and shape.dim[0].dim_value > DATA_PROP_ELEMENTS:
+    """A rank-1 value past DATA_PROP_ELEMENTS, or one that may be: a node reading a value that
+    large whose output's rank or size the plain pass does not know (a Reshape to a size computed
+    from Shape, which data propagation would resolve)."""
+    shapes: "dict[str, list[int | None] | None]" = {}
+    for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
+        tensor = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        shapes[vi.name] = (None if tensor is None or not tensor.HasField("shape") else
+                           [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim])
+    for t in model.graph.initializer:
+        shapes[t.name] = [int(d) for d in t.dims]
+
+    def large(name: str) -> bool:
+        shape = shapes.get(name)
+        return shape is not None and None not in shape and math.prod(shape) > DATA_PROP_ELEMENTS
+
+    for name, shape in shapes.items():
+        if shape is not None and len(shape) == 1 and large(name):
             return True
+    for node in model.graph.node:
+        if any(large(i) for i in node.input if i):
+            for out in node.output:
+                shape = shapes.get(out)
+                if out and (shape is None or (len(shape) <= 1 and None in shape)):
+                    return True
     return False
 
 

@@ -124,8 +124,10 @@ def find_band(array: np.ndarray) -> "tuple[int, int, bool, Any] | None":
     step = max(1, BAND_BLOCK // cols)
     for top in range(0, rows, step):
         block = bits[0, top:top + step]
-        if any(not np.array_equal(bits[b, top:top + step], block) for b in range(1, bits.shape[0])):
-            return None                                      # one matrix differs
+        group = max(1, BAND_BLOCK // block.size)             # matrices compared at once
+        for first_matrix in range(1, bits.shape[0], group):
+            if not np.all(bits[first_matrix:first_matrix + group, top:top + step] == block):
+                return None                                  # one matrix differs
         ys, xs = np.nonzero(block)
         if not ys.size:
             continue

@@ -43,30 +43,43 @@ def _needs(node: onnx.NodeProto) -> bool:
             or any(_needs(n) for g in _graphs(node) for n in g.node))
 
 
-def _rewrite(node: onnx.NodeProto) -> None:
+def _names(nodes, into: "set[str]") -> "set[str]":
+    """Every value name the nodes and their bodies (at any depth) read, write or declare."""
+    for node in nodes:
+        into.update(node.input)
+        into.update(node.output)
+        for graph in _graphs(node):
+            into.update(v.name for v in list(graph.input) + list(graph.output) + list(graph.value_info))
+            into.update(t.name for t in graph.initializer)
+            _names(graph.node, into)
+    return into
+
+
+def _rewrite(node: onnx.NodeProto, taken: "set[str]") -> None:
     """In place, bodies first: a body output that is the Loop's iteration count becomes an
     Identity of it (the same value, a buffer of its own); an M-only Loop's body cond output
     becomes a constant true."""
     for graph in _graphs(node):
         for inner in graph.node:
             if _needs(inner):
-                _rewrite(inner)
+                _rewrite(inner, taken)
     body = next((a.g for a in node.attribute if a.name == "body"), None)
     for k in _counter_outputs(node):
-        copy = _fresh(body, f"{body.input[0].name}_copy_{k}")
+        copy = _fresh(taken, f"{body.input[0].name}_copy_{k}")
         body.node.append(onnx.helper.make_node("Identity", [body.input[0].name], [copy], name=f"{node.name}/{copy}"))
         body.output[k].name = copy
     if _for_loop(node) and body is not None and body.output:
-        always = _fresh(body, "cond_ignored")       # the body's cond, which M-only Loops ignore
+        always = _fresh(taken, "cond_ignored")      # the body's cond, which M-only Loops ignore
         body.node.append(onnx.helper.make_node("Constant", [], [always], name=f"{node.name}/{always}",
                                                value=onnx.helper.make_tensor(always, onnx.TensorProto.BOOL, [], [True])))
         body.output[0].name = always
 
 
-def _fresh(body: onnx.GraphProto, name: str) -> str:
-    taken = {v.name for v in list(body.input) + list(body.output)} | {o for n in body.node for o in n.output}
+def _fresh(taken: "set[str]", name: str) -> str:
+    """A name no value of the sub-model has (SSA: onnxruntime refuses a name made twice), taken."""
     while name in taken:
         name += "_"
+    taken.add(name)
     return name
 
 
@@ -81,11 +94,12 @@ def loops_as_onnx_defines(nodes: "list[onnx.NodeProto]") -> "list[onnx.NodeProto
     Unchanged nodes are the same objects."""
     if not any(_needs(n) for n in nodes):
         return nodes
+    taken = _names(nodes, set())
     out = []
     for node in nodes:
         if _needs(node):
             node = _copied(node)
-            _rewrite(node)
+            _rewrite(node, taken)
         out.append(node)
     return out
 

@@ -95,9 +95,24 @@ class LoadedOutputs:
                  f"run-{saved_by[4:]}" if saved_by.startswith("run:") else "outputs")
         groups: "dict[str, dict[str, np.ndarray]]" = {}
         for key, value in data.items():
-            backend, sep, output = key.rpartition(":")
-            groups.setdefault(PREFIX + (backend if sep else plain), {})[output if sep else key] = value
+            backend, output = _split_key(key, data, known=bool(saved_by))
+            groups.setdefault(PREFIX + (backend or plain), {})[output] = value
         return LoadedOutputs(groups, path, meta)
+
+
+def _split_key(key: str, keys, known: bool) -> "tuple[str, str]":
+    """(backend, output) of a saved key: BACKEND:OUTPUT where OUTPUT is itself a key of the file (a
+    check file holds the oracle's value of every output it holds a backend's of), the longest such;
+    else a plain output ('', key), whatever colons its name has (tf2onnx's 'y:0'). A file that does
+    not say who saved it (older, or made by hand) splits at the last colon as before."""
+    matches = [o for o in keys if o != key and key.endswith(":" + o) and len(key) > len(o) + 1]
+    if matches:
+        output = max(matches, key=len)
+        return key[:len(key) - len(output) - 1], output
+    if known:
+        return "", key
+    backend, sep, output = key.rpartition(":")
+    return (backend, output) if sep else ("", key)
 
 
 def describe_saved(label: str) -> str:

@@ -383,3 +383,37 @@ def test_saved_outputs_never_drop_a_value_whose_key_is_taken(command, outputs, l
     code, out, err = cli([command, path, "--backends", "cpu", "--save-outputs", saved], capsys)
     assert code == 2 and err.count("\n") == 1 and err.startswith(f"dml-lower: error: {line}"), err
     assert not saved.exists()
+
+
+def test_outputs_named_with_colons_load_back_as_saved(tmp_path, capsys):
+    """tf2onnx names outputs 'y:0': a saved check file splits BACKEND:OUTPUT at an output it holds,
+    not at the last colon (which read 'cpu:y:0' as backend 'cpu:y', output '0')."""
+    path = tmp_path / "m.onnx"
+    onnx.save(graph_model([h.make_node("NonZero", ["x"], ["y:0"], name="nz")], [("x", T.FLOAT, [5])],
+                          [("y:0", T.INT64, [1, None])]), path)
+    saved, out_json = tmp_path / "o.npz", tmp_path / "r.json"
+    code, _, err = cli(["check", path, "--backends", "cpu,ort", "--save-outputs", saved], capsys)
+    assert code == 0, err
+    code, out, err = cli(["check", path, "--backends", "cpu", "--load-outputs", saved, "--json", out_json], capsys)
+    assert code == 0, out + err
+    backends = {b["backend"]: [o["output"] for o in b["outputs"]] for b in json.loads(out_json.read_text())["backends"]}
+    assert backends == {"cpu": ["y:0"], "saved:cpu": ["y:0"], "saved:ort": ["y:0"], "saved:oracle": ["y:0"]}
+
+
+def test_save_inputs_saves_the_feed_set_that_failed(tmp_path, capsys):
+    """A later feed set past the memory limit fails the check: --save-inputs writes that set (the
+    one to reproduce it with), not the first."""
+    path = tmp_path / "m.onnx"
+    onnx.save(graph_model([h.make_node("NonZero", ["x"], ["nz"], name="nz")], [("x", T.FLOAT, ["n"])],
+                          [("nz", T.INT64, [1, None])]), path)
+    loader = tmp_path / "dl.py"
+    loader.write_text("import numpy as np\n"
+                      "def load_data():\n"
+                      "    yield {'x': np.ones(4, np.float32)}\n"
+                      "    yield {'x': np.ones(200000, np.float32)}\n")
+    saved = tmp_path / "in.npz"
+    code, out, err = cli(["check", path, "--data-loader-script", loader, "--memory-limit", "1MiB",
+                          "--save-inputs", saved], capsys)
+    assert code == 2 and "memory limit" in err and err.rstrip().endswith(f"(the inputs are saved in {saved})"), err
+    with np.load(saved) as data:
+        assert data["x"].shape == (200000,)

@@ -167,6 +167,14 @@ def test_shape_inference_skips_data_propagation_over_a_flattened_weight(monkeypa
     assert calls == [False]                                     # the plain pass saw w_flat [10000]
     out = compiled.run({"pick": np.array([0, 5, 9999], np.int64)})
     assert out["nz"].tolist() == [[1, 2]]
+    # the flattened size computed from Shape (as exporters write it): unknown to the plain pass
+    computed = [h.make_node("Shape", ["W"], ["s"], name="shape"),
+                h.make_node("ReduceProd", ["s"], ["n"], name="prod", keepdims=1)] + nodes
+    computed[2] = h.make_node("Reshape", ["W", "n"], ["w_flat"], name="flatten")
+    model2 = graph_model(computed, [("pick", T.INT64, [3])], [("nz", T.INT64, [1, None])], initializers={"W": weight})
+    calls.clear()
+    assert compile_model(model2).run({"pick": np.array([0, 5, 9999], np.int64)})["nz"].tolist() == [[1, 2]]
+    assert calls == [False]
     calls.clear()
     monkeypatch.setattr(frontend, "DATA_PROP_ELEMENTS", 1 << 24)
     compile_model(model)

@@ -94,3 +94,24 @@ def test_a_for_loop_runs_m_trips_in_onnx_regions_too(trips):
     status = {(o.backend, o.output): o.status for b in report.backends for o in b.outputs}
     assert status[("cpu", "vf")] == "match"
     assert status[("ort-cpu", "vf")] == ("mismatch" if trips > 2 else "match")
+
+
+def test_the_rewrite_takes_no_name_the_model_has():
+    """The names the rewrite makes are new to the whole sub-model, outer values and other bodies
+    included (onnxruntime refuses a name made twice); the model's own 'cond_ignored' stays its own."""
+    body = h.make_graph([h.make_node("Less", ["i", "one"], ["co"]), h.make_node("Add", ["v", "i"], ["v2"])], "body",
+                        [V("i", T.INT64, []), V("c", T.BOOL, []), V("v", T.INT64, [])],
+                        [V("co", T.BOOL, []), V("v2", T.INT64, [])],
+                        [onnx.numpy_helper.from_array(np.array(1, np.int64), "one")])
+    nodes = [h.make_node("Identity", ["v0"], ["cond_ignored"], name="outer"),
+             h.make_node("Identity", ["v0"], ["i_copy_1"], name="outer2"),
+             h.make_node("Loop", ["M", "", "cond_ignored"], ["vf"], name="loop", body=body),
+             h.make_node("Add", ["vf", "i_copy_1"], ["y"], name="add")]
+    model = graph_model(nodes, [("M", T.INT64, []), ("v0", T.INT64, [])], [("y", T.INT64, [])])
+    feeds = {"M": np.array(4, np.int64), "v0": np.array(10, np.int64)}
+    compiled = compile_model(model)
+    _, report = check(compiled, feeds, ["cpu"], Tolerances())
+    assert int(report.expected["y"]) == 10 + (0 + 1 + 2 + 3) + 10 and report.ok
+    rewritten = loops_as_onnx_defines(list(model.graph.node))
+    made = [o for n in rewritten[2].attribute[0].g.node for o in n.output]
+    assert "cond_ignored" not in made and len(set(made)) == len(made)

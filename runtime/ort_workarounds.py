@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import onnx
 
+from onnx_dml_lowering.lowering.schedule import may_hold_bodies
+
 _STANDARD = ("", "ai.onnx")
 
 
@@ -37,7 +39,7 @@ def _for_loop(node: onnx.NodeProto) -> bool:
 
 
 def _needs(node: onnx.NodeProto) -> bool:
-    if not node.attribute:          # no body: one field read
+    if not may_hold_bodies(node):   # op type and domain: most nodes end here
         return False
     return (bool(_counter_outputs(node)) or _for_loop(node)
             or any(_needs(n) for g in _graphs(node) for n in g.node))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .cli_feeds import feed_sets, parse_dims
+from .cli_feeds import draws_random_feeds, feed_sets, parse_dims
 from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
                           session_settings, tolerance_options, write_file)
 from .zoo import add_zoo_options
@@ -97,7 +97,7 @@ def cmd_check(args) -> int:
         # the feeds of a failed check (the set under way) are the ones needed to reproduce it
         save_npz_file(args.save_inputs, under_way[0], "the inputs")
         raise DmlLowerError(f"{exc} (the inputs are saved in {args.save_inputs})") from None
-    if args.dim and not args.inputs and not getattr(args, "data_loader_script", None):
+    if args.dim and draws_random_feeds(args):
         report.dims = parse_dims(compiled, args)
     if args.save_inputs:
         save_npz_file(args.save_inputs, feeds, "the inputs")
@@ -124,9 +124,7 @@ def cmd_check(args) -> int:
 
 def _seed_label(args) -> "Callable[[int], str] | None":
     """Names random feed set #i by its seed (--iterations N draws seeds SEED .. SEED+N-1)."""
-    if args.inputs or getattr(args, "data_loader_script", None):
-        return None
-    return lambda index: f"seed {args.seed + index}"
+    return (lambda index: f"seed {args.seed + index}") if draws_random_feeds(args) else None
 
 
 def _outputs_arg(args) -> "list[str] | str | None":

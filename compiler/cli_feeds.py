@@ -20,6 +20,11 @@ def memory_limit(args) -> int:
     return default_limit() if limit is None else parse_size(limit)
 
 
+def draws_random_feeds(args) -> bool:
+    """No --inputs file and no data loader script: seeded random feeds, shaped by --dim."""
+    return not (getattr(args, "inputs", None) or getattr(args, "data_loader_script", None))
+
+
 def first_feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
     """The first feed set (see feed_sets)."""
     return next(feed_sets(compiled, args))

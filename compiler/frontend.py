@@ -95,7 +95,7 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     # so where an initializer that large exists, a plain pass comes first and data propagation runs
     # only when no rank-1 value is that large.
     try:
-        if any(_elements(t) > DATA_PROP_ELEMENTS for t in model.graph.initializer):
+        if any(math.prod(t.dims) > DATA_PROP_ELEMENTS for t in model.graph.initializer):
             plain = shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
             if _large_flat_value(plain):
                 return plain
@@ -136,13 +136,6 @@ def _large_flat_value(model: onnx.ModelProto) -> bool:
                 if out and (shape is None or (len(shape) <= 1 and None in shape)):
                     return True
     return False
-
-
-def _elements(tensor: onnx.TensorProto) -> int:
-    count = 1
-    for d in tensor.dims:
-        count *= int(d)
-    return count
 
 
 def mark_outputs(model: onnx.ModelProto, names: "list[str] | str") -> "list[str]":

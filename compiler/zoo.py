@@ -117,8 +117,8 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     results = _schedule(models, options, executor, args)
     seconds = time.perf_counter() - start
     print(format_summary(results))
-    random = not (getattr(args, "inputs", None) or getattr(args, "data_loader_script", None))
-    unused = unused_dims(getattr(args, "dim", None) or [], results) if random else []
+    from .cli_feeds import draws_random_feeds
+    unused = unused_dims(getattr(args, "dim", None) or [], results) if draws_random_feeds(args) else []
     for name in unused:
         print(f"zoo: --dim {name}: no model checked has an input dimension of that name", file=sys.stderr)
     if args.json:

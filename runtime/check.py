@@ -177,7 +177,7 @@ def scalar_nonzero_outputs(compiled) -> "dict[str, str]":
     """Outputs produced directly by a NonZero over a 0-d input: node name by output name."""
     out = {}
     for node in compiled.model.graph.node:
-        if node.op_type == "NonZero" and node.domain in ("", "ai.onnx"):
+        if _is_nonzero(node):
             info = compiled.types.get(node.input[0])
             if info is not None and info.shape == ():
                 out[node.output[0]] = node.name
@@ -388,6 +388,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
         if the_oracle.kind == "hybrid" and the_oracle.golden is None and not _nonzero_in_bodies(compiled.model) else {}
     nonzero_nodes = len(still_empty)
     the_oracle.keep.update(still_empty.values())       # the oracle's run may hold them inside
+
     def stop(iteration: int, exc: DmlLowerError) -> str:
         label = f" ({feed_label(iteration)})" if feed_label is not None else ""
         return f"feed set #{iteration}{label}: {exc}"

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-
 from typing import Mapping
 
 import ml_dtypes
@@ -181,11 +180,18 @@ def check_feed_sizes(inputs: "list[onnx.ValueInfoProto]", shapes: "Mapping[str, 
                             f"{need}, over the memory limit of {format_size(limit)} ({hint})")
 
 
+def feed_shapes(inputs: "list[onnx.ValueInfoProto]", dims: "Mapping[str, int] | None",
+                dim_default: int) -> "dict[str, tuple]":
+    """Each input's shape: symbolic dimensions from `dims` by name, else `dim_default`."""
+    dims = dims or {}
+    return {vi.name: tuple(d if isinstance(d, int) else dims.get(d, dim_default) for d in (_declared(vi)[1] or ()))
+            for vi in inputs}
+
+
 def zero_feeds(inputs: "list[onnx.ValueInfoProto]", dims: "Mapping[str, int] | None" = None,
                dim_default: int = 3, memory_limit: "int | None" = None) -> "dict[str, np.ndarray]":
     """All-zero feeds at `dims` (others `dim_default`, as for random feeds), without drawing."""
-    shapes = {vi.name: tuple(d if isinstance(d, int) else (dims or {}).get(d, dim_default)
-                             for d in (_declared(vi)[1] or ())) for vi in inputs}
+    shapes = feed_shapes(inputs, dims, dim_default)
     check_feed_sizes(inputs, shapes, default_limit() if memory_limit is None else memory_limit, drawn=False)
     return {vi.name: np.zeros(shapes[vi.name], input_dtype(vi)) for vi in inputs}
 
@@ -246,12 +252,8 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
             what = f"value range {bounds[0]},{bounds[1]}" + (f" for {name!r}" if name is not None else "")
             raise DmlLowerError(f"{what}: {problem}")
     rng = np.random.default_rng(seed)
-    dims = dict(dims or {})
     global_fraction, global_range = zero_fraction, value_range
-    shapes = {}
-    for vi in inputs:
-        _, declared = _declared(vi)
-        shapes[vi.name] = tuple(d if isinstance(d, int) else dims.get(d, dim_default) for d in (declared or ()))
+    shapes = feed_shapes(inputs, dims, dim_default)
     check_feed_sizes(inputs, shapes, default_limit() if memory_limit is None else memory_limit)
     feeds = {}
     for vi in inputs:

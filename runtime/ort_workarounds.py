@@ -5,26 +5,20 @@ from __future__ import annotations
 
 import onnx
 
-from onnx_dml_lowering.lowering.schedule import may_hold_bodies
+from onnx_dml_lowering.lowering.schedule import may_hold_bodies, node_bodies
 
 _STANDARD = ("", "ai.onnx")
 
 
-def _graphs(node: onnx.NodeProto) -> "list[onnx.GraphProto]":
-    out = []
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            out.append(attr.g)
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            out.extend(attr.graphs)
-    return out
+def _loop_body(node: onnx.NodeProto) -> "onnx.GraphProto | None":
+    if node.op_type != "Loop" or node.domain not in _STANDARD:
+        return None
+    return next((a.g for a in node.attribute if a.name == "body"), None)
 
 
 def _counter_outputs(node: onnx.NodeProto) -> "list[int]":
     """The body outputs (past cond) of a Loop that are its iteration-count input itself."""
-    if node.op_type != "Loop" or node.domain not in _STANDARD:
-        return []
-    body = next((a.g for a in node.attribute if a.name == "body"), None)
+    body = _loop_body(node)
     if body is None or not body.input or not body.input[0].name:
         return []
     counter = body.input[0].name
@@ -42,7 +36,7 @@ def _needs(node: onnx.NodeProto) -> bool:
     if not may_hold_bodies(node):   # op type and domain: most nodes end here
         return False
     return (bool(_counter_outputs(node)) or _for_loop(node)
-            or any(_needs(n) for g in _graphs(node) for n in g.node))
+            or any(_needs(n) for g in node_bodies(node) for n in g.node))
 
 
 def _names(nodes, into: "set[str]") -> "set[str]":
@@ -50,7 +44,7 @@ def _names(nodes, into: "set[str]") -> "set[str]":
     for node in nodes:
         into.update(node.input)
         into.update(node.output)
-        for graph in _graphs(node):
+        for graph in node_bodies(node):
             into.update(v.name for v in list(graph.input) + list(graph.output) + list(graph.value_info))
             into.update(t.name for t in graph.initializer)
             _names(graph.node, into)
@@ -61,11 +55,11 @@ def _rewrite(node: onnx.NodeProto, taken: "set[str]") -> None:
     """In place, bodies first: a body output that is the Loop's iteration count becomes an
     Identity of it (the same value, a buffer of its own); an M-only Loop's body cond output
     becomes a constant true."""
-    for graph in _graphs(node):
+    for graph in node_bodies(node):
         for inner in graph.node:
             if _needs(inner):
                 _rewrite(inner, taken)
-    body = next((a.g for a in node.attribute if a.name == "body"), None)
+    body = _loop_body(node)
     for k in _counter_outputs(node):
         copy = _fresh(taken, f"{body.input[0].name}_copy_{k}")
         body.node.append(onnx.helper.make_node("Identity", [body.input[0].name], [copy], name=f"{node.name}/{copy}"))

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench openvino ray install-check clean
+.PHONY: demo test fuzz bench bench-realsize openvino ray install-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,25 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
+
+# Real-size models (GPT-2 124M, BERT-base, a 1.76 GB Llama inline and with external data,
+# Whisper-small, Mask R-CNN R50-FPN, SSDlite320), exported once with random weights into
+# $(REALSIZE) by a venv of their own (torch 2.13 CPU, torchvision, transformers), then measured
+# against onnxruntime: benchmarks/realsize_bench.py. The first run exports for about 15 minutes.
+REALSIZE ?= $(HOME)/.cache/onnx-dml-lowering/realsize
+SHARED_TOOLS ?= ../shared/tools
+EXPORT_VENV ?= .venv-export
+EXPORT_STAMP := $(EXPORT_VENV)/.installed
+
+$(EXPORT_STAMP):
+	$(PYTHON) -m venv $(EXPORT_VENV)
+	$(EXPORT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(EXPORT_VENV)/bin/python -m pip install --quiet torch==2.13.0 torchvision==0.28.0 transformers onnx onnxscript
+	touch $(EXPORT_STAMP)
+
+bench-realsize: $(STAMP) $(EXPORT_STAMP)
+	PYTHONPATH=$(SHARED_TOOLS) $(EXPORT_VENV)/bin/python benchmarks/realsize_models.py --out $(REALSIZE)
+	$(BIN)/python benchmarks/realsize_bench.py --models $(REALSIZE) $(BENCH_ARGS)
 
 # A second venv where onnxruntime-openvino replaces onnxruntime (both are the module
 # 'onnxruntime', so they cannot share one): the project goes in without its dependencies, then
@@ -69,4 +88,4 @@ install-check:
 	PYTHON=$(PYTHON) bash tests/install/check_wheel.sh
 
 clean:
-	rm -rf $(VENV) $(OV_VENV) $(RAY_VENV) *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(OV_VENV) $(RAY_VENV) $(EXPORT_VENV) *.egg-info .pytest_cache .hypothesis

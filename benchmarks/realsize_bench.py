@@ -1,0 +1,198 @@
+"""`dml-lower` on real-size models against onnxruntime, time and peak memory, measured in one run.
+
+    .venv/bin/python benchmarks/realsize_bench.py [--models DIR] [--only NAME ...] [--repeat N]
+                                                  [--commands check ...] [--readme README.md]
+
+The models come from benchmarks/realsize_models.py (`make bench-realsize` exports them once into
+~/.cache/onnx-dml-lowering/realsize, or $DML_LOWER_REALSIZE, then runs this script). Each command
+runs as a fresh process on the same feeds (an .npz made from the model's `<name>.json`: token ids
+over the vocabulary, an all-ones attention mask, images in [0, 1]) and is measured by its wall
+time and its peak resident set size (os.wait4's ru_maxrss, file-backed pages of memory maps
+included). Best of N, every side of a model interleaved in each round:
+
+  ort create+run   a Python process that imports onnxruntime, creates a CPU session on the file
+                   (default options) and runs it once: the reference for check and run
+  ort create       the same without the run: the reference for compile and inspect
+  check            dml-lower check MODEL --inputs FEEDS -q (default backends: cpu, ort)
+  check-3          dml-lower check MODEL --inputs FEEDS -q --backends cpu,ort,ort-cpu
+  run              dml-lower run MODEL --inputs FEEDS -q
+  compile          dml-lower compile MODEL (its printout to /dev/null)
+  inspect          dml-lower inspect MODEL
+
+Targets (issue #28): check, check-3 and run within 1.3x the create+run process in time and 1.2x
+in peak RSS; compile and inspect within 1.0x session creation. `--readme FILE` writes the table,
+with the commit and machine it ran on, between the `<!-- realsize:begin -->` and
+`<!-- realsize:end -->` lines of FILE. Ratios only mean something within one run on one machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MODELS = Path(os.environ.get("DML_LOWER_REALSIZE", Path.home() / ".cache" / "onnx-dml-lowering" / "realsize"))
+ORDER = ["gpt2", "bert", "llama", "llama_external", "whisper_small", "mask_rcnn", "ssdlite"]
+BEGIN, END = "<!-- realsize:begin -->", "<!-- realsize:end -->"
+
+ORT_PROCESS = """
+import sys, numpy as np, onnxruntime as ort
+session = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+if sys.argv[2] != "-":
+    session.run(None, dict(np.load(sys.argv[2])))
+"""
+
+# command -> (argv after `dml-lower`, the reference side, time target, memory target)
+COMMANDS = {
+    "check": (["check", "{model}", "--inputs", "{feeds}", "-q"], "ort create+run", 1.3, 1.2),
+    "check-3": (["check", "{model}", "--inputs", "{feeds}", "-q", "--backends", "cpu,ort,ort-cpu"],
+                "ort create+run", 1.3, 1.2),
+    "run": (["run", "{model}", "--inputs", "{feeds}", "-q"], "ort create+run", 1.3, 1.2),
+    "compile": (["compile", "{model}"], "ort create", 1.0, None),
+    "inspect": (["inspect", "{model}"], "ort create", 1.0, None),
+}
+
+
+def measure(argv: "list[str]") -> "tuple[float, int]":
+    """(wall seconds, peak RSS in bytes) of one process; a failure stops the benchmark with its end."""
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    error = process.stderr.read().decode(errors="replace").strip()
+    process.stderr.close()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{' '.join(argv[:5])} ... exited {code}: {error[-600:]}")
+    return seconds, usage.ru_maxrss * 1024
+
+
+def make_feeds(spec: dict, path: Path) -> None:
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for name, info in spec["inputs"].items():
+        low, high = info["range"]
+        if info["dtype"].startswith("int"):
+            feeds[name] = rng.integers(low, high + 1, size=info["shape"], dtype=np.dtype(info["dtype"]))
+        else:
+            feeds[name] = rng.uniform(low, high, size=info["shape"]).astype(info["dtype"])
+    np.savez(path, **feeds)
+
+
+def sides(model: Path, feeds: Path, commands: "list[str]") -> "dict[str, list[str]]":
+    cli = [str(Path(sys.executable).with_name("dml-lower"))]
+    out = {"ort create+run": [sys.executable, "-c", ORT_PROCESS, str(model), str(feeds)],
+           "ort create": [sys.executable, "-c", ORT_PROCESS, str(model), "-"]}
+    for command in commands:
+        argv = COMMANDS[command][0]
+        out[command] = cli + [a.format(model=model, feeds=feeds) for a in argv]
+    return out
+
+
+def weights_bytes(model: Path) -> int:
+    data = model.with_name(model.name + ".data")
+    return model.stat().st_size + (data.stat().st_size if data.exists() else 0)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{cpu}, {os.cpu_count()} cores, {memory:.0f} GiB, {platform.system()} {platform.release()}"
+
+
+def commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def ratio(value: float, reference: float, target: "float | None") -> str:
+    text = f"{value / reference:.2f}x"
+    return text if target is None else text + ("" if value / reference <= target else " (miss)")
+
+
+def table(results: "dict[str, dict[str, tuple[float, int]]]", sizes: "dict[str, int]",
+          commands: "list[str]", repeat: int) -> str:
+    import onnxruntime
+    lines = [f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC at commit {commit()} on {machine()}, "
+             f"onnxruntime {onnxruntime.__version__}, best of {repeat}. Each cell: time ratio, peak RSS ratio "
+             "against the reference process; (miss) where a target is missed.", ""]
+    header = ["model", "weights", "ort create+run", "ort create"] + commands
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    for name, result in results.items():
+        row = [name, f"{sizes[name] / 2**20:,.0f} MiB"]
+        for side in ("ort create+run", "ort create"):
+            seconds, rss = result[side]
+            row.append(f"{seconds:.2f} s, {rss / 2**30:.2f} GiB")
+        for command in commands:
+            _, reference, time_target, memory_target = COMMANDS[command]
+            seconds, rss = result[command]
+            ref_seconds, ref_rss = result[reference]
+            row.append(f"{ratio(seconds, ref_seconds, time_target)}, {ratio(rss, ref_rss, memory_target)}")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def write_readme(path: Path, text: str) -> None:
+    content = path.read_text()
+    if BEGIN not in content or END not in content:
+        raise SystemExit(f"{path} has no {BEGIN} ... {END} lines to write the table between")
+    head, rest = content.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def main(argv: "list[str] | None" = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", type=Path, default=DEFAULT_MODELS)
+    parser.add_argument("--only", nargs="+", choices=ORDER, default=ORDER)
+    parser.add_argument("--commands", nargs="+", choices=list(COMMANDS), default=list(COMMANDS))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--readme", type=Path, help="write the table into this file between the realsize lines")
+    args = parser.parse_args(argv)
+    results: "dict[str, dict[str, tuple[float, int]]]" = {}
+    sizes: "dict[str, int]" = {}
+    for name in args.only:
+        model, spec_file = args.models / f"{name}.onnx", args.models / f"{name}.json"
+        if not model.exists() or not spec_file.exists():
+            raise SystemExit(f"{model} is missing: export it with `make bench-realsize` "
+                             "(or benchmarks/realsize_models.py)")
+        feeds = args.models / f"{name}.feeds.npz"
+        make_feeds(json.loads(spec_file.read_text()), feeds)
+        sizes[name] = weights_bytes(model)
+        argvs = sides(model, feeds, args.commands)
+        measure(argvs["ort create"])                     # the page cache warm for every side
+        best: "dict[str, tuple[float, int]]" = {}
+        for _ in range(args.repeat):
+            for side, argv in argvs.items():
+                seconds, rss = measure(argv)
+                old = best.get(side)
+                best[side] = (min(seconds, old[0]), min(rss, old[1])) if old else (seconds, rss)
+        results[name] = best
+        print(f"{name}: " + ", ".join(f"{s} {t:.2f} s {r / 2**30:.2f} GiB" for s, (t, r) in best.items()), flush=True)
+    text = table(results, sizes, args.commands, args.repeat)
+    print()
+    print(text)
+    if args.readme is not None:
+        write_readme(args.readme, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,7 @@ transformers, onnxscript) and puts the shared tools folder (torchvision_cpu_shim
 A model whose file is already in the cache is not exported again. The first run exports every
 model: about 15 minutes and 8 GB of peak memory on a 2-core machine, 6 GB of disk.
 
-Models (TorchScript exporter, opset 17, batch and sequence dynamic):
+Models (TorchScript exporter, opset 17, batch and sequence dynamic; Whisper: dynamo, opset 18, static):
   gpt2            GPT-2 124M (GPT2Config defaults), input_ids + attention_mask -> last_hidden_state
   bert            BERT-base (BertConfig defaults), same inputs
   llama           Llama at TinyLlama-1.1B's widths (hidden 2048, 32 heads, 4 KV heads, MLP 5632,
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -109,11 +110,11 @@ def export_whisper(path: Path) -> dict:
                                         num_mel_bins=80, max_source_positions=1500, max_target_positions=448)
     module = WhisperLogits(transformers.WhisperForConditionalGeneration(config)).eval()
     features, tokens = torch.rand(1, 80, 3000), torch.randint(0, 100, (1, 8))
+    # The TorchScript exporter has no aten::diff (transformers' Whisper uses it): dynamo, static shapes.
     with torch.no_grad():
-        torch.onnx.export(module, (features, tokens), str(path), dynamo=False, opset_version=17,
+        torch.onnx.export(module, (features, tokens), str(path), dynamo=True, opset_version=18,
                           input_names=["input_features", "decoder_input_ids"], output_names=["logits"],
-                          dynamic_axes={"input_features": {0: "batch"},
-                                        "decoder_input_ids": {0: "batch", 1: "tokens"}})
+                          external_data=False)
     return {"inputs": {"input_features": {"shape": [1, 80, 3000], "dtype": "float32", "range": [-1, 1]},
                        "decoder_input_ids": {"shape": [1, 8], "dtype": "int64", "range": [0, 51864]}},
             "dims": {"batch": 1, "tokens": 8}}
@@ -123,6 +124,9 @@ def export_detector(name: str, path: Path) -> dict:
     torch.manual_seed(SEED)
     detection = torchvision.models.detection
     if name == "mask_rcnn":
+        # roi_align binds _has_ops at import, before the shim's patch (else it takes its
+        # torch.compile'd Python path, which TorchScript tracing refuses).
+        sys.modules["torchvision.ops.roi_align"]._has_ops = lambda: True
         model, size = detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None).eval(), (3, 512, 512)
     else:
         model, size = detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None).eval(), (3, 320, 320)
@@ -175,8 +179,12 @@ def main(argv: "list[str] | None" = None) -> None:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(os.cpu_count() or 1)
+    if len(args.only) == 1:
+        export(args.only[0], args.out)
+        return
+    # One process per model: after a dynamo export, torch refuses a TorchScript one in the same process.
     for name in args.only:
-        export(name, args.out)
+        subprocess.run([sys.executable, __file__, "--out", str(args.out), "--only", name], check=True)
 
 
 if __name__ == "__main__":

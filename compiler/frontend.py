@@ -14,6 +14,7 @@ from onnx import helper, shape_inference
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
+from onnx_dml_lowering.runtime.inline_weights import parse_without_weights
 from onnx_dml_lowering.runtime.weights import is_lazy, lifted, resolve_external, tensor_array
 
 ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
@@ -42,11 +43,15 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
             raise DmlLowerError(f"{what} does not exist")
         if path.is_dir():
             raise DmlLowerError(f"{what} is a directory, not an ONNX file")
+        base = str(path.parent)
+        proto = _without_inline_weights(path)
+        if proto is not None:
+            resolve_external(proto, base, what)
+            return proto
         try:
             data = path.read_bytes()
         except OSError as exc:
             raise DmlLowerError(f"{what} cannot be read: {exc.strerror}") from None
-        base = str(path.parent)
     if not data:
         raise DmlLowerError(f"{what} is empty")
     try:
@@ -59,6 +64,18 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
     if base is not None:
         # Large initializers stay in their files (memory-mapped when read); the rest is loaded.
         resolve_external(proto, base, what)
+    return proto
+
+
+def _without_inline_weights(path: Path) -> "onnx.ModelProto | None":
+    """The model with its large inline weights left in the file (runtime.inline_weights), or None
+    to read and parse the file whole."""
+    try:
+        proto = parse_without_weights(str(path))
+    except (OSError, ValueError, DecodeError, RuntimeError):
+        return None                      # the ordinary read names what is wrong
+    if proto is None or (not proto.graph.node and not proto.graph.output and not proto.opset_import):
+        return None
     return proto
 
 

@@ -13,6 +13,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import onnx_type_name
+from onnx_dml_lowering.runtime.inline_weights import in_model_file, parse_without_weights
 
 from .bodies import graph_attributes
 from .compiled import CompiledModel, compile_model
@@ -79,12 +80,14 @@ def _graphs(graph: onnx.GraphProto):
             yield from _graphs(sub)
 
 
-def initializer_bytes(model: onnx.ModelProto) -> dict:
-    """Initializers (bodies' included) by where their data lives: in the file or external."""
+def initializer_bytes(model: onnx.ModelProto, file_name: str = "") -> dict:
+    """Initializers (bodies' included) by where their data lives: in the file (`file_name`: large
+    inline ones that parse_without_weights pointed at their bytes in it) or external."""
     out = {"inline": {"count": 0, "bytes": 0}, "external": {"count": 0, "bytes": 0}}
     for graph in _graphs(model.graph):
         for init in graph.initializer:
-            where = "external" if init.data_location == onnx.TensorProto.EXTERNAL else "inline"
+            where = "external" if (init.data_location == onnx.TensorProto.EXTERNAL
+                                   and not in_model_file(init, file_name)) else "inline"
             out[where]["count"] += 1
             out[where]["bytes"] += _tensor_bytes(init)
     return out
@@ -141,7 +144,7 @@ def inspect_model(path: str, feature_level: str = "5_1") -> dict:
         "opsets": {o.domain or "ai.onnx": o.version for o in raw.opset_import},
         "inputs": inputs,
         "outputs": [_value(vo) for vo in raw.graph.output],
-        "initializers": initializer_bytes(raw),
+        "initializers": initializer_bytes(raw, Path(path).name),
         "op_counts": dict(sorted(count_ops(raw.graph).items())),
         "feature_level": compiled.feature_level.name,
         "anchors": anchors(compiled),
@@ -157,7 +160,8 @@ def _load_raw(path) -> onnx.ModelProto:
     file = Path(path)
     if file.is_file() and file.stat().st_size:
         try:
-            return onnx.load(str(file), load_external_data=False)
+            # large inline weights are not read: they point at their bytes in the file
+            return parse_without_weights(str(file)) or onnx.load(str(file), load_external_data=False)
         except Exception:  # not an ONNX file: load_model says so in one line
             pass
     load_model(path)   # raises the one-line error for a missing, empty or unparsable file

@@ -23,7 +23,7 @@ from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromR
                                                         range_length)
 
 from .node_ids import all_nodes, identify_nodes
-from onnx_dml_lowering.runtime.weights import external_path, is_lazy, lifted, tensor_array
+from onnx_dml_lowering.runtime.weights import external_path, inline, is_lazy, lifted, tensor_array
 
 from .frontend import default_opset, load_model
 from .generators import Generator, band_generator
@@ -280,12 +280,15 @@ def external_initializers(path: str) -> "set[str]":
     return {t.name for t in proto.graph.initializer if t.data_location == TensorProto.EXTERNAL}
 
 
-def save_model(model: onnx.ModelProto, path: str, external: "set[str]") -> "str | None":
+def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: str = "optimized model") -> "str | None":
     """Write `model`; the initializers named in `external` go to one external data file beside
     it (returned), as they were in the input."""
     out = Path(path)
     location = None
     tensors = [t for t in model.graph.initializer if t.name in external]
+    for tensor in model.graph.initializer:
+        if tensor.name not in external:
+            inline(tensor)       # read from the input file as it loaded (runtime.inline_weights): inline again
     try:
         if tensors:
             location = out.name + ".data"
@@ -293,7 +296,7 @@ def save_model(model: onnx.ModelProto, path: str, external: "set[str]") -> "str 
         # Nothing large is left in the proto: it serialises under 2 GB whatever the weights.
         onnx.save_model(model, str(out))
     except OSError as exc:
-        raise DmlLowerError(f"cannot write the optimized model to {path!r}: {exc.strerror or exc}") from None
+        raise DmlLowerError(f"cannot write the {what} to {path!r}: {exc.strerror or exc}") from None
     return location
 
 

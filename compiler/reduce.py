@@ -28,6 +28,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
+from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES, stored_bytes
 
 from .compiled import CompiledModel, compile_model
 
@@ -266,15 +267,12 @@ def save_reduction(reduction: Reduction, path: "str | Path") -> Path:
     """Write MIN.onnx and MIN.inputs.npz beside it; returns the .npz path."""
     path = Path(path)
     npz = inputs_path(path)
-    try:
-        size = sum(len(t.raw_data) for t in reduction.model.graph.initializer)
-        if size > EXTERNAL_BYTES:
-            onnx.save_model(reduction.model, str(path), save_as_external_data=True,
-                            all_tensors_to_one_file=True, location=path.name + ".data")
-        else:
-            onnx.save_model(reduction.model, str(path))
-    except OSError as exc:
-        raise DmlLowerError(f"cannot write the reduced model to {str(path)!r}: {exc.strerror or exc}") from None
+    from .optimize import save_model
+    inits = reduction.model.graph.initializer
+    # weights left in the input's files (memory-mapped) are copied, inline or to MIN.onnx.data
+    external = ({t.name for t in inits if stored_bytes(t) >= LAZY_MIN_BYTES}
+                if sum(map(stored_bytes, inits)) > EXTERNAL_BYTES else set())
+    save_model(reduction.model, str(path), external, "reduced model")
     from onnx_dml_lowering.runtime.npz import save_npz     # raw records for bfloat16 / float8 / 4-bit
     save_npz(str(npz), reduction.feeds, "the reduced model's inputs")
     return npz

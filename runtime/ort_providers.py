@@ -340,7 +340,7 @@ def ort_model(model) -> OrtModel:
         if tensor.name not in inputs:
             proto.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
             added.add(tensor.name)
-        weights[tensor.name] = tensor_array(tensor)
+        weights[tensor.name] = tensor_array(tensor, aligned=True)
     return OrtModel(proto.SerializeToString(), weights, added)
 
 

@@ -9,6 +9,7 @@ these tensors as external initializers (ort_providers.ort_model), onnx.reference
 (reference_evaluator), the ONNX checker as typed graph inputs (lifted)."""
 from __future__ import annotations
 
+import math
 import os
 import weakref
 from typing import Callable
@@ -33,7 +34,7 @@ def _entries(tensor: TensorProto) -> "dict[str, str]":
     return {e.key: e.value for e in tensor.external_data}
 
 
-def _mappable_dtype(data_type: int) -> "np.dtype | None":
+def mappable_dtype(data_type: int) -> "np.dtype | None":
     """The numpy dtype whose bytes are the tensor's raw data (None: packed 4-bit, strings)."""
     if data_type in (TensorProto.STRING, TensorProto.UNDEFINED) or data_type in _PACKED:
         return None
@@ -47,6 +48,11 @@ def _mappable_dtype(data_type: int) -> "np.dtype | None":
 # Shape inference's data propagation reads 1-D integer initializers' values: those are loaded.
 _SHAPE_LIKE = {TensorProto.INT64, TensorProto.INT32}
 _PACKED = {getattr(TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2") if hasattr(TensorProto, n)}
+
+
+def stays_inline(data_type: int, dims) -> bool:
+    """A 1-D (or 0-d) integer tensor: shape inference's data propagation reads its values."""
+    return len(dims) <= 1 and data_type in _SHAPE_LIKE
 
 
 def is_lazy(tensor: TensorProto) -> bool:
@@ -76,7 +82,7 @@ def resolve_external(proto: onnx.ModelProto, base_dir: str, what: str) -> None:
         if not location or os.path.isabs(location) or not os.path.isfile(path):
             raise DmlLowerError(f"{what}: external data file {path!r} of tensor {tensor.name!r} does not exist "
                                 "or is not a file (external data is read relative to the model file)")
-        dtype = _mappable_dtype(tensor.data_type)
+        dtype = mappable_dtype(tensor.data_type)
         offset = int(entries.get("offset", 0) or 0)
         length = int(entries["length"]) if entries.get("length") else None
         if dtype is not None:
@@ -89,8 +95,8 @@ def resolve_external(proto: onnx.ModelProto, base_dir: str, what: str) -> None:
         if length is not None and offset + length > size:
             raise DmlLowerError(f"{what}: external data file {path!r} holds {size} bytes, fewer than tensor "
                                 f"{tensor.name!r} needs (offset {offset} + length {length})")
-        if index < len(proto.graph.initializer) and dtype is not None and length >= LAZY_MIN_BYTES and not (
-                len(tensor.dims) <= 1 and tensor.data_type in _SHAPE_LIKE):
+        if (index < len(proto.graph.initializer) and dtype is not None and length >= LAZY_MIN_BYTES
+                and not stays_inline(tensor.data_type, tensor.dims)):
             entry = tensor.external_data.add()
             entry.key, entry.value = BASEPATH, os.path.abspath(base_dir)
             continue
@@ -110,23 +116,45 @@ def external_path(tensor: TensorProto) -> "tuple[str, int]":
     return os.path.join(entries[BASEPATH], entries["location"]), int(entries.get("offset", 0) or 0)
 
 
-def tensor_array(tensor: TensorProto) -> np.ndarray:
+def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
     """The tensor's value: a read-only-in-effect (copy-on-write) map of its file region when it is
-    lazy, else numpy_helper.to_array."""
+    lazy, else numpy_helper.to_array. Inline weights lie wherever protobuf put them
+    (runtime.inline_weights), so a map may be misaligned for its type: numpy reads it as it is;
+    `aligned` (for onnxruntime, whose kernels expect aligned data) reads such a tensor into aligned
+    memory instead, once per process while something holds it."""
     if not is_lazy(tensor):
         return numpy_helper.to_array(tensor)
     path, offset = external_path(tensor)
-    dtype = _mappable_dtype(tensor.data_type)
+    dtype = mappable_dtype(tensor.data_type)
     shape = tuple(int(d) for d in tensor.dims)
-    key = (path, offset, dtype.str, shape)
+    copy = aligned and offset % dtype.alignment != 0
+    key = (path, offset, dtype.str, shape, copy)
     array = _MAPS.get(key)
     if array is None:
         if _nbytes(tensor, dtype) == 0:
             return np.zeros(shape, dtype)
-        # mode "c": pages are shared with the file cache until something writes (nothing should).
-        array = np.memmap(path, dtype=dtype, mode="c", offset=offset, shape=shape)
+        if copy:
+            array = np.fromfile(path, dtype=dtype, count=math.prod(shape), offset=offset).reshape(shape)
+        else:
+            # mode "c": pages are shared with the file cache until something writes (nothing should).
+            array = np.memmap(path, dtype=dtype, mode="c", offset=offset, shape=shape)
         _MAPS[key] = array
     return array
+
+
+def inline(tensor: TensorProto) -> None:
+    """Put a lazy tensor's data back into the proto (a writer keeping a weight inline)."""
+    if not is_lazy(tensor):
+        return
+    raw = np.ascontiguousarray(tensor_array(tensor)).tobytes()
+    del tensor.external_data[:]
+    tensor.data_location = TensorProto.DEFAULT
+    tensor.raw_data = raw
+
+
+def stored_bytes(tensor: TensorProto) -> int:
+    """The bytes of a tensor's data, wherever it is."""
+    return tensor_array(tensor).nbytes if is_lazy(tensor) else len(tensor.raw_data) or tensor.ByteSize()
 
 
 def _repeated(field) -> bool:

@@ -1,0 +1,166 @@
+"""Inline weights left in the .onnx file (runtime.inline_weights): the loaded proto holds no large
+initializer's bytes, every value read back equals onnx's own parse of the file, and whatever the
+scan does not expect falls back to the ordinary parse."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given, settings, strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.compiler.frontend import load_model
+from onnx_dml_lowering.compiler.optimize import save_model
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.runtime.inline_weights import parse_without_weights
+from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES, is_lazy, tensor_array
+
+BIG = LAZY_MIN_BYTES // 4 + 3            # float32 elements just past the threshold (odd: misaligned offsets)
+
+
+def _weights(seed: int = 0) -> "list[TensorProto]":
+    """One initializer per case: (name, array, lazy after loading?)."""
+    rng = np.random.default_rng(seed)
+    return [
+        numpy_helper.from_array(rng.standard_normal((BIG,)).astype(np.float32).reshape(1, BIG), "w_f32"),
+        numpy_helper.from_array(rng.standard_normal((1024, 513)).astype(np.float16), "w_f16"),
+        numpy_helper.from_array(rng.integers(-128, 127, (LAZY_MIN_BYTES + 1,), dtype=np.int8), "w_i8"),
+        numpy_helper.from_array(rng.integers(0, 9, (3, LAZY_MIN_BYTES // 24 + 1), dtype=np.int64), "w_i64"),
+        numpy_helper.from_array(rng.random((2, LAZY_MIN_BYTES // 2 + 5)) < 0.5, "w_bool"),
+        # 1-D integers stay inline: shape inference's data propagation reads their values
+        numpy_helper.from_array(np.arange(LAZY_MIN_BYTES // 8 + 1, dtype=np.int64), "w_i64_flat"),
+        # below the threshold
+        numpy_helper.from_array(np.ones((4, 4), np.float32), "w_small"),
+        # typed-field storage (float_data), not raw_data: stays
+        helper.make_tensor("w_typed", TensorProto.FLOAT, [BIG], np.ones(BIG, np.float32).tolist()),
+    ]
+
+
+EXPECTED_LAZY = {"w_f32", "w_f16", "w_i8", "w_i64", "w_bool"}
+
+
+def _model(weights: "list[TensorProto]") -> onnx.ModelProto:
+    """Every weight reduced to a scalar sum-like output, so the model is valid and reads them all."""
+    nodes, outputs = [], []
+    for t in weights:
+        nodes.append(helper.make_node("Shape", [t.name], [t.name + "_shape"]))
+        outputs.append(helper.make_tensor_value_info(t.name + "_shape", TensorProto.INT64, [len(t.dims)]))
+    graph = helper.make_graph(nodes, "g", [], outputs, initializer=weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_large_inline_initializers_stay_in_the_file(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(_weights()), path)
+    loaded = load_model(path)
+    assert {t.name for t in loaded.graph.initializer if is_lazy(t)} == EXPECTED_LAZY
+    assert loaded.ByteSize() < 4 * LAZY_MIN_BYTES          # the weights' bytes are not in the proto
+    reference = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    for tensor in loaded.graph.initializer:
+        array = tensor_array(tensor)
+        want = reference[tensor.name]
+        assert array.dtype == want.dtype and array.shape == want.shape
+        assert array.tobytes() == want.tobytes(), tensor.name
+        for_ort = tensor_array(tensor, aligned=True)        # what onnxruntime is given
+        assert for_ort.flags.aligned and for_ort.tobytes() == want.tobytes(), tensor.name
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field."""
+    out = bytearray([number << 3 | 2])
+    length = len(payload)
+    while True:
+        out.append((length & 0x7F) | (0x80 if length > 0x7F else 0))
+        length >>= 7
+        if not length:
+            return bytes(out) + payload
+
+
+def _part(message_type, **fields) -> bytes:
+    """A message holding only `fields`, serialised: concatenated parts parse as their merge."""
+    return message_type(**fields).SerializeToString()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.permutations(range(3)), st.permutations(range(3)), st.permutations(range(3)))
+def test_any_field_order_reads_the_same(tmp_path_factory, model_order, graph_order, tensor_order):
+    """Protobuf writers may put fields in any order: the scan finds the weight wherever it lies."""
+    weight = np.random.default_rng(1).standard_normal((3, BIG // 3 + 1)).astype(np.float32)
+    tensor = [_part(TensorProto, dims=list(weight.shape)), _part(TensorProto, data_type=TensorProto.FLOAT, name="w"),
+              _part(TensorProto, raw_data=weight.tobytes())]
+    graph = [_part(onnx.GraphProto, node=[helper.make_node("ReduceSum", ["w"], ["y"], keepdims=0)], name="g"),
+             _part(onnx.GraphProto, output=[helper.make_tensor_value_info("y", TensorProto.FLOAT, [])]),
+             _field(5, b"".join(tensor[i] for i in tensor_order))]
+    model = [_part(onnx.ModelProto, ir_version=8), _part(onnx.ModelProto, opset_import=[helper.make_opsetid("", 11)]),
+             _field(7, b"".join(graph[i] for i in graph_order))]
+    path = tmp_path_factory.mktemp("order") / "m.onnx"
+    path.write_bytes(b"".join(model[i] for i in model_order))
+    loaded = parse_without_weights(str(path))
+    assert loaded is not None
+    (lazy,) = loaded.graph.initializer
+    assert lazy.data_location == TensorProto.EXTERNAL and not lazy.raw_data and list(lazy.dims) == list(weight.shape)
+    resolved = load_model(path)
+    assert tensor_array(resolved.graph.initializer[0]).tobytes() == weight.tobytes()
+    # onnxruntime folds an inline initializer's ReduceSum at session creation and sums a weight
+    # that is an input at run time: the order of the float additions may differ
+    np.testing.assert_allclose(compile_model(str(path)).run({})["y"], compile_model(onnx.load(path)).run({})["y"],
+                               rtol=1e-5)
+
+
+def _matmul_model(seed: int = 0) -> onnx.ModelProto:
+    """y = NonZero(x @ W > 0) and an EyeLike of the product: the lowered ops after a large weight."""
+    rng = np.random.default_rng(seed)
+    w = numpy_helper.from_array(rng.standard_normal((515, 513)).astype(np.float32), "W")
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["p"]),
+             helper.make_node("Greater", ["p", "zero"], ["pos"]),
+             helper.make_node("NonZero", ["pos"], ["nz"]),
+             helper.make_node("Slice", ["p", "st", "en", "ax"], ["sq"]),
+             helper.make_node("EyeLike", ["sq"], ["eye"], k=1)]
+    inits = [w, numpy_helper.from_array(np.zeros((), np.float32), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "st"),
+             numpy_helper.from_array(np.array([4], np.int64), "en"),
+             numpy_helper.from_array(np.array([1], np.int64), "ax")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 515])],
+                              [helper.make_tensor_value_info("nz", TensorProto.INT64, [2, None]),
+                               helper.make_tensor_value_info("eye", TensorProto.FLOAT, [4, 4])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_model_with_inline_weights_runs_as_from_memory(tmp_path):
+    model = _matmul_model()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    from_file = compile_model(str(path))
+    assert is_lazy(next(t for t in from_file.model.graph.initializer if t.name == "W"))
+    from_proto = compile_model(model)
+    x = np.random.default_rng(3).standard_normal((4, 515)).astype(np.float32)
+    for backend in ("cpu", "ort"):
+        got = from_file.run({"x": x}, backend=backend)
+        want = from_proto.run({"x": x}, backend=backend)
+        for name in ("nz", "eye"):
+            np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_writers_keep_inline_weights_inline(tmp_path):
+    model = _matmul_model()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    loaded = load_model(path)
+    out = tmp_path / "out.onnx"
+    assert save_model(loaded, str(out), set()) is None
+    assert not (tmp_path / "out.onnx.data").exists()
+    written = onnx.load(out, load_external_data=False)
+    assert all(t.data_location == TensorProto.DEFAULT for t in written.graph.initializer)
+    for a, b in zip(written.graph.initializer, model.graph.initializer):
+        assert numpy_helper.to_array(a).tobytes() == numpy_helper.to_array(b).tobytes()
+
+
+def test_a_truncated_file_is_named_by_the_ordinary_parse(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(_matmul_model(), path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    assert parse_without_weights(str(path)) is None
+    with pytest.raises(DmlLowerError, match="not an ONNX model"):
+        load_model(path)

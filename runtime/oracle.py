@@ -429,6 +429,20 @@ class Oracle:
         return data
 
 
+class ReferenceSession:
+    """onnx.reference over a sub-model, as the reference oracle runs it (the If / Loop / Scan it
+    gets wrong on the host), with the session interface `run(outputs, feeds)`: the lowered run's
+    ONNX regions fall back to it where onnxruntime cannot load them. `types`: the sub-model's
+    values (TensorInfo), for the bodies the host runs."""
+
+    def __init__(self, model: onnx.ModelProto, types: Mapping) -> None:
+        self.oracle = Oracle(model, types, "reference")
+
+    def run(self, outputs: "Iterable[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
+        results = self.oracle.run(feeds)
+        return [results[name] for name in (outputs or self.oracle.output_names)]
+
+
 def _named(nodes: "list[onnx.NodeProto]") -> str:
     if len(nodes) == 1:
         return f"node {nodes[0].name!r} ({nodes[0].op_type})"

@@ -142,6 +142,8 @@ class Oracle:
         self._bodies: "dict[tuple[str, str], Oracle]" = {}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         self._hosts: "bool | None" = None            # reference kind: does a node run on the host?
+        self._reference = None                       # reference kind: the whole model's evaluator
+        self.hint = " (the default hybrid oracle falls back node by node)"     # after onnx.reference's failures
         self._shared_keys: dict = {}                 # session key -> its key in `shared` (results shareable)
         self._runs: "list[_Run] | None" = None
         self._planned_keep: "set[str]" = set()
@@ -177,7 +179,9 @@ class Oracle:
 
     def _whole_on_reference(self, feeds) -> "dict[str, np.ndarray]":
         try:
-            results = reference_evaluator(self.model).run(None, dict(feeds))
+            if self._reference is None:     # once: a body's runs once per iteration
+                self._reference = reference_evaluator(self.model)
+            results = self._reference.run(None, dict(feeds))
         except Exception as exc:
             raise DmlLowerError(self._reference_failure(self.model.graph.node, feeds, exc)) from None
         return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
@@ -194,8 +198,7 @@ class Oracle:
             except Exception:
                 where = f"node {node.name!r} ({node.op_type})"
                 break
-        return (f"onnx.reference cannot evaluate {where or 'the model'}: {type(exc).__name__}: {first_line(exc)} "
-                "(the default hybrid oracle falls back node by node)")
+        return f"onnx.reference cannot evaluate {where or 'the model'}: {type(exc).__name__}: {first_line(exc)}{self.hint}"
 
     def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
         try:
@@ -309,6 +312,7 @@ class Oracle:
             body = Oracle(body_model(self.model, node, attribute, graph, types), types, self.kind,
                           {p[len(prefix):] for p in self.semantic if p.startswith(prefix)}, self.settings)
             body.fallbacks = self.fallbacks
+            body.hint = self.hint
             self._bodies[key] = body
         return self._bodies[key]
 
@@ -437,6 +441,7 @@ class ReferenceSession:
 
     def __init__(self, model: onnx.ModelProto, types: Mapping) -> None:
         self.oracle = Oracle(model, types, "reference")
+        self.oracle.hint = ""         # not the oracle: no --oracle advice
 
     def run(self, outputs: "Iterable[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
         results = self.oracle.run(feeds)

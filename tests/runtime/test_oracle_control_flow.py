@@ -20,6 +20,7 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.runtime.check import make_oracle
 from onnx_dml_lowering.runtime.oracle import HOST
 from tests.builders import IR_VERSION
@@ -343,3 +344,31 @@ def test_loop_forms_follow_the_spec(form, trips, limit, cond, seed, int8):
     for kind in ("hybrid", "reference"):
         oracle = oracles.setdefault(kind, make_oracle(compiled, kind))
         assert_outputs_same(oracle.run(feeds), want)
+
+
+def test_a_body_run_whole_on_onnx_reference_builds_its_evaluator_once(monkeypatch):
+    """The Loop inside the Scan's body runs on the host per slice; its body, which onnx.reference
+    gets right, runs whole on one evaluator for every iteration of every slice."""
+    from onnx_dml_lowering.runtime import oracle as oracle_module
+    built = []
+    real = oracle_module.reference_evaluator
+    monkeypatch.setattr(oracle_module, "reference_evaluator", lambda model: built.append(model.graph.name) or real(model))
+    model, compiled = compiled_case(CASE["scan_holding_a_loop"])
+    feeds = feeds_for(model, np.random.default_rng(SEED), M=3)
+    assert_outputs_same(make_oracle(compiled, "reference").run(feeds), spec_outputs(model, feeds))
+    # the Scan body's Add region and the Loop's whole body: one evaluator each for 2 slices x 3 trips
+    assert sorted(built) == ["in_loop/body", "oracle_region"]
+
+
+def test_the_lowered_runs_reference_fallback_gives_no_oracle_advice(monkeypatch):
+    from onnx.reference import ReferenceEvaluator
+
+    def failing(self, *args, **kwargs):
+        raise ValueError("broken evaluator")
+
+    model = _without_nonzero(loop_case(ranks=(), cond=False, relu16=True))
+    compiled = compile_model(model)
+    monkeypatch.setattr(ReferenceEvaluator, "run", failing)
+    with pytest.raises(DmlLowerError) as error:
+        compiled.run(feeds_for(model, np.random.default_rng(SEED)))
+    assert "broken evaluator" in str(error.value) and "oracle" not in str(error.value)

@@ -8,10 +8,11 @@ import onnx
 from onnx import helper, shape_inference
 
 from onnx_dml_lowering.lowering import TensorInfo
+# which control-flow nodes the runtime runs itself: runtime/control_flow.py decides, for the
+# lowered run and the oracle alike
+from onnx_dml_lowering.runtime.control_flow import host_construct as construct_of
 
 from .frontend import value_types
-
-CONTROL_FLOW = {"If": "if", "Loop": "loop", "Scan": "scan"}
 
 
 @dataclass
@@ -21,16 +22,6 @@ class BodyModel:
     types: "dict[str, TensorInfo]"          # what the body's values are known to be (outer ones too)
     formal: "list[str]"                     # the body's own inputs, in order
     captures: "list[str]"                   # outer values it reads
-
-
-def construct_of(node: onnx.NodeProto, opset: int) -> "str | None":
-    """"if" / "loop" / "scan" for a control-flow node the runtime can run itself, else None.
-    Scan-8 (with a batch axis) is left to ONNX."""
-    if node.domain not in ("", "ai.onnx") or node.op_type not in CONTROL_FLOW:
-        return None
-    if node.op_type == "Scan" and opset < 9:
-        return None
-    return CONTROL_FLOW[node.op_type]
 
 
 def graph_attributes(node: onnx.NodeProto) -> "list[tuple[str, onnx.GraphProto]]":

@@ -20,9 +20,22 @@ from onnx import helper
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
 
+# The standard control-flow operators the host runs, by the construct name run_control_flow takes.
+CONSTRUCTS = {"If": "if", "Loop": "loop", "Scan": "scan"}
+
 BodyRunner = Callable[[str, "list[np.ndarray]"], "list[np.ndarray]"]
 # (onnx type, shape or None) of each body output: what an empty stack of scan outputs looks like
 OutputTypes = Sequence["tuple[int, tuple | None]"]
+
+
+def host_construct(node: onnx.NodeProto, opset: int) -> "str | None":
+    """"if" / "loop" / "scan" for a control-flow node the host can run, else None. Scan-8 (with a
+    batch axis) is not one."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in CONSTRUCTS:
+        return None
+    if node.op_type == "Scan" and opset < 9:
+        return None
+    return CONSTRUCTS[node.op_type]
 
 
 def _scalar(value: np.ndarray, what: str, node: onnx.NodeProto):

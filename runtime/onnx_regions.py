@@ -1,5 +1,6 @@
 """Runs the ONNX nodes that were not lowered: whole regions on onnxruntime's CPU provider, on
-onnx.reference where onnxruntime has no kernel for a type or deviates from the ONNX spec."""
+onnx.reference where onnxruntime has no kernel for a type or deviates from the ONNX spec (as the
+reference oracle runs it: an If / Loop / Scan onnx.reference gets wrong runs on the host)."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -12,7 +13,7 @@ from onnx_dml_lowering.ir import DmlLowerError, OnnxRegion
 from onnx_dml_lowering.ir.errors import first_line
 
 from .ort_providers import SessionSettings, few_elements
-from .weights import reference_evaluator
+from .oracle import ReferenceSession
 from .ort_values import run_session
 from .ort_workarounds import loops_as_onnx_defines
 from .region_sessions import SharedSessions, deterministic, region_key
@@ -90,8 +91,8 @@ class RegionRunner:
                 self.engines[step.name] = f"onnxruntime {', '.join(self.providers)}"
             except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
                 reason = f"onnxruntime cannot run it: {first_line(exc)}"
-        if session is None:
-            session = reference_evaluator(self.submodel(step))
+        if session is None:      # the Loops onnx.reference gets wrong run on the host, as the oracle does
+            session = ReferenceSession(self.submodel(step), self.types)
             self.engines[step.name] = f"onnx.reference ({reason})"
         self._sessions[step.name] = session
         return session

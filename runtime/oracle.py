@@ -8,8 +8,12 @@ Kinds (`check --oracle`):
   onnx.reference by differential tests, without its import and per-model set-up), onnx.reference
   otherwise; onnxruntime's CPU provider evaluates the rest, in as few regions as the
   dependencies allow. A node one engine cannot evaluate falls back to the next (definitions ->
-  onnx.reference -> onnxruntime), by name, with the reason.
-- "reference": the whole model on onnx.reference (slow, independent of onnxruntime).
+  onnx.reference -> onnxruntime), by name, with the reason. An If / Loop / Scan that holds such a
+  node, or that onnxruntime cannot load, runs on the host as ONNX defines it, each body evaluated
+  by a hybrid oracle of its own (oracle_control_flow.py), at any depth.
+- "reference": the whole model on onnx.reference (slow, independent of onnxruntime), except an
+  If / Loop / Scan it gets wrong (reference_deviation, at any depth): that one runs on the host as
+  ONNX defines it, its bodies on onnx.reference, and the report names it.
 - "ort-cpu": the whole model on onnxruntime's CPU provider.
 - a path to an .npz: golden outputs saved elsewhere (`check --save-outputs` on another machine).
 """
@@ -30,6 +34,8 @@ from onnx_dml_lowering.lowering.schedule import engine_runs, node_bodies, node_r
 from .feeds import restore_declared
 from .onnx_definitions import ENGINE as DEFINITIONS
 from .onnx_definitions import DefinitionsRegion, NotDefined, defines
+from .oracle_control_flow import HostRegion, body_model, body_types
+from .control_flow import host_construct
 from .ort_providers import SessionSettings, few_elements, make_session
 from .weights import reference_evaluator, tensor_array
 from .ort_values import run_session
@@ -39,6 +45,7 @@ from .saved_outputs import load_golden, split_metadata
 
 REFERENCE = "onnx.reference"
 ORT_CPU = "onnxruntime CPUExecutionProvider"
+HOST = "host control flow"       # If / Loop / Scan run as ONNX defines them, bodies on nested oracles
 SEMANTIC_OPS = frozenset({"NonZero", "EyeLike", "Trilu"})
 ORACLE_KINDS = ("hybrid", "reference", "ort-cpu")
 
@@ -54,14 +61,34 @@ def holds_semantic_op(node: onnx.NodeProto) -> bool:
 
 
 def reference_deviation(node: onnx.NodeProto) -> "str | None":
-    """Why onnx.reference must not evaluate this node (it deviates from the ONNX spec), or None."""
-    if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and (len(node.input) < 2 or not node.input[1]):
-        # onnx 1.23's reference Loop runs zero iterations when the condition input is empty,
-        # where ONNX runs the trip count M.
+    """Why onnx.reference (onnx 1.23) must not evaluate this node itself, or None: it gets the node
+    wrong or cannot evaluate it, where the host runs it as ONNX defines it."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Loop" and (len(node.input) < 2 or not node.input[1]):
+        # its Loop loops `while cond`, and an absent cond is None
         return "onnx.reference runs a Loop with an empty condition input zero times; ONNX runs it M times"
-    if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and len(node.output) > max(len(node.input) - 2, 0):
-        # ... and concatenates a Loop's scan outputs where ONNX stacks them ([n] + shape).
-        return "onnx.reference concatenates Loop scan outputs along axis 0; ONNX stacks them on a new axis"
+    if node.op_type == "Loop" and len(node.output) > max(len(node.input) - 2, 0):
+        # np.vstack: [n] scalars become [n, 1], [a, b] values [n * a, b]; zero trips raise
+        return "onnx.reference concatenates Loop scan outputs (np.vstack); ONNX stacks them on a new axis"
+    if node.op_type == "Scan" and any(a.name in _SCAN_LAYOUT and any(a.ints) for a in node.attribute):
+        return "onnx.reference implements Scan only forward along axis 0"
+    return None
+
+
+_SCAN_LAYOUT = {"scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"}
+
+
+def reference_gets_wrong(node: onnx.NodeProto) -> "str | None":
+    """reference_deviation of the node or of a node in its bodies, at any depth ("node 'n': ...")."""
+    reason = reference_deviation(node)
+    if reason is not None:
+        return reason
+    for body in node_bodies(node):
+        for inner in body.node:
+            reason = reference_gets_wrong(inner)
+            if reason is not None:
+                return reason if reason.startswith("node ") else f"node {inner.name!r}: {reason}"
     return None
 
 
@@ -111,6 +138,12 @@ class Oracle:
         self.forced_reference: "set[str]" = set()   # nodes onnxruntime's CPU provider cannot load
         self.fallbacks: "list[Fallback]" = []
         self._sessions: dict = {}
+        # the oracles of the bodies the host runs, by (control-flow node, attribute)
+        self._bodies: "dict[tuple[str, str], Oracle]" = {}
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        self._hosts: "bool | None" = None            # reference kind: does a node run on the host?
+        self._reference = None                       # reference kind: the whole model's evaluator
+        self.hint = " (the default hybrid oracle falls back node by node)"     # after onnx.reference's failures
         self._shared_keys: dict = {}                 # session key -> its key in `shared` (results shareable)
         self._runs: "list[_Run] | None" = None
         self._planned_keep: "set[str]" = set()
@@ -135,31 +168,37 @@ class Oracle:
                 raise DmlLowerError(f"oracle file {self.kind!r} has no output {missing[0]!r} "
                                     f"(it holds: {', '.join(sorted(self.golden)) or 'nothing'})")
             return {n: restore_declared(self.types, n, np.asarray(self.golden[n])) for n in self.output_names}
-        if self.kind == "reference":
-            return self._whole_on_reference(feeds)
         if self.kind == "ort-cpu":
             return self._whole_on_ort(feeds)
-        return self._hybrid(feeds)
+        if self.kind == "reference":
+            if self._hosts is None:
+                self._hosts = any(self.engine_of(node) == HOST for node in self.model.graph.node)
+            if not self._hosts:
+                return self._whole_on_reference(feeds)
+        return self._planned(feeds)
 
     def _whole_on_reference(self, feeds) -> "dict[str, np.ndarray]":
         try:
-            results = reference_evaluator(self.model).run(None, dict(feeds))
+            if self._reference is None:     # once: a body's runs once per iteration
+                self._reference = reference_evaluator(self.model)
+            results = self._reference.run(None, dict(feeds))
         except Exception as exc:
-            where = self._failing_reference_node(feeds)
-            raise DmlLowerError(f"onnx.reference cannot evaluate {where or 'the model'}: {type(exc).__name__}: "
-                                f"{first_line(exc)} (the default hybrid oracle falls back node by node)") from None
+            raise DmlLowerError(self._reference_failure(self.model.graph.node, feeds, exc)) from None
         return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
 
-    def _failing_reference_node(self, feeds) -> "str | None":
-        """The first node onnx.reference fails on, run one by one in graph order ("node 'n' (Op)")."""
-        env = dict(feeds)
-        for node in self.model.graph.node:
+    def _reference_failure(self, nodes, env, exc: Exception) -> str:
+        """The line for onnx.reference failing on `nodes`: it names the first node it fails on, run
+        one by one in order from `env`."""
+        where = None
+        env = dict(env)
+        for node in nodes:
             outs = [o for o in node.output if o]
             try:
                 env.update(self._call(REFERENCE, [node], node_reads(node), outs, env))
             except Exception:
-                return f"node {node.name!r} ({node.op_type})"
-        return None
+                where = f"node {node.name!r} ({node.op_type})"
+                break
+        return f"onnx.reference cannot evaluate {where or 'the model'}: {type(exc).__name__}: {first_line(exc)}{self.hint}"
 
     def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
         try:
@@ -171,25 +210,31 @@ class Oracle:
 
     # -- hybrid -----------------------------------------------------------------------------
     def engine_of(self, node: onnx.NodeProto) -> str:
-        if reference_deviation(node) is not None:
-            return ORT_CPU
-        if node.name in self.semantic or node.name in self.forced_reference or holds_semantic_op(node):
+        hosted = host_construct(node, self.opset) is not None
+        if self.kind == "reference":
+            return HOST if hosted and reference_gets_wrong(node) is not None else REFERENCE
+        if (node.name in self.semantic or node.name in self.forced_reference or holds_semantic_op(node)
+                or (hosted and self._holds_semantic_path(node))):
+            if hosted:       # control flow: its bodies' nodes each get their own engine
+                return HOST
             infos = [self.types.get(name) for name in node.input if name]
             if defines(node, [getattr(i, "onnx_type", 0) or 0 for i in infos], [getattr(i, "rank", None) for i in infos]):
                 return DEFINITIONS
             return REFERENCE
         return ORT_CPU
 
-    def routed(self) -> "list[Fallback]":
-        """Nodes onnxruntime evaluates because onnx.reference is known to deviate on them."""
-        return [Fallback(n.name, ORT_CPU, reason) for n in self.model.graph.node
-                if (reason := reference_deviation(n)) is not None and holds_semantic_op(n)]
+    def _holds_semantic_path(self, node: onnx.NodeProto) -> bool:
+        """A node an idiom covers sits in one of the node's bodies (placement names it by its path)."""
+        return any(p.startswith(f"{node.name}/{a.name}/") for a in node.attribute for p in self.semantic)
 
     def node_engines(self) -> "dict[str, str]":
         """Which engine evaluates each node (after any fallback)."""
         engines = {n.name: self.engine_of(n) for n in self.model.graph.node}
         for fb in self.fallbacks:
-            engines[fb.node] = fb.engine
+            if fb.node in engines:
+                engines[fb.node] = fb.engine
+        for (node, attribute), body in self._bodies.items():      # named by path, as placement names them
+            engines.update((f"{node}/{attribute}/{name}", engine) for name, engine in body.node_engines().items())
         return engines
 
     def _plan(self) -> "list[_Run]":
@@ -197,6 +242,10 @@ class Oracle:
         reads = [node_reads(node) for node in nodes]          # once per node: protobuf reads are slow
         reads_of = {node.name: r for node, r in zip(nodes, reads)}
         runs = [_Run(engine, members) for engine, members in engine_runs(nodes, self.engine_of, reads)]
+        if self.kind == "reference":        # what the host evaluates instead is named
+            for run in runs:
+                for node in run.nodes if run.engine == HOST else ():
+                    self._fell_back(node, HOST, reference_gets_wrong(node) or "")
         last_read: "dict[str, int]" = {n: len(runs) for n in list(self.output_names) + sorted(self.keep)}
         for index, run in enumerate(runs):
             for node in run.nodes:
@@ -212,7 +261,8 @@ class Oracle:
                         run.inputs.append(name)
                 produced.update(o for o in node.output if o)
             run.outputs = [o for node in run.nodes for o in node.output if o and last_read.get(o, -1) > index]
-        return runs
+        # a run nothing reads from (dead nodes; a body's often) is not run: ONNX nodes have no effects
+        return [run for run in runs if run.outputs]
 
     def _submodel(self, nodes: "list[onnx.NodeProto]", inputs: "list[str]", outputs: "list[str]") -> onnx.ModelProto:
         graph = helper.make_graph(loops_as_onnx_defines(nodes), "oracle_region",
@@ -229,6 +279,9 @@ class Oracle:
         if key not in self._sessions and engine == DEFINITIONS:
             self._sessions[key] = DefinitionsRegion(nodes, {n: tensor_array(self._inits[n]) for n in inputs
                                                             if n in self._inits})
+        if key not in self._sessions and engine == HOST:
+            self._sessions[key] = HostRegion(nodes, {n: tensor_array(self._inits[n]) for n in inputs if n in self._inits},
+                                             self._body_oracle, self.opset)
         if key not in self._sessions and engine == REFERENCE:
             self._sessions[key] = reference_evaluator(self._submodel(list(nodes), list(inputs), list(outputs)))
         if key not in self._sessions:
@@ -247,6 +300,25 @@ class Oracle:
                 if deterministic(nodes, self.model):
                     self._shared_keys[key] = shared_key
         return self._sessions[key]
+
+    def _body_oracle(self, node: onnx.NodeProto, attribute: str, graph: onnx.GraphProto,
+                     feeds: "Mapping[str, np.ndarray]") -> "Oracle":
+        """The oracle (of this one's kind) of one body the host runs, made on its first feeds, kept
+        for every later iteration and run (its sessions with it); its fallbacks are this one's."""
+        key = (node.name, attribute)
+        if key not in self._bodies:
+            types = body_types(graph, self.types, feeds)
+            prefix = f"{node.name}/{attribute}/"
+            body = Oracle(body_model(self.model, node, attribute, graph, types), types, self.kind,
+                          {p[len(prefix):] for p in self.semantic if p.startswith(prefix)}, self.settings)
+            body.fallbacks = self.fallbacks
+            body.hint = self.hint
+            self._bodies[key] = body
+        return self._bodies[key]
+
+    def _fell_back(self, node: onnx.NodeProto, engine: str, reason: str) -> None:
+        if not any(fb.node == node.name for fb in self.fallbacks):
+            self.fallbacks.append(Fallback(node.name, engine, reason))
 
     def _plan_loadable(self) -> "list[_Run]":
         """Plans until every onnxruntime region loads: a node it has no kernel for moves to onnx.reference."""
@@ -284,7 +356,7 @@ class Oracle:
                 bad.append(node.name)
         return bad
 
-    def _hybrid(self, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
+    def _planned(self, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
         if self._runs is None or self._planned_keep != self.keep:
             self._planned_keep = set(self.keep)
             self._runs = self._plan_loadable()
@@ -313,9 +385,16 @@ class Oracle:
         try:
             return self._call(run.engine, run.nodes, run.inputs, run.outputs, env)
         except Exception as exc:
-            if len(run.nodes) == 1 and run.engine == ORT_CPU:
-                raise DmlLowerError(f"the oracle cannot evaluate node {run.nodes[0].name!r} "
-                                    f"({run.nodes[0].op_type}): {first_line(exc)}") from None
+            if run.engine == HOST and isinstance(exc, DmlLowerError):
+                raise       # a body's own line (its nodes fell back inside), or the construct's
+            failed = exc
+        if run.engine == HOST:
+            raise DmlLowerError(f"the oracle cannot evaluate {_named(run.nodes)}: {type(failed).__name__}: "
+                                f"{first_line(failed)}") from None
+        if self.kind == "reference":    # independent of onnxruntime: nothing to fall back to
+            raise DmlLowerError(self._reference_failure(run.nodes, env, failed)) from None
+        if len(run.nodes) == 1 and run.engine == ORT_CPU and host_construct(run.nodes[0], self.opset) is None:
+            raise DmlLowerError(f"the oracle cannot evaluate {_named(run.nodes)}: {first_line(failed)}") from None
         # Node by node, so one node the engine cannot evaluate moves to the other engine alone.
         local = dict(env)
         wanted = set(run.outputs)
@@ -329,14 +408,18 @@ class Oracle:
                 reason = f"{run.engine} leave this case to {REFERENCE}: {first_line(exc)}"
             except Exception as exc:
                 reason = f"{run.engine} failed: {type(exc).__name__}: {first_line(exc)}"
-            other = {REFERENCE: ORT_CPU, DEFINITIONS: REFERENCE}.get(run.engine, REFERENCE)
+            # control flow goes to the host (whose bodies fall back node by node), never to
+            # onnx.reference's Loop
+            other = (HOST if host_construct(node, self.opset) is not None
+                     else {REFERENCE: ORT_CPU, DEFINITIONS: REFERENCE}.get(run.engine, REFERENCE))
             try:
                 local.update(self._call(other, [node], reads, outs, local))
             except Exception as exc:
-                raise DmlLowerError(f"the oracle cannot evaluate node {node.name!r} ({node.op_type}): "
-                                    f"{reason}; {other} failed too: {first_line(exc)}") from None
-            if not any(fb.node == node.name for fb in self.fallbacks):
-                self.fallbacks.append(Fallback(node.name, other, reason))
+                if other == HOST and isinstance(exc, DmlLowerError):
+                    raise
+                raise DmlLowerError(f"the oracle cannot evaluate {_named([node])}: {reason}; {other} failed too: "
+                                    f"{first_line(exc)}") from None
+            self._fell_back(node, other, reason)
         return {n: local[n] for n in wanted}
 
     def to_dict(self) -> dict:
@@ -345,9 +428,30 @@ class Oracle:
             engines = self.node_engines()
             data["node_engines"] = engines
             data["regions"] = [{"engine": r.engine, "nodes": [n.name for n in r.nodes]} for r in self._runs or []]
-            data["fallbacks"] = [{"node": f.node, "engine": f.engine, "reason": f.reason}
-                                 for f in self.routed() + self.fallbacks]
+        if self.golden is None and self.kind in ("hybrid", "reference"):
+            data["fallbacks"] = [{"node": f.node, "engine": f.engine, "reason": f.reason} for f in self.fallbacks]
         return data
+
+
+class ReferenceSession:
+    """onnx.reference over a sub-model, as the reference oracle runs it (the If / Loop / Scan it
+    gets wrong on the host), with the session interface `run(outputs, feeds)`: the lowered run's
+    ONNX regions fall back to it where onnxruntime cannot load them. `types`: the sub-model's
+    values (TensorInfo), for the bodies the host runs."""
+
+    def __init__(self, model: onnx.ModelProto, types: Mapping) -> None:
+        self.oracle = Oracle(model, types, "reference")
+        self.oracle.hint = ""         # not the oracle: no --oracle advice
+
+    def run(self, outputs: "Iterable[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
+        results = self.oracle.run(feeds)
+        return [results[name] for name in (outputs or self.oracle.output_names)]
+
+
+def _named(nodes: "list[onnx.NodeProto]") -> str:
+    if len(nodes) == 1:
+        return f"node {nodes[0].name!r} ({nodes[0].op_type})"
+    return f"nodes [{', '.join(n.name for n in nodes)}]"
 
 
 def reference_outputs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":

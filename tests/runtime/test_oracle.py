@@ -13,7 +13,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.schedule import engine_runs
 from onnx_dml_lowering.runtime.check import make_oracle
 from onnx_dml_lowering.runtime import oracle as oracle_module
-from onnx_dml_lowering.runtime.oracle import DEFINITIONS, ORT_CPU, REFERENCE, Oracle
+from onnx_dml_lowering.runtime.oracle import DEFINITIONS, HOST, ORT_CPU, REFERENCE, Oracle
 from tests.builders import graph_model, interleaved_chains
 from tests.oracle import assert_outputs_same, reference
 
@@ -74,15 +74,19 @@ def loop_with_empty_condition() -> onnx.ModelProto:
                        [("acc", T.INT64, [2])], opset=17)
 
 
-def test_onnx_reference_deviations_are_routed_to_onnxruntime_and_named():
-    # onnx.reference runs a Loop with an empty condition zero times; ONNX runs it M times.
+def test_control_flow_holding_a_semantic_node_runs_on_the_host_with_its_body_split_by_engine():
+    # Was routed whole to onnxruntime (onnx.reference runs an empty-condition Loop zero times), so its
+    # NonZero ran on onnxruntime's kernel; now the host runs the Loop and the body's own oracle
+    # gives the NonZero to the ONNX definitions and the rest to onnxruntime.
     compiled = compile_model(loop_with_empty_condition())
     feeds = {"x": np.array([[1, 0, 2], [0, 0, 3]], np.float32), "m": np.array(3, np.int64),
              "acc0": np.array([0, 0], np.int64)}
     oracle = make_oracle(compiled)
     np.testing.assert_array_equal(oracle.run(feeds)["acc"], [6, 9])      # 3 iterations of shape [2, 3]
-    (fallback,) = oracle.to_dict()["fallbacks"]
-    assert fallback["node"] == "loop" and fallback["engine"] == ORT_CPU and "empty condition" in fallback["reason"]
+    engines = oracle.to_dict()["node_engines"]
+    body = {name.rsplit("/", 1)[1]: engine for name, engine in engines.items() if name.startswith("loop/body/")}
+    assert engines["loop"] == HOST and body["NonZero_0"] == DEFINITIONS and body["Add_3"] == ORT_CPU
+    assert oracle.to_dict()["fallbacks"] == []          # nothing deviated: nothing to name
 
 
 def test_a_node_the_definitions_fail_on_falls_back_to_onnx_reference_by_name(monkeypatch, rng):
@@ -166,10 +170,13 @@ def test_loop_scan_outputs_are_stacked_as_onnx_says():
     model = graph_model([h.make_node("Loop", ["m", "c"], ["ss"], name="loop", body=body)],
                         [("x", T.FLOAT, [2, 3]), ("m", T.INT64, []), ("c", T.BOOL, [])],
                         [("ss", T.FLOAT, 3)], opset=17)
-    oracle = make_oracle(compile_model(model))
-    out = oracle.run({"x": np.ones((2, 3), np.float32), "m": np.array(2, np.int64), "c": np.array(True)})["ss"]
-    assert out.shape == (2, 2, 3) and np.array_equal(out[1], np.eye(2, 3, dtype=np.float32))
-    assert "stacks" in oracle.to_dict()["fallbacks"][0]["reason"]
+    feeds = {"x": np.ones((2, 3), np.float32), "m": np.array(2, np.int64), "c": np.array(True)}
+    for kind in ("hybrid", "reference"):
+        oracle = make_oracle(compile_model(model), kind)
+        out = oracle.run(feeds)["ss"]
+        assert out.shape == (2, 2, 3) and np.array_equal(out[1], np.eye(2, 3, dtype=np.float32)), kind
+    (named,) = oracle.to_dict()["fallbacks"]      # the reference oracle says it ran this Loop itself
+    assert named["node"] == "loop" and named["engine"] == HOST and "stacks" in named["reason"]
 
 
 @pytest.mark.parametrize("kind", ["hybrid", "reference", "ort-cpu"])

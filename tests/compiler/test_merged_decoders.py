@@ -177,3 +177,27 @@ def test_check_and_run_cli_say_the_note_and_pass(tmp_path, capsys) -> None:
     assert json.loads((tmp_path / "r.json").read_text())["feed_notes"][0].startswith("note: the model names")
     code, out, err = cli(["run", str(path), "--inputs", str(tmp_path / "f.npz")], capsys)
     assert code == 0 and out.count("note: the model names these sizes both 'sequence_length'") == 1
+
+
+def test_merged_decoder_nested_in_a_body_lowers_both_masks() -> None:
+    """The decoder's If one level down (inside an outer If's branch): the renaming is scoped through
+    nested bodies, and each body's masks lower."""
+    inner = merged_decoder()
+    outputs = [h.make_tensor_value_info(o.name, T.FLOAT, [None, None, None]) for o in inner.graph.output]
+    branch = h.make_graph(list(inner.graph.node), "outer_branch", [], outputs)
+    zeros = onnx.numpy_helper.from_array(np.zeros((1, 1, 8), np.float32))
+    bypass = h.make_graph([h.make_node("Constant", [], ["logits"], value=zeros),
+                           h.make_node("Identity", ["past_key_values.0.key"], ["present.0.key"])], "bypass", [],
+                          outputs)
+    outer = h.make_node("If", ["run_decoder"], [o.name for o in outputs], name="outer",
+                        then_branch=branch, else_branch=bypass)
+    graph = h.make_graph([outer], "nested", list(inner.graph.input) + [h.make_tensor_value_info("run_decoder", T.BOOL, [])],
+                         outputs, list(inner.graph.initializer))
+    model = h.make_model(graph, opset_imports=list(inner.opset_import), ir_version=inner.ir_version)
+    compiled = compile_model(model)
+    lowered = [p for p in compiled.placement if p.status == "lowered"]
+    assert sorted(p.extra["graph_path"] for p in lowered) == ["outer/then_branch/optimum::if/else_branch",
+                                                              "outer/then_branch/optimum::if/then_branch"]
+    for use_cache in (True, False):
+        feeds = dict(decoder_feeds(use_cache), run_decoder=np.array(True))
+        assert_outputs_same(compiled.run(feeds, strict=True), reference(model, feeds), atol=1e-5, rtol=1e-5)

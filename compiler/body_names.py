@@ -35,10 +35,9 @@ def _defined(graph: onnx.GraphProto) -> "list[str]":
 def distinct_body_names(model: onnx.ModelProto) -> "dict[str, str]":
     """Rename (in place) the values subgraphs define under names defined elsewhere in the model;
     the map temporary name -> original name (empty when no subgraph reuses a name)."""
-    seen = set(_defined(model.graph))
-    bodies = [b for node in model.graph.node for b in node_bodies(node)]
-    if not bodies:
+    if not any(node_bodies(node) for node in model.graph.node):
         return {}
+    seen = set(_defined(model.graph))
     taken: "set[str]" = set()
     _all_names(model.graph, taken)
     restore: "dict[str, str]" = {}

@@ -37,7 +37,8 @@ def onnx_message(exc: BaseException, restore: "Mapping[str, str] | None" = None,
         else:
             errors[-1] += " " + line
     text = _NODE.sub(_node, _WRAPPER.sub("", errors[0]))
-    for temporary, original in (restore or {}).items():
+    # longest first: 'x~1' must not rewrite part of 'x~10'
+    for temporary, original in sorted((restore or {}).items(), key=lambda item: -len(item[0])):
         if temporary in text:
             text = text.replace(temporary, original)
     if len(text) > limit:

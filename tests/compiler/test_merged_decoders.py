@@ -146,6 +146,11 @@ def test_onnx_message_table(text, expected) -> None:
     assert onnx_message(ValueError(text), {"x~1": "x"}) == expected
 
 
+def test_onnx_message_restores_longer_temporary_names_first() -> None:
+    restore = {"x~1": "x", "x~10": "y"}
+    assert onnx_message(ValueError("(op_type:Abs): bad 'x~10' and 'x~1'"), restore) == "Abs node: bad 'y' and 'x'"
+
+
 def test_onnx_message_bounds_one_long_line() -> None:
     message = onnx_message(RuntimeError("values " + ", ".join(str(i) for i in range(5000))))
     assert len(message) == MESSAGE_LIMIT + 3 and message.endswith("...")

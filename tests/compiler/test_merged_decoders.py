@@ -4,6 +4,7 @@ model's own dimension names, and onnx's messages cut to one line."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -17,6 +18,7 @@ from onnx_dml_lowering.compiler.body_names import distinct_body_names, restore_n
 from onnx_dml_lowering.compiler.frontend import check_and_infer
 from onnx_dml_lowering.compiler.onnx_errors import MESSAGE_LIMIT, onnx_message
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.runtime.check import Tolerances, check
 from onnx_dml_lowering.runtime.feeds import check_feeds, dimension_notes
 from onnx_dml_lowering.runtime.npz import save_npz
 from tests.builders import graph_model
@@ -206,3 +208,44 @@ def test_merged_decoder_nested_in_a_body_lowers_both_masks() -> None:
     for use_cache in (True, False):
         feeds = dict(decoder_feeds(use_cache), run_decoder=np.array(True))
         assert_outputs_same(compiled.run(feeds, strict=True), reference(model, feeds), atol=1e-5, rtol=1e-5)
+
+
+# -- a real one: tiny GPT-2 merged by Optimum (tests/models/export_merged_decoder.py) ---------------
+
+REAL_MERGED = Path(__file__).parent.parent / "models" / "decoders" / "gpt2.decoder_model_merged.onnx"
+
+
+def _gpt2_feeds(use_cache: bool, batch: int, new: int, past: int, seed: int) -> "dict[str, np.ndarray]":
+    """Feeds as Optimum's ORTModelForCausalLM gives them: with the cache the mask spans past + new."""
+    rng = np.random.default_rng(seed)
+    past = past if use_cache else 1
+    mask = np.ones((batch, past + new if use_cache else new), np.int64)
+    mask[0, :1] = 0                                           # a left-padded row
+    feeds = {"input_ids": rng.integers(0, 128, (batch, new)), "attention_mask": mask,
+             "use_cache_branch": np.array([use_cache])}
+    for kv in ("key", "value"):
+        feeds[f"past_key_values.0.{kv}"] = rng.standard_normal((batch, 4, past, 8)).astype(np.float32)
+    return feeds
+
+
+def test_real_merged_decoder_is_what_onnx_data_propagation_refused() -> None:
+    model = onnx.load(str(REAL_MERGED))
+    assert REAL_MERGED.stat().st_size < 300_000
+    with pytest.raises(onnx.shape_inference.InferenceError) as err:
+        onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    assert "already exists" in str(err.value) and len(str(err.value)) > 5000
+
+
+# The TorchScript trace keeps the query length of the export (3 new tokens) in a Reshape of the mask;
+# batch and past length stay free.
+@pytest.mark.parametrize("use_cache,batch,new,past", [(True, 2, 3, 5), (True, 3, 3, 9), (True, 1, 3, 2),
+                                                      (False, 3, 3, 1), (False, 1, 3, 1)])
+def test_real_merged_decoder_checks_on_both_branches(use_cache, batch, new, past) -> None:
+    compiled = compile_model(REAL_MERGED)
+    lowered = {p.extra["graph_path"] for p in compiled.placement
+               if p.status == "lowered" and p.rule == "range_comparison_mask"}
+    assert lowered == {"optimum::if/then_branch", "optimum::if/else_branch"}
+    feeds = _gpt2_feeds(use_cache, batch, new, past, seed=new)
+    _, report = check(compiled, feeds, ["cpu", "ort-cpu"], Tolerances(atol=1e-5, rtol=1e-4))
+    assert report.ok, [(o.backend, o.output, o.status) for b in report.backends for o in b.outputs]
+    assert len(report.feed_notes) == (1 if use_cache else 0)

@@ -17,6 +17,9 @@ from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.runtime.inline_weights import parse_without_weights
 from onnx_dml_lowering.runtime.weights import is_lazy, lifted, resolve_external, tensor_array
 
+from .body_names import distinct_body_names, restore_names
+from .onnx_errors import onnx_message
+
 ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
 
 # protobuf cannot serialise a message past 2 GB, and the checker and shape inference serialise.
@@ -106,20 +109,28 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         onnx.checker.check_model(checked)
     except onnx.checker.ValidationError as exc:
-        raise DmlLowerError(_explain_checker(model, ' '.join(str(exc).split()))) from None
+        raise DmlLowerError(_explain_checker(model, onnx_message(exc))) from None
     # Data propagation makes a shape of every rank-1 value it derives, one entry per element: a
     # large weight flattened and then gathered from took 24 GB (onnx 1.23). Shape values are small,
     # so where an initializer that large exists, a plain pass comes first and data propagation runs
     # only when no rank-1 value is that large.
+    # Data propagation keys what it derives by value name for the whole model: subgraphs that
+    # reuse a name (an If's two decoders) collide, so they get distinct names for the passes.
+    restore = distinct_body_names(model)
     try:
         if any(math.prod(t.dims) > DATA_PROP_ELEMENTS for t in model.graph.initializer):
             plain = shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
             if _large_flat_value(plain):
+                restore_names(plain, restore)
                 return plain
             del plain                   # a copy of every inline weight: not kept through the next pass
-        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        inferred = shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        restore_names(inferred, restore)
+        return inferred
     except (shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
-        raise DmlLowerError(f"ONNX shape inference failed: {' '.join(str(exc).split())}") from None
+        raise DmlLowerError(f"ONNX shape inference failed: {onnx_message(exc, restore)}") from None
+    finally:
+        restore_names(model, restore)
 
 
 # A rank-1 value past this many elements is no shape value: data propagation would list it whole,

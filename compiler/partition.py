@@ -338,6 +338,11 @@ def build_regions(state: PartitionState) -> None:
                     reads.setdefault(n)
             produced.update(node_out)
         outputs = [o for node in pending for o in io[node.name][1] if last_read.get(o, -1) > index]
+        if not outputs:
+            # Dead nodes (tf2onnx leaves a Shape nothing reads): nothing to run, and onnxruntime
+            # refuses a run that requests no output.
+            pending.clear()
+            return
         name = f"onnx_region_{len(state.regions)}"
         state.regions[name] = list(pending)
         state.graph.add(OnnxRegion(name, tuple(n.name for n in pending), tuple(reads), tuple(outputs)))

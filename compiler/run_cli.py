@@ -40,7 +40,7 @@ def add_run_parser(sub) -> None:
 def cmd_run(args) -> int:
     for option in ("--save-outputs", "--save-inputs", "--json"):
         check_writable(option, getattr(args, option[2:].replace("-", "_")))
-    from onnx_dml_lowering.runtime.feeds import with_defaults
+    from onnx_dml_lowering.runtime.feeds import dimension_notes, with_defaults
     from onnx_dml_lowering.runtime.report import defaults_line
 
     from .compiled import compile_model
@@ -79,6 +79,8 @@ def cmd_run(args) -> int:
             print(f"ran {args.model} on backend {backend} (feature level {compiled.feature_level}){which}")
             if defaults:
                 print(defaults_line(defaults))
+            for note in dimension_notes(compiled.inputs + compiled.optional_inputs, feeds):
+                print(note)
             for note in done.notes:
                 print(note)
             for name in compiled.output_names:

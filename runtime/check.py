@@ -25,7 +25,7 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
 
 from .compare import BackendReport, OutputResult, compare
-from .feeds import check_feeds, restore_declared, with_defaults
+from .feeds import check_feeds, dimension_notes, restore_declared, with_defaults
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
 from .ort_providers import (ProviderSpec, SessionSettings, make_provider_session, node_providers,
@@ -135,6 +135,8 @@ class CheckReport:
     empty_nonzero: "list[str]" = field(default_factory=list)
     # The --dim sizes the random feeds were drawn at (set by the CLI; a zoo reads them back).
     dims: "dict[str, int]" = field(default_factory=dict)
+    # Feeds of the first set that depart from the model's dimension names (feeds.dimension_notes).
+    feed_notes: "list[str]" = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -150,6 +152,7 @@ class CheckReport:
                 "onnx_regions": dict(self.regions),
                 "unavailable_backends": dict(self.unavailable),
                 "control_flow_iterations": dict(self.control_flow_iterations),
+                "feed_notes": list(self.feed_notes),
                 "initializer_defaults": {name: {"dtype": str(v.dtype), "shape": list(v.shape)}
                                          for name, v in self.defaults.items()},
                 "backends": [b.to_dict(describe_backend(b.backend)) for b in self.backends]}
@@ -507,6 +510,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                          expected=first_expected, interrupted=interrupted, stopped=stopped,
                          empty_nonzero=list(still_empty) if nonzero_nodes and len(still_empty) == nonzero_nodes else [])
     report.defaults = {name: first[name] for name in defaulted}
+    report.feed_notes = dimension_notes(compiled.inputs + compiled.optional_inputs, first)
     after = control_flow_iterations(compiled, runnable, session_settings)
     report.control_flow_iterations = {b: n - before.get(b, 0) for b, n in after.items()}
     return first, report

@@ -76,7 +76,6 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
     if extra:
         raise DmlLowerError(f"feed {extra[0]!r} is not an input of the model (inputs: {', '.join(names) or 'none'})")
     out = {}
-    symbols: "dict[str, tuple[str, int, int]]" = {}      # dim_param -> (input, axis, size) first seen
     for vi in list(inputs) + [vi for vi in optional if vi.name in feeds]:
         elem, dims = _declared(vi)                 # an input no feed can satisfy is named as such
         if vi.name not in feeds:
@@ -102,19 +101,34 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
                 if isinstance(want, int) and want != got:
                     raise DmlLowerError(f"input {vi.name!r}: dimension {axis} must be {want}, got {got} "
                                         f"(shape {list(array.shape)})")
-                if isinstance(want, str):
-                    # one symbolic name is one size across every input (ONNX's dim_param)
-                    first = symbols.setdefault(want, (vi.name, axis, got))
-                    if first[2] != got and first[0] == vi.name:
-                        raise DmlLowerError(
-                            f"input {vi.name!r}: axes {first[1]} and {axis} share dimension {want!r}, so they "
-                            f"must be equal; got {first[2]} and {got} (shape {list(array.shape)})")
-                    if first[2] != got:
-                        raise DmlLowerError(
-                            f"inputs {first[0]!r} and {vi.name!r} disagree on dimension {want!r}: {first[2]} in "
-                            f"{first[0]!r} (axis {first[1]}), {got} in {vi.name!r} (axis {axis})")
         out[vi.name] = array
     return out
+
+
+def dimension_notes(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, np.ndarray]) -> "list[str]":
+    """One line for each feed that gives a dimension name of the model another size than its first
+    use. Exporters declare sizes that real use breaks (Optimum's merged decoders give attention_mask
+    input_ids's `sequence_length`, then take past + new tokens in it); onnxruntime does not enforce
+    the names, so neither do we: the feeds run as given, and the note says where they depart."""
+    first: "dict[str, tuple[str, int, int]]" = {}        # dim_param -> (input, axis, size) first seen
+    notes = []
+    for vi in inputs:
+        if vi.name not in feeds or vi.type.WhichOneof("value") != "tensor_type":
+            continue
+        shape = np.shape(feeds[vi.name])
+        for axis, dim in enumerate(vi.type.tensor_type.shape.dim):
+            if not dim.dim_param or axis >= len(shape):
+                continue
+            seen = first.setdefault(dim.dim_param, (vi.name, axis, shape[axis]))
+            if seen[2] == shape[axis]:
+                continue
+            where = (f"input {vi.name!r} has {seen[2]} on axis {seen[1]} and {shape[axis]} on axis {axis}"
+                     if seen[0] == vi.name else
+                     f"input {seen[0]!r} has {seen[2]} (axis {seen[1]}), {vi.name!r} has {shape[axis]} (axis {axis})")
+            notes.append(f"note: the model names these sizes both {dim.dim_param!r}, but {where}; run as fed, as "
+                         "onnxruntime does (it does not enforce dimension names); if one size was meant, "
+                         "feed them so")
+    return notes
 
 
 def with_defaults(feeds: "dict[str, np.ndarray]", optional: "list[onnx.ValueInfoProto]",

@@ -110,6 +110,7 @@ def format_text(report: CheckReport) -> str:
         lines.append(f"oracle: node {fb['node']} evaluated by {fb['engine']} ({fb['reason']})")
     if report.defaults:
         lines.append(defaults_line(report.defaults))
+    lines += report.feed_notes
     lines.append("results:")
     lines.append(format_results(report))
     for backend in report.backends:

@@ -215,3 +215,17 @@ def test_interleaved_chains_make_two_regions_not_one_per_chain(rng):
     assert sum(p.status == "lowered" for p in compiled.placement) == 12
     x = (rng.standard_normal((4, 5)) * 3).astype(np.float32)
     assert_outputs_same(compiled.run({"x": x}, strict=True), reference(model, {"x": x}))
+
+
+def test_dead_onnx_nodes_make_no_region() -> None:
+    """A node whose output nothing reads (tf2onnx leaves a Shape behind its EyeLike form) made a region
+    with no output, which onnxruntime refused to run ('At least one output should be requested')."""
+    nodes = [h.make_node("Shape", ["x"], ["unused"], name="dead_shape"),
+             h.make_node("NonZero", ["x"], ["y"], name="nonzero"), h.make_node("Neg", ["x"], ["dead"], name="dead_neg")]
+    graph = h.make_graph(nodes, "dead", [h.make_tensor_value_info("x", T.FLOAT, [5])],
+                         [h.make_tensor_value_info("y", T.INT64, [1, None])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+    result = differential(model, {"x": np.array([1, 0, -2, 0, 3], np.float32)})
+    regions = [s for s in result.compiled.graph.steps if isinstance(s, OnnxRegion)]
+    assert all(s.outputs for s in regions)
+    assert result.compiled.run({"x": np.zeros(5, np.float32)}, backend="ort")["y"].shape == (1, 0)

@@ -1,0 +1,47 @@
+"""onnx's checker and shape-inference messages as one readable line.
+
+Shape inference reports every failing node on a line of its own, nesting a subgraph's errors inside
+its control-flow node's ("Inference error(s): (op_type:If, node name: ...): ... "); on a decoder
+whose If branches all fail that is hundreds of lines, 10-18k characters once joined. The checker's
+one error may span lines (a node dumped in text format). The line kept: the first error whole (its
+lines joined), the nesting spelled as a path of nodes, the count of the others, a bounded length."""
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+# Past this a message is a dump, not a reason (a node printed whole, a long list of values).
+MESSAGE_LIMIT = 400
+
+_WRAPPER = re.compile(r"\[\w+\] Inference error\(s\): ")
+_NODE = re.compile(r"\(op_type:([\w.]+)(?:, node name: (.*?))?\): ")
+
+
+def _node(match: "re.Match[str]") -> str:
+    op, name = match.group(1), match.group(2)
+    return f"node {name!r} ({op}): " if name else f"{op} node: "
+
+
+def onnx_message(exc: BaseException, restore: "Mapping[str, str] | None" = None,
+                 limit: int = MESSAGE_LIMIT) -> str:
+    """The first error onnx reports in `exc` as one line of at most about `limit` characters,
+    temporary value names (`restore`: temporary -> original) spelled as the model spells them."""
+    lines = [" ".join(line.split()) for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    # Each further error of an inference list starts a line with "(op_type:"; other lines continue one.
+    errors = [lines[0]]
+    for line in lines[1:]:
+        if line.startswith("(op_type:"):
+            errors.append(line)
+        else:
+            errors[-1] += " " + line
+    text = _NODE.sub(_node, _WRAPPER.sub("", errors[0]))
+    # longest first: 'x~1' must not rewrite part of 'x~10'
+    for temporary, original in sorted((restore or {}).items(), key=lambda item: -len(item[0])):
+        if temporary in text:
+            text = text.replace(temporary, original)
+    if len(text) > limit:
+        text = text[:limit].rstrip() + "..."
+    more = len(errors) - 1
+    return text + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")

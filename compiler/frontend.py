@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Union
 
@@ -14,7 +15,7 @@ from onnx import helper, shape_inference
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
-from onnx_dml_lowering.runtime.weights import is_lazy, lifted, resolve_external, tensor_array
+from onnx_dml_lowering.runtime.weights import is_lazy, lifted, no_external, resolve_external, tensor_array
 
 ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
 
@@ -32,21 +33,13 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
                                 "and pass the path")
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
+        no_external(copy, "model")
         return copy
     if isinstance(model, (bytes, bytearray)):
         what, data, base = "model bytes", bytes(model), None
     else:
-        path = Path(model)
-        what = f"model file {str(path)!r}"
-        if not path.exists():
-            raise DmlLowerError(f"{what} does not exist")
-        if path.is_dir():
-            raise DmlLowerError(f"{what} is a directory, not an ONNX file")
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise DmlLowerError(f"{what} cannot be read: {exc.strerror}") from None
-        base = str(path.parent)
+        what, data = f"model file {str(model)!r}", read_regular_file(Path(model), f"model file {str(model)!r}")
+        base = str(Path(model).parent)
     if not data:
         raise DmlLowerError(f"{what} is empty")
     try:
@@ -56,10 +49,36 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
         raise DmlLowerError(f"{what} is not an ONNX model (protobuf parse failed: {first_line(exc)})") from None
     if not proto.graph.node and not proto.graph.output and not proto.opset_import:
         raise DmlLowerError(f"{what} is not an ONNX model (no graph, no opset import)")
-    if base is not None:
+    if base is None:
+        no_external(proto, what)
+    else:
         # Large initializers stay in their files (memory-mapped when read); the rest is loaded.
         resolve_external(proto, base, what)
     return proto
+
+
+def read_regular_file(path: Path, what: str) -> bytes:
+    """The bytes of a regular file (a model, a test data tensor): a FIFO, device or socket is refused from its stat, before
+    anything opens it (opening a FIFO blocks; a device never ends), and the read stops at the size
+    the stat gave."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise DmlLowerError(f"{what} does not exist") from None
+    except OSError as exc:
+        raise DmlLowerError(f"{what} cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise DmlLowerError(f"{what} is a directory, not an ONNX file")
+    if not stat.S_ISREG(info.st_mode):
+        raise DmlLowerError(f"{what} is not a regular file (a FIFO, device or socket): only regular files are read")
+    if info.st_size > PROTO_LIMIT:
+        raise DmlLowerError(f"{what} is {info.st_size} bytes, past protobuf's 2 GB limit for one message "
+                            "(larger weights belong in external data files)")
+    try:
+        with open(path, "rb") as file:
+            return file.read(info.st_size)
+    except OSError as exc:
+        raise DmlLowerError(f"{what} cannot be read: {exc.strerror or exc}") from None
 
 
 def _explain_checker(model: onnx.ModelProto, message: str) -> str:

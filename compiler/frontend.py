@@ -33,13 +33,27 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
                                 "and pass the path")
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
-        no_external(copy, "model")
+        no_external(copy, "model", own_marks=True)
         return copy
     if isinstance(model, (bytes, bytearray)):
-        what, data, base = "model bytes", bytes(model), None
-    else:
-        what, data = f"model file {str(model)!r}", read_regular_file(Path(model), f"model file {str(model)!r}")
-        base = str(Path(model).parent)
+        proto = _parse("model bytes", bytes(model))
+        no_external(proto, "model bytes")
+        return proto
+    what = f"model file {str(model)!r}"
+    proto = _parse(what, read_regular_file(Path(model), what))
+    # Large initializers stay in their files (memory-mapped when read); the rest is loaded.
+    resolve_external(proto, str(Path(model).parent), what)
+    return proto
+
+
+def load_stored(path: "str | os.PathLike") -> onnx.ModelProto:
+    """The model file as stored, external data references left unread (inspect reports them,
+    optimize keeps them external): read as load_model reads the file, nothing else."""
+    what = f"model file {str(path)!r}"
+    return _parse(what, read_regular_file(Path(path), what))
+
+
+def _parse(what: str, data: bytes) -> onnx.ModelProto:
     if not data:
         raise DmlLowerError(f"{what} is empty")
     try:
@@ -49,18 +63,13 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
         raise DmlLowerError(f"{what} is not an ONNX model (protobuf parse failed: {first_line(exc)})") from None
     if not proto.graph.node and not proto.graph.output and not proto.opset_import:
         raise DmlLowerError(f"{what} is not an ONNX model (no graph, no opset import)")
-    if base is None:
-        no_external(proto, what)
-    else:
-        # Large initializers stay in their files (memory-mapped when read); the rest is loaded.
-        resolve_external(proto, base, what)
     return proto
 
 
 def read_regular_file(path: Path, what: str) -> bytes:
-    """The bytes of a regular file (a model, a test data tensor): a FIFO, device or socket is refused from its stat, before
-    anything opens it (opening a FIFO blocks; a device never ends), and the read stops at the size
-    the stat gave."""
+    """The bytes of a regular file (a model, a test data tensor): a FIFO, device or socket is refused
+    from its stat, before anything opens it (opening a FIFO blocks; a device never ends), and the
+    read stops at the size the stat gave."""
     try:
         info = path.stat()
     except FileNotFoundError:

@@ -105,7 +105,9 @@ def _saved(before: int, after: int) -> str:
 def _external_files(path: str) -> "list[Path]":
     """The external data files the model file `path` names."""
     import onnx
-    proto = onnx.load(path, load_external_data=False)
+
+    from .frontend import load_stored
+    proto = load_stored(path)
     files = {entry.value for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
              for entry in t.external_data if entry.key == "location"}
     return [Path(path).parent / f for f in sorted(files)]

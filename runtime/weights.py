@@ -159,15 +159,35 @@ def check_raw_data(tensor: TensorProto, what: str) -> None:
                             f"type and shape {_describe(tensor)} take {expected} bytes")
 
 
-def no_external(proto: onnx.ModelProto, what: str) -> None:
+def no_external(proto: onnx.ModelProto, what: str, own_marks: bool = False) -> None:
     """A model without a folder (bytes, a ModelProto) cannot name external data: refused, never read
-    relative to the working directory; inline raw data is checked against its tensor's shape."""
+    relative to the working directory; inline raw data is checked against its tensor's shape.
+    `own_marks`: a ModelProto from the caller's own code may hold tensors load_model left in their
+    files (a loaded model passed again); their regions are checked again, from their marked folder.
+    Bytes are a file's content: a basepath they carry is never trusted."""
+    if not own_marks:
+        forget_basepaths(proto)
     for tensor in all_tensors(proto):
-        if tensor.data_location == TensorProto.EXTERNAL and not is_lazy(tensor):
+        if is_lazy(tensor):
+            _external_region(tensor, _entries(tensor)[BASEPATH], what)
+        elif tensor.data_location == TensorProto.EXTERNAL:
             location = _entries(tensor).get("location", "")
             raise DmlLowerError(f"{what}: tensor {tensor.name!r} keeps its data in external file {location!r}, "
                                 "which a model without a folder cannot name: pass the model file's path")
-        check_raw_data(tensor, what)
+        else:
+            check_raw_data(tensor, what)
+
+
+def forget_basepaths(proto: onnx.ModelProto) -> None:
+    """Drop every basepath entry a file carries (onnx may write one): external data is found from
+    the model's own folder, never from a folder the file names."""
+    for tensor in all_tensors(proto):
+        kept = [(e.key, e.value) for e in tensor.external_data if e.key != BASEPATH]
+        if len(kept) != len(tensor.external_data):
+            del tensor.external_data[:]
+            for key, value in kept:
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, value
 
 
 def all_tensors(proto: onnx.ModelProto) -> "list[TensorProto]":
@@ -182,9 +202,10 @@ def resolve_external(proto: onnx.ModelProto, base_dir: str, what: str) -> None:
     the file; one line naming the tensor, the file and the numbers otherwise); large main-graph
     initializers stay in their files (marked with basepath), every other external tensor is read
     into the proto with a read bounded by its length. Inline raw data is checked likewise."""
+    forget_basepaths(proto)
     main = len(proto.graph.initializer)
     for index, tensor in enumerate(all_tensors(proto)):
-        if tensor.data_location != TensorProto.EXTERNAL or is_lazy(tensor):
+        if tensor.data_location != TensorProto.EXTERNAL:
             check_raw_data(tensor, what)
             continue
         real, offset, length = _external_region(tensor, base_dir, what)

@@ -125,6 +125,7 @@ def _external_region(tensor: TensorProto, folder: str, what: str) -> "tuple[str,
     shown, real = _inside(folder, entries.get("location", ""), tensor, what)
     offset = _whole_number(entries, "offset", tensor, shown, what) or 0
     length = _whole_number(entries, "length", tensor, shown, what)
+    _check_dims(tensor, what)
     expected = data_bytes(tensor)
     if expected is None:
         raise DmlLowerError(f"{what}: tensor {tensor.name!r} of type {_describe(tensor)} cannot be stored as "
@@ -151,8 +152,14 @@ def _read_region(path: str, offset: int, length: int) -> bytes:
         return file.read(length)
 
 
+def _check_dims(tensor: TensorProto, what: str) -> None:
+    if any(d < 0 for d in tensor.dims):
+        raise DmlLowerError(f"{what}: tensor {tensor.name!r} has a negative dimension in its shape {list(tensor.dims)}")
+
+
 def check_raw_data(tensor: TensorProto, what: str) -> None:
     """Inline raw data must be exactly the bytes the tensor's type and shape take."""
+    _check_dims(tensor, what)
     expected = data_bytes(tensor)
     if tensor.HasField("raw_data") and expected is not None and len(tensor.raw_data) != expected:
         raise DmlLowerError(f"{what}: tensor {tensor.name!r} holds {len(tensor.raw_data)} bytes of raw data, but its "
@@ -191,9 +198,34 @@ def forget_basepaths(proto: onnx.ModelProto) -> None:
 
 
 def all_tensors(proto: onnx.ModelProto) -> "list[TensorProto]":
-    """Every tensor of the model: initializers (main graph first, then subgraphs) and the tensors of
-    node attributes, model-local functions included."""
-    return list(external_data_helper._get_all_tensors(proto))
+    """Every tensor of the model: initializers (main graph first, then subgraphs), the tensors of
+    node attributes, model-local functions included, and the values and indices of sparse tensors
+    (onnx.reference would read theirs relative to the working directory)."""
+    sparse = [part for graph in _graphs(proto) for item in _sparse(graph) for part in (item.values, item.indices)]
+    return list(external_data_helper._get_all_tensors(proto)) + sparse
+
+
+def _graphs(proto: onnx.ModelProto):
+    """The main graph, every subgraph at any depth and every model-local function."""
+    pending = [proto.graph] + list(proto.functions)
+    while pending:
+        graph = pending.pop()
+        yield graph
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.HasField("g"):
+                    pending.append(attribute.g)
+                pending.extend(attribute.graphs)
+
+
+def _sparse(graph):
+    """The sparse tensors of a graph or function: its sparse initializers and node attributes."""
+    yield from getattr(graph, "sparse_initializer", ())
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("sparse_tensor"):
+                yield attribute.sparse_tensor
+            yield from attribute.sparse_tensors
 
 
 def resolve_external(proto: onnx.ModelProto, base_dir: str, what: str) -> None:

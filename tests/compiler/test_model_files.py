@@ -268,6 +268,45 @@ def built_with(build, tmp_path: Path) -> Path:
     return folder
 
 
+def sparse_constant_model(location: str) -> onnx.ModelProto:
+    """y = x + c, c a Constant whose sparse_value keeps its values in external file `location`."""
+    values = T()
+    values.name, values.data_type, values.data_location = "sv", T.FLOAT, T.EXTERNAL
+    values.dims.append(SMALL)
+    entry = values.external_data.add()
+    entry.key, entry.value = "location", location
+    sparse = h.make_sparse_tensor(values, h.make_tensor("si", T.INT64, [SMALL], list(range(SMALL))), [SMALL])
+    nodes = [h.make_node("Constant", [], ["c"], name="const", sparse_value=sparse),
+             h.make_node("Add", ["x", "c"], ["y"], name="add")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [SMALL])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [SMALL])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=IR_VERSION)
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_a_sparse_tensor_s_external_values_go_through_the_same_loader(inside, tmp_path, rng):
+    folder = tmp_path / "case"
+    folder.mkdir()
+    write_weights((folder if inside else tmp_path) / "sv.bin", SMALL)
+    onnx.save(sparse_constant_model("sv.bin" if inside else "../sv.bin"), folder / "model.onnx")
+    if not inside:
+        with pytest.raises(DmlLowerError, match="tensor 'sv'.*outside the model's folder"):
+            compile_model(str(folder / "model.onnx"))
+        return
+    x = rng.standard_normal(SMALL).astype(np.float32)
+    outputs = compile_model(str(folder / "model.onnx")).run({"x": x})
+    np.testing.assert_array_equal(outputs["y"], x + (np.arange(SMALL, dtype=np.float32) + 1000))
+
+
+def test_a_negative_dimension_is_one_line(tmp_path):
+    folder = built_with(raw_data(SMALL, 4 * SMALL), tmp_path)
+    model = onnx.load(folder / "model.onnx")
+    model.graph.initializer[0].dims[0] = -SMALL
+    onnx.save(model, folder / "model.onnx")
+    with pytest.raises(DmlLowerError, match=rf"tensor 'w' has a negative dimension in its shape \[-{SMALL}\]"):
+        compile_model(str(folder / "model.onnx"))
+
+
 # -- models without a folder -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["bytes", "proto"])

@@ -83,7 +83,9 @@ def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
     if file.is_dir():
         raise DmlLowerError(f"{label} is a directory, not an .npz archive")
     if not file.is_file():
-        raise DmlLowerError(f"{label} does not exist")
+        # A FIFO or device is refused from its stat: opening a FIFO would block.
+        raise DmlLowerError(f"{label} is not a regular file (a FIFO, device or socket): only regular files are read"
+                            if file.exists() else f"{label} does not exist")
     try:
         with open(file, "rb") as handle:
             start = handle.read(6)

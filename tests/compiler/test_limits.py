@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import tracemalloc
 import weakref
 import zipfile
@@ -64,6 +65,8 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 
 BAD_NPZ = {
     "missing": (lambda t: t / "absent.npz", ["absent.npz", "does not exist"]),
+    # Refused from its stat: nothing opens the FIFO, so the row cannot hang.
+    "fifo": (lambda t: os.mkfifo(t / "p.npz") or t / "p.npz", ["p.npz", "not a regular file"]),
     "directory": (lambda t: (t / "d.npz").mkdir() or t / "d.npz", ["d.npz", "directory"]),
     "text": (lambda t: (t / "f.npz").write_text("x = 1\n") and t / "f.npz", ["f.npz", "not an .npz archive"]),
     "npy": (lambda t: (np.save(t / "f.npy", np.ones(3)), t / "f.npy")[1], ["f.npy", "single .npy array"]),

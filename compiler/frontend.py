@@ -77,7 +77,7 @@ def read_regular_file(path: Path, what: str) -> bytes:
     except OSError as exc:
         raise DmlLowerError(f"{what} cannot be read: {exc.strerror or exc}") from None
     if stat.S_ISDIR(info.st_mode):
-        raise DmlLowerError(f"{what} is a directory, not an ONNX file")
+        raise DmlLowerError(f"{what} is a directory, not a file")
     if not stat.S_ISREG(info.st_mode):
         raise DmlLowerError(f"{what} is not a regular file (a FIFO, device or socket): only regular files are read")
     if info.st_size > PROTO_LIMIT:

@@ -33,7 +33,7 @@ def first_feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
 def feed_sets(compiled: CompiledModel, args) -> "Iterator[dict[str, np.ndarray]]":
     """The feed sets of run / check, one at a time: a data loader script's, the --inputs file, or
     seeded random ones (seeds SEED .. SEED+N-1 for --iterations N)."""
-    from onnx_dml_lowering.runtime.feeds import random_feeds
+    from onnx_dml_lowering.runtime.feeds import check_feed_headers, random_feeds
     from onnx_dml_lowering.runtime.npz import load_npz
     iterations = getattr(args, "iterations", 1)
     script = getattr(args, "data_loader_script", None)
@@ -53,7 +53,8 @@ def feed_sets(compiled: CompiledModel, args) -> "Iterator[dict[str, np.ndarray]]
     if args.inputs:
         if iterations > 1:
             raise DmlLowerError("--iterations draws seeded random feeds: it does not combine with --inputs")
-        yield load_npz(args.inputs, "inputs file", memory_limit(args))
+        yield load_npz(args.inputs, "inputs file", memory_limit(args), check=lambda headers: check_feed_headers(
+            compiled.inputs, headers, compiled.optional_inputs))
         return
     if args.seed < 0:
         raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")

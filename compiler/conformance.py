@@ -8,15 +8,20 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.runtime import ort_providers
+from onnx_dml_lowering.runtime.weights import check_raw_data
 
 from .compiled import compile_model
+from .frontend import load_model, read_regular_file
 from .conformance_cases import Case, all_cases
 
 MANIFEST = "manifest.json"
@@ -229,16 +234,19 @@ def load(directory: str, pattern: "str | None" = None) -> "tuple[dict, list[tupl
         raise DmlLowerError(f"conformance directory {directory!r} does not exist")
     manifest = {}
     if os.path.exists(os.path.join(directory, MANIFEST)):
-        with open(os.path.join(directory, MANIFEST)) as f:
-            manifest = json.load(f)
+        path = os.path.join(directory, MANIFEST)
+        try:
+            manifest = json.loads(read_regular_file(Path(path), f"conformance manifest {path!r}"))
+        except ValueError as exc:
+            raise DmlLowerError(f"conformance manifest {path!r} is not JSON: {first_line(exc)}") from None
     cases = []
     for name in sorted(os.listdir(directory)):
         folder = os.path.join(directory, name)
-        if not os.path.isfile(os.path.join(folder, "model.onnx")):
+        if not os.path.exists(os.path.join(folder, "model.onnx")):     # load_model refuses a FIFO or device
             continue
         if pattern is not None and not fnmatch.fnmatchcase(name, pattern):
             continue
-        model = onnx.load(os.path.join(folder, "model.onnx"))
+        model = load_model(os.path.join(folder, "model.onnx"))
         inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
         sets, expected = [], []
         n = 0
@@ -257,9 +265,16 @@ def load(directory: str, pattern: "str | None" = None) -> "tuple[dict, list[tupl
 
 
 def _read_tensor(path: str) -> np.ndarray:
+    """A test data tensor: a regular file, its data inline (never read from a file it names)."""
+    what = f"conformance tensor file {path!r}"
     tensor = onnx.TensorProto()
-    with open(path, "rb") as f:
-        tensor.ParseFromString(f.read())
+    try:
+        tensor.ParseFromString(read_regular_file(Path(path), what))
+    except DecodeError as exc:
+        raise DmlLowerError(f"{what} is not a TensorProto (protobuf parse failed: {first_line(exc)})") from None
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        raise DmlLowerError(f"{what}: tensor {tensor.name!r} names external data; test data is read inline only")
+    check_raw_data(tensor, what)
     return numpy_helper.to_array(tensor)
 
 

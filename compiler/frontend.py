@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Union
 
@@ -15,7 +16,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.runtime.inline_weights import parse_without_weights
-from onnx_dml_lowering.runtime.weights import is_lazy, lifted, resolve_external, tensor_array
+from onnx_dml_lowering.runtime.weights import is_lazy, lifted, no_external, resolve_external, tensor_array
 
 from .body_names import distinct_body_names, restore_names
 from .onnx_errors import onnx_message
@@ -36,25 +37,32 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
                                 "and pass the path")
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
+        no_external(copy, "model", own_marks=True)
         return copy
     if isinstance(model, (bytes, bytearray)):
-        what, data, base = "model bytes", bytes(model), None
-    else:
-        path = Path(model)
-        what = f"model file {str(path)!r}"
-        if not path.exists():
-            raise DmlLowerError(f"{what} does not exist")
-        if path.is_dir():
-            raise DmlLowerError(f"{what} is a directory, not an ONNX file")
-        base = str(path.parent)
-        proto = _without_inline_weights(path)
-        if proto is not None:
-            resolve_external(proto, base, what)
-            return proto
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise DmlLowerError(f"{what} cannot be read: {exc.strerror}") from None
+        proto = _parse("model bytes", bytes(model))
+        no_external(proto, "model bytes")
+        return proto
+    path = Path(model)
+    what = f"model file {str(model)!r}"
+    regular_size(path, what)
+    # Large inline weights are left in the file like external ones (runtime.inline_weights).
+    proto = _without_inline_weights(path) or _parse(what, read_regular_file(path, what))
+    # Large initializers stay in their files (memory-mapped when read); the rest is loaded.
+    resolve_external(proto, str(path.parent), what)
+    return proto
+
+
+def load_stored(path: "str | os.PathLike") -> onnx.ModelProto:
+    """The model file as stored, external data references left unread (inspect reports them,
+    optimize keeps them external), large inline weights too (pointing at their bytes in the file:
+    inline_weights.in_model_file): read as load_model reads the file, nothing else."""
+    what = f"model file {str(path)!r}"
+    regular_size(Path(path), what)
+    return _without_inline_weights(Path(path)) or _parse(what, read_regular_file(Path(path), what))
+
+
+def _parse(what: str, data: bytes) -> onnx.ModelProto:
     if not data:
         raise DmlLowerError(f"{what} is empty")
     try:
@@ -64,9 +72,6 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
         raise DmlLowerError(f"{what} is not an ONNX model (protobuf parse failed: {first_line(exc)})") from None
     if not proto.graph.node and not proto.graph.output and not proto.opset_import:
         raise DmlLowerError(f"{what} is not an ONNX model (no graph, no opset import)")
-    if base is not None:
-        # Large initializers stay in their files (memory-mapped when read); the rest is loaded.
-        resolve_external(proto, base, what)
     return proto
 
 
@@ -80,6 +85,35 @@ def _without_inline_weights(path: Path) -> "onnx.ModelProto | None":
     if proto is None or (not proto.graph.node and not proto.graph.output and not proto.opset_import):
         return None
     return proto
+
+
+def regular_size(path: Path, what: str) -> int:
+    """The size of a regular file (a model, a test data tensor): a FIFO, device or socket is refused
+    from its stat, before anything opens it (opening a FIFO blocks; a device never ends)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise DmlLowerError(f"{what} does not exist") from None
+    except OSError as exc:
+        raise DmlLowerError(f"{what} cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise DmlLowerError(f"{what} is a directory, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise DmlLowerError(f"{what} is not a regular file (a FIFO, device or socket): only regular files are read")
+    return info.st_size
+
+
+def read_regular_file(path: Path, what: str) -> bytes:
+    """The bytes of a regular file (regular_size); the read stops at the size the stat gave."""
+    size = regular_size(path, what)
+    if size > PROTO_LIMIT:
+        raise DmlLowerError(f"{what} is {size} bytes, past protobuf's 2 GB limit for one message "
+                            "(larger weights belong in external data files)")
+    try:
+        with open(path, "rb") as file:
+            return file.read(size)
+    except OSError as exc:
+        raise DmlLowerError(f"{what} cannot be read: {exc.strerror or exc}") from None
 
 
 def _explain_checker(model: onnx.ModelProto, message: str) -> str:

@@ -17,7 +17,7 @@ from onnx_dml_lowering.runtime.inline_weights import in_model_file, parse_withou
 
 from .bodies import graph_attributes
 from .compiled import CompiledModel, compile_model
-from .frontend import load_model
+from .frontend import load_stored
 
 # Always listed, lowered or not; other idiom anchors (Equal, Less, Constant, ...) are listed
 # when an idiom's pattern found them, as the placement does.
@@ -157,15 +157,7 @@ def inspect_model(path: str, feature_level: str = "5_1") -> dict:
 
 def _load_raw(path) -> onnx.ModelProto:
     """The file as stored: external data is left where it is (only its size is reported)."""
-    file = Path(path)
-    if file.is_file() and file.stat().st_size:
-        try:
-            # large inline weights are not read: they point at their bytes in the file
-            return parse_without_weights(str(file)) or onnx.load(str(file), load_external_data=False)
-        except Exception:  # not an ONNX file: load_model says so in one line
-            pass
-    load_model(path)   # raises the one-line error for a missing, empty or unparsable file
-    raise DmlLowerError(f"model file {str(path)!r} cannot be read as an ONNX model")
+    return load_stored(path)      # large inline weights point at their bytes in the file
 
 
 def format_inspect(report: dict) -> str:

@@ -23,9 +23,10 @@ from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromR
                                                         range_length)
 
 from .node_ids import all_nodes, identify_nodes
+from onnx_dml_lowering.runtime.inline_weights import in_model_file
 from onnx_dml_lowering.runtime.weights import external_path, inline, is_lazy, lifted, tensor_array
 
-from .frontend import default_opset, load_model
+from .frontend import default_opset, load_model, load_stored
 from .generators import Generator, band_generator
 from .graph_view import OnnxGraphView
 from .optimize_eye import RunTimeEye, replace_unread
@@ -276,8 +277,9 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
 
 def external_initializers(path: str) -> "set[str]":
     """Names of the initializers `path` stores as external data."""
-    proto = onnx.load(path, load_external_data=False)
-    return {t.name for t in proto.graph.initializer if t.data_location == TensorProto.EXTERNAL}
+    proto = load_stored(path)
+    return {t.name for t in proto.graph.initializer
+            if t.data_location == TensorProto.EXTERNAL and not in_model_file(t, Path(path).name)}
 
 
 def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: str = "optimized model") -> "str | None":

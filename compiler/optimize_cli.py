@@ -72,7 +72,7 @@ def _check_feeds(args, model) -> "tuple[dict | None, dict]":
     """--inputs / --dim, validated before anything is written: the feeds and the dimension sizes."""
     from types import SimpleNamespace
 
-    from onnx_dml_lowering.runtime.feeds import check_feeds
+    from onnx_dml_lowering.runtime.feeds import check_feed_headers, check_feeds
     from onnx_dml_lowering.runtime.npz import load_npz
 
     from .frontend import graph_inputs, overridable_inputs
@@ -86,7 +86,9 @@ def _check_feeds(args, model) -> "tuple[dict | None, dict]":
     dims = parse_dims(SimpleNamespace(inputs=inputs, optional_inputs=overridable_inputs(model)), args)
     if not args.inputs:
         return None, dims
-    return check_feeds(inputs, load_npz(args.inputs, "inputs file"), overridable_inputs(model)), dims
+    optional = overridable_inputs(model)
+    arrays = load_npz(args.inputs, "inputs file", check=lambda headers: check_feed_headers(inputs, headers, optional))
+    return check_feeds(inputs, arrays, optional), dims
 
 
 def _overwrites(model: str, output: str) -> bool:
@@ -103,8 +105,13 @@ def _saved(before: int, after: int) -> str:
 def _external_files(path: str) -> "list[Path]":
     """The external data files the model file `path` names."""
     import onnx
-    proto = onnx.load(path, load_external_data=False)
-    files = {entry.value for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+
+    from onnx_dml_lowering.runtime.inline_weights import in_model_file
+
+    from .frontend import load_stored
+    proto = load_stored(path)
+    files = {entry.value for t in proto.graph.initializer
+             if t.data_location == onnx.TensorProto.EXTERNAL and not in_model_file(t, Path(path).name)
              for entry in t.external_data if entry.key == "location"}
     return [Path(path).parent / f for f in sorted(files)]
 

@@ -50,7 +50,7 @@ def discover(paths: "list[str]") -> "list[str]":
             if not found:
                 raise DmlLowerError(f"directory {text!r} holds no .onnx model (searched recursively)")
             models += found
-        elif path.is_file():
+        elif path.exists():             # a FIFO or device given by name: its check refuses it in one line
             models.append(text)
         else:
             raise DmlLowerError(f"model {text!r} does not exist")

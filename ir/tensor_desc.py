@@ -15,6 +15,7 @@ Dim = Union[int, str]
 
 MAX_DIMENSIONS = 8                  # DML_TENSOR_DIMENSION_COUNT_MAX1
 MAX_ELEMENTS = 2**32 - 1
+UINT32_MAX = 2**32 - 1              # Sizes and Strides are UINT arrays; elements are indexed in 32 bits
 MINIMUM_BUFFER_ALIGNMENT = 16       # DML_MINIMUM_BUFFER_TENSOR_ALIGNMENT
 FLAG_NONE, FLAG_OWNED_BY_DML = 0, 1
 
@@ -127,6 +128,14 @@ class TensorDesc:
                 raise DmlLowerError(f"{what}: {len(self.strides)} strides for {self.rank} sizes")
             if any(t < 0 for t in self.strides):
                 raise DmlLowerError(f"{what}: negative stride in {list(self.strides)}")
+            wide = next((t for t in self.strides if t > UINT32_MAX), None)
+            if wide is not None:
+                raise DmlLowerError(f"{what}: stride {wide} in {list(self.strides)} does not fit DirectML's 32-bit "
+                                    f"Strides field (at most {UINT32_MAX})")
+            last = sum((s - 1) * t for s, t in zip(sizes, self.strides))
+            if last > UINT32_MAX:
+                raise DmlLowerError(f"{what}: sizes {list(sizes)} and strides {list(self.strides)} reach element "
+                                    f"index {last}, past DirectML's 32-bit element index (at most {UINT32_MAX})")
         if self.total_size is not None and self.total_size < self.min_total_size:
             raise DmlLowerError(
                 f"{what}: TotalTensorSizeInBytes {self.total_size} is below the minimum "

@@ -70,39 +70,68 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
     """
     if not isinstance(feeds, Mapping):
         raise DmlLowerError(f"feeds must be a mapping of input name to array, not {type(feeds).__name__}")
+    out = {}
+    for vi, elem, dims in _named(inputs, feeds, optional):
+        try:
+            array = normalise(feeds[vi.name])
+        except (TypeError, ValueError) as exc:
+            raise DmlLowerError(f"input {vi.name!r}: not an array ({exc})") from None
+        array = restore_dtype(array, onnx_to_numpy(elem))  # bfloat16 / float8 / 4-bit saved in an .npz: raw bytes
+        _check_declared(vi, elem, dims, array.dtype, array.shape)
+        out[vi.name] = array
+    return out
+
+
+def check_feed_headers(inputs: "list[onnx.ValueInfoProto]", headers: "Mapping[str, tuple[np.dtype, tuple]]",
+                       optional: "list[onnx.ValueInfoProto]" = ()) -> None:
+    """check_feeds on each feed's dtype and shape alone (an .npz entry's header): the same one line,
+    before a byte of data is read or inflated."""
+    for vi, elem, dims in _named(inputs, headers, optional):
+        dtype, shape = headers[vi.name]
+        dtype = np.dtype(dtype)
+        if dtype.byteorder not in ("=", "|"):
+            dtype = dtype.newbyteorder("=")        # normalise converts the data alike
+        _check_declared(vi, elem, dims, restored_dtype(dtype, onnx_to_numpy(elem)), tuple(shape))
+
+
+def _named(inputs, feeds: Mapping, optional) -> "list[tuple[onnx.ValueInfoProto, int, tuple | None]]":
+    """(input, declared element type, declared dims) for every input to check, in order; an extra
+    feed, an input no feed can satisfy or a missing feed is one line."""
     names = [vi.name for vi in inputs]
     allowed = names + [vi.name for vi in optional]
     extra = [n for n in feeds if n not in allowed]
     if extra:
         raise DmlLowerError(f"feed {extra[0]!r} is not an input of the model (inputs: {', '.join(names) or 'none'})")
-    out = {}
+    out = []
     for vi in list(inputs) + [vi for vi in optional if vi.name in feeds]:
         elem, dims = _declared(vi)                 # an input no feed can satisfy is named as such
         if vi.name not in feeds:
             raise DmlLowerError(f"input {vi.name!r} is missing from the feeds")
-        try:
-            array = normalise(feeds[vi.name])
-        except (TypeError, ValueError) as exc:
-            raise DmlLowerError(f"input {vi.name!r}: not an array ({exc})") from None
-        expected = onnx_to_numpy(elem)
-        array = restore_dtype(array, expected)     # bfloat16 / float8 / 4-bit saved in an .npz: raw bytes
-        if array.dtype != expected:
-            got = (f"raw {array.dtype.itemsize}-byte records ({array.dtype.str}, how np.savez keeps an "
-                   f"ml_dtypes array such as bfloat16)" if array.dtype.kind == "V" and array.dtype.names is None
-                   else str(array.dtype))
-            named = onnx_type_name(elem)
-            want = named if named == str(expected) else f"{named} ({expected})"
-            raise DmlLowerError(f"input {vi.name!r}: expected {want}, got {got}")
-        if dims is not None:
-            if array.ndim != len(dims):
-                raise DmlLowerError(f"input {vi.name!r}: expected rank {len(dims)} {list(dims)}, "
-                                    f"got rank {array.ndim} {list(array.shape)}")
-            for axis, (want, got) in enumerate(zip(dims, array.shape)):
-                if isinstance(want, int) and want != got:
-                    raise DmlLowerError(f"input {vi.name!r}: dimension {axis} must be {want}, got {got} "
-                                        f"(shape {list(array.shape)})")
-        out[vi.name] = array
+        out.append((vi, elem, dims))
     return out
+
+
+def _check_declared(vi: onnx.ValueInfoProto, elem: int, dims: "tuple | None", dtype: np.dtype,
+                    shape: tuple) -> None:
+    """A feed's dtype and shape against the input's declared type and fixed dims (dimension names
+    are not enforced: dimension_notes)."""
+    expected = onnx_to_numpy(elem)
+    if dtype != expected:
+        got = (f"raw {dtype.itemsize}-byte records ({dtype.str}, how np.savez keeps an "
+               f"ml_dtypes array such as bfloat16)" if dtype.kind == "V" and dtype.names is None
+               else str(dtype))
+        named = onnx_type_name(elem)
+        want = named if named == str(expected) else f"{named} ({expected})"
+        raise DmlLowerError(f"input {vi.name!r}: expected {want}, got {got}")
+    if dims is None:
+        return
+    if len(shape) != len(dims):
+        raise DmlLowerError(f"input {vi.name!r}: expected rank {len(dims)} {list(dims)}, "
+                            f"got rank {len(shape)} {list(shape)}")
+    for axis, (want, got) in enumerate(zip(dims, shape)):
+        if isinstance(want, int) and want != got:
+            raise DmlLowerError(f"input {vi.name!r}: dimension {axis} must be {want}, got {got} "
+                                f"(shape {list(shape)})")
 
 
 def dimension_notes(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, np.ndarray]) -> "list[str]":
@@ -141,13 +170,20 @@ def with_defaults(feeds: "dict[str, np.ndarray]", optional: "list[onnx.ValueInfo
     return out, defaulted
 
 
+def restored_dtype(dtype: np.dtype, expected: np.dtype) -> np.dtype:
+    """The dtype restore_dtype gives an array of `dtype`: raw void records of the declared ml_dtypes
+    type's size are that type."""
+    if dtype.kind == "V" and dtype.fields is None and dtype != expected \
+            and dtype.itemsize == expected.itemsize and expected not in NUMPY_NATIVE:
+        return expected
+    return dtype
+
+
 def restore_dtype(array: np.ndarray, expected: np.dtype) -> np.ndarray:
     """numpy writes ml_dtypes arrays (bfloat16, float8, int4, ...) to .npy as raw void records:
     given the declared type, such an array becomes that type again, bit for bit."""
-    if array.dtype.kind == "V" and array.dtype.fields is None and array.dtype != expected \
-            and array.dtype.itemsize == expected.itemsize and expected not in NUMPY_NATIVE:
-        return array.view(expected)
-    return array
+    dtype = restored_dtype(array.dtype, expected)
+    return array if dtype == array.dtype else array.view(dtype)
 
 
 def restore_declared(types: Mapping, name: str, value: np.ndarray) -> np.ndarray:

@@ -15,14 +15,14 @@ import re
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE
 
-from .memory import format_size
+from .memory import default_limit, format_size
 
 _MAGIC = b"\x93NUMPY"
 
@@ -70,17 +70,22 @@ def _header(entry, what: str) -> "tuple[np.dtype, tuple, bool]":
     return dtype, shape, fortran
 
 
-def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None) -> "dict[str, np.ndarray]":
+def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
+             check: "Callable[[dict[str, tuple[np.dtype, tuple]]], None] | None" = None) -> "dict[str, np.ndarray]":
     """{name: array} from an .npz; every way it can be wrong is one line naming the file.
 
-    `limit` (bytes): the arrays' total size, known from the headers, is refused over it before
-    any array is read."""
+    Nothing is read or inflated before every entry's header is: `check` gets {name: (dtype, shape)}
+    (feeds.check_feed_headers: the names, dtypes and shapes the model takes), then the arrays'
+    total size is refused over `limit` bytes (None: the default memory limit)."""
+    limit = default_limit() if limit is None else limit
     label = f"{what} {path!r}"
     file = Path(path)
     if file.is_dir():
         raise DmlLowerError(f"{label} is a directory, not an .npz archive")
     if not file.is_file():
-        raise DmlLowerError(f"{label} does not exist")
+        # A FIFO or device is refused from its stat: opening a FIFO would block.
+        raise DmlLowerError(f"{label} is not a regular file (a FIFO, device or socket): only regular files are read"
+                            if file.exists() else f"{label} does not exist")
     try:
         with open(file, "rb") as handle:
             start = handle.read(6)
@@ -102,8 +107,10 @@ def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None) -
             for member in members:
                 with archive.open(member) as entry:
                     headers.append((member, *_header(entry, label)))
+            if check is not None:
+                check({member.filename[:-4]: (dtype, shape) for member, dtype, shape, _ in headers})
             total = sum(int(np.prod(shape, dtype=object)) * dtype.itemsize for _, dtype, shape, _ in headers)
-            if limit is not None and total > limit:
+            if total > limit:
                 member, dtype, shape, _ = max(headers, key=lambda h: int(np.prod(h[2], dtype=object)) * h[1].itemsize)
                 raise DmlLowerError(f"{label} holds {format_size(total)} of arrays, over the memory limit of "
                                     f"{format_size(limit)}: {member.filename[:-4]!r} of shape {list(shape)} "

@@ -8,7 +8,6 @@ import os
 from typing import Mapping
 
 import numpy as np
-from onnx import numpy_helper
 
 from onnx_dml_lowering.ir import ControlFlow, LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import Declined
@@ -20,6 +19,7 @@ from .interpreter import Interpreter
 from .memory import buffer_bytes, check_memory, default_limit, parse_size
 from .onnx_regions import RegionRunner
 from .ort_operators import OrtOperators
+from .weights import tensor_array
 
 
 def strict_default() -> bool:
@@ -99,7 +99,7 @@ class GraphRunner:
         if key not in self._bodies:
             body = self.partition.bodies[node][attribute]
             model = body.source.model
-            inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer
+            inits = {i.name: tensor_array(i) for i in model.graph.initializer
                      if i.name not in body.partition.generated}
             self._bodies[key] = GraphRunner(self.session, body.partition, model, body.source.types, inits)
         return self._bodies[key]

@@ -2,8 +2,11 @@
 is needed, never copied into the ModelProto (a protobuf message cannot pass 2 GB, and a copy would
 double the memory a big model takes).
 
-load_model marks such a tensor with a `basepath` entry (the model's folder, onnx's own
-ExternalDataInfo key) next to its `location`, `offset` and `length`; everything that reads an
+resolve_external is the one reader of external data, for every command and the Python API: a
+model file cannot make the tool read outside its own folder (the real path, symlinks resolved,
+must lie inside it), nor anything but a regular file, nor past the bytes its tensor takes. It marks
+a large tensor with a `basepath` entry (the checked file's real folder, onnx's own ExternalDataInfo
+key) next to its `location`, `offset` and `length`; everything that reads an
 initializer's value goes through tensor_array, which maps the file at that offset. onnxruntime gets
 these tensors as external initializers (ort_providers.ort_model), onnx.reference as feeds
 (reference_evaluator), the ONNX checker as typed graph inputs (lifted)."""
@@ -11,6 +14,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import stat
 import weakref
 from typing import Callable
 
@@ -61,51 +66,203 @@ def is_lazy(tensor: TensorProto) -> bool:
 
 
 def _nbytes(tensor: TensorProto, dtype: np.dtype) -> int:
-    count = 1
-    for d in tensor.dims:
-        count *= int(d)
-    return count * dtype.itemsize
+    return math.prod(int(d) for d in tensor.dims) * dtype.itemsize
+
+
+# Sub-byte types pack their elements: bits per element (the last byte is padded).
+_BITS = {getattr(TensorProto, n): b for n, b in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2),
+                                                   ("UINT2", 2)) if hasattr(TensorProto, n)}
+
+
+def data_bytes(tensor: TensorProto) -> "int | None":
+    """The bytes of raw data the tensor's type and dims take (None: a string or unknown type)."""
+    count = math.prod(int(d) for d in tensor.dims)
+    if tensor.data_type in _BITS:
+        return (count * _BITS[tensor.data_type] + 7) // 8
+    dtype = mappable_dtype(tensor.data_type)
+    return None if dtype is None else count * dtype.itemsize
+
+
+def _describe(tensor: TensorProto) -> str:
+    return f"{helper.tensor_dtype_to_string(tensor.data_type).removeprefix('TensorProto.')} {list(tensor.dims)}"
+
+
+def _whole_number(entries: "dict[str, str]", key: str, tensor: TensorProto, shown: str, what: str) -> "int | None":
+    """An offset or length entry as a non-negative int (None when absent), else one line."""
+    text = entries.get(key)
+    if text is None or text == "":
+        return None
+    if not re.fullmatch(r"[0-9]+", text.strip()):
+        raise DmlLowerError(f"{what}: external data of tensor {tensor.name!r} in {shown!r} has {key} {text!r}, "
+                            "not a non-negative whole number of bytes")
+    return int(text)
+
+
+def _inside(folder: str, location: str, tensor: TensorProto, what: str) -> "tuple[str, str]":
+    """(path as shown, real path) of an external data file, refused unless it is a regular file whose
+    real path (every symlink resolved) lies inside the model's real folder."""
+    shown = os.path.join(folder, location)
+    if not location:
+        raise DmlLowerError(f"{what}: tensor {tensor.name!r} is stored as external data but names no location")
+    if os.path.isabs(location):
+        raise DmlLowerError(f"{what}: tensor {tensor.name!r} names its external data by the absolute path "
+                            f"{location!r}; external data is read only from inside the model's folder")
+    root = os.path.realpath(folder)
+    real = os.path.realpath(shown)
+    if os.path.commonpath([root, real]) != root:
+        raise DmlLowerError(f"{what}: external data file {location!r} of tensor {tensor.name!r} resolves to "
+                            f"{real!r}, outside the model's folder {root!r} (external data is read only from inside it)")
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        raise DmlLowerError(f"{what}: external data file {shown!r} of tensor {tensor.name!r} does not exist or is "
+                            "not a file (external data is read relative to the model file)") from None
+    if not stat.S_ISREG(mode):
+        raise DmlLowerError(f"{what}: external data file {shown!r} of tensor {tensor.name!r} is not a regular file "
+                            "(a folder, FIFO or device): only regular files are read")
+    return shown, real
+
+
+def _external_region(tensor: TensorProto, folder: str, what: str) -> "tuple[str, int, int]":
+    """(real path, offset, length) of an external tensor's data, every number checked against the
+    tensor's type and shape and the file's size (one line naming the tensor, the file and them)."""
+    entries = _entries(tensor)
+    shown, real = _inside(folder, entries.get("location", ""), tensor, what)
+    offset = _whole_number(entries, "offset", tensor, shown, what) or 0
+    length = _whole_number(entries, "length", tensor, shown, what)
+    _check_dims(tensor, what)
+    expected = data_bytes(tensor)
+    if expected is None:
+        raise DmlLowerError(f"{what}: tensor {tensor.name!r} of type {_describe(tensor)} cannot be stored as "
+                            "external data (ONNX stores raw bytes there; this type has none)")
+    size = os.path.getsize(real)
+    if length is not None and length != expected:
+        raise DmlLowerError(f"{what}: external data of tensor {tensor.name!r} has length {length}, but its type and "
+                            f"shape {list(tensor.dims)} take {expected} bytes (file {shown!r})")
+    if offset + expected > size:
+        raise DmlLowerError(f"{what}: external data file {shown!r} holds {size} bytes, fewer than tensor "
+                            f"{tensor.name!r} needs (offset {offset} + length {expected})")
+    if length is None and offset + expected != size:
+        # ONNX reads a tensor without length to the end of its file.
+        raise DmlLowerError(f"{what}: external data of tensor {tensor.name!r} has no length, so it runs from offset "
+                            f"{offset} to the end of {shown!r}: {size - offset} bytes, but its type and shape "
+                            f"{list(tensor.dims)} take {expected} bytes")
+    return real, offset, expected
+
+
+def _read_region(path: str, offset: int, length: int) -> bytes:
+    """Exactly `length` bytes of a regular file from `offset` (the caller checked the file's size)."""
+    with open(path, "rb") as file:
+        file.seek(offset)
+        return file.read(length)
+
+
+def _check_dims(tensor: TensorProto, what: str) -> None:
+    if any(d < 0 for d in tensor.dims):
+        raise DmlLowerError(f"{what}: tensor {tensor.name!r} has a negative dimension in its shape {list(tensor.dims)}")
+
+
+def check_raw_data(tensor: TensorProto, what: str) -> None:
+    """Inline raw data must be exactly the bytes the tensor's type and shape take."""
+    _check_dims(tensor, what)
+    expected = data_bytes(tensor)
+    if tensor.HasField("raw_data") and expected is not None and len(tensor.raw_data) != expected:
+        raise DmlLowerError(f"{what}: tensor {tensor.name!r} holds {len(tensor.raw_data)} bytes of raw data, but its "
+                            f"type and shape {_describe(tensor)} take {expected} bytes")
+
+
+def no_external(proto: onnx.ModelProto, what: str, own_marks: bool = False) -> None:
+    """A model without a folder (bytes, a ModelProto) cannot name external data: refused, never read
+    relative to the working directory; inline raw data is checked against its tensor's shape.
+    `own_marks`: a ModelProto from the caller's own code may hold tensors load_model left in their
+    files (a loaded model passed again); their regions are checked again, from their marked folder.
+    Bytes are a file's content: a basepath they carry is never trusted."""
+    if not own_marks:
+        forget_basepaths(proto)
+    for tensor in all_tensors(proto):
+        if is_lazy(tensor):
+            _external_region(tensor, _entries(tensor)[BASEPATH], what)
+        elif tensor.data_location == TensorProto.EXTERNAL:
+            location = _entries(tensor).get("location", "")
+            raise DmlLowerError(f"{what}: tensor {tensor.name!r} keeps its data in external file {location!r}, "
+                                "which a model without a folder cannot name: pass the model file's path")
+        else:
+            check_raw_data(tensor, what)
+
+
+def forget_basepaths(proto: onnx.ModelProto) -> None:
+    """Drop every basepath entry a file carries (onnx may write one): external data is found from
+    the model's own folder, never from a folder the file names."""
+    for tensor in all_tensors(proto):
+        kept = [(e.key, e.value) for e in tensor.external_data if e.key != BASEPATH]
+        if len(kept) != len(tensor.external_data):
+            del tensor.external_data[:]
+            for key, value in kept:
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, value
+
+
+def all_tensors(proto: onnx.ModelProto) -> "list[TensorProto]":
+    """Every tensor of the model: initializers (main graph first, then subgraphs), the tensors of
+    node attributes, model-local functions included, and the values and indices of sparse tensors
+    (onnx.reference would read theirs relative to the working directory)."""
+    sparse = [part for graph in _graphs(proto) for item in _sparse(graph) for part in (item.values, item.indices)]
+    return list(external_data_helper._get_all_tensors(proto)) + sparse
+
+
+def _graphs(proto: onnx.ModelProto):
+    """The main graph, every subgraph at any depth and every model-local function."""
+    pending = [proto.graph] + list(proto.functions)
+    while pending:
+        graph = pending.pop()
+        yield graph
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.HasField("g"):
+                    pending.append(attribute.g)
+                pending.extend(attribute.graphs)
+
+
+def _sparse(graph):
+    """The sparse tensors of a graph or function: its sparse initializers and node attributes."""
+    yield from getattr(graph, "sparse_initializer", ())
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("sparse_tensor"):
+                yield attribute.sparse_tensor
+            yield from attribute.sparse_tensors
 
 
 def resolve_external(proto: onnx.ModelProto, base_dir: str, what: str) -> None:
-    """Check every external tensor of `proto` against its file (one line naming the tensor and the
-    file when it is missing or too short); large main-graph initializers stay in their files
-    (marked with basepath), every other external tensor is read into the proto."""
-    # Main-graph initializers first (only they may stay in their files), then every other tensor.
-    tensors = list(proto.graph.initializer) + list(external_data_helper._get_all_tensors(proto))
-    for index, tensor in enumerate(tensors):
-        if tensor.data_location != TensorProto.EXTERNAL or is_lazy(tensor):
+    """The one reader of external data: every external tensor of `proto` is checked (inside the
+    model's folder with symlinks resolved, a regular file, offset and length against the tensor and
+    the file; one line naming the tensor, the file and the numbers otherwise); large main-graph
+    initializers stay in their files (marked with basepath), every other external tensor is read
+    into the proto with a read bounded by its length. Inline raw data is checked likewise."""
+    forget_basepaths(proto)
+    main = len(proto.graph.initializer)
+    for index, tensor in enumerate(all_tensors(proto)):
+        if tensor.data_location != TensorProto.EXTERNAL:
+            check_raw_data(tensor, what)
             continue
-        entries = _entries(tensor)
-        location = entries.get("location", "")
-        path = os.path.join(base_dir, location)
-        if not location or os.path.isabs(location) or not os.path.isfile(path):
-            raise DmlLowerError(f"{what}: external data file {path!r} of tensor {tensor.name!r} does not exist "
-                                "or is not a file (external data is read relative to the model file)")
-        dtype = mappable_dtype(tensor.data_type)
-        offset = int(entries.get("offset", 0) or 0)
-        length = int(entries["length"]) if entries.get("length") else None
-        if dtype is not None:
-            expected = _nbytes(tensor, dtype)
-            if length is not None and length != expected:
-                raise DmlLowerError(f"{what}: external data of tensor {tensor.name!r} has length {length}, but "
-                                    f"its type and shape {list(tensor.dims)} take {expected} bytes")
-            length = expected
-        size = os.path.getsize(path)
-        if length is not None and offset + length > size:
-            raise DmlLowerError(f"{what}: external data file {path!r} holds {size} bytes, fewer than tensor "
-                                f"{tensor.name!r} needs (offset {offset} + length {length})")
-        if (index < len(proto.graph.initializer) and dtype is not None and length >= LAZY_MIN_BYTES
+        real, offset, length = _external_region(tensor, base_dir, what)
+        if (index < main and mappable_dtype(tensor.data_type) is not None and length >= LAZY_MIN_BYTES
                 and not stays_inline(tensor.data_type, tensor.dims)):
-            entry = tensor.external_data.add()
-            entry.key, entry.value = BASEPATH, os.path.abspath(base_dir)
+            # The checked real path: nothing later resolves the location (or a symlink in it) again.
+            del tensor.external_data[:]
+            for key, value in (("location", os.path.basename(real)), ("offset", str(offset)),
+                               ("length", str(length)), (BASEPATH, os.path.dirname(real))):
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, value
             continue
         try:
-            external_data_helper.load_external_data_for_tensor(tensor, base_dir)
-        except Exception as exc:  # onnx raises OSError or ValueError
-            from onnx_dml_lowering.ir.errors import first_line
-            raise DmlLowerError(f"{what}: external data of tensor {tensor.name!r} cannot be loaded: "
-                                f"{first_line(exc)}") from None
+            tensor.raw_data = _read_region(real, offset, length)
+        except OSError as exc:
+            raise DmlLowerError(f"{what}: external data of tensor {tensor.name!r} cannot be read: "
+                                f"{exc.strerror or exc}") from None
+        if len(tensor.raw_data) != length:      # the file shrank since it was checked
+            raise DmlLowerError(f"{what}: external data file of tensor {tensor.name!r} ends before its "
+                                f"{length} bytes")
         tensor.data_location = TensorProto.DEFAULT
         del tensor.external_data[:]
 
@@ -123,6 +280,10 @@ def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
     `aligned` (for onnxruntime, whose kernels expect aligned data) reads such a tensor into aligned
     memory instead, once per process while something holds it."""
     if not is_lazy(tensor):
+        if tensor.data_location == TensorProto.EXTERNAL:
+            # numpy_helper would read it relative to the working directory: only load_model reads files.
+            raise DmlLowerError(f"tensor {tensor.name!r} keeps its data in an external file that was not "
+                                "loaded with its model: pass the model file's path")
         return numpy_helper.to_array(tensor)
     path, offset = external_path(tensor)
     dtype = mappable_dtype(tensor.data_type)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import tracemalloc
 import weakref
 import zipfile
@@ -64,6 +65,8 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 
 BAD_NPZ = {
     "missing": (lambda t: t / "absent.npz", ["absent.npz", "does not exist"]),
+    # Refused from its stat: nothing opens the FIFO, so the row cannot hang.
+    "fifo": (lambda t: os.mkfifo(t / "p.npz") or t / "p.npz", ["p.npz", "not a regular file"]),
     "directory": (lambda t: (t / "d.npz").mkdir() or t / "d.npz", ["d.npz", "directory"]),
     "text": (lambda t: (t / "f.npz").write_text("x = 1\n") and t / "f.npz", ["f.npz", "not an .npz archive"]),
     "npy": (lambda t: (np.save(t / "f.npy", np.ones(3)), t / "f.npy")[1], ["f.npy", "single .npy array"]),
@@ -72,7 +75,8 @@ BAD_NPZ = {
     "other-member": (lambda t: _zip_with(t, "z.npz", {"x.npy": _npy_bytes(np.ones(2)), "notes.txt": b"hi"}),
                      ["z.npz", "other files"]),
     "not-npy-member": (lambda t: _zip_with(t, "n.npz", {"x.npy": b"not numpy at all"}), ["n.npz", ".npy"]),
-    "truncated-member": (lambda t: _zip_with(t, "t.npz", {"x.npy": _npy_bytes(np.ones(100))[:-40]}),
+    # The header fits the example's input x: float [2, 3, 4], so the data is read (and found short).
+    "truncated-member": (lambda t: _zip_with(t, "t.npz", {"x.npy": _npy_bytes(np.ones((2, 3, 4), np.float32))[:-40]}),
                          ["t.npz", "'x'", "truncated"]),
     "unknown-type": (lambda t: _zip_with(t, "u.npz", {"x.npy": _npy_bytes(np.ones(2)).replace(b"'<f8'", b"'zz8'")}),
                      ["u.npz", "type"]),
@@ -130,6 +134,81 @@ def test_an_npz_over_the_memory_limit_is_refused_before_it_is_read(tmp_path, cap
     with pytest.raises(DmlLowerError, match="memory limit"):
         load_npz(str(tmp_path / "big.npz"), limit=100_000)
     assert load_npz(str(tmp_path / "big.npz"), limit=400_000)["x"].shape == (20000, 4)
+
+
+# -- feeds checked from the .npz headers, before any data is inflated --------------------------------
+
+ROWS_BIG = 1 << 21                     # x 4 float32: 32 MiB inflated, a few KiB compressed
+
+
+def _two_input_model() -> onnx.ModelProto:
+    """y = a + b, a: float [n, 4], b: float [n, 1] (one symbolic n)."""
+    return graph_model([h.make_node("Add", ["a", "b"], ["y"], name="add")],
+                       [("a", T.FLOAT, ["n", 4]), ("b", T.FLOAT, ["n", 1])], [("y", T.FLOAT, ["n", 4])])
+
+
+HEADER_ROWS = {
+    # feeds of the .npz: 'a' is always the 32 MiB one
+    "extra-name": lambda r: {"a": np.zeros((r, 4), np.float32), "b": np.zeros((r, 1), np.float32),
+                             "zeta": np.zeros(r, np.float32)},
+    "missing-name": lambda r: {"a": np.zeros((r, 4), np.float32)},
+    "dtype": lambda r: {"a": np.zeros((r, 4), np.float64), "b": np.zeros((r, 1), np.float32)},
+    "rank": lambda r: {"a": np.zeros(r * 4, np.float32), "b": np.zeros((r, 1), np.float32)},
+    "dimension": lambda r: {"a": np.zeros((r, 5), np.float32), "b": np.zeros((r, 1), np.float32)},
+}
+
+
+def _oracle_line(arrays: "dict[str, np.ndarray]") -> str:
+    """The line check_feeds gives on the arrays themselves."""
+    with pytest.raises(DmlLowerError) as info:
+        feeds_module.check_feeds(list(_two_input_model().graph.input), arrays)
+    return str(info.value)
+
+
+def _compressed(tmp_path: Path, row: str) -> "tuple[str, str]":
+    """(the .npz path, the line check_feeds gives on its arrays read whole: the oracle)."""
+    path = tmp_path / f"{row}.npz"
+    np.savez_compressed(path, **HEADER_ROWS[row](ROWS_BIG))
+    with np.load(path) as arrays:
+        return str(path), _oracle_line(dict(arrays))
+
+
+@pytest.mark.parametrize("row", sorted(HEADER_ROWS))
+def test_npz_feeds_are_checked_from_their_headers_before_any_data(row, tmp_path):
+    path, expected = _compressed(tmp_path, row)
+    assert Path(path).stat().st_size < (1 << 20)
+    inputs = list(_two_input_model().graph.input)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DmlLowerError) as info:
+            load_npz(path, check=lambda headers: feeds_module.check_feed_headers(inputs, headers))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(info.value) == expected
+    assert peak < (4 << 20), f"{peak} bytes were allocated before the header's mismatch was reported"
+
+
+@pytest.mark.parametrize("command", ["run", "check", "optimize", "reduce"])
+@pytest.mark.parametrize("row", sorted(HEADER_ROWS))
+def test_every_inputs_option_checks_the_headers(row, command, tmp_path, capsys):
+    """Each member's data is cut short after its header: the header's mismatch must be the line."""
+    arrays = HEADER_ROWS[row](8)
+    expected = _oracle_line(arrays)
+    path = _zip_with(tmp_path, "cut.npz", {f"{name}.npy": _npy_bytes(value)[:-8] for name, value in arrays.items()})
+    model = save(_two_input_model(), tmp_path)
+    extra = {"optimize": ["-o", tmp_path / "o.onnx", "--check"], "reduce": ["-o", tmp_path / "min.onnx",
+                                                                          "--backends", "cpu"]}.get(command, [])
+    code, _, err = cli([command, model, "--inputs", path, *extra], capsys)
+    assert one_line(code, err) == f"dml-lower: error: {expected}"
+
+
+def test_npz_headers_count_against_the_default_memory_limit(tmp_path, monkeypatch):
+    """Without a limit given, the default (three quarters of memory) applies: nothing is inflated past it."""
+    np.savez_compressed(tmp_path / "f.npz", x=np.zeros(ROWS_BIG, np.float32))
+    monkeypatch.setattr("onnx_dml_lowering.runtime.npz.default_limit", lambda: 1 << 20)
+    with pytest.raises(DmlLowerError, match="over the memory limit of 1.0 MiB"):
+        load_npz(str(tmp_path / "f.npz"))
 
 
 def test_save_npz_failure_is_one_line(tmp_path):

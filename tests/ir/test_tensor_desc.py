@@ -2,6 +2,8 @@
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from onnx_dml_lowering.ir import DataType, DmlLowerError, TensorDesc, min_size_bytes
 
@@ -239,3 +241,48 @@ def test_unbound_desc_has_no_concrete_sizes():
 def test_bind_on_bound_desc_is_identity():
     desc = TensorDesc(T.FLOAT32, (2, 3))
     assert desc.bind({}) == desc
+
+
+# -- DirectML's 32-bit fields: Strides are UINT, elements are indexed in 32 bits ---------------------
+
+U32 = 2**32 - 1
+
+THIRTY_TWO_BIT_CASES = [
+    # sizes, strides, the field it breaks (None: fits)
+    ((1, 1), (1, U32), None),                       # the widest stride that fits
+    ((1, 1), (1, U32 + 1), "Strides"),
+    ((2,), (U32,), None),                           # last element at index 2^32 - 1 exactly
+    ((3,), (2**31,), "element index"),              # strides fit, index 2^32 does not
+    ((2**31 - 1, 1), (2, 2 * (2**31 - 1)), None),   # NonZero's rank-1 coordinates at 2^31 - 1 elements
+    ((2**31 + 1, 1), (2, 2 * (2**31 + 1)), "Strides"),  # ... and at 2^31 + 1 (the issue's 4294967298)
+    ((2**30 + 1, 2), (4, 2), "element index"),      # the element-major layout (NonZero -> Transpose)
+    ((2**30, 2), (4, 2), None),
+]
+
+
+@pytest.mark.parametrize("sizes,strides,field", THIRTY_TWO_BIT_CASES)
+def test_32_bit_strides_and_element_index(sizes, strides, field):
+    desc = TensorDesc(T.UINT32, sizes, strides)
+    if field is None:
+        desc.validate()
+        return
+    last = sum((s - 1) * t for s, t in zip(sizes, strides))
+    wide = max(strides)
+    _raises(desc, field, str(wide if field == "Strides" else last), str(U32))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 2**17), st.integers(0, 2**34)), min_size=1, max_size=4))
+def test_32_bit_limits_property(dims):
+    """validate refuses exactly the descriptors whose strides or last element index pass 2^32 - 1
+    (the element count kept under DirectML's limit, so only these rules can fire)."""
+    sizes, strides = zip(*dims)
+    desc = TensorDesc(T.UINT8, sizes, strides)
+    if desc.element_count > U32:
+        return
+    too_big = max(strides) > U32 or sum((s - 1) * t for s, t in zip(sizes, strides)) > U32
+    if too_big:
+        with pytest.raises(DmlLowerError, match="32-bit"):
+            desc.validate()
+    else:
+        desc.validate()

@@ -172,3 +172,62 @@ def test_over_the_element_limit_declines_naming_it(op, shape):
     compiled = compile_model(single_node_model(op, T.UINT8, shape, T.INT64 if op == "NonZero" else T.UINT8, out_shape))
     (entry,) = compiled.placement
     assert entry.status == "onnx" and "4294967295" in entry.reason, entry.reason
+
+
+def _transposed_nonzero(shape):
+    """NonZero -> Transpose(perm=[1, 0]): the element-major idiom (coordinate strides {2N, 2})."""
+    from onnx import helper as h
+
+    from tests.builders import graph_model
+    nodes = [h.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             h.make_node("Transpose", ["nz"], ["y"], name="transpose", perm=[1, 0])]
+    return graph_model(nodes, [("x", T.UINT8, list(shape))], [("y", T.INT64, [None, len(shape)])])
+
+
+U32 = 2**32 - 1
+# (model, M = input elements, the coordinates' strides as the rule emits them, the rule that anchors)
+THIRTY_TWO_BIT = [
+    (lambda: single_node_model("NonZero", T.UINT8, [2**31 + 1], T.INT64), 2**31 + 1,
+     lambda m: (2, 2 * m), "nonzero"),
+    (lambda: single_node_model("NonZero", T.UINT8, [2**31 - 1], T.INT64), 2**31 - 1,
+     lambda m: (2, 2 * m), "nonzero"),
+    (lambda: _transposed_nonzero((2**15, 2**15 + 2)), 2**15 * (2**15 + 2), lambda m: (4, 2), "nonzero_transpose"),
+    (lambda: _transposed_nonzero((2**15, 2**15)), 2**30, lambda m: (4, 2), "nonzero_transpose"),
+]
+
+
+@pytest.mark.parametrize("build,m,strides,rule", THIRTY_TWO_BIT,
+                         ids=["rank1-2^31+1", "rank1-2^31-1", "transposed-past-index", "transposed-2^30"])
+def test_descriptors_past_32_bits_decline_naming_the_field(build, m, strides, rule):
+    """Compiled only (no allocation): the coordinates descriptor {M, N} with its strides either fits
+    DirectML's 32-bit Strides and element index (lowered) or declines naming what does not."""
+    from onnx_dml_lowering.compiler import compile_model
+    compiled = compile_model(build())
+    entry = compiled.placement[0]
+    assert entry.rule == rule
+    stride = strides(m)
+    n = 2 if rule == "nonzero_transpose" else 1
+    last = (m - 1) * stride[0] + (n - 1) * stride[1]
+    if max(stride) > U32:
+        assert entry.status == "onnx" and f"stride {max(stride)}" in entry.reason, entry.reason
+    elif last > U32:
+        assert entry.status == "onnx" and f"element index {last}" in entry.reason, entry.reason
+    else:
+        assert entry.status == "lowered", entry.reason
+
+
+@pytest.mark.parametrize("size,lowered", [(2**31 + 1, False), (2**31 - 1, True)])
+def test_a_symbolic_dim_past_32_bits_declines_at_that_size(size, lowered, tmp_path, capsys):
+    """compile --dim specialises the run-time steps at that size without allocating them."""
+    import onnx
+
+    from tests.cli_runner import cli
+    path = tmp_path / "nz.onnx"
+    onnx.save(single_node_model("NonZero", T.UINT8, ["n"], T.INT64), path)
+    code, out, err = cli(["compile", path, "--dim", f"n={size}"], capsys)
+    assert code == 0, err
+    line = next(text for text in out.splitlines() if "at input shapes" in text)
+    if lowered:
+        assert "declined" not in line, line
+    else:
+        assert "declined: " in line and f"stride {2 * size}" in line and str(U32) in line, line

@@ -208,7 +208,6 @@ class SessionSettings:
         naming it, before any real session (some callers fall back to onnx.reference on failure)."""
         import contextlib
         import io
-        import re
 
         import onnx
         from onnx import helper
@@ -228,8 +227,7 @@ class SessionSettings:
                     _session(data, options, providers=["CPUExecutionProvider"])
             except Exception as exc:
                 what = f"--session-config {key}={value}" if key else "the session options"
-                # its C++ check's source location and expression say nothing to the user
-                reason = re.sub(r"^\S+\.cc:\d+ .*? was false\. ", "", first_line(exc))
+                reason = first_line(exc)          # without its C++ source location and expression
                 if key == "session.disable_cpu_ep_fallback":      # every command has CPU sessions too
                     reason += " (for the provider under test, --no-fallback sets it on its sessions alone)"
                 raise DmlLowerError(f"onnxruntime rejects {what}: {reason}") from None
@@ -455,11 +453,11 @@ def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = Fal
 def _provider_error(exc: BaseException) -> str:
     """onnxruntime's message in one line; a provider's C++ context (OpenVINO puts the reason
     after a long frame signature) is cut to its first and last lines."""
-    lines = [" ".join(line.split()) for line in str(exc).splitlines() if line.strip()]
+    from onnx_dml_lowering.ir.errors import brief
+    lines = [line for line in str(exc).splitlines() if line.strip()]
     if not lines:
         return type(exc).__name__
-    text = lines[0] if len(lines) == 1 else f"{lines[0][:200]} ... {lines[-1]}"
-    return text[:600]
+    return brief(lines[0]) if len(lines) == 1 else f"{brief(lines[0], 200)} ... {brief(lines[-1])}"
 
 
 def node_providers(session) -> "dict[str, str] | None":

@@ -98,6 +98,8 @@ def value_control(args) -> dict:
                      "input_value_range": {}}
     for text in _listed(getattr(args, "val_range", None)):
         name, bounds = _split_input(text, "--val-range")
+        if bounds.startswith("[") and bounds.endswith("]"):
+            bounds = bounds[1:-1]            # Polygraphy's spelling, [LO,HI]
         lo, sep, hi = bounds.partition(",")
         try:
             value_range = (float(lo), float(hi))

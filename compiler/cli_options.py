@@ -72,7 +72,18 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
+        if message.startswith("unrecognized arguments: "):
+            for token in message.split()[2:]:
+                if token.partition("=")[0] in FOREIGN_OPTIONS:
+                    self.exit(2, f"dml-lower: error: {FOREIGN_OPTIONS[token.partition('=')[0]]}\n")
         self.exit(2, f"dml-lower: error: {message} (see '{self.prog} --help')\n")
+
+
+# Options of other tools (Polygraphy) users type by habit: what to use here, in one line.
+FOREIGN_OPTIONS = {
+    "--input-shapes": "--input-shapes is Polygraphy's option: here each symbolic input dimension takes its size "
+                      "from --dim NAME=SIZE (repeatable; e.g. --dim batch=1 --dim seq=128)",
+}
 
 
 def provider_flags(p) -> None:

@@ -29,7 +29,7 @@ from .feeds import check_feeds, restore_declared, with_defaults
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
 from .ort_providers import (ProviderSpec, SessionSettings, make_provider_session, node_providers,
-                            placement_findings, provider_name, resolve_backend)
+                            backend_hint, placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
 from .saved_outputs import PREFIX as SAVED_PREFIX
 from .saved_outputs import LoadedOutputs, describe_saved, verify_feeds
@@ -213,7 +213,7 @@ def plan_backends(backends: "list[str]", provider_options: "list[str] | None" = 
     for backend in backends:
         provider = _provider_of(backend)
         if backend not in BACKENDS and provider is None:
-            raise DmlLowerError(f"unknown check backend {backend!r}; choose from {', '.join(BACKENDS)}, "
+            raise DmlLowerError(f"unknown check backend {backend!r}{backend_hint(backend)}; choose from {', '.join(BACKENDS)}, "
                                 "ort:<ProviderName>")
         if provider is not None:
             try:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .cli_feeds import draws_random_feeds, feed_sets, parse_dims
+from .cli_feeds import describe_feeds, draws_random_feeds, feed_sets, parse_dims
 from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
                           session_settings, tolerance_options, write_file)
 from .zoo import add_zoo_options
@@ -77,6 +77,7 @@ def cmd_check(args) -> int:
     tolerances = Tolerances.parse(args.atol, args.rtol)
     sets = feed_sets(compiled, args)
     feeds = next(sets)
+    described = describe_feeds(args, feeds)     # now: a data loader may reuse (and change) its arrays
     under_way = [feeds]         # the set being checked, saved by --save-inputs if check fails on it
 
     def drawn():                # a generator: the feed sets are drawn as check consumes them
@@ -99,6 +100,7 @@ def cmd_check(args) -> int:
         raise DmlLowerError(f"{exc} (the inputs are saved in {args.save_inputs})") from None
     if args.dim and draws_random_feeds(args):
         report.dims = parse_dims(compiled, args)
+    report.feeds = {**described, "iterations": report.iterations} if "iterations" in described else described
     if args.save_inputs:
         save_npz_file(args.save_inputs, feeds, "the inputs")
     if args.save_outputs:

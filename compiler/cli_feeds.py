@@ -25,6 +25,20 @@ def draws_random_feeds(args) -> bool:
     return not (getattr(args, "inputs", None) or getattr(args, "data_loader_script", None))
 
 
+def describe_feeds(args, feeds: "dict[str, np.ndarray]", sets: int = 1) -> dict:
+    """The reports' account of the feeds (report.feeds_line, JSON "feeds"): their source (random
+    with its seed and the number of `sets`, the --inputs file, the data loader script) and what
+    `feeds`, the first set, holds per input (runtime.feeds.feed_summary)."""
+    from onnx_dml_lowering.runtime.feeds import feed_summary
+    if getattr(args, "data_loader_script", None):
+        source = {"source": "script", "path": args.data_loader_script, "iterations": sets}
+    elif getattr(args, "inputs", None):
+        source = {"source": "file", "path": args.inputs}
+    else:
+        source = {"source": "random", "seed": args.seed, "iterations": sets}
+    return {**source, "inputs": feed_summary(feeds)}
+
+
 def first_feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
     """The first feed set (see feed_sets)."""
     return next(feed_sets(compiled, args))

@@ -146,11 +146,14 @@ def model_options(p: argparse.ArgumentParser, inputs: bool = True, models: bool 
         p.add_argument("--strict", action="store_true",
                        help="poison undefined memory in the emulator, so anything that reads it shows")
         p.add_argument("--zero-fraction", action="append", metavar="[NAME:]F",
-                       help="share of random feed elements that are zero (0: full, 1: empty; default: 0.5); "
-                            "NAME:F for one input (repeatable; wins over the global F)")
+                       help="share of random feed elements that are zero (0: full, 1: empty; default: 0.5, "
+                            "and 0 for an input given a --val-range); NAME:F for one input (repeatable; "
+                            "wins over the global F)")
         p.add_argument("--val-range", action="append", metavar="[NAME:]LO,HI",
-                       help="random feed values in [LO, HI] (floats uniform, integers inclusive); "
-                            "NAME:LO,HI for one input (repeatable; wins over the global LO,HI)")
+                       help="random feed values in [LO, HI] (floats uniform, integers inclusive; [LO,HI] too); "
+                            "NAME:LO,HI for one input (repeatable; wins over the global LO,HI). Default: floats "
+                            "standard normal with one -0.0, integers in [-100, 100], half of them zero, "
+                            "booleans half true")
         p.add_argument("--data-loader-script", metavar="FILE.py[:FUNC]",
                        help="feed sets from FUNC (default: load_data) of a Python script, which returns "
                             "or yields dicts of input name to array; each dict is one iteration")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .cli_feeds import feed_sets
+from .cli_feeds import describe_feeds, feed_sets
 from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
                           session_settings, write_file)
 
@@ -41,7 +41,7 @@ def cmd_run(args) -> int:
     for option in ("--save-outputs", "--save-inputs", "--json"):
         check_writable(option, getattr(args, option[2:].replace("-", "_")))
     from onnx_dml_lowering.runtime.feeds import with_defaults
-    from onnx_dml_lowering.runtime.report import defaults_line
+    from onnx_dml_lowering.runtime.report import defaults_line, feeds_line
 
     from .compiled import compile_model
     from .run_backends import RunBackends, run_record
@@ -59,15 +59,21 @@ def cmd_run(args) -> int:
     for backend, why in runner.unavailable.items():
         print(f"{backend}: UNAVAILABLE: {why}")
     first = first_feeds = None
+    described: dict = {}
+    sets = 0
     records = []
     for index, feeds in enumerate(feed_sets(compiled, args)):
         which = f" (iteration #{index} of {args.data_loader_script})" if args.data_loader_script else ""
         _, unfed = with_defaults(feeds, compiled.optional_inputs, compiled.initializers)
         defaults = {name: compiled.initializers[name] for name in unfed}
         if first_feeds is None:
-            first_feeds = feeds
+            first_feeds, described = feeds, describe_feeds(args, feeds)
             if args.save_inputs:
                 save_npz_file(args.save_inputs, feeds, "the inputs")
+        sets = index + 1
+        if not args.quiet:
+            print(feeds_line(described if index == 0 else describe_feeds(args, feeds))
+                  + (f" (iteration #{index})" if which else ""))
         for backend in runner.backends:
             done = runner.run(backend, feeds)
             if first is None:
@@ -97,8 +103,9 @@ def cmd_run(args) -> int:
                                                     (lambda key: f"the file's own {key!r} entry", meta)), "the outputs")
         print(f"wrote {args.save_outputs}")
     if args.json:
-        data = {"model": str(args.model), "feature_level": str(compiled.feature_level), "backends": records,
-                "unavailable": dict(runner.unavailable)}
+        data = {"model": str(args.model), "feature_level": str(compiled.feature_level),
+                "feeds": {**described, "iterations": sets} if "iterations" in described else described,
+                "backends": records, "unavailable": dict(runner.unavailable)}
         write_file(args.json, "the run JSON", lambda p: Path(p).write_text(json.dumps(data, indent=1)))
         print(f"wrote {args.json}")
     return 0

@@ -135,6 +135,8 @@ class CheckReport:
     empty_nonzero: "list[str]" = field(default_factory=list)
     # The --dim sizes the random feeds were drawn at (set by the CLI; a zoo reads them back).
     dims: "dict[str, int]" = field(default_factory=dict)
+    # Where the feeds came from and what the first set holds (set by the CLI; report.feeds_line).
+    feeds: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -146,6 +148,7 @@ class CheckReport:
         return {"model": self.model, "feature_level": self.feature_level, "ok": self.ok,
                 "oracle": self.oracle, "iterations": self.iterations, "interrupted": self.interrupted,
                 "stopped": self.stopped, "empty_nonzero": list(self.empty_nonzero), "dims": dict(self.dims),
+                "feeds": dict(self.feeds),
                 "placement": [p.to_dict() for p in self.placement],
                 "onnx_regions": dict(self.regions),
                 "unavailable_backends": dict(self.unavailable),

@@ -41,6 +41,43 @@ def _errors(o) -> str:
     return text + f", max rel err {o.max_rel_error:.3g}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
+def _number(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def feeds_line(feeds: dict) -> str:
+    """The feeds in one line: where they came from (seed, file, script) and per input its dtype,
+    shape, smallest and largest value and zeros. `feeds`: {"source", ..., "inputs": feed_summary}."""
+    source = feeds.get("source")
+    if source == "random":
+        seed, count = feeds["seed"], feeds.get("iterations", 1)
+        head = f"random, seed {seed}" if count == 1 else f"random, seeds {seed}-{seed + count - 1} (the first shown)"
+    elif source == "file":
+        head = f"from {feeds['path']}"
+    elif source == "script":
+        many = feeds.get("iterations", 1) > 1
+        head = f"from data loader {feeds['path']}" + (f", {feeds['iterations']} sets (the first shown)" if many else "")
+    else:
+        head = "given"
+    parts = []
+    for name, info in feeds.get("inputs", {}).items():
+        text = f"{name} {info['dtype']} [{_shape(info['shape'])}]"
+        if info["min"] is not None:
+            text += (f" = {_number(info['min'])}" if info["min"] == info["max"] and not info["shape"] else
+                     f" in [{_number(info['min'])}, {_number(info['max'])}]")
+        elif info["zeros"] is not None and not info["nonfinite"]:
+            text += " (empty)"
+        if info["zeros"] and info["shape"]:
+            size = 1
+            for d in info["shape"]:
+                size *= d
+            text += f", {info['zeros']} of {size} zero"
+        if info["nonfinite"]:
+            text += f", {info['nonfinite']} NaN / inf"
+        parts.append(text)
+    return f"feeds: {head}: {'; '.join(parts) or 'nothing to feed'}"
+
+
 def defaults_line(defaults) -> str:
     """The initializers-that-are-also-inputs left unfed (name -> the stored value used), in one line."""
     return "inputs not fed, their initializer used as the default: " + ", ".join(
@@ -108,6 +145,8 @@ def format_text(report: CheckReport) -> str:
     fallbacks = report.oracle.get("fallbacks") or []
     for fb in fallbacks:
         lines.append(f"oracle: node {fb['node']} evaluated by {fb['engine']} ({fb['reason']})")
+    if report.feeds:
+        lines.append(feeds_line(report.feeds))
     if report.defaults:
         lines.append(defaults_line(report.defaults))
     lines.append("results:")

@@ -95,7 +95,7 @@ def parse_dims(compiled: CompiledModel, args) -> "dict[str, int]":
         dims[name] = int(value)
     known = {d.dim_param for vi in compiled.inputs + compiled.optional_inputs
              for d in vi.type.tensor_type.shape.dim if d.dim_param}
-    if getattr(args, "dim_where_present", False):
+    if getattr(args, "names_where_present", False):
         return {name: size for name, size in dims.items() if name in known}
     unknown = sorted(set(dims) - known)
     if unknown:
@@ -159,9 +159,12 @@ def _split_input(text: str, option: str) -> "tuple[str | None, str]":
 
 
 def check_value_control(compiled: CompiledModel, control: dict, args=None) -> dict:
-    """An input named by --val-range / --zero-fraction must be one the random feeds fill."""
+    """An input named by --val-range / --zero-fraction must be one the random feeds fill (in a
+    zoo's per-model check, --names-where-present, one the model lacks is left out instead)."""
     names = [vi.name for vi in (random_inputs(compiled, args) if args is not None else compiled.inputs)]
     for option, key in (("--val-range", "input_value_range"), ("--zero-fraction", "input_zero_fraction")):
+        if getattr(args, "names_where_present", False):
+            control[key] = {name: value for name, value in control[key].items() if name in names}
         for name in control[key]:
             if name not in names:
                 raise DmlLowerError(f"{option} {name}: the model has no input of that name "

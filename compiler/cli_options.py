@@ -141,8 +141,9 @@ def model_options(p: argparse.ArgumentParser, inputs: bool = True, models: bool 
         p.add_argument("--seed", type=int, default=0, metavar="N", help="seed for random feeds")
         p.add_argument("--dim", action="append", metavar="NAME=SIZE",
                        help="size of a symbolic input dimension for random feeds (repeatable; default: 3)")
-        # a zoo's per-model checks: a --dim applies to the models that have that dimension
-        p.add_argument("--dim-where-present", action="store_true", help=argparse.SUPPRESS)
+        # a zoo's per-model checks: a --dim, --val-range NAME: or --zero-fraction NAME: applies to
+        # the models that have that dimension or input (the zoo names the ones no model had)
+        p.add_argument("--names-where-present", action="store_true", help=argparse.SUPPRESS)
         p.add_argument("--strict", action="store_true",
                        help="poison undefined memory in the emulator, so anything that reads it shows")
         p.add_argument("--zero-fraction", action="append", metavar="[NAME:]F",

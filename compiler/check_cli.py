@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Callable
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import describe_feeds, draws_random_feeds, feed_sets, parse_dims
-from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
-                          session_settings, tolerance_options, write_file)
+from .cli_options import (check_writable, model_options, oracle_option, provider_flags, save_npz_file,
+                          session_flags, session_settings, tolerance_options, write_file)
 from .zoo import add_zoo_options
 
 if TYPE_CHECKING:
@@ -26,10 +26,7 @@ def add_check_parser(sub) -> None:
                    help="comma-separated: cpu (lowered graph, emulator), ort (lowered graph, "
                         "operators on onnxruntime), ort-cpu / ort-dml / ort:<ProviderName> (original model "
                         "on that onnxruntime provider)")
-    p.add_argument("--oracle", default="hybrid", metavar="ORACLE",
-                   help="hybrid (ONNX semantics for NonZero / EyeLike / Trilu / idiom nodes: numpy ONNX definitions, "
-                        "onnx.reference where they stop; onnxruntime CPU for the rest), reference (whole model on onnx.reference), "
-                        "ort-cpu, or FILE.npz of golden outputs")
+    oracle_option(p)
     p.add_argument("--iterations", type=int, default=1, metavar="N",
                    help="check N seeded random feed sets (seeds SEED .. SEED+N-1)")
     p.add_argument("--outputs", nargs="+", metavar="NAME",

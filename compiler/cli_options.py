@@ -118,6 +118,14 @@ def session_settings(args):
     return None if settings.empty else settings
 
 
+def oracle_option(p: argparse.ArgumentParser) -> None:
+    """--oracle of check and reduce (runtime.oracle.Oracle reads it)."""
+    p.add_argument("--oracle", default="hybrid", metavar="ORACLE",
+                   help="hybrid (ONNX semantics for NonZero / EyeLike / Trilu / idiom nodes: numpy ONNX definitions, "
+                        "onnx.reference where they stop; onnxruntime CPU for the rest), reference (whole model on onnx.reference), "
+                        "ort-cpu, or FILE.npz of golden outputs")
+
+
 def tolerance_options(p: argparse.ArgumentParser) -> None:
     """--atol / --rtol of check and reduce (runtime.check.Tolerances.parse reads them)."""
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",

@@ -29,8 +29,10 @@ def add_run_parser(sub) -> None:
     provider_flags(p)
     session_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print one line per backend: its outputs' dtypes and shapes")
-    p.add_argument("--save-inputs", metavar="F.npz", help="write the feeds used to this .npz (replay with --inputs)")
-    p.add_argument("--save-outputs", metavar="F.npz", help="write the outputs to this .npz (of the first feed set; one backend)")
+    p.add_argument("--save-inputs", metavar="F.npz",
+                   help="write the feeds used to this .npz (replay with --inputs); several sets: F.npz, F.1.npz, ...")
+    p.add_argument("--save-outputs", metavar="F.npz",
+                   help="write the outputs to this .npz (one backend); several feed sets: F.npz, F.1.npz, ...")
     p.add_argument("--json", metavar="F.json",
                    help="write per backend its outputs (dtype, shape, first values), the feeds and the "
                         "initializer defaults used")
@@ -40,7 +42,8 @@ def add_run_parser(sub) -> None:
 def cmd_run(args) -> int:
     for option in ("--save-outputs", "--save-inputs", "--json"):
         check_writable(option, getattr(args, option[2:].replace("-", "_")))
-    from onnx_dml_lowering.runtime.feeds import with_defaults
+    from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
+    from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file, set_path, wrote_line
     from onnx_dml_lowering.runtime.report import defaults_line, feeds_line
 
     from .compiled import compile_model
@@ -58,7 +61,7 @@ def cmd_run(args) -> int:
                          session_settings=settings)
     for backend, why in runner.unavailable.items():
         print(f"{backend}: UNAVAILABLE: {why}")
-    first = first_feeds = None
+    first_feeds = None
     described: dict = {}
     sets = 0
     records = []
@@ -68,16 +71,19 @@ def cmd_run(args) -> int:
         defaults = {name: compiled.initializers[name] for name in unfed}
         if first_feeds is None:
             first_feeds, described = feeds, describe_feeds(args, feeds)
-            if args.save_inputs:
-                save_npz_file(args.save_inputs, feeds, "the inputs")
+        if args.save_inputs:        # every set, one file each (saved_outputs.set_path)
+            save_npz_file(set_path(args.save_inputs, index), feeds, "the inputs")
         sets = index + 1
         if not args.quiet:
             print(feeds_line(described if index == 0 else describe_feeds(args, feeds))
                   + (f" (iteration #{index})" if which else ""))
         for backend in runner.backends:
             done = runner.run(backend, feeds)
-            if first is None:
-                first = done.outputs
+            if args.save_outputs:
+                meta = metadata(check_feeds(compiled.inputs, feeds, compiled.optional_inputs), f"run:{backend}")
+                save_npz_file(set_path(args.save_outputs, index),
+                              saved_file((lambda key: f"the model's output {key!r}", done.outputs),
+                                         (lambda key: f"the file's own {key!r} entry", meta)), "the outputs")
             records.append(dict(run_record(done, feeds, defaults), **({"iteration": index} if which else {})))
             if args.quiet:
                 print(_quiet_line(done, which))
@@ -94,14 +100,9 @@ def cmd_run(args) -> int:
                 elif name in done.not_run:
                     print(f"  {name}: not run ({done.not_run[name]})")
     if args.save_inputs:
-        print(f"wrote {args.save_inputs}")
-    if args.save_outputs:
-        from onnx_dml_lowering.runtime.feeds import check_feeds
-        from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file
-        meta = metadata(check_feeds(compiled.inputs, first_feeds, compiled.optional_inputs), f"run:{backends[0]}")
-        save_npz_file(args.save_outputs, saved_file((lambda key: f"the model's output {key!r}", first),
-                                                    (lambda key: f"the file's own {key!r} entry", meta)), "the outputs")
-        print(f"wrote {args.save_outputs}")
+        print(wrote_line(args.save_inputs, sets))
+    if args.save_outputs and runner.backends:
+        print(wrote_line(args.save_outputs, sets))
     if args.json:
         data = {"model": str(args.model), "feature_level": str(compiled.feature_level),
                 "feeds": {**described, "iterations": sets} if "iterations" in described else described,

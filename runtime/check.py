@@ -334,7 +334,9 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
           loaded: "LoadedOutputs | None" = None, provider_options: "list[str] | None" = None,
           ep_libraries: "list[str] | None" = None, no_fallback: bool = False,
           session_settings: "SessionSettings | None" = None,
-          feed_label: "Callable[[int], str] | None" = None) -> "tuple[dict, CheckReport]":
+          feed_label: "Callable[[int], str] | None" = None,
+          on_set: "Callable[[int, Mapping[str, np.ndarray], dict, dict], None] | None" = None
+          ) -> "tuple[dict, CheckReport]":
     """Every backend against the oracle on the same (validated) feeds.
 
     `more_feeds`: further feed sets (--iterations), any iterable; every set is checked the same
@@ -343,7 +345,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     report covers the sets checked (`report.interrupted`); before that it propagates. So does a
     later set the oracle cannot evaluate or that does not fit the inputs: the report covers the
     sets before it and `report.stopped` says which set failed and why (`feed_label(i)` names set
-    #i, e.g. its seed).
+    #i, e.g. its seed). `on_set(i, feeds, expected, {backend: outputs})` is called once set #i is
+    compared (to save every set as it goes: --save-inputs / --save-outputs).
     `provider_options` (NAME=VALUE), `ep_libraries` (NAME=PATH) and `no_fallback` apply to the
     backends that run the original model on an onnxruntime provider. `session_settings` apply to
     every onnxruntime session: the oracle's, the lowered backends' and the original's.
@@ -432,6 +435,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                     break
                 if iteration == 0:
                     first_expected = expected
+                actuals: "dict[str, dict]" = {}
 
                 def oracle_value(name: str) -> np.ndarray:
                     if name not in the_oracle.values:
@@ -462,6 +466,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                         report.seconds += time.perf_counter() - started
                     if iteration == 0:
                         report.values = {k: np.asarray(v) for k, v in actual.items()}
+                    actuals[backend] = actual
                     original = originals.get(backend)
                     unsupported = {}
                     if original is not None:
@@ -476,6 +481,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                                               unsupported)
                         result.iteration = iteration
                         report.outputs.append(result)
+                if on_set is not None:
+                    on_set(iteration, feed_set, expected, actuals)
             except KeyboardInterrupt:
                 for backend, report in reports.items():       # the feed set under way is dropped
                     del report.outputs[marks[backend]:]

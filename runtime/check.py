@@ -22,6 +22,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.ir.printer import name_list as node_list
 from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
 
 from .compare import BackendReport, OutputResult, compare
@@ -156,13 +157,6 @@ class CheckReport:
                 "initializer_defaults": {name: {"dtype": str(v.dtype), "shape": list(v.shape)}
                                          for name, v in self.defaults.items()},
                 "backends": [b.to_dict(describe_backend(b.backend)) for b in self.backends]}
-
-
-def node_list(names: "list[str]", most: int = 8) -> str:
-    """Node names for a report line; a long list shows its ends and its length."""
-    if len(names) <= most:
-        return ", ".join(names)
-    return f"{', '.join(names[:3])}, ... {', '.join(names[-2:])} ({len(names)} nodes)"
 
 
 def _is_nonzero(node) -> bool:

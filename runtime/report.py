@@ -1,21 +1,38 @@
 """Text and Markdown renderings of a placement and a check report."""
 from __future__ import annotations
 
-from .check import CheckReport, describe_backend, node_list
+from onnx_dml_lowering.ir.printer import name_list
+
+from .check import CheckReport, describe_backend
 from .compare import OutputResult
 
 
+# Placements that read the same (status, rule, operators, reason, note) share one line from this many on.
+GROUP_FROM = 3
+
+
 def format_placement(placement, level) -> str:
+    """One line per placement; on a large model, placements that read the same past their nodes
+    (NonZero after NonZero lowered by one rule, with one note) share one line naming the nodes of
+    each ('a, b; c, d; ... (40 placements)'). compile --json / check --json keep one entry each."""
     lines = [f"placement (feature level {level}):"]
     if not placement:
         lines.append("  nothing lowered: no NonZero, EyeLike or Trilu node, and no idiom pattern matched")
+    groups: "dict[str, list]" = {}
     for p in placement:
         target = " + ".join(p.dml_operators) if p.dml_operators else "no DirectML operator"
-        text = f"  {', '.join(p.onnx_nodes)}: {p.status} by rule {p.rule}"
+        text = f"{p.status} by rule {p.rule}"
         text += f" -> {target}" if p.status == "lowered" else f" ({p.reason})"
         if p.note:
             text += f"  [{p.note}]"
-        lines.append(text)
+        groups.setdefault(text, []).append(name_list(p.onnx_nodes))
+    for text, labels in groups.items():
+        if len(labels) < GROUP_FROM:
+            lines += [f"  {label}: {text}" for label in labels]
+            continue
+        shown = name_list(labels, 5, "placements", "; ")
+        count = "" if shown.endswith(" placements)") else f" ({len(labels)} placements)"
+        lines.append(f"  {shown}{count}: {text}")
     return "\n".join(lines)
 
 
@@ -171,7 +188,7 @@ def empty_nonzero_lines(report: CheckReport) -> "list[str]":
         return []
     every = "the NonZero node" if len(report.empty_nonzero) == 1 else f"all {len(report.empty_nonzero)} NonZero nodes"
     sets = "this feed set" if report.iterations == 1 else f"all {report.iterations} feed sets"
-    return [f"  note: {every} ({node_list(report.empty_nonzero, 4)}) returned no coordinate at {sets}, so no "
+    return [f"  note: {every} ({name_list(report.empty_nonzero, 4)}) returned no coordinate at {sets}, so no "
             "coordinate was compared; feed non-zeros with --inputs, --data-loader-script, --zero-fraction or --val-range"]
 
 

@@ -65,7 +65,10 @@ def brief(text: str, limit: int = BRIEF_LIMIT) -> str:
     """A third-party message as one line: whitespace collapsed, source locations dropped
     (strip_source_locations) and, past `limit` characters, its start and its end (where
     onnxruntime and most libraries say what went wrong) joined by ' ... ', cut between words."""
-    text = " ".join(strip_source_locations(" ".join(str(text).split())).split())
+    text = " ".join(str(text).split())
+    if len(text) > 8 * limit:       # only its ends can show: the pattern search stays short
+        text = f"{text[:4 * limit]} {text[-4 * limit:]}"
+    text = " ".join(strip_source_locations(text).split())
     if len(text) <= limit:
         return text
     keep = (limit - len(" ... ")) // 2

@@ -222,6 +222,7 @@ def format_markdown(report: CheckReport) -> str:
     many = report.iterations > 1        # the iteration column: seeds SEED + iteration
     lines = [f"### dml-lower check: `{report.model}`", "",
              f"Feature level {report.feature_level}; oracle: {report.oracle['description']}; verdict: {text}.", "",
+             *([_cell("Feeds" + feeds_line(report.feeds)[len("feeds"):]) + ".", ""] if report.feeds else []),
              "| backend | " + ("iteration | " if many else "") +
              "output | status | dtype | shape | max abs err | max rel err | detail |",
              "|---|" + ("---|" if many else "") + "---|---|---|---|---|---|---|"]

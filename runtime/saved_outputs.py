@@ -34,7 +34,7 @@ def set_path(path: str, index: int) -> str:
     if index == 0:
         return path
     stem, dot, suffix = path.rpartition(".")
-    return f"{stem}.{index}.{suffix}" if dot and suffix == "npz" and "/" not in suffix else f"{path}.{index}"
+    return f"{stem}.{index}.{suffix}" if dot and suffix == "npz" else f"{path}.{index}"
 
 
 def wrote_line(path: str, count: int) -> str:

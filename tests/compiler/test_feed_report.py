@@ -92,3 +92,11 @@ def test_feeds_line_of_an_inputs_file_and_of_several_sets(tmp_path, capsys) -> N
     assert code == 0 and f"feeds: from {feeds}: x float32 [3x3] in [0, 6], 3 of 9 zero\n" in out
     code, out, _ = cli(["check", NONZERO, "--iterations", "3", "--seed", "5", "--val-range", "1,2"], capsys)
     assert code == 0 and "feeds: random, seeds 5-7 (the first shown): x float32 [3x3] in [1" in out
+
+
+def test_markdown_report_says_what_was_fed(tmp_path, capsys) -> None:
+    saved, markdown = tmp_path / "in.npz", tmp_path / "r.md"
+    code, out, _ = cli(["check", NONZERO, "--seed", 7, "--save-inputs", saved, "--markdown", markdown], capsys)
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.startswith("feeds: "))
+    assert f"\nFeeds{line[len('feeds'):]}.\n" in markdown.read_text()

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .cli_feeds import draws_random_feeds, feed_sets, parse_dims
-from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
-                          session_settings, tolerance_options, write_file)
+from .cli_feeds import describe_feeds, draws_random_feeds, feed_sets, parse_dims
+from .cli_options import (check_writable, model_options, oracle_option, provider_flags, save_npz_file,
+                          session_flags, session_settings, tolerance_options, write_file)
 from .zoo import add_zoo_options
 
 if TYPE_CHECKING:
@@ -26,16 +26,14 @@ def add_check_parser(sub) -> None:
                    help="comma-separated: cpu (lowered graph, emulator), ort (lowered graph, "
                         "operators on onnxruntime), ort-cpu / ort-dml / ort:<ProviderName> (original model "
                         "on that onnxruntime provider)")
-    p.add_argument("--oracle", default="hybrid", metavar="ORACLE",
-                   help="hybrid (ONNX semantics for NonZero / EyeLike / Trilu / idiom nodes: numpy ONNX definitions, "
-                        "onnx.reference where they stop; onnxruntime CPU for the rest), reference (whole model on onnx.reference), "
-                        "ort-cpu, or FILE.npz of golden outputs")
+    oracle_option(p)
     p.add_argument("--iterations", type=int, default=1, metavar="N",
                    help="check N seeded random feed sets (seeds SEED .. SEED+N-1)")
     p.add_argument("--outputs", nargs="+", metavar="NAME",
                    help="also compare these intermediate values by name ('all': every typed value)")
     p.add_argument("--save-outputs", metavar="F.npz",
-                   help="write the oracle's outputs (OUTPUT) and each backend's (BACKEND:OUTPUT)")
+                   help="write the oracle's outputs (OUTPUT) and each backend's (BACKEND:OUTPUT); several feed "
+                        "sets: set #i to F.i.npz beside F.npz (set #0)")
     p.add_argument("--load-outputs", metavar="F.npz",
                    help="compare outputs saved by --save-outputs (or run --save-outputs) from the same feeds with "
                         "the oracle, as backends saved:BACKEND, saved:oracle, saved:run-BACKEND")
@@ -45,7 +43,9 @@ def add_check_parser(sub) -> None:
     tolerance_options(p)
     p.add_argument("--json", metavar="F.json", help="write the report as JSON here")
     p.add_argument("--markdown", metavar="F.md", help="write the report as a Markdown table here")
-    p.add_argument("--save-inputs", metavar="F.npz", help="write the feeds used to this .npz (replay with --inputs)")
+    p.add_argument("--save-inputs", metavar="F.npz",
+                   help="write the feeds used to this .npz (replay with --inputs); several feed sets: set #i to "
+                        "F.i.npz beside F.npz (set #0)")
     add_zoo_options(p)
     p.set_defaults(func=lambda args, parser=p: check_models(args, parser))
 
@@ -67,6 +67,7 @@ def cmd_check(args) -> int:
 
     from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances, check
     from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
+    from onnx_dml_lowering.runtime.saved_outputs import set_path, wrote_line
     if args.iterations < 1:
         raise DmlLowerError(f"--iterations {args.iterations}: must be at least 1")
     for option in ("--json", "--markdown", "--save-outputs", "--save-inputs"):
@@ -77,35 +78,51 @@ def cmd_check(args) -> int:
     tolerances = Tolerances.parse(args.atol, args.rtol)
     sets = feed_sets(compiled, args)
     feeds = next(sets)
-    under_way = [feeds]         # the set being checked, saved by --save-inputs if check fails on it
+    described = describe_feeds(args, feeds)     # now: a data loader may reuse (and change) its arrays
+    under_way = [0, feeds]      # the set being checked and its index, saved by --save-inputs if check fails on it
 
     def drawn():                # a generator: the feed sets are drawn as check consumes them
         for feed_set in sets:
-            under_way[0] = feed_set
+            under_way[:] = [under_way[0] + 1, feed_set]
             yield feed_set
     more = drawn()
+    saved = {"inputs": 0, "outputs": 0}
+
+    def save_set(index: int, feed_set, expected: dict, actuals: dict) -> None:
+        """Every set as it is checked, one file each (saved_outputs.set_path): memory stays flat."""
+        if args.save_inputs:
+            save_npz_file(set_path(args.save_inputs, index), feed_set, "the inputs")
+            saved["inputs"] = index + 1
+        if args.save_outputs:
+            save_npz_file(set_path(args.save_outputs, index), _saved_outputs(expected, actuals, feed_set),
+                          "the outputs")
+            saved["outputs"] = index + 1
     loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
     try:
         feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
                               model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
                               more_feeds=more, loaded=loaded, provider_options=args.provider_option,
                               ep_libraries=args.ep_library, no_fallback=args.no_fallback,
-                              session_settings=settings, feed_label=_seed_label(args))
+                              session_settings=settings, feed_label=_seed_label(args), on_set=save_set)
     except DmlLowerError as exc:
         if not args.save_inputs:
             raise
         # the feeds of a failed check (the set under way) are the ones needed to reproduce it
-        save_npz_file(args.save_inputs, under_way[0], "the inputs")
-        raise DmlLowerError(f"{exc} (the inputs are saved in {args.save_inputs})") from None
+        path = set_path(args.save_inputs, under_way[0])
+        save_npz_file(path, under_way[1], "the inputs")
+        raise DmlLowerError(f"{exc} (the inputs are saved in {path})") from None
     if args.dim and draws_random_feeds(args):
         report.dims = parse_dims(compiled, args)
-    if args.save_inputs:
-        save_npz_file(args.save_inputs, feeds, "the inputs")
-    if args.save_outputs:
-        save_npz_file(args.save_outputs, _saved_outputs(report, feeds), "the outputs")
+    report.feeds = {**described, "iterations": report.iterations} if "iterations" in described else described
+    if report.stopped and args.save_inputs and under_way[0] >= saved["inputs"]:
+        save_npz_file(set_path(args.save_inputs, under_way[0]), under_way[1], "the inputs")   # the set it stopped at
+        saved["inputs"] = under_way[0] + 1
     print(format_quiet(report) if args.quiet else format_text(report))
     if not args.quiet:
         print(format_timing(report))
+    for option, what in (("save_inputs", "inputs"), ("save_outputs", "outputs")):
+        if getattr(args, option) and saved[what]:
+            print(wrote_line(getattr(args, option), saved[what]))
     if args.json:
         write_file(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(report.to_dict(), indent=1)))
     if args.markdown:
@@ -133,16 +150,18 @@ def _outputs_arg(args) -> "list[str] | str | None":
     return "all" if args.outputs == ["all"] else list(args.outputs)
 
 
-def _saved_outputs(report, feeds) -> "dict[str, np.ndarray]":
+def _saved_outputs(expected: dict, actuals: dict, feeds) -> "dict[str, np.ndarray]":
     """The oracle's outputs as OUTPUT (a golden file for --oracle) and each backend's as
-    BACKEND:OUTPUT (for --load-outputs), for the first feed set, with that set's fingerprint."""
+    BACKEND:OUTPUT (for --load-outputs), of one feed set, with that set's fingerprint."""
+    import numpy as np
+
     from onnx_dml_lowering.runtime.saved_outputs import PREFIX, metadata, saved_file
-    groups = [(lambda key: f"the model's output {key!r}", report.expected),
+    groups = [(lambda key: f"the model's output {key!r}", expected),
               (lambda key: f"the file's own {key!r} entry", metadata(feeds, "check"))]
-    for backend in report.backends:
-        if not backend.backend.startswith(PREFIX):
+    for backend, values in actuals.items():
+        if not backend.startswith(PREFIX):
             groups.append((lambda key: f"backend {key.partition(':')[0]}'s output {key.partition(':')[2]!r}",
-                           {f"{backend.backend}:{name}": value for name, value in backend.values.items()}))
+                           {f"{backend}:{name}": np.asarray(value) for name, value in values.items()}))
     return saved_file(*groups)
 
 

@@ -25,6 +25,20 @@ def draws_random_feeds(args) -> bool:
     return not (getattr(args, "inputs", None) or getattr(args, "data_loader_script", None))
 
 
+def describe_feeds(args, feeds: "dict[str, np.ndarray]", sets: int = 1) -> dict:
+    """The reports' account of the feeds (report.feeds_line, JSON "feeds"): their source (random
+    with its seed and the number of `sets`, the --inputs file, the data loader script) and what
+    `feeds`, the first set, holds per input (runtime.feeds.feed_summary)."""
+    from onnx_dml_lowering.runtime.feeds import feed_summary
+    if getattr(args, "data_loader_script", None):
+        source = {"source": "script", "path": args.data_loader_script, "iterations": sets}
+    elif getattr(args, "inputs", None):
+        source = {"source": "file", "path": args.inputs}
+    else:
+        source = {"source": "random", "seed": args.seed, "iterations": sets}
+    return {**source, "inputs": feed_summary(feeds)}
+
+
 def first_feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
     """The first feed set (see feed_sets)."""
     return next(feed_sets(compiled, args))
@@ -82,7 +96,7 @@ def parse_dims(compiled: CompiledModel, args) -> "dict[str, int]":
         dims[name] = int(value)
     known = {d.dim_param for vi in compiled.inputs + compiled.optional_inputs
              for d in vi.type.tensor_type.shape.dim if d.dim_param}
-    if getattr(args, "dim_where_present", False):
+    if getattr(args, "names_where_present", False):
         return {name: size for name, size in dims.items() if name in known}
     unknown = sorted(set(dims) - known)
     if unknown:
@@ -99,6 +113,8 @@ def value_control(args) -> dict:
                      "input_value_range": {}}
     for text in _listed(getattr(args, "val_range", None)):
         name, bounds = _split_input(text, "--val-range")
+        if bounds.startswith("[") and bounds.endswith("]"):
+            bounds = bounds[1:-1]            # Polygraphy's spelling, [LO,HI]
         lo, sep, hi = bounds.partition(",")
         try:
             value_range = (float(lo), float(hi))
@@ -144,9 +160,12 @@ def _split_input(text: str, option: str) -> "tuple[str | None, str]":
 
 
 def check_value_control(compiled: CompiledModel, control: dict, args=None) -> dict:
-    """An input named by --val-range / --zero-fraction must be one the random feeds fill."""
+    """An input named by --val-range / --zero-fraction must be one the random feeds fill (in a
+    zoo's per-model check, --names-where-present, one the model lacks is left out instead)."""
     names = [vi.name for vi in (random_inputs(compiled, args) if args is not None else compiled.inputs)]
     for option, key in (("--val-range", "input_value_range"), ("--zero-fraction", "input_zero_fraction")):
+        if getattr(args, "names_where_present", False):
+            control[key] = {name: value for name, value in control[key].items() if name in names}
         for name in control[key]:
             if name not in names:
                 raise DmlLowerError(f"{option} {name}: the model has no input of that name "

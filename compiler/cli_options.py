@@ -72,7 +72,18 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
+        if message.startswith("unrecognized arguments: "):
+            for token in message.split()[2:]:
+                if token.partition("=")[0] in FOREIGN_OPTIONS:
+                    self.exit(2, f"dml-lower: error: {FOREIGN_OPTIONS[token.partition('=')[0]]}\n")
         self.exit(2, f"dml-lower: error: {message} (see '{self.prog} --help')\n")
+
+
+# Options of other tools (Polygraphy) users type by habit: what to use here, in one line.
+FOREIGN_OPTIONS = {
+    "--input-shapes": "--input-shapes is Polygraphy's option: here each symbolic input dimension takes its size "
+                      "from --dim NAME=SIZE (repeatable; e.g. --dim batch=1 --dim seq=128)",
+}
 
 
 def provider_flags(p) -> None:
@@ -107,6 +118,14 @@ def session_settings(args):
     return None if settings.empty else settings
 
 
+def oracle_option(p: argparse.ArgumentParser) -> None:
+    """--oracle of check and reduce (runtime.oracle.Oracle reads it)."""
+    p.add_argument("--oracle", default="hybrid", metavar="ORACLE",
+                   help="hybrid (ONNX semantics for NonZero / EyeLike / Trilu / idiom nodes: numpy ONNX definitions, "
+                        "onnx.reference where they stop; onnxruntime CPU for the rest), reference (whole model on onnx.reference), "
+                        "ort-cpu, or FILE.npz of golden outputs")
+
+
 def tolerance_options(p: argparse.ArgumentParser) -> None:
     """--atol / --rtol of check and reduce (runtime.check.Tolerances.parse reads them)."""
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
@@ -130,16 +149,20 @@ def model_options(p: argparse.ArgumentParser, inputs: bool = True, models: bool 
         p.add_argument("--seed", type=int, default=0, metavar="N", help="seed for random feeds")
         p.add_argument("--dim", action="append", metavar="NAME=SIZE",
                        help="size of a symbolic input dimension for random feeds (repeatable; default: 3)")
-        # a zoo's per-model checks: a --dim applies to the models that have that dimension
-        p.add_argument("--dim-where-present", action="store_true", help=argparse.SUPPRESS)
+        # a zoo's per-model checks: a --dim, --val-range NAME: or --zero-fraction NAME: applies to
+        # the models that have that dimension or input (the zoo names the ones no model had)
+        p.add_argument("--names-where-present", action="store_true", help=argparse.SUPPRESS)
         p.add_argument("--strict", action="store_true",
                        help="poison undefined memory in the emulator, so anything that reads it shows")
         p.add_argument("--zero-fraction", action="append", metavar="[NAME:]F",
-                       help="share of random feed elements that are zero (0: full, 1: empty; default: 0.5); "
-                            "NAME:F for one input (repeatable; wins over the global F)")
+                       help="share of random feed elements that are zero (0: full, 1: empty; default: 0.5, "
+                            "and 0 for an input given a --val-range); NAME:F for one input (repeatable; "
+                            "wins over the global F)")
         p.add_argument("--val-range", action="append", metavar="[NAME:]LO,HI",
-                       help="random feed values in [LO, HI] (floats uniform, integers inclusive); "
-                            "NAME:LO,HI for one input (repeatable; wins over the global LO,HI)")
+                       help="random feed values in [LO, HI] (floats uniform, integers inclusive; [LO,HI] too); "
+                            "NAME:LO,HI for one input (repeatable; wins over the global LO,HI). Default: floats "
+                            "standard normal with one -0.0, integers in [-100, 100], half of them zero, "
+                            "booleans half true")
         p.add_argument("--data-loader-script", metavar="FILE.py[:FUNC]",
                        help="feed sets from FUNC (default: load_data) of a Python script, which returns "
                             "or yields dicts of input name to array; each dict is one iteration")

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import brief
 
 DEFAULT_FUNCTION = "load_data"
 
@@ -37,7 +38,7 @@ def _where(exc: BaseException, path: Path) -> str:
 
 
 def _failure(exc: BaseException, path: Path) -> str:
-    message = " ".join(str(exc).split())[:200]
+    message = brief(str(exc))
     return f"{type(exc).__name__}{': ' + message if message else ''}{_where(exc, path)}"
 
 

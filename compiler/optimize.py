@@ -15,6 +15,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import brief
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.lowering import Declined
 from onnx_dml_lowering.lowering.diagonal import find_band
@@ -271,7 +272,7 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
         try:
             onnx.checker.check_model(lifted(out)[0])
         except Exception as exc:  # a generator we built is wrong: a bug of ours, never written out
-            raise RuntimeError(f"optimize produced an invalid model: {' '.join(str(exc).split())[:200]}") from exc
+            raise RuntimeError(f"optimize produced an invalid model: {brief(str(exc))}") from exc
     return out, opt.rewrites, opt.declined
 
 
@@ -389,7 +390,7 @@ def bit_identical(original: "str | bytes", rewritten: "str | bytes", inputs: "li
         except Exception as exc:  # onnxruntime raises its own Fail / InvalidGraph types
             what = model if isinstance(model, str) else "the model"
             raise DmlLowerError(f"--check: onnxruntime CPU cannot load {what}: "
-                                f"{' '.join(str(exc).split())[:200]}") from None
+                                f"{brief(str(exc))}") from None
     a, b = sessions
     dims = dims or {}
     all_dims = [d for vi in inputs for d in vi.type.tensor_type.shape.dim]
@@ -412,7 +413,7 @@ def bit_identical(original: "str | bytes", rewritten: "str | bytes", inputs: "li
             results = a.run(None, run_feeds), b.run(None, run_feeds)
         except Exception as exc:  # the model itself does not run on these feeds
             raise DmlLowerError(f"--check: onnxruntime CPU cannot run the model on {where}: "
-                                f"{' '.join(str(exc).split())[:200]}") from None
+                                f"{brief(str(exc))}") from None
         for out, x, y in zip(a.get_outputs(), *results):
             x, y = np.asarray(x), np.asarray(y)
             if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():

@@ -226,24 +226,43 @@ class Reducer:
         return members[low:]
 
 
+def sub_model_oracle(oracle: str) -> str:
+    """The oracle sub-models are checked against: the one asked for, but a golden-outputs file
+    holds the whole model's outputs only, so its sub-models are checked against ONNX semantics
+    (the hybrid oracle)."""
+    return "hybrid" if oracle.endswith(".npz") else oracle
+
+
 def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: str, status: str = "mismatch",
-                 tolerances: "Tolerances | None" = None, check_options: "dict | None" = None
-                 ) -> "tuple[BackendReport, Reduction | None]":
-    """Check `compiled` on `backend`; if outputs have `status` there, find a small sub-model that
-    shows it too. Returns (the backend's report on the whole model, the Reduction or None)."""
+                 tolerances: "Tolerances | None" = None, check_options: "dict | None" = None,
+                 oracle: str = "hybrid") -> "tuple[BackendReport, Reduction | None]":
+    """Check `compiled` on `backend` against `oracle` (hybrid, reference, ort-cpu or a golden
+    FILE.npz, as check's); if outputs have `status` there, find a small sub-model that shows it
+    too. The values fed to a cut always come from the hybrid oracle (ONNX semantics).
+    Returns (the backend's report on the whole model, the Reduction or None)."""
     status = status.lower()
     if status not in STATUSES:
         raise DmlLowerError(f"--status {status.upper()}: reduce looks for {' or '.join(s.upper() for s in STATUSES)}")
     tolerances = tolerances or Tolerances()
-    oracle = make_oracle(compiled)
-    oracle.keep.update(o for node in compiled.model.graph.node for o in node.output if o)   # every value, to feed cuts
-    checked, report = check(compiled, feeds, [backend], tolerances, oracle=oracle, **(check_options or {}))
+    options = dict(check_options or {})
+    values = make_oracle(compiled, settings=options.get("session_settings"))
+    values.keep.update(o for node in compiled.model.graph.node for o in node.output if o)   # every value, to feed cuts
+    checked, report = check(compiled, feeds, [backend], tolerances, oracle=values if oracle == "hybrid" else oracle,
+                            **options)
     whole = report.backends[0]
     original = [o for o in whole.outputs if o.status == status]
     if not original:
         return whole, None
-    reducer = Reducer(compiled, oracle.values, checked, backend, status, tolerances, check_options)
+    if oracle != "hybrid":
+        values.run(checked)
+    if sub_model_oracle(oracle) != "hybrid":
+        options["oracle"] = sub_model_oracle(oracle)
+    reducer = Reducer(compiled, values.values, checked, backend, status, tolerances, options)
     found = reducer.reduce()
+    if found is None and oracle.endswith(".npz"):
+        raise DmlLowerError(f"the {status.upper()} on {backend} is against the golden outputs of {oracle}, but on this "
+                            f"machine {backend} agrees with ONNX semantics (the hybrid oracle), which the sub-models "
+                            "are checked against: nothing here reproduces it")
     if found is None:
         raise DmlLowerError(f"the {status.upper()} on {backend} is on a value no node computes "
                             f"({', '.join(o.output for o in original)}): nothing to reduce")

@@ -6,7 +6,8 @@ from pathlib import Path
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import first_feeds
-from .cli_options import load_npz_file, model_options, provider_flags, tolerance_options
+from .cli_options import (load_npz_file, model_options, oracle_option, provider_flags, session_flags,
+                          session_settings, tolerance_options)
 
 
 def add_reduce_parser(sub) -> None:
@@ -21,13 +22,22 @@ def add_reduce_parser(sub) -> None:
                    help="the one check backend that fails: cpu, ort, ort-cpu, ort-dml or ort:<ProviderName>")
     p.add_argument("--status", default="MISMATCH", type=str.upper, choices=["MISMATCH", "DEVIATION"], metavar="STATUS",
                    help="the status to reproduce: MISMATCH or DEVIATION")
+    oracle_option(p)                      # a golden FILE.npz: the whole model's mismatch, from another machine
     tolerance_options(p)
     provider_flags(p)
+    session_flags(p)
     p.set_defaults(func=cmd_reduce)
 
 
 def _rerun_command(args, npz: Path, backend: str, outputs: "list[str]") -> str:
+    from .reduce import sub_model_oracle
     words = ["check", args.output, "--inputs", str(npz), "--backends", backend]
+    oracle = sub_model_oracle(args.oracle)
+    words += ["--oracle", oracle] if oracle != "hybrid" else []
+    for flag in ("session_config", "graph_optimization_level", "threads"):
+        value = getattr(args, flag)
+        for item in value if isinstance(value, list) else [value] if value is not None else []:
+            words += [f"--{flag.replace('_', '-')}", str(item)]
     for flag in ("atol", "rtol"):
         for value in getattr(args, flag) or []:
             name, sep, _ = value.rpartition("=")
@@ -41,7 +51,7 @@ def cmd_reduce(args) -> int:
     from onnx_dml_lowering.runtime.report import format_results
 
     from .compiled import compile_model
-    from .reduce import reduce_model, save_reduction, sub_tolerances
+    from .reduce import reduce_model, save_reduction, sub_model_oracle, sub_tolerances
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     if len(backends) != 1:
         raise DmlLowerError(f"--backends {args.backends!r}: reduce takes exactly one backend")
@@ -55,9 +65,10 @@ def cmd_reduce(args) -> int:
     tolerances = Tolerances.parse(args.atol, args.rtol)
     options = {"provider_options": args.provider_option, "ep_libraries": args.ep_library,
                "no_fallback": args.no_fallback, "strict": args.strict or None,
-               "memory_limit": args.memory_limit}
+               "memory_limit": args.memory_limit, "session_settings": session_settings(args)}
     compiled = compile_model(args.model, feature_level=args.feature_level)
-    whole, reduction = reduce_model(compiled, first_feeds(compiled, args), backend, status, tolerances, options)
+    whole, reduction = reduce_model(compiled, first_feeds(compiled, args), backend, status, tolerances, options,
+                                    args.oracle)
     if reduction is None:
         failed = f" (the backend failed: {whole.error})" if whole.error else ""
         print(f"reduce: no {args.status} on {backend} in {args.model}: nothing to reduce{failed}")
@@ -76,7 +87,8 @@ def cmd_reduce(args) -> int:
     # The files as written, checked as a user would: that is the repro.
     minimal = compile_model(out, feature_level=args.feature_level)
     outputs = [o.name for o in graph.output]
-    _, report = check(minimal, load_npz_file(str(npz)), [backend], sub_tolerances(tolerances, outputs), **options)
+    _, report = check(minimal, load_npz_file(str(npz)), [backend], sub_tolerances(tolerances, outputs),
+                      oracle=sub_model_oracle(args.oracle), **options)
     print(f"{_rerun_command(args, npz, backend, outputs)}:")
     lines = format_results(report).splitlines()
     shown = [line for line in lines if f": {args.status} (" in line]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onnx_dml_lowering.ir.errors import brief
 from onnx_dml_lowering.runtime.check import OriginalOnProvider, make_oracle, plan_backends
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 
@@ -75,7 +76,7 @@ class RunBackends:
                 result.not_run[name] = f"node {original.cut_outputs[name]} has no {provider} kernel"
         for node, reason in original.unsupported.items():
             fed = sorted(v for v, n in original.cut_outputs.items() if n == node and v in original.fed)
-            line = f"node {node}: no {provider} kernel, not run ({reason.splitlines()[0][:160]})"
+            line = f"node {node}: no {provider} kernel, not run ({brief(reason.splitlines()[0], 160)})"
             if fed:
                 line += f"; {', '.join(fed)} computed by ONNX semantics for the nodes reading it"
                 result.by_semantics.append(node)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .cli_feeds import feed_sets
+from .cli_feeds import describe_feeds, feed_sets
 from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
                           session_settings, write_file)
 
@@ -29,8 +29,10 @@ def add_run_parser(sub) -> None:
     provider_flags(p)
     session_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print one line per backend: its outputs' dtypes and shapes")
-    p.add_argument("--save-inputs", metavar="F.npz", help="write the feeds used to this .npz (replay with --inputs)")
-    p.add_argument("--save-outputs", metavar="F.npz", help="write the outputs to this .npz (of the first feed set; one backend)")
+    p.add_argument("--save-inputs", metavar="F.npz",
+                   help="write the feeds used to this .npz (replay with --inputs); several sets: F.npz, F.1.npz, ...")
+    p.add_argument("--save-outputs", metavar="F.npz",
+                   help="write the outputs to this .npz (one backend); several feed sets: F.npz, F.1.npz, ...")
     p.add_argument("--json", metavar="F.json",
                    help="write per backend its outputs (dtype, shape, first values), the feeds and the "
                         "initializer defaults used")
@@ -40,8 +42,9 @@ def add_run_parser(sub) -> None:
 def cmd_run(args) -> int:
     for option in ("--save-outputs", "--save-inputs", "--json"):
         check_writable(option, getattr(args, option[2:].replace("-", "_")))
-    from onnx_dml_lowering.runtime.feeds import dimension_notes, with_defaults
-    from onnx_dml_lowering.runtime.report import defaults_line
+    from onnx_dml_lowering.runtime.feeds import check_feeds, dimension_notes, with_defaults
+    from onnx_dml_lowering.runtime.report import defaults_line, feeds_line
+    from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file, set_path, wrote_line
 
     from .compiled import compile_model
     from .run_backends import RunBackends, run_record
@@ -58,20 +61,29 @@ def cmd_run(args) -> int:
                          session_settings=settings)
     for backend, why in runner.unavailable.items():
         print(f"{backend}: UNAVAILABLE: {why}")
-    first = first_feeds = None
+    first_feeds = None
+    described: dict = {}
+    sets = 0
     records = []
     for index, feeds in enumerate(feed_sets(compiled, args)):
         which = f" (iteration #{index} of {args.data_loader_script})" if args.data_loader_script else ""
         _, unfed = with_defaults(feeds, compiled.optional_inputs, compiled.initializers)
         defaults = {name: compiled.initializers[name] for name in unfed}
         if first_feeds is None:
-            first_feeds = feeds
-            if args.save_inputs:
-                save_npz_file(args.save_inputs, feeds, "the inputs")
+            first_feeds, described = feeds, describe_feeds(args, feeds)
+        if args.save_inputs:        # every set, one file each (saved_outputs.set_path)
+            save_npz_file(set_path(args.save_inputs, index), feeds, "the inputs")
+        sets = index + 1
+        if not args.quiet:
+            print(feeds_line(described if index == 0 else describe_feeds(args, feeds))
+                  + (f" (iteration #{index})" if which else ""))
         for backend in runner.backends:
             done = runner.run(backend, feeds)
-            if first is None:
-                first = done.outputs
+            if args.save_outputs:
+                meta = metadata(check_feeds(compiled.inputs, feeds, compiled.optional_inputs), f"run:{backend}")
+                save_npz_file(set_path(args.save_outputs, index),
+                              saved_file((lambda key: f"the model's output {key!r}", done.outputs),
+                                         (lambda key: f"the file's own {key!r} entry", meta)), "the outputs")
             records.append(dict(run_record(done, feeds, defaults), **({"iteration": index} if which else {})))
             if args.quiet:
                 print(_quiet_line(done, which))
@@ -90,17 +102,13 @@ def cmd_run(args) -> int:
                 elif name in done.not_run:
                     print(f"  {name}: not run ({done.not_run[name]})")
     if args.save_inputs:
-        print(f"wrote {args.save_inputs}")
-    if args.save_outputs:
-        from onnx_dml_lowering.runtime.feeds import check_feeds
-        from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file
-        meta = metadata(check_feeds(compiled.inputs, first_feeds, compiled.optional_inputs), f"run:{backends[0]}")
-        save_npz_file(args.save_outputs, saved_file((lambda key: f"the model's output {key!r}", first),
-                                                    (lambda key: f"the file's own {key!r} entry", meta)), "the outputs")
-        print(f"wrote {args.save_outputs}")
+        print(wrote_line(args.save_inputs, sets))
+    if args.save_outputs and runner.backends:
+        print(wrote_line(args.save_outputs, sets))
     if args.json:
-        data = {"model": str(args.model), "feature_level": str(compiled.feature_level), "backends": records,
-                "unavailable": dict(runner.unavailable)}
+        data = {"model": str(args.model), "feature_level": str(compiled.feature_level),
+                "feeds": {**described, "iterations": sets} if "iterations" in described else described,
+                "backends": records, "unavailable": dict(runner.unavailable)}
         write_file(args.json, "the run JSON", lambda p: Path(p).write_text(json.dumps(data, indent=1)))
         print(f"wrote {args.json}")
     return 0

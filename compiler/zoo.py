@@ -111,16 +111,18 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         import_ray()   # a missing extra is a usage error before any model runs
     models = discover(args.model)
     options = forwarded_options(parser, args)
-    if getattr(args, "dim", None):
-        options.append("--dim-where-present")    # a text model's --dim is no error for a detector
+    named = named_options(args)                  # a malformed one: one line before any model runs
+    if named:
+        options.append("--names-where-present")  # a text model's --dim is no error for a detector
     start = time.perf_counter()
     results = _schedule(models, options, executor, args)
     seconds = time.perf_counter() - start
     print(format_summary(results))
     from .cli_feeds import draws_random_feeds
-    unused = unused_dims(getattr(args, "dim", None) or [], results) if draws_random_feeds(args) else []
-    for name in unused:
-        print(f"zoo: --dim {name}: no model checked has an input dimension of that name", file=sys.stderr)
+    unused = unused_names(named, results) if draws_random_feeds(args) else []
+    for option, name in unused:
+        what = "an input dimension" if option == "--dim" else "an input"
+        print(f"zoo: {option} {name}: no model checked has {what} of that name", file=sys.stderr)
     if args.json:
         document = {"models": [r.to_dict() for r in results]}
         _write(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(document, indent=1)))
@@ -132,12 +134,26 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 2 if unused and code == 0 else code
 
 
-def unused_dims(given: "list[str]", results: "list[ModelResult]") -> "list[str]":
-    """The --dim names no model that ended with a report drew its feeds at (a misspelt name)."""
-    applied = {name for r in results if r.report is not None for name in r.report.get("dims", {})}
-    names = [text.partition("=")[0] for text in given]
-    return [name for name in dict.fromkeys(names) if name not in applied] if any(
-        r.report is not None for r in results) else []
+def named_options(args: argparse.Namespace) -> "list[tuple[str, str]]":
+    """(option, name) of every --dim NAME=SIZE, --val-range NAME:LO,HI and --zero-fraction NAME:F,
+    in order, once each: what each model applies where it has that name."""
+    from .cli_feeds import value_control
+    control = value_control(args)
+    named = [("--dim", text.partition("=")[0]) for text in getattr(args, "dim", None) or []]
+    named += [("--val-range", name) for name in control["input_value_range"]]
+    named += [("--zero-fraction", name) for name in control["input_zero_fraction"]]
+    return list(dict.fromkeys(named))
+
+
+def unused_names(named: "list[tuple[str, str]]", results: "list[ModelResult]") -> "list[tuple[str, str]]":
+    """The named options no model that ended with a report applied (a misspelt name): a --dim
+    name none drew its feeds at, an input name none fed (each report's dims and feeds)."""
+    reports = [r.report for r in results if r.report is not None]
+    if not reports:
+        return []
+    dims = {name for report in reports for name in report.get("dims", {})}
+    inputs = {name for report in reports for name in report.get("feeds", {}).get("inputs", {})}
+    return [(option, name) for option, name in named if name not in (dims if option == "--dim" else inputs)]
 
 
 def exit_code(results: "list[ModelResult]") -> int:

@@ -1,4 +1,8 @@
-"""The one exception type a user can cause, shared by every package of the project."""
+"""The one exception type a user can cause, shared by every package of the project, and the one
+way a third-party message becomes part of one of its lines (first_line, brief)."""
+from __future__ import annotations
+
+import re
 
 
 class DmlLowerError(Exception):
@@ -12,7 +16,69 @@ class DmlLowerError(Exception):
         super().__init__(" ".join(str(message).split()))
 
 
+# onnxruntime's C++ checks prefix their message with where they are in its sources:
+# '/onnxruntime_src/.../reshape_helper.h:84 onnxruntime::ReshapeHelper::ReshapeHelper(const ...&, bool) '
+# and, for ORT_ENFORCE, the failed expression ('size != 0 && ... was false. '). Neither means
+# anything to a user; the message after them is the part that does.
+_SOURCE_LOCATION = re.compile(r"(?:[A-Za-z]:)?[\w./\\+-]*\.(?:h|hh|hpp|c|cc|cpp|cxx|cu|mm):\d+ ")
+_SIGNATURE = re.compile(r"[\w:~<>*&, ]*::[\w~<>]+(?:<[^()]*>)?\(")
+_FAILED_CHECK = re.compile(r".*? was false\. (?=\S)")
+
+# The longest third-party text a message quotes (brief); a longer one keeps its start and its end.
+BRIEF_LIMIT = 400
+
+
+def _skip_signature(text: str) -> str:
+    """`text` without a leading C++ function signature 'ns::Class::f(args) [const] '."""
+    match = _SIGNATURE.match(text)
+    if not match:
+        return text
+    depth, index = 0, match.end() - 1
+    for index in range(match.end() - 1, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[index], 0)
+        if depth == 0:
+            break
+    else:
+        return text
+    rest = text[index + 1:]
+    rest = rest[len(" const"):] if rest.startswith(" const") else rest
+    return rest.lstrip()
+
+
+def strip_source_locations(text: str) -> str:
+    """onnxruntime's (and other C++ libraries') source path, function signature and failed
+    expression dropped wherever they appear, the message after them kept."""
+    out, position = [], 0
+    for match in _SOURCE_LOCATION.finditer(text):
+        if match.start() < position:
+            continue
+        out.append(text[position:match.start()])
+        rest = _skip_signature(text[match.end():])
+        failed = _FAILED_CHECK.match(rest)
+        rest = rest[failed.end():] if failed else rest
+        position = len(text) - len(rest)
+    out.append(text[position:])
+    return "".join(out)
+
+
+def brief(text: str, limit: int = BRIEF_LIMIT) -> str:
+    """A third-party message as one line: whitespace collapsed, source locations dropped
+    (strip_source_locations) and, past `limit` characters, its start and its end (where
+    onnxruntime and most libraries say what went wrong) joined by ' ... ', cut between words."""
+    text = " ".join(str(text).split())
+    if len(text) > 8 * limit:       # only its ends can show: the pattern search stays short
+        text = f"{text[:4 * limit]} {text[-4 * limit:]}"
+    text = " ".join(strip_source_locations(text).split())
+    if len(text) <= limit:
+        return text
+    keep = (limit - len(" ... ")) // 2
+    head = text[:keep].rsplit(" ", 1)[0] if " " in text[:keep] else text[:keep]
+    tail = text[-keep:].split(" ", 1)[1] if " " in text[-keep:] else text[-keep:]
+    return f"{head} ... {tail}"
+
+
 def first_line(exc: BaseException) -> str:
-    """The first non-blank line of a third-party exception's message (or its type's name)."""
+    """The first non-blank line of a third-party exception's message (or its type's name),
+    through brief (no source locations, at most BRIEF_LIMIT characters, cut between words)."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return lines[0] if lines else type(exc).__name__
+    return brief(lines[0]) if lines else type(exc).__name__

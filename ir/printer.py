@@ -2,11 +2,21 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 from .dtypes import DataType, onnx_type_name
 from .graph import Graph
 from .operators import (ClearBuffer, ControlFlow, Download, EmptyTensor, LowerAtRunTime, OnnxRegion, ReadCount,
                         Step, Upload)
+
+
+def name_list(names: "Sequence[str]", most: int = 8, noun: str = "nodes", sep: str = ", ") -> str:
+    """Names for one line of a report: all of them up to `most`, else the first three, the last
+    two and how many ('a, b, c, ... y, z (1234 nodes)'); the JSON forms keep every name."""
+    names = list(names)
+    if len(names) <= most:
+        return sep.join(names)
+    return f"{sep.join(names[:3])}{sep}... {sep.join(names[-2:])} ({len(names)} {noun})"
 
 
 def _view(graph: Graph, name: str) -> str:
@@ -29,8 +39,8 @@ def format_step(graph: Graph, step: Step) -> str:
         shape = "x".join(str(s) for s in step.shape)
         return f"empty    {step.tensor} ({onnx_type_name(step.onnx_type)} [{shape}]): no DirectML work"
     if isinstance(step, OnnxRegion):
-        return (f"onnx     {step.name} [{', '.join(step.onnx_nodes)}] "
-                f"({', '.join(step.inputs)}) -> ({', '.join(step.outputs)})")
+        return (f"onnx     {step.name} [{name_list(step.onnx_nodes)}] "
+                f"({name_list(step.inputs, noun='values')}) -> ({name_list(step.outputs, noun='values')})")
     if isinstance(step, LowerAtRunTime):
         return (f"lower    {step.onnx_node} by rule {step.rule} when its sizes are known at run time "
                 f"({', '.join(step.inputs)}) -> ({', '.join(step.outputs)})")
@@ -57,7 +67,8 @@ def format_step(graph: Graph, step: Step) -> str:
 
 def format_graph(graph: Graph) -> str:
     lines = [f"graph (DML_FEATURE_LEVEL_{graph.feature_level.name}) "
-             f"inputs: {', '.join(graph.inputs) or '-'}  outputs: {', '.join(graph.outputs) or '-'}"]
+             f"inputs: {name_list(graph.inputs, noun='inputs') or '-'}  "
+             f"outputs: {name_list(graph.outputs, noun='outputs') or '-'}"]
     for buffer in graph.buffers.values():
         lines.append(f"  buffer {buffer.name}: {buffer.describe()}")
     used = {name for step in graph.steps for name in step.reads() + step.writes()}

@@ -22,6 +22,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.ir.printer import name_list as node_list
 from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
 
 from .compare import BackendReport, OutputResult, compare
@@ -29,7 +30,7 @@ from .feeds import check_feeds, dimension_notes, restore_declared, with_defaults
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
 from .ort_providers import (ProviderSpec, SessionSettings, make_provider_session, node_providers,
-                            placement_findings, provider_name, resolve_backend)
+                            backend_hint, placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
 from .saved_outputs import PREFIX as SAVED_PREFIX
 from .saved_outputs import LoadedOutputs, describe_saved, verify_feeds
@@ -137,6 +138,8 @@ class CheckReport:
     dims: "dict[str, int]" = field(default_factory=dict)
     # Feeds of the first set that depart from the model's dimension names (feeds.dimension_notes).
     feed_notes: "list[str]" = field(default_factory=list)
+    # Where the feeds came from and what the first set holds (set by the CLI; report.feeds_line).
+    feeds: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -148,6 +151,7 @@ class CheckReport:
         return {"model": self.model, "feature_level": self.feature_level, "ok": self.ok,
                 "oracle": self.oracle, "iterations": self.iterations, "interrupted": self.interrupted,
                 "stopped": self.stopped, "empty_nonzero": list(self.empty_nonzero), "dims": dict(self.dims),
+                "feeds": dict(self.feeds),
                 "placement": [p.to_dict() for p in self.placement],
                 "onnx_regions": dict(self.regions),
                 "unavailable_backends": dict(self.unavailable),
@@ -156,13 +160,6 @@ class CheckReport:
                 "initializer_defaults": {name: {"dtype": str(v.dtype), "shape": list(v.shape)}
                                          for name, v in self.defaults.items()},
                 "backends": [b.to_dict(describe_backend(b.backend)) for b in self.backends]}
-
-
-def node_list(names: "list[str]", most: int = 8) -> str:
-    """Node names for a report line; a long list shows its ends and its length."""
-    if len(names) <= most:
-        return ", ".join(names)
-    return f"{', '.join(names[:3])}, ... {', '.join(names[-2:])} ({len(names)} nodes)"
 
 
 def _is_nonzero(node) -> bool:
@@ -216,7 +213,7 @@ def plan_backends(backends: "list[str]", provider_options: "list[str] | None" = 
     for backend in backends:
         provider = _provider_of(backend)
         if backend not in BACKENDS and provider is None:
-            raise DmlLowerError(f"unknown check backend {backend!r}; choose from {', '.join(BACKENDS)}, "
+            raise DmlLowerError(f"unknown check backend {backend!r}{backend_hint(backend)}; choose from {', '.join(BACKENDS)}, "
                                 "ort:<ProviderName>")
         if provider is not None:
             try:
@@ -334,7 +331,9 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
           loaded: "LoadedOutputs | None" = None, provider_options: "list[str] | None" = None,
           ep_libraries: "list[str] | None" = None, no_fallback: bool = False,
           session_settings: "SessionSettings | None" = None,
-          feed_label: "Callable[[int], str] | None" = None) -> "tuple[dict, CheckReport]":
+          feed_label: "Callable[[int], str] | None" = None,
+          on_set: "Callable[[int, Mapping[str, np.ndarray], dict, dict], None] | None" = None
+          ) -> "tuple[dict, CheckReport]":
     """Every backend against the oracle on the same (validated) feeds.
 
     `more_feeds`: further feed sets (--iterations), any iterable; every set is checked the same
@@ -343,7 +342,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     report covers the sets checked (`report.interrupted`); before that it propagates. So does a
     later set the oracle cannot evaluate or that does not fit the inputs: the report covers the
     sets before it and `report.stopped` says which set failed and why (`feed_label(i)` names set
-    #i, e.g. its seed).
+    #i, e.g. its seed). `on_set(i, feeds, expected, {backend: outputs})` is called once set #i is
+    compared (to save every set as it goes: --save-inputs / --save-outputs).
     `provider_options` (NAME=VALUE), `ep_libraries` (NAME=PATH) and `no_fallback` apply to the
     backends that run the original model on an onnxruntime provider. `session_settings` apply to
     every onnxruntime session: the oracle's, the lowered backends' and the original's.
@@ -432,6 +432,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                     break
                 if iteration == 0:
                     first_expected = expected
+                actuals: "dict[str, dict]" = {}
 
                 def oracle_value(name: str) -> np.ndarray:
                     if name not in the_oracle.values:
@@ -462,6 +463,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                         report.seconds += time.perf_counter() - started
                     if iteration == 0:
                         report.values = {k: np.asarray(v) for k, v in actual.items()}
+                    actuals[backend] = actual
                     original = originals.get(backend)
                     unsupported = {}
                     if original is not None:
@@ -476,6 +478,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                                               unsupported)
                         result.iteration = iteration
                         report.outputs.append(result)
+                if on_set is not None:
+                    on_set(iteration, feed_set, expected, actuals)
             except KeyboardInterrupt:
                 for backend, report in reports.items():       # the feed set under way is dropped
                     del report.outputs[marks[backend]:]

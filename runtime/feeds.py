@@ -277,9 +277,13 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
     """Seeded feeds with plenty of zeros (so NonZero has work) and a -0.0 among floats.
 
     Symbolic dimensions take their value from `dims` (by dim_param name), else `dim_default`.
-    `zero_fraction` (default 0.5) is the share of elements forced to zero: 1 gives NonZero an
-    empty input, 0 a full one (then no other element is zero). `value_range` (LO, HI) bounds the
-    values: uniform for floats, integers in [LO, HI] for integer types. `input_zero_fraction` and
+    Without a range, floats are standard normal and integers uniform in [-100, 100] (clipped to
+    the type), half of the elements forced to zero and one float -0.0. `value_range` (LO, HI)
+    bounds the values: uniform for floats, integers in [LO, HI] for integer types, and nothing
+    outside it is fed (no forced zeros, no -0.0) unless a zero fraction is given too.
+    `zero_fraction` is the share of elements forced to zero: 1 gives NonZero an empty input, 0 a
+    full one (then no other element is zero); booleans are True with the share kept (default
+    half), whatever the range. `input_zero_fraction` and
     `input_value_range` set them for single inputs by name, over the global ones. float8e8m0 has
     no zero and no sign: its feeds are powers of two (within the range) whatever the zero fraction.
     `memory_limit` (bytes; default three quarters of physical memory): feeds that would not fit
@@ -309,10 +313,12 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
     for vi in inputs:
         zero_fraction = (input_zero_fraction or {}).get(vi.name, global_fraction)
         value_range = (input_value_range or {}).get(vi.name, global_range)
-        keep_share = 0.5 if zero_fraction is None else 1.0 - zero_fraction
         elem, _ = _declared(vi)
         shape = shapes[vi.name]
         dtype = onnx_to_numpy(elem)
+        # an explicit range holds: zeros outside it only when a zero fraction asks for them too
+        default_keep = 1.0 if value_range is not None and dtype != np.bool_ else 0.5
+        keep_share = default_keep if zero_fraction is None else 1.0 - zero_fraction
         keep = np.asarray(rng.random(shape) < keep_share)      # 0-d too: numpy hands a scalar back
         if dtype == _E8M0:
             lo, hi = (2.0 ** -8, 2.0 ** 8) if value_range is None else value_range
@@ -330,7 +336,7 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
         elif _is_float(dtype):
             values = rng.standard_normal(shape) if value_range is None else rng.uniform(*value_range, shape)
             array = (values * keep).astype(np.float32 if dtype.kind == "V" else dtype).astype(dtype)
-            if array.size >= 4 and zero_fraction is None:
+            if array.size >= 4 and zero_fraction is None and value_range is None:
                 flat = array.reshape(-1)
                 flat[rng.integers(0, flat.size)] = -0.0
         else:
@@ -349,3 +355,32 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
             array[keep & (array == 0)] = filler
         feeds[vi.name] = np.asarray(array, dtype=dtype)
     return feeds
+
+
+def feed_summary(feeds: "Mapping[str, np.ndarray]") -> "dict[str, dict]":
+    """What each feed holds, for the reports' feeds line and JSON: dtype, shape, the smallest and
+    largest value (None when it has none; NaN / inf left out and counted in `nonfinite`), and how
+    many elements are zero."""
+    out = {}
+    for name, value in feeds.items():
+        array = np.asarray(value)
+        entry = {"dtype": str(array.dtype), "shape": list(array.shape), "min": None, "max": None,
+                 "zeros": None, "nonfinite": 0}
+        if array.dtype.kind not in "biufV":        # strings, objects: no range to say
+            out[name] = entry
+            continue
+        try:
+            # in place for numpy's own types; ml_dtypes' (2 bytes at most) through a float32 copy
+            numbers = array if array.dtype.kind in "biuf" else array.astype(np.float32)
+        except (TypeError, ValueError):          # a record type that is no number
+            out[name] = entry
+            continue
+        if numbers.dtype.kind == "f":
+            finite = np.isfinite(numbers)
+            entry["nonfinite"] = int(numbers.size - np.count_nonzero(finite))
+            numbers = numbers[finite] if entry["nonfinite"] else numbers
+        entry["zeros"] = int(array.size - np.count_nonzero(array if array.dtype.kind in "biuf" else numbers))
+        if numbers.size:
+            entry["min"], entry["max"] = numbers.min().item(), numbers.max().item()
+        out[name] = entry
+    return out

@@ -49,6 +49,25 @@ def provider_name(text: str) -> str:
     return ALIASES.get(text.lower(), text)
 
 
+# Short names other tools give providers that are no prefix of onnxruntime's own (Polygraphy's trt).
+_SHORT_NAMES = {"trt": "tensorrt"}
+
+
+def backend_hint(backend: str) -> str:
+    """For an unknown backend spelt ort-<provider> as Polygraphy does (ort-cuda, ort-trt,
+    ort-openvino, ort-coreml), ' (... is ort:<ProviderName>)' naming the provider onnxruntime
+    calls so, from its own list of every provider it knows; else ''."""
+    import onnxruntime as ort
+    if not backend.lower().startswith("ort-"):
+        return ""
+    key = "".join(c for c in backend[4:].lower() if c.isalnum())
+    key = _SHORT_NAMES.get(key, key)
+    names = {name: name.lower().removesuffix("executionprovider") for name in ort.get_all_providers()}
+    exact = [name for name, short in names.items() if short == key]
+    found = exact or [name for name, short in names.items() if key and short.startswith(key)]
+    return f" (onnxruntime's {backend[4:]} provider is ort:{found[0]})" if len(found) == 1 else ""
+
+
 def _offered() -> str:
     import onnxruntime as ort
     offered = list(ort.get_available_providers())
@@ -208,7 +227,6 @@ class SessionSettings:
         naming it, before any real session (some callers fall back to onnx.reference on failure)."""
         import contextlib
         import io
-        import re
 
         import onnx
         from onnx import helper
@@ -228,8 +246,7 @@ class SessionSettings:
                     _session(data, options, providers=["CPUExecutionProvider"])
             except Exception as exc:
                 what = f"--session-config {key}={value}" if key else "the session options"
-                # its C++ check's source location and expression say nothing to the user
-                reason = re.sub(r"^\S+\.cc:\d+ .*? was false\. ", "", first_line(exc))
+                reason = first_line(exc)          # without its C++ source location and expression
                 if key == "session.disable_cpu_ep_fallback":      # every command has CPU sessions too
                     reason += " (for the provider under test, --no-fallback sets it on its sessions alone)"
                 raise DmlLowerError(f"onnxruntime rejects {what}: {reason}") from None
@@ -455,11 +472,11 @@ def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = Fal
 def _provider_error(exc: BaseException) -> str:
     """onnxruntime's message in one line; a provider's C++ context (OpenVINO puts the reason
     after a long frame signature) is cut to its first and last lines."""
-    lines = [" ".join(line.split()) for line in str(exc).splitlines() if line.strip()]
+    from onnx_dml_lowering.ir.errors import brief
+    lines = [line for line in str(exc).splitlines() if line.strip()]
     if not lines:
         return type(exc).__name__
-    text = lines[0] if len(lines) == 1 else f"{lines[0][:200]} ... {lines[-1]}"
-    return text[:600]
+    return brief(lines[0]) if len(lines) == 1 else f"{brief(lines[0], 200)} ... {brief(lines[-1])}"
 
 
 def node_providers(session) -> "dict[str, str] | None":

@@ -1,21 +1,38 @@
 """Text and Markdown renderings of a placement and a check report."""
 from __future__ import annotations
 
-from .check import CheckReport, describe_backend, node_list
+from onnx_dml_lowering.ir.printer import name_list
+
+from .check import CheckReport, describe_backend
 from .compare import OutputResult
 
 
+# Placements that read the same (status, rule, operators, reason, note) share one line from this many on.
+GROUP_FROM = 3
+
+
 def format_placement(placement, level) -> str:
+    """One line per placement; on a large model, placements that read the same past their nodes
+    (NonZero after NonZero lowered by one rule, with one note) share one line naming the nodes of
+    each ('a, b; c, d; ... (40 placements)'). compile --json / check --json keep one entry each."""
     lines = [f"placement (feature level {level}):"]
     if not placement:
         lines.append("  nothing lowered: no NonZero, EyeLike or Trilu node, and no idiom pattern matched")
+    groups: "dict[str, list]" = {}
     for p in placement:
         target = " + ".join(p.dml_operators) if p.dml_operators else "no DirectML operator"
-        text = f"  {', '.join(p.onnx_nodes)}: {p.status} by rule {p.rule}"
+        text = f"{p.status} by rule {p.rule}"
         text += f" -> {target}" if p.status == "lowered" else f" ({p.reason})"
         if p.note:
             text += f"  [{p.note}]"
-        lines.append(text)
+        groups.setdefault(text, []).append(name_list(p.onnx_nodes))
+    for text, labels in groups.items():
+        if len(labels) < GROUP_FROM:
+            lines += [f"  {label}: {text}" for label in labels]
+            continue
+        shown = name_list(labels, 5, "placements", "; ")
+        count = "" if shown.endswith(" placements)") else f" ({len(labels)} placements)"
+        lines.append(f"  {shown}{count}: {text}")
     return "\n".join(lines)
 
 
@@ -39,6 +56,43 @@ def _errors(o) -> str:
     if o.rel_undefined:
         notes.append(f"undefined at {o.rel_undefined} element{'s' if o.rel_undefined > 1 else ''} where expected is 0")
     return text + f", max rel err {o.max_rel_error:.3g}" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _number(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def feeds_line(feeds: dict) -> str:
+    """The feeds in one line: where they came from (seed, file, script) and per input its dtype,
+    shape, smallest and largest value and zeros. `feeds`: {"source", ..., "inputs": feed_summary}."""
+    source = feeds.get("source")
+    if source == "random":
+        seed, count = feeds["seed"], feeds.get("iterations", 1)
+        head = f"random, seed {seed}" if count == 1 else f"random, seeds {seed}-{seed + count - 1} (the first shown)"
+    elif source == "file":
+        head = f"from {feeds['path']}"
+    elif source == "script":
+        many = feeds.get("iterations", 1) > 1
+        head = f"from data loader {feeds['path']}" + (f", {feeds['iterations']} sets (the first shown)" if many else "")
+    else:
+        head = "given"
+    parts = []
+    for name, info in feeds.get("inputs", {}).items():
+        text = f"{name} {info['dtype']} [{_shape(info['shape'])}]"
+        if info["min"] is not None:
+            text += (f" = {_number(info['min'])}" if info["min"] == info["max"] and not info["shape"] else
+                     f" in [{_number(info['min'])}, {_number(info['max'])}]")
+        elif info["zeros"] is not None and not info["nonfinite"]:
+            text += " (empty)"
+        if info["zeros"] and info["shape"]:
+            size = 1
+            for d in info["shape"]:
+                size *= d
+            text += f", {info['zeros']} of {size} zero"
+        if info["nonfinite"]:
+            text += f", {info['nonfinite']} NaN / inf"
+        parts.append(text)
+    return f"feeds: {head}: {'; '.join(parts) or 'nothing to feed'}"
 
 
 def defaults_line(defaults) -> str:
@@ -108,6 +162,8 @@ def format_text(report: CheckReport) -> str:
     fallbacks = report.oracle.get("fallbacks") or []
     for fb in fallbacks:
         lines.append(f"oracle: node {fb['node']} evaluated by {fb['engine']} ({fb['reason']})")
+    if report.feeds:
+        lines.append(feeds_line(report.feeds))
     if report.defaults:
         lines.append(defaults_line(report.defaults))
     lines += report.feed_notes
@@ -133,7 +189,7 @@ def empty_nonzero_lines(report: CheckReport) -> "list[str]":
         return []
     every = "the NonZero node" if len(report.empty_nonzero) == 1 else f"all {len(report.empty_nonzero)} NonZero nodes"
     sets = "this feed set" if report.iterations == 1 else f"all {report.iterations} feed sets"
-    return [f"  note: {every} ({node_list(report.empty_nonzero, 4)}) returned no coordinate at {sets}, so no "
+    return [f"  note: {every} ({name_list(report.empty_nonzero, 4)}) returned no coordinate at {sets}, so no "
             "coordinate was compared; feed non-zeros with --inputs, --data-loader-script, --zero-fraction or --val-range"]
 
 
@@ -167,6 +223,7 @@ def format_markdown(report: CheckReport) -> str:
     many = report.iterations > 1        # the iteration column: seeds SEED + iteration
     lines = [f"### dml-lower check: `{report.model}`", "",
              f"Feature level {report.feature_level}; oracle: {report.oracle['description']}; verdict: {text}.", "",
+             *([_cell("Feeds" + feeds_line(report.feeds)[len("feeds"):]) + ".", ""] if report.feeds else []),
              "| backend | " + ("iteration | " if many else "") +
              "output | status | dtype | shape | max abs err | max rel err | detail |",
              "|---|" + ("---|" if many else "") + "---|---|---|---|---|---|---|"]

@@ -27,6 +27,24 @@ RESERVED = (FEEDS_KEY, SAVED_BY_KEY)
 PREFIX = "saved:"
 
 
+def set_path(path: str, index: int) -> str:
+    """Where feed set #`index` of several is saved (--save-inputs / --save-outputs): set #0 at
+    `path` itself, in the single-set layout, and set #i beside it as STEM.i.npz (in.npz, in.1.npz,
+    in.2.npz ...): every file is one set, read back by --inputs / --load-outputs / --oracle."""
+    if index == 0:
+        return path
+    stem, dot, suffix = path.rpartition(".")
+    return f"{stem}.{index}.{suffix}" if dot and suffix == "npz" else f"{path}.{index}"
+
+
+def wrote_line(path: str, count: int) -> str:
+    """What --save-inputs / --save-outputs wrote, in one line."""
+    if count <= 1:
+        return f"wrote {path}"
+    return (f"wrote {path} and {set_path(path, 1)}" + (f" .. {set_path(path, count - 1)}" if count > 2 else "")
+            + f" (feed sets #0-#{count - 1}, one file each)")
+
+
 def load_golden(path: str, what: str = "oracle file") -> "dict[str, np.ndarray]":
     return load_npz(path, what)
 

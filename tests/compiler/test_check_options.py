@@ -402,7 +402,7 @@ def test_outputs_named_with_colons_load_back_as_saved(tmp_path, capsys):
 
 def test_save_inputs_saves_the_feed_set_that_failed(tmp_path, capsys):
     """A later feed set past the memory limit fails the check: --save-inputs writes that set (the
-    one to reproduce it with), not the first."""
+    one to reproduce it with) at its own file, in.1.npz, beside the first set's, and names it."""
     path = tmp_path / "m.onnx"
     onnx.save(graph_model([h.make_node("NonZero", ["x"], ["nz"], name="nz")], [("x", T.FLOAT, ["n"])],
                           [("nz", T.INT64, [1, None])]), path)
@@ -414,6 +414,9 @@ def test_save_inputs_saves_the_feed_set_that_failed(tmp_path, capsys):
     saved = tmp_path / "in.npz"
     code, out, err = cli(["check", path, "--data-loader-script", loader, "--memory-limit", "1MiB",
                           "--save-inputs", saved], capsys)
-    assert code == 2 and "memory limit" in err and err.rstrip().endswith(f"(the inputs are saved in {saved})"), err
-    with np.load(saved) as data:
+    failed = tmp_path / "in.1.npz"
+    assert code == 2 and "memory limit" in err and err.rstrip().endswith(f"(the inputs are saved in {failed})"), err
+    with np.load(failed) as data:
         assert data["x"].shape == (200000,)
+    with np.load(saved) as data:
+        assert data["x"].shape == (4,)

@@ -16,7 +16,7 @@ from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.runtime.saved_outputs import FEEDS_KEY, SAVED_BY_KEY, feeds_fingerprint
 from onnx_dml_lowering.compiler.examples import example_paths
-from onnx_dml_lowering.runtime.feeds import random_feeds
+from onnx_dml_lowering.runtime.feeds import feed_summary, random_feeds
 from tests.builders import single_node_model
 from tests.oracle import assert_outputs_same, reference
 from onnx_dml_lowering.ir import graph_to_dict, graph_from_dict, format_graph
@@ -214,6 +214,7 @@ def test_check_examples_json_and_replay(path, tmp_path, capsys):
     with np.load(inputs) as saved:
         feeds = {name: saved[name] for name in saved.files}
     assert sorted(feeds) == sorted(vi.name for vi in compiled.inputs)
+    feeds_of = feed_summary(feeds)
     expected = reference(path, feeds)
     outputs = first["backends"][0]["outputs"]
     assert sorted(o["output"] for o in outputs) == sorted(expected)
@@ -229,6 +230,10 @@ def test_check_examples_json_and_replay(path, tmp_path, capsys):
     code, out, err = cli(["check", path, "--inputs", inputs, "--json", replay], capsys)
     assert code == 0, out + err
     replayed = without_timing(json.loads(replay.read_text()))
+    # the same feeds, said to come from the file now
+    assert (replayed.pop("feeds"), first.pop("feeds")) == ({"source": "file", "path": str(inputs), "inputs": feeds_of},
+                                                           {"source": "random", "seed": 3, "iterations": 1,
+                                                            "inputs": feeds_of})
     assert key_structure(replayed) == key_structure(first)
     assert replayed == first
 

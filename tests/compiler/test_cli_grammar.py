@@ -144,7 +144,7 @@ def test_help_shows_defaults_and_metavars(name, parser):
         if not action.option_strings or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
             continue
         if action.help == argparse.SUPPRESS:
-            assert action.option_strings == ["--dim-where-present"], action.option_strings    # the zoo's, internal
+            assert action.option_strings == ["--names-where-present"], action.option_strings    # the zoo's, internal
             continue
         help_text = " ".join(parser._get_formatter()._get_help_string(action).split())
         assert "".join(help_text.split()) in text, (name, action.option_strings)

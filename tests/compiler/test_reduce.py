@@ -112,7 +112,7 @@ def save(model: onnx.ModelProto, path: Path) -> str:
 def run(argv: "list[str]", capfd) -> "tuple[int, str, str]":
     capfd.readouterr()
     try:
-        code = main(argv)
+        code = main([str(a) for a in argv])
     except SystemExit as exc:               # argparse's usage errors
         code = exc.code
     out, err = capfd.readouterr()
@@ -283,3 +283,68 @@ def test_readme_reduce_output_is_current(tmp_path, capfd, monkeypatch):
     code, out, _ = run(shlex.split(block.group(1)), capfd)
     assert code == 0
     assert out == block.group(2)
+
+
+def _golden(model: Path, tmp_path: Path, capfd) -> "tuple[Path, Path]":
+    """Golden outputs and their inputs, as `check --save-outputs` writes them on another machine."""
+    golden, inputs = tmp_path / "golden.npz", tmp_path / "in.npz"
+    code, _, err = run(["check", model, "--dim", "n=4", "--save-outputs", golden, "--save-inputs", inputs], capfd)
+    assert code == 0, err
+    return golden, inputs
+
+
+def test_a_mismatch_against_golden_outputs_is_reduced(tmp_path, capfd):
+    """reduce --oracle GOLDEN.npz: the whole model's MISMATCH is the one against the golden file; the
+    sub-models are checked against ONNX semantics. It reduces to what the hybrid oracle reduces to."""
+    model = save(scalar_nonzero_deep_model(), tmp_path / "deep.onnx")
+    golden, inputs = _golden(model, tmp_path, capfd)
+    plain, with_golden = tmp_path / "plain.onnx", tmp_path / "golden_min.onnx"
+    assert run(["reduce", model, "-o", plain, "--backends", "ort-cpu", "--inputs", inputs], capfd)[0] == 0
+    code, out, err = run(["reduce", model, "-o", with_golden, "--backends", "ort-cpu", "--inputs", inputs,
+                          "--oracle", golden], capfd)
+    assert code == 0, err
+    assert onnx.load(str(with_golden)).graph.node == onnx.load(str(plain)).graph.node
+    assert f"check {with_golden} --inputs " in out and "--oracle" not in out     # its repro: ONNX semantics
+    # a golden file that disagrees with ONNX semantics here: one line saying why nothing reproduces it
+    with np.load(golden) as data:
+        entries = dict(data)
+    entries["y"] = entries["y"] + 1
+    np.savez(golden, **entries)
+    code, out, err = run(["reduce", model, "-o", tmp_path / "x.onnx", "--backends", "cpu", "--inputs", inputs,
+                          "--oracle", golden], capfd)
+    assert code == 2 and err.count("\n") == 1 and "agrees with ONNX semantics" in err and str(golden) in err
+
+
+@pytest.mark.parametrize("options, rerun", [
+    (["--oracle", "reference"], "--oracle reference"),
+    (["--threads", "1", "--graph-optimization-level", "disable"], "--graph-optimization-level disable --threads 1"),
+    (["--session-config", "session.intra_op.allow_spinning=0"], "--session-config session.intra_op.allow_spinning=0"),
+])
+def test_oracle_and_session_options_reach_every_check_and_the_repro(options, rerun, tmp_path, capfd):
+    model = save(scalar_nonzero_deep_model(), tmp_path / "deep.onnx")
+    minimal = tmp_path / "min.onnx"
+    code, out, err = run(["reduce", model, "-o", minimal, "--backends", "ort-cpu", "--dim", "n=4", *options], capfd)
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if line.startswith(f"check {minimal} "))
+    assert line.endswith(f"{rerun}:")
+    code, out, _ = run(shlex.split(line[:-1]), capfd)       # the printed repro, run as printed
+    assert code == 1 and ": MISMATCH (" in out
+
+
+def test_a_session_setting_onnxruntime_rejects_is_one_line(tmp_path, capfd):
+    model = save(scalar_nonzero_deep_model(), tmp_path / "deep.onnx")
+    code, _, err = run(["reduce", model, "-o", tmp_path / "m.onnx", "--backends", "ort-cpu", "--dim", "n=4",
+                        "--session-config", "session.intra_op_thread_affinities=zz"], capfd)
+    assert code == 2 and err.count("\n") == 1 and "onnxruntime rejects --session-config session.intra_op_thread_affinities=zz" in err
+
+
+def test_reduce_shares_checks_option_declarations():
+    """The options reduce takes from check are declared once (cli_options), not copied."""
+    from onnx_dml_lowering.compiler.cli import build_parser
+    parsers = build_parser()._subparsers._group_actions[0].choices
+    shared = ["--oracle", "--session-config", "--graph-optimization-level", "--threads", "--atol", "--rtol",
+              "--provider-option", "--ep-library", "--no-fallback", "--val-range", "--zero-fraction", "--dim"]
+    def table(parser):
+        return {a.option_strings[-1]: (a.help, a.metavar, a.default, type(a)) for a in parser._actions if a.option_strings}
+    check, reduce = table(parsers["check"]), table(parsers["reduce"])
+    assert {option: reduce[option] for option in shared} == {option: check[option] for option in shared}

@@ -366,3 +366,29 @@ def test_forwarded_options_round_trip(options):
     assert {k: v for k, v in vars(one_args).items() if k not in zoo_only} == \
            {k: v for k, v in vars(zoo_args).items() if k not in zoo_only}
     assert one_args.model == ["m1.onnx"] and one_args.json == "t.json"
+
+
+@pytest.mark.parametrize("option", ["--val-range", "--zero-fraction"])
+def test_named_value_options_apply_to_the_models_that_have_the_input(option, tmp_path, capsys):
+    """--val-range NAME: / --zero-fraction NAME: in a zoo are applied as --dim is: to the models with
+    that input, no error for the others; a name no model has is one line on stderr and exit 2."""
+    models = tmp_path / "mixed"
+    models.mkdir()
+    for name in ("nonzero.dynamo.onnx", "nonzero.torchscript.onnx"):     # inputs x and x0
+        shutil.copy(MODELS_DIR / name, models / name)
+    value = {"--val-range": "x0:5,6", "--zero-fraction": "x0:1"}[option]
+    code, out, err = cli(["check", models, "--backends", "cpu", option, value, "--json", tmp_path / "z.json"], capsys)
+    assert code == 0 and err == "", out + err
+    feeds = {Path(m["model"]).name: m["report"]["feeds"]["inputs"] for m in load_json(tmp_path / "z.json")["models"]}
+    x0, x = feeds["nonzero.torchscript.onnx"]["x0"], feeds["nonzero.dynamo.onnx"]["x"]
+    if option == "--val-range":
+        assert x0["min"] >= 5 and x0["max"] <= 6 and x0["zeros"] == 0
+    else:
+        assert x0["zeros"] == 9 and x0["min"] == x0["max"] == 0
+    assert 0 < x["zeros"] < 9 and x["min"] < 0           # the default feeds: the option was not applied there
+    code, out, err = cli(["check", models, "--backends", "cpu", option, value.replace("x0", "y"),
+                          "--junit", tmp_path / "j.xml"], capsys)
+    assert code == 2 and err == f"zoo: {option} y: no model checked has an input of that name\n"
+    assert "2 ok" in out
+    code, _, err = cli(["check", models / "nonzero.dynamo.onnx", option, value], capsys)
+    assert code == 2 and f"{option} x0: the model has no input of that name" in err

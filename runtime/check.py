@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
@@ -55,13 +55,30 @@ def describe_backend(backend: str) -> str:
 
 @dataclass
 class Tolerances:
-    atol: float = 1e-6
+    """The tolerance policy for float outputs (runtime/compare.py has the comparison rule): an
+    element passes when |actual - expected| <= atol + rtol * |expected|. Defaults atol 1e-5, rtol
+    1e-5 (Polygraphy's): float32 rounding that differs only in the order of operations (onnxruntime
+    fusing a whole graph, the oracle running regions) stays within them at values of order 1.
+    `exact` outputs (produced by a node this project lowers; set by `for_model`) are compared with
+    atol = rtol = 0 unless `per_output` names them: the global values never loosen them."""
+    atol: float = 1e-5
     rtol: float = 1e-5
     per_output: "dict[str, tuple[float | None, float | None]]" = field(default_factory=dict)
+    exact: "dict[str, str]" = field(default_factory=dict)     # output -> the lowered node producing it
 
     def for_output(self, name: str) -> "tuple[float, float]":
         atol, rtol = self.per_output.get(name, (None, None))
-        return (self.atol if atol is None else atol, self.rtol if rtol is None else rtol)
+        base = (0.0, 0.0) if name in self.exact else (self.atol, self.rtol)
+        return (base[0] if atol is None else atol, base[1] if rtol is None else rtol)
+
+    def for_model(self, compiled) -> "Tolerances":
+        """These tolerances checked against the model's outputs, with its lowered nodes' outputs exact."""
+        self.check_names(compiled.output_names)
+        return replace(self, exact=lowered_outputs(compiled))
+
+    def is_exact(self, name: str) -> bool:
+        """Compared with atol = rtol = 0 because a lowered node produces it (no tolerance named for it)."""
+        return name in self.exact and name not in self.per_output
 
     def check_names(self, outputs: "list[str]") -> None:
         """A tolerance naming no output of the model is a usage error, not silently ignored; so is
@@ -100,6 +117,22 @@ class Tolerances:
                 else:
                     tol.rtol = value
         return tol
+
+
+def lowered_outputs(compiled) -> "dict[str, str]":
+    """The model's outputs that a node this project lowers produces (NonZero, EyeLike, the eye /
+    mask / Trilu idioms, a generated constant), each with that node: their values are exact."""
+    nodes = {n.name: n for n in compiled.model.graph.node}
+    produced = {}
+    for p in compiled.placement:
+        if p.status != "lowered":
+            continue
+        for name in p.onnx_nodes:
+            if name.startswith("initializer:"):
+                produced[name[len("initializer:"):]] = name
+            elif name in nodes:                   # a body's node (a path) is not the main graph's
+                produced.update((value, name) for value in nodes[name].output if value)
+    return {name: produced[name] for name in compiled.output_names if name in produced}
 
 
 def _finite(value: float, text: str) -> None:
@@ -346,7 +379,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     every onnxruntime session: the oracle's, the lowered backends' and the original's.
     """
     providers, unavailable = plan_backends(backends, provider_options, ep_libraries)
-    tolerances.check_names(compiled.output_names)
+    tolerances = tolerances.for_model(compiled)
     if memory_limit is not None:
         from .memory import parse_size
         memory_limit = parse_size(memory_limit)        # a bad size is a usage error, before any run
@@ -536,7 +569,10 @@ def _compare_one(name: str, backend: str, want: np.ndarray, actual: Mapping[str,
         return result
     atol, rtol = tolerances.for_output(name)
     got = actual.get(name)
-    result = compare(name, backend, want, got, atol, rtol)
+    exact = tolerances.is_exact(name)
+    result = compare(name, backend, want, got, atol, rtol, exact=exact)
+    if result.exact and result.status == "mismatch" and result.first_mismatch is not None:
+        result.detail += f"; compared exactly: the output of lowered node {tolerances.exact[name]}"
     if (result.status == "mismatch" and (backend.startswith("ort-") or backend.startswith("ort:"))
             and name in deviations and got is not None and want.shape[:1] == (0,)
             and np.shape(got) == (1,) + want.shape[1:]):

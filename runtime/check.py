@@ -119,10 +119,17 @@ class Tolerances:
         return tol
 
 
+# ONNX operators that only move their first input's values (an exporter's trailing Identity or
+# Reshape): a lowered node's value through them is still that node's exact value.
+_MOVES = frozenset(("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Expand"))
+
+
 def lowered_outputs(compiled) -> "dict[str, str]":
     """The model's outputs that a node this project lowers produces (NonZero, EyeLike, the eye /
-    mask / Trilu idioms, a generated constant), each with that node: their values are exact."""
-    nodes = {n.name: n for n in compiled.model.graph.node}
+    mask / Trilu idioms, a generated constant), directly or through nodes that only move values,
+    each with that node: their values are exact."""
+    graph = compiled.model.graph
+    nodes = {n.name: n for n in graph.node}
     produced = {}
     for p in compiled.placement:
         if p.status != "lowered":
@@ -132,6 +139,9 @@ def lowered_outputs(compiled) -> "dict[str, str]":
                 produced[name[len("initializer:"):]] = name
             elif name in nodes:                   # a body's node (a path) is not the main graph's
                 produced.update((value, name) for value in nodes[name].output if value)
+    for node in graph.node:                       # in topological order: one pass follows chains
+        if node.op_type in _MOVES and node.domain in ("", "ai.onnx") and node.input and node.input[0] in produced:
+            produced[node.output[0]] = produced[node.input[0]]
     return {name: produced[name] for name in compiled.output_names if name in produced}
 
 

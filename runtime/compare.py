@@ -149,9 +149,12 @@ def passing_text(o: OutputResult) -> str:
 
 
 def ceil_text(value: float) -> str:
-    """`value` to 3 significant digits, rounded up: 1.2345e-05 -> 1.24e-05."""
-    rounded = Context(prec=3, rounding=ROUND_CEILING).create_decimal_from_float(value)
-    return f"{float(rounded):.3g}"
+    """`value` to 3 significant digits, rounded up where rounding would make a smaller float:
+    1.2345e-05 -> 1.24e-05 (1e-05 stays 1e-05: it reads back as the same float)."""
+    text = f"{value:.3g}"
+    if float(text) >= value:
+        return text
+    return f"{float(Context(prec=3, rounding=ROUND_CEILING).create_decimal_from_float(value)):.3g}"
 
 
 def _flat(array: np.ndarray) -> np.ndarray:

@@ -14,9 +14,10 @@ Shape and dtype first (either differing is a MISMATCH), then every element, by t
   eye / mask / Trilu idioms) is compared with atol = rtol = 0 unless the user named a tolerance
   for it: bit for bit, up to the sign of a zero and a NaN's payload.
 
-Arrays that are bit-identical (the common case) are decided by comparing their bytes as unsigned
-integers, block by block, with no float64 temporaries; only when some bytes differ are the
-elements compared by value, in blocks of BLOCK elements.
+The arrays' bytes are compared first, as unsigned integers of the element size, in blocks of
+BLOCK elements: elements with identical bytes are equal (error 0), and only those whose bytes
+differ are converted to float64 and compared by value. A bit-identical output (the common case)
+costs one pass over its bytes and no float64 temporary.
 
 A mismatch carries how many elements differ of how many, the first differing index and its two
 values, max / mean absolute and relative errors (relative ones only where the expected value is
@@ -101,18 +102,23 @@ def compare(output: str, backend: str, expected: np.ndarray, actual: "np.ndarray
     if floats:
         result.atol, result.rtol, result.exact = float(atol), float(rtol), exact
     want, got = _flat(expected), _flat(actual)
-    if _bit_identical(want, got):
-        if floats and want.size:        # every error is 0 (as the value comparison would find)
-            result.max_abs_error = result.mean_abs_error = result.max_rel_error = result.mean_rel_error = 0.0
-        return result
     if floats:
         stats = _FloatStats(float(atol), float(rtol))
     elif expected.dtype.kind in "iu":
         stats = _ExactStats(errors=True)
     else:
         stats = _ExactStats(errors=False)
+    bits_want, bits_got = _bits(want), _bits(got)
     for start in range(0, want.size, BLOCK):
-        stats.add(start, want[start:start + BLOCK], got[start:start + BLOCK])
+        stop = min(start + BLOCK, want.size)
+        # only elements whose bytes differ are compared by value; the others are equal, error 0
+        differs = bits_want[start:stop] != bits_got[start:stop]
+        count = int(np.count_nonzero(differs))
+        if count > (stop - start) // 2:           # most differ: the whole block (gathering them costs more)
+            stats.add(np.arange(start, stop), want[start:stop], got[start:stop], 0)
+        else:
+            differ = np.flatnonzero(differs) if count else _NONE
+            stats.add(start + differ, want[start:stop][differ], got[start:stop][differ], stop - start - count)
     stats.finish(result)
     if result.mismatches:
         result.status = "mismatch"
@@ -162,14 +168,16 @@ def _flat(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array).reshape(-1)
 
 
-def _bit_identical(want: np.ndarray, got: np.ndarray) -> bool:
-    """Same bytes, compared as unsigned integers of the element size, block by block."""
-    size = want.dtype.itemsize
-    if want.dtype.kind in "OUS" or size not in (1, 2, 4, 8):
-        return bool(np.array_equal(want, got))
-    unsigned = np.dtype(f"u{size}")
-    want, got = want.view(unsigned), got.view(unsigned)
-    return all(np.array_equal(want[s:s + BLOCK], got[s:s + BLOCK]) for s in range(0, want.size, BLOCK))
+_NONE = np.zeros(0, np.intp)
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    """The elements as unsigned integers of their size (no copy), so that comparing two arrays
+    compares their bytes; strings, objects and 16-byte types are compared as they are."""
+    size = array.dtype.itemsize
+    if array.dtype.kind in "OUS" or size not in (1, 2, 4, 8):
+        return array
+    return array.view(np.dtype(f"u{size}"))
 
 
 class _ExactStats:
@@ -179,15 +187,18 @@ class _ExactStats:
         self.errors = _Errors() if errors else None
         self.count, self.first = 0, -1
 
-    def add(self, start: int, want: np.ndarray, got: np.ndarray) -> None:
+    def add(self, where: np.ndarray, want: np.ndarray, got: np.ndarray, equal: int) -> None:
+        """`want` / `got`: the elements at flat indices `where` whose bytes differ; `equal` more are identical."""
+        if not want.size:
+            return
         bad = got != want
-        if self.errors is not None:       # over every element (the arrays differ: this is a mismatch)
+        if self.errors is not None:
             e64 = want.astype(np.float64)
-            self.errors.add(np.abs(got.astype(np.float64) - e64), e64)
+            self.errors.add(np.abs(got.astype(np.float64) - e64), e64, equal)
         if bad.any():
             self.count += int(np.count_nonzero(bad))
             if self.first < 0:
-                self.first = start + int(np.flatnonzero(bad)[0])
+                self.first = int(where[np.argmax(bad)])
 
     def finish(self, result: OutputResult) -> None:
         result.mismatches = self.count
@@ -206,26 +217,36 @@ class _FloatStats:
         self.smallest_atol: "float | None" = atol        # None once no finite atol can pass
         self.smallest_rtol: "float | None" = rtol
 
-    def add(self, start: int, want: np.ndarray, got: np.ndarray) -> None:
+    def add(self, where: np.ndarray, want: np.ndarray, got: np.ndarray, equal: int) -> None:
+        """`want` / `got`: the elements at flat indices `where` whose bytes differ; `equal` more are identical."""
+        if not want.size:
+            self.errors.add(want, want, equal)
+            return
         e64, a64 = want.astype(np.float64), got.astype(np.float64)
-        e_nan, a_nan = np.isnan(e64), np.isnan(a64)
-        same = (e64 == a64) | (e_nan & a_nan)
-        finite = np.isfinite(e64) & np.isfinite(a64)
         with np.errstate(invalid="ignore", over="ignore"):
-            # NaN on one side only is an infinite error (NaN in the figures would hide it)
-            diff = np.where(same, 0.0, np.where(e_nan | a_nan, np.inf, np.abs(a64 - e64)))
+            diff = np.abs(a64 - e64)
             magnitude = np.abs(e64)
-            bad = ~same & ~(finite & (diff <= self.atol + self.rtol * magnitude))
-        self.errors.add(diff, e64)
+            bad = ~(diff <= self.atol + self.rtol * magnitude)
+            # a difference that is not finite has an infinity or NaN on a side (or overflowed):
+            # decided here by the rule; the few elements concerned are gathered
+            infinite = ~np.isfinite(diff)
+            odd = np.flatnonzero(infinite) if infinite.any() else _NONE
+            if odd.size:
+                e, a = e64[odd], a64[odd]
+                same = (e == a) | (np.isnan(e) & np.isnan(a))
+                finite = np.isfinite(e) & np.isfinite(a)
+                bad[odd] = ~same & ~(finite & (diff[odd] <= self.atol + self.rtol * magnitude[odd]))
+                # NaN on one side only is an infinite error (NaN in the figures would hide it)
+                diff[odd] = np.where(same, 0.0, np.where(finite, diff[odd], np.inf))
+                if (bad[odd] & ~finite).any():
+                    self.smallest_atol = self.smallest_rtol = None
+        self.errors.add(diff, e64, equal)
         if not bad.any():
             return
         self.count += int(np.count_nonzero(bad))
         if self.first < 0:
-            self.first = start + int(np.flatnonzero(bad)[0])
-        diff, magnitude, finite = diff[bad], magnitude[bad], finite[bad]
-        if not finite.all():
-            self.smallest_atol = self.smallest_rtol = None
-            return
+            self.first = int(where[np.argmax(bad)])
+        diff, magnitude = diff[bad], magnitude[bad]
         if self.smallest_atol is not None:
             term = self.rtol * magnitude
             self.smallest_atol = _least(lambda x: diff <= x + term, diff - term, self.smallest_atol)
@@ -287,10 +308,12 @@ class _Errors:
         self.max_abs = self.sum_abs = self.max_rel = self.sum_rel = 0.0
         self.rel_nonzero = False
 
-    def add(self, diff: np.ndarray, expected: np.ndarray) -> None:
+    def add(self, diff: np.ndarray, expected: np.ndarray, equal: int = 0) -> None:
+        """`diff` / `expected` of some elements, and `equal` more that are identical (error 0)."""
+        self.elements += diff.size + equal
+        self.rel_count += equal
         if not diff.size:
             return
-        self.elements += diff.size
         self.max_abs = max(self.max_abs, float(np.max(diff)))
         self.sum_abs += float(np.sum(diff))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -298,8 +321,8 @@ class _Errors:
             # against an infinite or NaN expected value a difference is infinitely relative
             rel = np.where(diff == 0, 0.0, np.where(np.isfinite(expected), diff / np.abs(expected), np.inf))[~undefined]
         self.rel_undefined += int(np.count_nonzero(undefined))
+        self.rel_count += rel.size
         if rel.size:
-            self.rel_count += rel.size
             self.max_rel = max(self.max_rel, float(np.max(rel)))
             self.sum_rel += float(np.sum(rel))
             self.rel_nonzero = self.rel_nonzero or bool(np.any(rel))

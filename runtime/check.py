@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator, Mapping
 
+import ml_dtypes
 import numpy as np
 import onnx
 
@@ -24,7 +25,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
 
-from .compare import BackendReport, OutputResult, compare
+from .compare import BackendReport, OutputResult, compare, is_float
 from .feeds import check_feeds, restore_declared, with_defaults
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
@@ -53,22 +54,34 @@ def describe_backend(backend: str) -> str:
     return BACKENDS[backend]
 
 
+DEFAULT_ATOL = DEFAULT_RTOL = 1e-5
+
+
 @dataclass
 class Tolerances:
     """The tolerance policy for float outputs (runtime/compare.py has the comparison rule): an
-    element passes when |actual - expected| <= atol + rtol * |expected|. Defaults atol 1e-5, rtol
-    1e-5 (Polygraphy's): float32 rounding that differs only in the order of operations (onnxruntime
-    fusing a whole graph, the oracle running regions) stays within them at values of order 1.
-    `exact` outputs (produced by a node this project lowers; set by `for_model`) are compared with
-    atol = rtol = 0 unless `per_output` names them: the global values never loosen them."""
-    atol: float = 1e-5
-    rtol: float = 1e-5
+    element passes when |actual - expected| <= atol + rtol * |expected|. Defaults atol 1e-5 and rtol
+    1e-5 (Polygraphy's): float32 results that differ only in the order of their roundings
+    (onnxruntime fusing a whole graph, the oracle running regions) stay within them at values of
+    order 1, and rtol scales the allowance with each element's magnitude. The default rtol is never
+    below the output type's machine epsilon (one unit in the last place: float16 9.8e-4, bfloat16
+    7.8e-3), since a difference of one rounding would otherwise always fail there. No tolerance
+    scales with an output's overall magnitude: one masked entry at float32's lowest value would
+    loosen every element. `exact` outputs (produced by a node this project lowers; set by
+    `for_model`) are compared with atol = rtol = 0 unless `per_output` names them: the global values
+    never loosen them."""
+    atol: float = DEFAULT_ATOL
+    rtol: "float | None" = None          # None: the default (DEFAULT_RTOL or the type's epsilon)
     per_output: "dict[str, tuple[float | None, float | None]]" = field(default_factory=dict)
     exact: "dict[str, str]" = field(default_factory=dict)     # output -> the lowered node producing it
 
-    def for_output(self, name: str) -> "tuple[float, float]":
+    def for_output(self, name: str, dtype=None) -> "tuple[float, float]":
+        """(atol, rtol) for output `name`, whose type is `dtype` (for the default rtol)."""
         atol, rtol = self.per_output.get(name, (None, None))
-        base = (0.0, 0.0) if name in self.exact else (self.atol, self.rtol)
+        if name in self.exact:
+            base = (0.0, 0.0)
+        else:
+            base = (self.atol, default_rtol(dtype) if self.rtol is None else self.rtol)
         return (base[0] if atol is None else atol, base[1] if rtol is None else rtol)
 
     def for_model(self, compiled) -> "Tolerances":
@@ -122,6 +135,14 @@ class Tolerances:
 # ONNX operators that only move their first input's values (an exporter's trailing Identity or
 # Reshape): a lowered node's value through them is still that node's exact value.
 _MOVES = frozenset(("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Expand"))
+
+
+def default_rtol(dtype) -> float:
+    """DEFAULT_RTOL, or the float type's machine epsilon where that is larger."""
+    if dtype is None or not is_float(dtype):
+        return DEFAULT_RTOL
+    info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else ml_dtypes.finfo(dtype)
+    return max(DEFAULT_RTOL, float(info.eps))
 
 
 def lowered_outputs(compiled) -> "dict[str, str]":
@@ -577,7 +598,7 @@ def _compare_one(name: str, backend: str, want: np.ndarray, actual: Mapping[str,
         result = OutputResult(name, backend, "unsupported", list(want.shape), None, str(want.dtype), None)
         result.detail = unsupported[name]
         return result
-    atol, rtol = tolerances.for_output(name)
+    atol, rtol = tolerances.for_output(name, want.dtype)
     got = actual.get(name)
     exact = tolerances.is_exact(name)
     result = compare(name, backend, want, got, atol, rtol, exact=exact)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -14,7 +15,7 @@ from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.runtime.check import Tolerances, lowered_outputs
-from onnx_dml_lowering.runtime.compare import ceil_text
+from onnx_dml_lowering.runtime.compare import ceil_text, compare
 from tests.builders import graph_model
 from tests.cli_runner import cli
 from tests.lowering.test_mask_idioms import Mask, mask_model
@@ -146,3 +147,23 @@ def test_lowered_mask_and_eye_match_exactly_on_every_backend(tmp_path, capsys):
     results = [o for b in json.loads(report.read_text())["backends"] for o in b["outputs"]]
     assert len(results) == 3 and all(o["exact"] and o["status"] == "match" and o["max_abs_error"] == 0
                                      for o in results)
+
+
+@pytest.mark.parametrize("dtype, rtol", [
+    (np.float32, 1e-5), (np.float64, 1e-5), (np.float16, float(np.finfo(np.float16).eps)),
+    (ml_dtypes.bfloat16, float(ml_dtypes.finfo(ml_dtypes.bfloat16).eps)), (np.int64, 1e-5)])
+def test_default_rtol_is_at_least_the_types_epsilon(dtype, rtol):
+    assert Tolerances().for_output("y", np.dtype(dtype)) == (1e-5, rtol)
+    assert Tolerances.parse(None, ["1e-6"]).for_output("y", np.dtype(dtype)) == (1e-5, 1e-6)   # a given one is kept
+    assert Tolerances.parse(None, ["y=2e-6"]).for_output("y", np.dtype(dtype)) == (1e-5, 2e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_one_rounding_apart_in_half_precision_matches_by_default(dtype):
+    """One unit in the last place at 100: a MATCH at the default rtol, a MISMATCH at rtol 1e-5."""
+    want = np.array([100.0, -3.0], np.float64).astype(dtype)
+    got = want.copy()
+    got.view(np.uint16)[0] += 1           # the next value of the type above 100
+    atol, rtol = Tolerances().for_output("y", want.dtype)
+    assert compare("y", "b", want, got, atol, rtol).status == "match"
+    assert compare("y", "b", want, got, 1e-5, 1e-5).status == "mismatch"

@@ -169,6 +169,7 @@ def _flat(array: np.ndarray) -> np.ndarray:
 
 
 _NONE = np.zeros(0, np.intp)
+_NO_VALUES = np.zeros(0, np.float64)
 
 
 def _bits(array: np.ndarray) -> np.ndarray:
@@ -190,6 +191,8 @@ class _ExactStats:
     def add(self, where: np.ndarray, want: np.ndarray, got: np.ndarray, equal: int) -> None:
         """`want` / `got`: the elements at flat indices `where` whose bytes differ; `equal` more are identical."""
         if not want.size:
+            if self.errors is not None:
+                self.errors.add(_NO_VALUES, _NO_VALUES, equal)
             return
         bad = got != want
         if self.errors is not None:
@@ -220,7 +223,7 @@ class _FloatStats:
     def add(self, where: np.ndarray, want: np.ndarray, got: np.ndarray, equal: int) -> None:
         """`want` / `got`: the elements at flat indices `where` whose bytes differ; `equal` more are identical."""
         if not want.size:
-            self.errors.add(want, want, equal)
+            self.errors.add(_NO_VALUES, _NO_VALUES, equal)
             return
         e64, a64 = want.astype(np.float64), got.astype(np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -266,11 +269,12 @@ class _FloatStats:
             result.smallest_atol, result.smallest_rtol = self.smallest_atol, self.smallest_rtol
 
 
-def _least(passes: "Callable[[float], np.ndarray]", estimates: np.ndarray, failing: float) -> "float | None":
-    """The least float64 x > `failing` at which every element passes (`passes(x)` per element,
-    monotone in x), or None when no finite x does. `estimates` (x solved per element in float64)
-    are within a few roundings of the answer; a bisection on the bit patterns of non-negative
-    float64 (ordered like the values) makes it exact."""
+def _least(passes: "Callable[[float], np.ndarray]", estimates: np.ndarray, floor: float) -> "float | None":
+    """The least float64 x >= `floor` at which every element passes (`passes(x)` per element,
+    monotone in x), or None when no finite x does. `floor`: the tolerance in force (which these
+    elements fail) or the answer for the blocks before. `estimates` (x solved per element in
+    float64) are within a few roundings of the answer; a bisection on the bit patterns of
+    non-negative float64 (ordered like the values) makes it exact."""
     with np.errstate(invalid="ignore"):
         top = float(np.max(estimates))
     if not np.isfinite(top):
@@ -278,7 +282,7 @@ def _least(passes: "Callable[[float], np.ndarray]", estimates: np.ndarray, faili
     ordered = lambda x: int(np.float64(x).view(np.int64))            # noqa: E731
     value = lambda bits: float(np.int64(bits).view(np.float64))       # noqa: E731
     every = lambda x: bool(np.all(passes(x)))                        # noqa: E731
-    low, high = ordered(max(failing, 0.0)), ordered(max(top, failing, 0.0))
+    low, high = ordered(max(floor, 0.0)), ordered(max(top, floor, 0.0))
     step = 1
     while not every(value(high)):                 # the estimate fell short: widen upwards
         high += step
@@ -287,7 +291,7 @@ def _least(passes: "Callable[[float], np.ndarray]", estimates: np.ndarray, faili
             return None
     if high - 64 > low and not every(value(high - 64)):
         low = high - 64                           # the usual case: the answer is a few bits below
-    if every(value(low)):                         # `failing` passes: the caller's bound was not failing
+    if every(value(low)):                         # the answer for the blocks before holds here too
         return value(low)
     while high - low > 1:
         middle = (low + high) // 2

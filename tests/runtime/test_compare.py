@@ -213,3 +213,16 @@ def test_zero_signs_and_nan_payloads_that_differ_in_bits_match(dtype):
     assert got.tobytes() != want.tobytes()
     result = compare("y", "b", want, got, 0.0, 0.0)
     assert result.status == "match" and result.max_abs_error == 0
+
+
+@pytest.mark.parametrize("block", [1, 3, 1 << 20])
+def test_integer_errors_cover_every_block(block):
+    """Blocks without a difference still count in the means (an integer output across blocks)."""
+    want = np.arange(10, dtype=np.int64)
+    got = want.copy()
+    got[7] += 4
+    with mock.patch.object(compare_module, "BLOCK", block):
+        result = compare("y", "b", want, got, 0.0, 0.0)
+    assert (result.mismatches, result.first_mismatch, result.max_abs_error) == (1, [7], 4.0)
+    assert result.mean_abs_error == 0.4 and result.mean_rel_error == pytest.approx(4 / 7 / 10)
+    assert result.rel_undefined == 0 and result.smallest_atol is None and result.atol is None

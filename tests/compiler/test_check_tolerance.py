@@ -151,7 +151,8 @@ def test_lowered_mask_and_eye_match_exactly_on_every_backend(tmp_path, capsys):
 
 @pytest.mark.parametrize("dtype, rtol", [
     (np.float32, 1e-5), (np.float64, 1e-5), (np.float16, float(np.finfo(np.float16).eps)),
-    (ml_dtypes.bfloat16, float(ml_dtypes.finfo(ml_dtypes.bfloat16).eps)), (np.int64, 1e-5)])
+    (ml_dtypes.bfloat16, 2.0 ** -7), (ml_dtypes.float8_e5m2, 0.25), (ml_dtypes.float8_e4m3fn, 0.125),
+    (np.int64, 1e-5)])
 def test_default_rtol_is_at_least_the_types_epsilon(dtype, rtol):
     assert Tolerances().for_output("y", np.dtype(dtype)) == (1e-5, rtol)
     assert Tolerances.parse(None, ["1e-6"]).for_output("y", np.dtype(dtype)) == (1e-5, 1e-6)   # a given one is kept

@@ -129,7 +129,7 @@ def oracle_option(p: argparse.ArgumentParser) -> None:
 def tolerance_options(p: argparse.ArgumentParser) -> None:
     """--atol / --rtol of check and reduce (runtime.check.Tolerances.parse reads them)."""
     p.add_argument("--atol", action="append", metavar="[OUTPUT=]A",
-                   help="absolute tolerance for floats, global or per output (repeatable; default: 1e-6)")
+                   help="absolute tolerance for floats, global or per output (repeatable; default: 1e-5)")
     p.add_argument("--rtol", action="append", metavar="[OUTPUT=]R",
                    help="relative tolerance for floats, global or per output (repeatable; default: 1e-5)")
 

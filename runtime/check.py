@@ -14,9 +14,10 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator, Mapping
 
+import ml_dtypes
 import numpy as np
 import onnx
 
@@ -25,7 +26,7 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.ir.printer import name_list as node_list
 from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
 
-from .compare import BackendReport, OutputResult, compare
+from .compare import BackendReport, OutputResult, compare, is_float
 from .feeds import check_feeds, dimension_notes, restore_declared, with_defaults
 from .nondeterminism import random_values
 from .oracle import NO_KERNEL_NODE, Oracle
@@ -54,15 +55,44 @@ def describe_backend(backend: str) -> str:
     return BACKENDS[backend]
 
 
+DEFAULT_ATOL = DEFAULT_RTOL = 1e-5
+
+
 @dataclass
 class Tolerances:
-    atol: float = 1e-6
-    rtol: float = 1e-5
+    """The tolerance policy for float outputs (runtime/compare.py has the comparison rule): an
+    element passes when |actual - expected| <= atol + rtol * |expected|. Defaults atol 1e-5 and rtol
+    1e-5 (Polygraphy's): float32 results that differ only in the order of their roundings
+    (onnxruntime fusing a whole graph, the oracle running regions) stay within them at values of
+    order 1, and rtol scales the allowance with each element's magnitude. The default rtol is never
+    below the output type's machine epsilon (one unit in the last place: float16 9.8e-4, bfloat16
+    7.8e-3), since a difference of one rounding would otherwise always fail there. No tolerance
+    scales with an output's overall magnitude: one masked entry at float32's lowest value would
+    loosen every element. `exact` outputs (produced by a node this project lowers; set by
+    `for_model`) are compared with atol = rtol = 0 unless `per_output` names them: the global values
+    never loosen them."""
+    atol: float = DEFAULT_ATOL
+    rtol: "float | None" = None          # None: the default (DEFAULT_RTOL or the type's epsilon)
     per_output: "dict[str, tuple[float | None, float | None]]" = field(default_factory=dict)
+    exact: "dict[str, str]" = field(default_factory=dict)     # output -> the lowered node producing it
 
-    def for_output(self, name: str) -> "tuple[float, float]":
+    def for_output(self, name: str, dtype=None) -> "tuple[float, float]":
+        """(atol, rtol) for output `name`, whose type is `dtype` (for the default rtol)."""
         atol, rtol = self.per_output.get(name, (None, None))
-        return (self.atol if atol is None else atol, self.rtol if rtol is None else rtol)
+        if name in self.exact:
+            base = (0.0, 0.0)
+        else:
+            base = (self.atol, default_rtol(dtype) if self.rtol is None else self.rtol)
+        return (base[0] if atol is None else atol, base[1] if rtol is None else rtol)
+
+    def for_model(self, compiled) -> "Tolerances":
+        """These tolerances checked against the model's outputs, with its lowered nodes' outputs exact."""
+        self.check_names(compiled.output_names)
+        return replace(self, exact=lowered_outputs(compiled))
+
+    def is_exact(self, name: str) -> bool:
+        """Compared with atol = rtol = 0 because a lowered node produces it (no tolerance named for it)."""
+        return name in self.exact and name not in self.per_output
 
     def check_names(self, outputs: "list[str]") -> None:
         """A tolerance naming no output of the model is a usage error, not silently ignored; so is
@@ -101,6 +131,39 @@ class Tolerances:
                 else:
                     tol.rtol = value
         return tol
+
+
+# ONNX operators that only move their first input's values (an exporter's trailing Identity or
+# Reshape): a lowered node's value through them is still that node's exact value.
+_MOVES = frozenset(("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Expand"))
+
+
+def default_rtol(dtype) -> float:
+    """DEFAULT_RTOL, or the float type's machine epsilon where that is larger."""
+    if dtype is None or not is_float(dtype):
+        return DEFAULT_RTOL
+    return max(DEFAULT_RTOL, float(ml_dtypes.finfo(dtype).eps))      # numpy's finfo knows no float8
+
+
+def lowered_outputs(compiled) -> "dict[str, str]":
+    """The model's outputs that a node this project lowers produces (NonZero, EyeLike, the eye /
+    mask / Trilu idioms, a generated constant), directly or through nodes that only move values,
+    each with that node: their values are exact."""
+    graph = compiled.model.graph
+    nodes = {n.name: n for n in graph.node}
+    produced = {}
+    for p in compiled.placement:
+        if p.status != "lowered":
+            continue
+        for name in p.onnx_nodes:
+            if name.startswith("initializer:"):
+                produced[name[len("initializer:"):]] = name
+            elif name in nodes:                   # a body's node (a path) is not the main graph's
+                produced.update((value, name) for value in nodes[name].output if value)
+    for node in graph.node:                       # in topological order: one pass follows chains
+        if node.op_type in _MOVES and node.domain in ("", "ai.onnx") and node.input and node.input[0] in produced:
+            produced[node.output[0]] = produced[node.input[0]]
+    return {name: produced[name] for name in compiled.output_names if name in produced}
 
 
 def _finite(value: float, text: str) -> None:
@@ -349,7 +412,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     every onnxruntime session: the oracle's, the lowered backends' and the original's.
     """
     providers, unavailable = plan_backends(backends, provider_options, ep_libraries)
-    tolerances.check_names(compiled.output_names)
+    tolerances = tolerances.for_model(compiled)
     if memory_limit is not None:
         from .memory import parse_size
         memory_limit = parse_size(memory_limit)        # a bad size is a usage error, before any run
@@ -542,9 +605,12 @@ def _compare_one(name: str, backend: str, want: np.ndarray, actual: Mapping[str,
         result = OutputResult(name, backend, "unsupported", list(want.shape), None, str(want.dtype), None)
         result.detail = unsupported[name]
         return result
-    atol, rtol = tolerances.for_output(name)
+    atol, rtol = tolerances.for_output(name, want.dtype)
     got = actual.get(name)
-    result = compare(name, backend, want, got, atol, rtol)
+    exact = tolerances.is_exact(name)
+    result = compare(name, backend, want, got, atol, rtol, exact=exact)
+    if result.exact and result.status == "mismatch" and result.first_mismatch is not None:
+        result.detail += f"; compared exactly: the output of lowered node {tolerances.exact[name]}"
     if (result.status == "mismatch" and (backend.startswith("ort-") or backend.startswith("ort:"))
             and name in deviations and got is not None and want.shape[:1] == (0,)
             and np.shape(got) == (1,) + want.shape[1:]):

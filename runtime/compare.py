@@ -1,12 +1,50 @@
-"""Per-output comparison of a backend's results with the oracle's: shape and dtype first, then
-exact equality for integers and bool, atol/rtol for floats (NaN must match NaN). A mismatch
-carries how many elements differ of how many, the first differing index and its two values,
-and max / mean absolute and relative errors (relative ones only where the expected value is
-not 0)."""
+"""Per-output comparison of a backend's results with the oracle's.
+
+Shape and dtype first (either differing is a MISMATCH), then every element, by this rule:
+
+- integers and bool: exactly equal;
+- floats (float16, float32, float64, bfloat16 and the float8 / float4 types), element by element:
+  * NaN matches NaN only (any payload, either sign), and NaN on one side only is a mismatch;
+  * +inf matches only +inf and -inf only -inf (an infinity against any finite value, or the
+    opposite infinity, is a mismatch whatever the tolerances);
+  * finite values a (actual) and e (expected) match when |a - e| <= atol + rtol * |e|, computed in
+    float64 (the float64 value of each element is exact for every dtype here);
+  * -0.0 and +0.0 are equal (their difference is 0).
+- An output compared `exact` (one produced by a node this project lowers: NonZero, EyeLike, the
+  eye / mask / Trilu idioms) is compared with atol = rtol = 0 unless the user named a tolerance
+  for it: bit for bit, up to the sign of a zero and a NaN's payload.
+
+The arrays' bytes are compared first, as unsigned integers of the element size, in blocks of
+BLOCK elements: elements with identical bytes are equal (error 0), and only those whose bytes
+differ are converted to float64 and compared by value. A bit-identical output (the common case)
+costs one pass over its bytes and no float64 temporary.
+
+A mismatch carries how many elements differ of how many, the first differing index and its two
+values, max / mean absolute and relative errors (relative ones only where the expected value is
+not 0), and the smallest tolerances that would have passed: the smallest atol at the rtol in
+force and the smallest rtol at the atol in force (exact float64 values, each the least one for
+which every element passes; None when no finite value does: an infinity or NaN differs, or, for
+rtol, an element differs where 0 is expected)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from decimal import ROUND_CEILING, Context
+from typing import Callable
+
+import ml_dtypes
 import numpy as np
+
+BLOCK = 1 << 20          # elements per block: float64 temporaries stay at a few MB whatever the output's size
+
+# ml_dtypes' float types (numpy's kind "V", not "f")
+_ML_FLOATS = frozenset(np.dtype(t) for t in (
+    ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2,
+    ml_dtypes.float8_e5m2fnuz, ml_dtypes.float8_e8m0fnu, ml_dtypes.float4_e2m1fn))
+
+
+def is_float(dtype) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype in _ML_FLOATS
 
 
 @dataclass
@@ -29,13 +67,23 @@ class OutputResult:
     mean_abs_error: "float | None" = None
     mean_rel_error: "float | None" = None          # over the elements where it is defined
     rel_undefined: int = 0                         # elements differing from an expected 0
+    # the tolerance policy (float outputs): the tolerances in force, whether the output was
+    # compared exactly (a lowered node's), and on a value mismatch the smallest atol (at `rtol`)
+    # and the smallest rtol (at `atol`) that would have passed (None: no finite value would)
+    atol: "float | None" = None
+    rtol: "float | None" = None
+    exact: bool = False
+    smallest_atol: "float | None" = None
+    smallest_rtol: "float | None" = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def compare(output: str, backend: str, expected: np.ndarray, actual: "np.ndarray | None",
-            atol: float, rtol: float) -> OutputResult:
+            atol: float, rtol: float, exact: bool = False) -> OutputResult:
+    """`expected` against `actual` by the module's rule; `exact` only labels the result (the caller
+    passes atol = rtol = 0 for an exact output)."""
     expected = np.asarray(expected)
     result = OutputResult(output, backend, "match", list(expected.shape), None, str(expected.dtype), None)
     if actual is None:
@@ -50,26 +98,36 @@ def compare(output: str, backend: str, expected: np.ndarray, actual: "np.ndarray
     if actual.dtype != expected.dtype:
         result.status, result.detail = "mismatch", f"dtype {actual.dtype} != expected {expected.dtype}"
         return result
-    if expected.dtype.kind == "f":
-        e64, a64 = expected.astype(np.float64), actual.astype(np.float64)
-        both_nan = np.isnan(e64) & np.isnan(a64)
-        with np.errstate(invalid="ignore", over="ignore"):
-            # NaN on one side only is an infinite error (NaN in the figures would hide it)
-            diff = np.where(both_nan | (e64 == a64), 0.0,
-                            np.where(np.isnan(e64) | np.isnan(a64), np.inf, np.abs(a64 - e64)))
-            bad = ~both_nan & ~(e64 == a64) & ~(diff <= atol + rtol * np.abs(e64))
-        _errors(result, diff, e64)
+    floats = is_float(expected.dtype)
+    if floats:
+        result.atol, result.rtol, result.exact = float(atol), float(rtol), exact
+    want, got = _flat(expected), _flat(actual)
+    if floats:
+        stats = _FloatStats(float(atol), float(rtol))
+    elif expected.dtype.kind in "iu":
+        stats = _ExactStats(errors=True)
     else:
-        bad = actual != expected
-        if np.any(bad) and expected.dtype.kind in "iu":
-            _errors(result, np.abs(actual.astype(np.float64) - expected.astype(np.float64)), expected.astype(np.float64))
-    if np.any(bad):
+        stats = _ExactStats(errors=False)
+    bits_want, bits_got = _bits(want), _bits(got)
+    for start in range(0, want.size, BLOCK):
+        stop = min(start + BLOCK, want.size)
+        # only elements whose bytes differ are compared by value; the others are equal, error 0
+        differs = bits_want[start:stop] != bits_got[start:stop]
+        count = int(np.count_nonzero(differs))
+        if count > (stop - start) // 2:           # most differ: the whole block (gathering them costs more)
+            stats.add(np.arange(start, stop), want[start:stop], got[start:stop], 0)
+        else:
+            differ = np.flatnonzero(differs) if count else _NONE
+            stats.add(start + differ, want[start:stop][differ], got[start:stop][differ], stop - start - count)
+    stats.finish(result)
+    if result.mismatches:
         result.status = "mismatch"
-        result.mismatches = int(np.count_nonzero(bad))
-        index = np.unravel_index(int(np.flatnonzero(bad)[0]), bad.shape) if bad.ndim else ()
+        index = np.unravel_index(stats.first, expected.shape) if expected.ndim else ()
         result.first_mismatch = [int(i) for i in index]
-        result.detail = (f"{result.mismatches} of {bad.size} elements differ; first at {result.first_mismatch}: "
+        result.detail = (f"{result.mismatches} of {want.size} elements differ; first at {result.first_mismatch}: "
                          f"got {value_text(actual[index])}, expected {value_text(expected[index])}")
+        if floats:
+            result.detail += "; " + passing_text(result)
     return result
 
 
@@ -79,22 +137,207 @@ def value_text(value) -> str:
     return str(value.item()) if value.dtype.kind in "iub" else str(value)
 
 
-def _errors(result: OutputResult, diff: np.ndarray, expected: np.ndarray) -> None:
+def passing_text(o: OutputResult) -> str:
+    """The smallest tolerances that would have passed a value mismatch, rounded up (so the printed
+    figure passes too)."""
+    parts = []
+    if o.smallest_atol is not None:
+        parts.append(f"atol {ceil_text(o.smallest_atol)} (at rtol {o.rtol:g})")
+    if o.smallest_rtol is not None:
+        parts.append(f"rtol {ceil_text(o.smallest_rtol)} (at atol {o.atol:g})")
+    if not parts:
+        return "no finite tolerance would pass (an infinity or NaN differs)"
+    text = "would pass with " + " or ".join(parts)
+    if o.smallest_rtol is None:
+        text += ("; no rtol would (an infinity or NaN differs)" if o.smallest_atol is None
+                 else "; no rtol would (it differs where 0 is expected)")
+    return text
+
+
+def ceil_text(value: float) -> str:
+    """`value` to 3 significant digits, rounded up where rounding would make a smaller float:
+    1.2345e-05 -> 1.24e-05 (1e-05 stays 1e-05: it reads back as the same float)."""
+    text = f"{value:.3g}"
+    if float(text) >= value:
+        return text
+    return f"{float(Context(prec=3, rounding=ROUND_CEILING).create_decimal_from_float(value)):.3g}"
+
+
+def _flat(array: np.ndarray) -> np.ndarray:
+    """A 1-D view (a copy only for a non-contiguous array)."""
+    return np.ascontiguousarray(array).reshape(-1)
+
+
+_NONE = np.zeros(0, np.intp)
+_NO_VALUES = np.zeros(0, np.float64)
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    """The elements as unsigned integers of their size (no copy), so that comparing two arrays
+    compares their bytes; strings, objects and 16-byte types are compared as they are."""
+    size = array.dtype.itemsize
+    if array.dtype.kind in "OUS" or size not in (1, 2, 4, 8):
+        return array
+    return array.view(np.dtype(f"u{size}"))
+
+
+class _ExactStats:
+    """Integers and bool: exact; integers also get absolute / relative errors."""
+
+    def __init__(self, errors: bool) -> None:
+        self.errors = _Errors() if errors else None
+        self.count, self.first = 0, -1
+
+    def add(self, where: np.ndarray, want: np.ndarray, got: np.ndarray, equal: int) -> None:
+        """`want` / `got`: the elements at flat indices `where` whose bytes differ; `equal` more are identical."""
+        if not want.size:
+            if self.errors is not None:
+                self.errors.add(_NO_VALUES, _NO_VALUES, equal)
+            return
+        bad = got != want
+        if self.errors is not None:
+            e64 = want.astype(np.float64)
+            self.errors.add(np.abs(got.astype(np.float64) - e64), e64, equal)
+        if bad.any():
+            self.count += int(np.count_nonzero(bad))
+            if self.first < 0:
+                self.first = int(where[np.argmax(bad)])
+
+    def finish(self, result: OutputResult) -> None:
+        result.mismatches = self.count
+        if self.count and self.errors is not None:
+            self.errors.finish(result)
+
+
+class _FloatStats:
+    """Floats by the rule, one block at a time: the mismatch count and first index, the error
+    figures and the smallest passing tolerances."""
+
+    def __init__(self, atol: float, rtol: float) -> None:
+        self.atol, self.rtol = atol, rtol
+        self.errors = _Errors()
+        self.count, self.first = 0, -1
+        self.smallest_atol: "float | None" = atol        # None once no finite atol can pass
+        self.smallest_rtol: "float | None" = rtol
+
+    def add(self, where: np.ndarray, want: np.ndarray, got: np.ndarray, equal: int) -> None:
+        """`want` / `got`: the elements at flat indices `where` whose bytes differ; `equal` more are identical."""
+        if not want.size:
+            self.errors.add(_NO_VALUES, _NO_VALUES, equal)
+            return
+        e64, a64 = want.astype(np.float64), got.astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.abs(a64 - e64)
+            magnitude = np.abs(e64)
+            bad = ~(diff <= self.atol + self.rtol * magnitude)
+            # a difference that is not finite has an infinity or NaN on a side (or overflowed):
+            # decided here by the rule; the few elements concerned are gathered
+            infinite = ~np.isfinite(diff)
+            odd = np.flatnonzero(infinite) if infinite.any() else _NONE
+            if odd.size:
+                e, a = e64[odd], a64[odd]
+                same = (e == a) | (np.isnan(e) & np.isnan(a))
+                finite = np.isfinite(e) & np.isfinite(a)
+                bad[odd] = ~same & ~(finite & (diff[odd] <= self.atol + self.rtol * magnitude[odd]))
+                # NaN on one side only is an infinite error (NaN in the figures would hide it)
+                diff[odd] = np.where(same, 0.0, np.where(finite, diff[odd], np.inf))
+                if (bad[odd] & ~finite).any():
+                    self.smallest_atol = self.smallest_rtol = None
+        self.errors.add(diff, e64, equal)
+        if not bad.any():
+            return
+        self.count += int(np.count_nonzero(bad))
+        if self.first < 0:
+            self.first = int(where[np.argmax(bad)])
+        diff, magnitude = diff[bad], magnitude[bad]
+        if self.smallest_atol is not None:
+            term = self.rtol * magnitude
+            self.smallest_atol = _least(lambda x: diff <= x + term, diff - term, self.smallest_atol)
+        if self.smallest_rtol is not None:
+            if not magnitude.all():
+                self.smallest_rtol = None
+            else:
+                with np.errstate(over="ignore"):
+                    estimate = (diff - self.atol) / magnitude
+                self.smallest_rtol = _least(lambda r: diff <= self.atol + r * magnitude, estimate,
+                                            self.smallest_rtol)
+
+    def finish(self, result: OutputResult) -> None:
+        result.mismatches = self.count
+        self.errors.finish(result)
+        if self.count:
+            result.smallest_atol, result.smallest_rtol = self.smallest_atol, self.smallest_rtol
+
+
+def _least(passes: "Callable[[float], np.ndarray]", estimates: np.ndarray, floor: float) -> "float | None":
+    """The least float64 x >= `floor` at which every element passes (`passes(x)` per element,
+    monotone in x), or None when no finite x does. `floor`: the tolerance in force (which these
+    elements fail) or the answer for the blocks before. `estimates` (x solved per element in
+    float64) are within a few roundings of the answer; a bisection on the bit patterns of
+    non-negative float64 (ordered like the values) makes it exact."""
+    with np.errstate(invalid="ignore"):
+        top = float(np.max(estimates))
+    if not np.isfinite(top):
+        return None
+    ordered = lambda x: int(np.float64(x).view(np.int64))            # noqa: E731
+    value = lambda bits: float(np.int64(bits).view(np.float64))       # noqa: E731
+    every = lambda x: bool(np.all(passes(x)))                        # noqa: E731
+    low, high = ordered(max(floor, 0.0)), ordered(max(top, floor, 0.0))
+    step = 1
+    while not every(value(high)):                 # the estimate fell short: widen upwards
+        high += step
+        step *= 2
+        if not np.isfinite(value(high)):
+            return None
+    if high - 64 > low and not every(value(high - 64)):
+        low = high - 64                           # the usual case: the answer is a few bits below
+    if every(value(low)):                         # the answer for the blocks before holds here too
+        return value(low)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if every(value(middle)):
+            high = middle
+        else:
+            low = middle
+    return value(high)
+
+
+class _Errors:
     """Max / mean absolute error over every element; relative error only where it is defined: an
-    element equal to the oracle's has 0, one that differs from an expected 0 has none (counted
-    in `rel_undefined`, left out of the relative figures)."""
-    if not diff.size:
-        return
-    finite = ~np.isnan(diff)
-    result.max_abs_error = float(np.max(diff[finite])) if finite.any() else float("nan")
-    with np.errstate(invalid="ignore", over="ignore"):
-        result.mean_abs_error = float(np.mean(diff[finite])) if finite.any() else float("nan")
-        undefined = (diff != 0) & (expected == 0)
-        defined = finite & ~undefined
-        rel = np.where(diff == 0, 0.0, diff / np.where(expected == 0, 1.0, np.abs(expected)))[defined]
-    result.rel_undefined = int(np.count_nonzero(undefined))
-    if rel.size and not (result.rel_undefined and not np.any(rel)):   # else every difference is at an expected 0
-        result.max_rel_error, result.mean_rel_error = float(np.max(rel)), float(np.mean(rel))
+    element equal to the oracle's has 0, one that differs from an expected 0 has none (counted in
+    `rel_undefined`, left out of the relative figures)."""
+
+    def __init__(self) -> None:
+        self.elements = self.rel_count = self.rel_undefined = 0
+        self.max_abs = self.sum_abs = self.max_rel = self.sum_rel = 0.0
+        self.rel_nonzero = False
+
+    def add(self, diff: np.ndarray, expected: np.ndarray, equal: int = 0) -> None:
+        """`diff` / `expected` of some elements, and `equal` more that are identical (error 0)."""
+        self.elements += diff.size + equal
+        self.rel_count += equal
+        if not diff.size:
+            return
+        self.max_abs = max(self.max_abs, float(np.max(diff)))
+        self.sum_abs += float(np.sum(diff))
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            undefined = (diff != 0) & (expected == 0)
+            # against an infinite or NaN expected value a difference is infinitely relative
+            rel = np.where(diff == 0, 0.0, np.where(np.isfinite(expected), diff / np.abs(expected), np.inf))[~undefined]
+        self.rel_undefined += int(np.count_nonzero(undefined))
+        self.rel_count += rel.size
+        if rel.size:
+            self.max_rel = max(self.max_rel, float(np.max(rel)))
+            self.sum_rel += float(np.sum(rel))
+            self.rel_nonzero = self.rel_nonzero or bool(np.any(rel))
+
+    def finish(self, result: OutputResult) -> None:
+        if not self.elements:
+            return
+        result.max_abs_error, result.mean_abs_error = self.max_abs, self.sum_abs / self.elements
+        result.rel_undefined = self.rel_undefined
+        if self.rel_count and not (self.rel_undefined and not self.rel_nonzero):   # else every difference is at an expected 0
+            result.max_rel_error, result.mean_rel_error = self.max_rel, self.sum_rel / self.rel_count
 
 
 @dataclass

@@ -16,6 +16,7 @@ from onnx_dml_lowering.ir.dtypes import onnx_type_name
 
 from .bodies import graph_attributes
 from .compiled import CompiledModel, compile_model
+from .ep_placement import format_placement, placement_for_file
 from .frontend import load_model
 
 # Always listed, lowered or not; other idiom anchors (Equal, Less, Constant, ...) are listed
@@ -128,8 +129,10 @@ def anchors(compiled: CompiledModel) -> "list[dict]":
     return out
 
 
-def inspect_model(path: str, feature_level: str = "5_1") -> dict:
-    """The inspect report as plain data (the JSON `dml-lower inspect --json` writes)."""
+def inspect_model(path: str, feature_level: str = "5_1", ep: "str | None" = None,
+                  device_lacks: "tuple[str, ...]" = ()) -> dict:
+    """The inspect report as plain data (the JSON `dml-lower inspect --json` writes); with
+    ep="dml" also the DML EP's predicted placement (ep_placement.py)."""
     raw = _load_raw(path)
     compiled = compile_model(path, feature_level=feature_level)
     defaults = {i.name for i in raw.graph.initializer}
@@ -149,6 +152,8 @@ def inspect_model(path: str, feature_level: str = "5_1") -> dict:
     if raw.functions:
         report["function_op_counts"] = {f"{f.domain}:{f.name}": dict(sorted(count_ops(f).items()))
                                         for f in raw.functions}
+    if ep == "dml":
+        report["ep_placement"] = placement_for_file(path, tuple(device_lacks), raw)
     return report
 
 
@@ -198,11 +203,14 @@ def format_inspect(report: dict) -> str:
             text = f"  {a['node']} ({a['op_type']}): stays on ONNX" + (f", rule {a['rule']}" if a["rule"] else "") \
                 + f": {a['reason']}"
         lines.append(text)
+    if "ep_placement" in report:
+        lines.extend(format_placement(report["ep_placement"]))
     return "\n".join(lines)
 
 
 def cmd_inspect(args) -> int:
-    report = inspect_model(args.model, args.feature_level)
+    report = inspect_model(args.model, args.feature_level, getattr(args, "ep", None),
+                           tuple(getattr(args, "device_lacks", ()) or ()))
     print(format_inspect(report))
     if args.json:
         try:

@@ -315,7 +315,7 @@ class Predictor:
             self.warnings.append(f"{path} (Trilu): needs DML_OPERATOR_DIAGONAL_MATRIX1 (DirectML >= 1.9, feature "
                                  "level 5.1); an older DirectML.dll loaded at run time fails, it does not fall back")
         if node.op_type == "EyeLike" and out_type in ("int64", "uint64", "double"):
-            self.warnings.append(f"{path} (EyeLike): a {out_type} output needs DirectML feature level 5.1; an older "
+            self.warnings.append(f"{path} (EyeLike): an {out_type} output needs DirectML feature level 5.1; an older "
                                  "DirectML.dll loaded at run time fails, it does not fall back")
         if node.op_type == "Cast" and out_type == "bool":
             self.warnings.append(f"{path} (Cast to bool): DML casts to bool by clipping to [0, 1], so fractions, "
@@ -491,13 +491,13 @@ def format_placement(report: dict) -> "list[str]":
         by_provider.setdefault(n["provider"], []).append(n)
     dml = by_provider.get(DML, [])
     counts = Counter(n["op_type"] for n in dml)
-    lines.append(f"  {DML}: {len(dml)} nodes" + (": " + ", ".join(
+    lines.append(f"  {DML}: {len(dml)} node{'s' if len(dml) != 1 else ''}" + (": " + ", ".join(
         f"{op} {c}" for op, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) if dml else ""))
     for provider, title in ((CPU, CPU), (NONE, "no provider"), (REMOVED, "removed before partitioning")):
         entries = by_provider.get(provider, [])
         if not entries:
             continue
-        lines.append(f"  {title}: {len(entries)} nodes")
+        lines.append(f"  {title}: {len(entries)} node{'s' if len(entries) != 1 else ''}")
         for n in entries:
             version = f"-{n['since_version']}" if n["since_version"] is not None else ""
             lines.append(f"    {n['node']} ({n['op_type']}{version}): {n['reason']}")

@@ -315,3 +315,13 @@ def test_real_exports_every_node_placed_once_and_explained(name):
     for n in report["nodes"]:
         if n["op_type"] == "NonZero" and n["provider"] == CPU:
             assert "lacks" in n["reason"] or "shape sub-graph" in n["reason"]
+
+
+def test_readme_example_is_real_output(capsys, monkeypatch):
+    readme = Path(__file__).parent.parent.parent / "README.md"
+    monkeypatch.chdir(readme.parent)
+    block = readme.read_text().split("$ dml-lower inspect tests/models/eye_square.torchscript.onnx --ep dml\n...\n", 1)[1]
+    shown = block.split("```", 1)[0]
+    code, out, _ = cli(["inspect", "tests/models/eye_square.torchscript.onnx", "--ep", "dml"], capsys)
+    assert code == 0
+    assert out[out.index("DML EP placement"):] == shown

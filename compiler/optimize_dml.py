@@ -51,7 +51,7 @@ class DmlRewrite:
         moved = [n for n in self.nodes if self.before.get(n) != DML and self.after.get(n)
                  and all(p == DML for p in self.after[n])]
         out = [f"{self.kind}: {len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''} rewritten, "
-               f"{len(moved)} moved from CPU to DML; predicted copies {self.copies_before} -> {self.copies_after}"
+               f"{len(moved)} moved to DML; predicted copies {self.copies_before} -> {self.copies_after}"
                + (f" ({self.note})" if self.note else "")]
         for n in self.nodes:
             after = sorted(set(self.after.get(n, [])))

@@ -185,19 +185,29 @@ def test_downconversion_blockers_name_the_node():
 
 # --- the command, and the real exports --------------------------------------------------------
 
-def test_cli_reports_each_rewrite_and_checks(tmp_path, capsys):
+def masks22_model():
+    """README's `masks22.onnx`: a NonZero over int64, a float mask cast to bool, a bool Equal and
+    an EyeLike, at opset 22."""
     nodes = [h.make_node("NonZero", ["x"], ["nz"], name="nz"),
              h.make_node("Cast", ["f"], ["fb"], name="castb", to=T.BOOL),
-             h.make_node("Equal", ["fb", "b"], ["eq"], name="beq")]
-    m = model(nodes, [vi("x", T.INT64, [3, 4]), vi("f", T.FLOAT, [3, 4]), vi("b", T.BOOL, [3, 4])],
-              [vi("nz", T.INT64, [2, None]), vi("eq", T.BOOL, [3, 4])], 22)
-    path = tmp_path / "m.onnx"
-    onnx.save(m, str(path))
-    code, out, err = cli(["optimize", path, "-o", tmp_path / "o.onnx", "--for", "dml", "--check"], capsys)
+             h.make_node("Equal", ["fb", "b"], ["eq"], name="beq"),
+             h.make_node("EyeLike", ["f"], ["eye"], name="eye", k=1)]
+    return model(nodes, [vi("x", T.INT64, [3, 4]), vi("f", T.FLOAT, [3, 4]), vi("b", T.BOOL, [3, 4])],
+                 [vi("nz", T.INT64, [2, None]), vi("eq", T.BOOL, [3, 4]), vi("eye", T.FLOAT, [3, 4])], 22)
+
+
+def test_cli_reports_each_rewrite_and_checks_as_readme_shows(tmp_path, capsys, monkeypatch):
+    onnx.save(masks22_model(), str(tmp_path / "masks22.onnx"))
+    monkeypatch.chdir(tmp_path)
+    readme = (Path(__file__).parent.parent.parent / "README.md").read_text()
+    command = "$ dml-lower optimize masks22.onnx -o masks21.onnx --for dml --check\n"
+    shown = readme.split(command, 1)[1].split("\n\n", 1)[0]
+    shown = "\n".join(line[4:] for line in shown.splitlines()) + "\n"
+    code, out, err = cli(command[2:].split()[1:], capsys)
     assert code == 0, err
-    assert "opset 22 -> 21" in out
+    assert out == shown
+    assert "eye: CPUExecutionProvider -> DmlExecutionProvider" in out
     assert "nz: CPUExecutionProvider -> DmlExecutionProvider (Equal nz_equal + Not nz_not + NonZero nz)" in out
-    assert "beq: CPUExecutionProvider -> DmlExecutionProvider" in out
     assert "check: bit-identical on onnxruntime CPU" in out
 
 

@@ -397,6 +397,12 @@ def predict_placement(raw: onnx.ModelProto, model_dir: "str | None",
                       device_lacks: "tuple[str, ...]" = ()) -> dict:
     """The `ep_placement` report (DESIGN.md's contract) for a model as stored (weights external
     or inline; this process never loads external weights)."""
+    return predict_with_graph(raw, model_dir, device_lacks)[0]
+
+
+def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lacks: "tuple[str, ...]" = ()
+                       ) -> "tuple[dict, onnx.ModelProto]":
+    """The report and the graph it was predicted on (after level 1, nodes named by identity)."""
     import onnxruntime as ort
     bad = [t for t in device_lacks if t not in DEVICE_DEPENDENT]
     if bad:
@@ -469,13 +475,15 @@ def predict_placement(raw: onnx.ModelProto, model_dir: "str | None",
         "nodes": nodes,
         "copies": predictor.copies,
         "warnings": predictor.warnings + warnings,
-    }
+    }, optimised
 
 
-def placement_for_file(path: str, device_lacks: "tuple[str, ...]" = (), raw: "onnx.ModelProto | None" = None) -> dict:
+def placement_for_file(path: str, device_lacks: "tuple[str, ...]" = (), raw: "onnx.ModelProto | None" = None
+                       ) -> "tuple[dict, onnx.ModelProto]":
+    """The report for the model file and the graph it was predicted on."""
     if raw is None:
         raw = onnx.load(str(path), load_external_data=False)
-    return predict_placement(raw, str(Path(path).resolve().parent), device_lacks)
+    return predict_with_graph(raw, str(Path(path).resolve().parent), device_lacks)
 
 
 def format_placement(report: dict) -> "list[str]":

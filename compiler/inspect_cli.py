@@ -14,6 +14,8 @@ def add_inspect_parser(sub) -> None:
     p.add_argument("--device-lacks", action="append", default=[], metavar="TYPE",
                    choices=["int64", "uint64", "double", "float16"],
                    help="with --ep dml: assume the GPU lacks this data type (repeatable; default: it has all)")
+    p.add_argument("--html", metavar="F.html",
+                   help="with --ep dml: also draw the placement as a self-contained HTML/SVG page here")
     p.set_defaults(func=cmd_inspect)
 
 

@@ -133,7 +133,14 @@ def inspect_model(path: str, feature_level: str = "5_1", ep: "str | None" = None
                   device_lacks: "tuple[str, ...]" = ()) -> dict:
     """The inspect report as plain data (the JSON `dml-lower inspect --json` writes); with
     ep="dml" also the DML EP's predicted placement (ep_placement.py)."""
+    return _inspect(path, feature_level, ep, device_lacks)[0]
+
+
+def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tuple[str, ...]"
+             ) -> "tuple[dict, onnx.ModelProto | None]":
+    """The report, and with ep="dml" the graph the placement was predicted on (for the picture)."""
     raw = _load_raw(path)
+    graph = None
     compiled = compile_model(path, feature_level=feature_level)
     defaults = {i.name for i in raw.graph.initializer}
     inputs = [dict(_value(vi), default=vi.name in defaults) for vi in raw.graph.input]
@@ -153,8 +160,8 @@ def inspect_model(path: str, feature_level: str = "5_1", ep: "str | None" = None
         report["function_op_counts"] = {f"{f.domain}:{f.name}": dict(sorted(count_ops(f).items()))
                                         for f in raw.functions}
     if ep == "dml":
-        report["ep_placement"] = placement_for_file(path, tuple(device_lacks), raw)
-    return report
+        report["ep_placement"], graph = placement_for_file(path, tuple(device_lacks), raw)
+    return report, graph
 
 
 def _load_raw(path) -> onnx.ModelProto:
@@ -209,8 +216,11 @@ def format_inspect(report: dict) -> str:
 
 
 def cmd_inspect(args) -> int:
-    report = inspect_model(args.model, args.feature_level, getattr(args, "ep", None),
-                           tuple(getattr(args, "device_lacks", ()) or ()))
+    html_out = getattr(args, "html", None)
+    if html_out and getattr(args, "ep", None) != "dml":
+        raise DmlLowerError("--html draws the DML EP placement: add --ep dml")
+    report, graph = _inspect(args.model, args.feature_level, getattr(args, "ep", None),
+                             tuple(getattr(args, "device_lacks", ()) or ()))
     print(format_inspect(report))
     if args.json:
         try:
@@ -218,4 +228,12 @@ def cmd_inspect(args) -> int:
         except OSError as exc:
             raise DmlLowerError(f"cannot write the inspect JSON to {args.json!r}: {exc.strerror or exc}") from None
         print(f"\nwrote {args.json}")
+    if html_out:
+        from .ep_picture import render
+        page = render(report, graph, str(args.model))
+        try:
+            Path(html_out).write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise DmlLowerError(f"cannot write the placement picture to {html_out!r}: {exc.strerror or exc}") from None
+        print(f"\nwrote {html_out}")
     return 0

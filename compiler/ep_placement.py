@@ -170,7 +170,6 @@ class Predictor:
 
     def place(self, graph: onnx.GraphProto, prefix: str = "") -> None:
         g = _Graph(graph)
-        count = len(g.nodes)
         schemas = [schema(n.op_type, n.domain, self.opsets.get(n.domain or "ai.onnx", 0)) for n in g.nodes]
         kernel: "dict[int, DmlKernel]" = {}
         why: "dict[int, str]" = {}
@@ -260,7 +259,6 @@ class Predictor:
         for node in g.nodes:
             for attribute, sub in graph_attributes(node):
                 self.place(sub, f"{prefix}{node.name}/{attribute}/")
-        del count
 
     def _dml_reject(self, g: _Graph, i: int, k: DmlKernel) -> "str | None":
         node = g.nodes[i]

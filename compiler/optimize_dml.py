@@ -102,10 +102,6 @@ def _registered(op: str, opset: int, types: "dict[str, str]") -> bool:
                                       for c, t in types.items())
 
 
-def _zero(name: str, elem: int) -> TensorProto:
-    return numpy_helper.from_array(np.zeros((), dtype=oh.tensor_dtype_to_np_dtype(elem)), name)
-
-
 class _DmlOptimizer:
     def __init__(self, model: onnx.ModelProto) -> None:
         self.model = model

@@ -219,6 +219,8 @@ def cmd_inspect(args) -> int:
     html_out = getattr(args, "html", None)
     if html_out and getattr(args, "ep", None) != "dml":
         raise DmlLowerError("--html draws the DML EP placement: add --ep dml")
+    if getattr(args, "device_lacks", None) and getattr(args, "ep", None) != "dml":
+        raise DmlLowerError("--device-lacks is an assumption of the DML EP placement: add --ep dml")
     report, graph = _inspect(args.model, args.feature_level, getattr(args, "ep", None),
                              tuple(getattr(args, "device_lacks", ()) or ()))
     print(format_inspect(report))

@@ -279,6 +279,13 @@ def test_inspect_without_ep_has_no_placement(tmp_path, capsys):
     assert "DML EP placement" not in out
 
 
+def test_device_lacks_needs_ep_dml(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(_shape_chain(), str(path))
+    code, _, err = cli(["inspect", path, "--device-lacks", "int64"], capsys)
+    assert code == 2 and err == "dml-lower: error: --device-lacks is an assumption of the DML EP placement: add --ep dml\n"
+
+
 def test_bad_device_type_is_one_line(tmp_path, capsys):
     path = tmp_path / "m.onnx"
     onnx.save(_shape_chain(), str(path))

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench bench-realsize openvino ray install-check clean
+.PHONY: demo test fuzz bench bench-realsize openvino ray picture-check install-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +81,15 @@ $(RAY_STAMP): pyproject.toml
 ray: $(RAY_STAMP)
 	$(RAY_BIN)/python -c 'import ray; print("ray", ray.__version__)'
 	DML_LOWER_STRICT=1 $(RAY_BIN)/python -m pytest -m ray -rs
+
+# The placement picture (inspect --ep dml --html) opened for real in Debian's headless Chromium,
+# installed here when missing (apt-get, as root on a fresh machine); the tests marked chromium
+# read back what the browser drew. DML_LOWER_REQUIRE_CHROMIUM makes a missing browser a failure,
+# never a green skip.
+picture-check: $(STAMP)
+	command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+	DML_LOWER_STRICT=1 DML_LOWER_REQUIRE_CHROMIUM=1 DML_LOWER_CHROMIUM="$$(command -v chromium)" \
+		$(BIN)/python -m pytest -m chromium -rs tests/compiler/test_ep_picture.py
 
 # A wheel from a clean clone, in a fresh venv beside PyPI's unrelated 'ir' and 'compiler'
 # packages, runs the demo from an unrelated directory (nothing of ours at the top level).

@@ -20,9 +20,15 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.runtime import ort_providers
 from onnx_dml_lowering.runtime.weights import check_raw_data
 
+from onnx_dml_lowering.runtime.dml_deviations import describe, dml_outputs
+
 from .compiled import compile_model
 from .frontend import load_model, read_regular_file
 from .conformance_cases import Case, all_cases
+from .ep_placement import CPU as CPU_PROVIDER
+from .ep_placement import DML as DML_PROVIDER
+from .ep_placement import NONE, REMOVED, predict_placement
+from .ep_registry import MODELLED_ORT
 
 MANIFEST = "manifest.json"
 STATUSES = ("pass", "deviation", "unsupported", "fail")
@@ -47,7 +53,12 @@ that DirectML does not take then fails to load instead of passing on the CPU.
 {manifest} lists, per provider and case, the deviations from ONNX semantics seen when the suite
 was exported (each was run, none is assumed): a different output shape (onnxruntime's scalar
 NonZero gives (1, nnz), ONNX says (0, nnz)), a missing kernel ("unsupported"), or other values.
-A failure that is not listed there is a new one. The same folder runs on Linux with
+A failure that is not listed there is a new one. Where DirectML was not available at export, the
+DmlExecutionProvider entry is predicted from the DML EP's source (named deviations, missing
+kernels), and each case's dml_ep_placement is the provider predicted for each of its nodes:
+    dml-lower conformance run DIR --backends ort-dml
+checks both (a node onnxruntime ran elsewhere than predicted fails the case).
+The same folder runs on Linux with
     dml-lower conformance run DIR --backends cpu,ort-cpu,ort:<ProviderName>
 """
 
@@ -98,6 +109,7 @@ class Backend:
         self.spec, self.feature_level, self.no_fallback = spec, feature_level, no_fallback
         self.settings = settings          # every onnxruntime session's (--threads, --session-config ...)
         self.provider = None
+        self.assignment: "dict[str, str] | None" = None     # who ran each node in the last run
         if spec not in ("cpu", "ort"):
             if not (spec.startswith("ort-") or spec.startswith("ort:")):
                 raise DmlLowerError(f"unknown conformance backend {spec!r}; choose from cpu, ort, ort-cpu, "
@@ -127,6 +139,7 @@ class Backend:
         except DmlLowerError as exc:
             return None, str(exc), []
         assignment = ort_providers.node_providers(session)
+        self.assignment = assignment
         notes = ([f.describe(self.provider.name) for f in
                   ort_providers.placement_findings(model, assignment, self.provider.name)]
                  if assignment is not None else ["this onnxruntime cannot say which provider ran each node"])
@@ -136,9 +149,11 @@ class Backend:
             return None, f"onnxruntime ({self.provider.description}) failed to run: {first_line(exc)}", notes
 
 
-def judge(backend: Backend, case_name: str, model, data_sets, expected, known: "dict | None") -> Outcome:
-    """pass / deviation (listed in the manifest for this provider and case, and seen again) /
-    unsupported (no kernel) / fail."""
+def judge(backend: Backend, case_name: str, model, data_sets, expected, known: "dict | None",
+          dml_placement: "dict[str, str] | None" = None) -> Outcome:
+    """pass / deviation (listed in the manifest for this provider and case, and seen again; a
+    predicted DML EP deviation is said by its name) / unsupported (no kernel) / fail. On the DML
+    EP, a node that ran on another provider than `dml_placement` predicts is a failure too."""
     names = [o.name for o in model.graph.output]
     outputs, error, notes = backend.run(model, data_sets)
     known = (known or {}).get(backend.deviation_key, {}).get("cases", {}).get(case_name)
@@ -146,14 +161,28 @@ def judge(backend: Backend, case_name: str, model, data_sets, expected, known: "
         if _unsupported(error) or (known and known["status"] == "unsupported"):
             return Outcome("unsupported", error, notes)
         return Outcome("fail", error, notes)
+    outcome = Outcome("pass", "", notes)
     for index, (got, want) in enumerate(zip(outputs, expected)):
         diff = _compare(want, got, names)
         if diff:
             detail = f"test_data_set_{index}: {diff}"
             if known and known["status"] == "deviation" and known["detail"] == detail:
-                return Outcome("deviation", detail, notes)
+                named = known.get("named")
+                outcome = Outcome("deviation", f"{named}: {detail}" if named else detail, notes)
+                break
             return Outcome("fail", detail, notes)
-    return Outcome("pass", "", notes)
+    if backend.deviation_key == DML_PROVIDER and dml_placement and backend.assignment is not None:
+        differences = placement_differences(dml_placement, backend.assignment)
+        if differences:
+            return Outcome("fail", "placement differs from the prediction: " + "; ".join(differences), notes)
+    return outcome
+
+
+def placement_differences(predicted: "dict[str, str]", ran: "dict[str, str]") -> "list[str]":
+    """Nodes onnxruntime ran on another provider than predicted (a node the session no longer has,
+    folded or fused by its optimisations, is not compared)."""
+    return [f"{node} predicted on {want}, ran on {ran[node]}" for node, want in predicted.items()
+            if want in (DML_PROVIDER, CPU_PROVIDER) and node in ran and ran[node] != want]
 
 
 def probe_providers() -> "list[str]":
@@ -179,6 +208,11 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2) -> "dict"
     for backend in probes:
         manifest["providers"][backend.provider.name] = {
             "onnxruntime": ort.__version__, "verified": "each case run at export", "cases": {}}
+    if DML_PROVIDER not in manifest["providers"]:
+        manifest["providers"][DML_PROVIDER] = {
+            "onnxruntime": MODELLED_ORT, "cases": {},
+            "verified": ("predicted, not run: the DML EP's placement from its registration table and its "
+                         "deviations from its source (DML_EP_PLACEMENT.md); conformance run on Windows checks both")}
     try:
         for case in cases:
             _write_case(directory, case, level, manifest, probes)
@@ -215,6 +249,7 @@ def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: 
         "placement": [f"{', '.join(p.onnx_nodes)}: {p.status} by {p.rule or '-'}"
                       + (f" -> {' + '.join(p.dml_operators)}" if p.dml_operators else "")
                       + (f" ({p.reason})" if p.reason else "") for p in compiled.placement]}
+    _predict_dml(case, expected, manifest, probed=any(b.provider.name == DML_PROVIDER for b in probes))
     for backend in probes:
         outcome = judge(backend, case.name, case.model, case.data_sets, expected, None)
         entry = manifest["providers"][backend.provider.name]["cases"]
@@ -224,6 +259,32 @@ def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: 
             entry[case.name] = {"status": "unsupported", "detail": outcome.detail}
         if outcome.fallbacks:
             entry.setdefault(case.name, {"status": "pass", "detail": ""})["placement"] = outcome.fallbacks
+
+
+def _predict_dml(case: Case, expected: list, manifest: dict, probed: bool) -> None:
+    """The case's placement expectation on the DML EP (every node's predicted provider) and, where
+    the DML EP is not here to be run, the deviation or missing kernel its source predicts."""
+    placement = predict_placement(case.model, None)
+    providers = {n["node"]: n["provider"] for n in placement["nodes"] if n["provider"] != REMOVED}
+    manifest["cases"][case.name]["dml_ep_placement"] = providers
+    if probed:
+        return
+    entry = manifest["providers"][DML_PROVIDER]["cases"]
+    missing = [f"{node} ({n['op_type']}): {n['reason']}" for n in placement["nodes"]
+               for node in [n["node"]] if n["provider"] == NONE]
+    if missing:
+        entry[case.name] = {"status": "unsupported", "detail": f"predicted: no kernel for {missing[0]}"}
+        return
+    if any(p != DML_PROVIDER for p in providers.values()):
+        return          # the CPU EP computes part of it: its own answers, not the DML EP's
+    names = [o.name for o in case.model.graph.output]
+    for index, (feeds, want) in enumerate(zip(case.data_sets, expected)):
+        outputs, fired = dml_outputs(case.model, feeds)
+        diff = _compare(want, [outputs[n] for n in names], names)
+        if diff:
+            entry[case.name] = {"status": "deviation", "detail": f"test_data_set_{index}: {diff}",
+                                "named": describe(fired)}
+            return
 
 
 def load(directory: str, pattern: "str | None" = None) -> "tuple[dict, list[tuple[str, onnx.ModelProto, list, list]]]":
@@ -291,7 +352,8 @@ def run(directory: str, backends: "list[str]", provider_options=None, ep_librari
     for backend in runners:
         by_status: dict = {s: [] for s in STATUSES}
         for name, model, sets, expected in cases:
-            outcome = judge(backend, name, model, sets, expected, manifest.get("providers"))
+            outcome = judge(backend, name, model, sets, expected, manifest.get("providers"),
+                            manifest.get("cases", {}).get(name, {}).get("dml_ep_placement"))
             by_status[outcome.status].append((name, outcome))
         results[backend.spec] = by_status
     return results

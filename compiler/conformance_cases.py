@@ -368,8 +368,34 @@ def control_flow_cases(seeds: int) -> "list[Case]":
     return cases
 
 
+def dml_ep_cases(seeds: int) -> "list[Case]":
+    """Where onnxruntime's DML EP deviates from ONNX (DML_EP_PLACEMENT.md §5c) and the grids above
+    do not already reach: Trilu's k narrowed to int32 (2^31 acts as INT32_MIN) and k + 1
+    overflowing at INT32_MAX, and Cast to bool (fractions, negatives, NaN; integers past 255)."""
+    cases = []
+    for k, upper in ((2 ** 31, 1), (2 ** 31 - 1, 0)):
+        model = _model([h.make_node("Trilu", ["x", "k"], ["y"], name="trilu", upper=upper)],
+                       [_vi("x", T.FLOAT, TRILU_SHAPE)], [_vi("y", T.FLOAT, TRILU_SHAPE)], [_ints("k", k)], opset=14)
+        rng = np.random.default_rng([k, upper])
+        cases.append(Case(f"test_trilu_float_{'upper' if upper else 'lower'}_k{k}", model,
+                          [{"x": nonzero_input(T.FLOAT, TRILU_SHAPE, rng)} for _ in range(seeds)],
+                          f"Trilu upper={upper} k={k} (the DML EP narrows k to int32)"))
+    edges = {T.FLOAT: [0.0, -0.0, 0.5, -0.5, 1.0, 2.5, -3.0, np.nan, np.inf, -np.inf, 1e-45, 256.0],
+             T.INT32: [0, 1, -1, 2, 255, 256, -256, 2 ** 31 - 1, -2 ** 31, 7, 0, 3]}
+    for onnx_type, values in edges.items():
+        dtype = onnx_to_numpy(onnx_type)
+        model = _model([h.make_node("Cast", ["x"], ["y"], name="cast", to=T.BOOL)],
+                       [_vi("x", onnx_type, (12,))], [_vi("y", T.BOOL, (12,))])
+        rng = np.random.default_rng([onnx_type, 12])
+        sets = [{"x": np.array(values, dtype)}] + [{"x": rng.permutation(np.array(values, dtype))}
+                                                  for _ in range(seeds - 1)]
+        cases.append(Case(f"test_cast_{_short(onnx_type)}_to_bool", model, sets,
+                          f"Cast {onnx_type_name(onnx_type)} to bool (the DML EP clips to [0, 1])"))
+    return cases
+
+
 def all_cases(seeds: int = 2) -> "list[Case]":
     cases = (nonzero_cases(seeds) + nonzero_high_word_cases(seeds) + eyelike_cases(seeds) + trilu_cases(seeds)
-             + idiom_cases(seeds) + mask_cases(seeds) + control_flow_cases(seeds))
+             + idiom_cases(seeds) + mask_cases(seeds) + control_flow_cases(seeds) + dml_ep_cases(seeds))
     assert len({c.name for c in cases}) == len(cases), "two cases share a folder name"
     return cases

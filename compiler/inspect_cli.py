@@ -9,6 +9,13 @@ def add_inspect_parser(sub) -> None:
     p.add_argument("model", help="path to an .onnx model")
     p.add_argument("--feature-level", default="5_1", metavar="L", help="DirectML feature level, 1_0 .. 6_4")
     p.add_argument("--json", metavar="F.json", help="write the report as JSON here")
+    p.add_argument("--ep", choices=["dml"], help="also predict which nodes onnxruntime's DirectML EP runs and "
+                   "which fall back to the CPU, why, and the copies between them (onnxruntime 1.27's table)")
+    p.add_argument("--device-lacks", action="append", default=[], metavar="TYPE",
+                   choices=["int64", "uint64", "double", "float16"],
+                   help="with --ep dml: assume the GPU lacks this data type (repeatable; default: it has all)")
+    p.add_argument("--html", metavar="F.html",
+                   help="with --ep dml: also draw the placement as a self-contained HTML/SVG page here")
     p.set_defaults(func=cmd_inspect)
 
 

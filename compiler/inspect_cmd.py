@@ -17,6 +17,7 @@ from onnx_dml_lowering.runtime.inline_weights import in_model_file, parse_withou
 
 from .bodies import graph_attributes
 from .compiled import CompiledModel, compile_model
+from .ep_placement import format_placement, placement_for_file
 from .frontend import load_stored
 
 # Always listed, lowered or not; other idiom anchors (Equal, Less, Constant, ...) are listed
@@ -131,9 +132,18 @@ def anchors(compiled: CompiledModel) -> "list[dict]":
     return out
 
 
-def inspect_model(path: str, feature_level: str = "5_1") -> dict:
-    """The inspect report as plain data (the JSON `dml-lower inspect --json` writes)."""
+def inspect_model(path: str, feature_level: str = "5_1", ep: "str | None" = None,
+                  device_lacks: "tuple[str, ...]" = ()) -> dict:
+    """The inspect report as plain data (the JSON `dml-lower inspect --json` writes); with
+    ep="dml" also the DML EP's predicted placement (ep_placement.py)."""
+    return _inspect(path, feature_level, ep, device_lacks)[0]
+
+
+def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tuple[str, ...]"
+             ) -> "tuple[dict, onnx.ModelProto | None]":
+    """The report, and with ep="dml" the graph the placement was predicted on (for the picture)."""
     raw = _load_raw(path)
+    graph = None
     compiled = compile_model(path, feature_level=feature_level)
     defaults = {i.name for i in raw.graph.initializer}
     inputs = [dict(_value(vi), default=vi.name in defaults) for vi in raw.graph.input]
@@ -152,7 +162,9 @@ def inspect_model(path: str, feature_level: str = "5_1") -> dict:
     if raw.functions:
         report["function_op_counts"] = {f"{f.domain}:{f.name}": dict(sorted(count_ops(f).items()))
                                         for f in raw.functions}
-    return report
+    if ep == "dml":
+        report["ep_placement"], graph = placement_for_file(path, tuple(device_lacks), raw)
+    return report, graph
 
 
 def _load_raw(path) -> onnx.ModelProto:
@@ -194,11 +206,19 @@ def format_inspect(report: dict) -> str:
             text = f"  {a['node']} ({a['op_type']}): stays on ONNX" + (f", rule {a['rule']}" if a["rule"] else "") \
                 + f": {a['reason']}"
         lines.append(text)
+    if "ep_placement" in report:
+        lines.extend(format_placement(report["ep_placement"]))
     return "\n".join(lines)
 
 
 def cmd_inspect(args) -> int:
-    report = inspect_model(args.model, args.feature_level)
+    html_out = getattr(args, "html", None)
+    if html_out and getattr(args, "ep", None) != "dml":
+        raise DmlLowerError("--html draws the DML EP placement: add --ep dml")
+    if getattr(args, "device_lacks", None) and getattr(args, "ep", None) != "dml":
+        raise DmlLowerError("--device-lacks is an assumption of the DML EP placement: add --ep dml")
+    report, graph = _inspect(args.model, args.feature_level, getattr(args, "ep", None),
+                             tuple(getattr(args, "device_lacks", ()) or ()))
     print(format_inspect(report))
     if args.json:
         try:
@@ -206,4 +226,12 @@ def cmd_inspect(args) -> int:
         except OSError as exc:
             raise DmlLowerError(f"cannot write the inspect JSON to {args.json!r}: {exc.strerror or exc}") from None
         print(f"\nwrote {args.json}")
+    if html_out:
+        from .ep_picture import render
+        page = render(report, graph, str(args.model))
+        try:
+            Path(html_out).write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise DmlLowerError(f"cannot write the placement picture to {html_out!r}: {exc.strerror or exc}") from None
+        print(f"\nwrote {html_out}")
     return 0

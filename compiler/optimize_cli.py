@@ -18,6 +18,10 @@ def add_optimize_parser(sub) -> None:
                                            "(default: every band onnxruntime generates exactly)")
     p.add_argument("--min-bytes", type=int, default=0, metavar="N",
                    help="leave constants smaller than N bytes alone (0: any that shrinks the file; default: 0)")
+    p.add_argument("--for", dest="target", choices=["dml"],
+                   help="instead: the exact rewrites that keep NonZero / eye / mask nodes on onnxruntime's "
+                        "DirectML EP (opset down-conversion, NonZero over int64, Cast to bool, bool Equal, "
+                        "EyeLike-22), with each one's predicted placement effect")
     p.add_argument("--check", action="store_true",
                    help="run original and optimized on onnxruntime CPU over seeded feeds; exit 1 unless "
                         "bit-identical")
@@ -39,18 +43,31 @@ def cmd_optimize(args) -> int:
     from .optimize import bit_identical, external_initializers, optimize_model, save_model
     if args.min_bytes < 0:
         raise DmlLowerError(f"--min-bytes {args.min_bytes}: must be a non-negative number of bytes")
+    if args.target and (args.feature_level or args.min_bytes):
+        raise DmlLowerError(f"{'--feature-level' if args.feature_level else '--min-bytes'} chooses the generator "
+                            "rewrites; --for dml does not take it")
     level = parse_level(args.feature_level) if args.feature_level else None
     model = load_model(args.model)
     check_and_infer(model)          # an invalid model is refused, as by every other command
     feeds, dims = _check_feeds(args, model)
     external = external_initializers(args.model)
-    optimized, rewrites, declined = optimize_model(model, args.min_bytes, level)
-    for line in declined:
-        print(line)
-    if not rewrites:
-        print(f"{args.model}: nothing to rewrite")
-    for rewrite in rewrites:
-        print(rewrite.line())
+    if args.target == "dml":
+        from .optimize_dml import optimize_for_dml
+        optimized, dml_rewrites, notes = optimize_for_dml(model, str(Path(args.model).resolve().parent))
+        for line in notes:
+            print(line)
+        if not dml_rewrites:
+            print(f"{args.model}: nothing to rewrite for the DML EP")
+        for rewrite in dml_rewrites:
+            print("\n".join(rewrite.lines()))
+    else:
+        optimized, rewrites, declined = optimize_model(model, args.min_bytes, level)
+        for line in declined:
+            print(line)
+        if not rewrites:
+            print(f"{args.model}: nothing to rewrite")
+        for rewrite in rewrites:
+            print(rewrite.line())
     before = _file_bytes(args.model)        # before writing: -o may be the input itself
     # --check reads the input file, unless writing the output replaces it or its external data.
     original = model.SerializeToString() if args.check and _overwrites(args.model, args.output) else args.model

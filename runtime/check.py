@@ -33,6 +33,7 @@ from .oracle import NO_KERNEL_NODE, Oracle
 from .ort_providers import (ProviderSpec, SessionSettings, make_provider_session, node_providers,
                             backend_hint, placement_findings, provider_name, resolve_backend)
 from .ort_values import run_session
+from .dml_deviations import from_dml_ep, recognise
 from .saved_outputs import PREFIX as SAVED_PREFIX
 from .saved_outputs import LoadedOutputs, describe_saved, verify_feeds
 
@@ -539,6 +540,11 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                     for name, want in expected.items():
                         result = _compare_one(name, backend, want, actual, tolerances, deviations, randoms,
                                               unsupported)
+                        if result.status == "mismatch" and from_dml_ep(
+                                backend, original.provider.name if original is not None else None):
+                            named = recognise(compiled.model, feed_set, name, actual.get(name))
+                            if named:                       # the DML EP's own, bit for bit: named
+                                result.status, result.detail = "deviation", named
                         result.iteration = iteration
                         report.outputs.append(result)
                 if on_set is not None:

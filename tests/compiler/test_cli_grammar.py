@@ -124,7 +124,7 @@ def all_parsers() -> "list[tuple[str, argparse.ArgumentParser]]":
 
 PARSERS = all_parsers()
 METAVAR = re.compile(r"[A-Z][A-Z_]*|\{[a-z,-]+\}")
-ALLOWED_METAVARS = {"F.json", "F.npz", "F.md", "OUT.xml", "OUT.onnx", "MIN.onnx", "KEY=VALUE", "NAME=SIZE", "NAME=VALUE", "NAME=PATH",
+ALLOWED_METAVARS = {"F.json", "F.npz", "F.md", "F.html", "OUT.xml", "OUT.onnx", "MIN.onnx", "KEY=VALUE", "NAME=SIZE", "NAME=VALUE", "NAME=PATH",
                     "[NAME:]F", "[NAME:]LO,HI", "FILE.py[:FUNC]", "[OUTPUT=]A", "[OUTPUT=]R", "B[,B...]",
                     "P[,P...]", "K=V"}
 

@@ -1,0 +1,90 @@
+"""onnxruntime's own level-1 graph optimisations, run on this machine: the DML EP partitions the
+graph they leave (constants lifted, constant sub-graphs and static Shapes folded, Identity /
+Dropout removed, model-local functions inlined), and they are EP-agnostic, so running them here
+with the CPU EP and reading the optimised model back reproduces that graph without
+re-implementing them."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import onnx
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import first_line
+
+
+def level1_model(model: onnx.ModelProto, model_dir: "str | None") -> "tuple[onnx.ModelProto | None, str]":
+    """(the model as onnxruntime's ORT_ENABLE_BASIC level leaves it, "") or (None, why not) when
+    onnxruntime refuses the model here (a node with no kernel in any provider fails the session
+    before the optimised model is saved). External weights are read by onnxruntime from
+    `model_dir` and written back external (this process never loads them)."""
+    import onnxruntime as ort
+    with tempfile.TemporaryDirectory(prefix="dml-lower-level1-") as tmp:
+        out = Path(tmp) / "level1.onnx"
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(out)
+        options.log_severity_level = 3
+        if model_dir is not None:
+            options.add_session_config_entry("session.model_external_initializers_file_folder_path", model_dir)
+        options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
+        options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+        try:
+            ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime refuses the model: say why, in its words
+            if not out.is_file():
+                return None, first_line(exc)
+        try:
+            return onnx.load(str(out), load_external_data=False), ""
+        except Exception as exc:
+            raise DmlLowerError(f"onnxruntime's level-1 optimised model cannot be read back: {first_line(exc)}") from None
+
+
+CPU_CAST_PREFIX = "InsertedPrecisionFreeCast_"
+
+
+def undo_cpu_casts(graph: onnx.GraphProto, original: "dict[str, onnx.NodeProto]") -> int:
+    """Remove the casts a CPU-only session inserts around float16 nodes its CPU EP has no kernel
+    for (onnxruntime's InsertCastTransformer runs after partitioning and cannot be disabled); a
+    session with the DML EP would not insert them. An output-side cast gives its name back to the
+    node it follows; an input-side cast is bypassed, and one that replaced a Cast of the model
+    (`original`: value -> the node producing it in the model as stored) becomes that Cast again.
+    Returns how many were removed, bodies included."""
+    from .bodies import graph_attributes
+    removed = 0
+    casts = [n for n in graph.node if n.op_type == "Cast" and n.name.startswith(CPU_CAST_PREFIX)]
+    outputs = {o.name for o in graph.output}
+    produced = {o for n in graph.node for o in n.output}
+    for cast in casts:
+        source, target = cast.input[0], cast.output[0]
+        value = target[len(CPU_CAST_PREFIX):]
+        merged = original.get(value)
+        if value not in produced and merged is not None and merged.op_type == "Cast":
+            for node in graph.node:
+                for i, name in enumerate(node.input):
+                    if name == target:
+                        node.input[i] = value
+            cast.name = merged.name
+            cast.output[0] = value
+            del cast.attribute[:]
+            cast.attribute.extend(merged.attribute)
+            produced.add(value)
+            continue
+        readers = [n for n in graph.node if source in n.input]
+        producer = next((n for n in graph.node if source in n.output), None)
+        if producer is not None and readers == [cast] and source not in outputs:
+            producer.output[list(producer.output).index(source)] = target      # output side
+        else:
+            for node in graph.node:                                            # input side
+                for i, name in enumerate(node.input):
+                    if name == target:
+                        node.input[i] = source
+            if target in outputs:
+                continue   # a graph output stays produced by its cast
+        graph.node.remove(cast)
+        removed += 1
+    for node in graph.node:
+        for _, sub in graph_attributes(node):
+            removed += undo_cpu_casts(sub, original)
+    return removed

@@ -1,0 +1,515 @@
+"""Predict, off Windows, which nodes onnxruntime's DirectML EP takes and which it leaves to the
+CPU EP, and where the device-host copies fall (`dml-lower inspect --ep dml`).
+
+The algorithm is onnxruntime 1.27's, as shared/spec/DML_EP_PLACEMENT.md §3 reads it from the
+source: the graph onnxruntime's level-1 optimisations leave (run for real, ep_level1.py), then
+per graph (bodies are partitioned on their own)
+  A. tentative = a DML kernel registered at exactly the node's schema since-version whose types
+     match on the first present argument of each type constraint;
+  B. GetCpuPreferredNodes: from the CPU outputs of Shape / Size, a node goes to the CPU when every
+     input is a small initializer, a graph input, or a CPU value its kernel does not read as a
+     declared CPU input (so shape arithmetic goes, the consumer taking it as a CPU input stays);
+  C. the support query and the device's data types for every other tentative node;
+  D. the rest to the CPU EP when it has a kernel, else no provider at all (session failure);
+then the Memcpy nodes onnxruntime inserts at the edges between the two sides."""
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+import onnx
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.lowering.schedule import subgraph_reads
+
+from .bodies import graph_attributes
+from .ep_level1 import CPU_CAST_PREFIX, level1_model, undo_cpu_casts
+from .ep_registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, cpu_kernels, dml_kernels,
+                          schema, type_name)
+from .ep_queries import support_query
+from .node_ids import identify_nodes
+
+DML = "DmlExecutionProvider"
+CPU = "CPUExecutionProvider"
+NONE = "none"              # no provider has a kernel: onnxruntime fails to create the session
+REMOVED = "removed"        # gone before partitioning (level-1 optimisations, inlining)
+SMALL_INITIALIZER = 100    # elements (fallback_cpu_capability.cc kSmallInitializerThreshold)
+_HALF_TYPES = ("float16", "bfloat16")   # the CPU preference never takes a node reading these
+_SHAPE_SEEDS = ("Shape", "Size", "SequenceLength")
+_SEQUENCE_OPS = ("SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceLength", "SequenceErase",
+                 "SequenceInsert", "ConcatFromSequence", "OptionalHasElement", "OptionalGetElement")
+
+
+def _is_onnx(domain: str) -> bool:
+    return domain in ("", "ai.onnx")
+
+
+def _value_types(model: onnx.ModelProto, into: "dict[str, str]") -> None:
+    """value name -> element type name ('seq', 'optional', ... for non-tensors), bodies included."""
+    def graph_types(graph: onnx.GraphProto) -> None:
+        for init in graph.initializer:
+            into.setdefault(init.name, type_name(init.data_type))
+        for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+            kind = vi.type.WhichOneof("value")
+            if kind == "tensor_type" and vi.type.tensor_type.elem_type:
+                into.setdefault(vi.name, type_name(vi.type.tensor_type.elem_type))
+            elif kind == "sequence_type":
+                into.setdefault(vi.name, "seq")
+            elif kind and kind != "tensor_type":
+                into.setdefault(vi.name, kind.replace("_type", ""))
+        for node in graph.node:
+            if _is_onnx(node.domain) and node.op_type == "Constant":
+                for attr in node.attribute:
+                    if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+                        into.setdefault(node.output[0], type_name(attr.t.data_type))
+            for _, sub in graph_attributes(node):
+                graph_types(sub)
+    graph_types(model.graph)
+
+
+def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # inference is a help for the types, not a requirement
+        return model
+
+
+def _ranks(model: onnx.ModelProto) -> "dict[str, int]":
+    out: "dict[str, int]" = {}
+
+    def walk(graph: onnx.GraphProto) -> None:
+        for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+            t = vi.type.tensor_type
+            if vi.type.WhichOneof("value") == "tensor_type" and t.HasField("shape"):
+                out.setdefault(vi.name, len(t.shape.dim))
+        for node in graph.node:
+            for _, sub in graph_attributes(node):
+                walk(sub)
+    walk(model.graph)
+    return out
+
+
+class _Graph:
+    """One graph's edges, as onnxruntime's partitioner sees them."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.nodes = list(graph.node)
+        self.initializers = {i.name: i for i in graph.initializer}
+        self.inputs = {i.name for i in graph.input} - set(self.initializers)
+        self.producer: "dict[str, int]" = {}
+        self.consumers: "dict[str, list[int]]" = {}
+        self.implicit: "list[list[str]]" = []
+        for index, node in enumerate(self.nodes):
+            for out in node.output:
+                if out:
+                    self.producer[out] = index
+            implicit = [n for n in subgraph_reads(node) if n not in node.input] if node.attribute else []
+            self.implicit.append(implicit)
+            for name in dict.fromkeys([n for n in node.input if n] + implicit):
+                self.consumers.setdefault(name, []).append(index)
+
+    def small_initializer(self, name: str) -> bool:
+        init = self.initializers.get(name)
+        return init is not None and int(np.prod(init.dims, dtype=np.int64)) <= SMALL_INITIALIZER
+
+
+def _formal(params: "tuple[tuple[str, str], ...]", index: int) -> "str | None":
+    if index < len(params):
+        return params[index][0]
+    if params and params[-1][1] == "Variadic":
+        return params[-1][0]
+    return None
+
+
+def type_mismatch(node: onnx.NodeProto, sch, kernel_types: "dict[str, tuple[str, ...]]",
+                  types: "dict[str, str]") -> "str | None":
+    """onnxruntime's MatchKernelDefTypes: per type constraint, only the first present argument
+    bound to it is checked. The reason a kernel does not match, or None."""
+    for constraint, allowed in kernel_types.items():
+        args = [("input", i, n, _formal(sch.inputs, i)) for i, n in enumerate(node.input)] + \
+               [("output", i, n, _formal(sch.outputs, i)) for i, n in enumerate(node.output)]
+        for kind, index, name, formal in args:
+            if not name or formal != constraint:
+                continue
+            t = types.get(name)
+            if t is None or "ALL" in allowed or t in allowed or (t == "seq" and any(a.startswith("seq(") for a in allowed)):
+                break
+            return f"the kernel lacks {t} for type {constraint} ({kind} {index} {name!r})"
+    return None
+
+
+def _device_reject(t: "str | None", lacks: "frozenset[str]") -> "str | None":
+    if t is None:
+        return None
+    if t not in DML_TYPES:
+        return f"{t} has no DirectML tensor type"
+    if t in lacks:
+        return f"the device lacks {t} (assumed: --device-lacks {t})"
+    return None
+
+
+def _since_text(kernels: "dict[int, DmlKernel]") -> str:
+    return ", ".join(str(v) for v in sorted(kernels))
+
+
+class Predictor:
+    def __init__(self, opsets: "dict[str, int]", types: "dict[str, str]", ranks: "dict[str, int]",
+                 lacks: "frozenset[str]") -> None:
+        self.opsets, self.types, self.ranks, self.lacks = opsets, types, ranks, lacks
+        self.placed: "list[dict]" = []
+        self.copies: "list[dict]" = []
+        self.warnings: "list[str]" = []
+        self.unknown_types: "set[str]" = set()
+
+    def _entry(self, path: str, node: onnx.NodeProto, since, provider: str, reason: str) -> dict:
+        return {"node": path, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
+                "since_version": since, "provider": provider, "reason": reason}
+
+    def place(self, graph: onnx.GraphProto, prefix: str = "") -> None:
+        g = _Graph(graph)
+        schemas = [schema(n.op_type, n.domain, self.opsets.get(n.domain or "ai.onnx", 0)) for n in g.nodes]
+        kernel: "dict[int, DmlKernel]" = {}
+        why: "dict[int, str]" = {}
+        # A. kernel lookup: exact since-version, first-argument types.
+        for i, (node, sch) in enumerate(zip(g.nodes, schemas)):
+            kernels = dml_kernels(node.op_type, node.domain)
+            if sch is None:
+                why[i] = f"no schema for {node.domain or 'ai.onnx'}:{node.op_type} at this opset"
+            elif not kernels:
+                why[i] = f"the DML EP registers no {node.op_type} kernel"
+            elif sch.since_version not in kernels:
+                why[i] = (f"no DML kernel for since-version {sch.since_version} (opset "
+                          f"{self.opsets.get(node.domain or 'ai.onnx')}); DML registers {node.op_type} at "
+                          f"since-version {_since_text(kernels)} only")
+            else:
+                k = kernels[sch.since_version]
+                mismatch = type_mismatch(node, sch, k.types, self.types)
+                if mismatch:
+                    why[i] = f"DML's {node.op_type}-{k.since_version} kernel: {mismatch}"
+                else:
+                    kernel[i] = k
+        # B. GetCpuPreferredNodes.
+        cpu_values: "dict[str, int]" = {}
+        queue: "list[int]" = []
+        queued: "set[int]" = set()
+
+        def reach(value: str, producer: int) -> None:
+            cpu_values[value] = producer
+            for c in g.consumers.get(value, []):
+                if c not in queued:
+                    queued.add(c)
+                    heapq.heappush(queue, c)
+        for i, k in kernel.items():
+            if _is_onnx(g.nodes[i].domain) and g.nodes[i].op_type in _SHAPE_SEEDS:
+                for out in g.nodes[i].output:
+                    if out:
+                        reach(out, i)
+        preferred: "dict[int, str]" = {}
+        while queue:
+            i = heapq.heappop(queue)
+            node = g.nodes[i]
+            if i not in kernel:
+                for out in node.output:
+                    if out:
+                        reach(out, i)
+                continue
+            via = []
+            for j, name in enumerate(node.input):
+                if not name or self.types.get(name) in _HALF_TYPES:
+                    break
+                if g.small_initializer(name) or name in g.inputs:
+                    continue
+                if name not in cpu_values or j in kernel[i].cpu_inputs:
+                    break
+                via.append(f"{name!r} from {g.nodes[cpu_values[name]].name}")
+            else:
+                preferred[i] = ("shape sub-graph: onnxruntime's CPU preference pass takes it (it reads "
+                                + ", ".join(via) + " on the CPU)")
+                for out in node.output:
+                    if out:
+                        reach(out, i)
+        # C. support query and device data types; D. the CPU EP or nothing.
+        provider: "dict[int, str]" = {}
+        for i, node in enumerate(g.nodes):
+            path = prefix + node.name
+            since = schemas[i].since_version if schemas[i] else None
+            if i in kernel and i not in preferred:
+                reject = self._dml_reject(g, i, kernel[i])
+                if reject is None:
+                    provider[i] = DML
+                    self._warn_dml(path, node)
+                    self.placed.append(self._entry(path, node, since, DML, ""))
+                    continue
+                why[i] = reject
+            reason = preferred.get(i) or why[i]
+            on_cpu = self._cpu_kernel(node, schemas[i])
+            if on_cpu is None:
+                provider[i] = CPU
+                self.placed.append(self._entry(path, node, since, CPU, reason))
+            else:
+                provider[i] = NONE
+                self.placed.append(self._entry(path, node, since, NONE,
+                                               f"{reason}; and {on_cpu}: onnxruntime cannot create the session"))
+                self.warnings.append(f"{path} ({node.op_type}): no provider has a kernel for it; the session fails "
+                                     "with NOT_IMPLEMENTED")
+        self._copies(g, prefix, provider, kernel)
+        for node in g.nodes:
+            for attribute, sub in graph_attributes(node):
+                self.place(sub, f"{prefix}{node.name}/{attribute}/")
+
+    def _dml_reject(self, g: _Graph, i: int, k: DmlKernel) -> "str | None":
+        node = g.nodes[i]
+        if k.support_query:
+            verdict = support_query(k.support_query, node, self.types)
+            if verdict is None:
+                self.warnings.append(f"{node.name} ({node.op_type}): the support query {k.support_query} is not "
+                                     "modelled here; assumed to accept the node")
+            elif verdict:
+                return f"the support query {k.support_query} rejects it: {verdict}"
+        defs = [("input", j, n) for j, n in enumerate(node.input) if n and j not in k.cpu_inputs]
+        defs += [("implicit input", j, n) for j, n in enumerate(g.implicit[i])]
+        defs += [("output", j, n) for j, n in enumerate(node.output) if n]
+        for kind, j, name in defs:
+            t = self.types.get(name)
+            if t is None:
+                self.unknown_types.add(name)
+                continue
+            if t in ("seq", "optional", "sparse_tensor", "map"):
+                if node.op_type in _SEQUENCE_OPS or t == "optional" and node.op_type.startswith("Optional"):
+                    continue
+                return f"{kind} {j} {name!r} is a {t}, which DML takes only in sequence operators"
+            reject = _device_reject(t, self.lacks)
+            if reject:
+                return f"{reject} ({kind} {j} {name!r})"
+        return None
+
+    def _cpu_kernel(self, node: onnx.NodeProto, sch) -> "str | None":
+        """None when the CPU EP has a kernel for the node, else why not."""
+        if sch is None:
+            return "no CPU kernel either"
+        kernels = cpu_kernels(node.op_type, node.domain, sch.since_version)
+        if not kernels:
+            return f"the CPU EP has no {node.op_type} kernel for since-version {sch.since_version} either"
+        reasons = [type_mismatch(node, sch, k.types, self.types) for k in kernels]
+        if all(reasons):
+            return f"the CPU EP's kernel {reasons[0].removeprefix('the kernel ')} too"
+        return None
+
+    def _warn_dml(self, path: str, node: onnx.NodeProto) -> None:
+        """What is placed on DML but may fail there or differ from ONNX: said, not hidden."""
+        if not _is_onnx(node.domain):
+            return
+        rank = self.ranks.get(node.output[0]) if node.output else None
+        out_type = self.types.get(node.output[0]) if node.output else None
+        if node.op_type == "Trilu":
+            if rank is not None and rank > 4:
+                self.warnings.append(f"{path} (Trilu): rank {rank} is placed on DML and fails at kernel creation "
+                                     "(DML's Trilu takes rank <= 4)")
+            elif rank is None:
+                self.warnings.append(f"{path} (Trilu): rank unknown here; a rank above 4 fails at kernel creation on DML")
+            self.warnings.append(f"{path} (Trilu): needs DML_OPERATOR_DIAGONAL_MATRIX1 (DirectML >= 1.9, feature "
+                                 "level 5.1); an older DirectML.dll loaded at run time fails, it does not fall back")
+        if node.op_type == "EyeLike" and out_type in ("int64", "uint64", "double"):
+            self.warnings.append(f"{path} (EyeLike): an {out_type} output needs DirectML feature level 5.1; an older "
+                                 "DirectML.dll loaded at run time fails, it does not fall back")
+        if node.op_type == "Cast" and out_type == "bool":
+            self.warnings.append(f"{path} (Cast to bool): DML casts to bool by clipping to [0, 1], so fractions, "
+                                 "negatives and NaN come out false (optimize --for dml rewrites it as a comparison)")
+
+    def _copies(self, g: _Graph, prefix: str, provider: "dict[int, str]", kernel: "dict[int, DmlKernel]") -> None:
+        """MemcpyToHost / MemcpyFromHost per value crossing sides (transformer_memcpy.cc)."""
+        for value, consumers in g.consumers.items():
+            needs = {"gpu": [], "cpu": []}
+            for c in consumers:
+                node = g.nodes[c]
+                if provider.get(c) == DML:
+                    cpu_read = all(j in kernel[c].cpu_inputs for j, n in enumerate(node.input) if n == value) \
+                        and value in node.input
+                    needs["cpu" if cpu_read else "gpu"].append(prefix + node.name)
+                else:
+                    needs["cpu"].append(prefix + node.name)
+            if value in g.producer:
+                p = g.producer[value]
+                pnode = g.nodes[p]
+                on_gpu = provider.get(p) == DML and not (_is_onnx(pnode.domain) and pnode.op_type in ("Shape", "Size"))
+                source = prefix + pnode.name
+            elif value in g.inputs and needs["gpu"] and needs["cpu"]:
+                on_gpu, source = False, f"graph input {value!r}"
+            else:
+                continue        # initializers are duplicated per side; outer values cross in the parent
+            kind, to = ("MemcpyToHost", needs["cpu"]) if on_gpu else ("MemcpyFromHost", needs["gpu"])
+            if to:
+                self.copies.append({"copy": kind, "value": value, "from": source, "to": to})
+
+
+def _walk_paths(graph: onnx.GraphProto, prefix: str = ""):
+    for node in graph.node:
+        yield prefix + node.name, node
+        for attribute, sub in graph_attributes(node):
+            yield from _walk_paths(sub, f"{prefix}{node.name}/{attribute}/")
+
+
+def _initializer_names(model: onnx.ModelProto) -> "set[str]":
+    names: "set[str]" = set()
+
+    def walk(graph: onnx.GraphProto) -> None:
+        names.update(i.name for i in graph.initializer)
+        for node in graph.node:
+            for _, sub in graph_attributes(node):
+                walk(sub)
+    walk(model.graph)
+    return names
+
+
+def _producers(model: onnx.ModelProto) -> "dict[str, str]":
+    """value -> the path of the node producing it, every graph of the model."""
+    return {out: path for path, node in _walk_paths(model.graph) for out in node.output if out}
+
+
+def _removed_reason(node: onnx.NodeProto, folded: "set[str]", functions: "set[tuple[str, str]]",
+                    producers: "dict[str, str]") -> str:
+    if (node.domain, node.op_type) in functions:
+        return (f"a call of the model-local function {node.domain}:{node.op_type}: onnxruntime inlines it at load "
+                f"(its nodes are listed as _inlfunc_{node.op_type}_<node>)")
+    if _is_onnx(node.domain) and node.op_type == "Constant":
+        return "a Constant: onnxruntime turns it into an initializer at load"
+    if any(o in folded for o in node.output if o):
+        return "constant-folded by onnxruntime's level-1 optimisations (its output is an initializer now)"
+    if _is_onnx(node.domain) and node.op_type in ("Identity", "Dropout"):
+        return f"removed by onnxruntime's level-1 {node.op_type} elimination"
+    now = [producers[o] for o in node.output if o in producers]
+    if now:
+        return (f"replaced by onnxruntime's level-1 optimisations (fused or expanded): its output is now "
+                f"produced by {now[0]}")
+    return ("removed by onnxruntime's level-1 optimisations: its outputs are no longer in the graph (constant-"
+            "folded together with the nodes reading them, or eliminated)")
+
+
+ASSUMED_REDIST = "DirectML redist 1.15.4 (feature level 5.1 or above, as onnxruntime 1.27 ships it)"
+
+
+def predict_placement(raw: onnx.ModelProto, model_dir: "str | None",
+                      device_lacks: "tuple[str, ...]" = ()) -> dict:
+    """The `ep_placement` report (DESIGN.md's contract) for a model as stored (weights external
+    or inline; this process never loads external weights)."""
+    return predict_with_graph(raw, model_dir, device_lacks)[0]
+
+
+def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lacks: "tuple[str, ...]" = ()
+                       ) -> "tuple[dict, onnx.ModelProto]":
+    """The report and the graph it was predicted on (after level 1, nodes named by identity)."""
+    import onnxruntime as ort
+    bad = [t for t in device_lacks if t not in DEVICE_DEPENDENT]
+    if bad:
+        raise DmlLowerError(f"--device-lacks {bad[0]!r}: the device decides only {', '.join(DEVICE_DEPENDENT)}")
+    lacks = frozenset(device_lacks)
+    model = onnx.ModelProto()
+    model.CopyFrom(raw)
+    identify_nodes(model)
+    warnings: "list[str]" = []
+    optimised, refused = level1_model(model, model_dir)
+    if optimised is None:
+        warnings.append(f"onnxruntime {ort.__version__} refuses the model here ({refused}); placement is "
+                        "predicted on the model as stored, without level-1 optimisations")
+        optimised = model
+    undone = undo_cpu_casts(optimised.graph, {o: n for _, n in _walk_paths(model.graph) for o in n.output})
+    if undone:
+        warnings.append(f"onnxruntime's CPU-only session here inserted {undone} float16 casts ({CPU_CAST_PREFIX}*) "
+                        "that a DML session would not; they are taken out again")
+    identify_nodes(optimised)    # onnxruntime leaves the nodes it creates unnamed
+    opsets = {o.domain or "ai.onnx": o.version for o in optimised.opset_import}
+    types: "dict[str, str]" = {}
+    inferred = _inferred(optimised)
+    _value_types(inferred, types)
+    original_inferred = _inferred(model)
+    _value_types(original_inferred, types)
+    ranks = _ranks(inferred)
+    for name, rank in _ranks(original_inferred).items():
+        ranks.setdefault(name, rank)
+    predictor = Predictor(opsets, types, ranks, lacks)
+    predictor.place(optimised.graph)
+    placed = {e["node"]: e for e in predictor.placed}
+    folded = _initializer_names(optimised) - _initializer_names(model)
+    functions = {(f.domain, f.name) for f in model.functions}
+    producers = _producers(optimised)
+    model_opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+    nodes: "list[dict]" = []
+    seen: "set[str]" = set()
+    for path, node in _walk_paths(model.graph):
+        if path in placed:
+            nodes.append(placed[path])
+            seen.add(path)
+            continue
+        sch = schema(node.op_type, node.domain, model_opsets.get(node.domain or "ai.onnx", 0))
+        nodes.append({"node": path, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
+                      "since_version": sch.since_version if sch else None, "provider": REMOVED,
+                      "reason": _removed_reason(node, folded, functions, producers)})
+    for path, entry in placed.items():
+        if path not in seen:
+            entry = dict(entry)
+            created = "inlined from a model-local function" if path.split("/")[-1].startswith("_inlfunc_") \
+                else "created by onnxruntime's level-1 optimisations"
+            entry["reason"] = created + (f"; {entry['reason']}" if entry["reason"] else "")
+            nodes.append(entry)
+    if predictor.unknown_types:
+        warnings.append(f"{len(predictor.unknown_types)} value types are unknown offline (e.g. "
+                        f"{sorted(predictor.unknown_types)[0]!r}); their nodes are assumed to pass the device type check")
+    warnings.append("not knowable off Windows: the device's data-type support (assumed above), the DirectML.dll "
+                    "actually loaded, and kernel-creation failures; session options that change constant folding "
+                    "(free dimension overrides) are not modelled")
+    return {
+        "ep": DML,
+        "onnxruntime": MODELLED_ORT,
+        "assumptions": {
+            "registration_table": f"onnxruntime {MODELLED_ORT} DirectML EP (OperatorRegistration.cpp)",
+            "level1_optimisations": f"onnxruntime {ort.__version__} installed here, ORT_ENABLE_BASIC",
+            "cpu_kernels": f"onnxruntime {ort.__version__} installed here",
+            "device_types": {t: t not in lacks for t in DEVICE_DEPENDENT},
+            "directml": ASSUMED_REDIST,
+        },
+        "nodes": nodes,
+        "copies": predictor.copies,
+        "warnings": predictor.warnings + warnings,
+    }, optimised
+
+
+def placement_for_file(path: str, device_lacks: "tuple[str, ...]" = (), raw: "onnx.ModelProto | None" = None
+                       ) -> "tuple[dict, onnx.ModelProto]":
+    """The report for the model file and the graph it was predicted on."""
+    if raw is None:
+        raw = onnx.load(str(path), load_external_data=False)
+    return predict_with_graph(raw, str(Path(path).resolve().parent), device_lacks)
+
+
+def format_placement(report: dict) -> "list[str]":
+    """The text inspect prints under its summary: counts, every node not on DML with why, copies,
+    warnings (the JSON has every node)."""
+    a = report["assumptions"]
+    devices = ", ".join(t for t, ok in a["device_types"].items() if ok) or "none of the 64-bit/16-bit types"
+    lines = [f"DML EP placement predicted (onnxruntime {report['onnxruntime']} registration table; level-1 "
+             f"optimisations by {a['level1_optimisations'].split(' installed')[0]} here):",
+             f"  assumed: the device supports {devices}; {a['directml']}"]
+    by_provider: "dict[str, list[dict]]" = {}
+    for n in report["nodes"]:
+        by_provider.setdefault(n["provider"], []).append(n)
+    dml = by_provider.get(DML, [])
+    counts = Counter(n["op_type"] for n in dml)
+    lines.append(f"  {DML}: {len(dml)} node{'s' if len(dml) != 1 else ''}" + (": " + ", ".join(
+        f"{op} {c}" for op, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) if dml else ""))
+    for provider, title in ((CPU, CPU), (NONE, "no provider"), (REMOVED, "removed before partitioning")):
+        entries = by_provider.get(provider, [])
+        if not entries:
+            continue
+        lines.append(f"  {title}: {len(entries)} node{'s' if len(entries) != 1 else ''}")
+        for n in entries:
+            version = f"-{n['since_version']}" if n["since_version"] is not None else ""
+            lines.append(f"    {n['node']} ({n['op_type']}{version}): {n['reason']}")
+    lines.append(f"  copies: {len(report['copies'])}")
+    for c in report["copies"]:
+        lines.append(f"    {c['copy']} of {c['value']!r}: {c['from']} -> {', '.join(c['to'])}")
+    for w in report["warnings"]:
+        lines.append(f"  warning: {w}")
+    return lines

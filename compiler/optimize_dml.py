@@ -1,0 +1,346 @@
+"""`dml-lower optimize --for dml`: rewrites that keep NonZero / eye / mask sub-graphs on
+onnxruntime's DirectML EP, each exact under ONNX semantics (DML_EP_PLACEMENT.md §5b):
+
+- opset down-conversion to 21 (onnx's version converter) when every node's opset-21 schema takes
+  its attributes and types: opset 22+ loses EyeLike, Conv, pools and at 23+ Cast / Reshape /
+  Unsqueeze / Transpose / Shape to the CPU, because DML registers none of those since-versions;
+- NonZero over int64 / uint64 (unregistered types) -> NonZero(Not(Equal(x, 0))): the output
+  depends only on the predicate x != 0;
+- Cast to bool -> Not(Equal(x, 0)): ONNX casts every non-zero (NaN included) to true, DML's cast
+  clips to [0, 1] after a float -> uint8 conversion, so fractions, negatives and NaN come out false;
+- Equal over bool (unregistered) -> Not(Xor(a, b)): the truth table;
+- EyeLike at opset >= 22 (unregistered) -> Where(Trilu(Trilu(Expand(true, S), k, 1), k, 0), 1, 0):
+  the two triangles keep exactly j - i = k; S is the shape the input was built from.
+
+Each rewrite is applied only where the replacement's since-versions and types are registered
+for DML (read from the registration table), so it never trades one CPU node for another. The
+report says, per rewrite, which nodes it replaced, where the prediction placed them before and
+their replacements after, and how the predicted copies changed."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import onnx
+from onnx import TensorProto
+from onnx import helper as oh
+from onnx import numpy_helper
+
+from .bodies import graph_attributes
+from .ep_placement import DML, _inferred, _value_types, predict_placement, type_mismatch
+from .ep_registry import dml_kernels, schema
+from .node_ids import all_nodes, identify_nodes
+
+TARGET_OPSET = 21
+INT32_SAFE = 2**31 - 2     # Trilu's k on DML is int32 and k + 1 is computed: keep both in range
+
+
+@dataclass
+class DmlRewrite:
+    kind: str
+    nodes: "list[str]" = field(default_factory=list)          # the nodes replaced
+    created: "dict[str, list[tuple[str, str]]]" = field(default_factory=dict)  # replaced -> (op, new node)
+    before: "dict[str, str]" = field(default_factory=dict)    # replaced node -> predicted provider
+    after: "dict[str, list[str]]" = field(default_factory=dict)
+    copies_before: int = 0
+    copies_after: int = 0
+    note: str = ""
+
+    def lines(self) -> "list[str]":
+        moved = [n for n in self.nodes if self.before.get(n) != DML and self.after.get(n)
+                 and all(p == DML for p in self.after[n])]
+        out = [f"{self.kind}: {len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''} rewritten, "
+               f"{len(moved)} moved to DML; predicted copies {self.copies_before} -> {self.copies_after}"
+               + (f" ({self.note})" if self.note else "")]
+        for n in self.nodes:
+            after = sorted(set(self.after.get(n, [])))
+            out.append(f"  {n}: {self.before.get(n, '?')} -> {', '.join(after) or '?'}"
+                       f" ({' + '.join(f'{op} {name}' for op, name in self.created.get(n, []))})")
+        return out
+
+
+class _Names:
+    """Fresh node and value names, new to the whole model."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.taken = {n.name for _, n in all_nodes(model)}
+        for _, n in all_nodes(model):
+            self.taken.update(n.input)
+            self.taken.update(n.output)
+        for graph in _graphs(model.graph):
+            self.taken.update(i.name for i in graph.initializer)
+            self.taken.update(i.name for i in graph.input)
+
+    def __call__(self, base: str) -> str:
+        name, k = base, 0
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        return name
+
+
+def _graphs(graph: onnx.GraphProto):
+    for _, g in _prefixed_graphs(graph):
+        yield g
+
+
+def _prefixed_graphs(graph: onnx.GraphProto, prefix: str = ""):
+    """(the path prefix of its nodes, graph) for the graph and every body, as inspect names them."""
+    yield prefix, graph
+    for node in graph.node:
+        for attribute, sub in graph_attributes(node):
+            yield from _prefixed_graphs(sub, f"{prefix}{node.name}/{attribute}/")
+
+
+def _registered(op: str, opset: int, types: "dict[str, str]") -> bool:
+    """A DML kernel exists for `op` at `opset` taking these types (constraint -> type)."""
+    sch = schema(op, "", opset)
+    kernel = dml_kernels(op, "").get(sch.since_version) if sch else None
+    return kernel is not None and all(t in kernel.types.get(c, (t,)) or "ALL" in kernel.types.get(c, ())
+                                      for c, t in types.items())
+
+
+class _DmlOptimizer:
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = model
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        self.names = _Names(model)
+        self.types: "dict[str, str]" = {}
+        self.elem: "dict[str, int]" = {}
+        inferred = _inferred(model)
+        _value_types(inferred, self.types)
+        for graph in _graphs(inferred.graph):
+            for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+                if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.elem_type:
+                    self.elem.setdefault(vi.name, vi.type.tensor_type.elem_type)
+            for init in graph.initializer:
+                self.elem.setdefault(init.name, init.data_type)
+        self.rewrites: "list[DmlRewrite]" = []
+
+    def _each(self, kind: str, match, build) -> None:
+        """Apply `build(graph, node) -> new nodes` to every node `match(node)` takes, in every graph."""
+        rewrite = DmlRewrite(kind)
+        for prefix, graph in list(_prefixed_graphs(self.model.graph)):
+            nodes = list(graph.node)
+            out = []
+            for node in nodes:
+                if node.domain in ("", "ai.onnx") and match(node):
+                    new = build(graph, node)
+                    rewrite.nodes.append(prefix + node.name)
+                    rewrite.created[prefix + node.name] = [(n.op_type, prefix + n.name) for n in new]
+                    out.extend(new)
+                else:
+                    out.append(node)
+            if len(out) != len(nodes) or any(a is not b for a, b in zip(out, nodes)):
+                del graph.node[:]
+                graph.node.extend(out)
+        if rewrite.nodes:
+            self.rewrites.append(rewrite)
+
+    def _const(self, graph: onnx.GraphProto, base: str, array: np.ndarray) -> str:
+        name = self.names(base)
+        graph.initializer.append(numpy_helper.from_array(array, name))
+        return name
+
+    # NonZero over int64 / uint64 -> NonZero(Not(Equal(x, 0)))
+    def nonzero_64(self) -> None:
+        def match(node):
+            return node.op_type == "NonZero" and self.types.get(node.input[0]) in ("int64", "uint64") \
+                and _registered("Equal", self.opset, {"T": self.types[node.input[0]]})
+
+        def build(graph, node):
+            x = node.input[0]
+            zero = self._const(graph, f"{node.name}_zero",
+                               np.zeros((), oh.tensor_dtype_to_np_dtype(self.elem[x])))
+            eq, nz = self.names(f"{node.name}_is_zero"), self.names(f"{node.name}_nonzero_mask")
+            return [oh.make_node("Equal", [x, zero], [eq], name=self.names(f"{node.name}_equal")),
+                    oh.make_node("Not", [eq], [nz], name=self.names(f"{node.name}_not")),
+                    oh.make_node("NonZero", [nz], list(node.output), name=node.name)]
+        self._each("NonZero over int64 / uint64 -> NonZero(Not(Equal(x, 0)))", match, build)
+
+    # Cast(x -> bool) -> Not(Equal(x, 0))
+    def cast_to_bool(self) -> None:
+        def match(node):
+            if node.op_type != "Cast":
+                return False
+            to = next((a.i for a in node.attribute if a.name == "to"), None)
+            src = self.types.get(node.input[0])
+            return to == TensorProto.BOOL and src not in (None, "bool") and _registered("Equal", self.opset, {"T": src})
+
+        def build(graph, node):
+            x = node.input[0]
+            zero = self._const(graph, f"{node.name}_zero", np.zeros((), oh.tensor_dtype_to_np_dtype(self.elem[x])))
+            eq = self.names(f"{node.name}_is_zero")
+            return [oh.make_node("Equal", [x, zero], [eq], name=self.names(f"{node.name}_equal")),
+                    oh.make_node("Not", [eq], list(node.output), name=node.name)]
+        self._each("Cast to bool -> Not(Equal(x, 0))", match, build)
+        if self.rewrites and self.rewrites[-1].kind.startswith("Cast"):
+            self.rewrites[-1].note = ("exact where DML's cast clips: fractions, negatives and NaN are true again")
+
+    # Equal over bool -> Not(Xor(a, b))
+    def bool_equal(self) -> None:
+        def match(node):
+            return node.op_type == "Equal" and self.types.get(node.input[0]) == "bool"
+
+        def build(graph, node):
+            xor = self.names(f"{node.name}_differ")
+            return [oh.make_node("Xor", list(node.input), [xor], name=self.names(f"{node.name}_xor")),
+                    oh.make_node("Not", [xor], list(node.output), name=node.name)]
+        self._each("Equal over bool -> Not(Xor(a, b))", match, build)
+
+    # EyeLike at opset >= 22 -> Where(Trilu(Trilu(Expand(true, S), k, 1), k, 0), 1, 0)
+    def eyelike_22(self) -> None:
+        if schema("EyeLike", "", self.opset).since_version in dml_kernels("EyeLike", ""):
+            return
+        producers = {o: n for g in _graphs(self.model.graph) for n in g.node for o in n.output}
+
+        def match(node):
+            return node.op_type == "EyeLike" and node.input[0] in self.elem
+
+        def build(graph, node):
+            attrs = {a.name: oh.get_attribute_value(a) for a in node.attribute}
+            k = int(np.clip(attrs.get("k", 0), -INT32_SAFE, INT32_SAFE))   # saturated beyond any matrix
+            elem = attrs.get("dtype", self.elem[node.input[0]])
+            x = node.input[0]
+            new = []
+            source = producers.get(x)
+            if source is not None and source.op_type == "ConstantOfShape" and source.input:
+                shape = source.input[0]      # the shape X was built from: no Shape of X (CPU at 23+)
+            else:
+                shape = self.names(f"{node.name}_shape")
+                new.append(oh.make_node("Shape", [x], [shape], name=self.names(f"{node.name}_shape")))
+            true = self._const(graph, f"{node.name}_true", np.array(True))
+            kk = self._const(graph, f"{node.name}_k", np.array(k, dtype=np.int64))
+            one = self._const(graph, f"{node.name}_one", np.ones((), oh.tensor_dtype_to_np_dtype(elem)))
+            zero = self._const(graph, f"{node.name}_zero", np.zeros((), oh.tensor_dtype_to_np_dtype(elem)))
+            full, upper, band = (self.names(f"{node.name}_{s}") for s in ("all", "upper", "diagonal"))
+            new += [oh.make_node("Expand", [true, shape], [full], name=self.names(f"{node.name}_expand")),
+                    oh.make_node("Trilu", [full, kk], [upper], name=self.names(f"{node.name}_upper"), upper=1),
+                    oh.make_node("Trilu", [upper, kk], [band], name=self.names(f"{node.name}_lower"), upper=0),
+                    oh.make_node("Where", [band, one, zero], list(node.output), name=node.name)]
+            return new
+        self._each(f"EyeLike-{schema('EyeLike', '', self.opset).since_version} (no DML kernel) -> "
+                   "Where(Trilu(Trilu(Expand(true, S), k, 1), k, 0), 1, 0)", match, build)
+
+
+def downconvert_blockers(model: onnx.ModelProto, target: int = TARGET_OPSET) -> "list[str]":
+    """Why the model's nodes cannot all take their opset-`target` schema exactly (empty: they can):
+    an op newer than the target, an attribute the older schema lacks, a type it does not take."""
+    types: "dict[str, str]" = {}
+    _value_types(_inferred(model), types)
+    out = []
+    for _, node in all_nodes(model):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            old = onnx.defs.get_schema(node.op_type, target, "")
+        except onnx.defs.SchemaError:
+            out.append(f"{node.name} ({node.op_type}) has no schema at opset {target}")
+            continue
+        extra = [a.name for a in node.attribute if a.name not in old.attributes]
+        if extra:
+            out.append(f"{node.name} ({node.op_type}): attribute {extra[0]!r} is not in {node.op_type}-{old.since_version}")
+            continue
+        allowed = {c.type_param_str: {s[len("tensor("):-1] if s.startswith("tensor(") else s
+                                      for s in c.allowed_type_strs} for c in old.type_constraints}
+        checks = {c: tuple(v) for c, v in allowed.items()}
+        mismatch = type_mismatch(node, _schema_of(old), checks, types)
+        if mismatch:
+            out.append(f"{node.name} ({node.op_type}): {node.op_type}-{old.since_version} {mismatch.removeprefix('the kernel ')}")
+    return out
+
+
+def _schema_of(s):
+    from .ep_registry import Schema, _option
+    return Schema(s.since_version, tuple((p.type_str, _option(p)) for p in s.inputs),
+                  tuple((p.type_str, _option(p)) for p in s.outputs))
+
+
+def _downconvert(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, DmlRewrite | None, str]":
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset <= TARGET_OPSET:
+        return model, None, ""
+    blockers = downconvert_blockers(model)
+    if blockers:
+        return model, None, (f"opset {opset} kept (down-conversion to {TARGET_OPSET} is not exact: "
+                             f"{blockers[0]}{f'; and {len(blockers) - 1} more' if len(blockers) > 1 else ''})")
+    from onnx import version_converter
+    try:
+        converted = version_converter.convert_version(model, TARGET_OPSET)
+        onnx.checker.check_model(converted)
+    except Exception as exc:  # the converter has no adapter for some node: keep the opset
+        return model, None, f"opset {opset} kept (onnx's version converter: {' '.join(str(exc).split())[:160]})"
+    names = [n.name for _, n in all_nodes(model)]
+    if [n.name for _, n in all_nodes(converted)] != names:
+        return model, None, f"opset {opset} kept (onnx's version converter changed the nodes, not only their version)"
+    rewrite = DmlRewrite(f"opset {opset} -> {TARGET_OPSET} (every node's opset-{TARGET_OPSET} schema takes it as it is)")
+    rewrite.nodes = [prefix + n.name for prefix, g in _prefixed_graphs(model.graph) for n in g.node
+                     if n.domain in ("", "ai.onnx") and onnx.defs.get_schema(n.op_type, opset).since_version > TARGET_OPSET]
+    ops = {prefix + n.name: n.op_type for prefix, g in _prefixed_graphs(model.graph) for n in g.node}
+    rewrite.created = {n: [(f"{ops[n]}-{schema(ops[n], '', TARGET_OPSET).since_version}", n)] for n in rewrite.nodes}
+    return converted, rewrite, ""
+
+
+def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None
+                     ) -> "tuple[onnx.ModelProto, list[DmlRewrite], list[str]]":
+    """The rewritten model, the rewrites with their predicted placement effect, and notes on what
+    was kept and why."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    renamed = identify_nodes(out)      # the report and the prediction name nodes by identity
+    notes: "list[str]" = []
+    steps: "list[tuple[onnx.ModelProto, DmlRewrite]]" = []
+    pre = onnx.ModelProto()
+    pre.CopyFrom(out)
+    out, down, why = _downconvert(out)
+    if why:
+        notes.append(why)
+    if down is not None:
+        steps.append((pre, down))
+    for method in ("nonzero_64", "cast_to_bool", "bool_equal", "eyelike_22"):
+        opt = _DmlOptimizer(out)
+        before = onnx.ModelProto()
+        before.CopyFrom(out)
+        getattr(opt, method)()
+        for rewrite in opt.rewrites:
+            steps.append((before, rewrite))
+    if steps:
+        try:
+            onnx.checker.check_model(out)
+        except Exception as exc:  # a rewrite we built is wrong: a bug of ours, never written out
+            raise RuntimeError(f"optimize --for dml produced an invalid model: {' '.join(str(exc).split())[:200]}") from exc
+    _predict_effects(out, steps, model_dir)
+    for _, node in all_nodes(out):     # the names the model had (protobuf cannot write non-UTF-8 back)
+        original = renamed.get(node.name)
+        if isinstance(original, str):
+            if original:
+                node.name = original
+            else:
+                node.ClearField("name")
+    return out, [r for _, r in steps], notes
+
+
+def _predict_effects(final: onnx.ModelProto,
+                     steps: "list[tuple[onnx.ModelProto, DmlRewrite]]", model_dir: "str | None") -> None:
+    """Fill each rewrite's before / after providers and copy counts from the placement prediction
+    of the model before that step and after it."""
+    if not steps:
+        return
+    models = [m for m, _ in steps[1:]] + [final]
+    cache: "dict[int, dict]" = {}
+
+    def placement(m: onnx.ModelProto) -> dict:
+        key = id(m)
+        if key not in cache:
+            cache[key] = predict_placement(m, model_dir)
+        return cache[key]
+    for (before_model, rewrite), after_model in zip(steps, models):
+        before, after = placement(before_model), placement(after_model)
+        by_path_before = {n["node"]: n["provider"] for n in before["nodes"]}
+        by_path_after = {n["node"]: n["provider"] for n in after["nodes"]}
+        rewrite.copies_before, rewrite.copies_after = len(before["copies"]), len(after["copies"])
+        for node in rewrite.nodes:
+            rewrite.before[node] = by_path_before.get(node, "?")
+            rewrite.after[node] = [by_path_after.get(path, "?") for _, path in rewrite.created.get(node, [])]

@@ -1,0 +1,157 @@
+"""The DirectML EP's own deviations from ONNX semantics, as its source shows them
+(shared/spec/DML_EP_PLACEMENT.md §5c), emulated so that an answer from onnxruntime's
+DmlExecutionProvider can be recognised as one of them, named, and never taken for a plain
+mismatch nor hidden:
+
+- NonZero of a scalar gives [1, N] (ONNX says [0, N]); onnxruntime's CPU EP does the same;
+- EyeLike's k and Trilu's k are narrowed to int32 without clamping (k = 2^40 acts as 0), and a
+  lower Trilu computes k + 1 in int32, so k = INT32_MAX zeroes everything;
+- Cast to bool is a cast to uint8 followed by a clip to [0, 1]: fractions, negatives and NaN come
+  out false. How DML converts out-of-range values to uint8 is not documented; this emulation
+  truncates toward zero and saturates (HLSL's conversion), which is unverified on hardware.
+
+`dml_outputs(model, feeds)` runs the model on onnx.reference with those operators replaced and
+says which deviation changed which node's result."""
+from __future__ import annotations
+
+import numpy as np
+
+import onnx
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_cast import cast_to
+
+INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
+
+NAMES = {
+    "scalar_nonzero": "DML EP deviation: a scalar NonZero gives [1, N] (ONNX says [0, N])",
+    "eyelike_k": "DML EP deviation: EyeLike's k is narrowed to int32",
+    "trilu_k": "DML EP deviation: Trilu's k is narrowed to int32",
+    "trilu_k_overflow": "DML EP deviation: a lower Trilu at k = INT32_MAX computes k + 1 in int32 and zeroes everything",
+    "cast_bool_clip": "DML EP deviation: Cast to bool is a cast to uint8 clipped to [0, 1] (fractions, negatives and "
+                      "NaN give false)",
+}
+
+
+def int32(k: int) -> int:
+    """k narrowed as gsl::narrow_cast<int32_t> does: the low 32 bits, two's complement."""
+    return int(np.array(k, np.int64).astype(np.int32))
+
+
+def _band(shape, low: "int | None", high: "int | None") -> np.ndarray:
+    """True where low <= col - row <= high (None: unbounded), over the last two axes."""
+    rows, cols = shape[-2], shape[-1]
+    d = np.arange(cols)[None, :] - np.arange(rows)[:, None]
+    keep = np.ones((rows, cols), bool)
+    if low is not None:
+        keep &= d >= low
+    if high is not None:
+        keep &= d <= high
+    return np.broadcast_to(keep, shape)
+
+
+def _ops(fired: "list[tuple[str, str]]"):
+    """onnx.reference operators with the DML EP's semantics; each appends (deviation, detail) to
+    `fired` when its answer differs from ONNX's."""
+
+    class NonZero(OpRun):
+        op_domain = ""
+
+        def _run(self, x):
+            if np.ndim(x) == 0:
+                fired.append(("scalar_nonzero", ""))
+                return (np.zeros((1, int(bool(x))), np.int64),)
+            return (np.array(np.nonzero(x), dtype=np.int64),)
+
+    class EyeLike(OpRun):
+        op_domain = ""
+
+        def _run(self, x, dtype=None, k=None):
+            k = 0 if k is None else int(k)
+            narrow = int32(k)
+            out_type = onnx.helper.tensor_dtype_to_np_dtype(dtype) if dtype else x.dtype
+            out = _band(x.shape, narrow, narrow).astype(out_type)
+            if narrow != k and not np.array_equal(out, _band(x.shape, k, k).astype(out_type)):
+                fired.append(("eyelike_k", f"k {k} acts as {narrow}"))
+            return (out,)
+
+    class Trilu(OpRun):
+        op_domain = ""
+
+        def _run(self, x, k=None, upper=None):
+            k = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
+            upper = 1 if upper is None else int(upper)
+            narrow = int32(k)
+            if upper:
+                keep, onnx_keep = _band(x.shape, narrow, None), _band(x.shape, k, None)
+            elif narrow == INT32_MAX:
+                keep, onnx_keep = np.zeros(x.shape, bool), _band(x.shape, None, k)   # k + 1 wraps to INT32_MIN
+            else:
+                keep, onnx_keep = _band(x.shape, None, narrow), _band(x.shape, None, k)
+            out = np.where(keep, x, np.zeros((), x.dtype)).astype(x.dtype)
+            if not np.array_equal(keep, onnx_keep):
+                fired.append(("trilu_k_overflow", "") if not upper and narrow == INT32_MAX
+                             else ("trilu_k", f"k {k} acts as {narrow}"))
+            return (out,)
+
+    class Cast(OpRun):
+        op_domain = ""
+
+        def _run(self, x, to=None, saturate=None, round_mode=None):
+            if to != onnx.TensorProto.BOOL or x.dtype == np.bool_:
+                return (cast_to(x, to, saturate if saturate is not None else 1, round_mode or "up"),)
+            values = np.asarray(x)
+            if values.dtype.kind == "f":
+                values = np.where(np.isnan(values), 0, np.trunc(values))
+            as_uint8 = np.clip(values.astype(np.float64), 0, 255)
+            out = np.clip(as_uint8, 0, 1).astype(np.bool_)
+            if not np.array_equal(out, np.asarray(x) != 0):
+                fired.append(("cast_bool_clip", ""))
+            return (out,)
+
+    return [NonZero, EyeLike, Trilu, Cast]
+
+
+def dml_outputs(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]"
+                ) -> "tuple[dict[str, np.ndarray], list[tuple[str, str]]]":
+    """(the outputs the DML EP's lowering gives, the deviations that changed a result on the
+    way: (key of NAMES, detail)). Raises what onnx.reference raises for a model it cannot run."""
+    fired: "list[tuple[str, str]]" = []
+    evaluator = ReferenceEvaluator(model, new_ops=_ops(fired))
+    names = [o.name for o in model.graph.output]
+    values = evaluator.run(None, feeds)
+    return dict(zip(names, values)), fired
+
+
+def describe(fired: "list[tuple[str, str]]") -> str:
+    """One line naming every deviation that fired (in order, once each)."""
+    seen: "dict[str, str]" = {}
+    for key, detail in fired:
+        seen.setdefault(key, detail)
+    return "; ".join(NAMES[key] + (f" ({detail})" if detail else "") for key, detail in seen.items())
+
+
+def recognise(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", name: str, got) -> "str | None":
+    """The named DML EP deviation(s) when `got` (output `name` from the DML EP) is bit for bit the
+    DML EP's documented answer and that answer comes from a deviation; else None."""
+    try:
+        outputs, fired = dml_outputs(model, feeds)
+    except Exception:  # onnx.reference cannot run this model: nothing is recognised, nothing hidden
+        return None
+    want = outputs.get(name)
+    if not fired or want is None or got is None:
+        return None
+    got, want = np.asarray(got), np.asarray(want)
+    if got.dtype != want.dtype or got.shape != want.shape or got.tobytes() != want.tobytes():
+        return None
+    return describe(fired)
+
+
+DML_PROVIDER = "DmlExecutionProvider"
+
+
+def from_dml_ep(backend: str, provider: "str | None") -> bool:
+    """Results of onnxruntime's DML EP: run here (`provider`), or saved by a check / run on
+    Windows and loaded (`saved:ort-dml`, `saved:run-ort-dml`, `saved:ort:DmlExecutionProvider`)."""
+    label = backend.removeprefix("saved:").removeprefix("run-")
+    return provider == DML_PROVIDER or label in ("ort-dml", f"ort:{DML_PROVIDER}")

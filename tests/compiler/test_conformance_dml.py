@@ -1,0 +1,110 @@
+"""The conformance suite and the DML EP: each case carries its predicted DML EP placement, the
+manifest predicts the DML EP's deviations (named) and missing kernels where the DML EP is not
+here, and the runner on Windows compares onnxruntime's own record of who ran each node with the
+prediction. The DML run is simulated here by a backend that answers as the DML EP's lowering does
+(runtime/dml_deviations.py) and reports a chosen assignment."""
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from onnx_dml_lowering.compiler import conformance
+from onnx_dml_lowering.compiler.cli import main
+from onnx_dml_lowering.compiler.conformance_cases import all_cases, dml_ep_cases
+from onnx_dml_lowering.compiler.ep_placement import CPU, DML, REMOVED, predict_placement
+from onnx_dml_lowering.runtime.dml_deviations import NAMES, dml_outputs
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("suite") / "dml"
+    assert main(["conformance", "export", str(directory), "--seeds", "1"]) == 0
+    return directory
+
+
+@pytest.fixture(scope="module")
+def manifest(suite):
+    return json.loads((suite / "manifest.json").read_text())
+
+
+class FakeDml(conformance.Backend):
+    """Answers as the DML EP's lowering does; reports `assignment` as who ran each node."""
+
+    def __init__(self, assignment=None):
+        self.spec, self.no_fallback, self.settings = "ort-dml", False, None
+        self.provider = SimpleNamespace(name=DML, description="DmlExecutionProvider (simulated)")
+        self.assignment = None
+        self._ran = assignment
+
+    def run(self, model, data_sets):
+        names = [o.name for o in model.graph.output]
+        self.assignment = self._ran if self._ran is not None else {n.name: DML for n in model.graph.node}
+        return [[dml_outputs(model, feeds)[0][n] for n in names] for feeds in data_sets], "", []
+
+
+def test_the_dml_ep_cases_are_in_the_suite(manifest):
+    names = {c.name for c in dml_ep_cases(1)}
+    assert names <= set(manifest["cases"])
+    assert len(manifest["cases"]) == len(all_cases(1))
+
+
+def test_every_case_has_its_predicted_placement(manifest):
+    cases = {c.name: c for c in all_cases(1)}
+    for name in ("test_nonzero_int64_rank2", "test_nonzero_float_rank2", "test_cast_float_to_bool",
+                 "test_trilu_float_lower_k2147483647"):
+        predicted = {n["node"]: n["provider"] for n in predict_placement(cases[name].model, None)["nodes"]
+                     if n["provider"] != REMOVED}
+        assert manifest["cases"][name]["dml_ep_placement"] == predicted
+    assert manifest["cases"]["test_nonzero_int64_rank2"]["dml_ep_placement"] == {"nonzero": CPU}
+    assert manifest["cases"]["test_nonzero_float_rank2"]["dml_ep_placement"] == {"nonzero": DML}
+
+
+@pytest.mark.parametrize("case,deviation", [
+    ("test_nonzero_float_rank0", "scalar_nonzero"), ("test_eyelike_float_4x4_k1099511627776", "eyelike_k"),
+    ("test_trilu_float_upper_k2147483648", "trilu_k"), ("test_trilu_float_lower_k2147483647", "trilu_k_overflow"),
+    ("test_cast_float_to_bool", "cast_bool_clip"), ("test_cast_int32_to_bool", "cast_bool_clip")])
+def test_manifest_predicts_each_dml_deviation_by_name(manifest, case, deviation):
+    entry = manifest["providers"][DML]["cases"][case]
+    assert entry["status"] == "deviation" and entry["named"].startswith(NAMES[deviation])
+    assert "predicted, not run" in manifest["providers"][DML]["verified"]
+
+
+def test_no_deviation_is_predicted_where_dml_agrees_or_the_cpu_computes(manifest):
+    dml = manifest["providers"][DML]["cases"]
+    assert "test_eyelike_float_4x4_k2147483648" not in dml     # INT32_MIN: zeros either way
+    assert "test_trilu_float_upper_k1" not in dml
+    assert dml["test_nonzero_double_rank2"]["status"] == "unsupported"   # no kernel in any provider
+    assert "test_nonzero_int64_rank0" not in dml                # on the CPU EP: its own answer
+
+
+def test_runner_names_the_dml_deviation_seen_again(suite, manifest):
+    _, cases = conformance.load(str(suite), "test_cast_float_to_bool")
+    (name, model, sets, expected), = cases
+    outcome = conformance.judge(FakeDml(), name, model, sets, expected, manifest["providers"],
+                                manifest["cases"][name]["dml_ep_placement"])
+    assert outcome.status == "deviation" and outcome.detail.startswith(NAMES["cast_bool_clip"])
+
+
+def test_runner_fails_a_placement_that_differs_from_the_prediction(suite, manifest):
+    _, cases = conformance.load(str(suite), "test_nonzero_float_rank2")
+    (name, model, sets, expected), = cases
+    predicted = manifest["cases"][name]["dml_ep_placement"]
+    good = conformance.judge(FakeDml({"nonzero": DML}), name, model, sets, expected, manifest["providers"], predicted)
+    assert good.status == "pass"
+    bad = conformance.judge(FakeDml({"nonzero": CPU}), name, model, sets, expected, manifest["providers"], predicted)
+    assert bad.status == "fail"
+    assert bad.detail == ("placement differs from the prediction: nonzero predicted on DmlExecutionProvider, "
+                          "ran on CPUExecutionProvider")
+
+
+def test_placement_differences_skip_nodes_the_session_no_longer_has():
+    assert conformance.placement_differences({"a": DML, "b": CPU}, {"a": DML}) == []
+    assert conformance.placement_differences({"a": DML}, {"a": CPU}) == ["a predicted on DmlExecutionProvider, "
+                                                                         "ran on CPUExecutionProvider"]
+
+
+def test_other_backends_ignore_the_dml_placement(suite, manifest, capsys):
+    assert main(["conformance", "run", str(suite), "--filter", "test_cast_*", "--backends", "cpu,ort-cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "[cpu] 2 pass" in out and "[ort-cpu] 2 pass" in out
+    assert manifest["cases"]["test_cast_float_to_bool"]["dml_ep_placement"] == {"cast": DML}

@@ -1,0 +1,233 @@
+"""optimize --for dml: every rewrite is exact (differential against onnx.reference and onnxruntime
+on the original model, over edge values and hypothesis-drawn arrays), each moves what it claims
+to the DML EP in the placement prediction, and the CLI reports it and proves it with --check."""
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx.reference import ReferenceEvaluator
+
+from onnx_dml_lowering.compiler.ep_placement import CPU, DML, predict_placement
+from onnx_dml_lowering.compiler.optimize_dml import downconvert_blockers, optimize_for_dml
+from tests.cli_runner import cli
+
+REAL = Path(__file__).parent.parent / "models" / "real"
+
+
+def vi(name, elem, shape):
+    return h.make_tensor_value_info(name, elem, shape)
+
+
+def model(nodes, inputs, outputs, opset=21):
+    return h.make_model(h.make_graph(nodes, "g", inputs, outputs), opset_imports=[h.make_opsetid("", opset)],
+                        ir_version=10)
+
+
+def run_ort(m, feeds):
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def assert_bit_identical(original, rewritten, feeds, reference=True, ort_original=True):
+    """The rewritten model's outputs on onnxruntime equal the original's on onnxruntime (where it
+    has a kernel for it) and on onnx.reference: dtype, shape and bytes."""
+    pairs = [(run_ort(original, feeds), run_ort(rewritten, feeds))] if ort_original else []
+    if reference:
+        pairs.append((ReferenceEvaluator(original).run(None, feeds), run_ort(rewritten, feeds)))
+    for a, b in pairs:
+        for x, y in zip(a, b):
+            x, y = np.asarray(x), np.asarray(y)
+            assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), (x, y)
+
+
+def providers(m, names):
+    placed = {n["node"]: n["provider"] for n in predict_placement(m, None)["nodes"]}
+    return [placed[n] for n in names]
+
+
+EDGE_FLOATS = np.array([0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.0, 255.0, 256.0, 1e-45, -3.4e38, np.nan, np.inf, -np.inf],
+                       np.float32)
+
+
+# --- NonZero over int64 / uint64 -------------------------------------------------------------
+
+@pytest.mark.parametrize("elem,dtype", [(T.INT64, np.int64), (T.UINT64, np.uint64)])
+@pytest.mark.parametrize("shape", [(0,), (5,), (3, 4), (2, 0, 3), (2, 3, 2)])
+def test_nonzero_64_is_exact_and_moves_to_dml(elem, dtype, shape):
+    m = model([h.make_node("NonZero", ["x"], ["y"], name="nz")], [vi("x", elem, list(shape))],
+              [vi("y", T.INT64, [len(shape), None])])
+    out, rewrites, _ = optimize_for_dml(m)
+    assert [r.kind.split(" ->")[0] for r in rewrites] == ["NonZero over int64 / uint64"]
+    rng = np.random.default_rng(0)
+    values = np.array([0, 1, -1 if dtype == np.int64 else 2**64 - 1, 2**40, 2**62], dtype=dtype)
+    x = rng.choice(values, size=shape).astype(dtype)
+    # onnxruntime's CPU EP has no uint64 NonZero: onnx.reference is the oracle there
+    assert_bit_identical(m, out, {"x": x}, reference=True, ort_original=dtype == np.int64)
+    assert providers(m, ["nz"]) == [CPU if dtype == np.int64 else "none"] and providers(out, ["nz"]) == [DML]
+    assert rewrites[0].before == {"nz": providers(m, ["nz"])[0]} and rewrites[0].after["nz"] == [DML, DML, DML]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(hnp.arrays(np.int64, hnp.array_shapes(min_dims=1, max_dims=3, max_side=5),
+                  elements=st.sampled_from([0, 1, -1, 2**63 - 1, -2**63, 7])))
+def test_nonzero_64_property(x):
+    m = model([h.make_node("NonZero", ["x"], ["y"], name="nz")], [vi("x", T.INT64, list(x.shape))],
+              [vi("y", T.INT64, [x.ndim, None])])
+    out, _, _ = optimize_for_dml(m)
+    assert_bit_identical(m, out, {"x": x}, reference=False)
+
+
+# --- Cast to bool ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("elem,values", [
+    (T.FLOAT, EDGE_FLOATS),
+    (T.FLOAT16, np.array([0.0, -0.0, 0.5, -0.5, 1.0, 255.0, 256.0, 6e-8, -65504.0, np.nan, np.inf], np.float16)),
+    (T.INT32, np.array([0, 1, -1, 255, 256, 2**31 - 1, -2**31], np.int32)),
+    (T.INT64, np.array([0, 1, -1, 256, 2**40, -2**63], np.int64)),
+    (T.UINT8, np.array([0, 1, 2, 255], np.uint8)),
+])
+def test_cast_to_bool_is_exact(elem, values):
+    m = model([h.make_node("Cast", ["x"], ["y"], name="cast", to=T.BOOL)], [vi("x", elem, [len(values)])],
+              [vi("y", T.BOOL, [len(values)])])
+    out, rewrites, _ = optimize_for_dml(m)
+    assert [r.kind.split(" ->")[0] for r in rewrites] == ["Cast to bool"]
+    assert_bit_identical(m, out, {"x": values})
+    assert providers(out, ["cast"]) == [DML]
+
+
+def test_cast_from_double_to_bool_is_left_alone():
+    # DML registers no double Equal: the rewrite would trade a DML node for a CPU one.
+    m = model([h.make_node("Cast", ["x"], ["y"], name="cast", to=T.BOOL)], [vi("x", T.DOUBLE, [3])],
+              [vi("y", T.BOOL, [3])])
+    _, rewrites, _ = optimize_for_dml(m)
+    assert rewrites == []
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(hnp.arrays(np.float32, st.integers(1, 20), elements=st.floats(width=32, allow_nan=True)))
+def test_cast_to_bool_property(x):
+    m = model([h.make_node("Cast", ["x"], ["y"], name="cast", to=T.BOOL)], [vi("x", T.FLOAT, [len(x)])],
+              [vi("y", T.BOOL, [len(x)])])
+    out, _, _ = optimize_for_dml(m)
+    assert_bit_identical(m, out, {"x": x}, reference=False)
+
+
+# --- Equal over bool -------------------------------------------------------------------------
+
+def test_bool_equal_is_the_truth_table_and_moves_to_dml():
+    a = np.array([False, False, True, True])
+    b = np.array([False, True, False, True])
+    m = model([h.make_node("Equal", ["a", "b"], ["y"], name="eq")], [vi("a", T.BOOL, [4]), vi("b", T.BOOL, [4])],
+              [vi("y", T.BOOL, [4])])
+    out, rewrites, _ = optimize_for_dml(m)
+    assert_bit_identical(m, out, {"a": a, "b": b})
+    assert providers(m, ["eq"]) == [CPU] and providers(out, ["eq"]) == [DML]
+    assert rewrites[0].after["eq"] == [DML, DML]
+
+
+# --- EyeLike at opset >= 22 and the opset down-conversion ------------------------------------
+
+def _eye(opset, k, elem=T.FLOAT, dtype=None, extra=()):
+    attrs = {"k": k} if dtype is None else {"k": k, "dtype": dtype}
+    nodes = [h.make_node("ConstantOfShape", ["s"], ["z"], name="zeros",
+                         value=h.make_tensor("v", elem, [1], [0])),
+             h.make_node("EyeLike", ["z"], ["y"], name="eye", **attrs), *extra]
+    out_elem = dtype if dtype is not None else elem
+    outputs = [vi("y", out_elem, ["r", "c"])] + ([vi("n", T.FLOAT, ["r", "c"])] if extra else [])
+    inputs = [vi("s", T.INT64, [2])] + ([vi("x", T.FLOAT, ["r", "c"])] if extra else [])
+    return model(nodes, inputs, outputs, opset)
+
+
+def _rms(opset):
+    # RMSNormalization is new at opset 23: no opset-21 schema, so the model cannot go down to 21.
+    return [h.make_node("RMSNormalization", ["x", "scale"], ["n"], name="rms")]
+
+
+@pytest.mark.parametrize("k", [-5, -1, 0, 1, 3, 2**31, -2**31 - 5, 2**40])
+@pytest.mark.parametrize("shape", [(3, 4), (4, 3), (1, 1), (0, 3)])
+@pytest.mark.parametrize("dtype", [None, T.INT32, T.INT64, T.DOUBLE])
+def test_eyelike_23_rewrite_is_exact_when_the_opset_must_stay(k, shape, dtype):
+    m = _eye(23, k, dtype=dtype, extra=_rms(23))
+    scale = onnx.numpy_helper.from_array(np.ones((1,), np.float32), "scale")
+    m.graph.initializer.append(scale)
+    out, rewrites, notes = optimize_for_dml(m)
+    assert any("opset 23 kept" in n and "rms" in n for n in notes)
+    assert [r.kind.split(" (")[0] for r in rewrites] == ["EyeLike-22"]
+    feeds = {"s": np.array(shape, np.int64), "x": np.ones(shape, np.float32)}
+    assert_bit_identical(m, out, feeds, reference=False)
+    # The EyeLike is on the CPU at opset 23; its replacement (Expand, Trilu, Trilu, Where) on DML.
+    assert providers(m, ["eye"]) == [CPU]
+    assert set(rewrites[0].after["eye"]) == {DML}
+
+
+@pytest.mark.parametrize("k", [-2, 0, 1, 2**33])
+def test_opset_22_goes_down_to_21_exactly(k):
+    m = _eye(22, k)
+    out, rewrites, notes = optimize_for_dml(m)
+    assert notes == [] and [r.kind.split(" ->")[0] for r in rewrites] == ["opset 22"]
+    assert {o.domain: o.version for o in out.opset_import}[""] == 21
+    assert_bit_identical(m, out, {"s": np.array([3, 5], np.int64)})
+    assert providers(m, ["eye"]) == [CPU] and providers(out, ["eye"]) == [DML]
+
+
+def test_downconversion_blockers_name_the_node():
+    m = model([h.make_node("Cast", ["x"], ["y"], name="c", to=T.FLOAT, round_mode="up")],
+              [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT, [2])], 25)
+    blockers = downconvert_blockers(m)
+    assert blockers and "c (Cast)" in blockers[0] and "round_mode" in blockers[0]
+
+
+# --- the command, and the real exports --------------------------------------------------------
+
+def masks22_model():
+    """README's `masks22.onnx`: a NonZero over int64, a float mask cast to bool, a bool Equal and
+    an EyeLike, at opset 22."""
+    nodes = [h.make_node("NonZero", ["x"], ["nz"], name="nz"),
+             h.make_node("Cast", ["f"], ["fb"], name="castb", to=T.BOOL),
+             h.make_node("Equal", ["fb", "b"], ["eq"], name="beq"),
+             h.make_node("EyeLike", ["f"], ["eye"], name="eye", k=1)]
+    return model(nodes, [vi("x", T.INT64, [3, 4]), vi("f", T.FLOAT, [3, 4]), vi("b", T.BOOL, [3, 4])],
+                 [vi("nz", T.INT64, [2, None]), vi("eq", T.BOOL, [3, 4]), vi("eye", T.FLOAT, [3, 4])], 22)
+
+
+def test_cli_reports_each_rewrite_and_checks_as_readme_shows(tmp_path, capsys, monkeypatch):
+    onnx.save(masks22_model(), str(tmp_path / "masks22.onnx"))
+    monkeypatch.chdir(tmp_path)
+    readme = (Path(__file__).parent.parent.parent / "README.md").read_text()
+    command = "$ dml-lower optimize masks22.onnx -o masks21.onnx --for dml --check\n"
+    shown = readme.split(command, 1)[1].split("\n\n", 1)[0]
+    shown = "\n".join(line[4:] for line in shown.splitlines()) + "\n"
+    code, out, err = cli(command[2:].split()[1:], capsys)
+    assert code == 0, err
+    assert out == shown
+    assert "eye: CPUExecutionProvider -> DmlExecutionProvider" in out
+    assert "nz: CPUExecutionProvider -> DmlExecutionProvider (Equal nz_equal + Not nz_not + NonZero nz)" in out
+    assert "check: bit-identical on onnxruntime CPU" in out
+
+
+def test_cli_for_dml_refuses_generator_options(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(_eye(21, 0), str(path))
+    code, _, err = cli(["optimize", path, "-o", tmp_path / "o.onnx", "--for", "dml", "--min-bytes", "5"], capsys)
+    assert code == 2 and "--for dml" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["gpt2.torchscript.onnx", "bert.dynamo.onnx", "t5_encoder.torchscript.onnx",
+                                  "llama.torchscript.onnx"])
+def test_real_exports_stay_bit_identical_and_nothing_leaves_dml(name, tmp_path, capsys):
+    code, out, err = cli(["optimize", REAL / name, "-o", tmp_path / "o.onnx", "--for", "dml", "--check"], capsys)
+    assert code == 0, err
+    assert "check: bit-identical on onnxruntime CPU" in out
+    optimized = onnx.load(str(tmp_path / "o.onnx"))
+    _, rewrites, _ = optimize_for_dml(onnx.load(str(REAL / name)), str(REAL))
+    assert rewrites, "each of these exports casts its attention mask to bool"
+    for r in rewrites:
+        for node in r.nodes:
+            assert r.before[node] != DML or set(r.after[node]) == {DML}, (node, r.after[node])
+    assert len(optimized.graph.node) > 0

@@ -1,0 +1,124 @@
+"""The DML EP's own deviations (DML_EP_PLACEMENT.md §5c) are emulated, named, and recognised in
+a check of DML EP results (here: results saved on Windows and loaded with --load-outputs) only
+when the answer is bit for bit the DML EP's; any other difference stays a MISMATCH."""
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx.reference import ReferenceEvaluator
+
+from onnx_dml_lowering.runtime.dml_deviations import NAMES, dml_outputs, from_dml_ep, int32, recognise
+from tests.cli_runner import cli
+
+
+def single(node, inputs, outputs, opset=14, inits=()):
+    return h.make_model(h.make_graph([node], "g", inputs, outputs, list(inits)),
+                        opset_imports=[h.make_opsetid("", opset)], ir_version=8)
+
+
+def vi(name, elem, shape):
+    return h.make_tensor_value_info(name, elem, shape)
+
+
+def trilu(k, upper, shape=(3, 4)):
+    return single(h.make_node("Trilu", ["x", "k"], ["y"], upper=upper), [vi("x", T.FLOAT, list(shape))],
+                  [vi("y", T.FLOAT, list(shape))], inits=[onnx.numpy_helper.from_array(np.array(k, np.int64), "k")])
+
+
+@pytest.mark.parametrize("k,upper,deviation", [
+    (0, 1, None), (1, 0, None), (-2, 1, None), (2**31 - 2, 0, None),
+    (2**31, 1, "trilu_k"),            # INT32_MIN: keeps everything, ONNX keeps nothing
+    (2**40, 1, "trilu_k"),            # 0
+    (-2**40, 0, "trilu_k"),           # 0
+    (2**31 - 1, 0, "trilu_k_overflow"),
+    (2**32 + 1, 1, "trilu_k"),        # 1: keeps the upper triangle, ONNX keeps nothing
+])
+def test_trilu_k_narrowing(k, upper, deviation):
+    m = trilu(k, upper)
+    x = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    outputs, fired = dml_outputs(m, {"x": x})
+    onnx_answer = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    assert [f[0] for f in fired] == ([deviation] if deviation else [])
+    assert np.array_equal(outputs["y"], onnx_answer) == (deviation is None)
+    if deviation == "trilu_k":        # the DML answer is ONNX's at the narrowed k
+        narrowed = ReferenceEvaluator(trilu(int32(k), upper)).run(None, {"x": x})[0]
+        assert np.array_equal(outputs["y"], narrowed)
+
+
+@pytest.mark.parametrize("k", [0, 1, -3, 2**31, 2**40, -2**40, 2**32 + 1])
+def test_eyelike_k_narrowing(k):
+    m = single(h.make_node("EyeLike", ["x"], ["y"], k=k), [vi("x", T.FLOAT, [3, 5])], [vi("y", T.FLOAT, [3, 5])], 13)
+    x = np.zeros((3, 5), np.float32)
+    outputs, fired = dml_outputs(m, {"x": x})
+    onnx_answer = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    narrowed = np.eye(3, 5, int32(k), dtype=np.float32)
+    assert np.array_equal(outputs["y"], narrowed)
+    assert bool(fired) == (not np.array_equal(narrowed, onnx_answer))
+
+
+def test_cast_to_bool_clips():
+    m = single(h.make_node("Cast", ["x"], ["y"], to=T.BOOL), [vi("x", T.FLOAT, [9])], [vi("y", T.BOOL, [9])], 13)
+    x = np.array([0.0, -0.0, 0.5, -0.5, 1.0, 2.5, -3.0, np.nan, np.inf], np.float32)
+    outputs, fired = dml_outputs(m, {"x": x})
+    assert outputs["y"].tolist() == [False, False, False, False, True, True, False, False, True]
+    assert fired == [("cast_bool_clip", "")]
+    _, fired = dml_outputs(m, {"x": np.array([0, 1, 2, 0, 5, 1, 0, 3, 1], np.float32)})
+    assert fired == []                 # whole non-negative values: DML agrees with ONNX
+
+
+def test_scalar_nonzero():
+    m = single(h.make_node("NonZero", ["x"], ["y"]), [vi("x", T.FLOAT, [])], [vi("y", T.INT64, [None, None])], 13)
+    outputs, fired = dml_outputs(m, {"x": np.array(3.0, np.float32)})
+    assert outputs["y"].shape == (1, 1) and fired == [("scalar_nonzero", "")]
+
+
+def test_recognise_only_the_exact_dml_answer():
+    m = trilu(2**31 - 1, 0)
+    x = np.ones((3, 4), np.float32)
+    assert recognise(m, {"x": x}, "y", np.zeros((3, 4), np.float32)) == NAMES["trilu_k_overflow"]
+    assert recognise(m, {"x": x}, "y", np.full((3, 4), 2.0, np.float32)) is None
+    assert recognise(trilu(1, 1), {"x": x}, "y", np.zeros((3, 4), np.float32)) is None   # nothing deviates
+
+
+@pytest.mark.parametrize("backend,provider,expected", [
+    ("ort-dml", "DmlExecutionProvider", True), ("ort:X", "DmlExecutionProvider", True),
+    ("saved:ort-dml", None, True), ("saved:run-ort-dml", None, True),
+    ("saved:ort:DmlExecutionProvider", None, True), ("ort-cpu", "CPUExecutionProvider", False),
+    ("saved:ort-cpu", None, False), ("cpu", None, False)])
+def test_from_dml_ep(backend, provider, expected):
+    assert from_dml_ep(backend, provider) is expected
+
+
+def _saved_dml_check(tmp_path, capsys, saved_value):
+    """check --load-outputs of results a check on Windows saved for ort-dml (made here from an
+    ort-cpu save of the same feeds, its entry renamed and its value replaced)."""
+    m = single(h.make_node("Cast", ["x"], ["y"], to=T.BOOL, name="cast"), [vi("x", T.FLOAT, [5])],
+               [vi("y", T.BOOL, [5])], 13)
+    onnx.save(m, str(tmp_path / "cast.onnx"))
+    np.savez(tmp_path / "in.npz", x=np.array([0, 0.5, -1, np.nan, 2], np.float32))
+    code, _, err = cli(["check", tmp_path / "cast.onnx", "--backends", "ort-cpu", "--inputs", tmp_path / "in.npz",
+                        "--save-outputs", tmp_path / "s.npz"], capsys)
+    assert code == 0, err
+    saved = dict(np.load(tmp_path / "s.npz"))
+    del saved["ort-cpu:y"]
+    saved["ort-dml:y"] = saved_value
+    np.savez(tmp_path / "dml.npz", **saved)
+    code, out, err = cli(["check", tmp_path / "cast.onnx", "--backends", "cpu", "--inputs", tmp_path / "in.npz",
+                          "--load-outputs", tmp_path / "dml.npz", "--json", tmp_path / "r.json"], capsys)
+    report = json.loads((tmp_path / "r.json").read_text())
+    result = next(o for b in report["backends"] if b["backend"] == "saved:ort-dml" for o in b["outputs"])
+    return code, out, result
+
+
+def test_check_names_a_saved_dml_answer_as_its_deviation(tmp_path, capsys):
+    code, out, result = _saved_dml_check(tmp_path, capsys, np.array([False, False, False, False, True]))
+    assert result["status"] == "deviation" and result["detail"] == NAMES["cast_bool_clip"]
+    assert code == 0 and "DML EP deviation: Cast to bool" in out
+
+
+def test_check_keeps_any_other_difference_a_mismatch(tmp_path, capsys):
+    code, _, result = _saved_dml_check(tmp_path, capsys, np.array([True, False, False, False, True]))
+    assert result["status"] == "mismatch" and code == 1

@@ -16,6 +16,8 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.runtime.weights import is_lazy, lifted, resolve_external, tensor_array
 
+from .opsets import check_opsets
+
 ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
 
 # protobuf cannot serialise a message past 2 GB, and the checker and shape inference serialise.
@@ -32,6 +34,7 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
                                 "and pass the path")
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
+        check_opsets(copy)
         return copy
     if isinstance(model, (bytes, bytearray)):
         what, data, base = "model bytes", bytes(model), None
@@ -56,6 +59,7 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
         raise DmlLowerError(f"{what} is not an ONNX model (protobuf parse failed: {first_line(exc)})") from None
     if not proto.graph.node and not proto.graph.output and not proto.opset_import:
         raise DmlLowerError(f"{what} is not an ONNX model (no graph, no opset import)")
+    check_opsets(proto)
     if base is not None:
         # Large initializers stay in their files (memory-mapped when read); the rest is loaded.
         resolve_external(proto, base, what)

@@ -14,7 +14,7 @@ from onnx import helper, shape_inference
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
-from onnx_dml_lowering.runtime.weights import is_lazy, lifted, resolve_external, tensor_array
+from onnx_dml_lowering.runtime.weights import is_lazy, lifted, resolve_external, split_initializers, tensor_array
 
 from .opsets import check_opsets
 
@@ -94,6 +94,22 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
         onnx.checker.check_model(checked)
     except onnx.checker.ValidationError as exc:
         raise DmlLowerError(_explain_checker(model, ' '.join(str(exc).split()))) from None
+    # onnx's inference reads every initializer as a constant, those that are also graph inputs
+    # too (ConstantOfShape, Reshape, Range and data propagation take their values, so a default
+    # [3, 3] sized values a feed of [2, 5] replaces): it sees them as the plain inputs they are,
+    # declared type and shape only, and the defaults go back after.
+    inputs = {vi.name for vi in model.graph.input}
+    if not any(t.name in inputs for t in model.graph.initializer):
+        return _infer(model)
+    bare, defaults = split_initializers(model, lambda t: t.name in inputs)
+    inferred = _infer(bare)
+    del bare
+    inferred.graph.initializer.extend(defaults)
+    return inferred
+
+
+def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Strict shape inference with data propagation, as check_and_infer says."""
     # Data propagation makes a shape of every rank-1 value it derives, one entry per element: a
     # large weight flattened and then gathered from took 24 GB (onnx 1.23). Shape values are small,
     # so where an initializer that large exists, a plain pass comes first and data propagation runs

@@ -16,3 +16,9 @@ def first_line(exc: BaseException) -> str:
     """The first non-blank line of a third-party exception's message (or its type's name)."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     return lines[0] if lines else type(exc).__name__
+
+
+class ModelContradiction(DmlLowerError):
+    """The model's declarations contradict what it computes (a value_info shape the values do not
+    have): the model's fault, not a backend's, so `check` refuses the model (exit 2) instead of
+    reporting one backend's ERROR."""

@@ -216,8 +216,13 @@ class Idiom:
 
     def build(self, found: Found, shapes: Mapping[str, tuple], values: Mapping[str, Any],
               level: FeatureLevel) -> "Union[Graph, Declined]":
-        """rewrite on the concrete sizes and values, verified against the level's tables."""
-        return verified(lambda: self.rule.rewrite(Fragment(found, shapes, values, level), **found.bindings))
+        """rewrite on the concrete sizes and values, verified against the level's tables; the
+        fragment records the input shapes it was built for (Graph.built_shapes)."""
+        result = verified(lambda: self.rule.rewrite(Fragment(found, shapes, values, level), **found.bindings))
+        if isinstance(result, Graph):
+            for name, shape in shapes.items():
+                result.built_shapes.setdefault(name, (tuple(shape), found.nodes[0]))
+        return result
 
 
 def missing_operator(operators: "tuple[str, ...]", level: FeatureLevel) -> "str | None":

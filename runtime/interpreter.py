@@ -87,8 +87,10 @@ class Interpreter:
         declared or inferred one): another shape, even of the same element count, would be read
         through the wrong descriptors and give a wrong answer silently."""
         built = self.graph.built_shapes
-        for name, value in tensors.items():
-            expected = built.get(name)
+        # Whichever is smaller is walked: a model's feeds hold every weight, a region hands back few.
+        names = tensors if len(tensors) < len(built) else [n for n in built if n in tensors]
+        for name in names:
+            expected, value = built.get(name), tensors[name]
             if expected is not None and tuple(np.shape(value)) != expected[0]:
                 shape, node = expected
                 raise ModelContradiction(

@@ -102,20 +102,21 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     if not any(t.name in inputs for t in model.graph.initializer):
         return _infer(model)
     bare, defaults = split_initializers(model, lambda t: t.name in inputs)
-    inferred = _infer(bare)
+    inferred = _infer(bare, defaults)
     del bare
     inferred.graph.initializer.extend(defaults)
     return inferred
 
 
-def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Strict shape inference with data propagation, as check_and_infer says."""
+def _infer(model: onnx.ModelProto, defaults: "list[onnx.TensorProto]" = ()) -> onnx.ModelProto:
+    """Strict shape inference with data propagation, as check_and_infer says; `defaults`, the
+    initializers taken out as plain inputs, still count as large values below."""
     # Data propagation makes a shape of every rank-1 value it derives, one entry per element: a
     # large weight flattened and then gathered from took 24 GB (onnx 1.23). Shape values are small,
     # so where an initializer that large exists, a plain pass comes first and data propagation runs
     # only when no rank-1 value is that large.
     try:
-        if any(math.prod(t.dims) > DATA_PROP_ELEMENTS for t in model.graph.initializer):
+        if any(math.prod(t.dims) > DATA_PROP_ELEMENTS for t in [*model.graph.initializer, *defaults]):
             plain = shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
             if _large_flat_value(plain):
                 return plain

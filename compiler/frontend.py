@@ -16,10 +16,12 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.runtime.inline_weights import parse_without_weights
-from onnx_dml_lowering.runtime.weights import is_lazy, lifted, no_external, resolve_external, tensor_array
+from onnx_dml_lowering.runtime.weights import (is_lazy, lifted, no_external, resolve_external, split_initializers,
+                                               tensor_array)
 
 from .body_names import distinct_body_names, restore_names
 from .onnx_errors import onnx_message
+from .opsets import check_opsets
 
 ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
 
@@ -38,16 +40,19 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
         no_external(copy, "model", own_marks=True)
+        check_opsets(copy)
         return copy
     if isinstance(model, (bytes, bytearray)):
         proto = _parse("model bytes", bytes(model))
         no_external(proto, "model bytes")
+        check_opsets(proto)
         return proto
     path = Path(model)
     what = f"model file {str(model)!r}"
     regular_size(path, what)
     # Large inline weights are left in the file like external ones (runtime.inline_weights).
     proto = _without_inline_weights(path) or _parse(what, read_regular_file(path, what))
+    check_opsets(proto)
     # Large initializers stay in their files (memory-mapped when read); the rest is loaded.
     resolve_external(proto, str(path.parent), what)
     return proto
@@ -59,7 +64,9 @@ def load_stored(path: "str | os.PathLike") -> onnx.ModelProto:
     inline_weights.in_model_file): read as load_model reads the file, nothing else."""
     what = f"model file {str(path)!r}"
     regular_size(Path(path), what)
-    return _without_inline_weights(Path(path)) or _parse(what, read_regular_file(Path(path), what))
+    proto = _without_inline_weights(Path(path)) or _parse(what, read_regular_file(Path(path), what))
+    check_opsets(proto)
+    return proto
 
 
 def _parse(what: str, data: bytes) -> onnx.ModelProto:
@@ -144,6 +151,23 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
         onnx.checker.check_model(checked)
     except onnx.checker.ValidationError as exc:
         raise DmlLowerError(_explain_checker(model, onnx_message(exc))) from None
+    # onnx's inference reads every initializer as a constant, those that are also graph inputs
+    # too (ConstantOfShape, Reshape, Range and data propagation take their values, so a default
+    # [3, 3] sized values a feed of [2, 5] replaces): it sees them as the plain inputs they are,
+    # declared type and shape only, and the defaults go back after.
+    inputs = {vi.name for vi in model.graph.input}
+    if not any(t.name in inputs for t in model.graph.initializer):
+        return _infer(model)
+    bare, defaults = split_initializers(model, lambda t: t.name in inputs)
+    inferred = _infer(bare, defaults)
+    del bare
+    inferred.graph.initializer.extend(defaults)
+    return inferred
+
+
+def _infer(model: onnx.ModelProto, defaults: "list[onnx.TensorProto]" = ()) -> onnx.ModelProto:
+    """Strict shape inference with data propagation, as check_and_infer says; `defaults`, the
+    initializers taken out as plain inputs, still count as large values below."""
     # Data propagation makes a shape of every rank-1 value it derives, one entry per element: a
     # large weight flattened and then gathered from took 24 GB (onnx 1.23). Shape values are small,
     # so where an initializer that large exists, a plain pass comes first and data propagation runs
@@ -152,7 +176,7 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     # reuse a name (an If's two decoders) collide, so they get distinct names for the passes.
     restore = distinct_body_names(model)
     try:
-        if any(math.prod(t.dims) > DATA_PROP_ELEMENTS for t in model.graph.initializer):
+        if any(math.prod(t.dims) > DATA_PROP_ELEMENTS for t in [*model.graph.initializer, *defaults]):
             plain = shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
             if _large_flat_value(plain):
                 restore_names(plain, restore)

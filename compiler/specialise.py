@@ -114,7 +114,8 @@ def specialise(compiled: CompiledModel, dims: "dict[str, int]") -> dict:
     as for random feeds); the JSON `compile --json` writes under "specialised"."""
     from onnx_dml_lowering.runtime.feeds import zero_feeds
     deferred = [s for s in compiled.graph.steps if isinstance(s, LowerAtRunTime)]
-    free = [vi.name for vi in compiled.inputs]
+    # Defaults a feed may replace are as free as any input: never specialised at the stored value.
+    free = [vi.name for vi in compiled.inputs + compiled.optional_inputs]
     values, shapes = data_dependence(compiled.model.graph, free)
     feeds = zero_feeds(compiled.inputs, dims=dims)
     session = compiled.session("cpu")

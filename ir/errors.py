@@ -82,3 +82,9 @@ def first_line(exc: BaseException) -> str:
     through brief (no source locations, at most BRIEF_LIMIT characters, cut between words)."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     return brief(lines[0]) if lines else type(exc).__name__
+
+
+class ModelContradiction(DmlLowerError):
+    """The model's declarations contradict what it computes (a value_info shape the values do not
+    have): the model's fault, not a backend's, so `check` refuses the model (exit 2) instead of
+    reporting one backend's ERROR."""

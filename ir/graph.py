@@ -46,6 +46,10 @@ class Graph:
     steps: "list[Step]" = field(default_factory=list)
     inputs: "list[str]" = field(default_factory=list)     # host tensors the graph consumes
     outputs: "list[str]" = field(default_factory=list)    # host tensors the graph produces
+    # Host tensor -> (the shape its steps were built for, the ONNX node built): a static lowering
+    # took the shape the model declares, and a value of another shape (same element count or not)
+    # would be read through the wrong descriptors, so the runtime refuses it.
+    built_shapes: "dict[str, tuple[tuple[int, ...], str]]" = field(default_factory=dict)
 
     # -- building -------------------------------------------------------------------------
     def add_buffer(self, name: str, nbytes: int, symbols: "tuple[str, ...]" = ()) -> Buffer:
@@ -73,6 +77,8 @@ class Graph:
         for view in other.views.values():
             self.add_view(view.name, view.buffer, view.desc, view.offset)
         self.steps.extend(other.steps)
+        for name, built in other.built_shapes.items():
+            self.built_shapes.setdefault(name, built)
 
     # -- queries ----------------------------------------------------------------------------
     def descs(self) -> "dict[str, TensorDesc]":

@@ -78,6 +78,8 @@ def graph_to_dict(graph: Graph) -> dict:
         "views": [{"name": v.name, "buffer": v.buffer, "offset": v.offset, "desc": desc_to_dict(v.desc)}
                   for v in graph.views.values()],
         "steps": [step_to_dict(s) for s in graph.steps],
+        "built_shapes": {name: {"shape": list(shape), "node": node}
+                         for name, (shape, node) in graph.built_shapes.items()},
     }
 
 
@@ -91,6 +93,8 @@ def graph_from_dict(data: dict) -> Graph:
         for v in data["views"]:
             graph.views[v["name"]] = View(v["name"], v["buffer"], desc_from_dict(v["desc"]), v.get("offset", 0))
         graph.steps = [step_from_dict(s) for s in data["steps"]]
+        graph.built_shapes = {name: (tuple(int(d) for d in b["shape"]), str(b["node"]))
+                              for name, b in data.get("built_shapes", {}).items()}
     except (KeyError, TypeError) as exc:
         raise DmlLowerError(f"malformed graph JSON: missing or wrong field {exc}") from None
     return graph

@@ -40,12 +40,46 @@ def clamp_band(begin: int, end: int, rows: int, cols: int) -> "tuple[int, int]":
     return max(lo, min(begin, hi)), max(lo, min(end, hi))
 
 
+def band_operator(onnx_type: int, value: Any, single: bool, level: FeatureLevel) -> "str | Declined":
+    """The operator emit_band generates a band with (DIAGONAL_MATRIX for one diagonal whose value
+    FLOAT32 holds exactly, in a type its table has at `level`; else DIAGONAL_MATRIX1), or why
+    neither fits. Sizes play no part, so an idiom's check asks it before any size is known."""
+    dtype = from_onnx(onnx_type)
+    if dtype is None:
+        return Declined(f"output type {onnx_type_name(onnx_type)} has no DirectML equivalent")
+    plain = DIAGONAL_MATRIX.row(level)
+    plain_fits = plain is not None and dtype in plain.tensors["OutputTensor"].types
+    if single and plain_fits and float32_exact(value, onnx_type):
+        return DIAGONAL_MATRIX.name
+    row = DIAGONAL_MATRIX1.row(level)
+    if row is None:
+        if not single:
+            why = "a band wider than one diagonal"
+        elif not plain_fits:
+            why = f"output type {onnx_type_name(onnx_type)} ({dtype.name}) on DIAGONAL_MATRIX at {level}"
+        else:
+            why = f"Value {value!r}, which FLOAT32 cannot hold exactly,"
+        return Declined(f"{why} needs DIAGONAL_MATRIX1 (feature level 5_1; target {level})")
+    if dtype not in row.tensors["OutputTensor"].types:
+        return Declined(f"output type {onnx_type_name(onnx_type)} ({dtype.name}) is not supported by "
+                        f"DIAGONAL_MATRIX1 at {level}")
+    return DIAGONAL_MATRIX1.name
+
+
+def band_reason(onnx_type: int, value: Any, single: bool, level: FeatureLevel) -> "str | None":
+    """band_operator's reason to decline, or None: what a band idiom's check returns."""
+    operator = band_operator(onnx_type, value, single, level)
+    return operator.reason if isinstance(operator, Declined) else None
+
+
 def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[int, ...]",
               begin: int, end: int, value: Any, level: FeatureLevel,
-              inverted: bool = False) -> "Union[Graph, Declined]":
+              inverted: bool = False, plain: bool = True) -> "Union[Graph, Declined]":
     """Generate `y` of `shape` ([..., rows, cols]): Value on diagonals x - y in [begin, end)
     (outside it when `inverted`), 0 elsewhere. Bounds may be any Python ints. The caller has
-    declared `y` among the graph's outputs (a Fragment does)."""
+    declared `y` among the graph's outputs (a Fragment does). plain=False keeps a band that
+    happens to be one diagonal on DIAGONAL_MATRIX1: the operator its rule reported before the
+    sizes were known."""
     dtype = from_onnx(onnx_type)
     if dtype is None:
         return Declined(f"output type {onnx_type_name(onnx_type)} has no DirectML equivalent")
@@ -54,10 +88,11 @@ def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[
         return graph
     rows, cols = shape[-2:]
     batch = product(shape[:-2])
-    single = not inverted and end == begin + 1
-    plain = DIAGONAL_MATRIX.row(level)
-    plain_fits = plain is not None and dtype in plain.tensors["OutputTensor"].types
-    if single and float32_exact(value, onnx_type) and plain_fits:
+    single = plain and not inverted and end == begin + 1
+    operator = band_operator(onnx_type, value, single, level)
+    if isinstance(operator, Declined):
+        return operator
+    if operator == DIAGONAL_MATRIX.name:
         begin, _ = clamp_band(begin, end, rows, cols)
         if not INT32_MIN <= begin <= INT32_MAX:
             return Declined(f"diagonal {begin} of a {rows}x{cols} matrix does not fit the 32-bit Offset")
@@ -66,15 +101,6 @@ def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[
         view = _output(graph, names, dtype, sizes)
         graph.add(DiagonalMatrix(view, begin, float(np.float32(np.array(value, onnx_to_numpy(onnx_type))))))
     else:
-        row = DIAGONAL_MATRIX1.row(level)
-        if row is None:
-            if not single:
-                why = "a band wider than one diagonal"
-            elif not plain_fits:
-                why = f"output type {onnx_type_name(onnx_type)} ({dtype.name}) on DIAGONAL_MATRIX at {level}"
-            else:
-                why = f"Value {value!r}, which FLOAT32 cannot hold exactly,"
-            return Declined(f"{why} needs DIAGONAL_MATRIX1 (feature level 5_1; target {level})")
         begin, end = clamp_band(begin, end, rows, cols)
         if not inverted and begin <= -(rows - 1):
             begin = INT32_MIN                  # every diagonal from the first: an open bound

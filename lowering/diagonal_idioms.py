@@ -10,7 +10,7 @@ from onnx_dml_lowering.ir import Graph
 from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, ONNX_FLOAT, from_onnx, numpy_to_onnx
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
-from .diagonal import emit_band, find_band
+from .diagonal import band_reason, emit_band, find_band
 from .eyelike import output_type
 from .match import (Decline, Declined, Found, Fragment, GraphView, IdiomRule, Match, constant_ints,
                     constant_scalar, register_idiom, sole_consumer, sole_producer)
@@ -48,6 +48,9 @@ class EyeLikeOfFill(IdiomRule):
         shape = fill.inputs[0]
         return Found((anchor.name, fill.name), (shape,), (anchor.outputs[0].name,), value_inputs=(shape.name,),
                      shape=shape, out_type=out_type, k=int(anchor.attrs.get("k", 0)))
+
+    def check(self, level: FeatureLevel, shape: TensorInfo, out_type: int, k: int) -> "str | None":
+        return band_reason(out_type, 1, True, level)
 
     def rewrite(self, f: Fragment, shape: TensorInfo, out_type: int, k: int) -> "Union[Graph, Declined]":
         dims = f.dims(shape)
@@ -134,6 +137,10 @@ class EyeFromRanges(IdiomRule):
                      prefix=anchor.name,
                      rows=rows_limit, cols=cols_limit, expand_shape=expand_shape, out_type=out_type)
 
+    def check(self, level: FeatureLevel, rows: TensorInfo, cols: TensorInfo, expand_shape: "TensorInfo | None",
+              out_type: int) -> "str | None":
+        return band_reason(out_type, 1, True, level)
+
     def rewrite(self, f: Fragment, rows: TensorInfo, cols: TensorInfo, expand_shape: "TensorInfo | None",
                 out_type: int) -> "Union[Graph, Declined]":
         dims = (range_length(f.value(rows)), range_length(f.value(cols)))
@@ -186,6 +193,10 @@ class TriluOfFill(IdiomRule):
                      note=f"a triangle generator: the {fill.op_type} is never materialised",
                      shape=shape, k=k, upper=int(anchor.attrs.get("upper", 1)),
                      value=value, value_type=value_type, operand_shape=operand_shape)
+
+    def check(self, level: FeatureLevel, shape: TensorInfo, k: "TensorInfo | None", upper: int, value: Any,
+              value_type: int, operand_shape: "tuple[int, ...]") -> "str | None":
+        return band_reason(value_type, value, False, level)      # a triangle: never one diagonal
 
     def rewrite(self, f: Fragment, shape: TensorInfo, k: "TensorInfo | None", upper: int, value: Any,
                 value_type: int, operand_shape: "tuple[int, ...]") -> "Union[Graph, Declined]":

@@ -16,9 +16,8 @@ import numpy as np
 from onnx_dml_lowering.ir import Graph
 from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, from_onnx, onnx_to_numpy
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
-from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
 
-from .diagonal import emit_band
+from .diagonal import band_reason, emit_band
 from .diagonal_idioms import EYE_FROM_RANGES, broadcast, fill_value
 from .match import (Decline, Declined, Found, Fragment, GraphView, IdiomRule, constant_ints, constant_scalar,
                     register_idiom, sole_consumer)
@@ -477,10 +476,7 @@ class RangeComparisonMask(IdiomRule):
 
     def check(self, level: FeatureLevel, expr: Expr, out_type: int, expand_shape: Any, single: bool,
               covered: "frozenset[str]") -> "str | None":
-        if DIAGONAL_MATRIX1.row(level) is None and not single:
-            return (f"a band of more than one diagonal needs DIAGONAL_MATRIX1 (feature level 5_1; "
-                    f"target {level})")
-        return None
+        return band_reason(out_type, 1, single, level)
 
     def rewrite(self, f: Fragment, expr: Expr, out_type: int, expand_shape: "TensorInfo | None",
                 single: bool, covered: "frozenset[str]") -> "Union[Graph, Declined]":
@@ -520,7 +516,8 @@ class RangeComparisonMask(IdiomRule):
         if band is None:
             raise Decline(f"the mask is no band of diagonals (gaps {sorted(gaps.values())})")
         begin, end, inverted = band
-        return emit_band(f.graph, f.names, f.outputs[0], out_type, full, begin, end, 1, f.level, inverted)
+        return emit_band(f.graph, f.names, f.outputs[0], out_type, full, begin, end, 1, f.level, inverted,
+                         plain=single)
 
 
 RULE = RangeComparisonMask()

@@ -50,6 +50,7 @@ from typing import Any, Callable, Mapping, Protocol, Union
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError, EmptyTensor, FeatureLevel, Graph, verify_graph
+from onnx_dml_lowering.ir.support import OPERATORS
 
 from .node import Names, NodeInfo, TensorInfo
 
@@ -205,13 +206,35 @@ class Idiom:
             return Declined(reason)
         note = self.rule.note if found.note is None else found.note
         operators = self.rule.operators if found.operators is None else found.operators
+        # The placement report names these operators before any build: one the level lacks would
+        # be reported as lowered while the run-time build declines and a fallback does the work.
+        reason = missing_operator(operators, level)
+        if reason:
+            return Declined(reason)
         return Match(self.name, found.nodes, found.inputs, found.outputs, partial(self.build, found),
                      operators, found.value_inputs, note, dict(found.extra))
 
     def build(self, found: Found, shapes: Mapping[str, tuple], values: Mapping[str, Any],
               level: FeatureLevel) -> "Union[Graph, Declined]":
-        """rewrite on the concrete sizes and values, verified against the level's tables."""
-        return verified(lambda: self.rule.rewrite(Fragment(found, shapes, values, level), **found.bindings))
+        """rewrite on the concrete sizes and values, verified against the level's tables; the
+        fragment records the input shapes it was built for (Graph.built_shapes)."""
+        result = verified(lambda: self.rule.rewrite(Fragment(found, shapes, values, level), **found.bindings))
+        if isinstance(result, Graph):
+            for name, shape in shapes.items():
+                result.built_shapes.setdefault(name, (tuple(shape), found.nodes[0]))
+        return result
+
+
+def missing_operator(operators: "tuple[str, ...]", level: FeatureLevel) -> "str | None":
+    """Why a rule emitting `operators` cannot lower at `level`: the first it names that does not
+    exist there (ir.support's tables), else None."""
+    for name in operators:
+        support = OPERATORS.get(name)
+        if support is None:
+            raise ValueError(f"rule names operator {name!r}, which ir.support has no table for")
+        if support.row(level) is None:
+            return f"{name} is not available at feature level {level} (introduced in {support.introduced})"
+    return None
 
 
 IDIOMS: "dict[str, list[Idiom]]" = {}

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.ir.errors import ModelContradiction, first_line
 from onnx_dml_lowering.ir.printer import name_list as node_list
 from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
 
@@ -519,8 +519,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                                                   strict=strict, memory_limit=memory_limit,
                                                   session_settings=session_settings)
                     except DmlLowerError as exc:
-                        if "memory limit" in str(exc):
-                            raise                               # a limit the user set: not a backend's failure
+                        if "memory limit" in str(exc) or isinstance(exc, ModelContradiction):
+                            raise           # a limit the user set, or the model's own fault: not a backend's failure
                         report.error = str(exc)
                         continue
                     finally:

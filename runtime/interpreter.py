@@ -12,6 +12,7 @@ from onnx_dml_lowering.ir import (ClearBuffer, ControlFlow, DiagonalMatrix, Diag
                                   ElementWiseBitAnd, ElementWiseBitOr, ElementWiseIdentity, EmptyTensor, Graph,
                                   LowerAtRunTime, NonZeroCoordinates, OnnxRegion, ReadCount, Step, Upload)
 from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
+from onnx_dml_lowering.ir.errors import ModelContradiction
 
 from . import kernels as numpy_kernels
 from .binding import Bindings, Lifetimes
@@ -46,6 +47,8 @@ class Interpreter:
         """Run every step on host tensors `feeds`; returns the graph's output tensors.
         region_runner runs ONNX regions and run-time lowering (a graph without them needs none)."""
         self.tensors.update(feeds)
+        if self.graph.built_shapes:
+            self._check_built_shapes(feeds)
         self.region_runner = region_runner
         bindings = self.bindings
         level = self.graph.feature_level
@@ -78,6 +81,23 @@ class Interpreter:
             if dies:
                 bindings.retire(index)
         return {name: self.tensors[name] for name in self.graph.outputs}
+
+    def _check_built_shapes(self, tensors: Mapping[str, np.ndarray]) -> None:
+        """Host tensors a static lowering reads must have the shape it was built for (the model's
+        declared or inferred one): another shape, even of the same element count, would be read
+        through the wrong descriptors and give a wrong answer silently."""
+        built = self.graph.built_shapes
+        # Whichever is smaller is walked: a model's feeds hold every weight, a region hands back few.
+        names = tensors if len(tensors) < len(built) else [n for n in built if n in tensors]
+        for name in names:
+            expected, value = built.get(name), tensors[name]
+            if expected is not None and tuple(np.shape(value)) != expected[0]:
+                shape, node = expected
+                raise ModelContradiction(
+                    f"value {name!r} has shape {list(np.shape(value))} when the model runs, but node {node!r} was "
+                    f"lowered for {list(shape)}, the shape the model declares for it (or onnx infers from its "
+                    "declarations): its value_info or input shapes contradict its computation; fix or remove "
+                    "that declaration")
 
     def _track(self, step: Step, fresh: "list[str]") -> None:
         """Carry 'computed without the provider' from what a step reads to what it writes."""
@@ -120,7 +140,10 @@ class Interpreter:
     def onnx(self, step: "OnnxRegion | LowerAtRunTime | ControlFlow") -> None:
         if self.region_runner is None:
             raise DmlLowerError(f"step {step.kind} needs a runner for ONNX regions and run-time lowering")
-        self.tensors.update(self.region_runner(step, self.tensors))
+        produced = self.region_runner(step, self.tensors)
+        if self.graph.built_shapes:
+            self._check_built_shapes(produced)
+        self.tensors.update(produced)
 
     # -- DirectML operators, on the kernel set --------------------------------------------
     def nonzero_coordinates(self, step: NonZeroCoordinates) -> None:

@@ -11,7 +11,7 @@ from onnx import helper as h
 
 from onnx_dml_lowering.ir import ALL_LEVELS
 from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL, from_onnx
-from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
+from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX, DIAGONAL_MATRIX1
 from tests.builders import graph_model, tensor
 from onnx_dml_lowering.compiler import compile_model
 from tests.oracle import assert_outputs_same, differential, reference
@@ -137,9 +137,17 @@ def test_mask_at_every_level(level, m):
             assert entries and all(e.status == "onnx" and "DIAGONAL_MATRIX1 (feature level 5_1" in e.reason
                                    for e in entries)
     else:
+        # One diagonal: DIAGONAL_MATRIX where the level's table takes the mask's type, decided at
+        # match time (never reported lowered while every run-time build falls back).
+        plain = DIAGONAL_MATRIX.row(level)
+        fits = plain is not None and from_onnx(m.cast or T.BOOL) in plain.tensors["OutputTensor"].types
         (entry,) = entries
-        assert entry.status == "lowered"          # decided at run time: lowered or fallen back by the table
-        assert entry.dml_operators == ["DIAGONAL_MATRIX"]
+        assert entry.status == ("lowered" if fits else "onnx"), entry
+        if fits:
+            assert entry.dml_operators == ["DIAGONAL_MATRIX"]
+            assert not any("left to ONNX" in e for e in result.compiled.session("cpu").log)
+        else:
+            assert "DIAGONAL_MATRIX" in entry.reason
 
 
 def test_mask_expanded_over_batch_and_float_ranges():

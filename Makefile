@@ -26,7 +26,7 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
-# Real-size models (GPT-2 124M, BERT-base, a 1.76 GB Llama inline and with external data,
+# Real-size models (GPT-2 124M, BERT-base, a 1.5 GB Llama inline and with external data,
 # Whisper-small, Mask R-CNN R50-FPN, SSDlite320), exported once with random weights into
 # $(REALSIZE) by a venv of their own (torch 2.13 CPU, torchvision, transformers), then measured
 # against onnxruntime: benchmarks/realsize_bench.py. The first run exports for about 15 minutes.

@@ -12,7 +12,7 @@ Models (TorchScript exporter, opset 17, batch and sequence dynamic; Whisper: dyn
   gpt2            GPT-2 124M (GPT2Config defaults), input_ids + attention_mask -> last_hidden_state
   bert            BERT-base (BertConfig defaults), same inputs
   llama           Llama at TinyLlama-1.1B's widths (hidden 2048, 32 heads, 4 KV heads, MLP 5632,
-                  vocab 32000) with 7 of its 22 layers: 1.76 GB of float32 weights, inline
+                  vocab 32000) with 7 of its 22 layers and no LM head: 1.5 GB of float32 weights, inline
   llama_external  the same file with its weights as external data (llama_external.onnx.data)
   whisper_small   Whisper-small encoder-decoder (d_model 768, 12 + 12 layers), input_features +
                   decoder_input_ids -> logits

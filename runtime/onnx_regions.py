@@ -35,12 +35,15 @@ class RegionRunner:
                                    reference_oracle=ReferenceSession)
         self.regions = regions
         self.engines: "dict[str, str]" = {}      # region -> what ran it (and why, for reference)
+        self._regions: "dict[str, Region]" = {}  # step name -> its engine region, made once
 
     def add_region(self, name: str, nodes: "list[onnx.NodeProto]") -> None:
         self.regions.setdefault(name, nodes)
 
     def region(self, step: OnnxRegion) -> Region:
-        return self.engine.region(self.regions[step.name], step.inputs, step.outputs, step.name)
+        if step.name not in self._regions:
+            self._regions[step.name] = self.engine.region(self.regions[step.name], step.inputs, step.outputs, step.name)
+        return self._regions[step.name]
 
     def __call__(self, step: OnnxRegion, tensors: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
         region = self.region(step)

@@ -127,6 +127,7 @@ class Oracle:
         self.semantic = set(semantic_nodes)
         self.forced_reference: "set[str]" = set()   # nodes onnxruntime's CPU provider cannot load
         self.fallbacks: "list[Fallback]" = []
+        self._regions: "dict[tuple, Region]" = {}
         # the oracles of the bodies the host runs, by (control-flow node, attribute)
         self._bodies: "dict[tuple[str, str], Oracle]" = {}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
@@ -252,7 +253,12 @@ class Oracle:
         return [run for run in runs if run.outputs]
 
     def _region(self, nodes, inputs, outputs) -> Region:
-        return self.engine.region(list(nodes), inputs, outputs, "oracle_region")
+        # made once per run of the plan (its identity reads every node's name: slow on protobuf);
+        # the region holds its nodes, so the ids in the key stay theirs
+        key = (tuple(map(id, nodes)), tuple(inputs), tuple(outputs))
+        if key not in self._regions:
+            self._regions[key] = self.engine.region(list(nodes), inputs, outputs, "oracle_region")
+        return self._regions[key]
 
     def _session(self, engine: str, nodes, inputs, outputs):
         return self.engine.session(self._region(nodes, inputs, outputs), ORT if engine == ORT_CPU else engine)

@@ -30,6 +30,7 @@ hold per-side state (a host region's body oracles) and cost little: each engine 
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
@@ -75,6 +76,12 @@ class Region:
     @property
     def node_names(self) -> "list[str]":
         return [n.name for n in self.nodes]
+
+    @functools.cached_property
+    def identity(self) -> tuple:
+        """The sub-model it is, whatever order its lists are in (region_key without the options);
+        made once per region: a region of a large model has thousands of nodes."""
+        return region_key(self.nodes, self.fed, self.embedded, self.outputs, ())[:4]
 
 
 def region_key(nodes: "Iterable[onnx.NodeProto]", fed: "Iterable[str]", embedded: "Iterable[str]",
@@ -218,7 +225,8 @@ class RegionEngine:
                       tuple(n for n in inputs if n in self.inits), tuple(outputs), name)
 
     def key(self, region: Region) -> tuple:
-        return region_key(region.nodes, region.fed, region.embedded, region.outputs, self.providers, self.settings)
+        """region_key of the region on this engine's providers and settings."""
+        return (*region.identity, tuple(self.providers), self.settings)
 
     def submodel(self, region: Region, typed: bool = True) -> onnx.ModelProto:
         """The region as a model of this one's opset, IR version and functions; embedded weights

@@ -12,8 +12,8 @@ Kinds (`check --oracle`):
   node, or that onnxruntime cannot load, runs on the host as ONNX defines it, each body evaluated
   by a hybrid oracle of its own (oracle_control_flow.py), at any depth.
 - "reference": the whole model on onnx.reference (slow, independent of onnxruntime), except an
-  If / Loop / Scan it gets wrong (reference_deviation, at any depth): that one runs on the host as
-  ONNX defines it, its bodies on onnx.reference, and the report names it.
+  If / Loop / Scan it gets wrong (region_engine.reference_gets_wrong, at any depth): that one runs
+  on the host as ONNX defines it, its bodies on onnx.reference, and the report names it.
 - "ort-cpu": the whole model on onnxruntime's CPU provider.
 - a path to an .npz: golden outputs saved elsewhere (`check --save-outputs` on another machine).
 """
@@ -37,7 +37,8 @@ from .control_flow import host_construct
 from .ort_providers import SessionSettings, make_session
 from .weights import reference_evaluator, tensor_array
 from .ort_values import run_session
-from .region_engine import HOST, NO_KERNEL_NODE, ORT, REFERENCE, Region, RegionEngine, SessionCache
+from .region_engine import (HOST, NO_KERNEL_NODE, ORT, REFERENCE, Region, RegionEngine, SessionCache,
+                            reference_gets_wrong)
 from .saved_outputs import load_golden, split_metadata
 
 ORT_CPU = "onnxruntime CPUExecutionProvider"     # the region engine's ORT on the CPU provider
@@ -45,7 +46,7 @@ ORT_CPU = "onnxruntime CPUExecutionProvider"     # the region engine's ORT on th
 # oracles) are the region engine's names.
 SEMANTIC_OPS = frozenset({"NonZero", "EyeLike", "Trilu"})
 ORACLE_KINDS = ("hybrid", "reference", "ort-cpu")
-__all__ = ["NO_KERNEL_NODE", "Oracle", "ReferenceSession", "reference_outputs"]
+__all__ = ["NO_KERNEL_NODE", "Oracle", "ReferenceSession", "reference_gets_wrong", "reference_outputs"]
 
 
 def holds_semantic_op(node: onnx.NodeProto) -> bool:
@@ -53,38 +54,6 @@ def holds_semantic_op(node: onnx.NodeProto) -> bool:
     if node.op_type in SEMANTIC_OPS and node.domain in ("", "ai.onnx"):
         return True
     return any(holds_semantic_op(inner) for body in node_bodies(node) for inner in body.node)
-
-
-def reference_deviation(node: onnx.NodeProto) -> "str | None":
-    """Why onnx.reference (onnx 1.23) must not evaluate this node itself, or None: it gets the node
-    wrong or cannot evaluate it, where the host runs it as ONNX defines it."""
-    if node.domain not in ("", "ai.onnx"):
-        return None
-    if node.op_type == "Loop" and (len(node.input) < 2 or not node.input[1]):
-        # its Loop loops `while cond`, and an absent cond is None
-        return "onnx.reference runs a Loop with an empty condition input zero times; ONNX runs it M times"
-    if node.op_type == "Loop" and len(node.output) > max(len(node.input) - 2, 0):
-        # np.vstack: [n] scalars become [n, 1], [a, b] values [n * a, b]; zero trips raise
-        return "onnx.reference concatenates Loop scan outputs (np.vstack); ONNX stacks them on a new axis"
-    if node.op_type == "Scan" and any(a.name in _SCAN_LAYOUT and any(a.ints) for a in node.attribute):
-        return "onnx.reference implements Scan only forward along axis 0"
-    return None
-
-
-_SCAN_LAYOUT = {"scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"}
-
-
-def reference_gets_wrong(node: onnx.NodeProto) -> "str | None":
-    """reference_deviation of the node or of a node in its bodies, at any depth ("node 'n': ...")."""
-    reason = reference_deviation(node)
-    if reason is not None:
-        return reason
-    for body in node_bodies(node):
-        for inner in body.node:
-            reason = reference_gets_wrong(inner)
-            if reason is not None:
-                return reason if reason.startswith("node ") else f"node {inner.name!r}: {reason}"
-    return None
 
 
 @dataclass

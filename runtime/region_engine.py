@@ -41,7 +41,7 @@ from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.lowering.schedule import node_reads
+from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
 
 from .nondeterminism import is_random
 from .onnx_definitions import ENGINE as DEFINITIONS
@@ -182,6 +182,38 @@ def scalar_nonzero(nodes: "Iterable[onnx.NodeProto]", shapes: dict) -> "str | No
     return None
 
 
+def reference_deviation(node: onnx.NodeProto) -> "str | None":
+    """Why onnx.reference (onnx 1.23) must not evaluate this node itself, or None: it gets the node
+    wrong or cannot evaluate it, where the host runs it as ONNX defines it."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Loop" and (len(node.input) < 2 or not node.input[1]):
+        # its Loop loops `while cond`, and an absent cond is None
+        return "onnx.reference runs a Loop with an empty condition input zero times; ONNX runs it M times"
+    if node.op_type == "Loop" and len(node.output) > max(len(node.input) - 2, 0):
+        # np.vstack: [n] scalars become [n, 1], [a, b] values [n * a, b]; zero trips raise
+        return "onnx.reference concatenates Loop scan outputs (np.vstack); ONNX stacks them on a new axis"
+    if node.op_type == "Scan" and any(a.name in _SCAN_LAYOUT and any(a.ints) for a in node.attribute):
+        return "onnx.reference implements Scan only forward along axis 0"
+    return None
+
+
+_SCAN_LAYOUT = {"scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"}
+
+
+def reference_gets_wrong(node: onnx.NodeProto) -> "str | None":
+    """reference_deviation of the node or of a node in its bodies, at any depth ("node 'n': ...")."""
+    reason = reference_deviation(node)
+    if reason is not None:
+        return reason
+    for body in node_bodies(node):
+        for inner in body.node:
+            reason = reference_gets_wrong(inner)
+            if reason is not None:
+                return reason if reason.startswith("node ") else f"node {inner.name!r}: {reason}"
+    return None
+
+
 # (node, attribute, body graph, first feeds) -> the body's evaluator (oracle_control_flow.BodyEvaluators)
 Bodies = Callable[[onnx.NodeProto, str, onnx.GraphProto, "Mapping[str, np.ndarray]"], object]
 # (sub-model, types) -> a session running it as the reference oracle does (oracle.ReferenceSession)
@@ -263,27 +295,13 @@ class RegionEngine:
         return few_elements([self.inits[n] for n in region.embedded], fed)
 
     # -- sessions -----------------------------------------------------------------------------
-    def _constants(self, region: Region) -> "dict[str, np.ndarray]":
+    def constants(self, region: Region) -> "dict[str, np.ndarray]":
+        """The region's embedded initializers as arrays (lazy ones mapped, not read)."""
         return {n: tensor_array(self.inits[n]) for n in region.embedded}
-
-    def _build(self, engine: str, region: Region):
-        if engine == ORT:
-            return make_session(self.submodel(region), self.providers, tiny=self.tiny(region), settings=self.settings)
-        if engine == REFERENCE:
-            return reference_evaluator(self.submodel(region, typed=False))
-        if engine == REFERENCE_ORACLE and self.reference_oracle is not None:
-            return self.reference_oracle(self.submodel(region, typed=False), self.types)
-        if engine == DEFINITIONS:
-            return DefinitionsRegion(region.nodes, self._constants(region))
-        if engine == HOST and self.bodies is not None:
-            return HostRegion(region.nodes, self._constants(region), self.bodies, self.opset)
-        raise ValueError(f"this region engine has no {engine!r} engine")
 
     def deviation(self, engine: str, region: Region) -> "str | None":
         """Why `engine` must not run the region though it could load it, or None."""
-        if engine == ORT:
-            return scalar_nonzero(region.nodes, {n: getattr(i, "shape", None) for n, i in self.types.items()})
-        return None
+        return ENGINES[engine].deviation(self, region)
 
     def session(self, region: Region, engine: str):
         """The region's session on `engine`, opened once; onnxruntime's come from the shared cache
@@ -291,10 +309,8 @@ class RegionEngine:
         key = self.key(region)
         opened = self._opened.get((engine, key))
         if opened is None:
-            if engine == ORT:
-                opened = self.cache.get(key, lambda: self._build(ORT, region))
-            else:
-                opened = self._build(engine, region)
+            build = ENGINES[engine].build
+            opened = self.cache.get(key, lambda: build(self, region)) if engine == ORT else build(self, region)
             self._opened[(engine, key)] = opened
         return opened
 
@@ -363,3 +379,47 @@ class RegionEngine:
         if shared and remember:
             self.cache.remember(self.key(region), feeds, results)
         return {n: np.asarray(v) for n, v in results.items()}
+
+
+def _missing(what: str):
+    def build(engine: RegionEngine, region: Region):
+        raise ValueError(f"this region engine has no {what!r} engine (it was made without one)")
+    return build
+
+
+def _host(engine: RegionEngine, region: Region):
+    if engine.bodies is None:
+        return _missing(HOST)(engine, region)
+    return HostRegion(region.nodes, engine.constants(region), engine.bodies, engine.opset)
+
+
+def _reference_oracle(engine: RegionEngine, region: Region):
+    if engine.reference_oracle is None:
+        return _missing(REFERENCE_ORACLE)(engine, region)
+    return engine.reference_oracle(engine.submodel(region, typed=False), engine.types)
+
+
+def _reference_deviation(engine: RegionEngine, region: Region) -> "str | None":
+    for node in region.nodes:
+        reason = reference_gets_wrong(node)
+        if reason is not None:
+            return reason if reason.startswith("node ") else f"node {node.name!r}: {reason}"
+    return None
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How a region is opened on one engine (`build` -> an object with run(outputs, feeds)), and
+    why the engine must not run a region it could load (`deviation`, None: it may)."""
+    build: Callable[[RegionEngine, Region], object]
+    deviation: Callable[[RegionEngine, Region], "str | None"] = lambda engine, region: None
+
+
+ENGINES: "dict[str, Engine]" = {
+    ORT: Engine(lambda e, r: make_session(e.submodel(r), e.providers, tiny=e.tiny(r), settings=e.settings),
+                lambda e, r: scalar_nonzero(r.nodes, {n: getattr(i, "shape", None) for n, i in e.types.items()})),
+    REFERENCE: Engine(lambda e, r: reference_evaluator(e.submodel(r, typed=False)), _reference_deviation),
+    REFERENCE_ORACLE: Engine(_reference_oracle),          # it runs what onnx.reference gets wrong on the host
+    DEFINITIONS: Engine(lambda e, r: DefinitionsRegion(r.nodes, e.constants(r))),
+    HOST: Engine(_host),
+}

@@ -195,3 +195,25 @@ def test_an_engine_it_was_not_given_is_refused():
     region = engine.region(list(engine.model.graph.node), ["x"], ["a"])
     with pytest.raises(ValueError, match="no 'host control flow' engine"):
         engine.session(region, "host control flow")
+
+
+def test_onnx_reference_is_passed_over_where_it_gets_a_loop_wrong():
+    """A Loop with no condition input: onnx.reference runs it zero times (ONNX: M times), the
+    engine's deviation for onnx.reference names it and a chain goes on to the next engine."""
+    body = h.make_graph([h.make_node("Identity", ["c_in"], ["c_out"], name="keep"),
+                         h.make_node("Add", ["v_in", "one"], ["v_out"], name="inc")], "body",
+                        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, []),
+                         h.make_tensor_value_info("v_in", T.FLOAT, [2])],
+                        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("v_out", T.FLOAT, [2])],
+                        [h.make_tensor("one", T.FLOAT, [], [1.0])])
+    model = model_of([h.make_node("Loop", ["m", "", "v"], ["y"], name="loop", body=body)],
+                     [h.make_tensor_value_info("m", T.INT64, []), h.make_tensor_value_info("v", T.FLOAT, [2])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2])])
+    engine, compiled = engine_of(model)
+    region = engine.region(list(compiled.model.graph.node), ["m", "v"], ["y"])
+    assert engine.deviation(REFERENCE, region).startswith("node 'loop': onnx.reference runs a Loop with an empty")
+    assert engine.deviation(REFERENCE_ORACLE, region) is None       # it runs that Loop on the host
+    feeds = {"m": np.array(3, np.int64), "v": np.zeros(2, np.float32)}
+    results = engine.run(region, feeds, (REFERENCE, REFERENCE_ORACLE))
+    np.testing.assert_array_equal(results["y"], feeds["v"] + feeds["m"])     # ONNX: M trips of +1
+    assert engine.chosen(region, (REFERENCE, REFERENCE_ORACLE))[0] == REFERENCE_ORACLE

@@ -63,10 +63,11 @@ class CompiledModel:
 
     @property
     def shared_sessions(self):
-        """onnxruntime region sessions the lowered runs and the hybrid oracle share (runtime/region_sessions)."""
+        """onnxruntime region sessions (and results) the lowered runs and the hybrid oracle share
+        (runtime/region_engine: the one cache their region engines open sessions through)."""
         if self._shared_sessions is None:
-            from onnx_dml_lowering.runtime.region_sessions import SharedSessions
-            self._shared_sessions = SharedSessions()
+            from onnx_dml_lowering.runtime.region_engine import SessionCache
+            self._shared_sessions = SessionCache()
         return self._shared_sessions
 
     def session(self, backend: str = "cpu", providers: "list[str] | None" = None, session_settings=None):

@@ -328,7 +328,7 @@ def mask_cases(seeds: int) -> "list[Case]":
 
 def control_flow_cases(seeds: int) -> "list[Case]":
     """If / Loop bodies holding NonZero / EyeLike (lowered per body). Each Loop has a condition
-    input and no scan output, where onnx.reference follows ONNX (runtime/oracle.reference_deviation)."""
+    input and no scan output, where onnx.reference follows ONNX (runtime/region_engine.reference_deviation)."""
     cases = []
     shape = (3, 4)
 

@@ -12,20 +12,18 @@ Kinds (`check --oracle`):
   node, or that onnxruntime cannot load, runs on the host as ONNX defines it, each body evaluated
   by a hybrid oracle of its own (oracle_control_flow.py), at any depth.
 - "reference": the whole model on onnx.reference (slow, independent of onnxruntime), except an
-  If / Loop / Scan it gets wrong (reference_deviation, at any depth): that one runs on the host as
-  ONNX defines it, its bodies on onnx.reference, and the report names it.
+  If / Loop / Scan it gets wrong (region_engine.reference_gets_wrong, at any depth): that one runs
+  on the host as ONNX defines it, its bodies on onnx.reference, and the report names it.
 - "ort-cpu": the whole model on onnxruntime's CPU provider.
 - a path to an .npz: golden outputs saved elsewhere (`check --save-outputs` on another machine).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 import numpy as np
 import onnx
-from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
@@ -33,24 +31,22 @@ from onnx_dml_lowering.lowering.schedule import engine_runs, node_bodies, node_r
 
 from .feeds import restore_declared
 from .onnx_definitions import ENGINE as DEFINITIONS
-from .onnx_definitions import DefinitionsRegion, NotDefined, defines
-from .oracle_control_flow import HostRegion, body_model, body_types
+from .onnx_definitions import NotDefined, defines
+from .oracle_control_flow import body_model, body_types
 from .control_flow import host_construct
-from .ort_providers import SessionSettings, few_elements, make_session
+from .ort_providers import SessionSettings, make_session
 from .weights import reference_evaluator, tensor_array
 from .ort_values import run_session
-from .ort_workarounds import loops_as_onnx_defines
-from .region_sessions import SharedSessions, deterministic, region_key
+# NO_KERNEL_NODE: check.py reads it from here
+from .region_engine import (HOST, NO_KERNEL_NODE, ORT, REFERENCE, Region, RegionEngine, SessionCache,
+                            reference_gets_wrong)
 from .saved_outputs import load_golden, split_metadata
 
-REFERENCE = "onnx.reference"
-ORT_CPU = "onnxruntime CPUExecutionProvider"
-HOST = "host control flow"       # If / Loop / Scan run as ONNX defines them, bodies on nested oracles
+ORT_CPU = "onnxruntime CPUExecutionProvider"     # the region engine's ORT on the CPU provider
+# REFERENCE, DEFINITIONS and HOST (If / Loop / Scan run as ONNX defines them, bodies on nested
+# oracles) are the region engine's names.
 SEMANTIC_OPS = frozenset({"NonZero", "EyeLike", "Trilu"})
 ORACLE_KINDS = ("hybrid", "reference", "ort-cpu")
-
-# onnxruntime names the node it has no kernel for in its load error.
-NO_KERNEL_NODE = re.compile(r"node with name '([^']*)'")
 
 
 def holds_semantic_op(node: onnx.NodeProto) -> bool:
@@ -58,45 +54,6 @@ def holds_semantic_op(node: onnx.NodeProto) -> bool:
     if node.op_type in SEMANTIC_OPS and node.domain in ("", "ai.onnx"):
         return True
     return any(holds_semantic_op(inner) for body in node_bodies(node) for inner in body.node)
-
-
-def reference_deviation(node: onnx.NodeProto) -> "str | None":
-    """Why onnx.reference (onnx 1.23) must not evaluate this node itself, or None: it gets the node
-    wrong or cannot evaluate it, where the host runs it as ONNX defines it."""
-    if node.domain not in ("", "ai.onnx"):
-        return None
-    if node.op_type == "Loop" and (len(node.input) < 2 or not node.input[1]):
-        # its Loop loops `while cond`, and an absent cond is None
-        return "onnx.reference runs a Loop with an empty condition input zero times; ONNX runs it M times"
-    if node.op_type == "Loop" and len(node.output) > max(len(node.input) - 2, 0):
-        # np.vstack: [n] scalars become [n, 1], [a, b] values [n * a, b]; zero trips raise
-        return "onnx.reference concatenates Loop scan outputs (np.vstack); ONNX stacks them on a new axis"
-    if node.op_type == "Scan" and any(a.name in _SCAN_LAYOUT and any(a.ints) for a in node.attribute):
-        return "onnx.reference implements Scan only forward along axis 0"
-    return None
-
-
-_SCAN_LAYOUT = {"scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"}
-
-
-def reference_gets_wrong(node: onnx.NodeProto) -> "str | None":
-    """reference_deviation of the node or of a node in its bodies, at any depth ("node 'n': ...")."""
-    reason = reference_deviation(node)
-    if reason is not None:
-        return reason
-    for body in node_bodies(node):
-        for inner in body.node:
-            reason = reference_gets_wrong(inner)
-            if reason is not None:
-                return reason if reason.startswith("node ") else f"node {inner.name!r}: {reason}"
-    return None
-
-
-def _value_info(name: str, types: Mapping) -> onnx.ValueInfoProto:
-    info = types.get(name)
-    if info is None or not getattr(info, "onnx_type", 0):
-        return onnx.ValueInfoProto(name=name)           # untyped: the engine infers it
-    return helper.make_tensor_value_info(name, info.onnx_type, None)
 
 
 @dataclass
@@ -119,11 +76,13 @@ class Oracle:
 
     def __init__(self, model: onnx.ModelProto, types: Mapping, kind: str = "hybrid",
                  semantic_nodes: Iterable[str] = (), settings: "SessionSettings | None" = None,
-                 shared: "SharedSessions | None" = None) -> None:
+                 shared: "SessionCache | None" = None) -> None:
         self.model = model
         self.settings = settings          # the user's onnxruntime session settings (--threads ...)
-        # onnxruntime region sessions shared with the lowered run's ONNX regions (same sub-model)
-        self.shared = shared
+        # its regions' sub-models and sessions; the onnxruntime ones (and their results) shared with
+        # the lowered run's ONNX regions through `shared`, the CompiledModel's cache
+        self.engine = RegionEngine(model, types, settings, ["CPUExecutionProvider"], cache=shared,
+                                   bodies=self._body_oracle)
         self.types = types
         self.kind = kind
         self.golden: "dict[str, np.ndarray] | None" = None
@@ -137,18 +96,16 @@ class Oracle:
         self.semantic = set(semantic_nodes)
         self.forced_reference: "set[str]" = set()   # nodes onnxruntime's CPU provider cannot load
         self.fallbacks: "list[Fallback]" = []
-        self._sessions: dict = {}
+        self._regions: "dict[tuple, Region]" = {}
         # the oracles of the bodies the host runs, by (control-flow node, attribute)
         self._bodies: "dict[tuple[str, str], Oracle]" = {}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         self._hosts: "bool | None" = None            # reference kind: does a node run on the host?
         self._reference = None                       # reference kind: the whole model's evaluator
         self.hint = " (the default hybrid oracle falls back node by node)"     # after onnx.reference's failures
-        self._shared_keys: dict = {}                 # session key -> its key in `shared` (results shareable)
         self._runs: "list[_Run] | None" = None
         self._planned_keep: "set[str]" = set()
-        passed = {vi.name for vi in model.graph.input}
-        self._inits = {i.name: i for i in model.graph.initializer if i.name not in passed}
+        self._inits = self.engine.inits
         self.values: "dict[str, np.ndarray]" = {}    # the values of the last hybrid run
         self.keep: "set[str]" = set()                # intermediate values a caller needs in .values
 
@@ -264,42 +221,16 @@ class Oracle:
         # a run nothing reads from (dead nodes; a body's often) is not run: ONNX nodes have no effects
         return [run for run in runs if run.outputs]
 
-    def _submodel(self, nodes: "list[onnx.NodeProto]", inputs: "list[str]", outputs: "list[str]") -> onnx.ModelProto:
-        graph = helper.make_graph(loops_as_onnx_defines(nodes), "oracle_region",
-                                  [_value_info(n, self.types) for n in inputs if n not in self._inits],
-                                  [_value_info(n, self.types) for n in outputs],
-                                  [self._inits[n] for n in inputs if n in self._inits])
-        sub = helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                ir_version=self.model.ir_version)
-        sub.functions.extend(self.model.functions)
-        return sub
+    def _region(self, nodes, inputs, outputs) -> Region:
+        # made once per run of the plan (its identity reads every node's name: slow on protobuf);
+        # the region holds its nodes, so the ids in the key stay theirs
+        key = (tuple(map(id, nodes)), tuple(inputs), tuple(outputs))
+        if key not in self._regions:
+            self._regions[key] = self.engine.region(list(nodes), inputs, outputs, "oracle_region")
+        return self._regions[key]
 
     def _session(self, engine: str, nodes, inputs, outputs):
-        key = (engine, tuple(n.name for n in nodes), tuple(outputs))
-        if key not in self._sessions and engine == DEFINITIONS:
-            self._sessions[key] = DefinitionsRegion(nodes, {n: tensor_array(self._inits[n]) for n in inputs
-                                                            if n in self._inits})
-        if key not in self._sessions and engine == HOST:
-            self._sessions[key] = HostRegion(nodes, {n: tensor_array(self._inits[n]) for n in inputs if n in self._inits},
-                                             self._body_oracle, self.opset)
-        if key not in self._sessions and engine == REFERENCE:
-            self._sessions[key] = reference_evaluator(self._submodel(list(nodes), list(inputs), list(outputs)))
-        if key not in self._sessions:
-            embedded = [n for n in inputs if n in self._inits]
-            tiny = few_elements(self._inits[n] for n in embedded)
-
-            def build():     # the sub-model only when this side builds the session
-                sub = self._submodel(list(nodes), list(inputs), list(outputs))
-                return make_session(sub, ["CPUExecutionProvider"], tiny=tiny, settings=self.settings)
-            if self.shared is None:
-                self._sessions[key] = build()
-            else:
-                fed = [n for n in inputs if n not in self._inits]
-                shared_key = region_key(nodes, fed, embedded, outputs, ["CPUExecutionProvider"], self.settings)
-                self._sessions[key] = self.shared.get(shared_key, build)
-                if deterministic(nodes, self.model):
-                    self._shared_keys[key] = shared_key
-        return self._sessions[key]
+        return self.engine.session(self._region(nodes, inputs, outputs), ORT if engine == ORT_CPU else engine)
 
     def _body_oracle(self, node: onnx.NodeProto, attribute: str, graph: onnx.GraphProto,
                      feeds: "Mapping[str, np.ndarray]") -> "Oracle":
@@ -336,25 +267,13 @@ class Oracle:
             if failed is None:
                 return runs
             run, exc = failed
-            names = {n.name for n in run.nodes}
-            found = NO_KERNEL_NODE.search(str(exc))
-            culprits = [found.group(1)] if found and found.group(1) in names else self._probe(run)
+            culprits = self.engine.probe(self._region(run.nodes, run.inputs, run.outputs), exc)
             if not culprits:
-                raise DmlLowerError(f"the oracle cannot load nodes [{', '.join(sorted(names))}] on onnxruntime: "
+                names = sorted(n.name for n in run.nodes)
+                raise DmlLowerError(f"the oracle cannot load nodes [{', '.join(names)}] on onnxruntime: "
                                     f"{first_line(exc)}")
             self.forced_reference.update(culprits)
         raise DmlLowerError("the oracle could not place the model's nodes on its engines")
-
-    def _probe(self, run: _Run) -> "list[str]":
-        """The nodes of a region that onnxruntime cannot load one by one."""
-        bad = []
-        for node in run.nodes:
-            outs = [o for o in node.output if o]
-            try:
-                self._session(ORT_CPU, [node], node_reads(node), outs)
-            except Exception:
-                bad.append(node.name)
-        return bad
 
     def _planned(self, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
         if self._runs is None or self._planned_keep != self.keep:
@@ -373,13 +292,9 @@ class Oracle:
         return {n: np.asarray(env[n]) for n in self.output_names}
 
     def _call(self, engine: str, nodes, inputs, outputs, env) -> "dict[str, np.ndarray]":
-        session = self._session(engine, nodes, inputs, outputs)
-        feeds = {n: env[n] for n in inputs if n not in self._inits}
-        results = dict(zip(outputs, run_session(session, outputs, feeds)))
-        shared_key = self._shared_keys.get((engine, tuple(n.name for n in nodes), tuple(outputs)))
-        if shared_key is not None:
-            self.shared.remember(shared_key, feeds, results)    # for the lowered run, on equal feeds
-        return {n: np.asarray(v) for n, v in results.items()}
+        # onnxruntime's deterministic results are left for the lowered run, on equal feeds
+        return self.engine.run(self._region(nodes, inputs, outputs), env, (ORT if engine == ORT_CPU else engine,),
+                               remember=True)
 
     def _evaluate(self, run: _Run, env) -> "dict[str, np.ndarray]":
         try:

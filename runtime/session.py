@@ -148,7 +148,7 @@ class EmulatorSession:
         # The onnxruntime stand-ins list the operators they ran on numpy for want of a kernel.
         self.fallbacks = operators.fallbacks if isinstance(operators, OrtOperators) else None
         self.memory_limit = default_limit()
-        # The main graph's region sessions are shared with the hybrid oracle (runtime/region_sessions).
+        # The main graph's region sessions are shared with the hybrid oracle (runtime/region_engine).
         self.main = GraphRunner(self, compiled.partition, compiled.model, compiled.types, compiled.initializers,
                                 getattr(compiled, "shared_sessions", None))
         self.regions = self.main.regions

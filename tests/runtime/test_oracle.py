@@ -13,6 +13,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.schedule import engine_runs
 from onnx_dml_lowering.runtime.check import make_oracle
 from onnx_dml_lowering.runtime import oracle as oracle_module
+from onnx_dml_lowering.runtime.onnx_definitions import DefinitionsRegion
 from onnx_dml_lowering.runtime.oracle import DEFINITIONS, HOST, ORT_CPU, REFERENCE, Oracle
 from tests.builders import graph_model, interleaved_chains
 from tests.oracle import assert_outputs_same, reference
@@ -92,14 +93,14 @@ def test_control_flow_holding_a_semantic_node_runs_on_the_host_with_its_body_spl
 def test_a_node_the_definitions_fail_on_falls_back_to_onnx_reference_by_name(monkeypatch, rng):
     model = interleaved_chains(2)
     oracle = make_oracle(compile_model(model))
-    real = oracle_module.DefinitionsRegion.run
+    real = DefinitionsRegion.run
 
     def failing(self, outputs, feeds):
         if any(n.name == "nz1" for n in self.nodes):
             raise ValueError("broken definition")
         return real(self, outputs, feeds)
 
-    monkeypatch.setattr(oracle_module.DefinitionsRegion, "run", failing)
+    monkeypatch.setattr(DefinitionsRegion, "run", failing)
     x = rng.standard_normal((4, 5)).astype(np.float32)
     outputs = oracle.run({"x": x})
     monkeypatch.undo()

@@ -25,7 +25,7 @@ def test_region_threads_follow_the_region_size(side, threads):
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert got.dtype == expected.dtype and np.array_equal(got, expected)
     regions = compiled.session().regions
-    (session,) = regions._sessions.values()
+    (session,) = regions.engine.sessions()
     options = session.get_session_options()
     assert options.intra_op_num_threads == threads          # 0: onnxruntime's default pool
     if threads == 1:                  # no pool to spin; larger regions keep onnxruntime's defaults

@@ -71,7 +71,7 @@ def test_settings_reach_every_session_of_a_check(spy, settings, want):
     _, report = check(compiled, {"x": x}, ["cpu", "ort", "ort-cpu"], Tolerances(), strict=True,
                       session_settings=settings)
     assert report.ok and all(o.status == "match" for b in report.backends for o in b.outputs)
-    # the lowered run's regions share the oracle's sessions (runtime/region_sessions): built once,
+    # the lowered run's regions share the oracle's sessions (runtime/region_engine): built once,
     # by whichever side comes first, with the same settings (part of the sharing key)
     creators = {creator for creator, _ in spy}
     assert {"oracle", "ort operators", "original on ort-cpu"} <= creators <= {

@@ -1,5 +1,5 @@
 """One onnxruntime session per ONNX region, shared by the lowered run and the hybrid oracle
-(runtime/region_sessions.py): shared exactly where the sub-models coincide, and every value the
+(runtime/region_engine.py): shared exactly where the sub-models coincide, and every value the
 same, bit for bit, as with the two sides building their own sessions."""
 from pathlib import Path
 
@@ -12,7 +12,7 @@ from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
 from onnx_dml_lowering.runtime.feeds import random_feeds
 from onnx_dml_lowering.runtime.oracle import Oracle
 from onnx_dml_lowering.runtime.ort_providers import SessionSettings
-from onnx_dml_lowering.runtime.region_sessions import SharedSessions, region_key
+from onnx_dml_lowering.runtime.region_engine import SessionCache as SharedSessions, region_key
 
 REAL = Path(__file__).parent.parent / "models" / "real"
 FEED_DIMS = {"batch": 3, "sequence": 6, "height": 320, "width": 320}

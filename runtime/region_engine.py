@@ -1,0 +1,425 @@
+"""One engine for ONNX regions: the sub-models, sessions and fallback chain that both the oracle
+(oracle.py) and the lowered run's ONNX regions (onnx_regions.py) run nodes through.
+
+A region is a run of a model's nodes: the values fed at run time, the initializers embedded in
+its sub-model, and the outputs wanted. A RegionEngine is made per model (or body model) and side;
+it builds a region's sub-model (weights stay by reference: ort_model binds lazy initializers as
+mapped inputs), opens it on one engine of the table below, runs it and hands the results back by
+output name.
+
+The sessions engines open on onnxruntime go through one SessionCache, which a CompiledModel holds
+and both of its sides pass in: the lowered run and the hybrid oracle cut the same model into
+onnxruntime regions and, on the models measured, mostly the same ones (the same nodes on the same
+inputs to the same outputs, on the same providers with the same session settings). Such a
+sub-model is the same computation, so one session serves both (session creation is most of a
+region's cost on a cold `check`). The key holds everything that makes two sub-models or sessions
+differ (region_key); anything else, and the two sides build their own sessions. The thread count a
+region gets when the user sets none (`tiny`: one thread for small work) is estimated here, from the
+region and the model's types alone, so it is the same whichever side builds the session first.
+
+The results are shared too, one way and once: the oracle runs first and leaves a region's results
+(`remember`); the lowered run takes them (`recall`) only if its feeds to that region are bit for
+bit the oracle's (same dtypes, shapes and bytes), which for the same deterministic session means
+the same results. The oracle stays independent: what it compares against is always computed from
+its own values; only the lowered run skips re-running a region on identical feeds. A region
+holding a random operator never shares results, and a recalled entry is gone (a warm run outside
+`check` never finds one).
+
+Sessions on the other engines (the numpy definitions, onnx.reference, the host's control flow)
+hold per-side state (a host region's body oracles) and cost little: each engine keeps its own.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
+
+from .nondeterminism import is_random
+from .onnx_definitions import ENGINE as DEFINITIONS
+from .onnx_definitions import DefinitionsRegion
+from .oracle_control_flow import HostRegion
+from .ort_providers import SessionSettings, few_elements, make_session
+from .ort_values import run_session
+from .ort_workarounds import loops_as_onnx_defines
+from .weights import reference_evaluator, tensor_array
+
+# The engines a region can run on.
+ORT = "onnxruntime"                          # on the engine's providers
+REFERENCE = "onnx.reference"                 # an onnx.reference evaluator of the sub-model
+REFERENCE_ORACLE = "reference oracle"        # the sub-model as `--oracle reference` runs it (its
+                                             # If / Loop / Scan onnx.reference gets wrong on the host)
+HOST = "host control flow"                   # If / Loop / Scan as ONNX defines them, bodies on oracles
+
+# onnxruntime names the node it has no kernel for in its load error.
+NO_KERNEL_NODE = re.compile(r"node with name '([^']*)'")
+
+
+@dataclass(frozen=True)
+class Region:
+    """Nodes of one model; `fed` are passed at run time, `embedded` are initializers the sub-model
+    holds; `name` is only displayed (and names the sub-model's graph)."""
+    nodes: "tuple[onnx.NodeProto, ...]"
+    fed: "tuple[str, ...]"
+    embedded: "tuple[str, ...]"
+    outputs: "tuple[str, ...]"
+    name: str = "region"
+
+    @property
+    def node_names(self) -> "list[str]":
+        return [n.name for n in self.nodes]
+
+    @functools.cached_property
+    def identity(self) -> tuple:
+        """The sub-model it is, whatever order its lists are in (region_key without the options);
+        made once per region: a region of a large model has thousands of nodes."""
+        return region_key(self.nodes, self.fed, self.embedded, self.outputs, ())[:4]
+
+
+def region_key(nodes: "Iterable[onnx.NodeProto]", fed: "Iterable[str]", embedded: "Iterable[str]",
+               outputs: "Iterable[str]", providers: "Iterable[str]", settings=None) -> tuple:
+    """What identifies a region's onnxruntime session: equal keys are the same sub-model with the
+    same options (node names are unique model-wide, compiler/node_ids.py; `settings`: the user's
+    SessionSettings, hashable, or None)."""
+    return (frozenset(n.name for n in nodes), frozenset(fed), frozenset(embedded), frozenset(outputs),
+            tuple(providers), settings)
+
+
+def deterministic(nodes: "Iterable[onnx.NodeProto]", model: onnx.ModelProto) -> bool:
+    """No random operator among the nodes (or in their bodies): equal feeds give equal results."""
+    return not any(is_random(n, model) for n in nodes)
+
+
+def _same_bits(a, b) -> bool:
+    if a is b:
+        return True
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.hasobject or a.dtype.kind in "SUV":
+        return False                    # compared by bytes only: numeric and bool arrays
+    if a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.strides == b.strides:
+        return True                     # one memory (a weight's mapped file is not read to learn it)
+    return np.array_equal(np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
+
+
+class SessionCache:
+    """The onnxruntime region sessions of one CompiledModel, shared by its engines; `hits` counts
+    sessions an engine did not build, `reused` the region runs the lowered run took from the oracle."""
+
+    def __init__(self) -> None:
+        self._sessions: dict = {}
+        self._results: dict = {}        # key -> (feeds, results) the oracle left for the lowered run
+        self.hits = 0
+        self.reused = 0
+
+    def get(self, key: tuple, build: Callable[[], object]):
+        """The session under `key`, built once (a build that raises caches nothing)."""
+        if key in self._sessions:
+            self.hits += 1
+            return self._sessions[key]
+        session = self._sessions[key] = build()
+        return session
+
+    def remember(self, key: tuple, feeds: "Mapping[str, np.ndarray]", results: "Mapping[str, np.ndarray]") -> None:
+        """The oracle's run of the region under `key`, by output name (the key holds the outputs as a
+        set: the two sides may list them in different orders); deterministic regions, last run only."""
+        self._results[key] = (dict(feeds), dict(results))
+
+    def recall(self, key: tuple, feeds: "Mapping[str, np.ndarray]") -> "dict[str, np.ndarray] | None":
+        """The results remembered under `key`, by output name, if `feeds` are bit for bit the ones
+        they came from."""
+        entry = self._results.pop(key, None)
+        if entry is None:
+            return None
+        known, results = entry
+        if known.keys() != feeds.keys() or not all(_same_bits(known[n], feeds[n]) for n in known):
+            return None
+        self.reused += 1
+        return results
+
+    def sessions(self) -> list:
+        return list(self._sessions.values())
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+
+def _graph_shapes(graph: onnx.GraphProto, outer: "dict") -> dict:
+    """Value name -> shape (None: rank unknown) inside a subgraph, from what inference recorded."""
+    shapes = dict(outer)
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        tensor = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tensor.HasField("shape"):
+            shapes[vi.name] = tuple(tensor.shape.dim)
+    for init in graph.initializer:
+        shapes[init.name] = tuple(init.dims)
+    return shapes
+
+
+def scalar_nonzero(nodes: "Iterable[onnx.NodeProto]", shapes: dict) -> "str | None":
+    """Why onnxruntime must not run these nodes: a NonZero on a (possibly) scalar input, where it
+    gives (1, nnz) and ONNX says (0, nnz); If / Loop / Scan bodies are looked into as well."""
+    for node in nodes:
+        if node.op_type == "NonZero" and node.domain in ("", "ai.onnx"):
+            shape = shapes.get(node.input[0])
+            if shape is None or len(shape) == 0:
+                scalar = "a scalar" if shape == () else "a possibly scalar"
+                return (f"node {node.name}: onnxruntime gives (1, nnz) for a scalar NonZero, "
+                        f"ONNX says (0, nnz), and this is {scalar} input")
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                reason = scalar_nonzero(attr.g.node, _graph_shapes(attr.g, shapes))
+                if reason:
+                    return reason
+    return None
+
+
+def reference_deviation(node: onnx.NodeProto) -> "str | None":
+    """Why onnx.reference (onnx 1.23) must not evaluate this node itself, or None: it gets the node
+    wrong or cannot evaluate it, where the host runs it as ONNX defines it."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Loop" and (len(node.input) < 2 or not node.input[1]):
+        # its Loop loops `while cond`, and an absent cond is None
+        return "onnx.reference runs a Loop with an empty condition input zero times; ONNX runs it M times"
+    if node.op_type == "Loop" and len(node.output) > max(len(node.input) - 2, 0):
+        # np.vstack: [n] scalars become [n, 1], [a, b] values [n * a, b]; zero trips raise
+        return "onnx.reference concatenates Loop scan outputs (np.vstack); ONNX stacks them on a new axis"
+    if node.op_type == "Scan" and any(a.name in _SCAN_LAYOUT and any(a.ints) for a in node.attribute):
+        return "onnx.reference implements Scan only forward along axis 0"
+    return None
+
+
+_SCAN_LAYOUT = {"scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"}
+
+
+def reference_gets_wrong(node: onnx.NodeProto) -> "str | None":
+    """reference_deviation of the node or of a node in its bodies, at any depth ("node 'n': ...")."""
+    reason = reference_deviation(node)
+    if reason is not None:
+        return reason
+    for body in node_bodies(node):
+        for inner in body.node:
+            reason = reference_gets_wrong(inner)
+            if reason is not None:
+                return reason if reason.startswith("node ") else f"node {inner.name!r}: {reason}"
+    return None
+
+
+# (node, attribute, body graph, first feeds) -> the body's evaluator (oracle_control_flow.BodyEvaluators)
+Bodies = Callable[[onnx.NodeProto, str, onnx.GraphProto, "Mapping[str, np.ndarray]"], object]
+# (sub-model, types) -> a session running it as the reference oracle does (oracle.ReferenceSession)
+ReferenceOracle = Callable[[onnx.ModelProto, Mapping], object]
+
+
+class RegionEngine:
+    """Sub-models, sessions and runs of one model's regions on one side (see the module docstring).
+
+    `passed`: initializers the caller feeds rather than embeds (values the DirectML side
+    generates); initializers that are also graph inputs are always fed (a feed overrides them).
+    `cache`: the CompiledModel's SessionCache (shared onnxruntime sessions and results), or None
+    for sessions of this engine's own. `bodies`: the evaluators of the bodies a host region runs;
+    `reference_oracle`: what runs a region on the reference-oracle engine (injected: the oracle
+    is built over this engine)."""
+
+    def __init__(self, model: onnx.ModelProto, types: Mapping, settings: "SessionSettings | None" = None,
+                 providers: "Sequence[str] | None" = None, passed: "Iterable[str]" = (),
+                 cache: "SessionCache | None" = None, bodies: "Bodies | None" = None,
+                 reference_oracle: "ReferenceOracle | None" = None) -> None:
+        self.model = model
+        self.types = types
+        self.settings = settings                  # the user's onnxruntime session settings (--threads ...)
+        self.providers = list(providers or ["CPUExecutionProvider"])
+        self.shares = cache is not None           # results go to / come from the other side
+        self.cache = cache if cache is not None else SessionCache()
+        self.bodies = bodies
+        self.reference_oracle = reference_oracle
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        fed = {vi.name for vi in model.graph.input} | set(passed)
+        self.inits = {i.name: i for i in model.graph.initializer if i.name not in fed}
+        self._opened: dict = {}                   # (engine, key) -> the session this side uses
+        # (chain, key) -> (engine, why the ones before it were passed over)
+        self._chosen: "dict[tuple, tuple[str, str | None]]" = {}
+
+    # -- regions and sub-models ---------------------------------------------------------------
+    def region(self, nodes: "Sequence[onnx.NodeProto]", inputs: "Iterable[str]", outputs: "Iterable[str]",
+               name: str = "region") -> Region:
+        inputs = list(inputs)
+        return Region(tuple(nodes), tuple(n for n in inputs if n not in self.inits),
+                      tuple(n for n in inputs if n in self.inits), tuple(outputs), name)
+
+    def key(self, region: Region) -> tuple:
+        """region_key of the region on this engine's providers and settings."""
+        return (*region.identity, tuple(self.providers), self.settings)
+
+    def submodel(self, region: Region, typed: bool = True) -> onnx.ModelProto:
+        """The region as a model of this one's opset, IR version and functions; embedded weights
+        stay by reference (a lazy initializer's proto holds its file location, not its bytes).
+        `typed`: every input and output must have a known type (onnxruntime needs them); else an
+        unknown one is left untyped (onnx.reference infers it)."""
+        def vi(name: str) -> onnx.ValueInfoProto:
+            info = self.types.get(name)
+            if info is None or not getattr(info, "onnx_type", 0):
+                if typed:
+                    raise DmlLowerError(f"ONNX region {region.name}: the type of {name!r} is unknown")
+                return onnx.ValueInfoProto(name=name)
+            return helper.make_tensor_value_info(name, info.onnx_type, None)
+
+        graph = helper.make_graph(loops_as_onnx_defines(list(region.nodes)), region.name,
+                                  [vi(n) for n in region.fed], [vi(n) for n in region.outputs],
+                                  [self.inits[n] for n in region.embedded])
+        sub = helper.make_model(graph, opset_imports=list(self.model.opset_import), ir_version=self.model.ir_version)
+        sub.functions.extend(self.model.functions)
+        return sub
+
+    def tiny(self, region: Region) -> bool:
+        """The region's work is small (one intra-op thread will do): its embedded initializers and
+        its fed values hold few elements. A fed value counts its declared shape, a symbolic or
+        unknown dim as 1: the estimate is made before any value exists, so it is the same whichever
+        side opens the session first."""
+        fed = 0
+        for name in region.fed:
+            shape = getattr(self.types.get(name), "shape", None) or ()
+            count = 1
+            for dim in shape:
+                count *= dim if isinstance(dim, int) and dim > 0 else 1
+            fed += count
+        return few_elements([self.inits[n] for n in region.embedded], fed)
+
+    # -- sessions -----------------------------------------------------------------------------
+    def constants(self, region: Region) -> "dict[str, np.ndarray]":
+        """The region's embedded initializers as arrays (lazy ones mapped, not read)."""
+        return {n: tensor_array(self.inits[n]) for n in region.embedded}
+
+    def deviation(self, engine: str, region: Region) -> "str | None":
+        """Why `engine` must not run the region though it could load it, or None."""
+        return ENGINES[engine].deviation(self, region)
+
+    def session(self, region: Region, engine: str):
+        """The region's session on `engine`, opened once; onnxruntime's come from the shared cache
+        (a build that raises keeps nothing: the next call tries again)."""
+        key = self.key(region)
+        opened = self._opened.get((engine, key))
+        if opened is None:
+            build = ENGINES[engine].build
+            opened = self.cache.get(key, lambda: build(self, region)) if engine == ORT else build(self, region)
+            self._opened[(engine, key)] = opened
+        return opened
+
+    def sessions(self) -> list:
+        """The sessions this engine opened, in order."""
+        return list(self._opened.values())
+
+    def open(self, region: Region, chain: Sequence[str]) -> "tuple[str, object]":
+        """The first engine of `chain` that may run the region and loads it, with its session; the
+        last one is not tried but built (its failure is the caller's). The choice and the reason the
+        ones before it were passed over are kept (chosen)."""
+        key = (tuple(chain), self.key(region))
+        if key in self._chosen:
+            engine = self._chosen[key][0]
+            return engine, self.session(region, engine)
+        reason = None
+        for engine in chain[:-1]:
+            reason = self.deviation(engine, region)
+            if reason is not None:
+                continue
+            try:
+                session = self.session(region, engine)
+            except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
+                reason = f"{engine} cannot run it: {first_line(exc)}"
+                continue
+            self._chosen[key] = (engine, None)
+            return engine, session
+        session = self.session(region, chain[-1])
+        self._chosen[key] = (chain[-1], reason)
+        return chain[-1], session
+
+    def chosen(self, region: Region, chain: Sequence[str]) -> "tuple[str, str | None] | None":
+        """(engine, why the engines before it in `chain` were passed over) once opened."""
+        return self._chosen.get((tuple(chain), self.key(region)))
+
+    def probe(self, region: Region, exc: BaseException) -> "list[str]":
+        """The nodes of a region onnxruntime failed to load (`exc`) that it cannot load: the one its
+        error names, else each node tried alone."""
+        found = NO_KERNEL_NODE.search(str(exc))
+        if found and found.group(1) in region.node_names:
+            return [found.group(1)]
+        bad = []
+        for node in region.nodes:
+            reads = node_reads(node)
+            try:
+                self.session(self.region([node], reads, [o for o in node.output if o]), ORT)
+            except Exception:
+                bad.append(node.name)
+        return bad
+
+    # -- runs ---------------------------------------------------------------------------------
+    def run(self, region: Region, feeds: "Mapping[str, np.ndarray]", chain: Sequence[str],
+            remember: bool = False, recall: bool = False) -> "dict[str, np.ndarray]":
+        """The region's outputs by name, on the first engine of `chain` that takes it. `feeds` hold
+        at least the region's fed values. `remember`: leave deterministic onnxruntime results for
+        the other side; `recall`: take them instead of running when the feeds are bit for bit the
+        same (copies: the other side's values must not alias this side's buffers)."""
+        engine, session = self.open(region, chain)
+        feeds = {n: feeds[n] for n in region.fed}
+        shared = self.shares and engine == ORT and deterministic(region.nodes, self.model)
+        if shared and recall:
+            results = self.cache.recall(self.key(region), feeds)
+            if results is not None:
+                return {name: np.array(results[name], copy=True) for name in region.outputs}
+        results = dict(zip(region.outputs, run_session(session, region.outputs, feeds)))
+        if shared and remember:
+            self.cache.remember(self.key(region), feeds, results)
+        return {n: np.asarray(v) for n, v in results.items()}
+
+
+def _missing(what: str):
+    def build(engine: RegionEngine, region: Region):
+        raise ValueError(f"this region engine has no {what!r} engine (it was made without one)")
+    return build
+
+
+def _host(engine: RegionEngine, region: Region):
+    if engine.bodies is None:
+        return _missing(HOST)(engine, region)
+    return HostRegion(region.nodes, engine.constants(region), engine.bodies, engine.opset)
+
+
+def _reference_oracle(engine: RegionEngine, region: Region):
+    if engine.reference_oracle is None:
+        return _missing(REFERENCE_ORACLE)(engine, region)
+    return engine.reference_oracle(engine.submodel(region, typed=False), engine.types)
+
+
+def _reference_deviation(engine: RegionEngine, region: Region) -> "str | None":
+    for node in region.nodes:
+        reason = reference_gets_wrong(node)
+        if reason is not None:
+            return reason if reason.startswith("node ") else f"node {node.name!r}: {reason}"
+    return None
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How a region is opened on one engine (`build` -> an object with run(outputs, feeds)), and
+    why the engine must not run a region it could load (`deviation`, None: it may)."""
+    build: Callable[[RegionEngine, Region], object]
+    deviation: Callable[[RegionEngine, Region], "str | None"] = lambda engine, region: None
+
+
+ENGINES: "dict[str, Engine]" = {
+    ORT: Engine(lambda e, r: make_session(e.submodel(r), e.providers, tiny=e.tiny(r), settings=e.settings),
+                lambda e, r: scalar_nonzero(r.nodes, {n: getattr(i, "shape", None) for n, i in e.types.items()})),
+    REFERENCE: Engine(lambda e, r: reference_evaluator(e.submodel(r, typed=False)), _reference_deviation),
+    REFERENCE_ORACLE: Engine(_reference_oracle),          # it runs what onnx.reference gets wrong on the host
+    DEFINITIONS: Engine(lambda e, r: DefinitionsRegion(r.nodes, e.constants(r))),
+    HOST: Engine(_host),
+}

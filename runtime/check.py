@@ -139,8 +139,8 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         """No MISMATCH and no backend ERROR, and every feed set asked for was checked (a run a later
-        set stopped is not a pass)."""
-        return all(b.ok for b in self.backends) and not self.stopped
+        set stopped, or Ctrl-C cut short, is not a pass)."""
+        return all(b.ok for b in self.backends) and not self.stopped and not self.interrupted
 
     def to_dict(self) -> dict:
         return {"model": self.model, "feature_level": self.feature_level, "ok": self.ok,

@@ -96,6 +96,8 @@ def verdict(report: CheckReport) -> str:
         text = "no mismatch (" + ", ".join(others) + ")"
     if report.unavailable:       # a backend that never ran is not a match: say so in the verdict too
         text += f"; not run (unavailable here): {', '.join(report.unavailable)}"
+    if report.interrupted:       # not a pass: the sets after Ctrl-C were never checked
+        text += f"; interrupted after {report.iterations} feed set{'s' if report.iterations > 1 else ''}"
     return text + partial
 
 

@@ -26,7 +26,7 @@ from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
-from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
+from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check, make_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 
 from .compiled import CompiledModel, compile_model
@@ -67,7 +67,7 @@ class Reducer:
     """Builds and checks sub-models of one compiled model (nodes are scheduled positions)."""
 
     def __init__(self, compiled: CompiledModel, values: Mapping[str, object], fed: Iterable[str],
-                 backend: str, status: str, tolerances: Tolerances, check_options: "dict | None" = None) -> None:
+                 backend: str, status: str, tolerances: Tolerances, check_options: "BackendOptions | None" = None) -> None:
         self.compiled = compiled
         self.nodes = scheduled_nodes(compiled)
         self.values = values                      # the oracle's: graph feeds and every node output
@@ -75,7 +75,7 @@ class Reducer:
         self.backend = backend
         self.status = status
         self.tolerances = tolerances
-        self.options = dict(check_options or {})
+        self.options = check_options
         self.inits = {i.name: i for i in compiled.model.graph.initializer}
         self.graph_outputs = set(compiled.output_names)
         self.producer = {o: index for index, node in enumerate(self.nodes) for o in node.output if o}
@@ -147,7 +147,7 @@ class Reducer:
         try:
             compiled = compile_model(model, feature_level=self.compiled.feature_level)
             _, report = check(compiled, feeds, [self.backend], sub_tolerances(self.tolerances, outputs),
-                              **self.options)
+                              self.options)
         except DmlLowerError:
             return []        # a cut the tools refuse (say, shape inference) is not a repro
         return [o for b in report.backends for o in b.outputs if o.status == self.status]
@@ -226,7 +226,7 @@ class Reducer:
 
 
 def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: str, status: str = "mismatch",
-                 tolerances: "Tolerances | None" = None, check_options: "dict | None" = None
+                 tolerances: "Tolerances | None" = None, check_options: "BackendOptions | None" = None
                  ) -> "tuple[BackendReport, Reduction | None]":
     """Check `compiled` on `backend`; if outputs have `status` there, find a small sub-model that
     shows it too. Returns (the backend's report on the whole model, the Reduction or None)."""
@@ -236,7 +236,7 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
     tolerances = tolerances or Tolerances()
     oracle = make_oracle(compiled)
     oracle.keep.update(o for node in compiled.model.graph.node for o in node.output if o)   # every value, to feed cuts
-    checked, report = check(compiled, feeds, [backend], tolerances, oracle=oracle, **(check_options or {}))
+    checked, report = check(compiled, feeds, [backend], tolerances, check_options, oracle=oracle)
     whole = report.backends[0]
     original = [o for o in whole.outputs if o.status == status]
     if not original:

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Callable
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import describe_feeds, draws_random_feeds, feed_sets, parse_dims
-from .cli_options import (check_writable, model_options, oracle_option, provider_flags, save_npz_file,
-                          session_flags, session_settings, tolerance_options, write_file)
+from .cli_options import (backend_options, check_writable, model_options, oracle_option, partial_flag,
+                          provider_flags, save_npz_file, session_flags, session_settings, tolerance_options,
+                          write_file)
 from .zoo import add_zoo_options
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def add_check_parser(sub) -> None:
     model_options(p, models=True)
     p.add_argument("--backends", default="cpu", metavar="B[,B...]",
                    help="comma-separated: cpu (lowered graph, emulator), ort (lowered graph, "
-                        "operators on onnxruntime), ort-cpu / ort-dml / ort:<ProviderName> (original model "
+                        "operators on onnxruntime), ort-cpu / ort-dml / ort:<ProviderName> (the model as shipped "
                         "on that onnxruntime provider)")
     oracle_option(p)
     p.add_argument("--iterations", type=int, default=1, metavar="N",
@@ -38,6 +39,7 @@ def add_check_parser(sub) -> None:
                    help="compare outputs saved by --save-outputs (or run --save-outputs) from the same feeds with "
                         "the oracle, as backends saved:BACKEND, saved:oracle, saved:run-BACKEND")
     provider_flags(p)
+    partial_flag(p)
     session_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only the lines that are not MATCH (and UNAVAILABLE backends) and the verdict")
     tolerance_options(p)
@@ -99,11 +101,10 @@ def cmd_check(args) -> int:
             saved["outputs"] = index + 1
     loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
     try:
-        feeds, report = check(compiled, feeds, backends, tolerances, strict=args.strict or None,
-                              model_name=str(args.model), memory_limit=args.memory_limit, oracle=args.oracle,
-                              more_feeds=more, loaded=loaded, provider_options=args.provider_option,
-                              ep_libraries=args.ep_library, no_fallback=args.no_fallback,
-                              session_settings=settings, feed_label=_seed_label(args), on_set=save_set)
+        feeds, report = check(compiled, feeds, backends, tolerances,
+                              backend_options(args, backends, settings, loaded=loaded), oracle=args.oracle,
+                              more_feeds=more, model_name=str(args.model), feed_label=_seed_label(args),
+                              fail_partial=args.fail_on_partial, on_set=save_set)
     except DmlLowerError as exc:
         if not args.save_inputs:
             raise
@@ -168,6 +169,6 @@ def _saved_outputs(expected: dict, actuals: dict, feeds) -> "dict[str, np.ndarra
 def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: float, rtol: float,
                 strict: "bool | None" = None):
     """Every backend against the oracle on the same feeds; returns (feeds, backend reports)."""
-    from onnx_dml_lowering.runtime.check import Tolerances, check
-    feeds, report = check(compiled, feeds, backends, Tolerances(atol, rtol), strict)
+    from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
+    feeds, report = check(compiled, feeds, backends, Tolerances(atol, rtol), BackendOptions(strict=strict))
     return feeds, report.backends

@@ -94,6 +94,34 @@ def provider_flags(p) -> None:
                    help="register a plugin execution provider library (onnxruntime >= 1.22; repeatable)")
     p.add_argument("--no-fallback", action="store_true",
                    help="set session.disable_cpu_ep_fallback: a node the provider cannot take is an error")
+    p.add_argument("--provider-model", choices=("shipped", "modified"), default="shipped",
+                   help="what the ort-*/ort:<Name> backends run: shipped (default: the model file as given, "
+                        "external data included) or modified (our checked, shape-inferred copy: a node the "
+                        "provider has no kernel for is cut out and its value computed by ONNX semantics, "
+                        "--outputs' intermediates are outputs; the result is PARTIAL when a node was cut)")
+
+
+def partial_flag(p) -> None:
+    """--fail-on-partial, for the commands that report backend statuses (run, check, conformance run)."""
+    p.add_argument("--fail-on-partial", action="store_true",
+                   help="a PARTIAL backend (a node cut out or run by another provider, an output not "
+                        "compared) fails the command (exit 1)")
+
+
+def backend_options(args, backends: "list[str]", settings=None, providers: "list[str] | None" = None, loaded=None):
+    """The runtime's BackendOptions from the command's flags; a provider flag given with no
+    provider backend is a usage error naming the flag and --backends."""
+    from onnx_dml_lowering.runtime.backends import BackendOptions, is_provider
+    if not any(is_provider(b) for b in backends):
+        for option, given in (("--provider-option", args.provider_option), ("--ep-library", args.ep_library)):
+            if given:
+                raise DmlLowerError(f"{option} {given[0]}: no requested backend uses it (it applies to "
+                                    f"ort-cpu, ort-dml, ort:<ProviderName>; --backends {','.join(backends)})")
+    return BackendOptions(providers=providers, provider_options=args.provider_option, ep_libraries=args.ep_library,
+                          no_fallback=args.no_fallback, provider_model=args.provider_model,
+                          settings=settings,
+                          strict=getattr(args, "strict", False) or None,
+                          memory_limit=getattr(args, "memory_limit", None), loaded=loaded)
 
 
 def session_flags(p: argparse.ArgumentParser) -> None:

@@ -5,6 +5,7 @@ import contextlib
 import functools
 import gc
 import json
+import os
 from typing import Callable, Mapping
 
 import numpy as np
@@ -36,6 +37,9 @@ class CompiledModel:
                              if name not in part.generated}
         self._sessions: dict = {}
         self._shared_sessions = None
+        # What the user gave compile_model (a path, bytes or their own ModelProto, unmodified):
+        # provider backends run this, not our checked and shape-inferred `model`.
+        self.source: "str | bytes | onnx.ModelProto | None" = None
 
     @property
     def types(self) -> dict:
@@ -84,8 +88,8 @@ class CompiledModel:
                 self._sessions[key] = EmulatorSession(self, operators, operators.providers, session_settings)
             else:
                 from onnx_dml_lowering.ir import DmlLowerError
-                raise DmlLowerError(f"unknown backend {backend!r}: use 'cpu' (the DirectML emulator) or "
-                                    "'ort' (each DirectML operator on onnxruntime, --providers)")
+                raise DmlLowerError(f"CompiledModel.run backend {backend!r}: it runs the lowered graph, 'cpu' (the "
+                                    "DirectML emulator) or 'ort' (each DirectML operator on onnxruntime)")
         return self._sessions[key]
 
     def run(self, feeds: Mapping[str, object], backend: str = "cpu",
@@ -120,7 +124,9 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
         if outputs:
             mark_outputs(inferred, outputs)
         types = functools.cache(lambda: value_types(inferred))      # read once, and only if asked
-        return CompiledModel(inferred, level, partition(inferred, level, types), types)
+        compiled = CompiledModel(inferred, level, partition(inferred, level, types), types)
+    compiled.source = model if isinstance(model, (onnx.ModelProto, bytes, bytearray)) else os.fspath(model)
+    return compiled
 
 
 @contextlib.contextmanager

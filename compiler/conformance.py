@@ -18,9 +18,13 @@ from onnx import numpy_helper
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.runtime import ort_providers
-from onnx_dml_lowering.runtime.weights import check_raw_data
-
+from onnx_dml_lowering.runtime.backends import (CHOICES, BackendOptions, make_backends, parse_backend,
+                                                provider_backend)
+from onnx_dml_lowering.runtime.check import lazy_oracle
+from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.dml_deviations import describe, dml_outputs
+from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
+from onnx_dml_lowering.runtime.weights import check_raw_data
 
 from .compiled import compile_model
 from .frontend import load_model, read_regular_file
@@ -31,7 +35,7 @@ from .ep_placement import NONE, REMOVED, predict_placement
 from .ep_registry import MODELLED_ORT
 
 MANIFEST = "manifest.json"
-STATUSES = ("pass", "deviation", "unsupported", "fail")
+STATUSES = ("pass", "partial", "deviation", "unsupported", "fail")
 # Providers that cannot run a model on their own (Azure only calls remote endpoints).
 _NOT_PROBED = ("AzureExecutionProvider",)
 
@@ -102,60 +106,61 @@ def _unsupported(message: str) -> bool:
 
 
 class Backend:
-    """One --backends entry: 'cpu' / 'ort' (our lowered graph) or an onnxruntime provider."""
+    """One --backends entry, run through runtime.backends as check runs it: 'cpu' / 'ort' (our
+    lowered graph) or an onnxruntime provider running the case's model file as shipped."""
 
-    def __init__(self, spec: str, feature_level: str = "5_1", provider_options=None, ep_libraries=None,
-                 no_fallback: bool = False, settings: "ort_providers.SessionSettings | None" = None) -> None:
-        self.spec, self.feature_level, self.no_fallback = spec, feature_level, no_fallback
-        self.settings = settings          # every onnxruntime session's (--threads, --session-config ...)
-        self.provider = None
+    def __init__(self, spec: str, feature_level: str = "5_1", options: "BackendOptions | None" = None) -> None:
+        self.spec, self.feature_level = spec, feature_level
+        self.options = options or BackendOptions()
         self.assignment: "dict[str, str] | None" = None     # who ran each node in the last run
-        if spec not in ("cpu", "ort"):
-            if not (spec.startswith("ort-") or spec.startswith("ort:")):
-                raise DmlLowerError(f"unknown conformance backend {spec!r}; choose from cpu, ort, ort-cpu, "
-                                    "ort-dml, ort:<ProviderName>")
-            self.provider = ort_providers.resolve_backend(spec, provider_options, ep_libraries)
+        parsed = parse_backend(spec)
+        if parsed.kind == "saved":
+            raise DmlLowerError(f"conformance backend {spec!r}: saved outputs are not a backend here; "
+                                f"choose from {CHOICES}")
+        # an unknown or absent provider is one line before any case runs
+        self.provider = (ort_providers.resolve_provider(parsed.provider, self.options.provider_options,
+                                                        self.options.ep_libraries)
+                         if parsed.kind == "provider" else None)
 
     @property
     def deviation_key(self) -> str:
         return self.provider.name if self.provider is not None else self.spec
 
-    def run(self, model: onnx.ModelProto, data_sets) -> "tuple[list[list[np.ndarray]] | None, str, list[str]]":
-        """(outputs per data set, error, fallback notes)."""
-        from onnx_dml_lowering.ir.errors import first_line
-        names = [o.name for o in model.graph.output]
-        if self.provider is None:
-            try:
-                compiled = compile_model(model, feature_level=self.feature_level)
-                runs = [compiled.run(feeds, backend=self.spec, providers=["cpu"] if self.spec == "ort" else None,
-                                     session_settings=self.settings)
-                        for feeds in data_sets]
-            except DmlLowerError as exc:
-                return None, str(exc), []
-            return [[r[n] for n in names] for r in runs], "", []
+    def run(self, model: "str | onnx.ModelProto", data_sets) -> "tuple[list[list[np.ndarray]] | None, str, list[str], str]":
+        """(outputs per data set, error, placement notes, what it did not run itself: '' or the PARTIAL text)."""
         try:
-            session = ort_providers.make_provider_session(model, self.provider,
-                                                          self.no_fallback, self.settings)
+            compiled = compile_model(model, feature_level=self.feature_level)
+            runners, _ = make_backends(compiled, [self.spec], self.options)
+            prepared = runners[0].prepare()
         except DmlLowerError as exc:
-            return None, str(exc), []
-        assignment = ort_providers.node_providers(session)
-        self.assignment = assignment
-        notes = ([f.describe(self.provider.name) for f in
-                  ort_providers.placement_findings(model, assignment, self.provider.name)]
-                 if assignment is not None else ["this onnxruntime cannot say which provider ran each node"])
+            return None, str(exc), [], ""
+        self.assignment = prepared.node_providers
+        names = compiled.output_names
+        report = BackendReport(self.spec, partial=dict(prepared.partial))
+        runs = []
         try:
-            return [list(session.run(names, feeds)) for feeds in data_sets], "", notes
-        except Exception as exc:
-            return None, f"onnxruntime ({self.provider.description}) failed to run: {first_line(exc)}", notes
+            for feeds in data_sets:
+                full, _ = with_defaults(check_feeds(compiled.inputs, feeds, compiled.optional_inputs),
+                                        compiled.optional_inputs, compiled.initializers)
+                done = runners[0].run(full, lazy_oracle(compiled, full, prepared.needs, self.options.settings))
+                report.outputs += [OutputResult(n, self.spec, "unsupported", [], None, "", None)
+                                   for n in done.not_compared]
+                runs.append([done.outputs.get(n) for n in names])
+        except DmlLowerError as exc:
+            return None, str(exc), prepared.placement_notes, ""
+        return runs, "", prepared.placement_notes, report.partial_text() if report.is_partial else ""
 
 
 def judge(backend: Backend, case_name: str, model, data_sets, expected, known: "dict | None",
-          dml_placement: "dict[str, str] | None" = None) -> Outcome:
+          dml_placement: "dict[str, str] | None" = None, path: "str | None" = None) -> Outcome:
     """pass / deviation (listed in the manifest for this provider and case, and seen again; a
-    predicted DML EP deviation is said by its name) / unsupported (no kernel) / fail. On the DML
-    EP, a node that ran on another provider than `dml_placement` predicts is a failure too."""
+    predicted DML EP deviation is said by its name) / unsupported (no kernel) / fail; partial:
+    every output as ONNX says, but the backend did not run the whole model itself (a node run by
+    another provider, cut out, or an output not its own). On the DML EP, a node that ran on another
+    provider than `dml_placement` predicts is a failure too. `path`: the case's model file, which a
+    provider backend runs as shipped."""
     names = [o.name for o in model.graph.output]
-    outputs, error, notes = backend.run(model, data_sets)
+    outputs, error, notes, partial = backend.run(path or model, data_sets)
     known = (known or {}).get(backend.deviation_key, {}).get("cases", {}).get(case_name)
     if outputs is None:
         if _unsupported(error) or (known and known["status"] == "unsupported"):
@@ -175,6 +180,8 @@ def judge(backend: Backend, case_name: str, model, data_sets, expected, known: "
         differences = placement_differences(dml_placement, backend.assignment)
         if differences:
             return Outcome("fail", "placement differs from the prediction: " + "; ".join(differences), notes)
+    if outcome.status == "pass" and partial:
+        return Outcome("partial", partial, notes)
     return outcome
 
 
@@ -202,7 +209,7 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2) -> "dict"
     if os.path.isdir(directory) and os.listdir(directory) and not os.path.exists(os.path.join(directory, MANIFEST)):
         raise DmlLowerError(f"conformance directory {directory!r} is not empty and holds no {MANIFEST}")
     cases = all_cases(seeds)
-    probes = [Backend(f"ort:{name}") for name in probe_providers()]
+    probes = [Backend(provider_backend(name)) for name in probe_providers()]
     manifest: dict = {"feature_level": level, "seeds": seeds, "opset": {c.name: c.model.opset_import[0].version for c in cases},
                       "cases": {}, "providers": {}}
     for backend in probes:
@@ -339,21 +346,20 @@ def _read_tensor(path: str) -> np.ndarray:
     return numpy_helper.to_array(tensor)
 
 
-def run(directory: str, backends: "list[str]", provider_options=None, ep_libraries=None,
-        no_fallback: bool = False, session_settings: "ort_providers.SessionSettings | None" = None,
+def run(directory: str, backends: "list[str]", options: "BackendOptions | None" = None,
         pattern: "str | None" = None) -> "dict[str, dict[str, list[tuple[str, Outcome]]]]":
     """{backend: {status: [(case, outcome)]}} for every case of the folder (those matching the
-    fnmatch glob `pattern`, if given); `session_settings` apply to every onnxruntime session."""
+    fnmatch glob `pattern`, if given); `options` are the backends' (runtime.backends)."""
     manifest, cases = load(directory, pattern)
     level = manifest.get("feature_level", "5_1")
-    runners = [Backend(b, level, provider_options, ep_libraries, no_fallback, session_settings)
-               for b in backends]
+    runners = [Backend(b, level, options) for b in backends]
     results: dict = {}
     for backend in runners:
         by_status: dict = {s: [] for s in STATUSES}
         for name, model, sets, expected in cases:
             outcome = judge(backend, name, model, sets, expected, manifest.get("providers"),
-                            manifest.get("cases", {}).get(name, {}).get("dml_ep_placement"))
+                            manifest.get("cases", {}).get(name, {}).get("dml_ep_placement"),
+                            os.path.join(directory, name, "model.onnx"))
             by_status[outcome.status].append((name, outcome))
         results[backend.spec] = by_status
     return results
@@ -364,7 +370,7 @@ def format_results(results: dict) -> "list[str]":
     for backend, by_status in results.items():
         counts = ", ".join(f"{len(by_status[s])} {s}" for s in STATUSES)
         lines.append(f"[{backend}] {counts}")
-        for status in ("fail", "deviation", "unsupported"):
+        for status in ("fail", "partial", "deviation", "unsupported"):
             for name, outcome in by_status[status]:
                 detail = outcome.detail
                 kernel = re.search(r"Could not find an implementation for (\S+)", detail)

@@ -3,7 +3,9 @@
 classname is the model's path, name the backend. A MISMATCH is a <failure> carrying the report's
 result lines for that backend; a backend ERROR, a model that crashed or ended with exit 2 is an
 <error> with its one line (a model without a report gets one such testcase per requested
-backend); an UNAVAILABLE backend is <skipped> with the reason. CI systems (GitLab, Jenkins,
+backend); an UNAVAILABLE backend is <skipped> with the reason. A PARTIAL backend (it ran only part
+of the model) is <skipped> with the nodes it did not run (a <failure> under --fail-on-partial), and
+every testcase has a `status` property (ok, partial, mismatch, error). CI systems (GitLab, Jenkins,
 GitHub test reporters) read this format as it is.
 """
 from __future__ import annotations
@@ -19,9 +21,13 @@ def junit_tree(results: "list[ModelResult]", backends: "list[str]", seconds: flo
     suite = ET.Element("testsuite", name=SUITE)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
 
-    def case(model: str, backend: str, time: float) -> ET.Element:
+    def case(model: str, backend: str, time: float, status: "str | None" = None) -> ET.Element:
         counts["tests"] += 1
-        return ET.SubElement(suite, "testcase", classname=model, name=backend, time=f"{time:.3f}")
+        testcase = ET.SubElement(suite, "testcase", classname=model, name=backend, time=f"{time:.3f}")
+        if status is not None:
+            properties = ET.SubElement(testcase, "properties")
+            ET.SubElement(properties, "property", name="status", value=status)
+        return testcase
 
     for result in results:
         report = result.report
@@ -33,7 +39,7 @@ def junit_tree(results: "list[ModelResult]", backends: "list[str]", seconds: flo
                 counts["errors"] += 1
             continue
         for backend in report.get("backends", []):
-            testcase = case(result.model, backend["backend"], backend.get("seconds") or 0.0)
+            testcase = case(result.model, backend["backend"], backend.get("seconds") or 0.0, backend.get("status"))
             lines = "\n".join(backend_lines(report, backend))
             if backend.get("status") == "error":
                 element = ET.SubElement(testcase, "error", type="ERROR", message=backend.get("error") or "ERROR")
@@ -43,6 +49,16 @@ def junit_tree(results: "list[ModelResult]", backends: "list[str]", seconds: flo
                 element = ET.SubElement(testcase, "failure", type="MISMATCH",
                                         message=f"{mismatches} MISMATCH")
                 counts["failures"] += 1
+            elif backend.get("status") == "partial":
+                message = next((line.split("PARTIAL: ", 1)[1] for line in lines.splitlines() if "] PARTIAL: " in line),
+                               "PARTIAL")
+                if report.get("fail_partial"):
+                    element = ET.SubElement(testcase, "failure", type="PARTIAL", message=f"PARTIAL: {message}")
+                    counts["failures"] += 1
+                else:
+                    ET.SubElement(testcase, "skipped", message=f"PARTIAL: {message}")
+                    counts["skipped"] += 1
+                    element = ET.SubElement(testcase, "system-out")
             else:
                 element = ET.SubElement(testcase, "system-out")
             element.text = lines

@@ -26,7 +26,7 @@ from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
-from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
+from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check, make_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES, stored_bytes
 
@@ -68,7 +68,8 @@ class Reducer:
     """Builds and checks sub-models of one compiled model (nodes are scheduled positions)."""
 
     def __init__(self, compiled: CompiledModel, values: Mapping[str, object], fed: Iterable[str],
-                 backend: str, status: str, tolerances: Tolerances, check_options: "dict | None" = None) -> None:
+                 backend: str, status: str, tolerances: Tolerances, check_options: "BackendOptions | None" = None,
+                 oracle: str = "hybrid") -> None:
         self.compiled = compiled
         self.nodes = scheduled_nodes(compiled)
         self.values = values                      # the oracle's: graph feeds and every node output
@@ -76,7 +77,8 @@ class Reducer:
         self.backend = backend
         self.status = status
         self.tolerances = tolerances
-        self.options = dict(check_options or {})
+        self.options = check_options
+        self.oracle = oracle                      # what the sub-models are checked against
         self.inits = {i.name: i for i in compiled.model.graph.initializer}
         self.graph_outputs = set(compiled.output_names)
         self.producer = {o: index for index, node in enumerate(self.nodes) for o in node.output if o}
@@ -148,7 +150,7 @@ class Reducer:
         try:
             compiled = compile_model(model, feature_level=self.compiled.feature_level)
             _, report = check(compiled, feeds, [self.backend], sub_tolerances(self.tolerances, outputs),
-                              **self.options)
+                              self.options, oracle=self.oracle)
         except DmlLowerError:
             return []        # a cut the tools refuse (say, shape inference) is not a repro
         return [o for b in report.backends for o in b.outputs if o.status == self.status]
@@ -234,7 +236,7 @@ def sub_model_oracle(oracle: str) -> str:
 
 
 def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: str, status: str = "mismatch",
-                 tolerances: "Tolerances | None" = None, check_options: "dict | None" = None,
+                 tolerances: "Tolerances | None" = None, check_options: "BackendOptions | None" = None,
                  oracle: str = "hybrid") -> "tuple[BackendReport, Reduction | None]":
     """Check `compiled` on `backend` against `oracle` (hybrid, reference, ort-cpu or a golden
     FILE.npz, as check's); if outputs have `status` there, find a small sub-model that shows it
@@ -244,20 +246,19 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
     if status not in STATUSES:
         raise DmlLowerError(f"--status {status.upper()}: reduce looks for {' or '.join(s.upper() for s in STATUSES)}")
     tolerances = tolerances or Tolerances()
-    options = dict(check_options or {})
-    values = make_oracle(compiled, settings=options.get("session_settings"))
+    settings = check_options.settings if check_options is not None else None
+    values = make_oracle(compiled, settings=settings)
     values.keep.update(o for node in compiled.model.graph.node for o in node.output if o)   # every value, to feed cuts
-    checked, report = check(compiled, feeds, [backend], tolerances, oracle=values if oracle == "hybrid" else oracle,
-                            **options)
+    checked, report = check(compiled, feeds, [backend], tolerances, check_options,
+                            oracle=values if oracle == "hybrid" else oracle)
     whole = report.backends[0]
     original = [o for o in whole.outputs if o.status == status]
     if not original:
         return whole, None
     if oracle != "hybrid":
         values.run(checked)
-    if sub_model_oracle(oracle) != "hybrid":
-        options["oracle"] = sub_model_oracle(oracle)
-    reducer = Reducer(compiled, values.values, checked, backend, status, tolerances, options)
+    reducer = Reducer(compiled, values.values, checked, backend, status, tolerances, check_options,
+                      sub_model_oracle(oracle))
     found = reducer.reduce()
     if found is None and oracle.endswith(".npz"):
         raise DmlLowerError(f"the {status.upper()} on {backend} is against the golden outputs of {oracle}, but on this "

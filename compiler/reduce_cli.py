@@ -6,8 +6,8 @@ from pathlib import Path
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import first_feeds
-from .cli_options import (load_npz_file, model_options, oracle_option, provider_flags, session_flags,
-                          session_settings, tolerance_options)
+from .cli_options import (backend_options, load_npz_file, model_options, oracle_option, provider_flags,
+                          session_flags, session_settings, tolerance_options)
 
 
 def add_reduce_parser(sub) -> None:
@@ -63,9 +63,7 @@ def cmd_reduce(args) -> int:
     if out.resolve() == Path(args.model).resolve():
         raise DmlLowerError(f"-o {args.output!r} is the model itself: write the minimal model elsewhere")
     tolerances = Tolerances.parse(args.atol, args.rtol)
-    options = {"provider_options": args.provider_option, "ep_libraries": args.ep_library,
-               "no_fallback": args.no_fallback, "strict": args.strict or None,
-               "memory_limit": args.memory_limit, "session_settings": session_settings(args)}
+    options = backend_options(args, backends, session_settings(args))
     compiled = compile_model(args.model, feature_level=args.feature_level)
     whole, reduction = reduce_model(compiled, first_feeds(compiled, args), backend, status, tolerances, options,
                                     args.oracle)
@@ -87,8 +85,8 @@ def cmd_reduce(args) -> int:
     # The files as written, checked as a user would: that is the repro.
     minimal = compile_model(out, feature_level=args.feature_level)
     outputs = [o.name for o in graph.output]
-    _, report = check(minimal, load_npz_file(str(npz)), [backend], sub_tolerances(tolerances, outputs),
-                      oracle=sub_model_oracle(args.oracle), **options)
+    _, report = check(minimal, load_npz_file(str(npz)), [backend], sub_tolerances(tolerances, outputs), options,
+                      oracle=sub_model_oracle(args.oracle))
     print(f"{_rerun_command(args, npz, backend, outputs)}:")
     lines = format_results(report).splitlines()
     shown = [line for line in lines if f": {args.status} (" in line]

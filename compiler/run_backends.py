@@ -1,10 +1,10 @@
 """`dml-lower run --backends ...`: each backend's outputs on one feed set, and run's JSON record.
 
-cpu / ort run the lowered graph (as ever); ort-cpu / ort-dml / ort:<ProviderName> run the ORIGINAL
-model on that onnxruntime provider (runtime.check.OriginalOnProvider). A node that provider has no
-kernel for is cut out as `check` does: the outputs it produces are marked "not run on the provider",
-and a value it produces that another node reads is computed by ONNX semantics (the hybrid oracle),
-so the rest of the model still runs on the provider.
+The backends are runtime.backends' (the ones check runs): cpu / ort run the lowered graph; a
+provider backend runs the model as shipped, or with provider_model "modified" a copy in which a
+node the provider has no kernel for is cut out and its value computed by ONNX semantics (the
+hybrid oracle, evaluated only when such a value is read). A backend that ran part of the model
+is PARTIAL, said as check says it.
 """
 from __future__ import annotations
 
@@ -12,75 +12,83 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import brief
-from onnx_dml_lowering.runtime.check import OriginalOnProvider, make_oracle, plan_backends
+from onnx_dml_lowering.runtime.backends import BackendOptions, is_provider, make_backends
+from onnx_dml_lowering.runtime.check import lazy_oracle
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 
 
 @dataclass
-class BackendRun:
-    """One backend's outputs on one feed set, and what it could not run."""
+class RunResult:
+    """One backend's outputs on one feed set, and what it did not run itself."""
     backend: str
     outputs: "dict[str, np.ndarray]" = field(default_factory=dict)
-    not_run: "dict[str, str]" = field(default_factory=dict)     # output -> why the provider did not run it
+    not_run: "dict[str, str]" = field(default_factory=dict)     # output -> why the backend did not produce it
+    unvalidated: "dict[str, str]" = field(default_factory=dict) # output it gave but did not compute itself -> why
     notes: "list[str]" = field(default_factory=list)             # one line each
-    by_semantics: "list[str]" = field(default_factory=list)      # nodes without a kernel whose values ONNX semantics gave
+    partial: "dict[str, str]" = field(default_factory=dict)      # node -> why the backend did not run it
+    ran: str = ""                                                # what a provider backend ran
+    error: str = ""                                              # the backend failed: ERROR
+
+    @property
+    def status(self) -> str:
+        """error | partial | ok, as check says them (run compares nothing, so never mismatch)."""
+        if self.error:
+            return "error"
+        return "partial" if self.partial or self.not_run or self.unvalidated else "ok"
+
+    def partial_text(self) -> str:
+        parts = []
+        if self.partial:
+            nodes = list(self.partial)
+            parts.append(f"node{'s' if len(nodes) > 1 else ''} {', '.join(nodes[:4])}"
+                         + (f", ... ({len(nodes)} nodes)" if len(nodes) > 4 else "") + " not run on it")
+        others = [*self.not_run, *self.unvalidated]
+        if others:
+            parts.append(f"output{'s' if len(others) > 1 else ''} {', '.join(others)} not computed by it")
+        return "; ".join(parts)
 
 
 class RunBackends:
-    """The backends of one `run`, planned once (an unknown backend is a usage error; one this
-    machine lacks is one UNAVAILABLE line while the rest run) and run on each feed set."""
+    """The backends of one `run`, planned and prepared once (an unknown backend is a usage error;
+    one this machine lacks is one UNAVAILABLE line while the rest run; one that cannot load the
+    model is its ERROR, as in check) and run on each feed set."""
 
-    def __init__(self, compiled, backends: "list[str]", providers: "list[str] | None" = None,
-                 provider_options: "list[str] | None" = None, ep_libraries: "list[str] | None" = None,
-                 no_fallback: bool = False, strict: "bool | None" = None, memory_limit=None,
-                 session_settings=None) -> None:
-        specs, self.unavailable = plan_backends(backends, provider_options, ep_libraries)
+    def __init__(self, compiled, backends: "list[str]", options: "BackendOptions | None" = None) -> None:
         self.compiled = compiled
-        self.backends = [b for b in backends if b not in self.unavailable]
-        self.providers = providers
-        self.strict = strict
-        self.memory_limit = memory_limit
-        self.settings = session_settings         # --session-config / --threads / --graph-optimization-level
-        self.originals = {b: OriginalOnProvider(compiled, specs[b], no_fallback, session_settings)
-                          for b in self.backends if b in specs}
+        self.options = options or BackendOptions()
+        self.runners, self.unavailable = make_backends(compiled, backends, self.options)
+        self.backends = [b.name for b in self.runners]
+        self.prepared, self.errors = {}, {}
+        for runner in self.runners:
+            try:
+                self.prepared[runner.name] = runner.prepare()
+            except DmlLowerError as exc:
+                self.errors[runner.name] = str(exc)
 
-    def run(self, backend: str, feeds: "dict[str, np.ndarray]") -> BackendRun:
-        if backend in self.originals:
-            return self._original(backend, feeds)
+    def run(self, backend: str, feeds: "dict[str, np.ndarray]") -> RunResult:
+        if backend in self.errors:
+            return RunResult(backend, error=self.errors[backend])
+        runner = next(r for r in self.runners if r.name == backend)
+        prepared = self.prepared[backend]
         compiled = self.compiled
-        providers = self.providers if backend == "ort" else None
-        outputs = compiled.run(feeds, backend=backend, providers=providers, strict=self.strict,
-                               memory_limit=self.memory_limit, session_settings=self.settings)
-        unvalidated = compiled.session(backend, providers, self.settings).unvalidated_outputs
-        return BackendRun(backend, dict(outputs), {n: unvalidated[n] for n in outputs if n in unvalidated})
-
-    def _original(self, backend: str, feeds: "dict[str, np.ndarray]") -> BackendRun:
-        compiled = self.compiled
-        original = self.originals[backend]
         full, _ = with_defaults(check_feeds(compiled.inputs, feeds, compiled.optional_inputs),
                                 compiled.optional_inputs, compiled.initializers)
-        oracle = []                     # computed once, only when a cut node's value is read
-
-        def oracle_value(name: str) -> np.ndarray:
-            if not oracle:
-                oracle.append(make_oracle(compiled, settings=self.settings))
-                oracle[0].run(full)
-            return oracle[0].values[name]
-
-        outputs = original.run(full, oracle_value)
-        result = BackendRun(backend, {n: outputs[n] for n in compiled.output_names if n in outputs})
-        provider = original.provider.name
-        for name in compiled.output_names:
-            if name in original.cut_outputs:
-                result.not_run[name] = f"node {original.cut_outputs[name]} has no {provider} kernel"
-        for node, reason in original.unsupported.items():
-            fed = sorted(v for v, n in original.cut_outputs.items() if n == node and v in original.fed)
-            line = f"node {node}: no {provider} kernel, not run ({brief(reason.splitlines()[0], 160)})"
-            if fed:
-                line += f"; {', '.join(fed)} computed by ONNX semantics for the nodes reading it"
-                result.by_semantics.append(node)
-            result.notes.append(line)
+        # A failure while running (the feeds do not suit the model, a limit) ends the command with
+        # its one line, as before any backend existed; only loading the model is a backend's ERROR.
+        done = runner.run(full, lazy_oracle(compiled, full, prepared.needs, self.options.settings))
+        result = RunResult(backend, {n: done.outputs[n] for n in compiled.output_names if n in done.outputs},
+                           {n: why for n, why in done.not_compared.items() if n not in done.outputs},
+                           partial=dict(prepared.partial), ran=prepared.ran if is_provider(backend) else "")
+        unvalidated = {n: why for n, why in done.not_compared.items() if n in done.outputs}
+        for name, why in unvalidated.items():    # produced, but not by the backend's own kernels
+            result.notes.append(f"{name}: {why}")
+        for node, why in prepared.partial.items():
+            result.notes.append(f"node {node}: {brief(why.splitlines()[0] if why else why, 160)}")
+        if done.fed:
+            result.notes.append(f"{', '.join(done.fed)} computed by ONNX semantics for the nodes reading them")
+        result.unvalidated = unvalidated
         return result
 
 
@@ -92,14 +100,15 @@ def preview(value: np.ndarray, count: int = 8) -> "list":
     return [str(v) for v in flat.tolist()]
 
 
-def run_record(run: BackendRun, feeds: "dict[str, np.ndarray]", defaults: "dict[str, np.ndarray]") -> dict:
+def run_record(run: RunResult, feeds: "dict[str, np.ndarray]", defaults: "dict[str, np.ndarray]") -> dict:
     """One backend's entry of `run --json`."""
     def described(value) -> dict:
         value = np.asarray(value)
         return {"dtype": str(value.dtype), "shape": list(value.shape), "preview": preview(value)}
-    return {"backend": run.backend,
+    return {"backend": run.backend, "status": run.status, "error": run.error, "ran": run.ran,
+            "partial": dict(run.partial),
             "outputs": {name: described(value) for name, value in run.outputs.items()},
-            "not_run": dict(run.not_run),
+            "not_run": dict(run.not_run), "unvalidated": dict(run.unvalidated),
             "notes": list(run.notes),
             "feeds": {name: described(value) for name, value in feeds.items()},
             "initializer_defaults": {name: described(value) for name, value in defaults.items()}}

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import describe_feeds, feed_sets
-from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
-                          session_settings, write_file)
+from .cli_options import (backend_options, check_writable, model_options, partial_flag, provider_flags,
+                          save_npz_file, session_flags, session_settings, write_file)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,12 +21,13 @@ def add_run_parser(sub) -> None:
     p.add_argument("--backends", "--backend", dest="backends", default="cpu", metavar="B[,B...]",
                    help="comma-separated: cpu (lowered graph, DirectML operators on the numpy emulator), "
                         "ort (lowered graph, each DirectML operator on onnxruntime --providers), "
-                        "ort-cpu / ort-dml / ort:<ProviderName> (the original model on that onnxruntime "
+                        "ort-cpu / ort-dml / ort:<ProviderName> (the model as shipped on that onnxruntime "
                         "provider); --backend is the same option")
     p.add_argument("--providers", metavar="P[,P...]",
                    help="onnxruntime execution providers of the ort backend: cpu, dml (or full names), "
                         "comma-separated (default: cpu)")
     provider_flags(p)
+    partial_flag(p)
     session_flags(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print one line per backend: its outputs' dtypes and shapes")
     p.add_argument("--save-inputs", metavar="F.npz",
@@ -56,11 +57,10 @@ def cmd_run(args) -> int:
         raise DmlLowerError("--providers applies to the ort backend only (--backends ort)")
     if args.save_outputs and len(backends) > 1:
         raise DmlLowerError(f"--save-outputs saves one backend's outputs: give one backend, not {args.backends!r}")
-    runner = RunBackends(compiled, backends, providers, args.provider_option, args.ep_library, args.no_fallback,
-                         strict=args.strict or None, memory_limit=args.memory_limit,
-                         session_settings=settings)
+    runner = RunBackends(compiled, backends, backend_options(args, backends, settings, providers))
     for backend, why in runner.unavailable.items():
         print(f"{backend}: UNAVAILABLE: {why}")
+    failed = False
     first_feeds = None
     described: dict = {}
     sets = 0
@@ -79,7 +79,8 @@ def cmd_run(args) -> int:
                   + (f" (iteration #{index})" if which else ""))
         for backend in runner.backends:
             done = runner.run(backend, feeds)
-            if args.save_outputs:
+            failed |= done.status == "error" or (done.status == "partial" and args.fail_on_partial)
+            if args.save_outputs and not done.error:
                 meta = metadata(check_feeds(compiled.inputs, feeds, compiled.optional_inputs), f"run:{backend}")
                 save_npz_file(set_path(args.save_outputs, index),
                               saved_file((lambda key: f"the model's output {key!r}", done.outputs),
@@ -88,17 +89,25 @@ def cmd_run(args) -> int:
             if args.quiet:
                 print(_quiet_line(done, which))
                 continue
+            if done.error:
+                print(f"{backend}{which}: ERROR {done.error}")
+                continue
             print(f"ran {args.model} on backend {backend} (feature level {compiled.feature_level}){which}")
+            if done.ran:
+                print(f"ran {done.ran}")
             if defaults:
                 print(defaults_line(defaults))
             for note in dimension_notes(compiled.inputs + compiled.optional_inputs, feeds):
                 print(note)
             for note in done.notes:
                 print(note)
+            if done.status == "partial":
+                print(f"PARTIAL: {done.partial_text()}")
             for name in compiled.output_names:
                 if name in done.outputs:
-                    print(_summary(name, done.outputs[name]) + (f"  [not run on the provider: {done.not_run[name]}]"
-                                                                 if name in done.not_run else ""))
+                    print(_summary(name, done.outputs[name]) + (f"  [not computed by the backend: "
+                                                                 f"{done.unvalidated[name]}]"
+                                                                 if name in done.unvalidated else ""))
                 elif name in done.not_run:
                     print(f"  {name}: not run ({done.not_run[name]})")
     if args.save_inputs:
@@ -111,7 +120,7 @@ def cmd_run(args) -> int:
                 "backends": records, "unavailable": dict(runner.unavailable)}
         write_file(args.json, "the run JSON", lambda p: Path(p).write_text(json.dumps(data, indent=1)))
         print(f"wrote {args.json}")
-    return 0
+    return 1 if failed else 0
 
 
 def _summary(name: str, value: np.ndarray) -> str:
@@ -123,9 +132,9 @@ def _summary(name: str, value: np.ndarray) -> str:
 
 
 def _quiet_line(done, which: str) -> str:
-    """run -q: one line per backend (and feed set)."""
+    """run -q: one line per backend (and feed set), PARTIAL and ERROR said as check -q says them."""
+    if done.error:
+        return f"{done.backend}{which}: ERROR {done.error}"
     shapes = ", ".join(f"{name} {value.dtype} {list(value.shape)}" for name, value in done.outputs.items())
-    not_run = f"; not run: {', '.join(done.not_run)}" if done.not_run else ""
-    semantics = (f"; no kernel, computed by ONNX semantics: {', '.join(done.by_semantics)}"
-                 if done.by_semantics else "")
-    return f"{done.backend}{which}: {len(done.outputs)} output(s): {shapes or 'none'}{not_run}{semantics}"
+    partial = f"; PARTIAL: {done.partial_text()}" if done.status == "partial" else ""
+    return f"{done.backend}{which}: {len(done.outputs)} output(s): {shapes or 'none'}{partial}"

@@ -157,7 +157,7 @@ def unused_names(named: "list[tuple[str, str]]", results: "list[ModelResult]") -
 
 
 def exit_code(results: "list[ModelResult]") -> int:
-    """1 when any model is MISMATCH / ERROR / crashed; else 2 when any ended in a usage or input
+    """1 when any model is MISMATCH / ERROR / crashed (or PARTIAL under --fail-on-partial); else 2 when any ended in a usage or input
     error (exit 2, as checking it alone would); else 0."""
     if any(r.failed for r in results):
         return 1
@@ -214,13 +214,13 @@ def format_summary(results: "list[ModelResult]") -> str:
             lines.append(f"{r.model}: {r.status}: {r.error}")
             continue
         for backend in r.report.get("backends", []):
-            if backend.get("status") in ("mismatch", "error"):
+            if backend.get("status") in ("mismatch", "error", "partial"):
                 lines += [f"{r.model}: {line}" for line in backend_lines(r.report, backend)
-                          if ": MISMATCH (" in line or "] ERROR " in line]
+                          if ": MISMATCH (" in line or "] ERROR " in line or "] PARTIAL: " in line]
     tally: "dict[str, int]" = {}
     for r in results:
         tally[r.status] = tally.get(r.status, 0) + 1
-    order = ["ok", "MISMATCH", "ERROR", "exit-2", "crashed"]
+    order = ["ok", "PARTIAL", "MISMATCH", "ERROR", "exit-2", "crashed"]
     lines.append(f"zoo: {len(results)} model{'s' if len(results) != 1 else ''}: "
                  + ", ".join(f"{tally[s]} {s}" for s in order if tally.get(s)))
     return "\n".join(lines)

@@ -81,19 +81,23 @@ class ModelResult:
 
     @property
     def status(self) -> str:
-        """ok | MISMATCH | ERROR | exit-2 | crashed."""
+        """ok | PARTIAL (a backend ran only part of the model) | MISMATCH | ERROR | exit-2 | crashed."""
+        statuses = {b.get("status") for b in (self.report or {}).get("backends", [])}
         if self.report is not None and self.exit_code == PASSED:
-            return "ok"
+            return "PARTIAL" if "partial" in statuses else "ok"
         if self.report is not None and self.exit_code == FAILED:
-            statuses = {b.get("status") for b in self.report.get("backends", [])}
-            return "MISMATCH" if "mismatch" in statuses else "ERROR"
+            if "mismatch" in statuses:
+                return "MISMATCH"
+            if "error" in statuses or not self.report.get("fail_partial") or "partial" not in statuses:
+                return "ERROR"
+            return "PARTIAL"                    # check --fail-on-partial failed it
         if self.exit_code == USAGE:
             return "exit-2"
         return "crashed"
 
     @property
     def failed(self) -> bool:
-        return self.status in ("MISMATCH", "ERROR", "crashed")
+        return self.status in ("MISMATCH", "ERROR", "crashed") or (self.status == "PARTIAL" and self.exit_code == FAILED)
 
     def placement_counts(self) -> "tuple[int, int] | None":
         """(NonZero / EyeLike / idiom placements lowered, left to ONNX); None without a report."""
@@ -115,7 +119,8 @@ def backend_lines(report: dict, backend: dict) -> "list[str]":
     from onnx_dml_lowering.runtime.report import format_results
     outputs = [OutputResult(**o) for o in backend.get("outputs", [])]
     one = CheckReport(report.get("model", ""), report.get("feature_level", ""), [], {},
-                      [BackendReport(backend["backend"], outputs, error=backend.get("error") or "")],
-                      iterations=report.get("iterations", 1))
+                      [BackendReport(backend["backend"], outputs, error=backend.get("error") or "",
+                                     partial=dict(backend.get("partial") or {}))],
+                      iterations=report.get("iterations", 1), fail_partial=bool(report.get("fail_partial")))
     text = format_results(one)
     return [line.strip() for line in text.splitlines() if line.strip()]

@@ -1,13 +1,12 @@
-"""check: run backends on the same feeds and compare each output with ONNX semantics.
-
-Backends: "cpu" - the lowered graph on the numpy DirectML emulator; "ort" - the lowered graph
-with each DirectML operator run by onnxruntime's CPU provider; "ort-cpu" / "ort-dml" /
-"ort:<ProviderName>" - the original model on that onnxruntime execution provider.
+"""check: the feed sets in turn, every backend (runtime/backends.py) on each, and each output
+compared with ONNX semantics (the oracle).
 
 Statuses per output and backend: match, mismatch (the only failure besides error), deviation (a
-named, known one), unsupported (the provider has no kernel for the node producing it),
+named, known one), unsupported (the backend did not produce it itself: not compared),
 nondeterministic (computed from a random operator: not compared), error (the backend crashed).
-A backend that is not available here is reported and skipped while the others run.
+A backend that ran part of the model (a node cut out or run by another provider, an output not
+compared) is PARTIAL; `fail_partial` makes that a failure. A backend that is not available here
+is reported and skipped while the others run.
 """
 from __future__ import annotations
 
@@ -19,41 +18,24 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 import ml_dtypes
 import numpy as np
-import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.ir.errors import ModelContradiction, first_line
+from onnx_dml_lowering.ir.errors import ModelContradiction
 from onnx_dml_lowering.ir.printer import name_list as node_list
-from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
+from onnx_dml_lowering.lowering.schedule import node_bodies
 
+from .backends import BackendOptions, describe_backend, is_provider, make_backends, parse_backend
 from .compare import BackendReport, OutputResult, compare, is_float
-from .feeds import check_feeds, dimension_notes, restore_declared, with_defaults
-from .nondeterminism import random_values
-from .oracle import NO_KERNEL_NODE, Oracle
-from .ort_providers import (ProviderSpec, SessionSettings, make_provider_session, node_providers,
-                            backend_hint, placement_findings, provider_name, resolve_backend)
-from .ort_values import run_session
 from .dml_deviations import from_dml_ep, recognise
-from .saved_outputs import PREFIX as SAVED_PREFIX
-from .saved_outputs import LoadedOutputs, describe_saved, verify_feeds
+from .feeds import check_feeds, dimension_notes, with_defaults
+from .nondeterminism import random_values
+from .oracle import Oracle
+from .ort_providers import SessionSettings
+from .saved_outputs import LoadedOutputs, verify_feeds
 
-BACKENDS = {
-    "cpu": "lowered graph, DirectML operators on the numpy emulator",
-    "ort": "lowered graph, DirectML operators on onnxruntime CPUExecutionProvider",
-    "ort-cpu": "original model on onnxruntime CPUExecutionProvider",
-    "ort-dml": "original model on onnxruntime DmlExecutionProvider",
-}
-_ORT_ALIASES = {"ort-cpu": "CPUExecutionProvider", "ort-dml": "DmlExecutionProvider"}
+__all__ = ["BackendOptions", "CheckReport", "LoadedOutputs", "Tolerances", "check", "describe_backend"]
 
 SCALAR_NONZERO_DEVIATION = "known onnxruntime deviation: a scalar NonZero gives (1, nnz); ONNX says (0, nnz)"
-
-
-def describe_backend(backend: str) -> str:
-    if backend.startswith("ort:"):
-        return f"original model on onnxruntime {backend[4:]}"
-    if backend.startswith(SAVED_PREFIX):
-        return describe_saved(backend)
-    return BACKENDS[backend]
 
 
 DEFAULT_ATOL = DEFAULT_RTOL = 1e-5
@@ -200,19 +182,28 @@ class CheckReport:
     empty_nonzero: "list[str]" = field(default_factory=list)
     # The --dim sizes the random feeds were drawn at (set by the CLI; a zoo reads them back).
     dims: "dict[str, int]" = field(default_factory=dict)
+    # A PARTIAL backend (it ran only part of the model) fails the check (check(fail_partial=True)).
+    fail_partial: bool = False
     # Feeds of the first set that depart from the model's dimension names (feeds.dimension_notes).
     feed_notes: "list[str]" = field(default_factory=list)
     # Where the feeds came from and what the first set holds (set by the CLI; report.feeds_line).
     feeds: dict = field(default_factory=dict)
 
     @property
+    def partial(self) -> "list[BackendReport]":
+        """The backends that ran without error but not the whole model themselves."""
+        return [b for b in self.backends if not b.error and b.is_partial]
+
+    @property
     def ok(self) -> bool:
-        """No MISMATCH and no backend ERROR, and every feed set asked for was checked (a run a later
-        set stopped is not a pass)."""
-        return all(b.ok for b in self.backends) and not self.stopped
+        """No MISMATCH and no backend ERROR (nor PARTIAL when it fails), and every feed set asked
+        for was checked (a run a later set stopped, or Ctrl-C cut short, is not a pass)."""
+        return (all(b.ok for b in self.backends) and not self.stopped and not self.interrupted
+                and not (self.fail_partial and self.partial))
 
     def to_dict(self) -> dict:
         return {"model": self.model, "feature_level": self.feature_level, "ok": self.ok,
+                "fail_partial": self.fail_partial,
                 "oracle": self.oracle, "iterations": self.iterations, "interrupted": self.interrupted,
                 "stopped": self.stopped, "empty_nonzero": list(self.empty_nonzero), "dims": dict(self.dims),
                 "feeds": dict(self.feeds),
@@ -248,137 +239,6 @@ def scalar_nonzero_outputs(compiled) -> "dict[str, str]":
     return out
 
 
-def _provider_of(backend: str) -> "str | None":
-    if backend in _ORT_ALIASES:
-        return _ORT_ALIASES[backend]
-    if backend.startswith("ort:") and backend[4:]:
-        return backend[4:]
-    return None
-
-
-def plan_backends(backends: "list[str]", provider_options: "list[str] | None" = None,
-                  ep_libraries: "list[str] | None" = None) -> "tuple[dict[str, ProviderSpec], dict[str, str]]":
-    """(the provider of each onnxruntime backend, {backend: why it is unavailable here}).
-
-    An unknown backend or provider name is a usage error; so is a list where no backend is
-    available. A provider onnxruntime knows but this machine lacks (DirectML on Linux) is
-    reported unavailable while the other backends run.
-    """
-    import onnxruntime as ort
-    if not backends:
-        raise DmlLowerError("no backend to check; choose from " + ", ".join(BACKENDS) + ", ort:<ProviderName>")
-    if not any(_provider_of(b) for b in backends):
-        for option, given in (("--provider-option", provider_options), ("--ep-library", ep_libraries)):
-            if given:
-                raise DmlLowerError(f"{option} {given[0]}: no requested backend uses it (it applies to "
-                                    f"ort-cpu, ort-dml, ort:<ProviderName>; --backends {','.join(backends)})")
-    providers: "dict[str, list[str]]" = {}
-    unavailable: "dict[str, str]" = {}
-    for backend in backends:
-        provider = _provider_of(backend)
-        if backend not in BACKENDS and provider is None:
-            raise DmlLowerError(f"unknown check backend {backend!r}{backend_hint(backend)}; choose from {', '.join(BACKENDS)}, "
-                                "ort:<ProviderName>")
-        if provider is not None:
-            try:
-                providers[backend] = resolve_backend(backend, provider_options, ep_libraries)
-            except DmlLowerError as exc:
-                if provider_name(backend) not in ort.get_all_providers():
-                    raise
-                unavailable[backend] = str(exc)
-    if len(unavailable) == len(backends):
-        raise DmlLowerError(next(iter(unavailable.values())))
-    return providers, unavailable
-
-
-class OriginalOnProvider:
-    """The original model on one onnxruntime provider. A node the provider has no kernel for is
-    cut out: its outputs are UNSUPPORTED, and what reads them is fed the oracle's values."""
-
-    def __init__(self, compiled, provider: ProviderSpec, no_fallback: bool = False,
-                 settings: "SessionSettings | None" = None) -> None:
-        self.compiled = compiled
-        self.settings = settings
-        self.provider = provider
-        self.providers = [provider.name]
-        self.no_fallback = no_fallback
-        self.assignment: "dict[str, str] | None" = None
-        self.unsupported: "dict[str, str]" = {}     # node -> onnxruntime's reason
-        self.cut_outputs: "dict[str, str]" = {}     # value produced by a cut node -> node
-        self.fed: "set[str]" = set()                # cut values fed from the oracle
-        self._session = None
-        self._built = False
-        self._outputs: "list[str]" = []
-
-    def _build(self) -> None:
-        model = onnx.ModelProto()
-        model.CopyFrom(self.compiled.model)
-        for _ in range(len(model.graph.node) + 1):
-            if not model.graph.output:
-                break                   # every output came from a cut node: nothing left to run
-            try:
-                self._session = make_provider_session(model, self.provider, self.no_fallback, self.settings)
-                break
-            except DmlLowerError as exc:
-                found = NO_KERNEL_NODE.search(str(exc))
-                names = {n.name for n in model.graph.node}
-                if not found or found.group(1) not in names or "NOT_IMPLEMENTED" not in str(exc):
-                    raise
-                self._cut(model, found.group(1), str(exc).split("cannot load the model: ", 1)[-1])
-        self._built = True
-        self.assignment = node_providers(self._session) if self._session is not None else None
-        self._outputs = [n for n in self.compiled.output_names if n not in self.cut_outputs]
-
-    def _cut(self, model: onnx.ModelProto, name: str, reason: str) -> None:
-        """Removes node `name`: each value it produced that a remaining node reads becomes a graph
-        input (fed from the oracle); each that is a graph output leaves the outputs (UNSUPPORTED)."""
-        node = next(n for n in model.graph.node if n.name == name)
-        self.unsupported[name] = reason
-        model.graph.node.remove(node)
-        read = {r for n in model.graph.node for r in node_reads(n)}
-        for value in node.output:
-            if not value:
-                continue
-            self.cut_outputs[value] = name
-            if value in read:
-                info = self.compiled.types.get(value)
-                vi = (onnx.helper.make_tensor_value_info(value, info.onnx_type, None)
-                      if info is not None and info.onnx_type else onnx.ValueInfoProto(name=value))
-                model.graph.input.append(vi)
-        for values, keep in ((model.graph.output, lambda v: v.name not in self.cut_outputs),
-                             # a value fed in for a node cut since then is read by nothing now
-                             (model.graph.input, lambda v: v.name not in self.cut_outputs or v.name in read)):
-            kept = [v for v in values if keep(v)]
-            del values[:]
-            values.extend(kept)
-
-    def prepare(self) -> None:
-        if not self._built:
-            self._build()
-
-    @property
-    def loaded(self) -> bool:
-        return self._session is not None
-
-    def run(self, feeds: Mapping[str, np.ndarray], oracle_value: Callable[[str], np.ndarray]) -> "dict[str, np.ndarray]":
-        self.prepare()
-        if self._session is None:
-            return {}
-        feeds = dict(feeds)
-        wanted = {i.name for i in self._session.get_inputs()}
-        wanted |= {i.name for i in self._session.get_overridable_initializers()}
-        for value in self.cut_outputs:
-            if value in wanted:
-                feeds[value] = oracle_value(value)
-                self.fed.add(value)
-        try:
-            results = run_session(self._session, self._outputs, {k: v for k, v in feeds.items() if k in wanted})
-        except Exception as exc:
-            raise DmlLowerError(f"onnxruntime ({', '.join(self.providers)}) failed to run the model: "
-                                f"{first_line(exc)}") from None
-        return dict(zip(self._outputs, results))
-
-
 def _semantic_nodes(compiled) -> "set[str]":
     return {n for p in compiled.placement for n in p.onnx_nodes if not n.startswith("initializer:")}
 
@@ -388,40 +248,53 @@ def make_oracle(compiled, kind: str = "hybrid", settings: "SessionSettings | Non
                   getattr(compiled, "shared_sessions", None))
 
 
+def lazy_oracle(compiled, feeds: Mapping[str, np.ndarray], needs: "set[str]",
+                settings: "SessionSettings | None" = None) -> Callable[[str], np.ndarray]:
+    """oracle_value for a backend run outside check (run, conformance run): the hybrid oracle,
+    evaluated on `feeds` the first time a value is asked for (a cut node's), never otherwise."""
+    made: "list[Oracle]" = []
+
+    def value(name: str) -> np.ndarray:
+        if not made:
+            made.append(make_oracle(compiled, settings=settings))
+            made[0].keep.update(needs)
+            made[0].run(feeds)
+        return made[0].values[name]
+    return value
+
+
 def check(compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
-          strict: "bool | None" = None, model_name: str = "",
-          memory_limit: "int | str | None" = None, oracle: "str | Oracle" = "hybrid",
-          more_feeds: "Iterable[Mapping[str, object]] | None" = None,
-          loaded: "LoadedOutputs | None" = None, provider_options: "list[str] | None" = None,
-          ep_libraries: "list[str] | None" = None, no_fallback: bool = False,
-          session_settings: "SessionSettings | None" = None,
+          options: "BackendOptions | None" = None, *, oracle: "str | Oracle" = "hybrid",
+          more_feeds: "Iterable[Mapping[str, object]] | None" = None, model_name: str = "",
           feed_label: "Callable[[int], str] | None" = None,
+          fail_partial: bool = False,
           on_set: "Callable[[int, Mapping[str, np.ndarray], dict, dict], None] | None" = None
           ) -> "tuple[dict, CheckReport]":
-    """Every backend against the oracle on the same (validated) feeds.
+    """Every backend (runtime/backends.py, built from `options`) against the oracle on the same
+    (validated) feeds.
 
     `more_feeds`: further feed sets (--iterations), any iterable; every set is checked the same
     way, drawn one at a time and dropped once checked (a generator keeps memory flat in their
     number). KeyboardInterrupt (Ctrl-C) after at least one set was checked ends the loop: the
-    report covers the sets checked (`report.interrupted`); before that it propagates. So does a
-    later set the oracle cannot evaluate or that does not fit the inputs: the report covers the
-    sets before it and `report.stopped` says which set failed and why (`feed_label(i)` names set
-    #i, e.g. its seed). `on_set(i, feeds, expected, {backend: outputs})` is called once set #i is
-    compared (to save every set as it goes: --save-inputs / --save-outputs).
-    `provider_options` (NAME=VALUE), `ep_libraries` (NAME=PATH) and `no_fallback` apply to the
-    backends that run the original model on an onnxruntime provider. `session_settings` apply to
-    every onnxruntime session: the oracle's, the lowered backends' and the original's.
+    report covers the sets checked (`report.interrupted`, not ok); before that it propagates. So
+    does a later set the oracle cannot evaluate or that does not fit the inputs: the report covers
+    the sets before it and `report.stopped` says which set failed and why (`feed_label(i)` names
+    set #i, e.g. its seed). `fail_partial`: a PARTIAL backend makes the report not ok.
+    `on_set(i, feeds, expected, {backend: outputs})` is called once set #i is compared (to save
+    every set as it goes: --save-inputs / --save-outputs).
     """
-    providers, unavailable = plan_backends(backends, provider_options, ep_libraries)
+    options = options or BackendOptions()
     tolerances = tolerances.for_model(compiled)
-    if memory_limit is not None:
+    if options.memory_limit is not None:
         from .memory import parse_size
-        memory_limit = parse_size(memory_limit)        # a bad size is a usage error, before any run
+        parse_size(options.memory_limit)        # a bad size is a usage error, before any run
+    runners, unavailable = make_backends(compiled, backends, options)
     # an initializer that is also an input is its default unless fed: every engine gets it
     first, defaulted = with_defaults(check_feeds(compiled.inputs, feeds, compiled.optional_inputs),
                                      compiled.optional_inputs, compiled.initializers)
     more = iter(more_feeds or ())
-    the_oracle = oracle if isinstance(oracle, Oracle) else make_oracle(compiled, oracle, session_settings)
+    the_oracle = oracle if isinstance(oracle, Oracle) else make_oracle(compiled, oracle, options.settings)
+    loaded = options.loaded
     if the_oracle.golden is not None or loaded is not None:
         if next(more, None) is not None:
             raise DmlLowerError("saved outputs hold one feed set: use them with --iterations 1")
@@ -431,20 +304,23 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
         verify_feeds("--load-outputs", loaded.path, loaded.meta, first)
     deviations = scalar_nonzero_outputs(compiled)
     randoms = random_values(compiled.model)
-    runnable = [b for b in backends if b not in unavailable]
-    reports = {b: BackendReport(b) for b in runnable}
-    if loaded is not None:
-        reports.update({b: BackendReport(b) for b in loaded.by_backend})
-    originals = {b: OriginalOnProvider(compiled, providers[b], no_fallback, session_settings) for b in runnable if b in providers}
-    for backend, original in originals.items():
+    reports = {b.name: BackendReport(b.name) for b in runners}
+    for backend in runners:
         started = time.perf_counter()
+        report = reports[backend.name]
         try:
-            original.prepare()
+            prepared = backend.prepare()
         except DmlLowerError as exc:
-            reports[backend].error = str(exc)
-        reports[backend].seconds += time.perf_counter() - started
-        the_oracle.keep.update(original.cut_outputs)
-    before = control_flow_iterations(compiled, runnable, session_settings)    # the session may have run before
+            report.error = str(exc)
+        else:
+            report.ran, report.partial = prepared.ran, dict(prepared.partial)
+            report.unsupported_nodes = dict(prepared.unsupported_nodes)
+            report.node_providers, report.placement_notes = prepared.node_providers, list(prepared.placement_notes)
+            the_oracle.keep.update(prepared.needs)
+        report.seconds += time.perf_counter() - started
+    flow = {b.name: 0 for b in runners if compiled.partition.bodies and parse_backend(b.name).kind == "lowered"}
+    fed: "dict[str, set[str]]" = {b.name: set() for b in runners}
+    regions: "dict[str, str]" = {}
     first_expected: "dict[str, np.ndarray]" = {}
     checked = 0
     interrupted = False
@@ -477,6 +353,12 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                 return
             yield iteration, raw
 
+    def oracle_value(name: str) -> np.ndarray:
+        if name not in the_oracle.values:
+            raise DmlLowerError(f"the {the_oracle.kind} oracle keeps no intermediate value {name!r} "
+                                "to feed a node the provider lacks; use the default hybrid oracle")
+        return the_oracle.values[name]
+
     try:
         for iteration, raw in feed_sets():
             marks = {b: len(r.outputs) for b, r in reports.items()}
@@ -497,27 +379,13 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                 if iteration == 0:
                     first_expected = expected
                 actuals: "dict[str, dict]" = {}
-
-                def oracle_value(name: str) -> np.ndarray:
-                    if name not in the_oracle.values:
-                        raise DmlLowerError(f"the {the_oracle.kind} oracle keeps no intermediate value {name!r} "
-                                            "to feed a node the provider lacks; use the default hybrid oracle")
-                    return the_oracle.values[name]
-
-                for backend, report in reports.items():
+                for backend in runners:
+                    report = reports[backend.name]
                     if report.error:
                         continue
                     started = time.perf_counter()
                     try:
-                        if backend.startswith(SAVED_PREFIX):
-                            actual = {n: restore_declared(compiled.types, n, v) for n, v in loaded.by_backend[backend].items()}
-                        elif backend in originals:
-                            actual = originals[backend].run(feed_set, oracle_value)
-                        else:
-                            actual = compiled.run(feed_set, backend=backend,
-                                                  providers=["cpu"] if backend == "ort" else None,
-                                                  strict=strict, memory_limit=memory_limit,
-                                                  session_settings=session_settings)
+                        ran = backend.run(feed_set, oracle_value)
                     except DmlLowerError as exc:
                         if "memory limit" in str(exc) or isinstance(exc, ModelContradiction):
                             raise           # a limit the user set, or the model's own fault: not a backend's failure
@@ -526,23 +394,18 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                     finally:
                         report.seconds += time.perf_counter() - started
                     if iteration == 0:
-                        report.values = {k: np.asarray(v) for k, v in actual.items()}
-                    actuals[backend] = actual
-                    original = originals.get(backend)
-                    unsupported = {}
-                    if original is not None:
-                        unsupported = {v: f"node {node} has no kernel on {original.provider.description}: "
-                                          f"{original.unsupported[node]}"
-                                       for v, node in original.cut_outputs.items()}
-                    elif backend == "ort":
-                        unsupported = {v: f"computed by the numpy kernel: {why}"
-                                       for v, why in compiled.session("ort", ["cpu"], session_settings).unvalidated_outputs.items()}
+                        report.values = {k: np.asarray(v) for k, v in ran.outputs.items()}
+                    actuals[backend.name] = ran.outputs
+                    fed[backend.name].update(ran.fed)
+                    if backend.name in flow:
+                        flow[backend.name] += ran.lowered_iterations
+                    if ran.regions:
+                        regions = {name: f"[{node_list(nodes)}] {engine}" for name, (nodes, engine) in ran.regions.items()}
                     for name, want in expected.items():
-                        result = _compare_one(name, backend, want, actual, tolerances, deviations, randoms,
-                                              unsupported)
-                        if result.status == "mismatch" and from_dml_ep(
-                                backend, original.provider.name if original is not None else None):
-                            named = recognise(compiled.model, feed_set, name, actual.get(name))
+                        result = _compare_one(name, backend.name, want, ran.outputs, tolerances, deviations,
+                                              randoms, ran.not_compared)
+                        if result.status == "mismatch" and from_dml_ep(backend.name, _provider(backend.name)):
+                            named = recognise(compiled.model, feed_set, name, ran.outputs.get(name))
                             if named:                       # the DML EP's own, bit for bit: named
                                 result.status, result.detail = "deviation", named
                         result.iteration = iteration
@@ -562,41 +425,23 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
             raise
         interrupted = True
 
-    for backend, original in originals.items():
-        reports[backend].unsupported_nodes = dict(original.unsupported)
-        reports[backend].fed_from_oracle = sorted(original.fed)
-        reports[backend].node_providers = original.assignment
-        if original.assignment is not None:
-            reports[backend].placement_notes = [
-                f.describe(original.provider.name)
-                for f in placement_findings(compiled.model, original.assignment, original.provider.name)
-                if f.node not in original.unsupported]
-        elif original.loaded:
-            reports[backend].placement_notes = ["this onnxruntime cannot report which provider ran each node"]
-    regions = {}
-    if "cpu" in runnable:
-        runner = compiled.session("cpu", None, session_settings).regions
-        for name, engine in runner.engines.items():
-            regions[name] = f"[{node_list([n.name for n in runner.regions[name]])}] {engine}"
+    for name, values in fed.items():
+        reports[name].fed_from_oracle = sorted(values)
     report = CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions,
                          list(reports.values()), the_oracle.to_dict(), checked, unavailable,
                          expected=first_expected, interrupted=interrupted, stopped=stopped,
-                         empty_nonzero=list(still_empty) if nonzero_nodes and len(still_empty) == nonzero_nodes else [])
+                         empty_nonzero=list(still_empty) if nonzero_nodes and len(still_empty) == nonzero_nodes else [],
+                         fail_partial=fail_partial)
     report.defaults = {name: first[name] for name in defaulted}
     report.feed_notes = dimension_notes(compiled.inputs + compiled.optional_inputs, first)
-    after = control_flow_iterations(compiled, runnable, session_settings)
-    report.control_flow_iterations = {b: n - before.get(b, 0) for b, n in after.items()}
+    report.control_flow_iterations = flow
     return first, report
 
 
-def control_flow_iterations(compiled, backends: "list[str]",
-                            settings: "SessionSettings | None" = None) -> "dict[str, int]":
-    """Per lowered backend that ran, how many control-flow branches / iterations ran lowered
-    (only for models with a control-flow node run by the host)."""
-    if not compiled.partition.bodies:
-        return {}
-    return {b: compiled.session(b, ["cpu"] if b == "ort" else None, settings).lowered_iterations
-            for b in ("cpu", "ort") if b in backends}
+def _provider(backend: str) -> "str | None":
+    """The onnxruntime provider a backend runs on (None: not a provider backend)."""
+    parsed = parse_backend(backend)
+    return parsed.provider if parsed.kind == "provider" else None
 
 
 def _compare_one(name: str, backend: str, want: np.ndarray, actual: Mapping[str, np.ndarray],
@@ -617,7 +462,7 @@ def _compare_one(name: str, backend: str, want: np.ndarray, actual: Mapping[str,
     result = compare(name, backend, want, got, atol, rtol, exact=exact)
     if result.exact and result.status == "mismatch" and result.first_mismatch is not None:
         result.detail += f"; compared exactly: the output of lowered node {tolerances.exact[name]}"
-    if (result.status == "mismatch" and (backend.startswith("ort-") or backend.startswith("ort:"))
+    if (result.status == "mismatch" and is_provider(backend)
             and name in deviations and got is not None and want.shape[:1] == (0,)
             and np.shape(got) == (1,) + want.shape[1:]):
         result.status = "deviation"

@@ -351,14 +351,49 @@ class BackendReport:
     node_providers: "dict[str, str] | None" = None
     placement_notes: "list[str]" = field(default_factory=list)   # provider fallbacks, folded nodes
     values: "dict" = field(default_factory=dict, repr=False)   # its outputs for the first feed set
+    ran: str = ""                      # what it ran (a provider: the file as shipped, or a modified copy)
+    # node -> why the backend did not run it itself (cut out, or run by another provider): PARTIAL
+    partial: "dict[str, str]" = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not self.error and all(o.status != "mismatch" for o in self.outputs)
 
+    @property
+    def not_compared(self) -> "list[str]":
+        """Outputs it did not produce itself (UNSUPPORTED), each once."""
+        return list(dict.fromkeys(o.output for o in self.outputs if o.status == "unsupported"))
+
+    @property
+    def is_partial(self) -> bool:
+        """It ran only part of the model: a node cut out or run elsewhere, or an output not compared."""
+        return bool(self.partial or self.not_compared)
+
+    @property
+    def status(self) -> str:
+        """error | mismatch | partial | ok: what every view (text, JSON, zoo, JUnit) says of it."""
+        if self.error:
+            return "error"
+        if not self.ok:
+            return "mismatch"
+        return "partial" if self.is_partial else "ok"
+
+    def partial_text(self) -> str:
+        """The nodes (and outputs) it did not run itself, in one short clause."""
+        parts = []
+        if self.partial:
+            nodes = list(self.partial)
+            shown = ", ".join(nodes[:4]) + (f", ... ({len(nodes)} nodes)" if len(nodes) > 4 else "")
+            parts.append(f"node{'s' if len(nodes) > 1 else ''} {shown} not run on it")
+        if self.not_compared:
+            parts.append(f"output{'s' if len(self.not_compared) > 1 else ''} {', '.join(self.not_compared)} "
+                         "not compared")
+        return "; ".join(parts)
+
     def to_dict(self, description: str) -> dict:
         data = {"backend": self.backend, "description": description, "ok": self.ok,
-                "status": "error" if self.error else ("ok" if self.ok else "mismatch"),
+                "status": self.status, "ran": self.ran, "partial": dict(self.partial),
+                "not_compared": self.not_compared,
                 "error": self.error, "seconds": round(self.seconds, 6),
                 "unsupported_nodes": dict(self.unsupported_nodes), "fed_from_oracle": list(self.fed_from_oracle),
                 "outputs": [o.to_dict() for o in self.outputs]}

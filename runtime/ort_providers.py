@@ -23,8 +23,6 @@ def ort_ir_version(ir_version: int) -> int:
 ALIASES = {"cpu": "CPUExecutionProvider", "dml": "DmlExecutionProvider",
            "directml": "DmlExecutionProvider", "cuda": "CUDAExecutionProvider",
            "openvino": "OpenVINOExecutionProvider"}
-# The check backends that name a provider without "ort:".
-BACKEND_ALIASES = {"ort-cpu": "CPUExecutionProvider", "ort-dml": "DmlExecutionProvider"}
 
 # The operators whose placement provider validation is about (Trilu: the idioms' band masks).
 WATCHED_OPS = ("NonZero", "EyeLike", "Trilu")
@@ -38,14 +36,9 @@ _REGISTERED_LIBRARIES: "dict[str, str]" = {}
 
 
 def provider_name(text: str) -> str:
-    """The full provider name for cpu / dml / ort-cpu / ort-dml / ort:<Name> / a full name."""
+    """The full provider name for cpu / dml / cuda / openvino / a full name (backend names such as
+    ort-cpu are decoded by runtime.backends alone)."""
     text = text.strip()
-    if text.lower() in BACKEND_ALIASES:
-        return BACKEND_ALIASES[text.lower()]
-    if text.startswith("ort:"):
-        text = text[4:].strip()
-        if not text:
-            raise DmlLowerError("backend 'ort:' names no execution provider (e.g. ort:OpenVINOExecutionProvider)")
     return ALIASES.get(text.lower(), text)
 
 
@@ -169,9 +162,9 @@ class ProviderSpec:
         return f"{self.name}{where}{opts}"
 
 
-def resolve_backend(spec: str, options: "list[str] | dict | None" = None,
-                    ep_libraries: "list[str] | None" = None) -> ProviderSpec:
-    """ort-cpu / ort-dml / ort:<ProviderName> (+ provider options, + plugin libraries) -> a ProviderSpec.
+def resolve_provider(spec: str, options: "list[str] | dict | None" = None,
+                     ep_libraries: "list[str] | None" = None) -> ProviderSpec:
+    """A provider name (+ provider options, + plugin libraries) -> a ProviderSpec.
 
     A provider built into this onnxruntime is used by name. One that only a library registered
     with --ep-library provides runs on that library's first device (get_ep_devices' order)."""
@@ -453,14 +446,18 @@ def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = Fal
     dml = provider.name == "DmlExecutionProvider"
     # The CPU provider has nothing to fall back from (onnxruntime rejects the combination).
     no_fallback = no_fallback and provider.name != "CPUExecutionProvider"
+    import contextlib
+    import io
     options = session_options(provider, no_fallback, dml=dml, settings=settings)
     try:
-        if provider.device is not None:
-            return _session(model, options)
-        provider_options = dict(provider.options)
-        if dml:
-            provider_options.setdefault("device_id", "0")
-        return _session(model, options, providers=[(provider.name, provider_options)])
+        # onnxruntime prints an "EP Error" banner before its own retry: the failure is our one line
+        with contextlib.redirect_stdout(io.StringIO()):
+            if provider.device is not None:
+                return _session(model, options)
+            provider_options = dict(provider.options)
+            if dml:
+                provider_options.setdefault("device_id", "0")
+            return _session(model, options, providers=[(provider.name, provider_options)])
     except DmlLowerError:
         raise
     except Exception as exc:
@@ -473,7 +470,11 @@ def _provider_error(exc: BaseException) -> str:
     """onnxruntime's message in one line; a provider's C++ context (OpenVINO puts the reason
     after a long frame signature) is cut to its first and last lines."""
     from onnx_dml_lowering.ir.errors import brief
-    lines = [line for line in str(exc).splitlines() if line.strip()]
+    text = str(exc)
+    if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
+        # onnxruntime's message quotes a name that is not UTF-8 (a shipped file's node name)
+        text = exc.object.decode("utf-8", "backslashreplace")
+    lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return type(exc).__name__
     return brief(lines[0]) if len(lines) == 1 else f"{brief(lines[0], 200)} ... {brief(lines[-1])}"
@@ -491,7 +492,15 @@ def node_providers(session) -> "dict[str, str] | None":
         subgraphs = get()
     except Exception:
         return None
-    return {node.name: sub.ep_name for sub in subgraphs for node in sub.get_nodes()}
+    assignment = {}
+    for sub in subgraphs:
+        for index, node in enumerate(sub.get_nodes()):
+            try:
+                name = node.name
+            except UnicodeDecodeError:      # a shipped file's name need not be UTF-8; onnxruntime keeps it
+                name = f"<node #{index} of the {sub.ep_name} subgraph: its name is not UTF-8>"
+            assignment[name] = sub.ep_name
+    return assignment
 
 
 @dataclass(frozen=True)

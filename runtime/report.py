@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from onnx_dml_lowering.ir.printer import name_list
 
+from .backends import is_provider
 from .check import CheckReport, describe_backend
 from .compare import OutputResult
 
@@ -108,6 +109,9 @@ def format_results(report: CheckReport, matches: bool = True) -> str:
     for backend in report.backends:
         if backend.error:
             lines.append(f"  [{backend.backend}] ERROR {backend.error}")
+        elif backend.is_partial:
+            lines.append(f"  [{backend.backend}] PARTIAL: {backend.partial_text()}"
+                         + (" (fails the check)" if report.fail_partial else ""))
         for o in backend.outputs:
             if o.status == "match" and not matches:
                 continue
@@ -140,17 +144,31 @@ def verdict(report: CheckReport) -> str:
     # A run stopped by a later feed set's error covers only the sets before it: the verdict says so.
     partial = (f"; {report.iterations} feed set{'s' if report.iterations > 1 else ''} checked, then stopped at "
                f"{report.stopped.split(':', 1)[0]}" if report.stopped else "")
-    if counts.get("mismatch") or errors:
+    # A backend that ran part of the model is never a plain pass: the verdict names it and its nodes.
+    partial_backends = "; ".join(f"{b.backend} ({b.partial_text()})" for b in report.partial)
+    failing_partial = report.fail_partial and report.partial
+    if counts.get("mismatch") or errors or failing_partial:
         parts = [f"{counts[s]} {s.upper()}" for s in ("mismatch",) if counts.get(s)]
         parts += [f"{errors} backend ERROR"] if errors else []
+        parts += [f"{len(report.partial)} PARTIAL backend: {partial_backends}"] if failing_partial else []
+        if partial_backends and not failing_partial:
+            parts.append(f"PARTIAL: {partial_backends}")
         return "FAILED: " + ", ".join(parts) + partial
     text = "all outputs match ONNX semantics"
     others = [f"{counts[s]} {s}" for s in ("deviation", "unsupported", "nondeterministic") if counts.get(s)]
     if others:
         text = "no mismatch (" + ", ".join(others) + ")"
+    if partial_backends:
+        text += f"; PARTIAL: {partial_backends}"
     if report.unavailable:       # a backend that never ran is not a match: say so in the verdict too
         text += f"; not run (unavailable here): {', '.join(report.unavailable)}"
+    if report.interrupted:       # not a pass: the sets after Ctrl-C were never checked
+        text += f"; interrupted after {report.iterations} feed set{'s' if report.iterations > 1 else ''}"
     return text + partial
+
+
+# The text report names at most this many nodes of a PARTIAL backend, one line each.
+_PARTIAL_LINES = 20
 
 
 def format_text(report: CheckReport) -> str:
@@ -170,6 +188,13 @@ def format_text(report: CheckReport) -> str:
     lines.append("results:")
     lines.append(format_results(report))
     for backend in report.backends:
+        if backend.ran and is_provider(backend.backend):
+            lines.append(f"  [{backend.backend}] ran {backend.ran}")
+        for node, why in list(backend.partial.items())[:_PARTIAL_LINES]:
+            lines.append(f"  [{backend.backend}] PARTIAL: node {node}: {why}")
+        if len(backend.partial) > _PARTIAL_LINES:
+            lines.append(f"  [{backend.backend}] PARTIAL: ... {len(backend.partial) - _PARTIAL_LINES} more nodes "
+                         "(--json lists every one)")
         for note in backend.placement_notes:
             lines.append(f"  [{backend.backend}] {note}")
         if backend.fed_from_oracle:
@@ -230,6 +255,9 @@ def format_markdown(report: CheckReport) -> str:
     for backend in report.backends:
         if backend.error:
             lines.append(f"| {backend.backend} | " + ("| " if many else "") + f"- | ERROR | | | | | {_cell(backend.error)} |")
+        elif backend.is_partial:
+            lines.append(f"| {backend.backend} | " + ("| " if many else "") +
+                         f"- | PARTIAL | | | | | {_cell(backend.partial_text())} |")
         for o in backend.outputs:
             abs_err = "" if o.max_abs_error is None else f"{o.max_abs_error:.3g}"
             rel_err = "" if o.max_rel_error is None else _rel(o.max_rel_error)
@@ -244,5 +272,7 @@ def format_markdown(report: CheckReport) -> str:
     for p in report.placement:
         what = " + ".join(p.dml_operators) or "none (empty result)" if p.status == "lowered" else p.reason
         lines.append(f"| {_cell(', '.join(p.onnx_nodes))} | {p.status} | {p.rule} | {_cell(what)} |")
-    lines += ["", "Backends: " + "; ".join(f"`{b.backend}` = {describe_backend(b.backend)}" for b in report.backends)]
+    lines += ["", "Backends: " + "; ".join(f"`{b.backend}` = {describe_backend(b.backend)}"
+                                            + (f" (ran {b.ran})" if b.ran and is_provider(b.backend) else "")
+                                            for b in report.backends)]
     return "\n".join(lines) + "\n"

@@ -65,17 +65,19 @@ def test_random_outputs_are_nondeterministic_not_mismatches(tmp_path, capsys):
 
 
 def test_unsupported_kernels_are_named_and_the_other_outputs_still_compared(tmp_path, capsys):
-    code, data, out = report(tmp_path, [EDGE, "--backends", "cpu,ort,ort-cpu", "--seed", 3], capsys)
+    code, data, out = report(tmp_path, [EDGE, "--backends", "cpu,ort,ort-cpu", "--seed", 3,
+                                        "--provider-model", "modified"], capsys)
     assert code == 0 and data["ok"]
-    # onnxruntime CPU has no NonZero for double nor EyeLike for uint8: the original model's nodes
-    # are UNSUPPORTED on ort-cpu, while ort runs its stand-ins (Cast + NonZero, EyeLike + Cast).
+    # onnxruntime CPU has no NonZero for double nor EyeLike for uint8: the modified copy's nodes
+    # are UNSUPPORTED on ort-cpu (PARTIAL), while ort runs its stand-ins (Cast + NonZero, EyeLike + Cast).
     got = statuses(data, "ort-cpu")
     assert got["nz_double"] == "unsupported" and got["eye_u8"] == "unsupported"
     assert got["nz_bool"] == "match" and got["eye_far"] == "match"
     assert statuses(data, "ort") == dict.fromkeys(statuses(data, "ort"), "match")
     assert statuses(data, "cpu") == dict.fromkeys(statuses(data, "cpu"), "match")
     assert statuses(data, "ort-cpu")["nz_scalar"] == "deviation"
-    assert "verdict: no mismatch (1 deviation, 2 unsupported)" in out
+    assert "verdict: no mismatch (1 deviation, 2 unsupported); PARTIAL: ort-cpu (nodes " in out
+    assert "outputs nz_double, eye_u8 not compared)" in out or "outputs eye_u8, nz_double not compared)" in out
 
 
 def test_unavailable_backend_is_one_line_and_the_others_run(tmp_path, capsys):
@@ -302,12 +304,14 @@ def bf16_model() -> onnx.ModelProto:
 
 def test_bfloat16_feeds_random_npz_and_python(tmp_path, capsys, rng):
     path = save(bf16_model(), tmp_path)
-    code, data, _ = report(tmp_path, [path, "--backends", "cpu,ort-cpu", "--dim", "n=5"], capsys)
+    code, data, _ = report(tmp_path, [path, "--backends", "cpu,ort-cpu", "--dim", "n=5",
+                                      "--provider-model", "modified"], capsys)
     assert code == 0 and statuses(data, "cpu") == {"nz": "match", "r": "match"}
     x = (rng.standard_normal((3, 6)) * (rng.random((3, 6)) < 0.5)).astype(ml_dtypes.bfloat16)
     feeds = tmp_path / "bf16.npz"
     np.savez(feeds, x=x)                         # stored as raw 2-byte records
-    code, data, _ = report(tmp_path, [path, "--inputs", feeds, "--backends", "cpu,ort-cpu"], capsys)
+    code, data, _ = report(tmp_path, [path, "--inputs", feeds, "--backends", "cpu,ort-cpu",
+                                      "--provider-model", "modified"], capsys)
     assert code == 0 and data["ok"]
     ours = compile_model(path).run({"x": x})
     assert ours["r"].dtype == ml_dtypes.bfloat16

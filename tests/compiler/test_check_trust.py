@@ -16,8 +16,8 @@ from onnx import helper as h
 
 from onnx_dml_lowering.compiler import DmlLowerError, compile_model
 from onnx_dml_lowering.compiler.examples import example_paths
-from onnx_dml_lowering.runtime.check import Tolerances, check
-from onnx_dml_lowering.runtime.compare import compare
+from onnx_dml_lowering.runtime.check import CheckReport, Tolerances, check
+from onnx_dml_lowering.runtime.compare import BackendReport, compare
 from onnx_dml_lowering.runtime.report import format_results
 from onnx_dml_lowering.runtime.saved_outputs import FEEDS_KEY, SAVED_BY_KEY
 from tests.cli_runner import cli
@@ -43,12 +43,16 @@ def test_quiet_keeps_unavailable_backends_and_the_verdict(capsys):
 
 def test_quiet_keeps_every_line_that_is_not_match(tmp_path, capsys):
     edge = str(next(p for p in example_paths() if p.stem == "edge_cases"))
-    code, full, _ = cli(["check", edge, "--backends", "cpu,ort-cpu", "--seed", 3], capsys)
-    code_q, quiet, _ = cli(["check", edge, "--backends", "cpu,ort-cpu", "--seed", 3, "-q"], capsys)
+    argv = ["check", edge, "--backends", "cpu,ort-cpu", "--seed", 3, "--provider-model", "modified"]
+    code, full, _ = cli(argv, capsys)
+    code_q, quiet, _ = cli([*argv, "-q"], capsys)
     assert code == code_q == 0
     results = full.split("results:\n", 1)[1].splitlines()
-    kept = [line for line in results if re.search(r"\] \S+: (DEVIATION|UNSUPPORTED|MISMATCH|ERROR)", line)]
-    assert {"DEVIATION", "UNSUPPORTED"} <= {re.search(r": ([A-Z]+) \(", line).group(1) for line in kept}
+    kept = [line for line in results if re.search(r"\] \S+: (DEVIATION|UNSUPPORTED|MISMATCH|ERROR)", line)
+            or line.startswith("  [ort-cpu] PARTIAL: node") and "not run on it" in line]
+    assert any("PARTIAL" in line for line in kept)
+    assert {"DEVIATION", "UNSUPPORTED"} <= {re.search(r": ([A-Z]+) \(", line).group(1) for line in kept
+                                            if "PARTIAL" not in line}
     assert quiet.splitlines() == kept + [full.splitlines()[-2]]       # the last line is the time
 
 
@@ -128,7 +132,7 @@ def test_mismatch_line(case):
             assert result.max_rel_error == pytest.approx(rel.max())
         else:
             assert result.max_rel_error is None
-    report = type("R", (), {"iterations": 1, "backends": [type("B", (), {"error": "", "outputs": [result]})]})
+    report = CheckReport("m", "5_1", [], {}, [BackendReport("cpu", [result])])
     line = format_results(report)
     assert "np." not in line and "e+30" not in line and f"{differ} of {want.size} elements differ" in line
     assert f"first at {first}: got {str(got[tuple(first)])}, expected {str(want[tuple(first)])}" in line
@@ -149,7 +153,7 @@ def test_mismatch_line(case):
 def test_shape_and_dtype_mismatch_lines_show_what_the_backend_produced(want, got):
     """The bracket is the backend's result; the detail names the expected shape or dtype."""
     result = compare("y", "cpu", want, got, atol=0, rtol=0)
-    report = type("R", (), {"iterations": 1, "backends": [type("B", (), {"error": "", "outputs": [result]})]})
+    report = CheckReport("m", "5_1", [], {}, [BackendReport("cpu", [result])])
     line = format_results(report)
     shown = want if got is None else got
     assert f"MISMATCH ({shown.dtype} [{'x'.join(map(str, shown.shape))}])" in line, line

@@ -79,17 +79,28 @@ def test_run_unavailable_provider_is_one_line_and_the_rest_run(tmp_path, capsys)
 
 
 def test_run_original_node_without_kernel_is_named(tmp_path, capsys):
-    """EyeLike from bool has no CPUExecutionProvider kernel: its output is marked not run, and a
-    line names the node."""
+    """EyeLike from bool has no CPUExecutionProvider kernel. The file as shipped: that backend's
+    ERROR with onnxruntime's message, the other backend still runs, exit 1. The modified copy: its
+    output is marked not run, a line names the node, the backend is PARTIAL (exit 1 only with
+    --fail-on-partial)."""
     path = tmp_path / "eye.onnx"
     model = single_node_model("EyeLike", T.BOOL, [3, 3], T.BOOL)
     onnx.save(model, str(path))
-    code, out, err = cli(["run", path, "--backends", "ort-cpu,cpu"], capsys)
-    assert code == 0, err
     node = model.graph.node[0].name
-    assert f"node {node}: no CPUExecutionProvider kernel, not run" in out
-    assert f"  y: not run (node {node} has no CPUExecutionProvider kernel)" in out
+    code, out, err = cli(["run", path, "--backends", "ort-cpu,cpu"], capsys)
+    assert code == 1 and err == ""
+    assert out.startswith("ort-cpu: ERROR onnxruntime (CPUExecutionProvider) cannot load the model: ")
+    assert f"Could not find an implementation for EyeLike(9) node with name '{node}'" in out
     assert "on backend cpu " in out
+    code, out, err = cli(["run", path, "--backends", "ort-cpu,cpu", "--provider-model", "modified"], capsys)
+    assert code == 0, err
+    assert f"node {node}: no kernel on CPUExecutionProvider: cut out" in out
+    assert f"  y: not run (node {node} has no kernel on CPUExecutionProvider" in out
+    assert f"PARTIAL: node {node} not run on it; output y not computed by it" in out
+    assert "on backend cpu " in out
+    code, _, _ = cli(["run", path, "--backends", "ort-cpu", "--provider-model", "modified", "--fail-on-partial"],
+                     capsys)
+    assert code == 1
 
 
 def test_run_quiet_names_nodes_computed_by_onnx_semantics(tmp_path, capsys):
@@ -99,12 +110,12 @@ def test_run_quiet_names_nodes_computed_by_onnx_semantics(tmp_path, capsys):
     model = graph_model([h.make_node("EyeLike", ["x"], ["e"], name="eye"), h.make_node("Not", ["e"], ["y"], name="not")],
                         [("x", T.BOOL, [3, 3])], [("y", T.BOOL, [3, 3])])
     onnx.save(model, str(path))
-    code, out, err = cli(["run", path, "--backends", "ort-cpu,cpu", "-q"], capsys)
+    code, out, err = cli(["run", path, "--backends", "ort-cpu,cpu", "-q", "--provider-model", "modified"], capsys)
     assert code == 0, err
-    assert out.splitlines() == ["ort-cpu: 1 output(s): y bool [3, 3]; no kernel, computed by ONNX semantics: eye",
+    assert out.splitlines() == ["ort-cpu: 1 output(s): y bool [3, 3]; PARTIAL: node eye not run on it",
                                 "cpu: 1 output(s): y bool [3, 3]"]
-    code, out, err = cli(["run", path, "--backends", "ort-cpu"], capsys)
-    assert "e computed by ONNX semantics for the nodes reading it" in out
+    code, out, err = cli(["run", path, "--backends", "ort-cpu", "--provider-model", "modified"], capsys)
+    assert "e computed by ONNX semantics for the nodes reading them" in out
 
 
 # -- every --help --------------------------------------------------------------------------------
@@ -194,7 +205,7 @@ def test_usage_error_is_one_line_exit_2(argv, capsys):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--backends", "cpu,gpu"], "unknown check backend 'gpu'"),
+    (["--backends", "cpu,gpu"], "unknown backend 'gpu'; choose from cpu, ort, ort-cpu, ort-dml, ort:<ProviderName>"),
     (["--providers", "cpu"], "--providers applies to the ort backend only"),
     (["--backends", "cpu,ort", "--save-outputs", "o.npz"], "--save-outputs saves one backend's outputs"),
 ])

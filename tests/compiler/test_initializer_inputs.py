@@ -62,6 +62,13 @@ def test_feed_wins_default_otherwise(ir_version: int, feed: str) -> None:
     for oracle in ("hybrid", "reference", "ort-cpu"):
         _, report = check(compiled, feeds, ["cpu", "ort", "ort-cpu"], Tolerances(), oracle=oracle)
         statuses = {(o.backend, o.output): o.status for b in report.backends for o in b.outputs}
+        # ort-cpu runs the file as shipped: below IR version 4 onnxruntime takes the initializer as
+        # a constant (no input x), so a feed cannot override it there: a MISMATCH, as it is
+        if ir_version < 4 and value is not None:
+            shipped = {k: v for k, v in statuses.items() if k[0] == "ort-cpu"}
+            assert "mismatch" in shipped.values(), shipped
+            assert_outputs_same(report.backends[2].values, reference(plain(), {"x": DEFAULT}))
+            statuses = {k: v for k, v in statuses.items() if k[0] != "ort-cpu"}
         assert set(statuses.values()) == {"match"}, statuses
         assert_outputs_same(report.expected, expected)
         assert list(report.defaults) == (["x"] if value is None else [])

@@ -488,3 +488,25 @@ def test_one_input_using_a_dimension_name_twice_runs_as_fed_with_a_note() -> Non
     assert feeds_module.dimension_notes(compiled.inputs, {"x": x}) == [
         "note: the model names these sizes both 'n', but input 'x' has 3 on axis 0 and 5 on axis 1; run as fed, "
         "as onnxruntime does (it does not enforce dimension names); if one size was meant, feed them so"]
+
+
+def test_sigint_to_a_real_check_after_one_feed_set_writes_ok_false(tmp_path):
+    """A real `dml-lower check` process gets SIGINT from its data loader after the first feed set:
+    the JSON it writes says interrupted and not ok (it said "ok": true), the verdict says so."""
+    import subprocess
+    import sys
+    script = tmp_path / "loader.py"
+    script.write_text("import os, signal\n"
+                      "import numpy as np\n"
+                      "def load_data():\n"
+                      "    yield {'x': np.arange(24, dtype=np.float32).reshape(2, 3, 4) % 3}\n"
+                      "    os.kill(os.getpid(), signal.SIGINT)\n"
+                      "    yield {'x': np.ones((2, 3, 4), np.float32)}\n")
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "onnx_dml_lowering.compiler", "check", MASKED,
+                           "--data-loader-script", str(script), "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 130, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["interrupted"] is True and data["ok"] is False and data["iterations"] == 1
+    assert "; interrupted after 1 feed set" in proc.stdout.splitlines()[-2]

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,7 +19,7 @@ from onnx import numpy_helper
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.node_ids import all_nodes, identify_nodes
 from onnx_dml_lowering.compiler.optimize import bit_identical, optimize_model
-from onnx_dml_lowering.runtime.check import Tolerances, check
+from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
 from tests.builders import graph_model
 from tests.oracle import assert_outputs_same, reference
 
@@ -105,9 +106,21 @@ def assert_exact(names: "list[str | bytes]", seed: int = 0, cond: bool = True) -
     compiled = compile_model(data)
     assert_outputs_same(compiled.run(feeds), expected)
     assert_outputs_same(compiled.run(feeds, backend="ort", providers=["cpu"]), expected)
-    _, report = check(compiled, feeds, ["cpu", "ort", "ort-cpu"], Tolerances())
+    # ort-cpu on our copy, whose nodes have their identities (onnxruntime refuses a file with two
+    # nodes of one name: the file as shipped is checked below)
+    _, report = check(compiled, feeds, ["cpu", "ort", "ort-cpu"], Tolerances(),
+                      BackendOptions(provider_model="modified"))
     assert report.ok, [(o.backend, o.output, o.status, o.detail) for b in report.backends for o in b.outputs]
     assert {o.status for b in report.backends for o in b.outputs} == {"match"}
+    _, shipped = check(compiled, feeds, ["ort-cpu"], Tolerances())
+    try:
+        ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    except Exception as exc:          # the file as shipped: onnxruntime's own refusal, as the backend's ERROR
+        # (its message quotes a name that is not UTF-8 as bytes Python cannot decode: shown escaped)
+        message = exc.object.decode("utf-8", "backslashreplace") if isinstance(exc, UnicodeDecodeError) else str(exc)
+        assert message.splitlines()[0] in shipped.backends[0].error
+    else:
+        assert shipped.backends[0].status == "ok"
     # one distinct identity per node, every NonZero / EyeLike placed exactly once
     ids = [n.name for _, n in all_nodes(compiled.model)]
     assert all(isinstance(i, str) and i for i in ids) and len(set(ids)) == len(ids)
@@ -158,9 +171,16 @@ def test_cli_check_and_compile_json_on_repeated_non_utf8_names(tmp_path) -> None
     path = tmp_path / "names.onnx"
     path.write_bytes(data)
     cli = [sys.executable, "-m", "onnx_dml_lowering.compiler"]
-    done = subprocess.run(cli + ["check", str(path), "--backends", "cpu,ort,ort-cpu", "--dim", "r=3", "--dim", "k=4"], capture_output=True, text=True)
+    done = subprocess.run(cli + ["check", str(path), "--backends", "cpu,ort,ort-cpu", "--dim", "r=3", "--dim", "k=4",
+                                 "--provider-model", "modified"], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "MATCH" in done.stdout
+    # the file as shipped: onnxruntime refuses two nodes of one name, an ERROR naming it (exit 1)
+    done = subprocess.run(cli + ["check", str(path), "--backends", "cpu,ort-cpu", "--dim", "r=3", "--dim", "k=4", "-q"],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "[ort-cpu] ERROR onnxruntime (CPUExecutionProvider) cannot load the model: " in done.stdout
+    assert "two nodes with same node name" in done.stdout
     out = tmp_path / "c.json"
     done = subprocess.run(cli + ["compile", str(path), "--json", str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

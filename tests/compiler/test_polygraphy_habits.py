@@ -60,4 +60,4 @@ def test_other_spellings_of_a_provider(backend, provider, capsys) -> None:
 @pytest.mark.parametrize("backend", ["ort-nosuch", "ort-", "cuda"])
 def test_no_suggestion_for_what_names_no_provider(backend, capsys) -> None:
     code, _, err = cli(["check", EYE, "--backends", backend], capsys)
-    assert code == 2 and "unknown check backend" in err and " is ort:" not in err
+    assert code == 2 and "unknown backend" in err and " is ort:" not in err

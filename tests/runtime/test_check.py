@@ -108,14 +108,16 @@ def test_run_backend_ort_with_dml_provider_unavailable(capfd):
 def test_json_and_markdown_reports(tmp_path, capfd):
     path = example_paths()[2]
     js, md = tmp_path / "r.json", tmp_path / "r.md"
-    code = main(["check", str(path), "--backends", "cpu,ort-cpu", "--json", str(js), "--markdown", str(md)])
+    code = main(["check", str(path), "--backends", "cpu,ort-cpu", "--json", str(js), "--markdown", str(md),
+                 "--provider-model", "modified"])
     out = capfd.readouterr().out
     data = json.loads(js.read_text())
     assert set(data) >= {"model", "feature_level", "ok", "oracle", "placement", "onnx_regions", "backends"}
     backends = {b["backend"]: b for b in data["backends"]}
-    # onnxruntime's CPU provider cannot load a NonZero over double: that output is UNSUPPORTED,
-    # the others are still compared, and nothing MISMATCHes.
+    # onnxruntime's CPU provider cannot load a NonZero over double: in the modified copy it is cut
+    # out, that output is UNSUPPORTED, the others are still compared, and nothing MISMATCHes.
     assert backends["cpu"]["ok"] and backends["ort-cpu"]["ok"] and code == 0 and "MISMATCH" not in out
+    assert backends["cpu"]["status"] == "ok" and backends["ort-cpu"]["status"] == "partial"
     statuses = {o["output"]: o["status"] for o in backends["ort-cpu"]["outputs"]}
     unsupported = [name for name, status in statuses.items() if status == "unsupported"]
     assert unsupported and all(status in ("match", "unsupported", "deviation") for status in statuses.values())
@@ -125,6 +127,7 @@ def test_json_and_markdown_reports(tmp_path, capfd):
     text = md.read_text()
     assert text.count("\n| cpu |") == len(backends["cpu"]["outputs"])
     assert f"| ort-cpu | `{unsupported[0]}` | unsupported |" in text
+    assert "| ort-cpu | - | PARTIAL |" in text
 
 
 def test_markdown_renders_every_output():

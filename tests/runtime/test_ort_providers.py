@@ -25,21 +25,35 @@ def watched_model():
 
 
 @pytest.mark.parametrize("text, name", [
-    ("ort-cpu", "CPUExecutionProvider"), ("ort-dml", "DmlExecutionProvider"),
-    ("ort:CPUExecutionProvider", "CPUExecutionProvider"), ("ort:openvino", "OpenVINOExecutionProvider"),
-    ("ort:OpenVINOExecutionProvider", "OpenVINOExecutionProvider"), ("cpu", "CPUExecutionProvider"),
-    ("dml", "DmlExecutionProvider"), ("ort: WebGpuExecutionProvider", "WebGpuExecutionProvider")])
+    ("CPUExecutionProvider", "CPUExecutionProvider"), ("openvino", "OpenVINOExecutionProvider"),
+    ("OpenVINOExecutionProvider", "OpenVINOExecutionProvider"), ("cpu", "CPUExecutionProvider"),
+    ("dml", "DmlExecutionProvider"), (" WebGpuExecutionProvider", "WebGpuExecutionProvider")])
 def test_provider_names(text, name):
     assert P.provider_name(text) == name
 
 
-def test_empty_ort_prefix_is_an_error():
-    with pytest.raises(DmlLowerError, match="names no execution provider"):
-        P.provider_name("ort:")
+@pytest.mark.parametrize("text, kind, provider", [
+    ("cpu", "lowered", ""), ("ort", "lowered", ""),
+    ("ort-cpu", "provider", "CPUExecutionProvider"), ("ort-dml", "provider", "DmlExecutionProvider"),
+    ("ort:CPUExecutionProvider", "provider", "CPUExecutionProvider"),
+    ("ort: WebGpuExecutionProvider", "provider", "WebGpuExecutionProvider"),
+    ("saved:cpu", "saved", "")])
+def test_backend_names_are_decoded_in_one_table(text, kind, provider):
+    from onnx_dml_lowering.runtime.backends import parse_backend
+    parsed = parse_backend(text)
+    assert (parsed.kind, parsed.provider) == (kind, provider)
+
+
+@pytest.mark.parametrize("text, message", [("ort:", "names no execution provider"),
+                                           ("gpu", "unknown backend 'gpu'; choose from cpu, ort, ort-cpu")])
+def test_bad_backend_names_are_one_line(text, message):
+    from onnx_dml_lowering.runtime.backends import parse_backend
+    with pytest.raises(DmlLowerError, match=message):
+        parse_backend(text)
 
 
 def test_cpu_backend_with_options():
-    spec = P.resolve_backend("ort:CPUExecutionProvider", ["foo = bar", "a=b=c"])
+    spec = P.resolve_provider("CPUExecutionProvider", ["foo = bar", "a=b=c"])
     assert spec.name == "CPUExecutionProvider" and spec.device is None
     assert spec.options == {"foo": "bar", "a": "b=c"}
     assert spec.description == "CPUExecutionProvider with foo=bar, a=b=c"
@@ -59,7 +73,7 @@ def one_line(exc_info) -> str:
 
 def test_unknown_provider_lists_what_is_offered():
     with pytest.raises(DmlLowerError) as exc:
-        P.resolve_backend("ort:NoSuchExecutionProvider")
+        P.resolve_provider("NoSuchExecutionProvider")
     text = one_line(exc)
     assert "'NoSuchExecutionProvider' is unknown" in text
     for name in ort.get_available_providers():
@@ -69,7 +83,7 @@ def test_unknown_provider_lists_what_is_offered():
 @pytest.mark.skipif("DmlExecutionProvider" in ort.get_available_providers(), reason="DirectML is here")
 def test_dml_says_it_needs_windows_and_the_extra():
     with pytest.raises(DmlLowerError) as exc:
-        P.resolve_backend("ort-dml")
+        P.resolve_provider("DmlExecutionProvider")
     text = one_line(exc)
     assert "needs Windows" in text and "'directml' extra" in text and "CPUExecutionProvider" in text
 
@@ -78,14 +92,14 @@ def test_known_but_absent_provider_says_so():
     absent = next(n for n in ("CoreMLExecutionProvider", "QNNExecutionProvider")
                   if n not in ort.get_available_providers())
     with pytest.raises(DmlLowerError) as exc:
-        P.resolve_backend(f"ort:{absent}")
+        P.resolve_provider(absent)
     assert f"{absent} is not available in this onnxruntime build" in one_line(exc)
 
 
-def test_op_by_op_resolve_takes_the_same_names():
-    assert P.resolve(["ort-cpu", "ort:CPUExecutionProvider", "cpu"]) == ["CPUExecutionProvider"] * 3
+def test_op_by_op_resolve_takes_provider_names():
+    assert P.resolve(["CPUExecutionProvider", "cpu"]) == ["CPUExecutionProvider"] * 2
     with pytest.raises(DmlLowerError, match="is unknown"):
-        P.resolve(["ort:Nope"])
+        P.resolve(["Nope"])
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -111,7 +125,7 @@ def test_ep_library_that_offers_no_device(tmp_path, monkeypatch):
     monkeypatch.setattr(ort, "register_execution_provider_library", lambda name, path: None)
     monkeypatch.setattr(P, "_REGISTERED_LIBRARIES", {})
     with pytest.raises(DmlLowerError) as exc:
-        P.resolve_backend("ort:EmptyExecutionProvider", ep_libraries=[f"empty={library}"])
+        P.resolve_provider("EmptyExecutionProvider", ep_libraries=[f"empty={library}"])
     text = one_line(exc)
     assert "library empty offers no device for EmptyExecutionProvider on this machine" in text
     assert "CPUExecutionProvider (CPU)" in text
@@ -131,7 +145,7 @@ def test_a_provider_on_an_ep_device_runs_through_add_provider_for_devices():
 
 def test_node_providers_and_findings_on_cpu():
     model = watched_model()
-    session = P.make_provider_session(model.SerializeToString(), P.resolve_backend("ort-cpu"))
+    session = P.make_provider_session(model.SerializeToString(), P.resolve_provider("cpu"))
     assignment = P.node_providers(session)
     assert assignment == {"nonzero": "CPUExecutionProvider", "eye_of_input": "CPUExecutionProvider",
                           "relu": "CPUExecutionProvider"}
@@ -161,7 +175,7 @@ def test_no_fallback_sets_the_session_option():
 
 
 def test_no_fallback_on_cpu_itself_is_not_a_conflict():
-    session = P.make_provider_session(watched_model().SerializeToString(), P.resolve_backend("ort-cpu"),
+    session = P.make_provider_session(watched_model().SerializeToString(), P.resolve_provider("cpu"),
                                       no_fallback=True)
     assert session.get_providers() == ["CPUExecutionProvider"]
 

@@ -1,6 +1,8 @@
 """check on an onnxruntime provider that has no kernel for some nodes (onnxruntime CPU lacks
-Trilu on int8, NonZero on int8, Abs on bfloat16): the node is cut out, the outputs it produces
-are UNSUPPORTED and every other output is still compared, fed the oracle's values."""
+Trilu on int8, NonZero on int8, Abs on bfloat16). The model as shipped: the backend's ERROR with
+onnxruntime's own message, as a plain InferenceSession on the file. With provider_model
+"modified": the node is cut out, the outputs it produces are UNSUPPORTED and every other output
+is still compared, fed the oracle's values, and the backend is PARTIAL, naming the node."""
 import numpy as np
 import pytest
 from onnx import TensorProto as T
@@ -8,7 +10,7 @@ from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
-from onnx_dml_lowering.runtime.check import Tolerances, check
+from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
 from onnx_dml_lowering.runtime.feeds import random_feeds
 from tests.builders import graph_model
 from tests.oracle import assert_same, reference
@@ -67,11 +69,16 @@ def test_no_kernel_node_is_cut_out(case):
     model = build()
     compiled = compile_model(model)
     feeds = random_feeds(compiled.inputs, seed=7)
-    _, report = check(compiled, feeds, ["ort-cpu"], Tolerances())
+    _, report = check(compiled, feeds, ["ort-cpu"], Tolerances(), BackendOptions(provider_model="modified"))
     (backend,) = report.backends
     assert not backend.error and report.ok
     assert {o.output: o.status for o in backend.outputs} == statuses
     assert sorted(backend.unsupported_nodes) == sorted(cut)
+    assert backend.status == "partial" and sorted(backend.partial) == sorted(cut)
+    assert backend.ran.startswith("a modified copy of the model")
+    _, failing = check(compiled, feeds, ["ort-cpu"], Tolerances(), BackendOptions(provider_model="modified"),
+                       fail_partial=True)
+    assert not failing.ok
     assert backend.fed_from_oracle == fed
     want = reference(model, feeds)
     for name, status in statuses.items():
@@ -82,11 +89,46 @@ def test_no_kernel_node_is_cut_out(case):
             assert name not in backend.values
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_the_shipped_model_is_an_error_with_onnxruntime_s_message(case, tmp_path):
+    """Default: the provider gets the file; a node without a kernel fails session creation there,
+    as a plain InferenceSession on the same file fails (before: a cut copy passed)."""
+    import onnx
+    import onnxruntime as ort
+    path = tmp_path / "m.onnx"
+    onnx.save(CASES[case][0](), path)
+    with pytest.raises(Exception) as plain:
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    compiled = compile_model(str(path))
+    _, report = check(compiled, random_feeds(compiled.inputs, seed=7), ["ort-cpu"], Tolerances())
+    (backend,) = report.backends
+    assert backend.status == "error" and not report.ok
+    assert str(plain.value).splitlines()[0] in backend.error
+
+
 @pytest.mark.parametrize("case", ["trilu_graph_output", "output_read_by_another_node", "two_chained_both_outputs"])
-def test_cli_exit_0_and_unsupported_line(case, tmp_path, capfd):
+def test_cli_partial_in_every_view(case, tmp_path, capfd):
+    import json
+
     import onnx
     path = tmp_path / "m.onnx"
     onnx.save(CASES[case][0](), path)
-    assert main(["check", str(path), "--backends", "ort-cpu"]) == 0
+    cut = ", ".join(CASES[case][2])
+    modified = ["check", str(path), "--backends", "ort-cpu", "--provider-model", "modified"]
+    assert main([*modified, "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")]) == 0
     out = capfd.readouterr().out
+    verdict = out.splitlines()[-2]
     assert "UNSUPPORTED" in out and "ERROR" not in out and "no mismatch" in out
+    assert verdict.startswith("verdict: ") and f"PARTIAL: ort-cpu (node{'s' if ',' in cut else ''} {cut} not run on it" in verdict
+    assert "ran a modified copy of the model" in out
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["ok"] and data["backends"][0]["status"] == "partial"
+    assert sorted(data["backends"][0]["partial"]) == sorted(CASES[case][2])
+    assert "| ort-cpu | - | PARTIAL |" in (tmp_path / "r.md").read_text()
+    assert main([*modified, "-q"]) == 0
+    quiet = capfd.readouterr().out.splitlines()
+    assert quiet[-1] == verdict and any(line.startswith("  [ort-cpu] PARTIAL: ") for line in quiet)
+    assert main([*modified, "-q", "--fail-on-partial"]) == 1
+    assert "FAILED: 1 PARTIAL backend: ort-cpu" in capfd.readouterr().out
+    assert main(["check", str(path), "--backends", "ort-cpu", "-q"]) == 1
+    assert "[ort-cpu] ERROR onnxruntime (CPUExecutionProvider) cannot load the model" in capfd.readouterr().out

@@ -15,12 +15,12 @@ from onnx import helper as h
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.runtime.check import Tolerances, check
+from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
 from onnx_dml_lowering.runtime.ort_providers import SessionSettings, parse_session_settings
 
 # The runtime modules that create sessions, named by who asked for one.
 CREATORS = {"oracle.py": "oracle", "onnx_regions.py": "regions", "ort_operators.py": "ort operators",
-            "check.py": "original on ort-cpu", "conformance.py": "conformance provider"}
+            "backends.py": "original on ort-cpu"}
 
 
 def relu_nonzero_eyelike():
@@ -68,8 +68,8 @@ def test_settings_reach_every_session_of_a_check(spy, settings, want):
     model = relu_nonzero_eyelike()
     x = np.random.default_rng(3).standard_normal((4, 5)).astype(np.float32)
     compiled = compile_model(model)
-    _, report = check(compiled, {"x": x}, ["cpu", "ort", "ort-cpu"], Tolerances(), strict=True,
-                      session_settings=settings)
+    _, report = check(compiled, {"x": x}, ["cpu", "ort", "ort-cpu"], Tolerances(),
+                      BackendOptions(strict=True, settings=settings))
     assert report.ok and all(o.status == "match" for b in report.backends for o in b.outputs)
     # the lowered run's regions share the oracle's sessions (runtime/region_engine): built once,
     # by whichever side comes first, with the same settings (part of the sharing key)
@@ -90,7 +90,7 @@ def test_settings_reach_every_session_of_a_check(spy, settings, want):
 def test_no_settings_keep_onnxruntime_defaults(spy):
     compiled = compile_model(relu_nonzero_eyelike())
     x = np.random.default_rng(4).standard_normal((4, 5)).astype(np.float32)
-    _, report = check(compiled, {"x": x}, ["cpu", "ort-cpu"], Tolerances(), strict=True)
+    _, report = check(compiled, {"x": x}, ["cpu", "ort-cpu"], Tolerances(), BackendOptions(strict=True))
     assert report.ok
     original = [o for c, o in spy if c == "original on ort-cpu"]
     assert original and all(settings_of(o)[:2] == (ort.GraphOptimizationLevel.ORT_ENABLE_ALL, 0) for o in original)

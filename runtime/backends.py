@@ -1,0 +1,354 @@
+"""The backends a model runs on, for check, run, reduce, conformance run and the zoo alike: one
+table of the names a user can give (the only place a backend name is decoded) and one protocol.
+
+    cpu                 the lowered graph, DirectML operators on the numpy emulator
+    ort                 the lowered graph, each DirectML operator on onnxruntime (stand-ins)
+    ort-cpu, ort-dml,   the model as the user ships it on that onnxruntime execution provider
+    ort:<ProviderName>  (the file path, external data included; or the ModelProto / bytes given)
+    saved:<LABEL>       outputs saved earlier (saved_outputs.py), read back
+
+A backend is prepared once (`prepare()` -> Prepared: what it runs and what of the model it will
+not run itself) and run per feed set (`run(feeds, oracle_value)` -> BackendRun: its outputs and
+everything it did not produce or did not compute itself). A node cut out or run by another
+provider, or an output not compared, makes the backend's result PARTIAL.
+
+A provider runs the model file as shipped: a session-creation failure (a node without a kernel
+included) is that backend's ERROR with onnxruntime's message. `provider_model="modified"` runs a
+modified copy instead (our checked, shape-inferred model, with a node the provider has no kernel
+for cut out and its value computed by ONNX semantics, and --outputs' intermediates exposed); the
+report says so.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Protocol
+
+import numpy as np
+import onnx
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.lowering.schedule import node_reads
+
+from .feeds import restore_declared
+from .oracle import NO_KERNEL_NODE
+from .ort_providers import (ProviderSpec, SessionSettings, backend_hint, make_provider_session,
+                            node_providers, placement_findings, resolve, resolve_provider)
+from .ort_values import run_session
+from .saved_outputs import PREFIX as SAVED_PREFIX
+from .saved_outputs import LoadedOutputs, describe_saved
+
+LOWERED = {
+    "cpu": "lowered graph, DirectML operators on the numpy emulator",
+    "ort": "lowered graph, DirectML operators on onnxruntime CPUExecutionProvider",
+}
+# Provider backends named without PROVIDER_PREFIX.
+PROVIDER_ALIASES = {"ort-cpu": "CPUExecutionProvider", "ort-dml": "DmlExecutionProvider"}
+PROVIDER_PREFIX = "ort:"
+CHOICES = ", ".join([*LOWERED, *PROVIDER_ALIASES, PROVIDER_PREFIX + "<ProviderName>"])
+PROVIDER_MODELS = ("shipped", "modified")
+
+
+@dataclass(frozen=True)
+class BackendName:
+    """A backend name decoded: kind "lowered" (cpu, ort), "provider" or "saved"."""
+    name: str
+    kind: str
+    provider: str = ""         # a provider backend's full onnxruntime provider name
+
+
+def parse_backend(name: str) -> BackendName:
+    """The one decoder of backend names; an unknown one is one line listing the known ones."""
+    if name in LOWERED:
+        return BackendName(name, "lowered")
+    if name in PROVIDER_ALIASES:
+        return BackendName(name, "provider", PROVIDER_ALIASES[name])
+    if name.startswith(PROVIDER_PREFIX):
+        provider = name[len(PROVIDER_PREFIX):].strip()
+        if not provider:
+            raise DmlLowerError(f"backend {name!r} names no execution provider (e.g. "
+                                f"{PROVIDER_PREFIX}OpenVINOExecutionProvider)")
+        return BackendName(name, "provider", provider)
+    if name.startswith(SAVED_PREFIX):
+        return BackendName(name, "saved")
+    raise DmlLowerError(f"unknown backend {name!r}{backend_hint(name)}; choose from {CHOICES}")
+
+
+def provider_backend(provider: str) -> str:
+    """The backend name that runs the model on onnxruntime provider `provider` (full name)."""
+    return PROVIDER_PREFIX + provider
+
+
+def is_provider(name: str) -> bool:
+    """`name` runs the model on an onnxruntime execution provider (an unknown name is not one)."""
+    try:
+        return parse_backend(name).kind == "provider"
+    except DmlLowerError:
+        return False
+
+
+def describe_backend(name: str) -> str:
+    parsed = parse_backend(name)
+    if parsed.kind == "provider":
+        return f"the model as shipped on onnxruntime {parsed.provider}"
+    if parsed.kind == "saved":
+        return describe_saved(name)
+    return LOWERED[name]
+
+
+@dataclass
+class BackendOptions:
+    """What the caller asked of the backends (every field has the plain default)."""
+    providers: "list[str] | None" = None          # the ort backend's onnxruntime providers (default CPU)
+    provider_options: "list[str] | None" = None   # NAME=VALUE, for provider backends
+    ep_libraries: "list[str] | None" = None       # NAME=PATH plugin libraries, for provider backends
+    no_fallback: bool = False                     # provider sessions: no silent CPU fallback
+    provider_model: str = "shipped"               # PROVIDER_MODELS
+    settings: "SessionSettings | None" = None     # every onnxruntime session's
+    strict: "bool | None" = None
+    memory_limit: "int | str | None" = None
+    loaded: "LoadedOutputs | None" = None         # the saved:<LABEL> backends' outputs
+
+
+@dataclass
+class Prepared:
+    """What a prepared backend runs, and the nodes of the model it will not run itself."""
+    ran: str = ""                                             # one line: what it runs
+    partial: "dict[str, str]" = field(default_factory=dict)   # node -> why it does not run it (PARTIAL)
+    unsupported_nodes: "dict[str, str]" = field(default_factory=dict)   # cut out: no kernel
+    needs: "set[str]" = field(default_factory=set)            # values it will ask oracle_value for
+    node_providers: "dict[str, str] | None" = None
+    placement_notes: "list[str]" = field(default_factory=list)
+
+
+@dataclass
+class BackendRun:
+    """One backend's results on one feed set."""
+    outputs: "dict[str, np.ndarray]" = field(default_factory=dict)
+    not_compared: "dict[str, str]" = field(default_factory=dict)   # output -> why it cannot be compared
+    fed: "list[str]" = field(default_factory=list)            # values of cut nodes computed by ONNX semantics
+    lowered_iterations: int = 0                               # control-flow bodies run lowered
+    # the emulator's ONNX regions: name -> (their node names, the engine that ran them)
+    regions: "dict[str, tuple[list[str], str]]" = field(default_factory=dict)
+
+
+OracleValue = Callable[[str], np.ndarray]
+
+
+class Backend(Protocol):
+    name: str
+
+    def prepare(self) -> Prepared:
+        """Build what runs; a DmlLowerError here is the backend's ERROR."""
+
+    def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
+        """Run on one validated feed set (initializer defaults included)."""
+
+
+class Lowered:
+    """cpu / ort: the lowered graph on the emulator, or its DirectML operators on onnxruntime."""
+
+    def __init__(self, compiled, name: str, options: BackendOptions) -> None:
+        self.compiled, self.name, self.options = compiled, name, options
+        self.providers = (options.providers or ["cpu"]) if name == "ort" else None
+
+    def prepare(self) -> Prepared:
+        return Prepared(LOWERED[self.name])
+
+    def _session(self):
+        return self.compiled.session(self.name, self.providers, self.options.settings)
+
+    def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
+        before = self._session().lowered_iterations
+        outputs = self.compiled.run(feeds, backend=self.name, providers=self.providers, strict=self.options.strict,
+                                    memory_limit=self.options.memory_limit, session_settings=self.options.settings)
+        session = self._session()
+        # the stand-ins ran some operator on numpy (no onnxruntime kernel): what depends on it is not theirs
+        not_compared = {n: f"computed by the numpy kernel: {why}" for n, why in session.unvalidated_outputs.items()} \
+            if self.name == "ort" else {}
+        regions = {name: ([n.name for n in session.regions.regions[name]], str(engine))
+                   for name, engine in session.regions.engines.items()} if self.name == "cpu" else {}
+        return BackendRun(dict(outputs), not_compared, lowered_iterations=session.lowered_iterations - before,
+                          regions=regions)
+
+
+class Saved:
+    """saved:<LABEL>: outputs an earlier check or run saved, read back for the first feed set."""
+
+    def __init__(self, compiled, name: str, loaded: LoadedOutputs) -> None:
+        self.compiled, self.name, self.loaded = compiled, name, loaded
+
+    def prepare(self) -> Prepared:
+        return Prepared(describe_saved(self.name))
+
+    def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
+        return BackendRun({n: restore_declared(self.compiled.types, n, v)
+                           for n, v in self.loaded.by_backend[self.name].items()})
+
+
+def _shipped(compiled) -> "tuple[object, str]":
+    """What onnxruntime is given for the model as the user shipped it, and how to say it."""
+    source = getattr(compiled, "source", None)
+    if isinstance(source, onnx.ModelProto):
+        return source.SerializeToString(), "the ModelProto as given (serialised unmodified)"
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source), "the model bytes as given"
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source), f"the model file as shipped ({os.fspath(source)})"
+    raise DmlLowerError("this compiled model has no source to run on a provider (compile_model records it)")
+
+
+class Provider:
+    """The model on one onnxruntime execution provider: the file as shipped, or (provider_model
+    "modified") our shape-inferred copy with each node the provider has no kernel for cut out."""
+
+    def __init__(self, compiled, name: str, spec: ProviderSpec, options: BackendOptions) -> None:
+        self.compiled, self.name, self.spec, self.options = compiled, name, spec, options
+        self.modified = options.provider_model == "modified"
+        self.unsupported: "dict[str, str]" = {}     # node -> onnxruntime's reason
+        self.cut_outputs: "dict[str, str]" = {}     # value produced by a cut node -> node
+        self._session = None
+        self._outputs: "list[str]" = []
+        self._absent: "dict[str, str]" = {}         # output of ours the shipped model does not have -> why
+
+    def _make(self, model):
+        return make_provider_session(model, self.spec, self.options.no_fallback, self.options.settings)
+
+    def prepare(self) -> Prepared:
+        if self.modified:
+            ran = self._build_modified()
+        else:
+            model, ran = _shipped(self.compiled)
+            self._session = self._make(model)
+            produced = {o.name for o in self._session.get_outputs()}
+            self._absent = {n: "not an output of the model as shipped (the modified provider model exposes it)"
+                            for n in self.compiled.output_names if n not in produced}
+        self._outputs = [n for n in self.compiled.output_names if n not in self.cut_outputs and n not in self._absent]
+        prepared = Prepared(ran, unsupported_nodes=dict(self.unsupported), needs=set(self.cut_outputs))
+        for node, reason in self.unsupported.items():
+            prepared.partial[node] = (f"no kernel on {self.spec.name}: cut out, its value computed by ONNX "
+                                      f"semantics ({first_line(reason)[:160]})")
+        assignment = node_providers(self._session) if self._session is not None else None
+        prepared.node_providers = assignment
+        if assignment is not None:
+            for node, provider in assignment.items():
+                if provider != self.spec.name:
+                    prepared.partial.setdefault(node, f"ran on {provider} (requested {self.spec.name})")
+            prepared.placement_notes = [f.describe(self.spec.name)
+                                        for f in placement_findings(self.compiled.model, assignment, self.spec.name)
+                                        if f.node not in self.unsupported]
+        elif self._session is not None:
+            prepared.placement_notes = ["this onnxruntime cannot report which provider ran each node"]
+        return prepared
+
+    def _build_modified(self) -> str:
+        model = onnx.ModelProto()
+        model.CopyFrom(self.compiled.model)
+        for _ in range(len(model.graph.node) + 1):
+            if not model.graph.output:
+                break                   # every output came from a cut node: nothing left to run
+            try:
+                self._session = self._make(model)
+                break
+            except DmlLowerError as exc:
+                found = NO_KERNEL_NODE.search(str(exc))
+                names = {n.name for n in model.graph.node}
+                if not found or found.group(1) not in names or "NOT_IMPLEMENTED" not in str(exc):
+                    raise
+                self._cut(model, found.group(1), str(exc).split("cannot load the model: ", 1)[-1])
+        cut = f", {len(self.unsupported)} node(s) without a kernel cut out" if self.unsupported else ""
+        return f"a modified copy of the model (checked, shape-inferred{cut})"
+
+    def _cut(self, model: onnx.ModelProto, name: str, reason: str) -> None:
+        """Removes node `name`: each value it produced that a remaining node reads becomes a graph
+        input (fed from the oracle); each that is a graph output leaves the outputs (UNSUPPORTED)."""
+        node = next(n for n in model.graph.node if n.name == name)
+        self.unsupported[name] = reason
+        model.graph.node.remove(node)
+        read = {r for n in model.graph.node for r in node_reads(n)}
+        for value in node.output:
+            if not value:
+                continue
+            self.cut_outputs[value] = name
+            if value in read:
+                info = self.compiled.types.get(value)
+                vi = (onnx.helper.make_tensor_value_info(value, info.onnx_type, None)
+                      if info is not None and info.onnx_type else onnx.ValueInfoProto(name=value))
+                model.graph.input.append(vi)
+        for values, keep in ((model.graph.output, lambda v: v.name not in self.cut_outputs),
+                             # a value fed in for a node cut since then is read by nothing now
+                             (model.graph.input, lambda v: v.name not in self.cut_outputs or v.name in read)):
+            kept = [v for v in values if keep(v)]
+            del values[:]
+            values.extend(kept)
+
+    def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
+        result = BackendRun()
+        result.not_compared = {v: f"node {node} has no kernel on {self.spec.description}: {self.unsupported[node]}"
+                               for v, node in self.cut_outputs.items() if v in self.compiled.output_names}
+        result.not_compared.update(self._absent)
+        if self._session is None:
+            return result
+        feeds = dict(feeds)
+        wanted = {i.name for i in self._session.get_inputs()}
+        wanted |= {i.name for i in self._session.get_overridable_initializers()}
+        for value in self.cut_outputs:
+            if value in wanted:
+                feeds[value] = oracle_value(value)
+                result.fed.append(value)
+        try:
+            values = run_session(self._session, self._outputs, {k: v for k, v in feeds.items() if k in wanted})
+        except Exception as exc:
+            raise DmlLowerError(f"onnxruntime ({self.spec.description}) failed to run the model: "
+                                f"{first_line(exc)}") from None
+        result.outputs = dict(zip(self._outputs, values))
+        return result
+
+
+def make_backends(compiled, names: "list[str]", options: BackendOptions) -> "tuple[list[Backend], dict[str, str]]":
+    """(the backends to run, in order; {name: why it is unavailable here}).
+
+    An unknown backend or provider name is a usage error; so is a list where no backend is
+    available, and a provider option given with no provider backend. A provider onnxruntime knows
+    but this machine lacks (DirectML on Linux) is unavailable while the others run.
+    """
+    import onnxruntime as ort
+    if not names:
+        raise DmlLowerError(f"no backend to run; choose from {CHOICES}")
+    if options.provider_model not in PROVIDER_MODELS:
+        raise DmlLowerError(f"provider model {options.provider_model!r} is unknown; choose from "
+                            f"{', '.join(PROVIDER_MODELS)}")
+    parsed = [parse_backend(n) for n in names]
+    if not any(p.kind == "provider" for p in parsed):
+        for what, given in (("provider option", options.provider_options), ("provider library", options.ep_libraries)):
+            if given:
+                raise DmlLowerError(f"{what} {given[0]}: no requested backend runs on a provider (it applies to "
+                                    f"{', '.join(PROVIDER_ALIASES)}, {PROVIDER_PREFIX}<ProviderName>; backends "
+                                    f"{','.join(names)})")
+    backends: "list[Backend]" = []
+    unavailable: "dict[str, str]" = {}
+    for p in parsed:
+        if p.kind == "lowered":
+            if p.name == "ort":
+                resolve(options.providers)          # a provider this machine lacks: one line, before any run
+            backends.append(Lowered(compiled, p.name, options))
+        elif p.kind == "saved":
+            if options.loaded is None or p.name not in options.loaded.by_backend:
+                raise DmlLowerError(f"backend {p.name!r}: no saved outputs under that label were loaded")
+            backends.append(Saved(compiled, p.name, options.loaded))
+        else:
+            try:
+                spec = resolve_provider(p.provider, options.provider_options, options.ep_libraries)
+            except DmlLowerError as exc:
+                if p.provider not in ort.get_all_providers():
+                    raise
+                unavailable[p.name] = str(exc)
+                continue
+            backends.append(Provider(compiled, p.name, spec, options))
+    if not backends:
+        raise DmlLowerError(next(iter(unavailable.values())))
+    if options.loaded is not None:
+        backends += [Saved(compiled, name, options.loaded) for name in options.loaded.by_backend
+                     if name not in names]
+    return backends, unavailable

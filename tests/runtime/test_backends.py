@@ -1,0 +1,204 @@
+"""runtime/backends.py: a provider backend runs the model as the user ships it, a backend that
+runs part of the model is PARTIAL, and check, run, reduce and conformance run, which all run
+the same backends, give the same status for the same model, backend and feeds."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.compiler import conformance
+from onnx_dml_lowering.compiler.examples import example_paths
+from onnx_dml_lowering.compiler.reduce import reduce_model
+from onnx_dml_lowering.compiler.run_backends import RunBackends
+from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
+from onnx_dml_lowering.runtime.feeds import random_feeds
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MASKED = str(next(p for p in example_paths() if p.stem == "masked_select"))
+
+
+def _default_overridden() -> onnx.ModelProto:
+    """IR version 3: onnxruntime takes the initializer `b`, which is also a graph input, as a
+    constant, and has no input `b`. Our own processing (the IR version handed to onnxruntime is at
+    least 4) makes `b` an input a feed overrides: what onnxruntime runs then is not the file."""
+    graph = h.make_graph([h.make_node("Add", ["x", "b"], ["y"], name="add")], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [2]), h.make_tensor_value_info("b", T.FLOAT, [2])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [2])], [h.make_tensor("b", T.FLOAT, [2], [1, 1])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 7)], ir_version=3)
+
+
+def _bfloat16_mul() -> onnx.ModelProto:
+    """onnxruntime's CPU provider has no bfloat16 Mul kernel."""
+    graph = h.make_graph([h.make_node("Mul", ["x", "x"], ["m"], name="mul"),
+                          h.make_node("Cast", ["m"], ["y"], to=T.FLOAT, name="cast")], "g",
+                         [h.make_tensor_value_info("x", T.BFLOAT16, [2, 3])], [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def _plain(path: str, feeds: dict) -> "dict[str, np.ndarray]":
+    """A plain onnxruntime session on the file, fed the inputs it declares."""
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, {i.name: feeds[i.name] for i in session.get_inputs()})))
+
+
+def test_a_provider_backend_runs_the_file_as_shipped(tmp_path):
+    """ort-cpu's outputs are a plain InferenceSession's on the same file (they were those of our
+    processed copy: x + the fed b, where onnxruntime on the file adds the stored b), and the
+    report names the file."""
+    path = str(tmp_path / "ir3.onnx")
+    onnx.save(_default_overridden(), path)
+    feeds = {"x": np.array([1, 2], np.float32), "b": np.array([5, 5], np.float32)}
+    _, report = check(compile_model(path), feeds, ["ort-cpu"], Tolerances())
+    (backend,) = report.backends
+    np.testing.assert_array_equal(backend.values["y"], _plain(path, feeds)["y"])
+    assert backend.ran == f"the model file as shipped ({path})"
+    # against ONNX semantics (the feed overrides the default) that is a MISMATCH, as it is
+    assert backend.status == "mismatch" and report.expected["y"].tolist() == [6, 7]
+
+
+def test_a_model_proto_is_run_as_given_and_said(tmp_path):
+    model = onnx.load(MASKED)
+    compiled = compile_model(model)
+    _, report = check(compiled, random_feeds(compiled.inputs, seed=2), ["ort-cpu"], Tolerances())
+    assert report.ok and report.backends[0].ran == "the ModelProto as given (serialised unmodified)"
+
+
+def test_external_data_is_read_by_onnxruntime_from_the_file(tmp_path):
+    """The shipped file with its weights in an external file beside it: onnxruntime gets the path."""
+    weight = np.arange(6, dtype=np.float32).reshape(2, 3)
+    graph = h.make_graph([h.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [4, 2])], [h.make_tensor_value_info("y", T.FLOAT, [4, 3])],
+                         [numpy_helper.from_array(weight, "w")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    path = str(tmp_path / "ext.onnx")
+    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin",
+              size_threshold=0)
+    feeds = {"x": np.ones((4, 2), np.float32)}
+    _, report = check(compile_model(path), feeds, ["ort-cpu"], Tolerances())
+    assert report.ok and report.backends[0].ran == f"the model file as shipped ({path})"
+    np.testing.assert_array_equal(report.backends[0].values["y"], _plain(path, feeds)["y"])
+
+
+# -- one status, whichever command runs the backend --------------------------------------------
+
+MODELS = {
+    "masked_select": (lambda tmp: MASKED, {}),
+    "bfloat16_mul": (lambda tmp: _save(_bfloat16_mul(), tmp / "bf16.onnx"), {}),
+    "scalar_nonzero_deep": (lambda tmp: os.path.join(REPO, "tests", "models", "reduce", "scalar_nonzero_deep.onnx"),
+                            {"n": 4}),
+}
+# backend name, provider model
+BACKENDS = [("cpu", "shipped"), ("ort", "shipped"), ("ort-cpu", "shipped"), ("ort-cpu", "modified")]
+# what check says, per model and backend
+EXPECTED = {
+    ("masked_select", "cpu", "shipped"): "ok", ("masked_select", "ort", "shipped"): "ok",
+    ("masked_select", "ort-cpu", "shipped"): "ok", ("masked_select", "ort-cpu", "modified"): "ok",
+    ("bfloat16_mul", "cpu", "shipped"): "ok", ("bfloat16_mul", "ort", "shipped"): "ok",
+    ("bfloat16_mul", "ort-cpu", "shipped"): "error", ("bfloat16_mul", "ort-cpu", "modified"): "partial",
+    ("scalar_nonzero_deep", "cpu", "shipped"): "ok", ("scalar_nonzero_deep", "ort", "shipped"): "ok",
+    ("scalar_nonzero_deep", "ort-cpu", "shipped"): "mismatch", ("scalar_nonzero_deep", "ort-cpu", "modified"): "mismatch",
+}
+
+
+def _save(model: onnx.ModelProto, path) -> str:
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def _conformance_case(directory, path: str, feeds: dict, expected: dict, outputs: "list[str]") -> None:
+    """One onnx_test_runner case folder: the model file, its feeds and the oracle's outputs."""
+    case = directory / "case"
+    data = case / "test_data_set_0"
+    data.mkdir(parents=True)
+    model = onnx.load(path)
+    (case / "model.onnx").write_bytes(model.SerializeToString())
+    inits = {i.name for i in model.graph.initializer}
+    for k, vi in enumerate(i for i in model.graph.input if i.name not in inits):
+        (data / f"input_{k}.pb").write_bytes(numpy_helper.from_array(np.asarray(feeds[vi.name]), vi.name).SerializeToString())
+    for k, name in enumerate(outputs):
+        (data / f"output_{k}.pb").write_bytes(numpy_helper.from_array(np.asarray(expected[name]), name).SerializeToString())
+
+
+# conformance's outcomes in check's words (its fail is a MISMATCH when a data set differed)
+def _conformance_status(outcome) -> str:
+    if outcome.status == "fail":
+        return "mismatch" if outcome.detail.startswith("test_data_set_") else "error"
+    return {"pass": "ok", "partial": "partial", "unsupported": "error"}[outcome.status]
+
+
+@pytest.mark.parametrize("model_name", MODELS)
+@pytest.mark.parametrize("backend, provider_model", BACKENDS)
+def test_check_run_reduce_and_conformance_give_one_status(model_name, backend, provider_model, tmp_path):
+    build, dims = MODELS[model_name]
+    path = build(tmp_path)
+    compiled = compile_model(path)
+    feeds = random_feeds(compiled.inputs, seed=5, dims=dims)
+    options = BackendOptions(provider_model=provider_model)
+    _, report = check(compiled, feeds, [backend], Tolerances(), options)
+    status = report.backends[0].status
+    assert status == EXPECTED[model_name, backend, provider_model], report.backends[0]
+    # run compares nothing: its status is check's, a MISMATCH being a plain run there
+    ran = RunBackends(compile_model(path), [backend], options).run(backend, feeds)
+    assert ran.status == ("ok" if status == "mismatch" else status)
+    whole, _ = reduce_model(compile_model(path), feeds, backend, "mismatch", None, options)
+    assert whole.status == status
+    _conformance_case(tmp_path / "suite", path, feeds, report.expected, compiled.output_names)
+    results = conformance.run(str(tmp_path / "suite"), [backend], options)
+    (outcome,) = [o for outcomes in results[backend].values() for _, o in outcomes]
+    assert _conformance_status(outcome) == status, outcome
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_zoo_says_partial_in_its_table_json_and_junit(fail, tmp_path, capsys):
+    """A PARTIAL backend is a PARTIAL model in the zoo table (it was a plain "ok"), a skipped
+    testcase in JUnit with the node named (a PARTIAL failure under --fail-on-partial)."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    from tests.cli_runner import cli
+    models = tmp_path / "models"
+    models.mkdir()
+    bf16 = _save(_bfloat16_mul(), models / "bf16.onnx")
+    onnx.save(onnx.load(MASKED), str(models / "masked.onnx"))
+    argv = ["check", models, "--backends", "cpu,ort-cpu", "--provider-model", "modified",
+            "--json", tmp_path / "zoo.json", "--junit", tmp_path / "zoo.xml"] + (["--fail-on-partial"] if fail else [])
+    code, out, _ = cli(argv, capsys)
+    assert code == (1 if fail else 0)
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:3]}
+    assert rows == {bf16: "PARTIAL", str(models / "masked.onnx"): "ok"}
+    assert f"{bf16}: [ort-cpu] PARTIAL: node mul not run on it" in out
+    assert out.splitlines()[-1] == "zoo: 2 models: 1 ok, 1 PARTIAL"
+    document = json.loads((tmp_path / "zoo.json").read_text())
+    assert {m["model"]: m["status"] for m in document["models"]}[bf16] == "PARTIAL"
+    case = next(c for c in ET.parse(tmp_path / "zoo.xml").getroot().iter("testcase")
+                if c.get("classname") == bf16 and c.get("name") == "ort-cpu")
+    assert case.find("properties/property").attrib == {"name": "status", "value": "partial"}
+    marker = case.find("failure" if fail else "skipped")
+    assert marker is not None and marker.get("message").startswith("PARTIAL: node mul not run on it")
+
+
+def test_an_intermediate_output_is_not_one_of_the_shipped_file(tmp_path):
+    """--outputs exposes an intermediate value in our copy only: on the file as shipped it is
+    UNSUPPORTED (PARTIAL); the modified copy has it as an output and compares it."""
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="relu"), h.make_node("Neg", ["r"], ["y"], name="neg")],
+                         "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])], [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    path = _save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    compiled = compile_model(path, outputs=["r"])
+    feeds = random_feeds(compiled.inputs, seed=1)
+    _, shipped = check(compiled, feeds, ["ort-cpu"], Tolerances())
+    statuses = {o.output: (o.status, o.detail) for o in shipped.backends[0].outputs}
+    assert statuses["y"][0] == "match" and statuses["r"][0] == "unsupported"
+    assert statuses["r"][1].startswith("not an output of the model as shipped")
+    assert shipped.backends[0].status == "partial" and shipped.ok
+    _, modified = check(compiled, feeds, ["ort-cpu"], Tolerances(), BackendOptions(provider_model="modified"))
+    assert modified.backends[0].status == "ok"
+    assert {o.output: o.status for o in modified.backends[0].outputs} == {"y": "match", "r": "match"}

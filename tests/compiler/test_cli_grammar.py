@@ -89,7 +89,9 @@ def test_run_original_node_without_kernel_is_named(tmp_path, capsys):
     node = model.graph.node[0].name
     code, out, err = cli(["run", path, "--backends", "ort-cpu,cpu"], capsys)
     assert code == 1 and err == ""
-    assert out.startswith("ort-cpu: ERROR onnxruntime (CPUExecutionProvider) cannot load the model: ")
+    feeds, rest = out.split("\n", 1)
+    assert feeds.startswith("feeds: ")
+    assert rest.startswith("ort-cpu: ERROR onnxruntime (CPUExecutionProvider) cannot load the model: ")
     assert f"Could not find an implementation for EyeLike(9) node with name '{node}'" in out
     assert "on backend cpu " in out
     code, out, err = cli(["run", path, "--backends", "ort-cpu,cpu", "--provider-model", "modified"], capsys)

@@ -245,7 +245,7 @@ def _semantic_nodes(compiled) -> "set[str]":
 
 def make_oracle(compiled, kind: str = "hybrid", settings: "SessionSettings | None" = None) -> Oracle:
     return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled), settings,
-                  getattr(compiled, "shared_sessions", None))
+                  getattr(compiled, "shared_sessions", None), passed=compiled.partition.generated)
 
 
 def lazy_oracle(compiled, feeds: Mapping[str, np.ndarray], needs: "set[str]",

@@ -76,13 +76,17 @@ class Oracle:
 
     def __init__(self, model: onnx.ModelProto, types: Mapping, kind: str = "hybrid",
                  semantic_nodes: Iterable[str] = (), settings: "SessionSettings | None" = None,
-                 shared: "SessionCache | None" = None) -> None:
+                 shared: "SessionCache | None" = None, passed: Iterable[str] = ()) -> None:
         self.model = model
         self.settings = settings          # the user's onnxruntime session settings (--threads ...)
         # its regions' sub-models and sessions; the onnxruntime ones (and their results) shared with
         # the lowered run's ONNX regions through `shared`, the CompiledModel's cache
+        # `passed`: initializers the lowered run generates and feeds to its regions (a stored eye or
+        # mask): fed here too, from the stored value, so both sides' regions are one session and
+        # the lowered run can take this side's results when its generated value is bit for bit equal
         self.engine = RegionEngine(model, types, settings, ["CPUExecutionProvider"], cache=shared,
-                                   bodies=self._body_oracle)
+                                   bodies=self._body_oracle, passed=passed)
+        self._passed = [t for t in model.graph.initializer if t.name in set(passed)]
         self.types = types
         self.kind = kind
         self.golden: "dict[str, np.ndarray] | None" = None
@@ -279,7 +283,7 @@ class Oracle:
         if self._runs is None or self._planned_keep != self.keep:
             self._planned_keep = set(self.keep)
             self._runs = self._plan_loadable()
-        env = dict(feeds)
+        env = {**{t.name: tensor_array(t) for t in self._passed}, **feeds}
         for run in self._runs:
             env.update(self._evaluate(run, env))
         self.values = env

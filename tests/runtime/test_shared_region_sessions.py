@@ -186,3 +186,25 @@ def test_feeds_over_one_memory_are_the_same_bits_unread():
     assert cache.recall(key, {"x": weight.T.copy().T}) is not None           # other memory, equal bits: read
     cache.remember(key, {"x": weight}, {"y": weight})
     assert cache.recall(key, {"x": weight[:, ::-1]}) is None                   # one memory, other strides
+
+
+def test_a_generated_initializer_is_fed_by_both_sides_so_the_region_is_shared():
+    """A stored identity the lowering generates (DIAGONAL_MATRIX) is fed to the lowered run's
+    region; the oracle feeds the stored value to the same region: one session, the oracle's results
+    taken (the generated value is bit for bit the stored one). Whisper-small's stored mask made the
+    two sides build and run the whole decoder twice."""
+    from onnx import TensorProto, numpy_helper
+    eye = numpy_helper.from_array(np.eye(16, dtype=np.float32), "stored_eye")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "stored_eye"], ["p"], name="mm"),
+         helper.make_node("Relu", ["p"], ["y"], name="relu")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], initializer=[eye])
+    compiled = compile_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert compiled.partition.generated == {"stored_eye"}
+    x = np.random.default_rng(2).standard_normal((4, 16)).astype(np.float32)
+    _, report = check(compiled, {"x": x}, ["cpu"], Tolerances())
+    assert report.ok
+    assert len(compiled.shared_sessions) == 1 and compiled.shared_sessions.hits == 1
+    assert compiled.shared_sessions.reused == 1
+    np.testing.assert_array_equal(report.expected["y"], np.maximum(x @ np.eye(16, dtype=np.float32), 0))

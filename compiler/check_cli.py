@@ -1,16 +1,14 @@
 """dml-lower check: every backend against the oracle, for one model or (zoo.py) many."""
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import draws_random_feeds, feed_sets, parse_dims
-from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
-                          session_settings, tolerance_options, write_file)
+from .cli_options import (check_outputs, model_options, provider_flags, save_npz_file, session_flags,
+                          session_settings, tolerance_options, write_json, write_text)
 from .zoo import add_zoo_options
 
 if TYPE_CHECKING:
@@ -55,8 +53,7 @@ def check_models(args, parser) -> int:
     from .zoo import is_zoo, run_zoo
     if is_zoo(args):
         session_settings(args)          # bad session options: one line here, not once per model
-        check_writable("--json", args.json)
-        check_writable("--junit", args.junit)
+        check_outputs(("--json", args.json), ("--junit", args.junit))
         return run_zoo(args, parser)
     args.model = args.model[0]
     return cmd_check(args)
@@ -69,8 +66,8 @@ def cmd_check(args) -> int:
     from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
     if args.iterations < 1:
         raise DmlLowerError(f"--iterations {args.iterations}: must be at least 1")
-    for option in ("--json", "--markdown", "--save-outputs", "--save-inputs"):
-        check_writable(option, getattr(args, option[2:].replace("-", "_")))
+    check_outputs(*((option, getattr(args, option[2:].replace("-", "_")))
+                    for option in ("--json", "--markdown", "--save-outputs", "--save-inputs")))
     settings = session_settings(args)
     compiled = compile_model(args.model, feature_level=args.feature_level, outputs=_outputs_arg(args))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -107,9 +104,9 @@ def cmd_check(args) -> int:
     if not args.quiet:
         print(format_timing(report))
     if args.json:
-        write_file(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(report.to_dict(), indent=1)))
+        write_json(args.json, "the JSON report", report.to_dict())
     if args.markdown:
-        write_file(args.markdown, "the Markdown report", lambda p: Path(p).write_text(format_markdown(report)))
+        write_text(args.markdown, "the Markdown report", format_markdown(report))
     if report.stopped:
         sets = "feed set #0" if report.iterations == 1 else f"feed sets #0-#{report.iterations - 1}"
         print(f"dml-lower: error: {report.stopped} (the report covers {sets})", file=sys.stderr)

@@ -5,7 +5,6 @@ file as it is, control-flow bodies included; what would lower is compile_model's
 not a second derivation, so inspect and compile never disagree."""
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -206,12 +205,11 @@ def format_inspect(report: dict) -> str:
 
 
 def cmd_inspect(args) -> int:
+    from .cli_options import check_outputs, write_json
+    check_outputs(("--json", args.json))       # before the work, not after it
     report = inspect_model(args.model, args.feature_level)
     print(format_inspect(report))
     if args.json:
-        try:
-            Path(args.json).write_text(json.dumps(report, indent=1))
-        except OSError as exc:
-            raise DmlLowerError(f"cannot write the inspect JSON to {args.json!r}: {exc.strerror or exc}") from None
+        write_json(args.json, "the inspect JSON", report)
         print(f"\nwrote {args.json}")
     return 0

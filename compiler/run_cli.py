@@ -1,15 +1,13 @@
 """dml-lower run: the model on one or more backends, its outputs printed (and saved)."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import feed_sets
-from .cli_options import (check_writable, model_options, provider_flags, save_npz_file, session_flags,
-                          session_settings, write_file)
+from .cli_options import (check_outputs, model_options, provider_flags, save_npz_file, session_flags,
+                          session_settings, write_json)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,8 +36,8 @@ def add_run_parser(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    for option in ("--save-outputs", "--save-inputs", "--json"):
-        check_writable(option, getattr(args, option[2:].replace("-", "_")))
+    check_outputs(*((option, getattr(args, option[2:].replace("-", "_")))
+                    for option in ("--save-outputs", "--save-inputs", "--json")))
     from onnx_dml_lowering.runtime.feeds import with_defaults
     from onnx_dml_lowering.runtime.report import defaults_line
 
@@ -99,7 +97,7 @@ def cmd_run(args) -> int:
     if args.json:
         data = {"model": str(args.model), "feature_level": str(compiled.feature_level), "backends": records,
                 "unavailable": dict(runner.unavailable)}
-        write_file(args.json, "the run JSON", lambda p: Path(p).write_text(json.dumps(data, indent=1)))
+        write_json(args.json, "the run JSON", data)
         print(f"wrote {args.json}")
     return 0
 

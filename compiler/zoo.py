@@ -99,8 +99,9 @@ def forwarded_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
 
 
 def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    import json
     import time
+
+    from .cli_options import write_file, write_json
     if args.jobs is not None and args.jobs < 1:
         raise DmlLowerError(f"--jobs {args.jobs}: must be at least 1")
     executor = args.executor or "local"
@@ -123,11 +124,11 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"zoo: --dim {name}: no model checked has an input dimension of that name", file=sys.stderr)
     if args.json:
         document = {"models": [r.to_dict() for r in results]}
-        _write(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(document, indent=1)))
+        write_json(args.json, "the JSON report", document)
     if args.junit:
         from .junit import write_junit
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-        _write(args.junit, "the JUnit report", lambda p: write_junit(p, results, backends, seconds))
+        write_file(args.junit, "the JUnit report", lambda p: write_junit(p, results, backends, seconds))
     code = exit_code(results)
     return 2 if unused and code == 0 else code
 
@@ -209,9 +210,3 @@ def format_summary(results: "list[ModelResult]") -> str:
                  + ", ".join(f"{tally[s]} {s}" for s in order if tally.get(s)))
     return "\n".join(lines)
 
-
-def _write(path: str, what: str, write) -> None:
-    try:
-        write(path)
-    except OSError as exc:
-        raise DmlLowerError(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None

@@ -116,6 +116,14 @@ def external_path(tensor: TensorProto) -> "tuple[str, int]":
     return os.path.join(entries[BASEPATH], entries["location"]), int(entries.get("offset", 0) or 0)
 
 
+def _identity(path: str) -> "tuple[int, ...] | None":
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
 def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
     """The tensor's value: a read-only-in-effect (copy-on-write) map of its file region when it is
     lazy, else numpy_helper.to_array. Inline weights lie wherever protobuf put them
@@ -128,7 +136,8 @@ def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
     dtype = mappable_dtype(tensor.data_type)
     shape = tuple(int(d) for d in tensor.dims)
     copy = aligned and offset % dtype.alignment != 0
-    key = (path, offset, dtype.str, shape, copy)
+    # the file's identity too: a path replaced since (in-place optimize) is another file's bytes
+    key = (path, _identity(path), offset, dtype.str, shape, copy)
     array = _MAPS.get(key)
     if array is None:
         if _nbytes(tensor, dtype) == 0:

@@ -101,7 +101,8 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
-        self.exit(2, f"dml-lower: error: {message} (see '{self.prog} --help')\n")
+        from onnx_dml_lowering.ir.display import display   # the message quotes what was typed
+        self.exit(2, f"dml-lower: error: {display(message)} (see '{self.prog} --help')\n")
 
 
 def provider_flags(p) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.dtypes import onnx_type_name
 from onnx_dml_lowering.runtime.inline_weights import in_model_file, parse_without_weights
 
@@ -201,7 +202,8 @@ def format_inspect(report: dict) -> str:
             text = f"  {a['node']} ({a['op_type']}): stays on ONNX" + (f", rule {a['rule']}" if a["rule"] else "") \
                 + f": {a['reason']}"
         lines.append(text)
-    return "\n".join(lines)
+    # each entry is one line: its names (a model's, untrusted) displayed, so none can split it
+    return "\n".join(map(display, lines))
 
 
 def cmd_inspect(args) -> int:

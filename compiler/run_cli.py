@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 
 from .cli_feeds import feed_sets
 from .cli_options import (check_outputs, model_options, provider_flags, save_npz_file, session_flags,
@@ -74,7 +75,7 @@ def cmd_run(args) -> int:
             if args.quiet:
                 print(_quiet_line(done, which))
                 continue
-            print(f"ran {args.model} on backend {backend} (feature level {compiled.feature_level}){which}")
+            print(f"ran {display(args.model)} on backend {backend} (feature level {compiled.feature_level}){which}")
             if defaults:
                 print(defaults_line(defaults))
             for note in done.notes:
@@ -84,7 +85,7 @@ def cmd_run(args) -> int:
                     print(_summary(name, done.outputs[name]) + (f"  [not run on the provider: {done.not_run[name]}]"
                                                                  if name in done.not_run else ""))
                 elif name in done.not_run:
-                    print(f"  {name}: not run ({done.not_run[name]})")
+                    print(f"  {display(name)}: not run ({display(done.not_run[name])})")
     if args.save_inputs:
         print(f"wrote {args.save_inputs}")
     if args.save_outputs:
@@ -107,12 +108,12 @@ def _summary(name: str, value: np.ndarray) -> str:
     flat = value.reshape(-1)
     preview = np.array2string(flat[:8], separator=", ", threshold=8)
     more = " ..." if flat.size > 8 else ""
-    return f"  {name}: {value.dtype} {list(value.shape)} {preview}{more}"
+    return f"  {display(name)}: {value.dtype} {list(value.shape)} {preview}{more}"
 
 
 def _quiet_line(done, which: str) -> str:
     """run -q: one line per backend (and feed set)."""
-    shapes = ", ".join(f"{name} {value.dtype} {list(value.shape)}" for name, value in done.outputs.items())
+    shapes = ", ".join(f"{display(name)} {value.dtype} {list(value.shape)}" for name, value in done.outputs.items())
     not_run = f"; not run: {', '.join(done.not_run)}" if done.not_run else ""
     semantics = (f"; no kernel, computed by ONNX semantics: {', '.join(done.by_semantics)}"
                  if done.by_semantics else "")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 
 if TYPE_CHECKING:        # the CLI imports this module for its options: the rest loads when a zoo runs
     from .zoo_result import ModelResult
@@ -121,7 +122,7 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .cli_feeds import draws_random_feeds
     unused = unused_dims(getattr(args, "dim", None) or [], results) if draws_random_feeds(args) else []
     for name in unused:
-        print(f"zoo: --dim {name}: no model checked has an input dimension of that name", file=sys.stderr)
+        print(f"zoo: --dim {display(name)}: no model checked has an input dimension of that name", file=sys.stderr)
     if args.json:
         document = {"models": [r.to_dict() for r in results]}
         write_json(args.json, "the JSON report", document)
@@ -190,17 +191,17 @@ def format_summary(results: "list[ModelResult]") -> str:
     for r in results:
         counts = r.placement_counts()
         lowered, onnx = ("-", "-") if counts is None else map(str, counts)
-        rows.append((r.model, r.status, lowered, onnx, f"{r.seconds:.1f}"))
+        rows.append((display(r.model), r.status, lowered, onnx, f"{r.seconds:.1f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = [f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]:>{widths[3]}}  "
              f"{row[4]:>{widths[4]}}" for row in rows]
     for r in results:
         if r.report is None:
-            lines.append(f"{r.model}: {r.status}: {r.error}")
+            lines.append(f"{display(r.model)}: {r.status}: {display(r.error)}")
             continue
         for backend in r.report.get("backends", []):
             if backend.get("status") in ("mismatch", "error"):
-                lines += [f"{r.model}: {line}" for line in backend_lines(r.report, backend)
+                lines += [f"{display(r.model)}: {line}" for line in backend_lines(r.report, backend)
                           if ": MISMATCH (" in line or "] ERROR " in line]
     tally: "dict[str, int]" = {}
     for r in results:

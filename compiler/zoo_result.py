@@ -113,7 +113,10 @@ def backend_lines(report: dict, backend: dict) -> "list[str]":
     from onnx_dml_lowering.runtime.check import CheckReport
     from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
     from onnx_dml_lowering.runtime.report import format_results
-    outputs = [OutputResult(**o) for o in backend.get("outputs", [])]
+    from onnx_dml_lowering.ir.display import json_float
+    floats = ("max_abs_error", "max_rel_error", "mean_abs_error", "mean_rel_error")    # strings in strict JSON
+    outputs = [OutputResult(**{k: json_float(v) if k in floats else v for k, v in o.items()})
+               for o in backend.get("outputs", [])]
     one = CheckReport(report.get("model", ""), report.get("feature_level", ""), [], {},
                       [BackendReport(backend["backend"], outputs, error=backend.get("error") or "")],
                       iterations=report.get("iterations", 1))

@@ -66,3 +66,8 @@ def json_safe(value):
     if isinstance(value, (list, tuple)):
         return [json_safe(item) for item in value]
     return value
+
+
+def json_float(value):
+    """A float field read back from such a document: "NaN" / "Infinity" / "-Infinity" as floats."""
+    return float(value) if isinstance(value, str) and value in NON_FINITE.values() else value

@@ -22,6 +22,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
 
 from .compare import BackendReport, OutputResult, compare
@@ -157,6 +158,7 @@ class CheckReport:
 
 def node_list(names: "list[str]", most: int = 8) -> str:
     """Node names for a report line; a long list shows its ends and its length."""
+    names = [display(name) for name in names]
     if len(names) <= most:
         return ", ".join(names)
     return f"{', '.join(names[:3])}, ... {', '.join(names[-2:])} ({len(names)} nodes)"

@@ -62,11 +62,14 @@ def _version() -> str:
 def main(argv: "list[str] | None" = None) -> int:
     parser = build_parser()
     args = parser.parse_args(attach_signed_values(list(sys.argv[1:] if argv is None else argv)))
+    from onnx_dml_lowering.runtime.interrupt import watch_signals
     stdout = sys.stdout
     sys.stdout = DisplayedStream(stdout)
+    unwatch = watch_signals()       # Ctrl-C / SIGTERM stop onnxruntime's runs too
     try:
         return _run(args)
     finally:
+        unwatch()
         sys.stdout = stdout
 
 
@@ -95,7 +98,11 @@ def _run(args) -> int:
     except DmlLowerError as exc:
         print(f"dml-lower: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        from onnx_dml_lowering.runtime.interrupt import Terminated
+        if isinstance(exc, Terminated):
+            print("dml-lower: terminated (SIGTERM)", file=sys.stderr)
+            return 143
         print("dml-lower: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

@@ -16,6 +16,7 @@ from onnx import numpy_helper
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.runtime import ort_providers
+from onnx_dml_lowering.runtime.interrupt import stoppable_run
 from onnx_dml_lowering.runtime.output_file import write_text
 
 from .compiled import compile_model
@@ -128,7 +129,8 @@ class Backend:
                   ort_providers.placement_findings(model, assignment, self.provider.name)]
                  if assignment is not None else ["this onnxruntime cannot say which provider ran each node"])
         try:
-            return [list(session.run(names, feeds)) for feeds in data_sets], "", notes
+            with stoppable_run() as options:
+                return [list(session.run(names, feeds, options)) for feeds in data_sets], "", notes
         except Exception as exc:
             return None, f"onnxruntime ({self.provider.description}) failed to run: {first_line(exc)}", notes
 

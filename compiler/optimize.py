@@ -24,6 +24,7 @@ from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromR
                                                         range_length)
 
 from .node_ids import all_nodes, identify_nodes
+from onnx_dml_lowering.runtime.interrupt import stoppable_run
 from onnx_dml_lowering.runtime.weights import external_path, inline, is_lazy, lifted, tensor_array
 
 from .frontend import default_opset, load_model
@@ -412,7 +413,8 @@ def bit_identical(original: "str | bytes", rewritten: "str | bytes", inputs: "li
     problems = []
     for where, run_feeds in runs:
         try:
-            results = a.run(None, run_feeds), b.run(None, run_feeds)
+            with stoppable_run() as options:
+                results = a.run(None, run_feeds, options), b.run(None, run_feeds, options)
         except Exception as exc:  # the model itself does not run on these feeds
             raise DmlLowerError(f"--check: onnxruntime CPU cannot run the model on {where}: "
                                 f"{' '.join(str(exc).split())[:200]}") from None

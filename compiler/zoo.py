@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
+from onnx_dml_lowering.runtime.interrupt import Terminated
 
 if TYPE_CHECKING:        # the CLI imports this module for its options: the rest loads when a zoo runs
     from .zoo_result import ModelResult
@@ -116,7 +117,7 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if getattr(args, "dim", None):
         options.append("--dim-where-present")    # a text model's --dim is no error for a detector
     start = time.perf_counter()
-    results = _schedule(models, options, executor, args)
+    results, stopped = _schedule(models, options, executor, args)
     seconds = time.perf_counter() - start
     print(format_summary(results))
     from .cli_feeds import draws_random_feeds
@@ -124,12 +125,17 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     for name in unused:
         print(f"zoo: --dim {display(name)}: no model checked has an input dimension of that name", file=sys.stderr)
     if args.json:
-        document = {"models": [r.to_dict() for r in results]}
+        document = {"models": [r.to_dict() for r in results],
+                    **({"interrupted": True, "models_requested": len(models)} if stopped else {})}
         write_json(args.json, "the JSON report", document)
     if args.junit:
         from .junit import write_junit
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         write_file(args.junit, "the JUnit report", lambda p: write_junit(p, results, backends, seconds))
+    if stopped is not None:
+        print(f"dml-lower: {'terminated' if isinstance(stopped, Terminated) else 'interrupted'}: the reports "
+              f"cover the {len(results)} of {len(models)} models checked before it", file=sys.stderr)
+        return 143 if isinstance(stopped, Terminated) else 130
     code = exit_code(results)
     return 2 if unused and code == 0 else code
 
@@ -150,12 +156,16 @@ def exit_code(results: "list[ModelResult]") -> int:
     return 2 if any(r.status == "exit-2" for r in results) else 0
 
 
-def _schedule(models: "list[str]", options: "list[str]", executor: str, args) -> "list[ModelResult]":
-    """Results in the models' order, whatever order they finish in."""
+def _schedule(models: "list[str]", options: "list[str]", executor: str, args
+              ) -> "tuple[list[ModelResult], KeyboardInterrupt | None]":
+    """Results in the models' order, whatever order they finish in, and the Ctrl-C / SIGTERM that
+    stopped the zoo (None when every model was checked; the results are then those finished)."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    from .zoo_result import ModelResult, run_one
+    from .zoo_result import STOPPING, ModelResult, run_one
     records: "dict[int, dict]" = {}
+    stopped = None
+    STOPPING.clear()
     with _progress(len(models)) as bar:
         def done(index: int, record: dict) -> None:
             records[index] = record
@@ -170,10 +180,18 @@ def _schedule(models: "list[str]", options: "list[str]", executor: str, args) ->
                 futures = {pool.submit(run_one, model, options): index for index, model in enumerate(models)}
                 for future in as_completed(futures):
                     done(futures[future], future.result())
+            except BaseException as exc:
+                # Ctrl-C or SIGTERM: the queued checks never start; the running ones are ended (a
+                # SIGTERM reaches only this process) and waited for, so their temporary folders go.
+                from .zoo_result import stop_children
+                pool.shutdown(wait=False, cancel_futures=True)
+                stop_children()
+                if not isinstance(exc, KeyboardInterrupt):
+                    raise
+                stopped = exc
             finally:
-                # On Ctrl-C the running checks get the SIGINT too; the queued ones never start.
                 pool.shutdown(wait=True, cancel_futures=True)
-    return [ModelResult.from_dict(records[i]) for i in range(len(models))]
+    return [ModelResult.from_dict(records[i]) for i in sorted(records)], stopped
 
 
 def _progress(total: int):

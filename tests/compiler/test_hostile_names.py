@@ -94,6 +94,24 @@ def test_json_encodes_non_finite_errors_as_strings(tmp_path, capsys):
     assert json_float(y["max_abs_error"]) == math.inf
 
 
+def test_run_json_previews_non_finite_values_in_the_same_encoding(tmp_path, capsys):
+    model = graph_model([h.make_node("Div", ["x", "z"], ["y"], name="div")],
+                        [("x", T.FLOAT, [4]), ("z", T.FLOAT, [4])], [("y", T.FLOAT, [4])])
+    onnx.save(model, tmp_path / "m.onnx")
+    x = np.array([1, -1, 0, 2], np.float32)
+    np.savez(tmp_path / "f.npz", x=x, z=np.zeros(4, np.float32))
+    code, out, err = cli(["run", tmp_path / "m.onnx", "--inputs", tmp_path / "f.npz", "--json", tmp_path / "r.json"],
+                         capsys)
+    assert code == 0, out + err
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = (x / np.zeros(4, np.float32)).tolist()
+    preview = _strict_json(tmp_path / "r.json")["backends"][0]["outputs"]["y"]["preview"]
+    from onnx_dml_lowering.ir.display import json_float
+    got = [json_float(v) for v in preview]
+    assert all(isinstance(v, str) for v in preview)
+    assert all((math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(got, expected))
+
+
 @pytest.mark.skipif(os.name == "nt", reason="control characters in file names")
 def test_zoo_summary_and_junit_with_hostile_file_and_node_names(tmp_path, capsys):
     zoo = tmp_path / "zoo"

@@ -66,6 +66,18 @@ def test_check_views_show_hostile_names_escaped_line_for_line(tmp_path, capsys, 
     assert f"node{HOSTILE[kind]}" in names
 
 
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+@pytest.mark.parametrize("command", [["compile"], ["inspect"], ["run", "--backends", "cpu,ort"]])
+def test_compile_inspect_and_run_show_hostile_names_line_for_line(kind, command, tmp_path, capsys):
+    outs = []
+    for tag, name in (("hostile", HOSTILE[kind]), ("plain", "")):
+        onnx.save(_model(name), tmp_path / f"{tag}.onnx")
+        code, out, err = cli([command[0], tmp_path / f"{tag}.onnx", *command[1:]], capsys)
+        assert code == 0, out + err
+        outs.append(out)
+    assert _visible(outs[0]) and len(outs[0].splitlines()) == len(outs[1].splitlines())
+
+
 def test_an_error_naming_a_hostile_input_is_one_visible_line(tmp_path, capsys):
     name = HOSTILE["esc"] + HOSTILE["lf"]
     path = tmp_path / "m.onnx"

@@ -132,7 +132,9 @@ def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None) -
                     array = np.empty(count, dtype)
                     if array.nbytes and entry.readinto(memoryview(array.view(np.uint8))) != array.nbytes:
                         raise DmlLowerError(f"{label}: entry {member.filename[:-4]!r} is truncated")
-                out[member.filename[:-4]] = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+                array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+                # strings are stored as Unicode arrays (save_npz); every engine holds them as objects
+                out[member.filename[:-4]] = array.astype(object) if dtype.kind == "U" else array
         except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
             raise DmlLowerError(f"{label} is a damaged .npz archive ({exc})") from None
     return out

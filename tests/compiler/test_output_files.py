@@ -144,6 +144,11 @@ def test_a_string_output_is_saved(tmp_path, capsys):
     assert code == 0, out + err
     expected = ort.InferenceSession(str(tmp_path / "m.onnx")).run(["s"], {"x": np.array([0, 1.5, 2], np.float32)})[0]
     assert load_npz(str(tmp_path / "o.npz"))["s"].tolist() == list(expected)
+    # read back as golden outputs and as saved outputs: strings compare as strings, no MISMATCH
+    for option in ("--oracle", "--load-outputs"):
+        code, out, err = cli(["check", tmp_path / "m.onnx", "--inputs", tmp_path / "f.npz", option,
+                              tmp_path / "o.npz", "-q"], capsys)
+        assert code == 0 and "MISMATCH" not in out, out + err
 
 
 @pytest.mark.parametrize("layout", ["inline", "external"])

@@ -113,9 +113,11 @@ def cmd_check(args) -> int:
         # a MISMATCH or ERROR in the sets checked is still the failure it is (exit 1)
         return 1 if not all(b.ok for b in report.backends) else 2
     if report.interrupted:
-        print(f"dml-lower: interrupted: the report covers the {report.iterations} of {args.iterations} feed sets "
-              "checked before Ctrl-C", file=sys.stderr)
-        return 130
+        from onnx_dml_lowering.runtime.interrupt import terminated
+        how = ("terminated", "SIGTERM", 143) if terminated() else ("interrupted", "Ctrl-C", 130)
+        print(f"dml-lower: {how[0]}: the report covers the {report.iterations} of {args.iterations} feed sets "
+              f"checked before {how[1]}", file=sys.stderr)
+        return how[2]
     return 0 if report.ok else 1
 
 

@@ -50,7 +50,16 @@ def stoppable_run() -> Iterator[object]:
             _ACTIVE.discard(options)
 
 
+def terminated() -> bool:
+    """Whether the last stopping signal seen was SIGTERM (Ctrl-C otherwise)."""
+    with _LOCK:
+        return _SIGNALLED == [signal.SIGTERM]
+
+
 def _raise_terminated(signum, frame) -> None:
+    # recorded here too (no lock: this runs in the main thread, which may hold it): the watcher
+    # thread may not have read the signal yet when the caller asks terminated()
+    _SIGNALLED[:] = [signal.SIGTERM]
     raise Terminated()
 
 

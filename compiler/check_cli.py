@@ -1,17 +1,15 @@
 """dml-lower check: every backend against the oracle, for one model or (zoo.py) many."""
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .cli_feeds import describe_feeds, draws_random_feeds, feed_sets, parse_dims
-from .cli_options import (backend_options, check_writable, model_options, oracle_option, partial_flag,
+from .cli_options import (backend_options, check_outputs, model_options, oracle_option, partial_flag,
                           provider_flags, save_npz_file, session_flags, session_settings, tolerance_options,
-                          write_file)
+                          write_json, write_text)
 from .zoo import add_zoo_options
 
 if TYPE_CHECKING:
@@ -57,8 +55,7 @@ def check_models(args, parser) -> int:
     from .zoo import is_zoo, run_zoo
     if is_zoo(args):
         session_settings(args)          # bad session options: one line here, not once per model
-        check_writable("--json", args.json)
-        check_writable("--junit", args.junit)
+        check_outputs(("--json", args.json), ("--junit", args.junit))
         return run_zoo(args, parser)
     args.model = args.model[0]
     return cmd_check(args)
@@ -72,8 +69,8 @@ def cmd_check(args) -> int:
     from onnx_dml_lowering.runtime.saved_outputs import set_path, wrote_line
     if args.iterations < 1:
         raise DmlLowerError(f"--iterations {args.iterations}: must be at least 1")
-    for option in ("--json", "--markdown", "--save-outputs", "--save-inputs"):
-        check_writable(option, getattr(args, option[2:].replace("-", "_")))
+    check_outputs(*((option, getattr(args, option[2:].replace("-", "_")))
+                    for option in ("--json", "--markdown", "--save-outputs", "--save-inputs")))
     settings = session_settings(args)
     compiled = compile_model(args.model, feature_level=args.feature_level, outputs=_outputs_arg(args))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -125,18 +122,20 @@ def cmd_check(args) -> int:
         if getattr(args, option) and saved[what]:
             print(wrote_line(getattr(args, option), saved[what]))
     if args.json:
-        write_file(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(report.to_dict(), indent=1)))
+        write_json(args.json, "the JSON report", report.to_dict())
     if args.markdown:
-        write_file(args.markdown, "the Markdown report", lambda p: Path(p).write_text(format_markdown(report)))
+        write_text(args.markdown, "the Markdown report", format_markdown(report))
     if report.stopped:
         sets = "feed set #0" if report.iterations == 1 else f"feed sets #0-#{report.iterations - 1}"
         print(f"dml-lower: error: {report.stopped} (the report covers {sets})", file=sys.stderr)
         # a MISMATCH or ERROR in the sets checked is still the failure it is (exit 1)
         return 1 if not all(b.ok for b in report.backends) else 2
     if report.interrupted:
-        print(f"dml-lower: interrupted: the report covers the {report.iterations} of {args.iterations} feed sets "
-              "checked before Ctrl-C", file=sys.stderr)
-        return 130
+        from onnx_dml_lowering.runtime.interrupt import terminated
+        how = ("terminated", "SIGTERM", 143) if terminated() else ("interrupted", "Ctrl-C", 130)
+        print(f"dml-lower: {how[0]}: the report covers the {report.iterations} of {args.iterations} feed sets "
+              f"checked before {how[1]}", file=sys.stderr)
+        return how[2]
     return 0 if report.ok else 1
 
 

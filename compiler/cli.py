@@ -62,12 +62,47 @@ def _version() -> str:
 def main(argv: "list[str] | None" = None) -> int:
     parser = build_parser()
     args = parser.parse_args(attach_signed_values(list(sys.argv[1:] if argv is None else argv)))
+    from onnx_dml_lowering.runtime.interrupt import watch_signals
+    stdout = sys.stdout
+    sys.stdout = DisplayedStream(stdout)
+    unwatch = watch_signals()       # Ctrl-C / SIGTERM stop onnxruntime's runs too
+    try:
+        return _run(args)
+    finally:
+        unwatch()
+        sys.stdout = stdout
+
+
+class DisplayedStream:
+    """stdout as every command prints to it: whatever a model's names hold, no control character
+    but line feed and tab reaches the terminal raw (ir.display). The report formatters display
+    each name themselves (so a line feed in a name does not split a line); this is the guard for
+    every print of every command."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        from onnx_dml_lowering.ir.display import display_lines
+        self._stream.write(display_lines(text))
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _run(args) -> int:
+    from onnx_dml_lowering.ir.display import display
     try:
         return args.func(args)
     except DmlLowerError as exc:
         print(f"dml-lower: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        from onnx_dml_lowering.runtime.interrupt import Terminated
+        if isinstance(exc, Terminated):
+            print("dml-lower: terminated (SIGTERM)", file=sys.stderr)
+            return 143
         print("dml-lower: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
@@ -81,7 +116,7 @@ def main(argv: "list[str] | None" = None) -> int:
     except Exception as exc:  # a bug of ours: one line, the traceback only on request
         if os.environ.get("DML_LOWER_DEBUG") or getattr(args, "verbose", False):
             raise
-        print(f"dml-lower: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+        print(f"dml-lower: internal error: {type(exc).__name__}: {display(' '.join(str(exc).split())[:300])} "
               "(set DML_LOWER_DEBUG=1 for the traceback)", file=sys.stderr)
         return 3
 

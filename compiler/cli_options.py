@@ -11,10 +11,19 @@ from onnx_dml_lowering.ir import DmlLowerError
 
 
 def write_file(path: str, what: str, write) -> None:
-    try:
-        write(path)
-    except OSError as exc:
-        raise DmlLowerError(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None
+    """`write(temp)` writes the file at a temporary name beside `path`, renamed over it once whole."""
+    from onnx_dml_lowering.runtime.output_file import write_output
+    write_output(path, what, write)
+
+
+def write_json(path: str, what: str, data) -> None:
+    """A --json document, strict RFC 8259: NaN / Infinity / -Infinity are the strings "NaN",
+    "Infinity", "-Infinity" (ir.display.json_safe); written atomically."""
+    import json
+
+    from onnx_dml_lowering.ir.display import json_safe
+    from onnx_dml_lowering.runtime.output_file import write_text
+    write_text(path, what, json.dumps(json_safe(data), indent=1, allow_nan=False))
 
 
 def save_npz_file(path: str, arrays, what: str) -> None:
@@ -25,6 +34,12 @@ def save_npz_file(path: str, arrays, what: str) -> None:
 def load_npz_file(path: str) -> dict:
     from onnx_dml_lowering.runtime.npz import load_npz
     return load_npz(path, "inputs file")
+
+
+def write_text(path: str, what: str, text: str) -> None:
+    """A text report, written atomically."""
+    from onnx_dml_lowering.runtime.output_file import write_text as write
+    write(path, what, text)
 
 
 def check_writable(option: str, path: "str | None") -> None:
@@ -46,6 +61,20 @@ def check_writable(option: str, path: "str | None") -> None:
     else:
         return
     raise DmlLowerError(f"{option} {path!r}: cannot write there: {why}")
+
+
+def check_outputs(*options: "tuple[str, str | None]") -> None:
+    """Every output file of a command, (option, path) pairs, checked before any work: each one
+    writable, and no two naming the same file (one would silently replace the other)."""
+    seen: "dict[str, str]" = {}
+    for option, path in options:
+        if not path:
+            continue
+        check_writable(option, path)
+        key = os.path.normcase(os.path.realpath(path))
+        if key in seen:
+            raise DmlLowerError(f"{seen[key]} and {option} both write {path!r}: give each its own file")
+        seen[key] = option
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -72,11 +101,12 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
+        from onnx_dml_lowering.ir.display import display   # the message quotes what was typed
         if message.startswith("unrecognized arguments: "):
             for token in message.split()[2:]:
                 if token.partition("=")[0] in FOREIGN_OPTIONS:
                     self.exit(2, f"dml-lower: error: {FOREIGN_OPTIONS[token.partition('=')[0]]}\n")
-        self.exit(2, f"dml-lower: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"dml-lower: error: {display(message)} (see '{self.prog} --help')\n")
 
 
 # Options of other tools (Polygraphy) users type by habit: what to use here, in one line.

@@ -2,12 +2,10 @@
 descriptors at those sizes."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .cli_feeds import parse_dims
-from .cli_options import check_writable, model_options, write_file
+from .cli_options import check_outputs, model_options, write_json
 
 if TYPE_CHECKING:
     from .compiled import CompiledModel
@@ -29,7 +27,7 @@ def format_placement(compiled: CompiledModel) -> str:
 
 
 def cmd_compile(args) -> int:
-    check_writable("--json", args.json)
+    check_outputs(("--json", args.json))
     from onnx_dml_lowering.ir import format_graph
 
     from .compiled import compile_model
@@ -41,7 +39,7 @@ def cmd_compile(args) -> int:
     if args.dim:
         data["specialised"] = _specialised(compiled, args)
     if args.json:
-        write_file(args.json, "the compile JSON", lambda p: Path(p).write_text(json.dumps(data, indent=1)))
+        write_json(args.json, "the compile JSON", data)
         print(f"\nwrote {args.json}")
     return 0
 

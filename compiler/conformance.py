@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.runtime import ort_providers
 from onnx_dml_lowering.runtime.backends import (CHOICES, BackendOptions, make_backends, parse_backend,
@@ -24,6 +25,7 @@ from onnx_dml_lowering.runtime.check import lazy_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.dml_deviations import describe, dml_outputs
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
+from onnx_dml_lowering.runtime.output_file import write_text
 from onnx_dml_lowering.runtime.weights import check_raw_data
 
 from .compiled import compile_model
@@ -208,6 +210,7 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2) -> "dict"
         raise DmlLowerError(f"conformance directory {directory!r} is a file")
     if os.path.isdir(directory) and os.listdir(directory) and not os.path.exists(os.path.join(directory, MANIFEST)):
         raise DmlLowerError(f"conformance directory {directory!r} is not empty and holds no {MANIFEST}")
+    _remove_earlier_export(directory)
     cases = all_cases(seeds)
     probes = [Backend(provider_backend(name)) for name in probe_providers()]
     manifest: dict = {"feature_level": level, "seeds": seeds, "opset": {c.name: c.model.opset_import[0].version for c in cases},
@@ -223,14 +226,29 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2) -> "dict"
     try:
         for case in cases:
             _write_case(directory, case, level, manifest, probes)
-        with open(os.path.join(directory, MANIFEST), "w") as f:
-            json.dump(manifest, f, indent=1, sort_keys=True)
-            f.write("\n")
-        with open(os.path.join(directory, "README.txt"), "w") as f:
-            f.write(README.format(level=level, count=len(cases), seeds=seeds, manifest=MANIFEST))
+        # the manifest last and whole: a folder without it is an export that did not finish
+        write_text(os.path.join(directory, "README.txt"), "the conformance README",
+                   README.format(level=level, count=len(cases), seeds=seeds, manifest=MANIFEST))
+        write_text(os.path.join(directory, MANIFEST), "the conformance manifest",
+                   json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     except OSError as exc:
         raise DmlLowerError(f"cannot write the conformance suite to {directory!r}: {exc.strerror}") from None
     return manifest
+
+
+def _remove_earlier_export(directory: str) -> None:
+    """An earlier export in `directory` (it holds the manifest: checked above) goes first: a case
+    or data set this export does not write would otherwise be run as if it were part of it."""
+    import shutil
+    if not os.path.isdir(directory):
+        return
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if os.path.isdir(path) and not os.path.islink(path) and os.path.isfile(os.path.join(path, "model.onnx")):
+            shutil.rmtree(path)
+    for name in (MANIFEST, "README.txt"):
+        if os.path.isfile(os.path.join(directory, name)):
+            os.unlink(os.path.join(directory, name))
 
 
 def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: "list[Backend]") -> None:
@@ -324,6 +342,9 @@ def load(directory: str, pattern: "str | None" = None) -> "tuple[dict, list[tupl
             expected.append([_read_tensor(os.path.join(data, f"output_{k}.pb"))
                              for k in range(len(model.graph.output))])
             n += 1
+        if not sets:        # nothing to compare is no pass
+            raise DmlLowerError(f"conformance case {display(name)!r} in {display(directory)!r} holds no "
+                                "test_data_set_0: nothing to compare")
         cases.append((name, model, sets, expected))
     if not cases and pattern is not None:
         raise DmlLowerError(f"--filter {pattern!r} matches no case of conformance directory {directory!r}")

@@ -5,13 +5,13 @@ file as it is, control-flow bodies included; what would lower is compile_model's
 not a second derivation, so inspect and compile never disagree."""
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.dtypes import onnx_type_name
 from onnx_dml_lowering.runtime.inline_weights import in_model_file, parse_without_weights
 
@@ -208,30 +208,26 @@ def format_inspect(report: dict) -> str:
         lines.append(text)
     if "ep_placement" in report:
         lines.extend(format_placement(report["ep_placement"]))
-    return "\n".join(lines)
+    # each entry is one line: its names (a model's, untrusted) displayed, so none can split it
+    return "\n".join(map(display, lines))
 
 
 def cmd_inspect(args) -> int:
+    from .cli_options import check_outputs, write_json, write_text
     html_out = getattr(args, "html", None)
     if html_out and getattr(args, "ep", None) != "dml":
         raise DmlLowerError("--html draws the DML EP placement: add --ep dml")
     if getattr(args, "device_lacks", None) and getattr(args, "ep", None) != "dml":
         raise DmlLowerError("--device-lacks is an assumption of the DML EP placement: add --ep dml")
+    check_outputs(("--json", args.json), ("--html", html_out))       # before the work, not after it
     report, graph = _inspect(args.model, args.feature_level, getattr(args, "ep", None),
                              tuple(getattr(args, "device_lacks", ()) or ()))
     print(format_inspect(report))
     if args.json:
-        try:
-            Path(args.json).write_text(json.dumps(report, indent=1))
-        except OSError as exc:
-            raise DmlLowerError(f"cannot write the inspect JSON to {args.json!r}: {exc.strerror or exc}") from None
+        write_json(args.json, "the inspect JSON", report)
         print(f"\nwrote {args.json}")
     if html_out:
         from .ep_picture import render
-        page = render(report, graph, str(args.model))
-        try:
-            Path(html_out).write_text(page, encoding="utf-8")
-        except OSError as exc:
-            raise DmlLowerError(f"cannot write the placement picture to {html_out!r}: {exc.strerror or exc}") from None
+        write_text(html_out, "the placement picture", render(report, graph, str(args.model)))
         print(f"\nwrote {html_out}")
     return 0

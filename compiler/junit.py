@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from onnx_dml_lowering.ir.display import xml_text
+
 from .zoo_result import ModelResult, backend_lines
 
 SUITE = "dml-lower check"
@@ -76,4 +78,13 @@ def junit_tree(results: "list[ModelResult]", backends: "list[str]", seconds: flo
 
 
 def write_junit(path: str, results: "list[ModelResult]", backends: "list[str]", seconds: float) -> None:
-    junit_tree(results, backends, seconds).write(path, encoding="utf-8", xml_declaration=True)
+    tree = junit_tree(results, backends, seconds)
+    # Every attribute and text through xml_text: a name's control characters (NUL, ESC, ...) are not
+    # XML 1.0 characters, and one of them makes CI parsers reject the whole report.
+    for element in tree.iter():
+        element.attrib.update({key: xml_text(value) for key, value in element.attrib.items()})
+        if element.text:
+            element.text = xml_text(element.text)
+        if element.tail:
+            element.tail = xml_text(element.tail)
+    tree.write(path, encoding="utf-8", xml_declaration=True)

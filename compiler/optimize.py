@@ -6,6 +6,7 @@ that is bit-identical on onnxruntime's CPU provider and the file gets smaller or
 falls. Nothing else is touched."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromR
 
 from .node_ids import all_nodes, identify_nodes
 from onnx_dml_lowering.runtime.inline_weights import in_model_file
+from onnx_dml_lowering.runtime.interrupt import stoppable_run
 from onnx_dml_lowering.runtime.weights import external_path, inline, is_lazy, lifted, tensor_array
 
 from .frontend import default_opset, load_model, load_stored
@@ -285,21 +287,27 @@ def external_initializers(path: str) -> "set[str]":
 
 def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: str = "optimized model") -> "str | None":
     """Write `model`; the initializers named in `external` go to one external data file beside
-    it (returned), as they were in the input."""
+    it (returned), as they were in the input.
+
+    Both files are written under temporary names and renamed only once both are whole, so the
+    output may be the input itself (or its data file): every weight is read from the input's
+    files before either is replaced, and a failure leaves them as they were."""
+    from onnx_dml_lowering.runtime.output_file import staged
     out = Path(path)
     location = None
     tensors = [t for t in model.graph.initializer if t.name in external]
     for tensor in model.graph.initializer:
         if tensor.name not in external:
             inline(tensor)       # read from the input file as it loaded (runtime.inline_weights): inline again
-    try:
+    with contextlib.ExitStack() as stack:
+        # entered model first, so the data file is renamed into place before the model naming it
+        model_temp = stack.enter_context(staged(out, f"the {what}"))
         if tensors:
             location = out.name + ".data"
-            _write_external(tensors, out.parent / location, location)
+            data_temp = stack.enter_context(staged(out.parent / location, f"the {what}'s external data"))
+            _write_external(tensors, Path(data_temp), location)
         # Nothing large is left in the proto: it serialises under 2 GB whatever the weights.
-        onnx.save_model(model, str(out))
-    except OSError as exc:
-        raise DmlLowerError(f"cannot write the {what} to {path!r}: {exc.strerror or exc}") from None
+        onnx.save_model(model, model_temp)
     return location
 
 
@@ -310,8 +318,6 @@ def _write_external(tensors: "list[TensorProto]", data: Path, location: str) -> 
     """Write each tensor's data into `data` (page-aligned offsets) and point the tensor at it. A tensor
     still in its input file is copied chunk by chunk through a small buffer, not mapped, and runs of
     zeros are skipped (the file stays sparse where the input was)."""
-    if data.exists():
-        data.unlink()
     with open(data, "wb") as sink:
         end = 0
         for tensor in tensors:
@@ -410,7 +416,8 @@ def bit_identical(original: "str | bytes", rewritten: "str | bytes", inputs: "li
     problems = []
     for where, run_feeds in runs:
         try:
-            results = a.run(None, run_feeds), b.run(None, run_feeds)
+            with stoppable_run() as options:
+                results = a.run(None, run_feeds, options), b.run(None, run_feeds, options)
         except Exception as exc:  # the model itself does not run on these feeds
             raise DmlLowerError(f"--check: onnxruntime CPU cannot run the model on {where}: "
                                 f"{brief(str(exc))}") from None

@@ -41,6 +41,8 @@ def cmd_optimize(args) -> int:
 
     from .frontend import check_and_infer, graph_inputs, load_model
     from .optimize import bit_identical, external_initializers, optimize_model, save_model
+    from .cli_options import check_outputs
+    check_outputs(("-o", args.output))          # before the work, not after it
     if args.min_bytes < 0:
         raise DmlLowerError(f"--min-bytes {args.min_bytes}: must be a non-negative number of bytes")
     if args.target and (args.feature_level or args.min_bytes):
@@ -70,7 +72,7 @@ def cmd_optimize(args) -> int:
             print(rewrite.line())
     before = _file_bytes(args.model)        # before writing: -o may be the input itself
     # --check reads the input file, unless writing the output replaces it or its external data.
-    original = model.SerializeToString() if args.check and _overwrites(args.model, args.output) else args.model
+    original = _with_weights(model) if args.check and _overwrites(args.model, args.output) else args.model
     location = save_model(optimized, args.output, external)
     after = _file_bytes(args.output)
     print(f"wrote {args.output}" + (f" (external data {location})" if location else "") +
@@ -113,6 +115,24 @@ def _overwrites(model: str, output: str) -> bool:
     out = Path(output)
     return any(target.exists() and os.path.samefile(source, target)
                for source in [model] + _external_files(model) for target in (out, out.parent / (out.name + ".data")))
+
+
+def _with_weights(model) -> bytes:
+    """The model with every weight read into it: its files are about to be replaced (in-place
+    optimize), and a weight left lazy would then be read from the new files (or none)."""
+    from onnx_dml_lowering.runtime.weights import inline, is_lazy
+
+    copy = type(model)()
+    copy.CopyFrom(model)
+    graphs = [copy.graph]
+    while graphs:                   # the main graph and every subgraph (If / Loop / Scan bodies)
+        graph = graphs.pop()
+        for tensor in graph.initializer:
+            if is_lazy(tensor):
+                inline(tensor)
+        graphs += [a.g for n in graph.node for a in n.attribute if a.HasField("g")]
+        graphs += [g for n in graph.node for a in n.attribute for g in a.graphs]
+    return copy.SerializeToString()
 
 
 def _saved(before: int, after: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 
 from .cli_feeds import first_feeds
 from .cli_options import (backend_options, load_npz_file, model_options, oracle_option, provider_flags,
@@ -73,15 +74,15 @@ def cmd_reduce(args) -> int:
         return 1
     original = reduction.original
     print(f"reduce: {args.status} on {backend} in {args.model} "
-          f"(output{'s' if len(original) > 1 else ''} {', '.join(o.output for o in original)})")
+          f"(output{'s' if len(original) > 1 else ''} {', '.join(display(o.output) for o in original)})")
     nodes = reduction.nodes
     print(f"reduce: {reduction.nodes_before} -> {len(nodes)} node{'s' if len(nodes) > 1 else ''} "
           f"in {reduction.checks} checks: "
-          + ", ".join(f"{n.name} ({n.op_type})" for n in nodes))
+          + ", ".join(f"{display(n.name)} ({n.op_type})" for n in nodes))
     npz = save_reduction(reduction, out)
     graph = reduction.model.graph
-    print(f"wrote {args.output} (inputs {', '.join(i.name for i in graph.input) or 'none'}; "
-          f"outputs {', '.join(o.name for o in graph.output)}) and {npz}")
+    print(f"wrote {args.output} (inputs {', '.join(display(i.name) for i in graph.input) or 'none'}; "
+          f"outputs {', '.join(display(o.name) for o in graph.output)}) and {npz}")
     # The files as written, checked as a user would: that is the repro.
     minimal = compile_model(out, feature_level=args.feature_level)
     outputs = [o.name for o in graph.output]

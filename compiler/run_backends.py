@@ -93,10 +93,11 @@ class RunBackends:
 
 
 def preview(value: np.ndarray, count: int = 8) -> "list":
-    """The first `count` elements, as JSON numbers / booleans / strings."""
+    """The first `count` elements, as JSON numbers / booleans / strings (a non-finite float stays a
+    float: the --json writer encodes it as every --json does, "NaN" / "Infinity" / "-Infinity")."""
     flat = np.asarray(value).reshape(-1)[:count]
     if flat.dtype.kind in "biuf":
-        return [v if isinstance(v, (bool, int)) or np.isfinite(v) else str(v) for v in flat.tolist()]
+        return flat.tolist()
     return [str(v) for v in flat.tolist()]
 
 

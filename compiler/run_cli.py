@@ -1,15 +1,14 @@
 """dml-lower run: the model on one or more backends, its outputs printed (and saved)."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 
 from .cli_feeds import describe_feeds, feed_sets
-from .cli_options import (backend_options, check_writable, model_options, partial_flag, provider_flags,
-                          save_npz_file, session_flags, session_settings, write_file)
+from .cli_options import (backend_options, check_outputs, model_options, partial_flag, provider_flags,
+                          save_npz_file, session_flags, session_settings, write_json)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,8 +40,8 @@ def add_run_parser(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    for option in ("--save-outputs", "--save-inputs", "--json"):
-        check_writable(option, getattr(args, option[2:].replace("-", "_")))
+    check_outputs(*((option, getattr(args, option[2:].replace("-", "_")))
+                    for option in ("--save-outputs", "--save-inputs", "--json")))
     from onnx_dml_lowering.runtime.feeds import check_feeds, dimension_notes, with_defaults
     from onnx_dml_lowering.runtime.report import defaults_line, feeds_line
     from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file, set_path, wrote_line
@@ -90,11 +89,11 @@ def cmd_run(args) -> int:
                 print(_quiet_line(done, which))
                 continue
             if done.error:
-                print(f"{backend}{which}: ERROR {done.error}")
+                print(f"{backend}{which}: ERROR {display(done.error)}")
                 continue
-            print(f"ran {args.model} on backend {backend} (feature level {compiled.feature_level}){which}")
+            print(f"ran {display(args.model)} on backend {backend} (feature level {compiled.feature_level}){which}")
             if done.ran:
-                print(f"ran {done.ran}")
+                print(f"ran {display(done.ran)}")
             if defaults:
                 print(defaults_line(defaults))
             for note in dimension_notes(compiled.inputs + compiled.optional_inputs, feeds):
@@ -109,7 +108,7 @@ def cmd_run(args) -> int:
                                                                  f"{done.unvalidated[name]}]"
                                                                  if name in done.unvalidated else ""))
                 elif name in done.not_run:
-                    print(f"  {name}: not run ({done.not_run[name]})")
+                    print(f"  {display(name)}: not run ({display(done.not_run[name])})")
     if args.save_inputs:
         print(wrote_line(args.save_inputs, sets))
     if args.save_outputs and runner.backends:
@@ -118,7 +117,7 @@ def cmd_run(args) -> int:
         data = {"model": str(args.model), "feature_level": str(compiled.feature_level),
                 "feeds": {**described, "iterations": sets} if "iterations" in described else described,
                 "backends": records, "unavailable": dict(runner.unavailable)}
-        write_file(args.json, "the run JSON", lambda p: Path(p).write_text(json.dumps(data, indent=1)))
+        write_json(args.json, "the run JSON", data)
         print(f"wrote {args.json}")
     return 1 if failed else 0
 
@@ -128,13 +127,13 @@ def _summary(name: str, value: np.ndarray) -> str:
     flat = value.reshape(-1)
     preview = np.array2string(flat[:8], separator=", ", threshold=8)
     more = " ..." if flat.size > 8 else ""
-    return f"  {name}: {value.dtype} {list(value.shape)} {preview}{more}"
+    return f"  {display(name)}: {value.dtype} {list(value.shape)} {preview}{more}"
 
 
 def _quiet_line(done, which: str) -> str:
     """run -q: one line per backend (and feed set), PARTIAL and ERROR said as check -q says them."""
     if done.error:
-        return f"{done.backend}{which}: ERROR {done.error}"
-    shapes = ", ".join(f"{name} {value.dtype} {list(value.shape)}" for name, value in done.outputs.items())
-    partial = f"; PARTIAL: {done.partial_text()}" if done.status == "partial" else ""
+        return f"{done.backend}{which}: ERROR {display(done.error)}"
+    shapes = ", ".join(f"{display(name)} {value.dtype} {list(value.shape)}" for name, value in done.outputs.items())
+    partial = f"; PARTIAL: {display(done.partial_text())}" if done.status == "partial" else ""
     return f"{done.backend}{which}: {len(done.outputs)} output(s): {shapes or 'none'}{partial}"

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
+from onnx_dml_lowering.runtime.interrupt import Terminated
 
 if TYPE_CHECKING:        # the CLI imports this module for its options: the rest loads when a zoo runs
     from .zoo_result import ModelResult
@@ -99,8 +101,9 @@ def forwarded_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
 
 
 def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    import json
     import time
+
+    from .cli_options import write_file, write_json
     if args.jobs is not None and args.jobs < 1:
         raise DmlLowerError(f"--jobs {args.jobs}: must be at least 1")
     executor = args.executor or "local"
@@ -115,21 +118,26 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if named:
         options.append("--names-where-present")  # a text model's --dim is no error for a detector
     start = time.perf_counter()
-    results = _schedule(models, options, executor, args)
+    results, stopped = _schedule(models, options, executor, args)
     seconds = time.perf_counter() - start
     print(format_summary(results))
     from .cli_feeds import draws_random_feeds
     unused = unused_names(named, results) if draws_random_feeds(args) else []
     for option, name in unused:
         what = "an input dimension" if option == "--dim" else "an input"
-        print(f"zoo: {option} {name}: no model checked has {what} of that name", file=sys.stderr)
+        print(f"zoo: {option} {display(name)}: no model checked has {what} of that name", file=sys.stderr)
     if args.json:
-        document = {"models": [r.to_dict() for r in results]}
-        _write(args.json, "the JSON report", lambda p: Path(p).write_text(json.dumps(document, indent=1)))
+        document = {"models": [r.to_dict() for r in results],
+                    **({"interrupted": True, "models_requested": len(models)} if stopped else {})}
+        write_json(args.json, "the JSON report", document)
     if args.junit:
         from .junit import write_junit
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-        _write(args.junit, "the JUnit report", lambda p: write_junit(p, results, backends, seconds))
+        write_file(args.junit, "the JUnit report", lambda p: write_junit(p, results, backends, seconds))
+    if stopped is not None:
+        print(f"dml-lower: {'terminated' if isinstance(stopped, Terminated) else 'interrupted'}: the reports "
+              f"cover the {len(results)} of {len(models)} models checked before it", file=sys.stderr)
+        return 143 if isinstance(stopped, Terminated) else 130
     code = exit_code(results)
     return 2 if unused and code == 0 else code
 
@@ -164,12 +172,16 @@ def exit_code(results: "list[ModelResult]") -> int:
     return 2 if any(r.status == "exit-2" for r in results) else 0
 
 
-def _schedule(models: "list[str]", options: "list[str]", executor: str, args) -> "list[ModelResult]":
-    """Results in the models' order, whatever order they finish in."""
+def _schedule(models: "list[str]", options: "list[str]", executor: str, args
+              ) -> "tuple[list[ModelResult], KeyboardInterrupt | None]":
+    """Results in the models' order, whatever order they finish in, and the Ctrl-C / SIGTERM that
+    stopped the zoo (None when every model was checked; the results are then those finished)."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    from .zoo_result import ModelResult, run_one
+    from .zoo_result import STOPPING, ModelResult, run_one
     records: "dict[int, dict]" = {}
+    stopped = None
+    STOPPING.clear()
     with _progress(len(models)) as bar:
         def done(index: int, record: dict) -> None:
             records[index] = record
@@ -184,10 +196,18 @@ def _schedule(models: "list[str]", options: "list[str]", executor: str, args) ->
                 futures = {pool.submit(run_one, model, options): index for index, model in enumerate(models)}
                 for future in as_completed(futures):
                     done(futures[future], future.result())
+            except BaseException as exc:
+                # Ctrl-C or SIGTERM: the queued checks never start; the running ones are ended (a
+                # SIGTERM reaches only this process) and waited for, so their temporary folders go.
+                from .zoo_result import stop_children
+                pool.shutdown(wait=False, cancel_futures=True)
+                stop_children()
+                if not isinstance(exc, KeyboardInterrupt):
+                    raise
+                stopped = exc
             finally:
-                # On Ctrl-C the running checks get the SIGINT too; the queued ones never start.
                 pool.shutdown(wait=True, cancel_futures=True)
-    return [ModelResult.from_dict(records[i]) for i in range(len(models))]
+    return [ModelResult.from_dict(records[i]) for i in sorted(records)], stopped
 
 
 def _progress(total: int):
@@ -205,17 +225,17 @@ def format_summary(results: "list[ModelResult]") -> str:
     for r in results:
         counts = r.placement_counts()
         lowered, onnx = ("-", "-") if counts is None else map(str, counts)
-        rows.append((r.model, r.status, lowered, onnx, f"{r.seconds:.1f}"))
+        rows.append((display(r.model), r.status, lowered, onnx, f"{r.seconds:.1f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = [f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]:>{widths[3]}}  "
              f"{row[4]:>{widths[4]}}" for row in rows]
     for r in results:
         if r.report is None:
-            lines.append(f"{r.model}: {r.status}: {r.error}")
+            lines.append(f"{display(r.model)}: {r.status}: {display(r.error)}")
             continue
         for backend in r.report.get("backends", []):
             if backend.get("status") in ("mismatch", "error", "partial"):
-                lines += [f"{r.model}: {line}" for line in backend_lines(r.report, backend)
+                lines += [f"{display(r.model)}: {line}" for line in backend_lines(r.report, backend)
                           if ": MISMATCH (" in line or "] ERROR " in line or "] PARTIAL: " in line]
     tally: "dict[str, int]" = {}
     for r in results:
@@ -225,9 +245,3 @@ def format_summary(results: "list[ModelResult]") -> str:
                  + ", ".join(f"{tally[s]} {s}" for s in order if tally.get(s)))
     return "\n".join(lines)
 
-
-def _write(path: str, what: str, write) -> None:
-    try:
-        write(path)
-    except OSError as exc:
-        raise DmlLowerError(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None

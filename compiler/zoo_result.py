@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 
@@ -31,8 +32,7 @@ def run_one(model: str, options: "list[str]", cwd: "str | None" = None) -> dict:
         # '--' before the model: a forwarded `--outputs a b` would otherwise swallow it.
         command = [sys.executable, "-m", "onnx_dml_lowering.compiler", "check", *options,
                    "--json", out, "--", model]
-        proc = subprocess.run(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, errors="replace")
+        proc = _run_child(command, cwd)
         report = None
         if proc.returncode in (PASSED, FAILED) and os.path.isfile(out):
             try:
@@ -43,6 +43,42 @@ def run_one(model: str, options: "list[str]", cwd: "str | None" = None) -> dict:
     return {"model": model, "exit_code": proc.returncode, "report": report,
             "error": _error_line(proc.returncode, report, proc.stderr),
             "seconds": round(time.perf_counter() - start, 3)}
+
+
+_CHILDREN: "set[subprocess.Popen]" = set()     # the per-model checks under way (local executor)
+_CHILDREN_LOCK = threading.Lock()
+STOPPING = threading.Event()
+
+
+def _run_child(command: "list[str]", cwd: "str | None") -> subprocess.CompletedProcess:
+    """subprocess.run, the process registered so that stop_children can end it."""
+    with subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, errors="replace") as proc:
+        with _CHILDREN_LOCK:
+            _CHILDREN.add(proc)
+            if STOPPING.is_set():       # started as the zoo was being stopped
+                proc.terminate()
+        try:
+            _, stderr = proc.communicate()
+        finally:
+            with _CHILDREN_LOCK:
+                _CHILDREN.discard(proc)
+    return subprocess.CompletedProcess(command, proc.returncode, None, stderr)
+
+
+def stop_children(signum: int = signal.SIGTERM) -> None:
+    """Send `signum` to every per-model check still running: the zoo was interrupted or terminated
+    (a SIGTERM reaches only the zoo's own process, not its children as Ctrl-C on a terminal does).
+    Each ends as a check does on that signal, its temporary folder removed by its thread."""
+    with _CHILDREN_LOCK:
+        STOPPING.set()
+        running = list(_CHILDREN)
+    for proc in running:
+        if proc.poll() is None:
+            try:
+                proc.send_signal(signum)
+            except OSError:
+                pass
 
 
 def _error_line(code: int, report: "dict | None", stderr: str) -> "str | None":
@@ -117,7 +153,10 @@ def backend_lines(report: dict, backend: dict) -> "list[str]":
     from onnx_dml_lowering.runtime.check import CheckReport
     from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
     from onnx_dml_lowering.runtime.report import format_results
-    outputs = [OutputResult(**o) for o in backend.get("outputs", [])]
+    from onnx_dml_lowering.ir.display import json_float
+    floats = ("max_abs_error", "max_rel_error", "mean_abs_error", "mean_rel_error")    # strings in strict JSON
+    outputs = [OutputResult(**{k: json_float(v) if k in floats else v for k, v in o.items()})
+               for o in backend.get("outputs", [])]
     one = CheckReport(report.get("model", ""), report.get("feature_level", ""), [], {},
                       [BackendReport(backend["backend"], outputs, error=backend.get("error") or "",
                                      partial=dict(backend.get("partial") or {}))],

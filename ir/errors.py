@@ -13,7 +13,10 @@ class DmlLowerError(Exception):
     """
 
     def __init__(self, message: str) -> None:
-        super().__init__(" ".join(str(message).split()))
+        # One line, whatever names it carries: control characters escaped visibly (ir.display;
+        # a name put in without !r would otherwise reach the terminal raw), whitespace runs one space.
+        from .display import display_lines
+        super().__init__(" ".join(display_lines(message).split()))
 
 
 # onnxruntime's C++ checks prefix their message with where they are in its sources:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+from .display import display
 from .dtypes import DataType, onnx_type_name
 from .graph import Graph
 from .operators import (ClearBuffer, ControlFlow, Download, EmptyTensor, LowerAtRunTime, OnnxRegion, ReadCount,
@@ -13,7 +14,7 @@ from .operators import (ClearBuffer, ControlFlow, Download, EmptyTensor, LowerAt
 def name_list(names: "Sequence[str]", most: int = 8, noun: str = "nodes", sep: str = ", ") -> str:
     """Names for one line of a report: all of them up to `most`, else the first three, the last
     two and how many ('a, b, c, ... y, z (1234 nodes)'); the JSON forms keep every name."""
-    names = list(names)
+    names = [display(name) for name in names]        # a model's names: no control character gets out
     if len(names) <= most:
         return sep.join(names)
     return f"{sep.join(names[:3])}{sep}... {sep.join(names[-2:])} ({len(names)} {noun})"
@@ -26,6 +27,32 @@ def _view(graph: Graph, name: str) -> str:
 
 
 def format_step(graph: Graph, step: Step) -> str:
+    """One step, each of its lines through ir.display: names are a model's, and a line feed or an
+    ESC in one must not split or drive the listing."""
+    if isinstance(step, ControlFlow):
+        captured = f"; captures {', '.join(step.captures)}" if step.captures else ""
+        text = display(f"{step.construct:<8} {step.onnx_node} ({', '.join(n or '-' for n in step.inputs)}{captured}) "
+                       f"-> ({', '.join(step.outputs)})")
+        for name, body in step.bodies:
+            text += f"\n      {display(name)}:\n" + "\n".join("      " + line for line in format_graph(body).split("\n"))
+        return text
+    if isinstance(step, (Upload, Download, ClearBuffer, ReadCount, EmptyTensor, OnnxRegion, LowerAtRunTime)):
+        return display(_one_line(graph, step))
+    parts = []
+    for f in dataclasses.fields(step):
+        value = getattr(step, f.name)
+        if value is None:
+            continue
+        if f.name in step.reads() or f.name in step.writes() or value in graph.views:
+            parts.append(f"{f.name}={_view(graph, value)}")
+        elif isinstance(value, DataType):
+            parts.append(f"{f.name}={value.name}")
+        else:
+            parts.append(f"{f.name}={value!r}")
+    return f"DML_OPERATOR_{step.kind}\n      " + "\n      ".join(map(display, parts))
+
+
+def _one_line(graph: Graph, step: Step) -> str:
     if isinstance(step, Upload):
         return f"upload   {step.tensor} -> {_view(graph, step.view)}"
     if isinstance(step, Download):
@@ -44,37 +71,19 @@ def format_step(graph: Graph, step: Step) -> str:
     if isinstance(step, LowerAtRunTime):
         return (f"lower    {step.onnx_node} by rule {step.rule} when its sizes are known at run time "
                 f"({', '.join(step.inputs)}) -> ({', '.join(step.outputs)})")
-    if isinstance(step, ControlFlow):
-        captured = f"; captures {', '.join(step.captures)}" if step.captures else ""
-        text = (f"{step.construct:<8} {step.onnx_node} ({', '.join(n or '-' for n in step.inputs)}{captured}) "
-                f"-> ({', '.join(step.outputs)})")
-        for name, body in step.bodies:
-            text += f"\n      {name}:\n" + "\n".join("      " + line for line in format_graph(body).split("\n"))
-        return text
-    parts = []
-    for f in dataclasses.fields(step):
-        value = getattr(step, f.name)
-        if value is None:
-            continue
-        if f.name in step.reads() or f.name in step.writes() or value in graph.views:
-            parts.append(f"{f.name}={_view(graph, value)}")
-        elif isinstance(value, DataType):
-            parts.append(f"{f.name}={value.name}")
-        else:
-            parts.append(f"{f.name}={value!r}")
-    return f"DML_OPERATOR_{step.kind}\n      " + "\n      ".join(parts)
+    raise TypeError(f"not a one-line step: {type(step).__name__}")
 
 
 def format_graph(graph: Graph) -> str:
-    lines = [f"graph (DML_FEATURE_LEVEL_{graph.feature_level.name}) "
-             f"inputs: {name_list(graph.inputs, noun='inputs') or '-'}  "
-             f"outputs: {name_list(graph.outputs, noun='outputs') or '-'}"]
+    lines = [display(f"graph (DML_FEATURE_LEVEL_{graph.feature_level.name}) "
+                     f"inputs: {name_list(graph.inputs, noun='inputs') or '-'}  "
+                     f"outputs: {name_list(graph.outputs, noun='outputs') or '-'}")]
     for buffer in graph.buffers.values():
-        lines.append(f"  buffer {buffer.name}: {buffer.describe()}")
+        lines.append(display(f"  buffer {buffer.name}: {buffer.describe()}"))
     used = {name for step in graph.steps for name in step.reads() + step.writes()}
     for name in graph.views:
         if name not in used:
-            lines.append(f"  view   {_view(graph, name)}   (no step uses it)")
+            lines.append(display(f"  view   {_view(graph, name)}   (no step uses it)"))
     for index, step in enumerate(graph.steps):
         lines.append(f"  {index:3d}  {format_step(graph, step)}")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
+from .memory import default_limit, format_size
 
 # The standard control-flow operators the host runs, by the construct name run_control_flow takes.
 CONSTRUCTS = {"If": "if", "Loop": "loop", "Scan": "scan"}
@@ -62,13 +63,36 @@ def run_if(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner) -> "list[
     return run_body("then_branch" if cond else "else_branch", [])
 
 
+class _ScanStacks:
+    """The per-iteration values of a Loop's / Scan's scan outputs, as the host accumulates them,
+    bounded by the memory limit: a loop of many iterations would otherwise grow them until the
+    process dies. Stacking them at the end takes as much again, so twice their size must fit."""
+
+    def __init__(self, node: onnx.NodeProto, count: int, limit: int) -> None:
+        self.node, self.limit = node, limit
+        self.lists: "list[list[np.ndarray]]" = [[] for _ in range(count)]
+        self.bytes = 0
+
+    def add(self, values, iteration: int) -> None:
+        for stack, value in zip(self.lists, values):
+            value = np.asarray(value)
+            stack.append(value)
+            self.bytes += value.nbytes
+        if 2 * self.bytes > self.limit:
+            raise DmlLowerError(
+                f"node {self.node.name!r} ({self.node.op_type}): its scan outputs hold {format_size(self.bytes)} "
+                f"after {iteration + 1} iterations and stacking them takes as much again, over the memory limit "
+                f"of {format_size(self.limit)} (raise --memory-limit)")
+
+
 def run_loop(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
-             outputs: OutputTypes) -> "list[np.ndarray]":
+             outputs: OutputTypes, memory_limit: int) -> "list[np.ndarray]":
     trip, cond = (list(inputs) + [None, None])[:2]
     carried = list(inputs[2:])
     limit = None if trip is None else int(_scalar(trip, "the Loop trip count M", node))
     keep_going = True if cond is None else bool(_scalar(cond, "the Loop condition", node))
-    scans: "list[list[np.ndarray]]" = [[] for _ in range(len(outputs) - 1 - len(carried))]
+    stacks = _ScanStacks(node, len(outputs) - 1 - len(carried), memory_limit)
+    scans = stacks.lists
     iteration = 0
     while keep_going and (limit is None or iteration < limit):
         results = run_body("body", [np.array(iteration, np.int64), np.array(keep_going, np.bool_)] + carried)
@@ -76,8 +100,7 @@ def run_loop(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
         if cond is None and limit is not None:
             keep_going = True               # M and no cond: a for loop, the body's cond is ignored
         carried = list(results[1:1 + len(carried)])
-        for stack, value in zip(scans, results[1 + len(carried):]):
-            stack.append(np.asarray(value))
+        stacks.add(results[1 + len(carried):], iteration)
         iteration += 1
     stacked = [_stacked(stack, node, len(carried) + k) if stack else _empty_stack(outputs[1 + len(carried) + k])
                for k, stack in enumerate(scans)]
@@ -85,7 +108,7 @@ def run_loop(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
 
 
 def run_scan(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
-             outputs: OutputTypes) -> "list[np.ndarray]":
+             outputs: OutputTypes, limit: int) -> "list[np.ndarray]":
     attrs = _attributes(node)
     count = attrs["num_scan_inputs"]
     states, sequences = list(inputs[:len(inputs) - count]), [np.asarray(x) for x in inputs[len(inputs) - count:]]
@@ -98,13 +121,13 @@ def run_scan(node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
     n_out = len(outputs) - len(states)
     out_axes = list(attrs.get("scan_output_axes") or [0] * n_out)
     out_dirs = attrs.get("scan_output_directions") or [0] * n_out
-    scans: "list[list[np.ndarray]]" = [[] for _ in range(n_out)]
+    stacks = _ScanStacks(node, n_out, limit)
+    scans = stacks.lists
     for t in range(length):
         slices = [np.take(x, length - 1 - t if d else t, axis=a) for x, a, d in zip(sequences, in_axes, in_dirs)]
         results = run_body("body", states + slices)
         states = list(results[:len(states)])
-        for stack, value in zip(scans, results[len(states):]):
-            stack.append(np.asarray(value))
+        stacks.add(results[len(states):], t)
     finals = []
     for k, stack in enumerate(scans):
         if not stack:
@@ -129,13 +152,15 @@ def _stacked(values: "list[np.ndarray]", node: onnx.NodeProto, index: int, axis:
 
 
 def run_control_flow(construct: str, node: onnx.NodeProto, inputs: "list", run_body: BodyRunner,
-                     outputs: OutputTypes) -> "list[np.ndarray]":
+                     outputs: OutputTypes, memory_limit: "int | None" = None) -> "list[np.ndarray]":
     """The node's outputs, in order: If's branch outputs; Loop's final carried values then its
-    scan outputs; Scan's final states then its scan outputs."""
+    scan outputs; Scan's final states then its scan outputs. The scan outputs the host accumulates
+    stay within `memory_limit` (bytes; default: three quarters of physical memory)."""
+    limit = default_limit() if memory_limit is None else memory_limit
     if construct == "if":
         return run_if(node, inputs, run_body)
     if construct == "loop":
-        return run_loop(node, inputs, run_body, outputs)
+        return run_loop(node, inputs, run_body, outputs, limit)
     if construct == "scan":
-        return run_scan(node, inputs, run_body, outputs)
+        return run_scan(node, inputs, run_body, outputs, limit)
     raise DmlLowerError(f"node {node.name}: control flow {construct!r} is not run by the host")

@@ -20,6 +20,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE
 
 from .memory import default_limit, format_size
@@ -27,23 +28,39 @@ from .memory import default_limit, format_size
 _MAGIC = b"\x93NUMPY"
 
 
+# A zip entry's name is at most 65535 bytes (a 16-bit length), ".npy" included.
+_ENTRY_NAME_BYTES = 0xFFFF - len(".npy")
+
+
+def _storable(name: str, value, what: str, path: str) -> np.ndarray:
+    """`value` as an array np.load reads back without pickle: ml_dtypes arrays as raw records,
+    strings (onnxruntime returns them as Python objects) as fixed-width Unicode."""
+    label = f"cannot write {what} to {display(path)!r}: entry {display(name[:80])!r}"
+    if len(name.encode("utf-8", "surrogatepass")) > _ENTRY_NAME_BYTES:
+        raise DmlLowerError(f"{label}{'...' if len(name) > 80 else ''} has a name of "
+                            f"{len(name.encode('utf-8', 'surrogatepass'))} bytes, over the {_ENTRY_NAME_BYTES} "
+                            "bytes an .npz entry name can hold")
+    value = np.asarray(value)
+    if value.dtype.hasobject:
+        if not all(isinstance(item, str) for item in value.reshape(-1)):
+            raise DmlLowerError(f"{label} holds Python objects that are not strings: an .npz holds plain arrays")
+        value = value.astype(np.str_) if value.size else np.zeros(value.shape, "<U1")
+    if value.dtype.kind in "Vf" and value.dtype not in NUMPY_NATIVE and value.dtype.fields is None:
+        value = np.ascontiguousarray(value).view(f"V{value.dtype.itemsize}")
+    return value
+
+
 def save_npz(path: str, arrays: Mapping[str, np.ndarray], what: str) -> None:
-    """np.savez, with ml_dtypes arrays as raw records numpy can read back; one line on failure."""
-    raw = {}
-    for name, value in arrays.items():
-        value = np.asarray(value)
-        if value.dtype.kind in "Vf" and value.dtype not in NUMPY_NATIVE and value.dtype.fields is None:
-            value = np.ascontiguousarray(value).view(f"V{value.dtype.itemsize}")
-        raw[name] = value
-    target = str(path) if str(path).endswith(".npz") else f"{path}.npz"     # as np.savez names it
-    try:
+    """np.savez at exactly `path` (no .npz appended), with ml_dtypes arrays as raw records numpy
+    can read back and strings as Unicode arrays; written atomically; one line on failure."""
+    from .output_file import staged
+    raw = {name: _storable(name, value, what, str(path)) for name, value in arrays.items()}
+    with staged(path, what) as temp:
         # The archive np.savez writes, without its keyword arguments: an input may be named 'file'.
-        with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        with zipfile.ZipFile(temp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
             for name, value in raw.items():
                 with archive.open(f"{name}.npy", "w", force_zip64=True) as entry:
                     np.lib.format.write_array(entry, np.asanyarray(value), allow_pickle=False)
-    except OSError as exc:
-        raise DmlLowerError(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None
 
 
 def _header(entry, what: str) -> "tuple[np.dtype, tuple, bool]":
@@ -122,7 +139,9 @@ def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
                     array = np.empty(count, dtype)
                     if array.nbytes and entry.readinto(memoryview(array.view(np.uint8))) != array.nbytes:
                         raise DmlLowerError(f"{label}: entry {member.filename[:-4]!r} is truncated")
-                out[member.filename[:-4]] = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+                array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+                # strings are stored as Unicode arrays (save_npz); every engine holds them as objects
+                out[member.filename[:-4]] = array.astype(object) if dtype.kind == "U" else array
         except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
             raise DmlLowerError(f"{label} is a damaged .npz archive ({exc})") from None
     return out

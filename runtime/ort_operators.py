@@ -26,6 +26,7 @@ from onnx_dml_lowering.ir.errors import first_line
 
 from . import kernels as numpy_kernels
 from .kernels import POISON_WORD, scalar_for
+from .interrupt import stoppable_run
 from .ort_providers import SessionSettings, make_session, resolve
 
 
@@ -75,7 +76,8 @@ class OrtOperators:
                     raise NoKernel(reason) from None
                 raise DmlLowerError(reason) from None
         try:
-            return self._sessions[key].run(None, feeds)
+            with stoppable_run() as options:
+                return self._sessions[key].run(None, feeds, options)
         except Exception as exc:
             raise DmlLowerError(f"{what}: onnxruntime failed: {first_line(exc)}") from None
 

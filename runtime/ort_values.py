@@ -134,6 +134,12 @@ def run_session(session, outputs: "Sequence[str] | None", feeds: Mapping[str, np
     evaluator is run as it is: it takes ml_dtypes arrays natively)."""
     if not hasattr(session, "run_with_ort_values"):
         return [np.asarray(r) for r in session.run(None if outputs is None else list(outputs), dict(feeds))]
+    from .interrupt import stoppable_run
+    with stoppable_run() as options:        # Ctrl-C / SIGTERM end the run (a long Loop) at once
+        return _run_session(session, outputs, feeds, options)
+
+
+def _run_session(session, outputs, feeds, options) -> "list[np.ndarray]":
     facts = _facts(session)
     names = list(outputs) if outputs else facts.outputs      # none or empty: all, as session.run
     key = tuple(names)
@@ -148,16 +154,16 @@ def run_session(session, outputs: "Sequence[str] | None", feeds: Mapping[str, np
             if facts.direct and feed_names in facts.validated:
                 if getattr(session, "_sess", None) is facts.binding:
                     try:
-                        return [np.asarray(r) for r in facts.binding.run(names, dict(feeds), None)]
+                        return [np.asarray(r) for r in facts.binding.run(names, dict(feeds), options)]
                     except Exception:       # noqa: BLE001 - run again through the wrapper below
                         pass
                 else:
                     facts.refresh(session)
-            results = [np.asarray(r) for r in session.run(names, dict(feeds))]
+            results = [np.asarray(r) for r in session.run(names, dict(feeds), options)]
             facts.validated.add(feed_names)
             return results
     except RuntimeError as exc:
         if "numpy" not in str(exc).lower():      # not a type the binding cannot convert
             raise
     values = {name: to_ort_value(np.asarray(value)) for name, value in feeds.items()}
-    return [_from_ort(r) for r in session.run_with_ort_values(names, values)]
+    return [_from_ort(r) for r in session.run_with_ort_values(names, values, options)]

@@ -1,6 +1,7 @@
 """Text and Markdown renderings of a placement and a check report."""
 from __future__ import annotations
 
+from onnx_dml_lowering.ir.display import display, markdown_cell
 from onnx_dml_lowering.ir.printer import name_list
 
 from .backends import is_provider
@@ -23,9 +24,9 @@ def format_placement(placement, level) -> str:
     for p in placement:
         target = " + ".join(p.dml_operators) if p.dml_operators else "no DirectML operator"
         text = f"{p.status} by rule {p.rule}"
-        text += f" -> {target}" if p.status == "lowered" else f" ({p.reason})"
+        text += f" -> {target}" if p.status == "lowered" else f" ({display(p.reason)})"
         if p.note:
-            text += f"  [{p.note}]"
+            text += f"  [{display(p.note)}]"
         groups.setdefault(text, []).append(name_list(p.onnx_nodes))
     for text, labels in groups.items():
         if len(labels) < GROUP_FROM:
@@ -99,7 +100,7 @@ def feeds_line(feeds: dict) -> str:
 def defaults_line(defaults) -> str:
     """The initializers-that-are-also-inputs left unfed (name -> the stored value used), in one line."""
     return "inputs not fed, their initializer used as the default: " + ", ".join(
-        f"{name} ({value.dtype} [{_shape(value.shape)}])" for name, value in defaults.items())
+        f"{display(name)} ({value.dtype} [{_shape(value.shape)}])" for name, value in defaults.items())
 
 
 def format_results(report: CheckReport, matches: bool = True) -> str:
@@ -108,20 +109,20 @@ def format_results(report: CheckReport, matches: bool = True) -> str:
     many = report.iterations > 1
     for backend in report.backends:
         if backend.error:
-            lines.append(f"  [{backend.backend}] ERROR {backend.error}")
+            lines.append(f"  [{display(backend.backend)}] ERROR {display(backend.error)}")
         elif backend.is_partial:
-            lines.append(f"  [{backend.backend}] PARTIAL: {backend.partial_text()}"
+            lines.append(f"  [{display(backend.backend)}] PARTIAL: {display(backend.partial_text())}"
                          + (" (fails the check)" if report.fail_partial else ""))
         for o in backend.outputs:
             if o.status == "match" and not matches:
                 continue
-            where = f"[{o.backend}{f' #{o.iteration}' if many else ''}]"
+            where = f"[{display(o.backend)}{f' #{o.iteration}' if many else ''}]"
             dtype, shape = produced(o)
-            text = f"  {where} {o.output}: {o.status.upper()} ({dtype} [{_shape(shape)}])"
+            text = f"  {where} {display(o.output)}: {o.status.upper()} ({dtype} [{_shape(shape)}])"
             if o.status in ("match", "mismatch"):
                 text += _errors(o)
             if o.detail:
-                text += f" - {o.detail}"
+                text += f" - {display(o.detail)}"
             lines.append(text)
     return "\n".join(lines)
 
@@ -172,16 +173,16 @@ _PARTIAL_LINES = 20
 
 
 def format_text(report: CheckReport) -> str:
-    lines = [f"check {report.model} (feature level {report.feature_level}, oracle {report.oracle['description']})",
+    lines = [f"check {display(report.model)} (feature level {report.feature_level}, oracle {report.oracle['description']})",
              format_placement(report.placement, report.feature_level)]
     if report.regions:
         lines.append("onnx regions:")
-        lines += [f"  {name} {engine}" for name, engine in report.regions.items()]
+        lines += [f"  {display(name)} {display(engine)}" for name, engine in report.regions.items()]
     fallbacks = report.oracle.get("fallbacks") or []
     for fb in fallbacks:
-        lines.append(f"oracle: node {fb['node']} evaluated by {fb['engine']} ({fb['reason']})")
+        lines.append(f"oracle: node {display(fb['node'])} evaluated by {fb['engine']} ({display(fb['reason'])})")
     if report.feeds:
-        lines.append(feeds_line(report.feeds))
+        lines.append(display(feeds_line(report.feeds)))
     if report.defaults:
         lines.append(defaults_line(report.defaults))
     lines += report.feed_notes
@@ -196,13 +197,14 @@ def format_text(report: CheckReport) -> str:
             lines.append(f"  [{backend.backend}] PARTIAL: ... {len(backend.partial) - _PARTIAL_LINES} more nodes "
                          "(--json lists every one)")
         for note in backend.placement_notes:
-            lines.append(f"  [{backend.backend}] {note}")
+            lines.append(f"  [{display(backend.backend)}] {display(note)}")
         if backend.fed_from_oracle:
-            lines.append(f"  [{backend.backend}] nodes it has no kernel for ({', '.join(backend.unsupported_nodes)}) "
-                         f"were cut out; their values {', '.join(backend.fed_from_oracle)} came from the oracle")
+            lines.append(f"  [{display(backend.backend)}] nodes it has no kernel for "
+                         f"({', '.join(map(display, backend.unsupported_nodes))}) were cut out; their values "
+                         f"{', '.join(map(display, backend.fed_from_oracle))} came from the oracle")
     lines += control_flow_lines(report)
     for backend, reason in report.unavailable.items():
-        lines.append(f"  [{backend}] UNAVAILABLE here, not run: {reason}")
+        lines.append(f"  [{display(backend)}] UNAVAILABLE here, not run: {display(reason)}")
     lines += empty_nonzero_lines(report)
     lines.append("verdict: " + verdict(report))
     return "\n".join(lines)
@@ -222,7 +224,8 @@ def format_quiet(report: CheckReport) -> str:
     """`check -q`: every result line that is not MATCH (errors, unavailable backends included),
     then the verdict, so nothing that did not run or did not match hides behind it."""
     lines = [line for line in format_results(report, matches=False).splitlines() if line]
-    lines += [f"  [{backend}] UNAVAILABLE here, not run: {reason}" for backend, reason in report.unavailable.items()]
+    lines += [f"  [{display(backend)}] UNAVAILABLE here, not run: {display(reason)}"
+              for backend, reason in report.unavailable.items()]
     lines += empty_nonzero_lines(report)
     return "\n".join(lines + ["verdict: " + verdict(report)])
 
@@ -238,15 +241,11 @@ def format_timing(report: CheckReport) -> str:
     return "time: " + ", ".join(parts)
 
 
-def _cell(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def format_markdown(report: CheckReport) -> str:
     text = verdict(report)
     text = text if report.ok else f"**{text}**"
     many = report.iterations > 1        # the iteration column: seeds SEED + iteration
-    lines = [f"### dml-lower check: `{report.model}`", "",
+    lines = [f"### dml-lower check: `{markdown_cell(report.model)}`", "",
              f"Feature level {report.feature_level}; oracle: {report.oracle['description']}; verdict: {text}.", "",
              *([_cell("Feeds" + feeds_line(report.feeds)[len("feeds"):]) + ".", ""] if report.feeds else []),
              "| backend | " + ("iteration | " if many else "") +
@@ -254,25 +253,25 @@ def format_markdown(report: CheckReport) -> str:
              "|---|" + ("---|" if many else "") + "---|---|---|---|---|---|---|"]
     for backend in report.backends:
         if backend.error:
-            lines.append(f"| {backend.backend} | " + ("| " if many else "") + f"- | ERROR | | | | | {_cell(backend.error)} |")
+            lines.append(f"| {markdown_cell(backend.backend)} | " + ("| " if many else "") + f"- | ERROR | | | | | {markdown_cell(backend.error)} |")
         elif backend.is_partial:
-            lines.append(f"| {backend.backend} | " + ("| " if many else "") +
-                         f"- | PARTIAL | | | | | {_cell(backend.partial_text())} |")
+            lines.append(f"| {markdown_cell(backend.backend)} | " + ("| " if many else "") +
+                         f"- | PARTIAL | | | | | {markdown_cell(backend.partial_text())} |")
         for o in backend.outputs:
             abs_err = "" if o.max_abs_error is None else f"{o.max_abs_error:.3g}"
             rel_err = "" if o.max_rel_error is None else _rel(o.max_rel_error)
             dtype, shape = produced(o)
-            lines.append(f"| {o.backend} | " + (f"{o.iteration} | " if many else "") +
-                         f"`{_cell(o.output)}` | {o.status} | {dtype} | "
-                         f"{_shape(shape)} | {abs_err} | {rel_err} | {_cell(o.detail)} |")
+            lines.append(f"| {markdown_cell(o.backend)} | " + (f"{o.iteration} | " if many else "") +
+                         f"`{markdown_cell(o.output)}` | {o.status} | {dtype} | "
+                         f"{_shape(shape)} | {abs_err} | {rel_err} | {markdown_cell(o.detail)} |")
     for line in empty_nonzero_lines(report):
         note = line.strip()[len("note: "):]
-        lines.append(f"\n{note[:1].upper()}{note[1:]}.")
+        lines.append(f"\n{markdown_cell(note[:1].upper() + note[1:])}.")
     lines += ["", "| node(s) | placement | rule | DirectML operators / reason |", "|---|---|---|---|"]
     for p in report.placement:
         what = " + ".join(p.dml_operators) or "none (empty result)" if p.status == "lowered" else p.reason
-        lines.append(f"| {_cell(', '.join(p.onnx_nodes))} | {p.status} | {p.rule} | {_cell(what)} |")
-    lines += ["", "Backends: " + "; ".join(f"`{b.backend}` = {describe_backend(b.backend)}"
-                                            + (f" (ran {b.ran})" if b.ran and is_provider(b.backend) else "")
+        lines.append(f"| {markdown_cell(', '.join(p.onnx_nodes))} | {p.status} | {p.rule} | {markdown_cell(what)} |")
+    lines += ["", "Backends: " + "; ".join(f"`{markdown_cell(b.backend)}` = {markdown_cell(describe_backend(b.backend))}"
+                                            + (f" (ran {markdown_cell(b.ran)})" if b.ran and is_provider(b.backend) else "")
                                             for b in report.backends)]
     return "\n".join(lines) + "\n"

@@ -127,7 +127,7 @@ class GraphRunner:
             infos = [body.source.types.get(name) for name in body.partition.graph.outputs]
             body_outputs = [(i.onnx_type, i.shape) if i is not None else (0, None) for i in infos]
         inputs = [env[name] if name else None for name in step.inputs]
-        results = run_control_flow(step.construct, node, inputs, run_body, body_outputs)
+        results = run_control_flow(step.construct, node, inputs, run_body, body_outputs, self.session.memory_limit)
         return dict(zip(step.outputs, results))
 
 

@@ -275,10 +275,18 @@ def external_path(tensor: TensorProto) -> "tuple[str, int]":
 
 
 # x86-64 and ARM64 load misaligned data in every instruction onnxruntime's CPU kernels use (checked
-# bit for bit on GPT-2, BERT, Whisper, Mask R-CNN, a Llama: same outputs, no fault): the maps are
+# bit for bit on GPT-2, BERT, Whisper and Mask R-CNN: same outputs, no fault): the maps are
 # handed over as they are. A copy into fresh memory costs more than onnxruntime's whole load here
 # (first-touch page faults: 0.8 s for GPT-2's 370 MB of misaligned weights, against 0.04 s to map them).
 UNALIGNED_LOADS = platform.machine().lower() in ("x86_64", "amd64", "aarch64", "arm64")
+
+
+def _identity(path: str) -> "tuple[int, ...] | None":
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
@@ -297,7 +305,8 @@ def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
     dtype = mappable_dtype(tensor.data_type)
     shape = tuple(int(d) for d in tensor.dims)
     copy = aligned and offset % dtype.alignment != 0 and not UNALIGNED_LOADS
-    key = (path, offset, dtype.str, shape, copy)
+    # the file's identity too: a path replaced since (in-place optimize) is another file's bytes
+    key = (path, _identity(path), offset, dtype.str, shape, copy)
     array = _MAPS.get(key)
     if array is None:
         if _nbytes(tensor, dtype) == 0:

@@ -180,3 +180,37 @@ def test_session_options_reach_every_conformance_session(suite, spy, capsys):
     made = [(c, settings_of(o)) for c, o in spy if c != "other"]         # "other": the options' probe
     assert {c for c, _ in made} == {"regions", "ort operators", "original on ort-cpu"}
     assert {s for _, s in made} == {(ort.GraphOptimizationLevel.ORT_ENABLE_BASIC, 2, "1")}
+
+
+def test_export_over_an_earlier_export_leaves_no_stale_case(suite, tmp_path):
+    """An earlier export's case (and data set) this export does not write is gone, not run as part of it."""
+    import shutil
+    again = tmp_path / "again"
+    shutil.copytree(suite, again)
+    shutil.copytree(again / "test_eyelike_float_4x4_k1", again / "test_stale_case")
+    shutil.copytree(again / "test_eyelike_float_4x4_k1" / "test_data_set_0",
+                    again / "test_eyelike_float_4x4_k1" / "test_data_set_7")
+    conformance.export(str(again), seeds=1)
+    compare = filecmp.dircmp(suite, again)
+
+    def same(c):
+        assert not c.left_only and not c.right_only and not c.diff_files, c.report()
+        for sub in c.subdirs.values():
+            same(sub)
+    same(compare)
+
+
+@pytest.mark.parametrize("damage", ["no data set", "no output file"])
+def test_a_case_without_its_data_is_one_line_not_a_pass(damage, suite, tmp_path, capsys):
+    import shutil
+    copy = tmp_path / "suite"
+    shutil.copytree(suite, copy)
+    case = copy / "test_eyelike_float_4x4_k1"
+    if damage == "no data set":
+        shutil.rmtree(case / "test_data_set_0")
+    else:
+        (case / "test_data_set_0" / "output_0.pb").unlink()
+    capsys.readouterr()
+    assert main(["conformance", "run", str(copy), "--backends", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "test_eyelike_float_4x4_k1" in err, err

@@ -474,8 +474,8 @@ def test_npz_round_trips_any_input_name(tmp_path, name) -> None:
     save_npz(str(tmp_path / "f.npz"), {name: array}, "the inputs")
     loaded = load_npz(str(tmp_path / "f.npz"))
     assert list(loaded) == [name] and np.array_equal(loaded[name], array) and loaded[name].dtype == array.dtype
-    save_npz(str(tmp_path / "g"), {name: array}, "the inputs")          # as np.savez: .npz appended
-    assert np.array_equal(load_npz(str(tmp_path / "g.npz"))[name], array)
+    save_npz(str(tmp_path / "g"), {name: array}, "the inputs")          # the exact path, nothing appended
+    assert np.array_equal(load_npz(str(tmp_path / "g"))[name], array) and not (tmp_path / "g.npz").exists()
 
 
 def test_one_input_using_a_dimension_name_twice_runs_as_fed_with_a_note() -> None:

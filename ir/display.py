@@ -1,0 +1,73 @@
+"""The one way a name (node, input, output, graph, file) is shown to a person or written into a
+report: a model file is untrusted input, and its names may hold ESC sequences, BEL, CR, NUL or
+other control characters that would drive a terminal, end a Markdown table row or make a JUnit
+file ill-formed XML.
+
+`display` escapes every such character visibly (`\\x1b`, `\\u202e`) and keeps printable Unicode;
+`markdown_cell` also escapes the table's `|`; `xml_text` keeps only what XML 1.0 allows;
+`json_safe` turns the non-finite floats RFC 8259 has no token for into strings.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+# C0 and C1 controls and DEL; U+2028 / U+2029 (line breaks to many readers); the bidirectional
+# overrides and isolates (they reorder what follows on a terminal or in a review tool); lone
+# surrogates (a name that was not UTF-8, decoded with surrogateescape).
+_OTHERS = "\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_PATTERN = re.compile(f"[\x00-\x1f{_OTHERS}]")
+_KEEP_LINES = re.compile(f"[\x00-\x08\x0b-\x1f{_OTHERS}]")     # as _PATTERN, without TAB and LF
+
+
+def _escape(match: "re.Match[str]") -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def display(text: object) -> str:
+    """`text` on one line, every control or reordering character escaped visibly as \\xNN / \\uNNNN."""
+    return _PATTERN.sub(_escape, str(text))
+
+
+def display_lines(text: object) -> str:
+    """As display, but line feeds and tabs stay (a multi-line report whose names are already
+    displayed, guarded once more before it reaches a terminal)."""
+    return _KEEP_LINES.sub(_escape, str(text))
+
+
+def markdown_cell(text: object) -> str:
+    """A Markdown table cell: displayed (a CR or LF would end the row) and `|` escaped."""
+    return display(text).replace("|", "\\|")
+
+
+# What XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: object) -> str:
+    """Text for an XML 1.0 attribute or element: displayed (line breaks kept), then anything
+    XML 1.0 forbids (U+FFFE, U+FFFF) escaped as well, so the file stays well-formed."""
+    return _NOT_XML.sub(_escape, display_lines(text))
+
+
+# --json encodes the floats JSON has no token for as these strings (documented in README).
+NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def json_safe(value):
+    """`value` with every non-finite float (anywhere in dicts, lists, tuples) replaced by the
+    string "NaN", "Infinity" or "-Infinity": json.dumps(..., allow_nan=False) then succeeds and
+    the document is strict RFC 8259 JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else NON_FINITE[repr(value)]
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def json_float(value):
+    """A float field read back from such a document: "NaN" / "Infinity" / "-Infinity" as floats."""
+    return float(value) if isinstance(value, str) and value in NON_FINITE.values() else value

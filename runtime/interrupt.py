@@ -1,0 +1,97 @@
+"""Stopping a run: Ctrl-C (SIGINT) and SIGTERM end every command promptly, even inside onnxruntime.
+
+Python runs a signal handler only between bytecodes of the main thread, and onnxruntime's
+session.run is one long C++ call (a Loop may iterate for minutes): Ctrl-C waited for it to end.
+Every onnxruntime run of this project takes its RunOptions from `stoppable_run`; `watch_signals`
+(the CLI installs it) has the interpreter write each signal's number to a pipe that a thread of
+ours reads, and that thread sets `terminate` on every run under way, so onnxruntime returns at
+once and the run raises KeyboardInterrupt (Terminated for SIGTERM) as Ctrl-C does elsewhere.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from typing import Callable, Iterator
+
+_LOCK = threading.Lock()
+_ACTIVE: "set" = set()            # the RunOptions of the onnxruntime runs under way
+_SIGNALLED: "list[int]" = []      # the signal that stopped them (the last one)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: raised where Ctrl-C raises KeyboardInterrupt, so the same clean-up runs."""
+
+
+def _stop_runs(signum: int) -> None:
+    with _LOCK:
+        _SIGNALLED[:] = [signum]
+        for options in _ACTIVE:
+            options.terminate = True
+
+
+@contextlib.contextmanager
+def stoppable_run() -> Iterator[object]:
+    """`with stoppable_run() as options: session.run(names, feeds, options)`: a signal ends that
+    run (onnxruntime's RunOptions.terminate) and it raises KeyboardInterrupt / Terminated."""
+    import onnxruntime as ort
+    options = ort.RunOptions()
+    with _LOCK:
+        _ACTIVE.add(options)
+    try:
+        yield options
+    except Exception:
+        if options.terminate:       # onnxruntime's "Exiting due to terminate flag": our signal
+            raise (Terminated if _SIGNALLED == [signal.SIGTERM] else KeyboardInterrupt)() from None
+        raise
+    finally:
+        with _LOCK:
+            _ACTIVE.discard(options)
+
+
+def terminated() -> bool:
+    """Whether the last stopping signal seen was SIGTERM (Ctrl-C otherwise)."""
+    with _LOCK:
+        return _SIGNALLED == [signal.SIGTERM]
+
+
+def _raise_terminated(signum, frame) -> None:
+    # recorded here too (no lock: this runs in the main thread, which may hold it): the watcher
+    # thread may not have read the signal yet when the caller asks terminated()
+    _SIGNALLED[:] = [signal.SIGTERM]
+    raise Terminated()
+
+
+def watch_signals() -> Callable[[], None]:
+    """From the main thread: SIGINT / SIGTERM stop the onnxruntime runs under way, and SIGTERM
+    raises Terminated (its default kills the process, leaving children and temporary files
+    behind). Returns the function that undoes it. Elsewhere (a worker thread) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
+    except (ValueError, OSError):
+        os.close(read)
+        os.close(write)
+        return lambda: None
+
+    def watch() -> None:
+        with open(read, "rb", buffering=0) as pipe:
+            while data := pipe.read(64):        # ends when the write end is closed
+                for signum in data:
+                    if signum in (signal.SIGINT, signal.SIGTERM):
+                        _stop_runs(signum)
+
+    thread = threading.Thread(target=watch, name="dml-lower-signals", daemon=True)
+    thread.start()
+
+    def undo() -> None:
+        signal.set_wakeup_fd(previous_fd)
+        signal.signal(signal.SIGTERM, previous_term)
+        os.close(write)
+        thread.join(timeout=5)
+    return undo

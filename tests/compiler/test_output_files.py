@@ -1,0 +1,177 @@
+"""Outputs are written safely (issue 27): checked before any work, never two options on one file,
+written whole or not at all (the previous file intact), at the exact path asked for; in-place
+optimize keeps the weights of every layout; .npz entries a zip cannot hold are one line."""
+from __future__ import annotations
+
+import errno
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+from onnx_dml_lowering.runtime.npz import load_npz
+from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES
+from tests.builders import graph_model
+from tests.cli_runner import cli
+
+
+@pytest.fixture
+def model(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(graph_model([h.make_node("NonZero", ["x"], ["y"], name="nz")], [("x", T.FLOAT, [3, 4])],
+                          [("y", T.INT64, [2, None])]), path)
+    return path
+
+
+# (command, options naming the same file F)
+SAME_FILE = [
+    (["check"], ["--json", "F", "--markdown", "F"]),
+    (["check"], ["--save-inputs", "F", "--save-outputs", "F"]),
+    (["check"], ["--json", "F", "--save-outputs", "./F"]),
+    (["run"], ["--save-inputs", "F", "--json", "F"]),
+    (["run"], ["--save-outputs", "F", "--save-inputs", "F"]),
+    (["check", "--jobs", "1"], ["--json", "F", "--junit", "F"]),
+]
+
+
+@pytest.mark.parametrize("command, options", SAME_FILE)
+def test_two_options_naming_one_file_are_refused_before_any_work(command, options, model, tmp_path, capsys,
+                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "F").write_text("previous")
+    code, out, err = cli([*command, model, *options], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "both write" in err, err
+    assert (tmp_path / "F").read_text() == "previous"
+
+
+# (command, output option): a folder that does not exist is refused before the model is even read
+BEFORE_WORK = [(["inspect"], "--json"), (["optimize"], "-o"), (["compile"], "--json"), (["run"], "--json"),
+               (["check"], "--markdown")]
+
+
+@pytest.mark.parametrize("command, option", BEFORE_WORK)
+def test_an_unwritable_output_is_refused_before_the_work(command, option, model, tmp_path, capsys):
+    code, out, err = cli([*command, model, option, tmp_path / "missing" / "out"], capsys)
+    assert code == 2 and out == "" and "does not exist" in err and err.count("\n") == 1, out + err
+
+
+def _fail_after(monkeypatch, target, name, exc):
+    """`target.name` writes part of its output, then raises `exc` (disk full, Ctrl-C)."""
+    original = getattr(target, name)
+
+    def broken(*args, **kwargs):
+        original(*args, **kwargs)
+        raise exc
+    monkeypatch.setattr(target, name, broken)
+
+
+@pytest.mark.parametrize("exc, code", [(OSError(errno.ENOSPC, "No space left on device"), 2),
+                                       (KeyboardInterrupt(), 130)])
+@pytest.mark.parametrize("option, where, name", [
+    ("--save-inputs", np.lib.format, "write_array"),
+    ("--json", "json", "dumps_partial"),
+])
+def test_a_failed_write_leaves_the_previous_file_and_no_temporary(exc, code, option, where, name, model, tmp_path,
+                                                                  capsys, monkeypatch):
+    target = tmp_path / "out"
+    target.write_bytes(b"previous")
+    if where == "json":           # the text writer's own write: half the report, then the failure
+        import io
+        original = io.TextIOWrapper.write
+
+        def partial(self, text):
+            original(self, text[:len(text) // 2])
+            raise exc
+        monkeypatch.setattr("onnx_dml_lowering.runtime.output_file.open",
+                            lambda *a, **k: _Wrapped(open(*a, **k), partial), raising=False)
+    else:
+        _fail_after(monkeypatch, where, name, exc)
+    got, out, err = cli(["check", model, option, target], capsys)
+    assert got == code, out + err
+    assert target.read_bytes() == b"previous"
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx", "out"]
+    if code == 2:
+        assert "No space left on device" in err and err.count("\n") == 1
+
+
+class _Wrapped:
+    """A file whose write is replaced (the context manager protocol kept)."""
+
+    def __init__(self, file, write) -> None:
+        self.file, self._write = file, write
+
+    def write(self, text):
+        return self._write(self.file, text)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+
+@pytest.mark.parametrize("command", [["run"], ["check"]])
+def test_the_exact_path_asked_for_is_written(command, model, tmp_path, capsys):
+    code, out, err = cli([*command, model, "--save-outputs", tmp_path / "full", "--save-inputs", tmp_path / "in"],
+                         capsys)
+    assert code == 0, out + err
+    assert sorted(os.listdir(tmp_path)) == ["full", "in", "m.onnx"]
+    assert set(load_npz(str(tmp_path / "in"))) == {"x"}
+
+
+def test_an_input_name_a_zip_cannot_hold_is_one_line(tmp_path, capsys):
+    name = "n" * 100_000
+    onnx.save(graph_model([h.make_node("NonZero", [name], ["y"], name="nz")], [(name, T.FLOAT, [2])],
+                          [("y", T.INT64, [1, None])]), tmp_path / "m.onnx")
+    code, out, err = cli(["run", tmp_path / "m.onnx", "--save-inputs", tmp_path / "in.npz"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "100000 bytes" in err and "65531" in err, err[:300]
+    assert not (tmp_path / "in.npz").exists() and len(err) < 500
+
+
+def test_a_string_output_is_saved(tmp_path, capsys):
+    model = graph_model([h.make_node("Cast", ["x"], ["s"], name="cast", to=T.STRING),
+                         h.make_node("NonZero", ["x"], ["y"], name="nz")],
+                        [("x", T.FLOAT, [3])], [("s", T.STRING, [3]), ("y", T.INT64, [1, None])], opset=13)
+    onnx.save(model, tmp_path / "m.onnx")
+    np.savez(tmp_path / "f.npz", x=np.array([0, 1.5, 2], np.float32))
+    code, out, err = cli(["run", tmp_path / "m.onnx", "--backends", "ort-cpu", "--inputs", tmp_path / "f.npz",
+                          "--save-outputs", tmp_path / "o.npz"], capsys)
+    assert code == 0, out + err
+    expected = ort.InferenceSession(str(tmp_path / "m.onnx")).run(["s"], {"x": np.array([0, 1.5, 2], np.float32)})[0]
+    assert load_npz(str(tmp_path / "o.npz"))["s"].tolist() == list(expected)
+    # read back as golden outputs and as saved outputs: strings compare as strings, no MISMATCH
+    for option in ("--oracle", "--load-outputs"):
+        code, out, err = cli(["check", tmp_path / "m.onnx", "--inputs", tmp_path / "f.npz", option,
+                              tmp_path / "o.npz", "-q"], capsys)
+        assert code == 0 and "MISMATCH" not in out, out + err
+
+
+@pytest.mark.parametrize("layout", ["inline", "external"])
+def test_in_place_optimize_keeps_every_weight(layout, tmp_path, capsys):
+    """A large weight (read lazily: mapped from the .onnx itself or its .data) beside a band the
+    rewrite replaces; the outputs of the model rewritten in place are those of the original."""
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal(LAZY_MIN_BYTES // 4 + 1024).astype(np.float32)
+    band = np.triu(np.ones((64, 64), np.float32))
+    model = graph_model([h.make_node("Mul", ["x", "w"], ["y"], name="mul"),
+                         h.make_node("Add", ["b", "b"], ["z"], name="add")],
+                        [("x", T.FLOAT, [big.size])], [("y", T.FLOAT, [big.size]), ("z", T.FLOAT, [64, 64])],
+                        initializers=[numpy_helper.from_array(big, "w"), numpy_helper.from_array(band, "b")], opset=14)
+    path = tmp_path / "m.onnx"
+    if layout == "external":
+        onnx.save_model(model, str(path), save_as_external_data=True, location="m.onnx.data", size_threshold=1024)
+    else:
+        onnx.save_model(model, str(path))
+    feeds = {"x": rng.standard_normal(big.size).astype(np.float32)}
+    before = ort.InferenceSession(str(path)).run(None, feeds)
+    code, out, err = cli(["optimize", path, "-o", path, "--check"], capsys)
+    assert code == 0 and "bit-identical" in out, out + err
+    assert "Trilu" in out                                # the band was rewritten: the file did change
+    after = ort.InferenceSession(str(path)).run(None, feeds)
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    assert sorted(os.listdir(tmp_path)) == sorted(["m.onnx"] + (["m.onnx.data"] if layout == "external" else []))

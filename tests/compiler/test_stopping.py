@@ -1,0 +1,125 @@
+"""Every run can be stopped and leaves nothing behind (issue 27), with signals sent to real
+processes: Ctrl-C inside onnxruntime's run of a long Loop, SIGTERM to a zoo and its children."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from tests.builders import graph_model
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+
+
+def long_loop(trips: "int | None") -> onnx.ModelProto:
+    """A Loop onnxruntime runs for as long as the trip count M says (x <- x + sin(x) over 4096
+    floats); M an initializer of `trips`, or a graph input when None."""
+    body = h.make_graph(
+        [h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("Sin", ["x_in"], ["s"]),
+         h.make_node("Add", ["s", "x_in"], ["x_out"])], "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, []),
+         h.make_tensor_value_info("x_in", T.FLOAT, [4096])],
+        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("x_out", T.FLOAT, [4096])])
+    inputs = [("x", T.FLOAT, [4096])] + ([("M", T.INT64, [])] if trips is None else [])
+    inits = {"M": onnx.numpy_helper.to_array(h.make_tensor("M", T.INT64, [], [trips]))} if trips else {}
+    return graph_model([h.make_node("Loop", ["M", "", "x"], ["y"], name="loop", body=body)], inputs,
+                       [("y", T.FLOAT, [4096])], initializers=inits, opset=17)
+
+
+def _start(args, tmp_path: Path, **env) -> subprocess.Popen:
+    # SIGINT as a terminal delivers it (a shell's background job would have it ignored)
+    return subprocess.Popen([sys.executable, "-m", "onnx_dml_lowering.compiler", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, **env},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _wait_for(condition, seconds: float = 120) -> None:
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "the run never got under way"
+        time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen, signum: int) -> "tuple[int, str, str, float]":
+    start = time.monotonic()
+    proc.send_signal(signum)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the signal did not stop the run within 60 s")
+    return proc.returncode, out, err, time.monotonic() - start
+
+
+LOADER = """
+import numpy as np
+from pathlib import Path
+
+def load_data():
+    yield {"x": np.ones(4096, np.float32), "M": np.array(1, np.int64)}
+    Path("started").write_text("")         # the second set: onnxruntime's long run is next
+    yield {"x": np.ones(4096, np.float32), "M": np.array(10**12, np.int64)}
+"""
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("command", [["run", "--backends", "ort-cpu"],
+                                     ["check", "--backends", "ort-cpu", "--json", "r.json"]])
+def test_ctrl_c_stops_onnxruntime_inside_a_long_loop(command, signum, code, tmp_path):
+    onnx.save(long_loop(None), tmp_path / "loop.onnx")
+    (tmp_path / "loader.py").write_text(LOADER)
+    proc = _start([command[0], "loop.onnx", *command[1:], "--data-loader-script", "loader.py"], tmp_path)
+    _wait_for(lambda: (tmp_path / "started").exists())
+    time.sleep(1.0)                           # well inside session.run by now
+    got, out, err, seconds = _stop(proc, signum)
+    assert got == code and seconds < 30, (got, out, err)
+    assert "Traceback" not in err
+    if command[0] == "check":                 # the set checked before Ctrl-C is reported, and says so
+        document = json.loads((tmp_path / "r.json").read_text())
+        assert document["interrupted"] is True and document["iterations"] == 1
+        assert "covers the 1 of" in err
+
+
+def _children(pid: int) -> "list[int]":
+    """The processes `pid` started, from any of its threads (Linux /proc)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:             # a thread that just ended
+            pass
+    return found
+
+
+def test_sigterm_to_a_zoo_ends_its_checks_and_removes_their_folders(tmp_path):
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    for name in ("a", "b"):
+        onnx.save(long_loop(10**12), zoo / f"{name}.onnx")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    proc = _start(["check", zoo, "--jobs", "2", "--backends", "ort-cpu", "--json", "z.json"], tmp_path,
+                  TMPDIR=str(temp))
+    folders = lambda: [p for p in temp.iterdir() if p.name.startswith("dml-lower-zoo-")]   # noqa: E731
+    _wait_for(lambda: len(folders()) == 2 and len(_children(proc.pid)) == 2)
+    children = _children(proc.pid)
+    time.sleep(2.0)
+    code, out, err, seconds = _stop(proc, signal.SIGTERM)
+    assert code == 143 and seconds < 30, (code, out, err)
+    assert folders() == []
+    for pid in children:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    document = json.loads((tmp_path / "z.json").read_text())
+    assert document["interrupted"] is True and document["models_requested"] == 2

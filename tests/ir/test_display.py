@@ -1,0 +1,82 @@
+"""ir.display: the one function names are shown through (issue 27), its Markdown / XML / JSON forms."""
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+import xml.etree.ElementTree as ET
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display, display_lines, json_float, json_safe, markdown_cell, xml_text
+
+HOSTILE = ["\x1b[31mred\x1b[0m", "bell\x07", "cr\rover", "nul\x00", "lf\nline", "del\x7f", "c1\x9b2J",
+           "bidi\u202eevil", "sep\u2028x", "tab\tx", "surrogate\udcff"]
+
+
+def _visible(text: str) -> bool:
+    """No character a terminal acts on or reorders: controls, separators, bidi overrides, surrogates."""
+    return not any(unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp") or 0x202A <= ord(c) <= 0x202E
+                   or 0x2066 <= ord(c) <= 0x2069 for c in text)
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_characters_are_escaped_visibly_as_their_code(name):
+    shown = display(name)
+    assert _visible(shown)
+    for char in name:
+        if not _visible(char):
+            code = ord(char)
+            assert (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}") in shown
+
+
+@pytest.mark.parametrize("name", ["plain", "naïve_ü", "中文名", "emoji_🙂", "a|b", "back\\slash", "sp ace"])
+def test_printable_unicode_is_kept(name):
+    assert display(name) == name
+
+
+@given(st.text())
+def test_display_is_visible_and_idempotent(text):
+    shown = display(text)
+    assert _visible(shown) and display(shown) == shown and "\n" not in shown
+
+
+@given(st.text())
+def test_display_lines_keeps_only_line_feeds_and_tabs(text):
+    shown = display_lines(text)
+    assert _visible(shown.replace("\n", "").replace("\t", ""))
+    assert shown.count("\n") == text.count("\n")
+
+
+@given(st.text())
+def test_a_markdown_cell_never_ends_a_row_or_splits_a_cell(text):
+    cell = markdown_cell(text)
+    assert "\n" not in cell and "\r" not in cell
+    assert cell.replace("\\|", "").count("|") == 0
+
+
+@given(st.text())
+def test_xml_text_is_well_formed_in_attributes_and_text(text):
+    element = ET.Element("case", name=xml_text(text))
+    element.text = xml_text(text)
+    parsed = ET.fromstring(ET.tostring(element, encoding="unicode"))   # raises on a character XML 1.0 forbids
+    assert parsed.get("name") is not None
+
+
+@pytest.mark.parametrize("value, encoded", [(float("nan"), "NaN"), (float("inf"), "Infinity"),
+                                            (float("-inf"), "-Infinity"), (1.5, 1.5), (0.0, 0.0)])
+def test_non_finite_floats_are_strings_in_strict_json(value, encoded):
+    document = json_safe({"x": [value, {"y": (value,)}]})
+    text = json.dumps(document, allow_nan=False)          # strict RFC 8259: would raise on a bare NaN
+    assert json.loads(text) == {"x": [encoded, {"y": [encoded]}]}
+    back = json_float(json.loads(text)["x"][0])
+    assert (math.isnan(back) and math.isnan(value)) or back == value
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_an_error_line_is_one_visible_line(name):
+    message = str(DmlLowerError(f"node {name}: input {name} is wrong"))
+    assert "\n" not in message and _visible(message)

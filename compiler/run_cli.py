@@ -96,10 +96,8 @@ def cmd_run(args) -> int:
                 print(f"ran {display(done.ran)}")
             if defaults:
                 print(defaults_line(defaults))
-            for note in dimension_notes(compiled.inputs + compiled.optional_inputs, feeds):
-                print(note)
-            for note in done.notes:
-                print(note)
+            for note in [*dimension_notes(compiled.inputs + compiled.optional_inputs, feeds), *done.notes]:
+                print(display(note))
             if done.status == "partial":
                 print(f"PARTIAL: {done.partial_text()}")
             for name in compiled.output_names:

@@ -72,15 +72,15 @@ def feeds_line(feeds: dict) -> str:
         seed, count = feeds["seed"], feeds.get("iterations", 1)
         head = f"random, seed {seed}" if count == 1 else f"random, seeds {seed}-{seed + count - 1} (the first shown)"
     elif source == "file":
-        head = f"from {feeds['path']}"
+        head = f"from {display(feeds['path'])}"
     elif source == "script":
         many = feeds.get("iterations", 1) > 1
-        head = f"from data loader {feeds['path']}" + (f", {feeds['iterations']} sets (the first shown)" if many else "")
+        head = f"from data loader {display(feeds['path'])}" + (f", {feeds['iterations']} sets (the first shown)" if many else "")
     else:
         head = "given"
     parts = []
     for name, info in feeds.get("inputs", {}).items():
-        text = f"{name} {info['dtype']} [{_shape(info['shape'])}]"
+        text = f"{display(name)} {info['dtype']} [{_shape(info['shape'])}]"
         if info["min"] is not None:
             text += (f" = {_number(info['min'])}" if info["min"] == info["max"] and not info["shape"] else
                      f" in [{_number(info['min'])}, {_number(info['max'])}]")
@@ -247,7 +247,7 @@ def format_markdown(report: CheckReport) -> str:
     many = report.iterations > 1        # the iteration column: seeds SEED + iteration
     lines = [f"### dml-lower check: `{markdown_cell(report.model)}`", "",
              f"Feature level {report.feature_level}; oracle: {report.oracle['description']}; verdict: {text}.", "",
-             *([_cell("Feeds" + feeds_line(report.feeds)[len("feeds"):]) + ".", ""] if report.feeds else []),
+             *([markdown_cell("Feeds" + feeds_line(report.feeds)[len("feeds"):]) + ".", ""] if report.feeds else []),
              "| backend | " + ("iteration | " if many else "") +
              "output | status | dtype | shape | max abs err | max rel err | detail |",
              "|---|" + ("---|" if many else "") + "---|---|---|---|---|---|---|"]

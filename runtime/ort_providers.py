@@ -411,6 +411,27 @@ def few_elements(tensors: "Iterable[onnx.TensorProto]", elements: int = 0) -> bo
     return elements <= TINY_ELEMENTS
 
 
+SHARED_ARENA_OPTION = "session.use_env_allocators"
+_shared_arena: "list[bool]" = []
+
+
+def shared_cpu_arena() -> bool:
+    """One CPU memory arena for every region session of the process, registered with onnxruntime's
+    environment once. Each session's own arena keeps the peak of its activations for good, so a
+    model cut into regions held the sum of their peaks (Mask R-CNN R50, 7 regions: 1.21 GB against
+    0.77 GB with one shared arena, onnxruntime's own run 0.80 GB; the same time). False where this
+    onnxruntime cannot register one."""
+    if not _shared_arena:
+        import onnxruntime as ort
+        try:
+            info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+            ort.create_and_register_allocator(info, ort.OrtArenaCfg(0, -1, -1, -1))
+            _shared_arena.append(True)
+        except Exception:  # an onnxruntime without the API, or one registered already by the host program
+            _shared_arena.append(False)
+    return _shared_arena[0]
+
+
 def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool = False,
                  settings: "SessionSettings | None" = None):
     """An InferenceSession over a ModelProto (or a model path) with the settings the providers require.
@@ -422,6 +443,9 @@ def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool =
     `settings` (the user's) are applied last: an explicit thread count or config entry wins.
     """
     options = session_options(dml="DmlExecutionProvider" in providers, record_assignment=False)
+    user = {key for key, _ in settings.config} if settings is not None else set()
+    if providers == ["CPUExecutionProvider"] and SHARED_ARENA_OPTION not in user and shared_cpu_arena():
+        options.add_session_config_entry(SHARED_ARENA_OPTION, "1")
     if tiny:
         options.intra_op_num_threads = 1
         if not (settings and any(k == "session.intra_op.allow_spinning" for k, _ in settings.config)):

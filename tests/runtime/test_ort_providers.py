@@ -197,3 +197,30 @@ def test_a_vanished_node_that_reads_an_input_is_not_blamed_on_constant_folding()
     described = {f.node: f.describe("CPUExecutionProvider") for f in findings}
     assert "constant folding" in described["eye_of_constant"]
     assert "constant folding" not in described["nonzero"] and "optimized graph" in described["nonzero"]
+
+
+def test_region_sessions_share_one_cpu_arena_and_provider_sessions_keep_their_own():
+    """Every CPU region session allocates from one arena registered with onnxruntime's environment
+    (each session's own arena kept the peak of its activations: a model cut into regions held the
+    sum of their peaks); a provider backend's session is left as onnxruntime makes it, and a user's
+    --session-config entry still wins."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from onnx_dml_lowering.runtime.ort_providers import (SHARED_ARENA_OPTION, SessionSettings,
+                                                         make_provider_session, make_session, resolve_provider,
+                                                         shared_cpu_arena)
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    assert shared_cpu_arena()
+    session = make_session(model, ["CPUExecutionProvider"])
+    assert session.get_session_options().get_session_config_entry(SHARED_ARENA_OPTION) == "1"
+    x = np.array([-1, 2, -3, 4], np.float32)
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], np.maximum(x, 0))
+    mine = make_session(model, ["CPUExecutionProvider"], settings=SessionSettings(((SHARED_ARENA_OPTION, "0"),)))
+    assert mine.get_session_options().get_session_config_entry(SHARED_ARENA_OPTION) == "0"
+    provider = make_provider_session(model, resolve_provider("CPUExecutionProvider"))
+    with pytest.raises(RuntimeError, match="does not have configuration"):
+        provider.get_session_options().get_session_config_entry(SHARED_ARENA_OPTION)

@@ -27,6 +27,8 @@ from onnx import TensorProto
 from onnx import helper as oh
 from onnx import numpy_helper
 
+from onnx_dml_lowering.runtime.weights import lifted
+
 from .bodies import graph_attributes
 from .ep_placement import DML, _inferred, _value_types, predict_placement, type_mismatch
 from .ep_registry import dml_kernels, schema
@@ -269,7 +271,7 @@ def _downconvert(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, DmlRewrite |
     from onnx import version_converter
     try:
         converted = version_converter.convert_version(model, TARGET_OPSET)
-        onnx.checker.check_model(converted)
+        onnx.checker.check_model(lifted(converted)[0])     # weights left in their files: typed inputs
     except Exception as exc:  # the converter has no adapter for some node: keep the opset
         return model, None, f"opset {opset} kept (onnx's version converter: {' '.join(str(exc).split())[:160]})"
     names = [n.name for _, n in all_nodes(model)]
@@ -308,7 +310,7 @@ def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None
             steps.append((before, rewrite))
     if steps:
         try:
-            onnx.checker.check_model(out)
+            onnx.checker.check_model(lifted(out)[0])
         except Exception as exc:  # a rewrite we built is wrong: a bug of ours, never written out
             raise RuntimeError(f"optimize --for dml produced an invalid model: {' '.join(str(exc).split())[:200]}") from exc
     _predict_effects(out, steps, model_dir)

@@ -231,3 +231,29 @@ def test_real_exports_stay_bit_identical_and_nothing_leaves_dml(name, tmp_path, 
         for node in r.nodes:
             assert r.before[node] != DML or set(r.after[node]) == {DML}, (node, r.after[node])
     assert len(optimized.graph.node) > 0
+
+
+def test_a_model_with_external_data_is_rewritten_from_any_working_directory(tmp_path, monkeypatch, capsys):
+    """Weights left in their external file: the checker sees them as typed inputs, not as files
+    beside the working directory (from elsewhere, the rewritten model was 'invalid': internal
+    error, exit 3, and the opset down-conversion was silently kept)."""
+    weight = (np.arange(600 * 512, dtype=np.float32) % 7).reshape(600, 512)      # past 1 MiB: left in its file
+    m = model([h.make_node("MatMul", ["x", "w"], ["p"], name="mm"),
+               h.make_node("NonZero", ["i"], ["nz"], name="nonzero")],
+              [vi("x", T.FLOAT, [2, 600]), vi("i", T.INT64, [3, 4])],
+              [vi("p", T.FLOAT, [2, 512]), vi("nz", T.INT64, [2, None])], opset=22)
+    m.graph.initializer.append(onnx.numpy_helper.from_array(weight, "w"))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    onnx.save(m, str(folder / "m.onnx"), save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    out = tmp_path / "out.onnx"
+    code, text, err = cli(["optimize", str(folder / "m.onnx"), "--for", "dml", "-o", str(out), "--check"], capsys)
+    assert code == 0, err
+    assert "opset 22 -> 21" in text and "bit-identical" in text
+    written = onnx.load(str(out))
+    assert written.opset_import[0].version == 21
+    feeds = {"x": np.ones((2, 600), np.float32), "i": np.array([[0, 1, 0, 2]] * 3, np.int64)}
+    assert_bit_identical(onnx.load(str(folder / "m.onnx")), written, feeds, reference=False)

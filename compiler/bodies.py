@@ -28,6 +28,23 @@ def graph_attributes(node: onnx.NodeProto) -> "list[tuple[str, onnx.GraphProto]]
     return [(a.name, a.g) for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
 
 
+def node_paths(graph: onnx.GraphProto, prefix: str = ""):
+    """(path, node) for every node, each followed by its bodies' nodes; a body node's path is
+    `<control-flow node>/<attribute>/<node>`, as the placement names it."""
+    for node in graph.node:
+        yield prefix + node.name, node
+        for attribute, sub in graph_attributes(node):
+            yield from node_paths(sub, f"{prefix}{node.name}/{attribute}/")
+
+
+def prefixed_graphs(graph: onnx.GraphProto, prefix: str = ""):
+    """(the path prefix of its nodes, graph) for the graph and every body at any depth."""
+    yield prefix, graph
+    for node in graph.node:
+        for attribute, sub in graph_attributes(node):
+            yield from prefixed_graphs(sub, f"{prefix}{node.name}/{attribute}/")
+
+
 def graph_captures(graph: onnx.GraphProto) -> "list[str]":
     """Outer-scope names a graph reads (through nested subgraphs too), in first-read order."""
     defined = {i.name for i in graph.input} | {i.name for i in graph.initializer}

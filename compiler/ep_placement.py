@@ -25,7 +25,7 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.schedule import subgraph_reads
 
-from .bodies import graph_attributes
+from .bodies import graph_attributes, node_paths
 from .ep_level1 import CPU_CAST_PREFIX, level1_model, undo_cpu_casts
 from .ep_registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, cpu_kernels, dml_kernels,
                           schema, type_name)
@@ -345,13 +345,6 @@ class Predictor:
                 self.copies.append({"copy": kind, "value": value, "from": source, "to": to})
 
 
-def _walk_paths(graph: onnx.GraphProto, prefix: str = ""):
-    for node in graph.node:
-        yield prefix + node.name, node
-        for attribute, sub in graph_attributes(node):
-            yield from _walk_paths(sub, f"{prefix}{node.name}/{attribute}/")
-
-
 def _initializer_names(model: onnx.ModelProto) -> "set[str]":
     names: "set[str]" = set()
 
@@ -366,7 +359,7 @@ def _initializer_names(model: onnx.ModelProto) -> "set[str]":
 
 def _producers(model: onnx.ModelProto) -> "dict[str, str]":
     """value -> the path of the node producing it, every graph of the model."""
-    return {out: path for path, node in _walk_paths(model.graph) for out in node.output if out}
+    return {out: path for path, node in node_paths(model.graph) for out in node.output if out}
 
 
 def _removed_reason(node: onnx.NodeProto, folded: "set[str]", functions: "set[tuple[str, str]]",
@@ -415,7 +408,7 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
         warnings.append(f"onnxruntime {ort.__version__} refuses the model here ({refused}); placement is "
                         "predicted on the model as stored, without level-1 optimisations")
         optimised = model
-    undone = undo_cpu_casts(optimised.graph, {o: n for _, n in _walk_paths(model.graph) for o in n.output})
+    undone = undo_cpu_casts(optimised.graph, {o: n for _, n in node_paths(model.graph) for o in n.output})
     if undone:
         warnings.append(f"onnxruntime's CPU-only session here inserted {undone} float16 casts ({CPU_CAST_PREFIX}*) "
                         "that a DML session would not; they are taken out again")
@@ -438,7 +431,7 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     model_opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     nodes: "list[dict]" = []
     seen: "set[str]" = set()
-    for path, node in _walk_paths(model.graph):
+    for path, node in node_paths(model.graph):
         if path in placed:
             nodes.append(placed[path])
             seen.add(path)

@@ -14,8 +14,9 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.dtypes import onnx_type_name
 from onnx_dml_lowering.runtime.inline_weights import in_model_file, parse_without_weights
+from onnx_dml_lowering.runtime.weights import data_bytes
 
-from .bodies import graph_attributes
+from .bodies import graph_attributes, node_paths, prefixed_graphs
 from .compiled import CompiledModel, compile_model
 from .ep_placement import format_placement, placement_for_file
 from .frontend import load_stored
@@ -23,9 +24,6 @@ from .frontend import load_stored
 # Always listed, lowered or not; other idiom anchors (Equal, Less, Constant, ...) are listed
 # when an idiom's pattern found them, as the placement does.
 ALWAYS_LISTED = ("NonZero", "EyeLike", "Trilu")
-_FOUR_BIT = {onnx.TensorProto.INT4, onnx.TensorProto.UINT4}
-if hasattr(onnx.TensorProto, "FLOAT4E2M1"):
-    _FOUR_BIT.add(onnx.TensorProto.FLOAT4E2M1)
 
 
 def _op_key(node: onnx.NodeProto) -> str:
@@ -42,15 +40,6 @@ def count_ops(graph: onnx.GraphProto, counts: "Counter | None" = None) -> Counte
     return counts
 
 
-def _walk(graph: onnx.GraphProto, prefix: str = ""):
-    """(path, node) for every node, bodies included; a body node's path is
-    `<control-flow node>/<attribute>/<node>` as in the placement."""
-    for node in graph.node:
-        yield prefix + node.name, node
-        for attribute, sub in graph_attributes(node):
-            yield from _walk(sub, f"{prefix}{node.name}/{attribute}/")
-
-
 def _value(vi: onnx.ValueInfoProto) -> dict:
     kind = vi.type.WhichOneof("value")
     if kind != "tensor_type":
@@ -64,28 +53,16 @@ def _value(vi: onnx.ValueInfoProto) -> dict:
 
 
 def _tensor_bytes(tensor: onnx.TensorProto) -> int:
-    count = 1
-    for d in tensor.dims:
-        count *= d
     if tensor.data_type == onnx.TensorProto.STRING:
         return sum(len(s) for s in tensor.string_data)
-    if tensor.data_type in _FOUR_BIT:
-        return (count + 1) // 2
-    return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-
-
-def _graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for _, sub in graph_attributes(node):
-            yield from _graphs(sub)
+    return data_bytes(tensor) or 0
 
 
 def initializer_bytes(model: onnx.ModelProto, file_name: str = "") -> dict:
     """Initializers (bodies' included) by where their data lives: in the file (`file_name`: large
     inline ones that parse_without_weights pointed at their bytes in it) or external."""
     out = {"inline": {"count": 0, "bytes": 0}, "external": {"count": 0, "bytes": 0}}
-    for graph in _graphs(model.graph):
+    for _, graph in prefixed_graphs(model.graph):
         for init in graph.initializer:
             where = "external" if (init.data_location == onnx.TensorProto.EXTERNAL
                                    and not in_model_file(init, file_name)) else "inline"
@@ -103,7 +80,7 @@ def _shape_text(shape) -> str:
 def anchors(compiled: CompiledModel) -> "list[dict]":
     """Every placement entry (one per idiom anchor the partition found, lowered or declined) and
     every NonZero / EyeLike / Trilu node the placement does not anchor, with why."""
-    nodes = dict(_walk(compiled.model.graph))
+    nodes = dict(node_paths(compiled.model.graph))
     covered: "dict[str, tuple[str, object]]" = {}
     out = []
     for p in compiled.placement:

@@ -29,7 +29,7 @@ from onnx import numpy_helper
 
 from onnx_dml_lowering.runtime.weights import lifted
 
-from .bodies import graph_attributes
+from .bodies import prefixed_graphs
 from .ep_placement import DML, _inferred, _value_types, predict_placement, type_mismatch
 from .ep_registry import dml_kernels, schema
 from .node_ids import all_nodes, identify_nodes
@@ -84,16 +84,8 @@ class _Names:
 
 
 def _graphs(graph: onnx.GraphProto):
-    for _, g in _prefixed_graphs(graph):
+    for _, g in prefixed_graphs(graph):
         yield g
-
-
-def _prefixed_graphs(graph: onnx.GraphProto, prefix: str = ""):
-    """(the path prefix of its nodes, graph) for the graph and every body, as inspect names them."""
-    yield prefix, graph
-    for node in graph.node:
-        for attribute, sub in graph_attributes(node):
-            yield from _prefixed_graphs(sub, f"{prefix}{node.name}/{attribute}/")
 
 
 def _registered(op: str, opset: int, types: "dict[str, str]") -> bool:
@@ -124,7 +116,7 @@ class _DmlOptimizer:
     def _each(self, kind: str, match, build) -> None:
         """Apply `build(graph, node) -> new nodes` to every node `match(node)` takes, in every graph."""
         rewrite = DmlRewrite(kind)
-        for prefix, graph in list(_prefixed_graphs(self.model.graph)):
+        for prefix, graph in list(prefixed_graphs(self.model.graph)):
             nodes = list(graph.node)
             out = []
             for node in nodes:
@@ -278,9 +270,9 @@ def _downconvert(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, DmlRewrite |
     if [n.name for _, n in all_nodes(converted)] != names:
         return model, None, f"opset {opset} kept (onnx's version converter changed the nodes, not only their version)"
     rewrite = DmlRewrite(f"opset {opset} -> {TARGET_OPSET} (every node's opset-{TARGET_OPSET} schema takes it as it is)")
-    rewrite.nodes = [prefix + n.name for prefix, g in _prefixed_graphs(model.graph) for n in g.node
+    rewrite.nodes = [prefix + n.name for prefix, g in prefixed_graphs(model.graph) for n in g.node
                      if n.domain in ("", "ai.onnx") and onnx.defs.get_schema(n.op_type, opset).since_version > TARGET_OPSET]
-    ops = {prefix + n.name: n.op_type for prefix, g in _prefixed_graphs(model.graph) for n in g.node}
+    ops = {prefix + n.name: n.op_type for prefix, g in prefixed_graphs(model.graph) for n in g.node}
     rewrite.created = {n: [(f"{ops[n]}-{schema(ops[n], '', TARGET_OPSET).since_version}", n)] for n in rewrite.nodes}
     return converted, rewrite, ""
 

@@ -47,14 +47,9 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
         no_external(proto, "model bytes")
         check_opsets(proto)
         return proto
-    path = Path(model)
-    what = f"model file {str(model)!r}"
-    regular_size(path, what)
-    # Large inline weights are left in the file like external ones (runtime.inline_weights).
-    proto = _without_inline_weights(path) or _parse(what, read_regular_file(path, what))
-    check_opsets(proto)
+    proto = load_stored(model)
     # Large initializers stay in their files (memory-mapped when read); the rest is loaded.
-    resolve_external(proto, str(path.parent), what)
+    resolve_external(proto, str(Path(model).parent), f"model file {str(model)!r}")
     return proto
 
 
@@ -64,6 +59,7 @@ def load_stored(path: "str | os.PathLike") -> onnx.ModelProto:
     inline_weights.in_model_file): read as load_model reads the file, nothing else."""
     what = f"model file {str(path)!r}"
     regular_size(Path(path), what)
+    # Large inline weights are left in the file like external ones (runtime.inline_weights).
     proto = _without_inline_weights(Path(path)) or _parse(what, read_regular_file(Path(path), what))
     check_opsets(proto)
     return proto

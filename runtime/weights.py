@@ -332,7 +332,7 @@ def inline(tensor: TensorProto) -> None:
 
 def stored_bytes(tensor: TensorProto) -> int:
     """The bytes of a tensor's data, wherever it is."""
-    return tensor_array(tensor).nbytes if is_lazy(tensor) else len(tensor.raw_data) or tensor.ByteSize()
+    return data_bytes(tensor) if is_lazy(tensor) else len(tensor.raw_data) or tensor.ByteSize()
 
 
 def _repeated(field) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import mmap
 import os
-from dataclasses import dataclass
 
 import onnx
 from onnx import TensorProto
@@ -92,15 +91,9 @@ def _entry(key: str, value: str) -> bytes:
     return _len_field(_EXTERNAL_DATA, _len_field(1, key.encode()) + _len_field(2, value.encode()))
 
 
-@dataclass
-class _Tensor:
-    start: int            # the initializer field's payload
-    end: int
-    raw: "tuple[int, int, int] | None"     # (field start, data start, data end) of raw_data
-
-
-def _movable(data, start: int, end: int) -> "_Tensor | None":
-    """The initializer at data[start:end] when its raw_data may be left in the file."""
+def _movable(data, start: int, end: int) -> "tuple[int, int, int] | None":
+    """Where the raw_data field of the initializer at data[start:end] lies (field start, data start,
+    data end) when it may be left in the file, else None."""
     dims: "list[int]" = []
     data_type = 0
     raw = None
@@ -131,7 +124,7 @@ def _movable(data, start: int, end: int) -> "_Tensor | None":
         count *= d
     if any(d >= 1 << 62 for d in dims) or count * dtype.itemsize != raw[2] - raw[1]:
         return None                     # a size mismatch: the ordinary path names it
-    return _Tensor(start, end, raw)
+    return raw
 
 
 def _graph_without(data, start: int, end: int, location: str) -> "tuple[bytes, int] | None":
@@ -143,10 +136,10 @@ def _graph_without(data, start: int, end: int, location: str) -> "tuple[bytes, i
     for number, wire, first, payload, after in _fields(data, start, end):
         if number != _GRAPH_INITIALIZER or wire != _LEN:
             continue
-        tensor = _movable(data, payload, after)
-        if tensor is None:
+        raw = _movable(data, payload, after)
+        if raw is None:
             continue
-        field_start, data_start, data_end = tensor.raw
+        field_start, data_start, data_end = raw
         body = (bytes(data[payload:field_start]) + bytes(data[data_end:after])
                 + _key(_DATA_LOCATION, _VARINT) + _encode_varint(TensorProto.EXTERNAL)
                 + _entry("location", location) + _entry("offset", str(data_start))

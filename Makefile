@@ -89,7 +89,7 @@ ray: $(RAY_STAMP)
 picture-check: $(STAMP)
 	command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 	DML_LOWER_STRICT=1 DML_LOWER_REQUIRE_CHROMIUM=1 DML_LOWER_CHROMIUM="$$(command -v chromium)" \
-		$(BIN)/python -m pytest -m chromium -rs tests/compiler/test_ep_picture.py
+		$(BIN)/python -m pytest -m chromium -rs tests/compiler/ep/test_picture.py
 
 # A wheel from a clean clone, in a fresh venv beside PyPI's unrelated 'ir' and 'compiler'
 # packages, runs the demo from an unrelated directory (nothing of ours at the top level).

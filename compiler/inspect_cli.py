@@ -20,5 +20,5 @@ def add_inspect_parser(sub) -> None:
 
 
 def cmd_inspect(args) -> int:
-    from .inspect_cmd import cmd_inspect as run
+    from .inspection import cmd_inspect as run
     return run(args)

@@ -18,7 +18,7 @@ from onnx_dml_lowering.runtime.weights import data_bytes
 
 from .bodies import graph_attributes, node_paths, prefixed_graphs
 from .compiled import CompiledModel, compile_model
-from .ep_placement import format_placement, placement_for_file
+from .ep.placement import format_placement, placement_for_file
 from .frontend import load_stored
 
 # Always listed, lowered or not; other idiom anchors (Equal, Less, Constant, ...) are listed
@@ -112,7 +112,7 @@ def anchors(compiled: CompiledModel) -> "list[dict]":
 def inspect_model(path: str, feature_level: str = "5_1", ep: "str | None" = None,
                   device_lacks: "tuple[str, ...]" = ()) -> dict:
     """The inspect report as plain data (the JSON `dml-lower inspect --json` writes); with
-    ep="dml" also the DML EP's predicted placement (ep_placement.py)."""
+    ep="dml" also the DML EP's predicted placement (ep/placement.py)."""
     return _inspect(path, feature_level, ep, device_lacks)[0]
 
 
@@ -204,7 +204,7 @@ def cmd_inspect(args) -> int:
         write_json(args.json, "the inspect JSON", report)
         print(f"\nwrote {args.json}")
     if html_out:
-        from .ep_picture import render
+        from .ep.picture import render
         write_text(html_out, "the placement picture", render(report, graph, str(args.model)))
         print(f"\nwrote {html_out}")
     return 0

@@ -54,7 +54,7 @@ def cmd_optimize(args) -> int:
     feeds, dims = _check_feeds(args, model)
     external = external_initializers(args.model)
     if args.target == "dml":
-        from .optimize_dml import optimize_for_dml
+        from .optimize.dml import optimize_for_dml
         optimized, dml_rewrites, notes = optimize_for_dml(model, str(Path(args.model).resolve().parent))
         for line in notes:
             print(line)

@@ -28,13 +28,13 @@ from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 from onnx_dml_lowering.runtime.output_file import write_text
 from onnx_dml_lowering.runtime.weights import check_raw_data
 
-from .compiled import compile_model
-from .frontend import load_model, read_regular_file
-from .conformance_cases import Case, all_cases
-from .ep_placement import CPU as CPU_PROVIDER
-from .ep_placement import DML as DML_PROVIDER
-from .ep_placement import NONE, REMOVED, predict_placement
-from .ep_registry import MODELLED_ORT
+from ..compiled import compile_model
+from ..frontend import load_model, read_regular_file
+from .cases import Case, all_cases
+from ..ep.placement import CPU as CPU_PROVIDER
+from ..ep.placement import DML as DML_PROVIDER
+from ..ep.placement import NONE, REMOVED, predict_placement
+from ..ep.registry import MODELLED_ORT
 
 MANIFEST = "manifest.json"
 STATUSES = ("pass", "partial", "deviation", "unsupported", "fail")

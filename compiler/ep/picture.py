@@ -15,9 +15,9 @@ from collections import Counter
 
 import onnx
 
-from .bodies import graph_attributes
-from .ep_placement import CPU, DML, NONE, REMOVED
-from .ep_registry import dml_kernels, schema
+from ..bodies import graph_attributes
+from .placement import CPU, DML, NONE, REMOVED
+from .registry import dml_kernels, schema
 
 COLOURS = {DML: "#2f6fd0", CPU: "#e08a1e", NONE: "#c62828"}
 LABELS = {DML: "DmlExecutionProvider", CPU: "CPUExecutionProvider", NONE: "no provider (session fails)"}

@@ -2,7 +2,7 @@
 CPU EP, and where the device-host copies fall (`dml-lower inspect --ep dml`).
 
 The algorithm is onnxruntime 1.27's, as shared/spec/DML_EP_PLACEMENT.md §3 reads it from the
-source: the graph onnxruntime's level-1 optimisations leave (run for real, ep_level1.py), then
+source: the graph onnxruntime's level-1 optimisations leave (run for real, level1.py), then
 per graph (bodies are partitioned on their own)
   A. tentative = a DML kernel registered at exactly the node's schema since-version whose types
      match on the first present argument of each type constraint;
@@ -25,12 +25,12 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.schedule import subgraph_reads
 
-from .bodies import graph_attributes, node_paths
-from .ep_level1 import CPU_CAST_PREFIX, level1_model, undo_cpu_casts
-from .ep_registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, cpu_kernels, dml_kernels,
+from ..bodies import graph_attributes, node_paths
+from .level1 import CPU_CAST_PREFIX, level1_model, undo_cpu_casts
+from .registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, cpu_kernels, dml_kernels,
                           schema, type_name)
-from .ep_queries import support_query
-from .node_ids import identify_nodes
+from .queries import support_query
+from ..node_ids import identify_nodes
 
 DML = "DmlExecutionProvider"
 CPU = "CPUExecutionProvider"

@@ -59,7 +59,7 @@ def _domain(domain: str) -> str:
 @lru_cache(maxsize=1)
 def dml_table() -> "dict[tuple[str, str], dict[int, DmlKernel]]":
     """(domain, op) -> {since_version: kernel}, read once from the packaged table."""
-    text = resources.files("onnx_dml_lowering.compiler").joinpath(TABLE_FILE).read_text(encoding="utf-8")
+    text = resources.files("onnx_dml_lowering.compiler.ep").joinpath(TABLE_FILE).read_text(encoding="utf-8")
     table: "dict[tuple[str, str], dict[int, DmlKernel]]" = {}
     data = json.loads(text)
     meta = data["meta"]

@@ -29,10 +29,10 @@ from onnx import numpy_helper
 
 from onnx_dml_lowering.runtime.weights import lifted
 
-from .bodies import prefixed_graphs
-from .ep_placement import DML, _inferred, _value_types, predict_placement, type_mismatch
-from .ep_registry import dml_kernels, schema
-from .node_ids import all_nodes, identify_nodes
+from ..bodies import prefixed_graphs
+from ..ep.placement import DML, _inferred, _value_types, predict_placement, type_mismatch
+from ..ep.registry import dml_kernels, schema
+from ..node_ids import all_nodes, identify_nodes
 
 TARGET_OPSET = 21
 INT32_SAFE = 2**31 - 2     # Trilu's k on DML is int32 and k + 1 is computed: keep both in range
@@ -247,7 +247,7 @@ def downconvert_blockers(model: onnx.ModelProto, target: int = TARGET_OPSET) -> 
 
 
 def _schema_of(s):
-    from .ep_registry import Schema, _option
+    from ..ep.registry import Schema, _option
     return Schema(s.since_version, tuple((p.type_str, _option(p)) for p in s.inputs),
                   tuple((p.type_str, _option(p)) for p in s.outputs))
 

@@ -14,10 +14,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.lowering.diagonal_idioms import EXACT_INTEGERS, range_length
 
-from .bodies import graph_attributes, graph_captures
-from .generators import EYELIKE_OPSET, EYELIKE_TYPES
-from .graph_view import OnnxGraphView
-from .optimize_masks import Kept, _nonnegative
+from ..bodies import graph_attributes, graph_captures
+from ..generators import EYELIKE_OPSET, EYELIKE_TYPES
+from ..graph_view import OnnxGraphView
+from .masks import Kept, _nonnegative
 
 # Cast from int32 0 / 1 gives these types' 0 / 1 exactly (float8 and 4-bit types are left alone).
 CAST_FROM_INT32 = {TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,

@@ -15,9 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.lowering.mask_idioms import INF, RULE, Affine, COMPARISONS, Index, leaves
 
-from .generators import TRILU_OPSET, TRILU_TYPES
-from .frontend import value_types
-from .graph_view import OnnxGraphView
+from ..generators import TRILU_OPSET, TRILU_TYPES
+from ..frontend import value_types
+from ..graph_view import OnnxGraphView
 
 INT64 = TensorProto.INT64
 # Constant gaps are added to int64 index values below 2^62 (no tensor that large exists): no wrap.

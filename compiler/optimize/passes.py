@@ -1,7 +1,7 @@
 """`optimize` as an onnx-ir pass, so it composes with onnx-ir's PassManager and onnxscript's
 optimizer:
 
-    from onnx_dml_lowering.compiler.optimize_pass import GenerateBands
+    from onnx_dml_lowering.compiler.optimize import GenerateBands
     model = onnx_ir.passes.PassManager([GenerateBands()])(model).model
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import onnx_ir.passes
 
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
-from .optimize import Rewrite, optimize_model
+from .rewrite import Rewrite, optimize_model
 
 
 class GenerateBands(onnx_ir.passes.FunctionalPass):

@@ -1,7 +1,7 @@
 """`dml-lower optimize`: ONNX in, ONNX out. Stored bands of diagonals (identities, c * I, offset
 diagonals, triangles, with batch dimensions), the torch.eye Range/Equal/Cast idiom (static, or
-sized at run time from a Shape: optimize_eye) and
-Range-comparison attention masks (optimize_masks) become the few nodes that generate them, where
+sized at run time from a Shape: eye.py) and
+Range-comparison attention masks (masks.py) become the few nodes that generate them, where
 that is bit-identical on onnxruntime's CPU provider and the file gets smaller or the node count
 falls. Nothing else is touched."""
 from __future__ import annotations
@@ -24,16 +24,16 @@ from onnx_dml_lowering.lowering.schedule import is_constant
 from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromRanges, match_initializer,
                                                         range_length)
 
-from .node_ids import all_nodes, identify_nodes
+from ..node_ids import all_nodes, identify_nodes
 from onnx_dml_lowering.runtime.inline_weights import in_model_file
 from onnx_dml_lowering.runtime.interrupt import stoppable_run
 from onnx_dml_lowering.runtime.weights import external_path, inline, is_lazy, lifted, tensor_array
 
-from .frontend import default_opset, load_model, load_stored
-from .generators import Generator, band_generator
-from .graph_view import OnnxGraphView
-from .optimize_eye import RunTimeEye, replace_unread
-from .optimize_masks import Kept, inferred_view, rewrite_masks
+from ..frontend import default_opset, load_model, load_stored
+from ..generators import Generator, band_generator
+from ..graph_view import OnnxGraphView
+from .eye import RunTimeEye, replace_unread
+from .masks import Kept, inferred_view, rewrite_masks
 
 
 @dataclass

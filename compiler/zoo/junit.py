@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 from onnx_dml_lowering.ir.display import xml_text
 
-from .zoo_result import ModelResult, backend_lines
+from .model_check import ModelResult, backend_lines
 
 SUITE = "dml-lower check"
 

@@ -1,6 +1,6 @@
 """--executor ray: the zoo's per-model checks as Ray tasks, on a cluster or a local Ray instance.
 
-Each task runs the same subprocess as the local executor (zoo_result.run_one) on its worker and
+Each task runs the same subprocess as the local executor (model_check.run_one) on its worker and
 returns the same record, so summary, JUnit and JSON do not depend on where the work ran. The
 workers need onnx-dml-lowering installed and must see the model files (and any --inputs /
 --oracle files) at the same paths as the driver: the same machine or a shared filesystem.
@@ -15,7 +15,7 @@ from typing import Callable
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 
-from .zoo_result import run_one
+from .model_check import run_one
 
 RAY_MISSING = "--executor ray needs the ray extra: pip install 'onnx-dml-lowering[ray]'"
 LOCAL_CPUS = 2

@@ -16,7 +16,7 @@ from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.runtime.interrupt import Terminated
 
 if TYPE_CHECKING:        # the CLI imports this module for its options: the rest loads when a zoo runs
-    from .zoo_result import ModelResult
+    from .model_check import ModelResult
 
 # Options of the zoo itself, not forwarded to the per-model checks (--json is the zoo's own).
 _ZOO_DESTS = {"model", "jobs", "junit", "executor", "ray_address", "json", "quiet"}
@@ -103,7 +103,7 @@ def forwarded_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
 def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import time
 
-    from .cli_options import write_file, write_json
+    from ..cli_options import write_file, write_json
     if args.jobs is not None and args.jobs < 1:
         raise DmlLowerError(f"--jobs {args.jobs}: must be at least 1")
     executor = args.executor or "local"
@@ -121,7 +121,7 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     results, stopped = _schedule(models, options, executor, args)
     seconds = time.perf_counter() - start
     print(format_summary(results))
-    from .cli_feeds import draws_random_feeds
+    from ..cli_feeds import draws_random_feeds
     unused = unused_names(named, results) if draws_random_feeds(args) else []
     for option, name in unused:
         what = "an input dimension" if option == "--dim" else "an input"
@@ -145,7 +145,7 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def named_options(args: argparse.Namespace) -> "list[tuple[str, str]]":
     """(option, name) of every --dim NAME=SIZE, --val-range NAME:LO,HI and --zero-fraction NAME:F,
     in order, once each: what each model applies where it has that name."""
-    from .cli_feeds import value_control
+    from ..cli_feeds import value_control
     control = value_control(args)
     named = [("--dim", text.partition("=")[0]) for text in getattr(args, "dim", None) or []]
     named += [("--val-range", name) for name in control["input_value_range"]]
@@ -178,7 +178,7 @@ def _schedule(models: "list[str]", options: "list[str]", executor: str, args
     stopped the zoo (None when every model was checked; the results are then those finished)."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    from .zoo_result import STOPPING, ModelResult, run_one
+    from .model_check import STOPPING, ModelResult, run_one
     records: "dict[int, dict]" = {}
     stopped = None
     STOPPING.clear()
@@ -199,7 +199,7 @@ def _schedule(models: "list[str]", options: "list[str]", executor: str, args
             except BaseException as exc:
                 # Ctrl-C or SIGTERM: the queued checks never start; the running ones are ended (a
                 # SIGTERM reaches only this process) and waited for, so their temporary folders go.
-                from .zoo_result import stop_children
+                from .model_check import stop_children
                 pool.shutdown(wait=False, cancel_futures=True)
                 stop_children()
                 if not isinstance(exc, KeyboardInterrupt):
@@ -220,7 +220,7 @@ def _progress(total: int):
 def format_summary(results: "list[ModelResult]") -> str:
     """The table (model, status, lowered / left to ONNX placements, seconds), then one line per
     failing backend or model, then the counts."""
-    from .zoo_result import backend_lines
+    from .model_check import backend_lines
     rows = [("model", "status", "lowered", "onnx", "seconds")]
     for r in results:
         counts = r.placement_counts()

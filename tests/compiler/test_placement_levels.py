@@ -19,7 +19,7 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 from onnx_dml_lowering.compiler import compile_model
-from onnx_dml_lowering.compiler.conformance_cases import (control_flow_cases, idiom_cases, mask_cases,
+from onnx_dml_lowering.compiler.conformance.cases import (control_flow_cases, idiom_cases, mask_cases,
                                                           trilu_cases)
 from onnx_dml_lowering.compiler.partition import RUN_TIME_NOTE, Partition
 from onnx_dml_lowering.ir import Graph

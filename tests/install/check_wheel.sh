@@ -27,4 +27,4 @@ PY
 "$work/venv/bin/dml-lower" demo | tail -1
 "$work/venv/bin/python" -m onnx_dml_lowering.compiler --version
 # The DML EP registration table ships inside the package (inspect --ep dml reads it from there).
-"$work/venv/bin/python" -c 'from onnx_dml_lowering.compiler.ep_registry import dml_table; n = sum(map(len, dml_table().values())); assert n >= 404, n; print(f"DML EP table: {n} kernels from the wheel")'
+"$work/venv/bin/python" -c 'from onnx_dml_lowering.compiler.ep.registry import dml_table; n = sum(map(len, dml_table().values())); assert n >= 404, n; print(f"DML EP table: {n} kernels from the wheel")'

@@ -12,8 +12,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from onnx_dml_lowering.compiler import compile_model, conformance
-from onnx_dml_lowering.compiler.conformance_cases import all_cases, nonzero_cases
+from onnx_dml_lowering.compiler import compile_model, conformance, examples
+from onnx_dml_lowering.compiler.conformance.cases import all_cases, nonzero_cases
 from onnx_dml_lowering.runtime import ort_providers
 
 OPENVINO = "OpenVINOExecutionProvider"
@@ -167,7 +167,7 @@ EXPECTED = {
     'test_cast_float_to_bool': ('partial', ''),  # node cast not run on it
     'test_cast_int32_to_bool': ('partial', ''),  # node cast not run on it
 }
-# Whole families, one entry per case of the grid (conformance_cases names them).
+# Whole families, one entry per case of the grid (conformance.cases names them).
 EXPECTED.update({f"test_nonzero_{t}_highword_{s}": ("unsupported", "")  # NonZero(13): no kernel anywhere
                  for t in ("uint64", "double") for s in ("8", "2x4", "2x2x2")})
 EXPECTED.update({f"test_trilu_{t}_{side}_{k}": want                     # double: CPU runs it; uint64: nobody
@@ -188,7 +188,7 @@ def test_openvino_int64_nonzero_drops_values_over_32_bits(backend):
     assert result.status == "fail" and "shape [1, 6], ONNX says [1, 7]" in result.detail
 
 
-EXAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(conformance.__file__), "examples", "*.onnx")))
+EXAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(examples.__file__), "*.onnx")))
 
 
 def example_outcome(path, backend, seed=0):

@@ -11,8 +11,8 @@ import pytest
 
 from onnx_dml_lowering.compiler import conformance
 from onnx_dml_lowering.compiler.cli import main
-from onnx_dml_lowering.compiler.conformance_cases import all_cases, dml_ep_cases
-from onnx_dml_lowering.compiler.ep_placement import CPU, DML, REMOVED, predict_placement
+from onnx_dml_lowering.compiler.conformance.cases import all_cases, dml_ep_cases
+from onnx_dml_lowering.compiler.ep.placement import CPU, DML, REMOVED, predict_placement
 from onnx_dml_lowering.runtime.dml_deviations import NAMES, dml_outputs
 
 

@@ -13,7 +13,7 @@ from onnx.backend.test.loader import load_model_tests
 
 from onnx_dml_lowering.compiler import conformance
 from onnx_dml_lowering.compiler.cli import main
-from onnx_dml_lowering.compiler.conformance_cases import all_cases
+from onnx_dml_lowering.compiler.conformance.cases import all_cases
 from tests.runtime.test_session_settings import spy  # noqa: F401  (the fixture)
 
 

@@ -14,11 +14,12 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from onnx_dml_lowering.compiler.ep_picture import COLOURS
-from onnx_dml_lowering.compiler.ep_placement import CPU, DML
+from onnx_dml_lowering.compiler.ep.picture import COLOURS
+from onnx_dml_lowering.compiler.ep.placement import CPU, DML
+from tests import paths
 from tests.cli_runner import cli
 
-MODELS = Path(__file__).parent.parent / "models"
+MODELS = paths.MODELS
 
 
 def shape_copy_model():

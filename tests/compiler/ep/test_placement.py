@@ -6,19 +6,19 @@ Where an expectation is a registration fact (since-versions, types), the test re
 table itself (the JSON the package ships), not from a second hand-written copy."""
 import json
 from importlib import resources
-from pathlib import Path
 
 import onnx
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from onnx_dml_lowering.compiler.ep_placement import CPU, DML, NONE, REMOVED, predict_placement
+from onnx_dml_lowering.compiler.ep.placement import CPU, DML, NONE, REMOVED, predict_placement
 from onnx_dml_lowering.compiler.node_ids import identify_nodes
+from tests import paths
 from tests.cli_runner import cli
 
-REAL = Path(__file__).parent.parent / "models" / "real"
-DATA = json.loads(resources.files("onnx_dml_lowering.compiler")
+REAL = paths.REAL
+DATA = json.loads(resources.files("onnx_dml_lowering.compiler.ep")
                   .joinpath("dml_ep_registrations_ort1.27.json").read_text())
 TABLE = DATA["rows"]
 # "If(7,11,13,16,19)": CPU implementations registered under the DML provider
@@ -325,7 +325,7 @@ def test_real_exports_every_node_placed_once_and_explained(name):
 
 
 def test_readme_example_is_real_output(capsys, monkeypatch):
-    readme = Path(__file__).parent.parent.parent / "README.md"
+    readme = paths.README
     monkeypatch.chdir(readme.parent)
     block = readme.read_text().split("$ dml-lower inspect tests/models/eye_square.torchscript.onnx --ep dml\n...\n", 1)[1]
     shown = block.split("```", 1)[0]

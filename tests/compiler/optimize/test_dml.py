@@ -1,7 +1,6 @@
 """optimize --for dml: every rewrite is exact (differential against onnx.reference and onnxruntime
 on the original model, over edge values and hypothesis-drawn arrays), each moves what it claims
 to the DML EP in the placement prediction, and the CLI reports it and proves it with --check."""
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -14,11 +13,12 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx.reference import ReferenceEvaluator
 
-from onnx_dml_lowering.compiler.ep_placement import CPU, DML, predict_placement
-from onnx_dml_lowering.compiler.optimize_dml import downconvert_blockers, optimize_for_dml
+from onnx_dml_lowering.compiler.ep.placement import CPU, DML, predict_placement
+from onnx_dml_lowering.compiler.optimize.dml import downconvert_blockers, optimize_for_dml
+from tests import paths
 from tests.cli_runner import cli
 
-REAL = Path(__file__).parent.parent / "models" / "real"
+REAL = paths.REAL
 
 
 def vi(name, elem, shape):
@@ -199,7 +199,7 @@ def masks22_model():
 def test_cli_reports_each_rewrite_and_checks_as_readme_shows(tmp_path, capsys, monkeypatch):
     onnx.save(masks22_model(), str(tmp_path / "masks22.onnx"))
     monkeypatch.chdir(tmp_path)
-    readme = (Path(__file__).parent.parent.parent / "README.md").read_text()
+    readme = paths.README.read_text()
     command = "$ dml-lower optimize masks22.onnx -o masks21.onnx --for dml --check\n"
     shown = readme.split(command, 1)[1].split("\n\n", 1)[0]
     shown = "\n".join(line[4:] for line in shown.splitlines()) + "\n"

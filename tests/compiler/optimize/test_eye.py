@@ -3,8 +3,6 @@ read from an input's Shape becomes EyeLike over ConstantOfShape of the run-time 
 on onnxruntime CPU at sizes the model was not exported for; what cannot be is kept with the reason."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
@@ -12,8 +10,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.compiler.frontend import graph_inputs
 from onnx_dml_lowering.compiler.optimize import bit_identical, optimize_model
+from tests import paths
 
-MODELS = Path(__file__).resolve().parents[1] / "models"
+MODELS = paths.MODELS
 SIZES = [(0, 3), (1, 1), (2, 5), (5, 2), (17, 17)]        # (n, m) fed at run time
 IDIOM = {"Range", "Unsqueeze", "Equal"}
 

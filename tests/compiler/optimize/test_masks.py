@@ -3,8 +3,6 @@ fewer nodes, bit-identical on onnxruntime CPU at sizes the model was not built f
 kept with the reason."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
@@ -13,8 +11,9 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_dml_lowering.compiler.frontend import graph_inputs
 from onnx_dml_lowering.compiler.optimize import bit_identical, optimize_model
 from onnx_dml_lowering.ir import parse_level
+from tests import paths
 
-REAL = Path(__file__).resolve().parents[1] / "models" / "real"
+REAL = paths.REAL
 SIZES = (1, 4, 9)
 
 

@@ -2,8 +2,6 @@
 onnxruntime CPU; the file shrinks; names, opsets, metadata and external data are kept."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import ml_dtypes
 import numpy as np
 import onnx
@@ -15,11 +13,12 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.compiler.frontend import graph_inputs
 from onnx_dml_lowering.compiler.optimize import bit_identical, optimize_model
-from onnx_dml_lowering.compiler.optimize_pass import GenerateBands
+from onnx_dml_lowering.compiler.optimize.passes import GenerateBands
 from onnx_dml_lowering.ir import parse_level
+from tests import paths
 from tests.optimize_models import band_array, bands, stored_model
 
-MODELS = sorted(Path(__file__).parents[1].joinpath("models").glob("*.onnx"))
+MODELS = sorted(paths.MODELS.glob("*.onnx"))
 
 
 def optimized(model: onnx.ModelProto, **kw):

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from onnx_dml_lowering.compiler.cli import main
-from tests.compiler.zoo_models import (BACKENDS, check_junit, crash_env, expected_statuses, load_json,
+from tests.compiler.zoo.zoo_models import (BACKENDS, check_junit, crash_env, expected_statuses, load_json,
                                        summary_without_times, without_times, write_zoo)
 
 pytestmark = pytest.mark.ray

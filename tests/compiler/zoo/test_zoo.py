@@ -23,11 +23,12 @@ from pathlib import Path
 import pytest
 
 from onnx_dml_lowering.compiler.cli import main
-from tests.compiler.zoo_models import (BACKENDS, BROKEN, CRASH, check_junit, crash_env, expected_statuses,
+from tests import paths
+from tests.compiler.zoo.zoo_models import (BACKENDS, BROKEN, CRASH, check_junit, crash_env, expected_statuses,
                                        load_json, placement_counts, summary_rows, summary_without_times,
                                        without_times, write_zoo)
 
-MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+MODELS_DIR = paths.MODELS
 
 
 def cli(argv, capsys) -> "tuple[int, str, str]":
@@ -356,7 +357,7 @@ def test_forwarded_options_round_trip(options):
     """What each per-model process gets parses back to the values the zoo command was given."""
     from onnx_dml_lowering.compiler.cli import build_parser
     from onnx_dml_lowering.compiler.cli_feeds import attach_signed_values as _attach_signed_values
-    from onnx_dml_lowering.compiler.zoo import forwarded_options
+    from onnx_dml_lowering.compiler.zoo.runner import forwarded_options
     parser = build_parser()
     check = parser._subparsers._group_actions[0].choices["check"]
     zoo_args = parser.parse_args(_attach_signed_values(["check", "m1.onnx", "m2.onnx", "--jobs", "2", *options]))

@@ -1,4 +1,4 @@
-"""A small model zoo written by the zoo tests (test_zoo.py, test_zoo_ray.py), and the checks both
+"""A small model zoo written by the zoo tests (test_zoo.py, test_ray_executor.py), and the checks both
 make of a zoo run's summary, JSON and JUnit against the per-model reports.
 
 Every model maps x: float32[3, 4] to y = the coordinates of x's non-zeros, so one golden file

@@ -16,17 +16,14 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.runtime.inline_weights import parse_without_weights
-from onnx_dml_lowering.runtime.weights import (is_lazy, lifted, no_external, resolve_external, split_initializers,
-                                               tensor_array)
+from onnx_dml_lowering.runtime.weights import (PROTO_LIMIT, is_lazy, lifted, no_external, resolve_external,
+                                               split_initializers, tensor_array)
 
 from .body_names import distinct_body_names, restore_names
 from .onnx_errors import onnx_message
 from .opsets import check_opsets
 
 ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
-
-# protobuf cannot serialise a message past 2 GB, and the checker and shape inference serialise.
-PROTO_LIMIT = (1 << 31) - 1
 
 
 def load_model(model: ModelLike) -> onnx.ModelProto:

@@ -297,10 +297,11 @@ def session_options(provider: "ProviderSpec | None" = None, no_fallback: bool = 
     return options
 
 
-# Initializers kept inline but above this size leave the proto when it would not serialise
-# (a protobuf message cannot pass 2 GB).
-_PROTO_LIMIT = (1 << 31) - (1 << 24)
+# Initializers kept inline but above this size leave the proto when it would not serialise: when
+# it comes within _PROTO_HEADROOM of protobuf's limit (weights.PROTO_LIMIT), room for the graph
+# inputs the copy gains.
 _INLINE_MOVE_BYTES = 1 << 20
+_PROTO_HEADROOM = 1 << 24
 
 
 @dataclass
@@ -325,7 +326,7 @@ def ort_model(model) -> OrtModel:
     import onnx
     from onnx import helper
 
-    from .weights import is_lazy, split_initializers, tensor_array
+    from .weights import PROTO_LIMIT, is_lazy, split_initializers, tensor_array
     if model.ir_version == ort_ir_version(model.ir_version) and not any(map(is_lazy, model.graph.initializer)):
         # The common case: nothing to move or change, so no copy (the ByteSize walk and the copy of
         # every node cost as much as serialising the model again).
@@ -334,7 +335,7 @@ def ort_model(model) -> OrtModel:
             return OrtModel(data, {}, set())
         oversized = True
     else:
-        oversized = model.ByteSize() >= _PROTO_LIMIT
+        oversized = model.ByteSize() > PROTO_LIMIT - _PROTO_HEADROOM
 
     def moved(tensor) -> bool:
         if is_lazy(tensor):
@@ -356,11 +357,12 @@ def ort_model(model) -> OrtModel:
 
 def _serialised_below_limit(model) -> "bytes | None":
     """The model's bytes, or None when they would reach the protobuf limit (or protobuf refuses)."""
+    from .weights import PROTO_LIMIT
     try:
         data = model.SerializeToString()
     except Exception:            # upb refuses a message past 2 GB (ValueError or EncodeError)
         return None
-    return data if len(data) < _PROTO_LIMIT else None
+    return data if len(data) <= PROTO_LIMIT - _PROTO_HEADROOM else None
 
 
 class WeightedSession:

@@ -27,6 +27,9 @@ from onnx import TensorProto, external_data_helper, helper, numpy_helper
 from onnx_dml_lowering.ir import DmlLowerError
 
 BASEPATH = "basepath"
+# protobuf's largest message, in bytes (2 GB - 1): the checker, shape inference and onnxruntime
+# all serialise the model, so a proto past it cannot reach them.
+PROTO_LIMIT = (1 << 31) - 1
 # External tensors smaller than this are read into the proto as before: shape inference and the
 # rules read small constants (Reshape shapes, Range limits) from the proto itself.
 LAZY_MIN_BYTES = 1 << 20

@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from onnx_dml_lowering.lowering.diagonal_idioms import range_length
 from onnx_dml_lowering.lowering.mask_idioms import INF, RULE, Affine, COMPARISONS, Index, leaves
 
 from ..generators import TRILU_OPSET, TRILU_TYPES
@@ -51,7 +52,10 @@ def _nonnegative(view: OnnxGraphView, tensor: str) -> bool:
     return node is not None and node.op_type == "Shape"
 
 
-def range_length(view: OnnxGraphView, ix: Index) -> Length:
+def index_length(view: OnnxGraphView, ix: Index) -> Length:
+    """How the rewrite gets the length of the Range that index `ix` counts along: static, the 1-D
+    Shape-derived tensor its limit is squeezed from, or Shape of the Range (lowering's range_length
+    is the static count alone); Kept when the Range's type or start rules the rewrite out."""
     rng = ix.steps[0].node
     if ix.onnx_type != INT64:
         raise Kept(f"its Range {rng.name} is {TensorProto.DataType.Name(ix.onnx_type).lower()}, not int64: "
@@ -60,7 +64,7 @@ def range_length(view: OnnxGraphView, ix: Index) -> Length:
         raise Kept(f"its Range {rng.name} does not start at a constant 0: the length would need "
                    "Sub and Max nodes")
     if not ix.limit.terms:
-        return Length(static=max(int(np.ceil(ix.limit.const)), 0))
+        return Length(static=range_length(ix.limit.const))
     limit = rng.inputs[1].name
     squeeze = view.producer(limit)
     if squeeze is not None and squeeze.op_type in ("Squeeze", "Reshape"):
@@ -121,7 +125,7 @@ class MaskRewrite:
         for side in ("row", "column"):
             lengths = {}
             for c in cmps:
-                length = range_length(self.view, getattr(c, side))
+                length = index_length(self.view, getattr(c, side))
                 lengths[length.key] = length
             if len(lengths) != 1:
                 raise Kept(f"its {side} indices come from Ranges of different lengths")

@@ -1,0 +1,93 @@
+"""runtime.feeds' random feeds, drawn through the Python API: an explicit value range holds (no
+forced zeros, no -0.0 unless a zero fraction asks), per-input ranges and zero fractions beside the
+global ones, 0-d inputs drawn like any other, and one-line errors for an input the model lacks or a
+range no draw can come from. (What the CLI makes of --val-range / --zero-fraction, and the report's
+'feeds:' line, are tested in tests/compiler/test_feed_sources.py and test_feed_report.py.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
+from onnx_dml_lowering.runtime.feeds import random_feeds
+from tests.builders import tensor
+
+TYPES = [T.FLOAT, T.FLOAT16, T.DOUBLE, T.BFLOAT16, T.INT8, T.INT32, T.INT64, T.UINT8, T.UINT16]
+SCALARS = [T.BOOL, T.FLOAT, T.DOUBLE, T.FLOAT16, T.BFLOAT16, T.INT64, T.INT32, T.UINT8, T.INT8]
+
+
+@pytest.mark.parametrize("elem", TYPES)
+@pytest.mark.parametrize("bounds", [(5, 6), (-3, -1), (1, 1), (0.5, 2.5)])
+def test_explicit_range_holds_without_a_zero_fraction(elem, bounds) -> None:
+    if elem in (T.UINT8, T.UINT16) and bounds[1] < 0:
+        return                              # no unsigned value there: refused, as tested elsewhere
+    feeds = random_feeds([tensor("x", elem, [40, 50])], seed=1, value_range=bounds)
+    values = feeds["x"].astype(np.float64)
+    assert values.min() >= np.floor(bounds[0]) and values.max() <= bounds[1] + 1e-2 * abs(bounds[1])
+    assert not np.any(values == 0) and not np.any(np.signbit(values) & (values == 0))
+
+
+@pytest.mark.parametrize("fraction", [0.25, 0.5, 1.0])
+def test_a_zero_fraction_given_with_the_range_still_zeroes(fraction) -> None:
+    for per_input in (False, True):
+        kwargs = ({"input_zero_fraction": {"x": fraction}} if per_input else {"zero_fraction": fraction})
+        x = random_feeds([tensor("x", T.FLOAT, [100, 100])], seed=2, value_range=(5, 6), **kwargs)["x"]
+        assert abs(np.mean(x == 0) - fraction) < 0.02
+        assert np.all((x == 0) | ((x >= 5) & (x <= 6)))
+
+
+def test_per_input_range_leaves_other_inputs_their_default_zeros() -> None:
+    feeds = random_feeds([tensor("x", T.INT64, [100, 100]), tensor("y", T.INT64, [100, 100]),
+                          tensor("b", T.BOOL, [100, 100])], seed=3, input_value_range={"x": (5, 6)})
+    assert not np.any(feeds["x"] == 0)
+    assert abs(np.mean(feeds["y"] == 0) - 0.5) < 0.03          # the default: half zero
+    assert abs(np.mean(feeds["b"]) - 0.5) < 0.03                # booleans: half true, range or not
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([T.FLOAT, T.DOUBLE, T.INT32, T.INT64]), st.integers(-10**6, 10**6),
+       st.integers(0, 10**6), st.integers(0, 2**31))
+def test_range_property(elem, lo, width, seed) -> None:
+    x = random_feeds([tensor("x", elem, [7, 5])], seed=seed, value_range=(lo, lo + width))["x"]
+    hi, values = lo + width, x.astype(np.float64)
+    assert lo - abs(lo) * 1e-6 <= values.min() and values.max() <= hi + abs(hi) * 1e-6   # float32 rounding
+
+
+@pytest.mark.parametrize("keyword", ["input_value_range", "input_zero_fraction"])
+def test_python_api_names_an_unknown_input(keyword):
+    inputs = [tensor("x", T.FLOAT, [3, 4]), tensor("y", T.FLOAT, [3, 4]), tensor("k", T.INT32, [3, 4])]
+    with pytest.raises(DmlLowerError, match=r"for 'zz': the model has no such input \(inputs: x, y, k\)"):
+        random_feeds(inputs, **{keyword: {"zz": (0.0, 1.0) if keyword == "input_value_range" else 0.5}})
+
+
+@pytest.mark.parametrize("bounds, message", [
+    ((float("nan"), 1.0), "value range nan,1.0 for 'x': LO and HI must be finite numbers"),
+    ((-1e308, 1e308), "value range -1e+308,1e+308 for 'x': HI - LO is past the largest double"),
+])
+def test_python_api_refuses_ranges_it_cannot_draw_from(bounds, message):
+    with pytest.raises(DmlLowerError, match="^" + message.replace("(", r"\(").replace("+", r"\+")):
+        random_feeds([h.make_tensor_value_info("x", T.FLOAT, [2])], input_value_range={"x": bounds})
+
+
+@pytest.mark.parametrize("elem", SCALARS)
+@pytest.mark.parametrize("fraction", [None, 0.0, 0.5, 1.0])
+@pytest.mark.parametrize("value_range", [None, (-6, 6), (2, 3)])
+def test_scalar_inputs_are_drawn_like_any_other(elem, fraction, value_range):
+    """A 0-d input under a zero fraction and a value range is a 0-d array of its type: zero at
+    fraction 1, non-zero at 0, inside the range when not zero."""
+    for seed in range(6):
+        value = random_feeds([h.make_tensor_value_info("s", elem, [])], seed=seed, zero_fraction=fraction,
+                             value_range=value_range)["s"]
+        assert isinstance(value, np.ndarray) and value.shape == () and value.dtype == onnx_to_numpy(elem)
+        as_float = float(value.astype(np.float64)) if elem != T.BOOL else float(value)
+        if fraction == 1.0:
+            assert as_float == 0
+        elif fraction == 0.0:
+            assert as_float != 0
+        if value_range is not None and elem != T.BOOL and as_float != 0:
+            assert value_range[0] - 0.01 <= as_float <= value_range[1] + 0.01

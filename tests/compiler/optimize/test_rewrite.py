@@ -12,8 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.compiler.frontend import graph_inputs
-from onnx_dml_lowering.compiler.optimize import bit_identical, optimize_model
-from onnx_dml_lowering.compiler.optimize.passes import GenerateBands
+from onnx_dml_lowering.compiler.optimize import GenerateBands, bit_identical, optimize_model  # as README shows it
 from onnx_dml_lowering.ir import parse_level
 from tests import paths
 from tests.optimize_models import band_array, bands, stored_model

@@ -152,7 +152,7 @@ def test_every_subcommand_is_walked():
 @pytest.mark.parametrize("name,parser", PARSERS, ids=[n for n, _ in PARSERS])
 def test_help_shows_defaults_and_metavars(name, parser):
     text = "".join(parser.format_help().split())     # wrapping may break at '-': compare without spaces
-    assert type(parser).__name__ == "Parser"     # cli_options.Parser: one-line usage errors
+    assert type(parser).__name__ == "Parser"     # cli.options.Parser: one-line usage errors
     for action in parser._actions:
         if not action.option_strings or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
             continue

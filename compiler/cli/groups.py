@@ -123,7 +123,7 @@ class DimArgs(ArgGroup):
 
     def __init__(self, use: str = "feeds", several: str = "") -> None:
         # `several`: what to write instead of --dim NAME=A,B,C where the command checks several
-        # sizes ({sizes} is A,B,C)
+        # sizes ({name} is NAME, {sizes} A,B,C)
         self.use, self.several = use, several
 
     def add(self, parser: argparse.ArgumentParser) -> None:
@@ -156,7 +156,7 @@ def parse_dim_sizes(texts: "list[str] | None", several: str = "") -> "dict[str, 
     for text in texts or []:
         name, _, value = text.partition("=")
         if several and name and "," in value and all(v.strip().isdigit() for v in value.split(",")):
-            raise DmlLowerError(f"--dim {text!r}: --dim fixes one size; {several.format(sizes=value)}")
+            raise DmlLowerError(f"--dim {text!r}: --dim fixes one size; {several.format(name=name, sizes=value)}")
         if not name or not value.isdigit():
             raise DmlLowerError(f"--dim {text!r}: expected NAME=SIZE with a non-negative integer size")
         if name in dims and dims[name] != int(value):

@@ -11,8 +11,8 @@ from .groups import DimArgs, FeatureLevelArgs, FeedArgs, ModelArgs, VerboseArgs
 
 LEVEL = FeatureLevelArgs("optimize", filter=True)
 MODEL, FEEDS = ModelArgs(verbose=False, level=LEVEL), FeedArgs()
-DIMS = DimArgs("optimize", several="to check several sizes write --sweep {sizes} (every dimension --dim "
-                                   "does not fix takes each of them)")
+DIMS = DimArgs("optimize", several="to check {name} at several sizes write --sweep {sizes} (the sizes every "
+                                   "dimension --dim does not fix takes in turn)")
 
 
 def add_optimize_parser(sub) -> None:

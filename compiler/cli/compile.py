@@ -34,7 +34,8 @@ def cmd_compile(args) -> int:
     from onnx_dml_lowering.ir import format_graph
 
     from ..compiled import compile_model
-    compiled = compile_model(args.model, feature_level=args.feature_level)
+    model = MODEL.parse(args)
+    compiled = compile_model(model.path, feature_level=model.feature_level)
     print(format_graph(compiled.graph))
     print()
     print(format_placement(compiled))

@@ -23,10 +23,11 @@ def cmd_demo(args) -> int:
 
     from ..compiled import compile_model
     from ..examples import example_paths
+    level = LEVEL.parse(args)
     failures = 0
     for path in example_paths():
         print("=" * 78)
-        compiled = compile_model(path, feature_level=args.feature_level)
+        compiled = compile_model(path, feature_level=level)
         print(f"{path.name}: {len(compiled.model.graph.node)} ONNX nodes, "
               f"{len(compiled.graph.dml_operators)} DirectML operators at feature level {compiled.feature_level}")
         print(format_graph(compiled.graph))

@@ -81,6 +81,13 @@ class FeatureLevelArgs(ArgGroup):
         return parse_level(args.feature_level) if args.feature_level else None
 
 
+@dataclass(frozen=True)
+class Model:
+    """The model file(s) a command reads and the level it lowers at."""
+    path: "str | list[str]"
+    feature_level: "FeatureLevel | None"
+
+
 class ModelArgs(ArgGroup):
     """The model argument (one file, or with `many` the zoo's files and directories), then -v and
     --feature-level as the commands that lower a model take them."""
@@ -98,6 +105,10 @@ class ModelArgs(ArgGroup):
             VerboseArgs().add(parser)
         if level:
             self.level.add(parser)
+
+    def parse(self, args: argparse.Namespace) -> Model:
+        """The model path(s) and the feature level (a bad level is one error line)."""
+        return Model(path=args.model, feature_level=self.level.parse(args))
 
 
 # -- symbolic dimension sizes ---------------------------------------------------------------------

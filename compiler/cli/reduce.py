@@ -64,7 +64,8 @@ def cmd_reduce(args) -> int:
     tolerances = TOLERANCES.parse(args)
     options = backends.options(SESSION.parse(args))
     feeds = FEEDS.parse(args)
-    compiled = compile_model(args.model, feature_level=args.feature_level)
+    model = MODEL.parse(args)
+    compiled = compile_model(model.path, feature_level=model.feature_level)
     whole, reduction = reduce_model(compiled, first_feeds(compiled, feeds), backend, status, tolerances, options,
                                     ORACLE.parse(args))
     if reduction is None:
@@ -83,7 +84,7 @@ def cmd_reduce(args) -> int:
     print(f"wrote {args.output} (inputs {', '.join(display(i.name) for i in graph.input) or 'none'}; "
           f"outputs {', '.join(display(o.name) for o in graph.output)}) and {npz}")
     # The files as written, checked as a user would: that is the repro.
-    minimal = compile_model(out, feature_level=args.feature_level)
+    minimal = compile_model(out, feature_level=model.feature_level)
     outputs = [o.name for o in graph.output]
     _, report = check(minimal, load_npz_file(str(npz)), [backend], sub_tolerances(tolerances, outputs), options,
                       oracle=sub_model_oracle(args.oracle))

@@ -47,7 +47,8 @@ def cmd_run(args) -> int:
     from ..run_backends import RunBackends, run_record
     feed_options = FEEDS.parse(args)
     settings = SESSION.parse(args)
-    compiled = compile_model(args.model, feature_level=args.feature_level)
+    model = MODEL.parse(args)
+    compiled = compile_model(model.path, feature_level=model.feature_level)
     backends = BACKENDS.parse(args)
     if args.save_outputs and len(backends.names) > 1:
         raise DmlLowerError(f"--save-outputs saves one backend's outputs: give one backend, not {backends.text!r}")

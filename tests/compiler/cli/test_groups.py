@@ -129,3 +129,20 @@ def test_dim_sizes_the_feeds_the_same_in_every_command(tmp_path, capsys):
     assert cli(["check", path, "--dim", "n=6", "--seed", "3", "--save-inputs", tmp_path / "c.npz"], capsys)[0] == 0
     ran, checked = np.load(tmp_path / "r.npz"), np.load(tmp_path / "c.npz")
     assert ran["x"].shape == (6, 4) and np.array_equal(ran["x"], checked["x"])
+
+
+@pytest.mark.parametrize("command", [
+    ["compile", "m.onnx"], ["run", "m.onnx"], ["check", "m.onnx"], ["reduce", "m.onnx", "-o", "min.onnx", "--backends", "cpu"],
+    ["inspect", "m.onnx"], ["optimize", "m.onnx", "-o", "out.onnx"], ["capabilities"], ["demo"],
+    ["conformance", "export", "suite"],
+])
+def test_a_bad_feature_level_is_one_line_before_any_output(command, tmp_path, capsys, monkeypatch):
+    """--feature-level is read by one group, with parse_level's own message, in every command."""
+    from onnx_dml_lowering.ir import DmlLowerError, parse_level
+    monkeypatch.chdir(tmp_path)
+    onnx.save(sym_model(), "m.onnx")
+    with pytest.raises(DmlLowerError) as expected:
+        parse_level("9_9")
+    code, out, err = cli([*command, "--feature-level", "9_9"], capsys)
+    assert (code, out, err) == (2, "", f"dml-lower: error: {expected.value}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]

@@ -124,11 +124,6 @@ DIM_HELP = {
 }
 
 
-# optimize --check's sizes for the dimensions --dim leaves free: a size-1 edge, the size run and
-# check draw at, and one past the small sizes a rewrite could special-case.
-SWEEP_SIZES = (1, 3, 8)
-
-
 class DimArgs(ArgGroup):
     """--dim NAME=SIZE (repeatable): the size one symbolic input dimension takes."""
 
@@ -148,9 +143,11 @@ class DimArgs(ArgGroup):
                        "--dim takes in turn (default: 1,3,8)")
 
     @staticmethod
-    def parse_sweep(args: argparse.Namespace) -> "tuple[int, ...]":
+    def parse_sweep(args: argparse.Namespace) -> "tuple[int, ...] | None":
+        """The --sweep sizes, in order, once each; None when not given (optimize.bit_identical's
+        own default, 1, 3 and 8)."""
         if args.sweep is None:
-            return SWEEP_SIZES
+            return None
         sizes = [s.strip() for s in args.sweep.split(",")]
         if not all(s.isdigit() for s in sizes):
             raise DmlLowerError(f"--sweep {args.sweep!r}: expected SIZE[,SIZE...] of non-negative integers")

@@ -78,7 +78,8 @@ def cmd_optimize(args) -> int:
           f": {before} -> {after} bytes ({_saved(before, after)}), "
           f"{len(model.graph.node)} -> {len(optimized.graph.node)} nodes")
     if args.check:
-        problems = bit_identical(original, args.output, graph_inputs(model), sizes=sizes, feeds=feeds, dims=dims)
+        swept = {} if sizes is None else {"sizes": sizes}
+        problems = bit_identical(original, args.output, graph_inputs(model), feeds=feeds, dims=dims, **swept)
         for line in problems:
             print(f"check: {line}")
         print("check: bit-identical on onnxruntime CPU" if not problems else "check: NOT bit-identical")
@@ -86,7 +87,7 @@ def cmd_optimize(args) -> int:
     return 0
 
 
-def _check_feeds(args, model) -> "tuple[dict | None, dict, tuple[int, ...]]":
+def _check_feeds(args, model) -> "tuple[dict | None, dict, tuple[int, ...] | None]":
     """--inputs / --dim / --sweep, validated before anything is written: the feeds, the fixed
     dimension sizes and the sizes the other dimensions sweep."""
     from types import SimpleNamespace

@@ -190,7 +190,7 @@ def format_inspect(report: dict) -> str:
 
 
 def cmd_inspect(args) -> int:
-    from .cli_options import check_outputs, write_json, write_text
+    from .output_files import check_outputs, write_json, write_text
     html_out = getattr(args, "html", None)
     if html_out and getattr(args, "ep", None) != "dml":
         raise DmlLowerError("--html draws the DML EP placement: add --ep dml")

@@ -100,10 +100,13 @@ def forwarded_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
     return tokens
 
 
-def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser, named: "list[tuple[str, str]]",
+            random_feeds: bool) -> int:
+    """The zoo's checks; `named` are the (option, name) pairs of the per-input feed options (the CLI
+    reads them, cli.feeds.named_options) and `random_feeds` says the checks draw random feeds."""
     import time
 
-    from ..cli_options import write_file, write_json
+    from ..output_files import write_file, write_json
     if args.jobs is not None and args.jobs < 1:
         raise DmlLowerError(f"--jobs {args.jobs}: must be at least 1")
     executor = args.executor or "local"
@@ -114,15 +117,13 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         import_ray()   # a missing extra is a usage error before any model runs
     models = discover(args.model)
     options = forwarded_options(parser, args)
-    named = named_options(args)                  # a malformed one: one line before any model runs
     if named:
         options.append("--names-where-present")  # a text model's --dim is no error for a detector
     start = time.perf_counter()
     results, stopped = _schedule(models, options, executor, args)
     seconds = time.perf_counter() - start
     print(format_summary(results))
-    from ..cli_feeds import draws_random_feeds
-    unused = unused_names(named, results) if draws_random_feeds(args) else []
+    unused = unused_names(named, results) if random_feeds else []
     for option, name in unused:
         what = "an input dimension" if option == "--dim" else "an input"
         print(f"zoo: {option} {display(name)}: no model checked has {what} of that name", file=sys.stderr)
@@ -140,17 +141,6 @@ def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 143 if isinstance(stopped, Terminated) else 130
     code = exit_code(results)
     return 2 if unused and code == 0 else code
-
-
-def named_options(args: argparse.Namespace) -> "list[tuple[str, str]]":
-    """(option, name) of every --dim NAME=SIZE, --val-range NAME:LO,HI and --zero-fraction NAME:F,
-    in order, once each: what each model applies where it has that name."""
-    from ..cli_feeds import value_control
-    control = value_control(args)
-    named = [("--dim", text.partition("=")[0]) for text in getattr(args, "dim", None) or []]
-    named += [("--val-range", name) for name in control["input_value_range"]]
-    named += [("--zero-fraction", name) for name in control["input_zero_fraction"]]
-    return list(dict.fromkeys(named))
 
 
 def unused_names(named: "list[tuple[str, str]]", results: "list[ModelResult]") -> "list[tuple[str, str]]":

@@ -3,7 +3,7 @@ import onnx
 import pytest
 
 from onnx_dml_lowering.compiler import compile_model
-from onnx_dml_lowering.compiler.check_cli import check_model
+from onnx_dml_lowering.compiler.cli.check import check_model
 from onnx_dml_lowering.compiler.examples import BUILDERS, example_paths
 from onnx_dml_lowering.runtime.feeds import random_feeds
 

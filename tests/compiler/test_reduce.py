@@ -339,7 +339,7 @@ def test_a_session_setting_onnxruntime_rejects_is_one_line(tmp_path, capfd):
 
 
 def test_reduce_shares_checks_option_declarations():
-    """The options reduce takes from check are declared once (cli_options), not copied."""
+    """The options reduce takes from check are declared once (cli/groups.py), not copied."""
     from onnx_dml_lowering.compiler.cli import build_parser
     parsers = build_parser()._subparsers._group_actions[0].choices
     shared = ["--oracle", "--session-config", "--graph-optimization-level", "--threads", "--atol", "--rtol",

@@ -356,7 +356,7 @@ FORWARDED = [
 def test_forwarded_options_round_trip(options):
     """What each per-model process gets parses back to the values the zoo command was given."""
     from onnx_dml_lowering.compiler.cli import build_parser
-    from onnx_dml_lowering.compiler.cli_feeds import attach_signed_values as _attach_signed_values
+    from onnx_dml_lowering.compiler.cli.feeds import attach_signed_values as _attach_signed_values
     from onnx_dml_lowering.compiler.zoo.runner import forwarded_options
     parser = build_parser()
     check = parser._subparsers._group_actions[0].choices["check"]

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .cli_feeds import parse_dims
-from .cli_options import check_outputs, model_options, write_json
+from ..output_files import check_outputs, write_json
+from .feeds import known_dims
+from .groups import DimArgs, ModelArgs
 
 if TYPE_CHECKING:
-    from .compiled import CompiledModel
+    from ..compiled import CompiledModel
+
+MODEL, DIMS = ModelArgs(), DimArgs("compile")
+
 
 def add_compile_parser(sub) -> None:
     """The compile subcommand."""
     p = sub.add_parser("compile", help="lower and print the graph and the placement report")
-    model_options(p, inputs=False)
+    MODEL.add(p)
     p.add_argument("--json", metavar="F.json", help="write placement and graph as JSON here")
-    p.add_argument("--dim", action="append", metavar="NAME=SIZE",
-                   help="specialise the run-time-sized steps at these input dimension sizes and print their "
-                        "descriptors (repeatable; unnamed symbolic dimensions: 3)")
+    DIMS.add(p)
     p.set_defaults(func=cmd_compile)
 
 
@@ -28,26 +30,28 @@ def format_placement(compiled: CompiledModel) -> str:
 
 def cmd_compile(args) -> int:
     check_outputs(("--json", args.json))
+    dims = DIMS.parse(args)
     from onnx_dml_lowering.ir import format_graph
 
-    from .compiled import compile_model
-    compiled = compile_model(args.model, feature_level=args.feature_level)
+    from ..compiled import compile_model
+    model = MODEL.parse(args)
+    compiled = compile_model(model.path, feature_level=model.feature_level)
     print(format_graph(compiled.graph))
     print()
     print(format_placement(compiled))
     data = compiled.to_dict()
     if args.dim:
-        data["specialised"] = _specialised(compiled, args)
+        data["specialised"] = _specialised(compiled, dims)
     if args.json:
         write_json(args.json, "the compile JSON", data)
         print(f"\nwrote {args.json}")
     return 0
 
 
-def _specialised(compiled: CompiledModel, args) -> dict:
+def _specialised(compiled: CompiledModel, dims: "dict[str, int]") -> dict:
     """compile --dim: the run-time steps specialised at those sizes, printed and returned for --json."""
-    from .specialise import format_specialised, specialise
-    spec = specialise(compiled, parse_dims(compiled, args))
+    from ..specialise import format_specialised, specialise
+    spec = specialise(compiled, known_dims(compiled, dims))
     print()
     print(format_specialised(spec))
     return spec

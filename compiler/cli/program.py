@@ -1,7 +1,7 @@
-"""dml-lower: the command line (see DESIGN.md for the contract). One module per command
-(compile_cli, run_cli, check_cli, inspect_cli, reduce_cli, optimize_cli, conformance_cli,
-capabilities_cli, demo_cli), the options they share declared once (cli_options, cli_feeds);
-this module builds the parser from them and turns every error into one line and an exit code."""
+"""dml-lower: the command line (see DESIGN.md for the contract). One module per command in this
+package (compile, run, check, inspect, reduce, optimize, conformance, capabilities, demo), the
+options they share declared once (options, feeds); this module builds the parser from them and
+turns every error into one line and an exit code."""
 from __future__ import annotations
 
 import argparse
@@ -12,17 +12,18 @@ import threading
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .capabilities_cli import add_capabilities_parser
-from .check_cli import add_check_parser
-from .cli_feeds import attach_signed_values
-from .cli_options import Parser
-from .compile_cli import add_compile_parser
-from .conformance_cli import add_conformance_parser
-from .demo_cli import add_demo_parser
-from .inspect_cli import add_inspect_parser
-from .optimize_cli import add_optimize_parser
-from .reduce_cli import add_reduce_parser
-from .run_cli import add_run_parser
+from .capabilities import add_capabilities_parser
+from .check import add_check_parser
+from .compile import add_compile_parser
+from .conformance import add_conformance_parser
+from .demo import add_demo_parser
+from .feeds import attach_signed_values
+from .groups import VerboseArgs
+from .inspect import add_inspect_parser
+from .optimize import add_optimize_parser
+from .options import Parser
+from .reduce import add_reduce_parser
+from .run import add_run_parser
 
 # Every command, in the order --help lists them.
 COMMANDS = (add_compile_parser, add_run_parser, add_check_parser, add_capabilities_parser,
@@ -34,8 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Lower ONNX NonZero / EyeLike onto DirectML NONZERO_COORDINATES / DIAGONAL_MATRIX, "
         "run the lowered graph and check it against ONNX semantics."))
     parser.add_argument("--version", action=_VersionAction, nargs=0, help="show program's version number and exit")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="on an unexpected error, print the traceback (as DML_LOWER_DEBUG=1)")
+    VerboseArgs(program=True).add(parser)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     for add in COMMANDS:

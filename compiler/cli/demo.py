@@ -1,13 +1,16 @@
 """dml-lower demo: compile, run and check the bundled example models."""
 from __future__ import annotations
 
+from .groups import FeatureLevelArgs, FeedArgs
+
+LEVEL, FEEDS = FeatureLevelArgs(), FeedArgs()
 
 
 def add_demo_parser(sub) -> None:
     """The demo subcommand."""
     p = sub.add_parser("demo", help="compile, run and check the bundled example models")
-    p.add_argument("--feature-level", default="5_1", metavar="L", help="DirectML feature level, 1_0 .. 6_4")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed for the random feeds")
+    LEVEL.add(p)
+    FEEDS.add_seed(p)
     p.set_defaults(func=cmd_demo)
 
 
@@ -18,12 +21,13 @@ def cmd_demo(args) -> int:
 
     from onnx_dml_lowering.ir import format_graph
 
-    from .compiled import compile_model
-    from .examples import example_paths
+    from ..compiled import compile_model
+    from ..examples import example_paths
+    level = LEVEL.parse(args)
     failures = 0
     for path in example_paths():
         print("=" * 78)
-        compiled = compile_model(path, feature_level=args.feature_level)
+        compiled = compile_model(path, feature_level=level)
         print(f"{path.name}: {len(compiled.model.graph.node)} ONNX nodes, "
               f"{len(compiled.graph.dml_operators)} DirectML operators at feature level {compiled.feature_level}")
         print(format_graph(compiled.graph))

@@ -6,39 +6,39 @@ from pathlib import Path
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 
-from .cli_feeds import first_feeds
-from .cli_options import (backend_options, load_npz_file, model_options, oracle_option, provider_flags,
-                          session_flags, session_settings, tolerance_options)
+from ..output_files import load_npz_file
+from .feeds import first_feeds
+from .groups import BackendArgs, FeedArgs, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
+
+MODEL, FEEDS, BACKENDS = ModelArgs(), FeedArgs(), BackendArgs("reduce")
+ORACLE, SESSION, TOLERANCES = OracleArgs(), SessionArgs(), ToleranceArgs()
 
 
 def add_reduce_parser(sub) -> None:
-    """The reduce subcommand: its feeds and provider options are read exactly as check reads them
-    (cli_feeds, cli_options)."""
+    """The reduce subcommand: its model, feed, oracle, tolerance, provider and session options are
+    check's groups (groups.py), read as check reads them."""
     p = sub.add_parser("reduce", help="cut a model that fails check on one backend down to a minimal "
                                       "sub-model (and its inputs .npz) that fails the same way")
-    model_options(p)                      # the model, feature level and feed options, as check's
+    MODEL.add(p)
+    FEEDS.add(p)
     p.add_argument("-o", "--output", required=True, metavar="MIN.onnx",
                    help="where to write the minimal model; its inputs go beside it (MIN.inputs.npz)")
-    p.add_argument("--backends", required=True, metavar="B",
-                   help="the one check backend that fails: cpu, ort, ort-cpu, ort-dml or ort:<ProviderName>")
+    BACKENDS.add(p)
     p.add_argument("--status", default="MISMATCH", type=str.upper, choices=["MISMATCH", "DEVIATION"], metavar="STATUS",
                    help="the status to reproduce: MISMATCH or DEVIATION")
-    oracle_option(p)                      # a golden FILE.npz: the whole model's mismatch, from another machine
-    tolerance_options(p)
-    provider_flags(p)
-    session_flags(p)
+    ORACLE.add(p)                         # a golden FILE.npz: the whole model's mismatch, from another machine
+    TOLERANCES.add(p)
+    BACKENDS.add_provider_options(p)
+    SESSION.add(p)
     p.set_defaults(func=cmd_reduce)
 
 
 def _rerun_command(args, npz: Path, backend: str, outputs: "list[str]") -> str:
-    from .reduce import sub_model_oracle
+    from ..reduce import sub_model_oracle
     words = ["check", args.output, "--inputs", str(npz), "--backends", backend]
     oracle = sub_model_oracle(args.oracle)
     words += ["--oracle", oracle] if oracle != "hybrid" else []
-    for flag in ("session_config", "graph_optimization_level", "threads"):
-        value = getattr(args, flag)
-        for item in value if isinstance(value, list) else [value] if value is not None else []:
-            words += [f"--{flag.replace('_', '-')}", str(item)]
+    words += SessionArgs.tokens(args)
     for flag in ("atol", "rtol"):
         for value in getattr(args, flag) or []:
             name, sep, _ = value.rpartition("=")
@@ -48,26 +48,26 @@ def _rerun_command(args, npz: Path, backend: str, outputs: "list[str]") -> str:
 
 
 def cmd_reduce(args) -> int:
-    from onnx_dml_lowering.runtime.check import Tolerances, check
+    from onnx_dml_lowering.runtime.check import check
     from onnx_dml_lowering.runtime.report import format_results
 
-    from .compiled import compile_model
-    from .reduce import reduce_model, save_reduction, sub_model_oracle, sub_tolerances
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if len(backends) != 1:
-        raise DmlLowerError(f"--backends {args.backends!r}: reduce takes exactly one backend")
-    backend, status = backends[0], args.status.lower()
+    from ..compiled import compile_model
+    from ..reduce import reduce_model, save_reduction, sub_model_oracle, sub_tolerances
+    backends = BACKENDS.parse(args)
+    backend, status = backends.names[0], args.status.lower()
     out = Path(args.output)
     if out.is_dir() or not out.parent.is_dir():
         raise DmlLowerError(f"-o {args.output!r}: " + ("is a directory" if out.is_dir() else
                                                       f"directory {str(out.parent)!r} does not exist"))
     if out.resolve() == Path(args.model).resolve():
         raise DmlLowerError(f"-o {args.output!r} is the model itself: write the minimal model elsewhere")
-    tolerances = Tolerances.parse(args.atol, args.rtol)
-    options = backend_options(args, backends, session_settings(args))
-    compiled = compile_model(args.model, feature_level=args.feature_level)
-    whole, reduction = reduce_model(compiled, first_feeds(compiled, args), backend, status, tolerances, options,
-                                    args.oracle)
+    tolerances = TOLERANCES.parse(args)
+    options = backends.options(SESSION.parse(args))
+    feeds = FEEDS.parse(args)
+    model = MODEL.parse(args)
+    compiled = compile_model(model.path, feature_level=model.feature_level)
+    whole, reduction = reduce_model(compiled, first_feeds(compiled, feeds), backend, status, tolerances, options,
+                                    ORACLE.parse(args))
     if reduction is None:
         failed = f" (the backend failed: {whole.error})" if whole.error else ""
         print(f"reduce: no {args.status} on {backend} in {args.model}: nothing to reduce{failed}")
@@ -84,7 +84,7 @@ def cmd_reduce(args) -> int:
     print(f"wrote {args.output} (inputs {', '.join(display(i.name) for i in graph.input) or 'none'}; "
           f"outputs {', '.join(display(o.name) for o in graph.output)}) and {npz}")
     # The files as written, checked as a user would: that is the repro.
-    minimal = compile_model(out, feature_level=args.feature_level)
+    minimal = compile_model(out, feature_level=model.feature_level)
     outputs = [o.name for o in graph.output]
     _, report = check(minimal, load_npz_file(str(npz)), [backend], sub_tolerances(tolerances, outputs), options,
                       oracle=sub_model_oracle(args.oracle))

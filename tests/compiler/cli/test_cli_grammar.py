@@ -152,7 +152,7 @@ def test_every_subcommand_is_walked():
 @pytest.mark.parametrize("name,parser", PARSERS, ids=[n for n, _ in PARSERS])
 def test_help_shows_defaults_and_metavars(name, parser):
     text = "".join(parser.format_help().split())     # wrapping may break at '-': compare without spaces
-    assert type(parser).__name__ == "Parser"     # cli_options.Parser: one-line usage errors
+    assert type(parser).__name__ == "Parser"     # cli.options.Parser: one-line usage errors
     for action in parser._actions:
         if not action.option_strings or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
             continue
@@ -234,7 +234,7 @@ def test_run_ctrl_c_exits_130_with_one_line(tmp_path):
 def test_readme_run_output_is_current(capsys, monkeypatch):
     """README's `run --backends cpu,ort-cpu` example, re-run on the bundled model it names."""
     from onnx_dml_lowering.compiler.examples import example_paths
-    readme = (Path(__file__).parent.parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     command = "$ dml-lower run masked_select.onnx --backends cpu,ort-cpu\n"
     shown = readme.split(command, 1)[1].split("  $ ", 1)[0]
     monkeypatch.chdir(next(p for p in example_paths() if p.name == "masked_select.onnx").parent)

@@ -6,28 +6,25 @@ from typing import TYPE_CHECKING
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 
-from .cli_feeds import describe_feeds, feed_sets
-from .cli_options import (backend_options, check_outputs, model_options, partial_flag, provider_flags,
-                          save_npz_file, session_flags, session_settings, write_json)
+from ..output_files import check_outputs, save_npz_file, write_json
+from .feeds import describe_feeds, feed_sets
+from .groups import BackendArgs, FeedArgs, ModelArgs, SessionArgs
 
 if TYPE_CHECKING:
     import numpy as np
 
+MODEL, FEEDS, BACKENDS, SESSION = ModelArgs(), FeedArgs(), BackendArgs("run"), SessionArgs()
+
+
 def add_run_parser(sub) -> None:
     """The run subcommand."""
     p = sub.add_parser("run", help="run the model on one or more backends and print its outputs")
-    model_options(p)
-    p.add_argument("--backends", "--backend", dest="backends", default="cpu", metavar="B[,B...]",
-                   help="comma-separated: cpu (lowered graph, DirectML operators on the numpy emulator), "
-                        "ort (lowered graph, each DirectML operator on onnxruntime --providers), "
-                        "ort-cpu / ort-dml / ort:<ProviderName> (the model as shipped on that onnxruntime "
-                        "provider); --backend is the same option")
-    p.add_argument("--providers", metavar="P[,P...]",
-                   help="onnxruntime execution providers of the ort backend: cpu, dml (or full names), "
-                        "comma-separated (default: cpu)")
-    provider_flags(p)
-    partial_flag(p)
-    session_flags(p)
+    MODEL.add(p)
+    FEEDS.add(p)
+    BACKENDS.add(p)
+    BACKENDS.add_provider_options(p)
+    BACKENDS.add_fail_on_partial(p)
+    SESSION.add(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print one line per backend: its outputs' dtypes and shapes")
     p.add_argument("--save-inputs", metavar="F.npz",
                    help="write the feeds used to this .npz (replay with --inputs); several sets: F.npz, F.1.npz, ...")
@@ -46,17 +43,16 @@ def cmd_run(args) -> int:
     from onnx_dml_lowering.runtime.report import defaults_line, feeds_line
     from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file, set_path, wrote_line
 
-    from .compiled import compile_model
-    from .run_backends import RunBackends, run_record
-    settings = session_settings(args)
-    compiled = compile_model(args.model, feature_level=args.feature_level)
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
-    if providers and "ort" not in backends:
-        raise DmlLowerError("--providers applies to the ort backend only (--backends ort)")
-    if args.save_outputs and len(backends) > 1:
-        raise DmlLowerError(f"--save-outputs saves one backend's outputs: give one backend, not {args.backends!r}")
-    runner = RunBackends(compiled, backends, backend_options(args, backends, settings, providers))
+    from ..compiled import compile_model
+    from ..run_backends import RunBackends, run_record
+    feed_options = FEEDS.parse(args)
+    settings = SESSION.parse(args)
+    model = MODEL.parse(args)
+    compiled = compile_model(model.path, feature_level=model.feature_level)
+    backends = BACKENDS.parse(args)
+    if args.save_outputs and len(backends.names) > 1:
+        raise DmlLowerError(f"--save-outputs saves one backend's outputs: give one backend, not {backends.text!r}")
+    runner = RunBackends(compiled, backends.names, backends.options(settings))
     for backend, why in runner.unavailable.items():
         print(f"{backend}: UNAVAILABLE: {why}")
     failed = False
@@ -64,21 +60,21 @@ def cmd_run(args) -> int:
     described: dict = {}
     sets = 0
     records = []
-    for index, feeds in enumerate(feed_sets(compiled, args)):
-        which = f" (iteration #{index} of {args.data_loader_script})" if args.data_loader_script else ""
+    for index, feeds in enumerate(feed_sets(compiled, feed_options)):
+        which = f" (iteration #{index} of {feed_options.script})" if feed_options.script else ""
         _, unfed = with_defaults(feeds, compiled.optional_inputs, compiled.initializers)
         defaults = {name: compiled.initializers[name] for name in unfed}
         if first_feeds is None:
-            first_feeds, described = feeds, describe_feeds(args, feeds)
+            first_feeds, described = feeds, describe_feeds(feed_options, feeds)
         if args.save_inputs:        # every set, one file each (saved_outputs.set_path)
             save_npz_file(set_path(args.save_inputs, index), feeds, "the inputs")
         sets = index + 1
         if not args.quiet:
-            print(feeds_line(described if index == 0 else describe_feeds(args, feeds))
+            print(feeds_line(described if index == 0 else describe_feeds(feed_options, feeds))
                   + (f" (iteration #{index})" if which else ""))
         for backend in runner.backends:
             done = runner.run(backend, feeds)
-            failed |= done.status == "error" or (done.status == "partial" and args.fail_on_partial)
+            failed |= done.status == "error" or (done.status == "partial" and backends.fail_on_partial)
             if args.save_outputs and not done.error:
                 meta = metadata(check_feeds(compiled.inputs, feeds, compiled.optional_inputs), f"run:{backend}")
                 save_npz_file(set_path(args.save_outputs, index),

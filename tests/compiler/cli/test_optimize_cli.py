@@ -147,6 +147,14 @@ def test_check_runs_on_the_feeds_or_sizes_given(feeds, dims, code, says, tmp_pat
     (["--check", "--dim", "n=4", "--inputs", "feeds.npz"], "--dim sizes the random feeds: it does not combine with --inputs"),
     (["--check", "--inputs", "missing.npz"], "inputs file 'missing.npz' does not exist"),
     (["--check", "--dim", "n=four"], "--dim 'n=four': expected NAME=SIZE with a non-negative integer size"),
+    (["--check", "--dim", "n=2", "--dim", "n=4"], "--dim n: given two sizes, 2 and 4: give each dimension one size"),
+    (["--check", "--dim", "n=2,4"], "--dim 'n=2,4': --dim fixes one size; to check n at several sizes write "
+                                    "--sweep 2,4 (the sizes every dimension --dim does not fix takes in turn)"),
+    (["--sweep", "2,4"], "--sweep gives the feeds of --check: add --check"),
+    (["--check", "--sweep", "2,4", "--inputs", "feeds.npz"],
+     "--sweep sizes the random feeds: it does not combine with --inputs"),
+    (["--check", "--sweep", "2,x"], "--sweep '2,x': expected SIZE[,SIZE...] of non-negative integers"),
+    (["--check", "--sweep", ""], "--sweep '': expected SIZE[,SIZE...] of non-negative integers"),
 ])
 def test_feed_options_out_of_place_are_refused_before_writing(args, says, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -155,6 +163,21 @@ def test_feed_options_out_of_place_are_refused_before_writing(args, says, tmp_pa
     assert main(["optimize", "moe.onnx", "-o", "out.onnx"] + args) == 2
     assert capsys.readouterr().err == f"dml-lower: error: {says}\n"
     assert not Path("out.onnx").exists()
+
+
+@pytest.mark.parametrize("options, code, says", [
+    (["--sweep", "2,4,8"], 0, "check: bit-identical on onnxruntime CPU"),       # even n only: runs
+    (["--sweep", "2,5"], 2, "cannot run the model on seed 0, dimensions 5: "),   # the sizes given, in order
+    (["--sweep", "4", "--dim", "n=6"], 0, "check: bit-identical on onnxruntime CPU"),   # --dim fixes n
+    ([], 2, "cannot run the model on seed 0, dimensions 1: "),                  # the default sweep 1, 3, 8
+])
+def test_check_sweeps_the_sizes_given(options, code, says, tmp_path, capfd) -> None:
+    """optimize --check --sweep SIZES: every dimension --dim leaves free takes each size in turn."""
+    source, target = tmp_path / "moe.onnx", tmp_path / "out.onnx"
+    onnx.save(reshape_model(), str(source))
+    assert main(["optimize", str(source), "-o", str(target), "--check", *options]) == code
+    out, err = capfd.readouterr()
+    assert says in (out if code == 0 else err)
 
 
 def test_bit_identical_compares_on_the_feeds_given() -> None:

@@ -6,28 +6,29 @@ from typing import TYPE_CHECKING, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .cli_feeds import describe_feeds, draws_random_feeds, feed_sets, parse_dims
-from .cli_options import (backend_options, check_outputs, model_options, oracle_option, partial_flag,
-                          provider_flags, save_npz_file, session_flags, session_settings, tolerance_options,
-                          write_json, write_text)
-from .zoo import add_zoo_options
+from ..output_files import check_outputs, save_npz_file, write_json, write_text
+from ..zoo import add_zoo_options
+from .feeds import describe_feeds, feed_sets, known_dims, named_options
+from .groups import BackendArgs, FeedArgs, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .compiled import CompiledModel
+    from ..compiled import CompiledModel
+    from .groups import Feeds
+
+MODEL, FEEDS, BACKENDS = ModelArgs(many=True), FeedArgs(), BackendArgs("check")
+ORACLE, SESSION, TOLERANCES = OracleArgs(), SessionArgs(), ToleranceArgs()
+
 
 def add_check_parser(sub) -> None:
     """The check subcommand (one model, or a zoo)."""
     p = sub.add_parser("check", help="compare every backend with ONNX semantics (the oracle)")
-    model_options(p, models=True)
-    p.add_argument("--backends", default="cpu", metavar="B[,B...]",
-                   help="comma-separated: cpu (lowered graph, emulator), ort (lowered graph, "
-                        "operators on onnxruntime), ort-cpu / ort-dml / ort:<ProviderName> (the model as shipped "
-                        "on that onnxruntime provider)")
-    oracle_option(p)
-    p.add_argument("--iterations", type=int, default=1, metavar="N",
-                   help="check N seeded random feed sets (seeds SEED .. SEED+N-1)")
+    MODEL.add(p)
+    FEEDS.add(p)
+    BACKENDS.add(p)
+    ORACLE.add(p)
+    FEEDS.add_iterations(p)
     p.add_argument("--outputs", nargs="+", metavar="NAME",
                    help="also compare these intermediate values by name ('all': every typed value)")
     p.add_argument("--save-outputs", metavar="F.npz",
@@ -36,11 +37,11 @@ def add_check_parser(sub) -> None:
     p.add_argument("--load-outputs", metavar="F.npz",
                    help="compare outputs saved by --save-outputs (or run --save-outputs) from the same feeds with "
                         "the oracle, as backends saved:BACKEND, saved:oracle, saved:run-BACKEND")
-    provider_flags(p)
-    partial_flag(p)
-    session_flags(p)
+    BACKENDS.add_provider_options(p)
+    BACKENDS.add_fail_on_partial(p)
+    SESSION.add(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only the lines that are not MATCH (and UNAVAILABLE backends) and the verdict")
-    tolerance_options(p)
+    TOLERANCES.add(p)
     p.add_argument("--json", metavar="F.json", help="write the report as JSON here")
     p.add_argument("--markdown", metavar="F.md", help="write the report as a Markdown table here")
     p.add_argument("--save-inputs", metavar="F.npz",
@@ -52,32 +53,33 @@ def add_check_parser(sub) -> None:
 
 def check_models(args, parser) -> int:
     """One model file: cmd_check as ever. Several, a directory or a zoo option: the zoo (zoo.py)."""
-    from .zoo import is_zoo, run_zoo
+    from ..zoo import is_zoo, run_zoo
     if is_zoo(args):
-        session_settings(args)          # bad session options: one line here, not once per model
+        SESSION.parse(args)             # bad session options: one line here, not once per model
         check_outputs(("--json", args.json), ("--junit", args.junit))
-        return run_zoo(args, parser)
+        # a malformed --val-range / --zero-fraction: one line before any model runs
+        return run_zoo(args, parser, named_options(args), random_feeds=not (args.inputs or args.data_loader_script))
     args.model = args.model[0]
     return cmd_check(args)
 
 
 def cmd_check(args) -> int:
-    from .compiled import compile_model
+    from ..compiled import compile_model
 
-    from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances, check
+    from onnx_dml_lowering.runtime.check import LoadedOutputs, check
     from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
     from onnx_dml_lowering.runtime.saved_outputs import set_path, wrote_line
-    if args.iterations < 1:
-        raise DmlLowerError(f"--iterations {args.iterations}: must be at least 1")
+    feed_options = FEEDS.parse(args)
     check_outputs(*((option, getattr(args, option[2:].replace("-", "_")))
                     for option in ("--json", "--markdown", "--save-outputs", "--save-inputs")))
-    settings = session_settings(args)
-    compiled = compile_model(args.model, feature_level=args.feature_level, outputs=_outputs_arg(args))
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    tolerances = Tolerances.parse(args.atol, args.rtol)
-    sets = feed_sets(compiled, args)
+    settings = SESSION.parse(args)
+    model = MODEL.parse(args)
+    compiled = compile_model(model.path, feature_level=model.feature_level, outputs=_outputs_arg(args))
+    backends = BACKENDS.parse(args)
+    tolerances = TOLERANCES.parse(args)
+    sets = feed_sets(compiled, feed_options)
     feeds = next(sets)
-    described = describe_feeds(args, feeds)     # now: a data loader may reuse (and change) its arrays
+    described = describe_feeds(feed_options, feeds)     # now: a data loader may reuse (and change) its arrays
     under_way = [0, feeds]      # the set being checked and its index, saved by --save-inputs if check fails on it
 
     def drawn():                # a generator: the feed sets are drawn as check consumes them
@@ -98,10 +100,10 @@ def cmd_check(args) -> int:
             saved["outputs"] = index + 1
     loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
     try:
-        feeds, report = check(compiled, feeds, backends, tolerances,
-                              backend_options(args, backends, settings, loaded=loaded), oracle=args.oracle,
-                              more_feeds=more, model_name=str(args.model), feed_label=_seed_label(args),
-                              fail_partial=args.fail_on_partial, on_set=save_set)
+        feeds, report = check(compiled, feeds, backends.names, tolerances,
+                              backends.options(settings, loaded=loaded), oracle=ORACLE.parse(args),
+                              more_feeds=more, model_name=str(args.model), feed_label=_seed_label(feed_options),
+                              fail_partial=backends.fail_on_partial, on_set=save_set)
     except DmlLowerError as exc:
         if not args.save_inputs:
             raise
@@ -109,8 +111,8 @@ def cmd_check(args) -> int:
         path = set_path(args.save_inputs, under_way[0])
         save_npz_file(path, under_way[1], "the inputs")
         raise DmlLowerError(f"{exc} (the inputs are saved in {path})") from None
-    if args.dim and draws_random_feeds(args):
-        report.dims = parse_dims(compiled, args)
+    if feed_options.dims:
+        report.dims = known_dims(compiled, feed_options.dims, feed_options.names_where_present)
     report.feeds = {**described, "iterations": report.iterations} if "iterations" in described else described
     if report.stopped and args.save_inputs and under_way[0] >= saved["inputs"]:
         save_npz_file(set_path(args.save_inputs, under_way[0]), under_way[1], "the inputs")   # the set it stopped at
@@ -139,9 +141,9 @@ def cmd_check(args) -> int:
     return 0 if report.ok else 1
 
 
-def _seed_label(args) -> "Callable[[int], str] | None":
+def _seed_label(feeds: Feeds) -> "Callable[[int], str] | None":
     """Names random feed set #i by its seed (--iterations N draws seeds SEED .. SEED+N-1)."""
-    return (lambda index: f"seed {args.seed + index}") if draws_random_feeds(args) else None
+    return (lambda index: f"seed {feeds.seed + index}") if feeds.random else None
 
 
 def _outputs_arg(args) -> "list[str] | str | None":

@@ -11,92 +11,70 @@ from onnx_dml_lowering.ir import DmlLowerError
 if TYPE_CHECKING:
     import numpy as np
 
-    from .compiled import CompiledModel
+    from ..compiled import CompiledModel
+    from .groups import Feeds
 
 
-def memory_limit(args) -> int:
+def memory_limit(feeds: Feeds) -> int:
     from onnx_dml_lowering.runtime.memory import default_limit, parse_size
-    limit = getattr(args, "memory_limit", None)
-    return default_limit() if limit is None else parse_size(limit)
+    return default_limit() if feeds.memory_limit is None else parse_size(feeds.memory_limit)
 
 
-def draws_random_feeds(args) -> bool:
-    """No --inputs file and no data loader script: seeded random feeds, shaped by --dim."""
-    return not (getattr(args, "inputs", None) or getattr(args, "data_loader_script", None))
-
-
-def describe_feeds(args, feeds: "dict[str, np.ndarray]", sets: int = 1) -> dict:
+def describe_feeds(feeds: Feeds, arrays: "dict[str, np.ndarray]", sets: int = 1) -> dict:
     """The reports' account of the feeds (report.feeds_line, JSON "feeds"): their source (random
     with its seed and the number of `sets`, the --inputs file, the data loader script) and what
-    `feeds`, the first set, holds per input (runtime.feeds.feed_summary)."""
+    `arrays`, the first set, holds per input (runtime.feeds.feed_summary)."""
     from onnx_dml_lowering.runtime.feeds import feed_summary
-    if getattr(args, "data_loader_script", None):
-        source = {"source": "script", "path": args.data_loader_script, "iterations": sets}
-    elif getattr(args, "inputs", None):
-        source = {"source": "file", "path": args.inputs}
+    if feeds.script:
+        source = {"source": "script", "path": feeds.script, "iterations": sets}
+    elif feeds.inputs:
+        source = {"source": "file", "path": feeds.inputs}
     else:
-        source = {"source": "random", "seed": args.seed, "iterations": sets}
-    return {**source, "inputs": feed_summary(feeds)}
+        source = {"source": "random", "seed": feeds.seed, "iterations": sets}
+    return {**source, "inputs": feed_summary(arrays)}
 
 
-def first_feeds(compiled: CompiledModel, args) -> "dict[str, np.ndarray]":
+def first_feeds(compiled: CompiledModel, feeds: Feeds) -> "dict[str, np.ndarray]":
     """The first feed set (see feed_sets)."""
-    return next(feed_sets(compiled, args))
+    return next(feed_sets(compiled, feeds))
 
 
-def feed_sets(compiled: CompiledModel, args) -> "Iterator[dict[str, np.ndarray]]":
+def feed_sets(compiled: CompiledModel, feeds: Feeds) -> "Iterator[dict[str, np.ndarray]]":
     """The feed sets of run / check, one at a time: a data loader script's, the --inputs file, or
-    seeded random ones (seeds SEED .. SEED+N-1 for --iterations N)."""
+    seeded random ones (seeds SEED .. SEED+N-1 for --iterations N). The combinations of options
+    were checked when they were parsed (groups.FeedArgs)."""
     from onnx_dml_lowering.runtime.feeds import check_feed_headers, random_feeds
     from onnx_dml_lowering.runtime.npz import load_npz
-    iterations = getattr(args, "iterations", 1)
-    script = getattr(args, "data_loader_script", None)
-    if script:
-        if args.inputs:
-            raise DmlLowerError("--data-loader-script gives the feeds: it does not combine with --inputs")
-        if iterations > 1:
-            raise DmlLowerError("--data-loader-script gives the feed sets (one iteration each): "
-                                "it does not combine with --iterations")
-        for option, value in (("--dim", args.dim), ("--val-range", args.val_range),
-                               ("--zero-fraction", args.zero_fraction)):
-            if value:
-                raise DmlLowerError(f"{option} shapes random feeds: it does not apply to --data-loader-script")
-        from .data_loader import feed_sets as script_feed_sets
-        yield from script_feed_sets(script, compiled.inputs, compiled.optional_inputs)
+    if feeds.script:
+        from ..data_loader import feed_sets as script_feed_sets
+        yield from script_feed_sets(feeds.script, compiled.inputs, compiled.optional_inputs)
         return
-    if args.inputs:
-        if iterations > 1:
-            raise DmlLowerError("--iterations draws seeded random feeds: it does not combine with --inputs")
-        yield load_npz(args.inputs, "inputs file", memory_limit(args), check=lambda headers: check_feed_headers(
+    if feeds.inputs:
+        yield load_npz(feeds.inputs, "inputs file", memory_limit(feeds), check=lambda headers: check_feed_headers(
             compiled.inputs, headers, compiled.optional_inputs))
         return
-    if args.seed < 0:
-        raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
-    dims = parse_dims(compiled, args)
-    control = check_value_control(compiled, value_control(args), args)
-    limit = memory_limit(args)
-    for index in range(iterations):
+    dims = known_dims(compiled, feeds.dims, feeds.names_where_present)
+    control = check_value_control(compiled, value_control(feeds.val_range, feeds.zero_fraction), feeds)
+    limit = memory_limit(feeds)
+    for index in range(feeds.iterations):
         # drawn one at a time as check consumes them: memory stays flat in N
-        yield random_feeds(random_inputs(compiled, args), seed=args.seed + index, dims=dims, **control,
+        yield random_feeds(random_inputs(compiled, feeds), seed=feeds.seed + index, dims=dims, **control,
                            memory_limit=limit)
 
 
-def random_inputs(compiled: CompiledModel, args) -> list:
+def random_inputs(compiled: CompiledModel, feeds: "Feeds | None") -> list:
     """The inputs random feeds are drawn for: initializers that are also inputs keep their stored
     default unless --feed-initializers asks for random values in their place."""
-    return compiled.inputs + (compiled.optional_inputs if getattr(args, "feed_initializers", False) else [])
+    return compiled.inputs + (compiled.optional_inputs if feeds is not None and feeds.feed_initializers else [])
 
 
-def parse_dims(compiled: CompiledModel, args) -> "dict[str, int]":
-    dims = {}
-    for text in args.dim or []:
-        name, _, value = text.partition("=")
-        if not name or not value.isdigit():
-            raise DmlLowerError(f"--dim {text!r}: expected NAME=SIZE with a non-negative integer size")
-        dims[name] = int(value)
+def known_dims(compiled: CompiledModel, dims: "dict[str, int]", names_where_present: bool = False
+               ) -> "dict[str, int]":
+    """`dims` (groups.DimArgs) checked against the model: each names a symbolic input dimension
+    (in a zoo's per-model check, --names-where-present, one the model lacks is left out instead)."""
     known = {d.dim_param for vi in compiled.inputs + compiled.optional_inputs
              for d in vi.type.tensor_type.shape.dim if d.dim_param}
-    if getattr(args, "names_where_present", False):
+    if names_where_present:
         return {name: size for name, size in dims.items() if name in known}
     unknown = sorted(set(dims) - known)
     if unknown:
@@ -105,13 +83,23 @@ def parse_dims(compiled: CompiledModel, args) -> "dict[str, int]":
     return dims
 
 
-def value_control(args) -> dict:
+def named_options(args) -> "list[tuple[str, str]]":
+    """(option, name) of every --dim NAME=SIZE, --val-range NAME:LO,HI and --zero-fraction NAME:F,
+    in order, once each: what each model of a zoo applies where it has that name."""
+    control = value_control(args.val_range, args.zero_fraction)
+    named = [("--dim", text.partition("=")[0]) for text in args.dim or []]
+    named += [("--val-range", name) for name in control["input_value_range"]]
+    named += [("--zero-fraction", name) for name in control["input_zero_fraction"]]
+    return list(dict.fromkeys(named))
+
+
+def value_control(val_range: "list[str] | None", zero_fraction: "list[str] | None") -> dict:
     """--zero-fraction / --val-range, for random feeds: global `F` / `LO,HI` and per input
     `NAME:F` / `NAME:LO,HI` (the per-input form wins; of repeated ones the last)."""
     from onnx_dml_lowering.runtime.feeds import range_problem
     control: dict = {"zero_fraction": None, "value_range": None, "input_zero_fraction": {},
                      "input_value_range": {}}
-    for text in _listed(getattr(args, "val_range", None)):
+    for text in _listed(val_range):
         name, bounds = _split_input(text, "--val-range")
         if bounds.startswith("[") and bounds.endswith("]"):
             bounds = bounds[1:-1]            # Polygraphy's spelling, [LO,HI]
@@ -127,7 +115,7 @@ def value_control(args) -> dict:
             control["value_range"] = value_range
         else:
             control["input_value_range"][name] = value_range
-    for text in _listed(getattr(args, "zero_fraction", None)):
+    for text in _listed(zero_fraction):
         name, value = _split_input(text, "--zero-fraction")
         try:
             fraction = float(value)
@@ -159,12 +147,12 @@ def _split_input(text: str, option: str) -> "tuple[str | None, str]":
     return name, value
 
 
-def check_value_control(compiled: CompiledModel, control: dict, args=None) -> dict:
+def check_value_control(compiled: CompiledModel, control: dict, feeds: "Feeds | None" = None) -> dict:
     """An input named by --val-range / --zero-fraction must be one the random feeds fill (in a
     zoo's per-model check, --names-where-present, one the model lacks is left out instead)."""
-    names = [vi.name for vi in (random_inputs(compiled, args) if args is not None else compiled.inputs)]
+    names = [vi.name for vi in random_inputs(compiled, feeds)]
     for option, key in (("--val-range", "input_value_range"), ("--zero-fraction", "input_zero_fraction")):
-        if getattr(args, "names_where_present", False):
+        if feeds is not None and feeds.names_where_present:
             control[key] = {name: value for name, value in control[key].items() if name in names}
         for name in control[key]:
             if name not in names:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent.parent
+REPO = Path(__file__).resolve().parents[3]
 MASKED = REPO / "compiler" / "examples" / "masked_select.onnx"
 
 

@@ -1,21 +1,27 @@
 """The `dml-lower optimize` subcommand: its arguments and handler (the rewrite is optimize.py)."""
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
 from onnx_dml_lowering.ir import DmlLowerError
 
+from ..output_files import check_outputs
+from .groups import DimArgs, FeatureLevelArgs, FeedArgs, ModelArgs, VerboseArgs
+
+LEVEL = FeatureLevelArgs("optimize", filter=True)
+MODEL, FEEDS = ModelArgs(verbose=False, level=LEVEL), FeedArgs()
+DIMS = DimArgs("optimize", several="to check {name} at several sizes write --sweep {sizes} (the sizes every "
+                                   "dimension --dim does not fix takes in turn)")
+
 
 def add_optimize_parser(sub) -> None:
-    """The optimize subcommand; --check's --dim is read as run / check read it (cli_feeds)."""
+    """The optimize subcommand; --check's --inputs and --dim are read as run / check read them."""
     p = sub.add_parser("optimize", help="rewrite stored identities, bands and triangles (and torch.eye "
                                         "Range/Equal/Cast, static or run-time sized) into the ONNX nodes that generate them")
-    p.add_argument("model", help="path to an .onnx model")
+    MODEL.add(p, level=False)
     p.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="where to write the optimized .onnx")
-    p.add_argument("--feature-level", metavar="L", help="only rewrite bands this project lowers to DirectML at this level "
-                                           "(default: every band onnxruntime generates exactly)")
+    LEVEL.add(p)
     p.add_argument("--min-bytes", type=int, default=0, metavar="N",
                    help="leave constants smaller than N bytes alone (0: any that shrinks the file; default: 0)")
     p.add_argument("--for", dest="target", choices=["dml"],
@@ -25,36 +31,29 @@ def add_optimize_parser(sub) -> None:
     p.add_argument("--check", action="store_true",
                    help="run original and optimized on onnxruntime CPU over seeded feeds; exit 1 unless "
                         "bit-identical")
-    p.add_argument("--inputs", metavar="F.npz",
-                   help="with --check: run both models on these feeds (.npz keyed by graph input name) "
-                        "instead of random ones")
-    p.add_argument("--dim", action="append", metavar="NAME=SIZE",
-                   help="with --check: size of a symbolic input dimension for the random feeds (repeatable; "
-                        "the others take 1, 3 and 8)")
-    p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                   help="on an unexpected error, print the traceback")
+    FEEDS.add_inputs(p, "optimize")
+    DIMS.add(p)
+    DIMS.add_sweep(p)
+    VerboseArgs().add(p)
     p.set_defaults(func=cmd_optimize)
 
 
 def cmd_optimize(args) -> int:
-    from onnx_dml_lowering.ir import parse_level
-
-    from .frontend import check_and_infer, graph_inputs, load_model
-    from .optimize import bit_identical, external_initializers, optimize_model, save_model
-    from .cli_options import check_outputs
+    from ..frontend import check_and_infer, graph_inputs, load_model
+    from ..optimize import bit_identical, external_initializers, optimize_model, save_model
     check_outputs(("-o", args.output))          # before the work, not after it
     if args.min_bytes < 0:
         raise DmlLowerError(f"--min-bytes {args.min_bytes}: must be a non-negative number of bytes")
     if args.target and (args.feature_level or args.min_bytes):
         raise DmlLowerError(f"{'--feature-level' if args.feature_level else '--min-bytes'} chooses the generator "
                             "rewrites; --for dml does not take it")
-    level = parse_level(args.feature_level) if args.feature_level else None
+    level = LEVEL.parse(args)
     model = load_model(args.model)
     check_and_infer(model)          # an invalid model is refused, as by every other command
-    feeds, dims = _check_feeds(args, model)
+    feeds, dims, sizes = _check_feeds(args, model)
     external = external_initializers(args.model)
     if args.target == "dml":
-        from .optimize.dml import optimize_for_dml
+        from ..optimize.dml import optimize_for_dml
         optimized, dml_rewrites, notes = optimize_for_dml(model, str(Path(args.model).resolve().parent))
         for line in notes:
             print(line)
@@ -79,7 +78,8 @@ def cmd_optimize(args) -> int:
           f": {before} -> {after} bytes ({_saved(before, after)}), "
           f"{len(model.graph.node)} -> {len(optimized.graph.node)} nodes")
     if args.check:
-        problems = bit_identical(original, args.output, graph_inputs(model), feeds=feeds, dims=dims)
+        swept = {} if sizes is None else {"sizes": sizes}
+        problems = bit_identical(original, args.output, graph_inputs(model), feeds=feeds, dims=dims, **swept)
         for line in problems:
             print(f"check: {line}")
         print("check: bit-identical on onnxruntime CPU" if not problems else "check: NOT bit-identical")
@@ -87,27 +87,31 @@ def cmd_optimize(args) -> int:
     return 0
 
 
-def _check_feeds(args, model) -> "tuple[dict | None, dict]":
-    """--inputs / --dim, validated before anything is written: the feeds and the dimension sizes."""
+def _check_feeds(args, model) -> "tuple[dict | None, dict, tuple[int, ...] | None]":
+    """--inputs / --dim / --sweep, validated before anything is written: the feeds, the fixed
+    dimension sizes and the sizes the other dimensions sweep."""
     from types import SimpleNamespace
 
     from onnx_dml_lowering.runtime.feeds import check_feed_headers, check_feeds
     from onnx_dml_lowering.runtime.npz import load_npz
 
-    from .frontend import graph_inputs, overridable_inputs
-    if not args.check and (args.inputs or args.dim):
-        raise DmlLowerError(f"{'--inputs' if args.inputs else '--dim'} gives the feeds of --check: "
-                            "add --check")
-    if args.inputs and args.dim:
-        raise DmlLowerError("--dim sizes the random feeds: it does not combine with --inputs")
+    from ..frontend import graph_inputs, overridable_inputs
+    swept = args.sweep is not None
+    given = "--inputs" if args.inputs else "--dim" if args.dim else "--sweep" if swept else None
+    if not args.check and given:
+        raise DmlLowerError(f"{given} gives the feeds of --check: add --check")
+    if args.inputs and (args.dim or swept):
+        raise DmlLowerError(f"{'--dim' if args.dim else '--sweep'} sizes the random feeds: it does not combine "
+                            "with --inputs")
     inputs = graph_inputs(model)
-    from .cli_feeds import parse_dims
-    dims = parse_dims(SimpleNamespace(inputs=inputs, optional_inputs=overridable_inputs(model)), args)
+    from .feeds import known_dims
+    dims = known_dims(SimpleNamespace(inputs=inputs, optional_inputs=overridable_inputs(model)), DIMS.parse(args))
+    sizes = DIMS.parse_sweep(args)
     if not args.inputs:
-        return None, dims
+        return None, dims, sizes
     optional = overridable_inputs(model)
     arrays = load_npz(args.inputs, "inputs file", check=lambda headers: check_feed_headers(inputs, headers, optional))
-    return check_feeds(inputs, arrays, optional), dims
+    return check_feeds(inputs, arrays, optional), dims, sizes
 
 
 def _overwrites(model: str, output: str) -> bool:
@@ -145,7 +149,7 @@ def _external_files(path: str) -> "list[Path]":
 
     from onnx_dml_lowering.runtime.inline_weights import in_model_file
 
-    from .frontend import load_stored
+    from ..frontend import load_stored
     proto = load_stored(path)
     files = {entry.value for t in proto.graph.initializer
              if t.data_location == onnx.TensorProto.EXTERNAL and not in_model_file(t, Path(path).name)

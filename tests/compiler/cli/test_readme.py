@@ -5,7 +5,7 @@ from pathlib import Path
 
 from onnx_dml_lowering.compiler.cli import main
 
-README = Path(__file__).parent.parent.parent / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def test_readme_check_output_is_current(capfd, monkeypatch):

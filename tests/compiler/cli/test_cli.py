@@ -261,7 +261,7 @@ def test_demo(capsys):
 
 def test_dim_names_must_exist(capfd):
     from onnx_dml_lowering.compiler.cli import main
-    model = str(Path(__file__).parent.parent / "models" / "eye.torchscript.onnx")
+    model = str(Path(__file__).resolve().parents[2] / "models" / "eye.torchscript.onnx")
     assert main(["run", model, "--dim", "n=2", "--dim", "m=5"]) == 0
     assert main(["run", model, "--dim", "batch=3"]) == 2
     err = capfd.readouterr().err.strip().splitlines()

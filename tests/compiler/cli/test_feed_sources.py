@@ -243,7 +243,7 @@ def test_readme_data_loader_example_is_real(tmp_path, capsys, monkeypatch):
     import re
     import shlex
     from pathlib import Path
-    root = Path(__file__).parent.parent.parent
+    root = Path(__file__).resolve().parents[3]
     text = (root / "README.md").read_text()
     found = re.search(r"```python\n(.*?)```\n\n```\n\$ dml-lower (check [^\n]+)\n(.*?)```", text, re.S)
     assert found, "README shows a data loader script and its check"

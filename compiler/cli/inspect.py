@@ -1,13 +1,15 @@
-"""dml-lower inspect: what a model holds and what would lower (the report is inspect_cmd.py)."""
+"""dml-lower inspect: what a model holds and what would lower (the report is compiler/inspection.py)."""
 from __future__ import annotations
 
+from .groups import ModelArgs
+
+MODEL = ModelArgs(verbose=False)
 
 
 def add_inspect_parser(sub) -> None:
     """The inspect subcommand."""
     p = sub.add_parser("inspect", help="summarise a model and say which anchors would lower at a level")
-    p.add_argument("model", help="path to an .onnx model")
-    p.add_argument("--feature-level", default="5_1", metavar="L", help="DirectML feature level, 1_0 .. 6_4")
+    MODEL.add(p)
     p.add_argument("--json", metavar="F.json", help="write the report as JSON here")
     p.add_argument("--ep", choices=["dml"], help="also predict which nodes onnxruntime's DirectML EP runs and "
                    "which fall back to the CPU, why, and the copies between them (onnxruntime 1.27's table)")
@@ -20,5 +22,5 @@ def add_inspect_parser(sub) -> None:
 
 
 def cmd_inspect(args) -> int:
-    from .inspection import cmd_inspect as run
+    from ..inspection import cmd_inspect as run
     return run(args)

@@ -1,0 +1,435 @@
+"""The option groups of dml-lower's commands, after Polygraphy's tools/args: each group declares its
+options once (add) and reads them once (parse) into a small typed object the command uses. A
+command takes the groups it needs and declares none of their options itself; where commands use an
+option differently, the variant is a parameter of the group, and its help text lives here beside
+the declaration (test_groups.py walks every subparser to hold both).
+
+A group may add its options in more than one place of a command's --help (add_... methods), so the
+help of every command reads as it always has."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from onnx_dml_lowering.ir import DmlLowerError
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.ir import FeatureLevel
+    from onnx_dml_lowering.runtime.backends import BackendOptions
+    from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances
+    from onnx_dml_lowering.runtime.ort_providers import SessionSettings
+
+# A parser's record of which group declared each of its option strings (test_groups.py reads it).
+DECLARED_BY = "dml_lower_declared_by"
+
+
+class ArgGroup:
+    """A group of options: declared on a parser by add (recording the group), read by parse."""
+
+    def _add(self, parser: argparse.ArgumentParser, *names: str, **kwargs: Any) -> argparse.Action:
+        action = parser.add_argument(*names, **kwargs)
+        record = parser.__dict__.setdefault(DECLARED_BY, {})
+        for name in action.option_strings or [action.dest]:
+            record[name] = type(self).__name__
+        return action
+
+
+# -- the model --------------------------------------------------------------------------------------
+
+class VerboseArgs(ArgGroup):
+    """-v, before the command (`program`) or after it; a command's leaves the program's value
+    alone unless given (default SUPPRESS)."""
+
+    def __init__(self, program: bool = False) -> None:
+        self.program = program
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        if self.program:
+            self._add(parser, "-v", "--verbose", action="store_true",
+                      help="on an unexpected error, print the traceback (as DML_LOWER_DEBUG=1)")
+        else:
+            self._add(parser, "-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                      help="on an unexpected error, print the traceback")
+
+
+# --feature-level: the level a command lowers at, or (filter=True) an optional filter whose absence
+# means every level. The help says what the level does for that command.
+LEVEL_HELP = {
+    "lower": "DirectML feature level, 1_0 .. 6_4",
+    "manifest": "the level the manifest's placement is for",
+    "capabilities": "only the tables in force at this level (default: every level)",
+    "optimize": "only rewrite bands this project lowers to DirectML at this level "
+                "(default: every band onnxruntime generates exactly)",
+}
+
+
+class FeatureLevelArgs(ArgGroup):
+    """--feature-level. `use` picks the help text (LEVEL_HELP); `filter` makes it optional (no
+    default: every level), as capabilities and optimize take it."""
+
+    def __init__(self, use: str = "lower", filter: bool = False) -> None:
+        self.use, self.filter = use, filter
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--feature-level", metavar="L", help=LEVEL_HELP[self.use],
+                  **({} if self.filter else {"default": "5_1"}))
+
+    def parse(self, args: argparse.Namespace) -> "FeatureLevel | None":
+        """The level (ir.parse_level; a bad one is one error line), None for an absent filter."""
+        from onnx_dml_lowering.ir import parse_level
+        return parse_level(args.feature_level) if args.feature_level else None
+
+
+@dataclass(frozen=True)
+class Model:
+    """The model file(s) a command reads and the level it lowers at."""
+    path: "str | list[str]"
+    feature_level: "FeatureLevel | None"
+
+
+class ModelArgs(ArgGroup):
+    """The model argument (one file, or with `many` the zoo's files and directories), then -v and
+    --feature-level as the commands that lower a model take them."""
+
+    def __init__(self, many: bool = False, verbose: bool = True, level: "FeatureLevelArgs | None" = None) -> None:
+        self.many, self.verbose, self.level = many, verbose, level or FeatureLevelArgs()
+
+    def add(self, parser: argparse.ArgumentParser, level: bool = True) -> None:
+        if self.many:
+            self._add(parser, "model", nargs="+", metavar="MODEL_OR_DIR",
+                      help="an .onnx model; several, or a directory (every *.onnx below it), check a zoo")
+        else:
+            self._add(parser, "model", help="path to an .onnx model")
+        if self.verbose:
+            VerboseArgs().add(parser)
+        if level:
+            self.level.add(parser)
+
+    def parse(self, args: argparse.Namespace) -> Model:
+        """The model path(s) and the feature level (a bad level is one error line)."""
+        return Model(path=args.model, feature_level=self.level.parse(args))
+
+
+# -- symbolic dimension sizes ---------------------------------------------------------------------
+
+# --dim NAME=SIZE is a fixed size for a symbolic input dimension, whatever the command; the help
+# says what the command does at that size.
+DIM_HELP = {
+    "feeds": "size of a symbolic input dimension for random feeds (repeatable; default: 3)",
+    "compile": "specialise the run-time-sized steps at these input dimension sizes and print their "
+               "descriptors (repeatable; unnamed symbolic dimensions: 3)",
+    "optimize": "with --check: size of a symbolic input dimension for the random feeds (repeatable; "
+                "the others take each --sweep size)",
+}
+
+
+class DimArgs(ArgGroup):
+    """--dim NAME=SIZE (repeatable): the size one symbolic input dimension takes."""
+
+    def __init__(self, use: str = "feeds", several: str = "") -> None:
+        # `several`: what to write instead of --dim NAME=A,B,C where the command checks several
+        # sizes ({name} is NAME, {sizes} A,B,C)
+        self.use, self.several = use, several
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--dim", action="append", metavar="NAME=SIZE", help=DIM_HELP[self.use])
+
+    def add_sweep(self, parser: argparse.ArgumentParser) -> None:
+        """optimize --check's sizes: one list for every dimension --dim leaves free, which all take
+        each size in turn (one run per size and seed, not a product over dimensions)."""
+        self._add(parser, "--sweep", metavar="SIZES",
+                  help="with --check: comma-separated sizes every symbolic input dimension not fixed by "
+                       "--dim takes in turn (default: 1,3,8)")
+
+    @staticmethod
+    def parse_sweep(args: argparse.Namespace) -> "tuple[int, ...] | None":
+        """The --sweep sizes, in order, once each; None when not given (optimize.bit_identical's
+        own default, 1, 3 and 8)."""
+        if args.sweep is None:
+            return None
+        sizes = [s.strip() for s in args.sweep.split(",")]
+        if not all(s.isdigit() for s in sizes):
+            raise DmlLowerError(f"--sweep {args.sweep!r}: expected SIZE[,SIZE...] of non-negative integers")
+        return tuple(dict.fromkeys(int(s) for s in sizes))
+
+    def parse(self, args: argparse.Namespace) -> "dict[str, int]":
+        """NAME -> SIZE, in the order given. A malformed one, or one name given two different
+        sizes, is one error line (the same size twice is fine)."""
+        return parse_dim_sizes(args.dim, self.several)
+
+
+def parse_dim_sizes(texts: "list[str] | None", several: str = "") -> "dict[str, int]":
+    dims: "dict[str, int]" = {}
+    for text in texts or []:
+        name, _, value = text.partition("=")
+        if several and name and "," in value and all(v.strip().isdigit() for v in value.split(",")):
+            raise DmlLowerError(f"--dim {text!r}: --dim fixes one size; {several.format(name=name, sizes=value)}")
+        if not name or not value.isdigit():
+            raise DmlLowerError(f"--dim {text!r}: expected NAME=SIZE with a non-negative integer size")
+        if name in dims and dims[name] != int(value):
+            raise DmlLowerError(f"--dim {name}: given two sizes, {dims[name]} and {int(value)}: "
+                                "give each dimension one size")
+        dims[name] = int(value)
+    return dims
+
+
+# -- feeds ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Feeds:
+    """How a command's feeds are made: the --inputs file, a data loader script, or seeded random
+    feeds shaped by --dim / --val-range / --zero-fraction (cli/feeds.py draws them)."""
+    inputs: "str | None" = None
+    script: "str | None" = None
+    seed: int = 0
+    iterations: int = 1
+    dims: "dict[str, int]" = field(default_factory=dict)
+    val_range: "list[str]" = field(default_factory=list)
+    zero_fraction: "list[str]" = field(default_factory=list)
+    feed_initializers: bool = False
+    names_where_present: bool = False
+    memory_limit: "str | None" = None
+
+    @property
+    def random(self) -> bool:
+        """No --inputs file and no data loader script: seeded random feeds, shaped by --dim."""
+        return not (self.inputs or self.script)
+
+
+INPUTS_HELP = {
+    "feeds": ".npz of feeds keyed by graph input name (default: random)",
+    "optimize": "with --check: run both models on these feeds (.npz keyed by graph input name) "
+                "instead of random ones",
+}
+
+
+class FeedArgs(ArgGroup):
+    """The feed options of run / check / reduce (and --strict / --memory-limit, which bound the
+    run they feed); --iterations where the command takes several feed sets; demo's --seed."""
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self.add_inputs(parser)
+        self.add_seed(parser)
+        DimArgs().add(parser)
+        # a zoo's per-model checks: a --dim, --val-range NAME: or --zero-fraction NAME: applies to
+        # the models that have that dimension or input (the zoo names the ones no model had)
+        self._add(parser, "--names-where-present", action="store_true", help=argparse.SUPPRESS)
+        self._add(parser, "--strict", action="store_true",
+                  help="poison undefined memory in the emulator, so anything that reads it shows")
+        self._add(parser, "--zero-fraction", action="append", metavar="[NAME:]F",
+                  help="share of random feed elements that are zero (0: full, 1: empty; default: 0.5, "
+                       "and 0 for an input given a --val-range); NAME:F for one input (repeatable; "
+                       "wins over the global F)")
+        self._add(parser, "--val-range", action="append", metavar="[NAME:]LO,HI",
+                  help="random feed values in [LO, HI] (floats uniform, integers inclusive; [LO,HI] too); "
+                       "NAME:LO,HI for one input (repeatable; wins over the global LO,HI). Default: floats "
+                       "standard normal with one -0.0, integers in [-100, 100], half of them zero, "
+                       "booleans half true")
+        self._add(parser, "--data-loader-script", metavar="FILE.py[:FUNC]",
+                  help="feed sets from FUNC (default: load_data) of a Python script, which returns "
+                       "or yields dicts of input name to array; each dict is one iteration")
+        self._add(parser, "--feed-initializers", action="store_true",
+                  help="draw random feeds for initializers that are also graph inputs too "
+                       "(default: their stored value is used and the output says so)")
+        self._add(parser, "--memory-limit", metavar="SIZE",
+                  help="refuse a run whose buffers would exceed SIZE, e.g. 512MiB, 2GB "
+                       "(default: three quarters of physical memory)")
+
+    def add_inputs(self, parser: argparse.ArgumentParser, use: str = "feeds") -> None:
+        self._add(parser, "--inputs", metavar="F.npz", help=INPUTS_HELP[use])
+
+    def add_seed(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--seed", type=int, default=0, metavar="N", help="seed for random feeds")
+
+    def add_iterations(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--iterations", type=int, default=1, metavar="N",
+                  help="check N seeded random feed sets (seeds SEED .. SEED+N-1)")
+
+    def parse(self, args: argparse.Namespace) -> Feeds:
+        """The feed options, their combinations checked: one error line for a pair that does not
+        combine or a value out of range."""
+        iterations = getattr(args, "iterations", 1)
+        if iterations < 1:
+            raise DmlLowerError(f"--iterations {iterations}: must be at least 1")
+        if args.data_loader_script:
+            if args.inputs:
+                raise DmlLowerError("--data-loader-script gives the feeds: it does not combine with --inputs")
+            if iterations > 1:
+                raise DmlLowerError("--data-loader-script gives the feed sets (one iteration each): "
+                                    "it does not combine with --iterations")
+            for option, value in (("--dim", args.dim), ("--val-range", args.val_range),
+                                  ("--zero-fraction", args.zero_fraction)):
+                if value:
+                    raise DmlLowerError(f"{option} shapes random feeds: it does not apply to --data-loader-script")
+        elif args.inputs:
+            if iterations > 1:
+                raise DmlLowerError("--iterations draws seeded random feeds: it does not combine with --inputs")
+        elif args.seed < 0:
+            raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
+        random = not (args.inputs or args.data_loader_script)
+        return Feeds(inputs=args.inputs, script=args.data_loader_script, seed=args.seed, iterations=iterations,
+                     dims=DimArgs().parse(args) if random else {},
+                     val_range=list(args.val_range or []), zero_fraction=list(args.zero_fraction or []),
+                     feed_initializers=args.feed_initializers, names_where_present=args.names_where_present,
+                     memory_limit=args.memory_limit)
+
+
+# -- backends ---------------------------------------------------------------------------------------
+
+BACKENDS_HELP = {
+    "run": "comma-separated: cpu (lowered graph, DirectML operators on the numpy emulator), "
+           "ort (lowered graph, each DirectML operator on onnxruntime --providers), "
+           "ort-cpu / ort-dml / ort:<ProviderName> (the model as shipped on that onnxruntime "
+           "provider); --backend is the same option",
+    "check": "comma-separated: cpu (lowered graph, emulator), ort (lowered graph, "
+             "operators on onnxruntime), ort-cpu / ort-dml / ort:<ProviderName> (the model as shipped "
+             "on that onnxruntime provider)",
+    "reduce": "the one check backend that fails: cpu, ort, ort-cpu, ort-dml or ort:<ProviderName>",
+    "conformance": "comma-separated: cpu, ort (lowered graph), ort-cpu, ort-dml, ort:<ProviderName> (each "
+                   "case's model.onnx as shipped on that provider)",
+}
+
+
+@dataclass(frozen=True)
+class Backends:
+    """The backends a command runs and how their onnxruntime providers are set up."""
+    names: "list[str]"
+    text: str
+    providers: "list[str] | None" = None
+    provider_options: "list[str] | None" = None
+    ep_libraries: "list[str] | None" = None
+    no_fallback: bool = False
+    provider_model: str = "shipped"
+    fail_on_partial: bool = False
+    strict: bool = False
+    memory_limit: "str | None" = None
+
+    def options(self, settings: "SessionSettings | None" = None,
+                loaded: "LoadedOutputs | None" = None) -> BackendOptions:
+        """The runtime's BackendOptions; a provider option given with no provider backend is a
+        usage error naming the option and --backends."""
+        from onnx_dml_lowering.runtime.backends import BackendOptions, is_provider
+        if not any(is_provider(b) for b in self.names):
+            for option, given in (("--provider-option", self.provider_options), ("--ep-library", self.ep_libraries)):
+                if given:
+                    raise DmlLowerError(f"{option} {given[0]}: no requested backend uses it (it applies to "
+                                        f"ort-cpu, ort-dml, ort:<ProviderName>; --backends {','.join(self.names)})")
+        return BackendOptions(providers=self.providers, provider_options=self.provider_options,
+                              ep_libraries=self.ep_libraries, no_fallback=self.no_fallback,
+                              provider_model=self.provider_model, settings=settings,
+                              strict=self.strict or None, memory_limit=self.memory_limit, loaded=loaded)
+
+
+class BackendArgs(ArgGroup):
+    """--backends (`use`: the command, for its help; reduce's is required and takes one backend),
+    run's --providers; the provider options and --fail-on-partial, added where each command lists
+    them."""
+
+    def __init__(self, use: str) -> None:
+        self.use = use
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        names = ("--backends", "--backend") if self.use == "run" else ("--backends",)
+        how = {"required": True, "metavar": "B"} if self.use == "reduce" else {"default": "cpu", "metavar": "B[,B...]"}
+        self._add(parser, *names, dest="backends", help=BACKENDS_HELP[self.use], **how)
+        if self.use == "run":
+            self._add(parser, "--providers", metavar="P[,P...]",
+                      help="onnxruntime execution providers of the ort backend: cpu, dml (or full names), "
+                           "comma-separated (default: cpu)")
+
+    def add_provider_options(self, parser: argparse.ArgumentParser) -> None:
+        """The options of backends that run the original model on an onnxruntime provider."""
+        self._add(parser, "--provider-option", action="append", metavar="NAME=VALUE",
+                  help="an option for the ort-*/ort:<Name> backends' provider (repeatable), e.g. device_type=CPU")
+        self._add(parser, "--ep-library", action="append", metavar="NAME=PATH",
+                  help="register a plugin execution provider library (onnxruntime >= 1.22; repeatable)")
+        self._add(parser, "--no-fallback", action="store_true",
+                  help="set session.disable_cpu_ep_fallback: a node the provider cannot take is an error")
+        self._add(parser, "--provider-model", choices=("shipped", "modified"), default="shipped",
+                  help="what the ort-*/ort:<Name> backends run: shipped (default: the model file as given, "
+                       "external data included) or modified (our checked, shape-inferred copy: a node the "
+                       "provider has no kernel for is cut out and its value computed by ONNX semantics, "
+                       "--outputs' intermediates are outputs; the result is PARTIAL when a node was cut)")
+
+    def add_fail_on_partial(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--fail-on-partial", action="store_true",
+                  help="a PARTIAL backend (a node cut out or run by another provider, an output not "
+                       "compared) fails the command (exit 1)")
+
+    def parse(self, args: argparse.Namespace) -> Backends:
+        names = [b.strip() for b in args.backends.split(",") if b.strip()]
+        if self.use == "reduce" and len(names) != 1:
+            raise DmlLowerError(f"--backends {args.backends!r}: reduce takes exactly one backend")
+        providers = getattr(args, "providers", None)
+        providers = [p.strip() for p in providers.split(",")] if providers else None
+        if providers and "ort" not in names:
+            raise DmlLowerError("--providers applies to the ort backend only (--backends ort)")
+        return Backends(names=names, text=args.backends, providers=providers,
+                        provider_options=args.provider_option, ep_libraries=args.ep_library,
+                        no_fallback=args.no_fallback, provider_model=args.provider_model,
+                        fail_on_partial=getattr(args, "fail_on_partial", False),
+                        strict=getattr(args, "strict", False), memory_limit=getattr(args, "memory_limit", None))
+
+
+# -- onnxruntime sessions ---------------------------------------------------------------------------
+
+class SessionArgs(ArgGroup):
+    """Settings of every onnxruntime session the command creates (as onnx_test_runner -C)."""
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--session-config", action="append", metavar="KEY=VALUE",
+                  help="an onnxruntime session config entry for every session (repeatable), "
+                       "e.g. session.intra_op.allow_spinning=0")
+        self._add(parser, "--graph-optimization-level", metavar="LEVEL",
+                  help="onnxruntime graph optimizations of every session: disable, basic, extended or all "
+                       "(default: onnxruntime's, all)")
+        self._add(parser, "--threads", metavar="N",
+                  help="intra-op threads of every onnxruntime session (0: onnxruntime's default; "
+                       "wins over the one thread small region sessions get)")
+
+    def parse(self, args: argparse.Namespace) -> "SessionSettings | None":
+        """The SessionSettings, or None when none was given; a bad one is one error line."""
+        from onnx_dml_lowering.runtime.ort_providers import parse_session_settings
+        settings = parse_session_settings(args.session_config, args.graph_optimization_level, args.threads)
+        return None if settings.empty else settings
+
+    @staticmethod
+    def tokens(args: argparse.Namespace) -> "list[str]":
+        """The session options as given, as command-line tokens (reduce's rerun line)."""
+        words: "list[str]" = []
+        for option, value in (("--session-config", args.session_config),
+                              ("--graph-optimization-level", args.graph_optimization_level),
+                              ("--threads", args.threads)):
+            for item in value if isinstance(value, list) else [value] if value is not None else []:
+                words += [option, str(item)]
+        return words
+
+
+# -- the comparison ---------------------------------------------------------------------------------
+
+class OracleArgs(ArgGroup):
+    """--oracle of check and reduce (runtime.oracle.Oracle reads it)."""
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--oracle", default="hybrid", metavar="ORACLE",
+                  help="hybrid (ONNX semantics for NonZero / EyeLike / Trilu / idiom nodes: numpy ONNX definitions, "
+                       "onnx.reference where they stop; onnxruntime CPU for the rest), reference (whole model on "
+                       "onnx.reference), ort-cpu, or FILE.npz of golden outputs")
+
+    def parse(self, args: argparse.Namespace) -> str:
+        return str(args.oracle)
+
+
+class ToleranceArgs(ArgGroup):
+    """--atol / --rtol of check and reduce (runtime.check.Tolerances.parse reads them)."""
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--atol", action="append", metavar="[OUTPUT=]A",
+                  help="absolute tolerance for floats, global or per output (repeatable; default: 1e-5)")
+        self._add(parser, "--rtol", action="append", metavar="[OUTPUT=]R",
+                  help="relative tolerance for floats, global or per output (repeatable; default: 1e-5)")
+
+    def parse(self, args: argparse.Namespace) -> Tolerances:
+        from onnx_dml_lowering.runtime.check import Tolerances
+        return Tolerances.parse(args.atol, args.rtol)

@@ -52,7 +52,7 @@ def cmd_reduce(args) -> int:
     from onnx_dml_lowering.runtime.report import format_results
 
     from .compiled import compile_model
-    from .reduce import reduce_model, save_reduction, sub_model_oracle, sub_tolerances
+    from .reduce import NothingSmaller, reduce_model, save_reduction, sub_model_oracle, sub_tolerances
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     if len(backends) != 1:
         raise DmlLowerError(f"--backends {args.backends!r}: reduce takes exactly one backend")
@@ -66,8 +66,12 @@ def cmd_reduce(args) -> int:
     tolerances = Tolerances.parse(args.atol, args.rtol)
     options = backend_options(args, backends, session_settings(args))
     compiled = compile_model(args.model, feature_level=args.feature_level)
-    whole, reduction = reduce_model(compiled, first_feeds(compiled, args), backend, status, tolerances, options,
-                                    args.oracle)
+    try:
+        whole, reduction = reduce_model(compiled, first_feeds(compiled, args), backend, status, tolerances, options,
+                                        args.oracle)
+    except NothingSmaller as exc:
+        print(f"reduce: {exc}")
+        return 1
     if reduction is None:
         failed = f" (the backend failed: {whole.error})" if whole.error else ""
         print(f"reduce: no {args.status} on {backend} in {args.model}: nothing to reduce{failed}")

@@ -6,7 +6,7 @@ from onnx_dml_lowering.ir.printer import name_list
 
 from .backends import is_provider
 from .check import CheckReport, describe_backend
-from .compare import OutputResult
+from .compare import OutputResult, partial_reasons
 
 
 # Placements that read the same (status, rule, operators, reason, note) share one line from this many on.

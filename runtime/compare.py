@@ -384,6 +384,16 @@ class BackendReport:
         """The nodes (and outputs) it did not run itself, in one short clause."""
         return partial_clause(list(self.partial), list(self.not_compared), "not compared")
 
+    def partial_why(self, most: int = 3) -> str:
+        """partial_text with why, for a one-line view (conformance run): 'nodes a, b: ran on X (...)'."""
+        groups = partial_reasons(self.partial)
+        shown = [f"node{'s' if len(nodes) > 1 else ''} {name_list(nodes, 4)}: {why}" for why, nodes in groups[:most]]
+        if len(groups) > most:
+            shown.append(f"{sum(len(n) for _, n in groups[most:])} more nodes for other reasons")
+        if self.not_compared:
+            shown.append(partial_clause([], list(self.not_compared), "not compared"))
+        return "; ".join(shown)
+
     def to_dict(self, description: str) -> dict:
         data = {"backend": self.backend, "description": description, "ok": self.ok,
                 "status": self.status, "ran": self.ran, "partial": dict(self.partial),
@@ -396,6 +406,14 @@ class BackendReport:
         if self.placement_notes:
             data["placement_notes"] = list(self.placement_notes)
         return data
+
+
+def partial_reasons(partial: "dict[str, str]") -> "list[tuple[str, list[str]]]":
+    """A PARTIAL backend's nodes grouped by why it did not run them: [(why, nodes)], first seen first."""
+    reasons: "dict[str, list[str]]" = {}
+    for node, why in partial.items():
+        reasons.setdefault(why, []).append(node)
+    return list(reasons.items())
 
 
 def partial_clause(nodes: "list[str]", outputs: "list[str]", outputs_verb: str) -> str:

@@ -191,14 +191,12 @@ def format_text(report: CheckReport) -> str:
     for backend in report.backends:
         if backend.ran and is_provider(backend.backend):
             lines.append(f"  [{backend.backend}] ran {backend.ran}")
-        reasons: "dict[str, list[str]]" = {}
-        for node, why in backend.partial.items():
-            reasons.setdefault(why, []).append(node)
-        for why, nodes in list(reasons.items())[:_PARTIAL_LINES]:     # one line per reason
+        reasons = partial_reasons(backend.partial)
+        for why, nodes in reasons[:_PARTIAL_LINES]:     # one line per reason
             lines.append(f"  [{display(backend.backend)}] PARTIAL: node{'s' if len(nodes) > 1 else ''} "
                          f"{name_list(nodes, 4)}: {display(why)}")
         if len(reasons) > _PARTIAL_LINES:
-            rest = sum(len(nodes) for nodes in list(reasons.values())[_PARTIAL_LINES:])
+            rest = sum(len(nodes) for _, nodes in reasons[_PARTIAL_LINES:])
             lines.append(f"  [{display(backend.backend)}] PARTIAL: ... {rest} more nodes (--json lists every one)")
         for note in backend.placement_notes:
             lines.append(f"  [{display(backend.backend)}] {display(note)}")

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .cli_feeds import describe_feeds, draws_random_feeds, feed_sets, parse_dims
+from .cli_feeds import describe_feeds, drawn_sizes_hint, draws_random_feeds, feed_sets, parse_dims
 from .cli_options import (backend_options, check_outputs, model_options, oracle_option, partial_flag,
                           provider_flags, save_npz_file, session_flags, session_settings, tolerance_options,
                           write_json, write_text)
@@ -103,12 +103,15 @@ def cmd_check(args) -> int:
                               more_feeds=more, model_name=str(args.model), feed_label=_seed_label(args),
                               fail_partial=args.fail_on_partial, on_set=save_set)
     except DmlLowerError as exc:
+        hint = drawn_sizes_hint(compiled, args)
         if not args.save_inputs:
+            if hint:
+                raise DmlLowerError(f"{exc}{hint}") from None
             raise
         # the feeds of a failed check (the set under way) are the ones needed to reproduce it
         path = set_path(args.save_inputs, under_way[0])
         save_npz_file(path, under_way[1], "the inputs")
-        raise DmlLowerError(f"{exc} (the inputs are saved in {path})") from None
+        raise DmlLowerError(f"{exc}{hint} (the inputs are saved in {path})") from None
     if args.dim and draws_random_feeds(args):
         report.dims = parse_dims(compiled, args)
     report.feeds = {**described, "iterations": report.iterations} if "iterations" in described else described

@@ -87,6 +87,24 @@ def random_inputs(compiled: CompiledModel, args) -> list:
     return compiled.inputs + (compiled.optional_inputs if getattr(args, "feed_initializers", False) else [])
 
 
+def drawn_sizes_hint(compiled: CompiledModel, args) -> str:
+    """For an error on random feeds: the symbolic dimensions they gave the default size (none set
+    by --dim), which a model that ties sizes together (a decoder's past and total sequence length)
+    may not take; '' when the feeds are not drawn or every dimension was set."""
+    from onnx_dml_lowering.ir.printer import name_list
+    from onnx_dml_lowering.runtime.feeds import DIM_DEFAULT
+    if not draws_random_feeds(args):
+        return ""
+    given = set(parse_dims(compiled, args))
+    free = sorted({d.dim_param for vi in random_inputs(compiled, args) for d in vi.type.tensor_type.shape.dim
+                   if d.dim_param and d.dim_param not in given})
+    if not free:
+        return ""
+    return (f" (the random feeds gave symbolic dimension{'s' if len(free) > 1 else ''} "
+            f"{name_list(free, 6, 'dimensions')} size {DIM_DEFAULT}; if the model ties sizes together, "
+            "give them with --dim NAME=SIZE)")
+
+
 def parse_dims(compiled: CompiledModel, args) -> "dict[str, int]":
     dims = {}
     for text in args.dim or []:

@@ -25,6 +25,8 @@ import onnx
 from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
+from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
 from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check, make_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
@@ -33,6 +35,12 @@ from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES, stored_bytes
 from .compiled import CompiledModel, compile_model
 
 STATUSES = ("mismatch", "deviation")
+NOUN = "outputs"
+
+
+class NothingSmaller(DmlLowerError):
+    """The whole model shows the failure but no sub-model rebuilt from its nodes does (not even
+    all of them): nothing to write. The CLI says so and exits 1, as when nothing fails."""
 
 
 @dataclass
@@ -84,6 +92,7 @@ class Reducer:
         self.producer = {o: index for index, node in enumerate(self.nodes) for o in node.output if o}
         self.checks = 0
         self._seen: "dict[tuple, list[OutputResult]]" = {}
+        self.why: "dict[tuple, str]" = {}         # why a sub-model does not reproduce, by key
 
     # -- sub-models --------------------------------------------------------------------------
     def _feedable(self, name: str) -> bool:
@@ -101,6 +110,13 @@ class Reducer:
         if info.shape is not None and len(info.shape) == value.ndim:
             dims = [d if not isinstance(d, int) or d == actual else actual for d, actual in zip(info.shape, value.shape)]
         return helper.make_tensor_value_info(name, info.onnx_type, dims)
+
+    def _kind(self, name: str) -> str:
+        """Why a value cannot cross a sub-model's boundary, in a few words."""
+        info = self.compiled.types.get(name)
+        if info is None or not info.onnx_type:
+            return "no type is known for it"
+        return "not a tensor" if not isinstance(self.values.get(name), np.ndarray) else "an object array"
 
     def _output_info(self, name: str) -> onnx.ValueInfoProto:
         # Rank only: the sub-model's own shape inference fills in what it knows.
@@ -121,10 +137,14 @@ class Reducer:
                 inits.append(self.inits[name])
                 continue
             if not self._feedable(name):
+                self._refused = f"cannot take {display(name)} as an input ({self._kind(name)})"
                 return None
             inputs.append(self._input_info(name))
             feeds[name] = self.values[name]
-        if not outputs or not all(self._feedable(o) for o in outputs):
+        unfit = [o for o in outputs if not self._feedable(o)]
+        if not outputs or unfit:
+            self._refused = (f"cannot give {display(unfit[0])} as an output ({self._kind(unfit[0])})" if unfit
+                             else "has no output to compare")
             return None
         source = self.compiled.model
         graph = helper.make_graph(nodes, f"{source.graph.name or 'model'}_reduced", inputs,
@@ -139,10 +159,13 @@ class Reducer:
         key = (frozenset(members), tuple(outputs))
         if key not in self._seen:
             self._seen[key] = []
+            self._refused = ""
             built = self.build(key[0], outputs)
             if built is not None:
                 self.checks += 1
                 self._seen[key] = self._check(*built)
+            if not self._seen[key]:
+                self.why[key] = self._refused
         return self._seen[key]
 
     def _check(self, model: onnx.ModelProto, feeds: dict) -> "list[OutputResult]":
@@ -151,9 +174,20 @@ class Reducer:
             compiled = compile_model(model, feature_level=self.compiled.feature_level)
             _, report = check(compiled, feeds, [self.backend], sub_tolerances(self.tolerances, outputs),
                               self.options, oracle=self.oracle)
-        except DmlLowerError:
-            return []        # a cut the tools refuse (say, shape inference) is not a repro
-        return [o for b in report.backends for o in b.outputs if o.status == self.status]
+        except DmlLowerError as exc:
+            self._refused = f"is refused ({exc})"   # a cut the tools refuse is not a repro
+            return []
+        results = [o for b in report.backends for o in b.outputs]
+        errors = [b.error for b in report.backends if b.error]
+        statuses = sorted({o.status.upper() for o in results})
+        self._refused = (f"fails on {self.backend} ({errors[0]})" if errors else
+                         f"checks {' / '.join(statuses) or 'nothing'} on {self.backend}")
+        return [o for o in results if o.status == self.status]
+
+    def whole_model_why(self) -> str:
+        """Why the whole graph, rebuilt from its nodes, does not reproduce (after reduce() gave None)."""
+        count = len(self.nodes)
+        return self.why.get((frozenset(range(count)), tuple(self.frontier(count))), "")
 
     # -- the search --------------------------------------------------------------------------
     def frontier(self, k: int) -> "list[str]":
@@ -264,9 +298,15 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
         raise DmlLowerError(f"the {status.upper()} on {backend} is against the golden outputs of {oracle}, but on this "
                             f"machine {backend} agrees with ONNX semantics (the hybrid oracle), which the sub-models "
                             "are checked against: nothing here reproduces it")
-    if found is None:
+    if found is None and not any(o.output in reducer.producer for o in original):
         raise DmlLowerError(f"the {status.upper()} on {backend} is on a value no node computes "
-                            f"({', '.join(o.output for o in original)}): nothing to reduce")
+                            f"({name_list([o.output for o in original], noun=NOUN)}: a graph input or initializer "
+                            "passed through): nothing to reduce")
+    if found is None:
+        raise NothingSmaller(f"no smaller model reproduces the {status.upper()} on {backend} "
+                             f"({name_list([o.output for o in original], noun=NOUN)}): the graph rebuilt from its "
+                             f"{len(reducer.nodes)} nodes with the same inputs and weights "
+                             f"{reducer.whole_model_why()}, so the model itself is the smallest repro")
     members, outputs = found
     model, sub_feeds = reducer.build(members, outputs)
     return whole, Reduction(model, sub_feeds, original, reducer.failures(members, outputs),

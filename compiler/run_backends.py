@@ -16,6 +16,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import brief
 from onnx_dml_lowering.runtime.backends import BackendOptions, is_provider, make_backends
 from onnx_dml_lowering.runtime.check import lazy_oracle
+from onnx_dml_lowering.runtime.compare import partial_clause
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 
 
@@ -39,15 +40,7 @@ class RunResult:
         return "partial" if self.partial or self.not_run or self.unvalidated else "ok"
 
     def partial_text(self) -> str:
-        parts = []
-        if self.partial:
-            nodes = list(self.partial)
-            parts.append(f"node{'s' if len(nodes) > 1 else ''} {', '.join(nodes[:4])}"
-                         + (f", ... ({len(nodes)} nodes)" if len(nodes) > 4 else "") + " not run on it")
-        others = [*self.not_run, *self.unvalidated]
-        if others:
-            parts.append(f"output{'s' if len(others) > 1 else ''} {', '.join(others)} not computed by it")
-        return "; ".join(parts)
+        return partial_clause(list(self.partial), [*self.not_run, *self.unvalidated], "not computed by it")
 
 
 class RunBackends:

@@ -34,7 +34,7 @@ from onnx_dml_lowering.lowering.schedule import node_reads
 from .feeds import restore_declared
 from .oracle import NO_KERNEL_NODE
 from .ort_providers import (ProviderSpec, SessionSettings, backend_hint, make_provider_session,
-                            node_providers, placement_findings, resolve, resolve_provider)
+                            describe_findings, node_providers, placement_findings, resolve, resolve_provider)
 from .ort_values import run_session
 from .saved_outputs import PREFIX as SAVED_PREFIX
 from .saved_outputs import LoadedOutputs, describe_saved
@@ -235,9 +235,9 @@ class Provider:
             for node, provider in assignment.items():
                 if provider != self.spec.name:
                     prepared.partial.setdefault(node, f"ran on {provider} (requested {self.spec.name})")
-            prepared.placement_notes = [f.describe(self.spec.name)
-                                        for f in placement_findings(self.compiled.model, assignment, self.spec.name)
-                                        if f.node not in self.unsupported]
+            prepared.placement_notes = describe_findings(
+                [f for f in placement_findings(self.compiled.model, assignment, self.spec.name)
+                 if f.node not in self.unsupported], self.spec.name)
         elif self._session is not None:
             prepared.placement_notes = ["this onnxruntime cannot report which provider ran each node"]
         return prepared

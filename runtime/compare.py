@@ -34,6 +34,8 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
+from onnx_dml_lowering.ir.printer import name_list
+
 BLOCK = 1 << 20          # elements per block: float64 temporaries stay at a few MB whatever the output's size
 
 # ml_dtypes' float types (numpy's kind "V", not "f")
@@ -380,15 +382,17 @@ class BackendReport:
 
     def partial_text(self) -> str:
         """The nodes (and outputs) it did not run itself, in one short clause."""
-        parts = []
-        if self.partial:
-            nodes = list(self.partial)
-            shown = ", ".join(nodes[:4]) + (f", ... ({len(nodes)} nodes)" if len(nodes) > 4 else "")
-            parts.append(f"node{'s' if len(nodes) > 1 else ''} {shown} not run on it")
+        return partial_clause(list(self.partial), list(self.not_compared), "not compared")
+
+    def partial_why(self, most: int = 3) -> str:
+        """partial_text with why, for a one-line view (conformance run): 'nodes a, b: ran on X (...)'."""
+        groups = partial_reasons(self.partial)
+        shown = [f"node{'s' if len(nodes) > 1 else ''} {name_list(nodes, 4)}: {why}" for why, nodes in groups[:most]]
+        if len(groups) > most:
+            shown.append(f"{sum(len(n) for _, n in groups[most:])} more nodes for other reasons")
         if self.not_compared:
-            parts.append(f"output{'s' if len(self.not_compared) > 1 else ''} {', '.join(self.not_compared)} "
-                         "not compared")
-        return "; ".join(parts)
+            shown.append(partial_clause([], list(self.not_compared), "not compared"))
+        return "; ".join(shown)
 
     def to_dict(self, description: str) -> dict:
         data = {"backend": self.backend, "description": description, "ok": self.ok,
@@ -402,3 +406,23 @@ class BackendReport:
         if self.placement_notes:
             data["placement_notes"] = list(self.placement_notes)
         return data
+
+
+def partial_reasons(partial: "dict[str, str]") -> "list[tuple[str, list[str]]]":
+    """A PARTIAL backend's nodes grouped by why it did not run them: [(why, nodes)], first seen first."""
+    reasons: "dict[str, list[str]]" = {}
+    for node, why in partial.items():
+        reasons.setdefault(why, []).append(node)
+    return list(reasons.items())
+
+
+def partial_clause(nodes: "list[str]", outputs: "list[str]", outputs_verb: str) -> str:
+    """What a PARTIAL backend left to others, in one clause of bounded length whatever the model's
+    size: 'nodes a, b, ... (90 nodes) not run on it; outputs x, y not compared' (the JSON forms
+    keep every name)."""
+    parts = []
+    if nodes:
+        parts.append(f"node{'s' if len(nodes) > 1 else ''} {name_list(nodes, 4)} not run on it")
+    if outputs:
+        parts.append(f"output{'s' if len(outputs) > 1 else ''} {name_list(outputs, 4, 'outputs')} {outputs_verb}")
+    return "; ".join(parts)

@@ -238,8 +238,12 @@ def feed_shapes(inputs: "list[onnx.ValueInfoProto]", dims: "Mapping[str, int] | 
             for vi in inputs}
 
 
+# The size random and zero feeds give a symbolic dimension --dim does not set.
+DIM_DEFAULT = 3
+
+
 def zero_feeds(inputs: "list[onnx.ValueInfoProto]", dims: "Mapping[str, int] | None" = None,
-               dim_default: int = 3, memory_limit: "int | None" = None) -> "dict[str, np.ndarray]":
+               dim_default: int = DIM_DEFAULT, memory_limit: "int | None" = None) -> "dict[str, np.ndarray]":
     """All-zero feeds at `dims` (others `dim_default`, as for random feeds), without drawing."""
     shapes = feed_shapes(inputs, dims, dim_default)
     check_feed_sizes(inputs, shapes, default_limit() if memory_limit is None else memory_limit, drawn=False)
@@ -268,7 +272,7 @@ def range_problem(bounds: "tuple[float, float]") -> str:
     return ""
 
 
-def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default: int = 3,
+def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default: int = DIM_DEFAULT,
                  dims: "Mapping[str, int] | None" = None, zero_fraction: "float | None" = None,
                  value_range: "tuple[float, float] | None" = None,
                  memory_limit: "int | None" = None,

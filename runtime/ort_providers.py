@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.printer import name_list
 
 if TYPE_CHECKING:
     import onnx
@@ -537,12 +538,28 @@ class PlacementFinding:
     constant: bool = False          # its inputs depend on no graph input (constant folding can remove it)
 
     def describe(self, requested: str) -> str:
-        if self.provider is None and self.constant:
-            return f"{self.op_type} node {self.node}: removed by onnxruntime's constant folding (no provider ran it)"
-        if self.provider is None:
-            return (f"{self.op_type} node {self.node}: not in onnxruntime's optimized graph under its name "
-                    "(a graph optimization fused or replaced it; no provider ran it as this node)")
-        return f"{self.op_type} node {self.node}: fell back to {self.provider} (requested {requested})"
+        return describe_findings([self], requested)[0]
+
+
+def describe_findings(findings: "list[PlacementFinding]", requested: str) -> "list[str]":
+    """One line per kind of finding (op type, where it ran or why it did not), its nodes listed
+    through ir.printer.name_list: ninety fused nodes are one bounded line, not ninety."""
+    groups: "dict[tuple, list[str]]" = {}
+    for f in findings:
+        groups.setdefault((f.op_type, f.provider, f.constant), []).append(f.node)
+    lines = []
+    for (op_type, provider, constant), nodes in groups.items():
+        one = len(nodes) == 1
+        what = f"{op_type} node{'' if one else 's'} {name_list(nodes, 4)}"
+        if provider is None and constant:
+            lines.append(f"{what}: removed by onnxruntime's constant folding (no provider ran {'it' if one else 'them'})")
+        elif provider is None:
+            lines.append(f"{what}: not in onnxruntime's optimized graph under {'its name' if one else 'their names'} "
+                         f"(a graph optimization fused or replaced {'it' if one else 'them'}; no provider ran "
+                         f"{'it as this node' if one else 'them as these nodes'})")
+        else:
+            lines.append(f"{what}: fell back to {provider} (requested {requested})")
+    return lines
 
 
 def _input_dependent(model) -> "set[str]":

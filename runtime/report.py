@@ -6,7 +6,7 @@ from onnx_dml_lowering.ir.printer import name_list
 
 from .backends import is_provider
 from .check import CheckReport, describe_backend
-from .compare import OutputResult
+from .compare import OutputResult, partial_reasons
 
 
 # Placements that read the same (status, rule, operators, reason, note) share one line from this many on.
@@ -99,8 +99,8 @@ def feeds_line(feeds: dict) -> str:
 
 def defaults_line(defaults) -> str:
     """The initializers-that-are-also-inputs left unfed (name -> the stored value used), in one line."""
-    return "inputs not fed, their initializer used as the default: " + ", ".join(
-        f"{display(name)} ({value.dtype} [{_shape(value.shape)}])" for name, value in defaults.items())
+    return "inputs not fed, their initializer used as the default: " + name_list(
+        [f"{name} ({value.dtype} [{_shape(value.shape)}])" for name, value in defaults.items()], 8, "inputs")
 
 
 def format_results(report: CheckReport, matches: bool = True) -> str:
@@ -168,7 +168,7 @@ def verdict(report: CheckReport) -> str:
     return text + partial
 
 
-# The text report names at most this many nodes of a PARTIAL backend, one line each.
+# The text report gives at most this many PARTIAL lines per backend (one per reason).
 _PARTIAL_LINES = 20
 
 
@@ -191,11 +191,13 @@ def format_text(report: CheckReport) -> str:
     for backend in report.backends:
         if backend.ran and is_provider(backend.backend):
             lines.append(f"  [{backend.backend}] ran {backend.ran}")
-        for node, why in list(backend.partial.items())[:_PARTIAL_LINES]:
-            lines.append(f"  [{backend.backend}] PARTIAL: node {node}: {why}")
-        if len(backend.partial) > _PARTIAL_LINES:
-            lines.append(f"  [{backend.backend}] PARTIAL: ... {len(backend.partial) - _PARTIAL_LINES} more nodes "
-                         "(--json lists every one)")
+        reasons = partial_reasons(backend.partial)
+        for why, nodes in reasons[:_PARTIAL_LINES]:     # one line per reason
+            lines.append(f"  [{display(backend.backend)}] PARTIAL: node{'s' if len(nodes) > 1 else ''} "
+                         f"{name_list(nodes, 4)}: {display(why)}")
+        if len(reasons) > _PARTIAL_LINES:
+            rest = sum(len(nodes) for _, nodes in reasons[_PARTIAL_LINES:])
+            lines.append(f"  [{display(backend.backend)}] PARTIAL: ... {rest} more nodes (--json lists every one)")
         for note in backend.placement_notes:
             lines.append(f"  [{display(backend.backend)}] {display(note)}")
         if backend.fed_from_oracle:

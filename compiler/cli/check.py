@@ -8,7 +8,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 
 from ..output_files import check_outputs, save_npz_file, write_json, write_text
 from ..zoo import add_zoo_options
-from .feeds import describe_feeds, feed_sets, known_dims, named_options
+from .feeds import describe_feeds, drawn_sizes_hint, feed_sets, known_dims, named_options
 from .groups import BackendArgs, FeedArgs, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
 
 if TYPE_CHECKING:
@@ -105,12 +105,15 @@ def cmd_check(args) -> int:
                               more_feeds=more, model_name=str(args.model), feed_label=_seed_label(feed_options),
                               fail_partial=backends.fail_on_partial, on_set=save_set)
     except DmlLowerError as exc:
+        hint = drawn_sizes_hint(compiled, feed_options)
         if not args.save_inputs:
+            if hint:
+                raise DmlLowerError(f"{exc}{hint}") from None
             raise
         # the feeds of a failed check (the set under way) are the ones needed to reproduce it
         path = set_path(args.save_inputs, under_way[0])
         save_npz_file(path, under_way[1], "the inputs")
-        raise DmlLowerError(f"{exc} (the inputs are saved in {path})") from None
+        raise DmlLowerError(f"{exc}{hint} (the inputs are saved in {path})") from None
     if feed_options.dims:
         report.dims = known_dims(compiled, feed_options.dims, feed_options.names_where_present)
     report.feeds = {**described, "iterations": report.iterations} if "iterations" in described else described

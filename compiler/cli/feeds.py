@@ -68,6 +68,23 @@ def random_inputs(compiled: CompiledModel, feeds: "Feeds | None") -> list:
     return compiled.inputs + (compiled.optional_inputs if feeds is not None and feeds.feed_initializers else [])
 
 
+def drawn_sizes_hint(compiled: CompiledModel, feeds: Feeds) -> str:
+    """For an error on random feeds: the symbolic dimensions they gave the default size (none set
+    by --dim), which a model that ties sizes together (a decoder's past and total sequence length)
+    may not take; '' when the feeds are not drawn or every dimension was set."""
+    from onnx_dml_lowering.ir.printer import name_list
+    from onnx_dml_lowering.runtime.feeds import DIM_DEFAULT
+    if not feeds.random:
+        return ""
+    free = sorted({d.dim_param for vi in random_inputs(compiled, feeds) for d in vi.type.tensor_type.shape.dim
+                   if d.dim_param and d.dim_param not in feeds.dims})
+    if not free:
+        return ""
+    return (f" (the random feeds gave symbolic dimension{'s' if len(free) > 1 else ''} "
+            f"{name_list(free, 6, 'dimensions')} size {DIM_DEFAULT}; if the model ties sizes together, "
+            "give them with --dim NAME=SIZE)")
+
+
 def known_dims(compiled: CompiledModel, dims: "dict[str, int]", names_where_present: bool = False
                ) -> "dict[str, int]":
     """`dims` (groups.DimArgs) checked against the model: each names a symbolic input dimension

@@ -28,6 +28,24 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
+    def parse_command(self, argv: "list[str]") -> argparse.Namespace:
+        """parse_args, but an option no parser knows is reported by the (sub)command it was typed
+        to, so the line points at that command's --help ('dml-lower check --help'), not the top's."""
+        args, extras = self.parse_known_args(argv)
+        if extras:
+            self._chosen(args).error(f"unrecognized arguments: {' '.join(extras)}")
+        return args
+
+    def _chosen(self, args: argparse.Namespace) -> argparse.ArgumentParser:
+        """The deepest subparser `args` went through (dml-lower -> conformance -> run)."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            chooser = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            name = getattr(args, chooser.dest, None) if chooser is not None else None
+            if chooser is None or name is None or name not in chooser.choices:
+                return parser
+            parser = chooser.choices[name]
+
     def error(self, message: str):
         from onnx_dml_lowering.ir.display import display   # the message quotes what was typed
         if message.startswith("unrecognized arguments: "):

@@ -61,7 +61,7 @@ def _version() -> str:
 
 def main(argv: "list[str] | None" = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(attach_signed_values(list(sys.argv[1:] if argv is None else argv)))
+    args = parser.parse_command(attach_signed_values(list(sys.argv[1:] if argv is None else argv)))
     from onnx_dml_lowering.runtime.interrupt import watch_signals
     stdout = sys.stdout
     sys.stdout = DisplayedStream(stdout)

@@ -52,7 +52,7 @@ def cmd_reduce(args) -> int:
     from onnx_dml_lowering.runtime.report import format_results
 
     from ..compiled import compile_model
-    from ..reduce import reduce_model, save_reduction, sub_model_oracle, sub_tolerances
+    from ..reduce import NothingSmaller, reduce_model, save_reduction, sub_model_oracle, sub_tolerances
     backends = BACKENDS.parse(args)
     backend, status = backends.names[0], args.status.lower()
     out = Path(args.output)
@@ -66,8 +66,12 @@ def cmd_reduce(args) -> int:
     feeds = FEEDS.parse(args)
     model = MODEL.parse(args)
     compiled = compile_model(model.path, feature_level=model.feature_level)
-    whole, reduction = reduce_model(compiled, first_feeds(compiled, feeds), backend, status, tolerances, options,
-                                    ORACLE.parse(args))
+    try:
+        whole, reduction = reduce_model(compiled, first_feeds(compiled, feeds), backend, status, tolerances, options,
+                                        ORACLE.parse(args))
+    except NothingSmaller as exc:
+        print(f"reduce: {exc}")
+        return 1
     if reduction is None:
         failed = f" (the backend failed: {whole.error})" if whole.error else ""
         print(f"reduce: no {args.status} on {backend} in {args.model}: nothing to reduce{failed}")

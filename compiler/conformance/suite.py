@@ -150,7 +150,7 @@ class Backend:
                 runs.append([done.outputs.get(n) for n in names])
         except DmlLowerError as exc:
             return None, str(exc), prepared.placement_notes, ""
-        return runs, "", prepared.placement_notes, report.partial_text() if report.is_partial else ""
+        return runs, "", prepared.placement_notes, report.partial_why() if report.is_partial else ""
 
 
 def judge(backend: Backend, case_name: str, model, data_sets, expected, known: "dict | None",

@@ -249,3 +249,25 @@ def test_real_merged_decoder_checks_on_both_branches(use_cache, batch, new, past
     _, report = check(compiled, feeds, ["cpu", "ort-cpu"], Tolerances(atol=1e-5, rtol=1e-4))
     assert report.ok, [(o.backend, o.output, o.status) for b in report.backends for o in b.outputs]
     assert len(report.feed_notes) == (1 if use_cache else 0)
+
+
+SHIPPED_DECODER = Path(__file__).parent.parent / "models" / "decoders" / "gpt2.decoder_model_merged.onnx"
+
+
+def test_random_feeds_a_decoder_cannot_take_name_the_dimensions_to_set(capsys) -> None:
+    """Optimum's merged decoder ties the attention mask's length to past + new tokens while it
+    declares it `sequence_length`; random feeds at the default size break it in the oracle. The
+    one error line names the symbolic dimensions the feeds sized by default and --dim; with
+    --dim past_sequence_length=0 the same check passes."""
+    model = onnx.load(str(SHIPPED_DECODER), load_external_data=False)
+    free = sorted({d.dim_param for vi in model.graph.input for d in vi.type.tensor_type.shape.dim if d.dim_param})
+    code, out, err = cli(["check", SHIPPED_DECODER, "-q"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert f"(the random feeds gave symbolic dimensions {', '.join(free)} size 3; " in err
+    assert "--dim NAME=SIZE" in err
+    code, out, err = cli(["check", SHIPPED_DECODER, "-q", "--dim", "past_sequence_length=0"], capsys)
+    assert code == 0, err
+    # given every dimension, nothing is blamed on the default size
+    dims = [w for name in free for w in ("--dim", f"{name}=2")]
+    code, _, err = cli(["check", SHIPPED_DECODER, "-q", *dims], capsys)
+    assert "random feeds gave" not in err

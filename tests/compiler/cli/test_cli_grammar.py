@@ -241,3 +241,29 @@ def test_readme_run_output_is_current(capsys, monkeypatch):
     code, out, _ = cli(["run", "masked_select.onnx", "--backends", "cpu,ort-cpu"], capsys)
     assert code == 0
     assert out.splitlines() == [line[2:] for line in shown.splitlines()]
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: "list[str]"):
+    """Every (sub)command path with its parser: ['check'], ['conformance', 'run'], ..."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, prefix + [name])
+            return
+    yield prefix, parser
+
+
+@pytest.mark.parametrize("path", [" ".join(p) for p, _ in _commands(build_parser(), [])])
+def test_an_unknown_option_points_at_the_command_it_was_typed_to(path, capsys):
+    """`dml-lower check M --bogus`: one line naming the option, pointing at `dml-lower check --help`
+    (the command's own options), not the top-level help."""
+    parser = dict((" ".join(p), q) for p, q in _commands(build_parser(), []))[path]
+    positionals = [a for a in parser._actions if not a.option_strings and a.nargs not in ("?", "*")]
+    required = [a.option_strings[0] for a in parser._actions if a.option_strings and a.required]
+    argv = path.split() + ["x.onnx"] * len(positionals) + [w for o in required for w in (o, "y.onnx")]
+    argv += ["--no-such-option"]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    _, err = capsys.readouterr()
+    assert exit_.value.code == 2
+    assert err == f"dml-lower: error: unrecognized arguments: --no-such-option (see 'dml-lower {path} --help')\n"

@@ -233,7 +233,7 @@ USAGE_ERRORS = [
     (["--json", "/no-such-folder/z.json"], "dml-lower: error: --json '/no-such-folder/z.json': cannot write there: "
                                            "folder '/no-such-folder' does not exist"),
     (["--no-such-option"], "dml-lower: error: unrecognized arguments: --no-such-option "
-                           "(see 'dml-lower --help')"),
+                           "(see 'dml-lower check --help')"),
 ]
 
 

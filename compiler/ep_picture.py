@@ -15,7 +15,8 @@ from collections import Counter
 
 import onnx
 
-from .bodies import graph_attributes
+from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes
+
 from .ep_placement import CPU, DML, NONE, REMOVED
 from .ep_registry import dml_kernels, schema
 

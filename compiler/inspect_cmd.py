@@ -13,10 +13,10 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.dtypes import onnx_type_name
+from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, node_paths, prefixed_graphs
 from onnx_dml_lowering.runtime.inline_weights import in_model_file, parse_without_weights
 from onnx_dml_lowering.runtime.weights import data_bytes
 
-from .bodies import graph_attributes, node_paths, prefixed_graphs
 from .compiled import CompiledModel, compile_model
 from .ep_placement import format_placement, placement_for_file
 from .frontend import load_stored

@@ -27,7 +27,8 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.lowering.schedule import engine_runs, node_bodies, node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import node_bodies, node_reads
+from onnx_dml_lowering.lowering.schedule import engine_runs
 
 from .feeds import restore_declared
 from .onnx_definitions import ENGINE as DEFINITIONS

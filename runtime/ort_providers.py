@@ -545,7 +545,7 @@ class PlacementFinding:
 
 def _input_dependent(model) -> "set[str]":
     """Values that depend on a graph input (so constant folding cannot compute them)."""
-    from onnx_dml_lowering.lowering.schedule import node_reads
+    from onnx_dml_lowering.lowering.onnx_graphs import node_reads
     inits = {i.name for i in model.graph.initializer}
     live = {i.name for i in model.graph.input if i.name not in inits}
     for node in model.graph.node:

@@ -22,9 +22,10 @@ from typing import Callable
 
 import numpy as np
 import onnx
-from onnx import TensorProto, external_data_helper, helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.lowering.onnx_graphs import all_graphs, all_nodes
 
 BASEPATH = "basepath"
 # External tensors smaller than this are read into the proto as before: shape inference and the
@@ -204,24 +205,21 @@ def forget_basepaths(proto: onnx.ModelProto) -> None:
 
 
 def all_tensors(proto: onnx.ModelProto) -> "list[TensorProto]":
-    """Every tensor of the model: initializers (main graph first, then subgraphs), the tensors of
-    node attributes, model-local functions included, and the values and indices of sparse tensors
-    (onnx.reference would read theirs relative to the working directory)."""
-    sparse = [part for graph in _graphs(proto) for item in _sparse(graph) for part in (item.values, item.indices)]
-    return list(external_data_helper._get_all_tensors(proto)) + sparse
-
-
-def _graphs(proto: onnx.ModelProto):
-    """The main graph, every subgraph at any depth and every model-local function."""
-    pending = [proto.graph] + list(proto.functions)
-    while pending:
-        graph = pending.pop()
-        yield graph
-        for node in graph.node:
-            for attribute in node.attribute:
-                if attribute.HasField("g"):
-                    pending.append(attribute.g)
-                pending.extend(attribute.graphs)
+    """Every tensor of the model: initializers (main graph first, then bodies), the tensors of node
+    attributes, model-local functions included, and the values and indices of sparse tensors
+    (onnx.reference would read theirs relative to the working directory). Nothing has checked the
+    model yet, so the walk trusts no schema: a graph behind any attribute is scanned, whatever its
+    op and declared type (onnx's own _get_all_tensors follows the declared type only)."""
+    graphs = all_graphs(proto, trust_schema=False)
+    tensors = [tensor for graph in graphs for tensor in graph.initializer]
+    for _, node in all_nodes(proto, trust_schema=False):
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                tensors.append(attribute.t)
+            tensors.extend(attribute.tensors)
+    sparse = [part for graph in [*graphs, *proto.functions] for item in _sparse(graph)
+              for part in (item.values, item.indices)]
+    return tensors + sparse
 
 
 def _sparse(graph):

@@ -25,7 +25,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.lowering.onnx_graphs import all_graphs, all_nodes
+from onnx_dml_lowering.lowering.onnx_graphs import all_graphs
 
 BASEPATH = "basepath"
 # External tensors smaller than this are read into the proto as before: shape inference and the
@@ -212,24 +212,17 @@ def all_tensors(proto: onnx.ModelProto) -> "list[TensorProto]":
     op and declared type (onnx's own _get_all_tensors follows the declared type only)."""
     graphs = all_graphs(proto, trust_schema=False)
     tensors = [tensor for graph in graphs for tensor in graph.initializer]
-    for _, node in all_nodes(proto, trust_schema=False):
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                tensors.append(attribute.t)
-            tensors.extend(attribute.tensors)
-    sparse = [part for graph in [*graphs, *proto.functions] for item in _sparse(graph)
-              for part in (item.values, item.indices)]
-    return tensors + sparse
-
-
-def _sparse(graph):
-    """The sparse tensors of a graph or function: its sparse initializers and node attributes."""
-    yield from getattr(graph, "sparse_initializer", ())
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("sparse_tensor"):
-                yield attribute.sparse_tensor
-            yield from attribute.sparse_tensors
+    sparse = [item for graph in graphs for item in graph.sparse_initializer]
+    for graph in [*graphs, *proto.functions]:
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.HasField("t"):
+                    tensors.append(attribute.t)
+                tensors.extend(attribute.tensors)
+                if attribute.HasField("sparse_tensor"):
+                    sparse.append(attribute.sparse_tensor)
+                sparse.extend(attribute.sparse_tensors)
+    return tensors + [part for item in sparse for part in (item.values, item.indices)]
 
 
 def resolve_external(proto: onnx.ModelProto, base_dir: str, what: str) -> None:

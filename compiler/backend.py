@@ -51,12 +51,11 @@ class EmulatorBackend(Backend):
         """Wrap one node in a model typed from the inputs and outputs_info, and run it.
 
         A node with subgraphs (If / Loop / Scan) takes, after its own inputs, the outer values its
-        subgraphs read, in first-read order (compiler.bodies.graph_captures)."""
+        subgraphs read, in first-read order (lowering.onnx_graphs.node_reads)."""
         from onnx_dml_lowering.ir.dtypes import numpy_to_onnx
-        from .bodies import graph_attributes, graph_captures
+        from onnx_dml_lowering.lowering.onnx_graphs import node_reads
         arrays = [np.asarray(a) for a in inputs]
-        captures = [c for _, g in graph_attributes(node) for c in graph_captures(g)]
-        names = [n for n in node.input if n] + [c for c in dict.fromkeys(captures) if c not in node.input]
+        names = node_reads(node)
         if len(arrays) != len(names):
             raise ValueError(f"run_node: node {node.name or node.op_type} reads {len(names)} values "
                              f"({', '.join(names)}), {len(arrays)} inputs given")

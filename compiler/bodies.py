@@ -8,6 +8,7 @@ import onnx
 from onnx import helper, shape_inference
 
 from onnx_dml_lowering.lowering import TensorInfo
+from onnx_dml_lowering.lowering.onnx_graphs import graph_captures
 # which control-flow nodes the runtime runs itself: runtime/control_flow.py decides, for the
 # lowered run and the oracle alike
 from onnx_dml_lowering.runtime.control_flow import host_construct as construct_of
@@ -22,42 +23,6 @@ class BodyModel:
     types: "dict[str, TensorInfo]"          # what the body's values are known to be (outer ones too)
     formal: "list[str]"                     # the body's own inputs, in order
     captures: "list[str]"                   # outer values it reads
-
-
-def graph_attributes(node: onnx.NodeProto) -> "list[tuple[str, onnx.GraphProto]]":
-    return [(a.name, a.g) for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
-
-
-def node_paths(graph: onnx.GraphProto, prefix: str = ""):
-    """(path, node) for every node, each followed by its bodies' nodes; a body node's path is
-    `<control-flow node>/<attribute>/<node>`, as the placement names it."""
-    for node in graph.node:
-        yield prefix + node.name, node
-        for attribute, sub in graph_attributes(node):
-            yield from node_paths(sub, f"{prefix}{node.name}/{attribute}/")
-
-
-def prefixed_graphs(graph: onnx.GraphProto, prefix: str = ""):
-    """(the path prefix of its nodes, graph) for the graph and every body at any depth."""
-    yield prefix, graph
-    for node in graph.node:
-        for attribute, sub in graph_attributes(node):
-            yield from prefixed_graphs(sub, f"{prefix}{node.name}/{attribute}/")
-
-
-def graph_captures(graph: onnx.GraphProto) -> "list[str]":
-    """Outer-scope names a graph reads (through nested subgraphs too), in first-read order."""
-    defined = {i.name for i in graph.input} | {i.name for i in graph.initializer}
-    names: "list[str]" = []
-    for node in graph.node:
-        reads = list(node.input)
-        for _, sub in graph_attributes(node):
-            reads += graph_captures(sub)
-        for name in reads:
-            if name and name not in defined and name not in names:
-                names.append(name)
-        defined.update(node.output)
-    return names
 
 
 def _loose(vi: onnx.ValueInfoProto, elem_type: int, keep_dims: bool) -> onnx.ValueInfoProto:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import onnx
 
-from onnx_dml_lowering.lowering.schedule import node_bodies
+from onnx_dml_lowering.lowering.onnx_graphs import node_bodies
 
 
 def _all_names(graph: onnx.GraphProto, into: "set[str]") -> None:

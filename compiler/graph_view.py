@@ -9,7 +9,8 @@ import onnx
 
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.lowering.node import is_sanitised, unique_names
-from onnx_dml_lowering.lowering.schedule import is_constant, node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import node_reads
+from onnx_dml_lowering.lowering.schedule import is_constant
 from onnx_dml_lowering.runtime.weights import tensor_array
 
 from .frontend import default_opset, node_info, value_types

@@ -13,17 +13,17 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.dtypes import onnx_type_name
+from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, node_paths, prefixed_graphs
+from onnx_dml_lowering.lowering.owned_ops import owned
 from onnx_dml_lowering.runtime.inline_weights import in_model_file, parse_without_weights
 from onnx_dml_lowering.runtime.weights import data_bytes
 
-from .bodies import graph_attributes, node_paths, prefixed_graphs
 from .compiled import CompiledModel, compile_model
 from .ep.placement import format_placement, placement_for_file
 from .frontend import load_stored
 
-# Always listed, lowered or not; other idiom anchors (Equal, Less, Constant, ...) are listed
-# when an idiom's pattern found them, as the placement does.
-ALWAYS_LISTED = ("NonZero", "EyeLike", "Trilu")
+# The owned operators are always listed, lowered or not; other idiom anchors (Equal, Less,
+# Constant, ...) are listed when an idiom's pattern found them, as the placement does.
 
 
 def _op_key(node: onnx.NodeProto) -> str:
@@ -95,7 +95,7 @@ def anchors(compiled: CompiledModel) -> "list[dict]":
                     "note": p.note})
     listed = {a["node"] for a in out}
     for path, node in nodes.items():
-        if path in listed or node.domain not in ("", "ai.onnx") or node.op_type not in ALWAYS_LISTED:
+        if path in listed or not owned(node.op_type, node.domain):
             continue
         if path in covered:
             anchor, p = covered[path]

@@ -14,36 +14,9 @@ Every candidate is checked against every name already in use, so no rewrite can 
 name the model already has."""
 from __future__ import annotations
 
-from typing import Iterator
-
 import onnx
 
-
-def _subgraphs(node: onnx.NodeProto) -> "Iterator[onnx.GraphProto]":
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            yield attr.g
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            yield from attr.graphs
-
-
-def _graph_nodes(nodes, out: "list[tuple[int, onnx.NodeProto]]") -> None:
-    """Append (index in its own graph, node) for `nodes` and all their subgraphs, depth-first.
-    Only a node with attributes can hold a subgraph: the others cost one field read."""
-    for index, node in enumerate(nodes):
-        out.append((index, node))
-        if node.attribute:
-            for sub in _subgraphs(node):
-                _graph_nodes(sub.node, out)
-
-
-def all_nodes(model: onnx.ModelProto) -> "list[tuple[int, onnx.NodeProto]]":
-    """Every node of the model in traversal order, with its index in its own graph."""
-    nodes: "list[tuple[int, onnx.NodeProto]]" = []
-    _graph_nodes(model.graph.node, nodes)
-    for function in model.functions:
-        _graph_nodes(function.node, nodes)
-    return nodes
+from onnx_dml_lowering.lowering.onnx_graphs import all_nodes
 
 
 def _text(name: "str | bytes") -> "tuple[str, bool]":

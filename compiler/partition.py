@@ -22,9 +22,10 @@ import onnx
 from onnx_dml_lowering.ir import ControlFlow, FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import IDIOMS, Declined, Match, idioms_for
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
-from onnx_dml_lowering.lowering.schedule import grouped_order, is_constant, may_hold_bodies, node_bodies
+from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, node_bodies
+from onnx_dml_lowering.lowering.schedule import grouped_order, is_constant
 
-from .bodies import BodyModel, body_model, construct_of, graph_attributes
+from .bodies import BodyModel, body_model, construct_of
 from .frontend import default_opset
 from .graph_view import OnnxGraphView
 
@@ -167,7 +168,7 @@ def compile_bodies(state: PartitionState) -> None:
     `<control-flow node>/<attribute>/<node>` (nested: the path goes on)."""
     opset = default_opset(state.model)
     for node in state.nodes:
-        attributes = graph_attributes(node) if may_hold_bodies(node) else None
+        attributes = graph_attributes(node)
         if not attributes:
             continue
         construct = construct_of(node, opset)

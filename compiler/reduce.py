@@ -27,7 +27,8 @@ from onnx import helper
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.printer import name_list
-from onnx_dml_lowering.lowering.schedule import engine_runs, node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import node_reads
+from onnx_dml_lowering.lowering.schedule import engine_runs
 from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check, make_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES, stored_bytes

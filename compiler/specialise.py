@@ -16,8 +16,8 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError, Graph, LowerAtRunTime, graph_to_dict
 from onnx_dml_lowering.lowering import Declined
+from onnx_dml_lowering.lowering.onnx_graphs import subgraph_reads
 
-from .bodies import graph_attributes, graph_captures
 from .compiled import CompiledModel
 from .partition import RUN_TIME_NOTE
 
@@ -46,7 +46,7 @@ def data_dependence(graph: onnx.GraphProto, free: Iterable[str]) -> "tuple[set[s
     taken to be sized by every input but its first's value."""
     values, shapes = set(free), set()
     for node in graph.node:
-        reads = [n for n in node.input if n] + [c for _, g in graph_attributes(node) for c in graph_captures(g)]
+        reads = [n for n in node.input if n] + subgraph_reads(node)
         known = node.domain in ("", "ai.onnx")
         op = node.op_type
         if known and op in ("Shape", "Size"):

@@ -14,51 +14,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 
 import onnx
 
-
-def subgraph_reads(node: onnx.NodeProto) -> "list[str]":
-    """Outer-scope names a node's subgraphs (If / Loop / Scan bodies) read, nested bodies included."""
-    names: "list[str]" = []
-    for body in node_bodies(node):
-        defined = {i.name for i in body.input} | {i.name for i in body.initializer}
-        for inner in body.node:
-            for name in list(inner.input) + subgraph_reads(inner):
-                if name and name not in defined and name not in names:
-                    names.append(name)
-            defined.update(inner.output)
-    return names
-
-
-# The standard-domain operators whose schema has a graph attribute. The ONNX checker refuses an
-# attribute a schema does not declare, so no other standard node of a checked model holds a body;
-# a node of any other domain may.
-STANDARD_WITH_BODIES = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-_GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-
-
-def may_hold_bodies(node: onnx.NodeProto) -> bool:
-    """Could the node have a subgraph attribute (without reading its attributes, ~1 us each)?"""
-    if node.domain in ("", "ai.onnx"):
-        return node.op_type in STANDARD_WITH_BODIES
-    return len(node.attribute) > 0
-
-
-def node_bodies(node: onnx.NodeProto) -> "list[onnx.GraphProto]":
-    """The node's subgraphs (graph and graphs attributes), none read where none can be."""
-    if not may_hold_bodies(node):
-        return []
-    bodies: "list[onnx.GraphProto]" = []
-    for attr in node.attribute:
-        if attr.type in _GRAPH_TYPES:
-            bodies += list(attr.graphs) + ([attr.g] if attr.HasField("g") else [])
-    return bodies
-
-
-def node_reads(node: onnx.NodeProto) -> "list[str]":
-    """Every name a node reads: its inputs and what its subgraphs capture from outside."""
-    reads = [n for n in node.input if n]
-    if may_hold_bodies(node):
-        reads += [n for n in subgraph_reads(node) if n not in reads]
-    return reads
+from .onnx_graphs import node_reads
 
 
 def is_constant(node: onnx.NodeProto) -> bool:

@@ -29,7 +29,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.lowering.schedule import node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 
 from .feeds import restore_declared
 from .oracle import NO_KERNEL_NODE

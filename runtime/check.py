@@ -22,7 +22,7 @@ import numpy as np
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import ModelContradiction
 from onnx_dml_lowering.ir.printer import name_list as node_list
-from onnx_dml_lowering.lowering.schedule import node_bodies
+from onnx_dml_lowering.lowering.onnx_graphs import node_bodies
 
 from .backends import BackendOptions, describe_backend, is_provider, make_backends, parse_backend
 from .compare import BackendReport, OutputResult, compare, is_float

@@ -4,7 +4,7 @@ from __future__ import annotations
 import onnx
 from onnx import numpy_helper
 
-from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import node_bodies, node_reads
 
 from .weights import tensor_array
 

@@ -27,7 +27,9 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.lowering.schedule import engine_runs, node_bodies, node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import node_bodies, node_reads
+from onnx_dml_lowering.lowering.owned_ops import owned
+from onnx_dml_lowering.lowering.schedule import engine_runs
 
 from .feeds import restore_declared
 from .onnx_definitions import ENGINE as DEFINITIONS
@@ -45,13 +47,13 @@ from .saved_outputs import load_golden, split_metadata
 ORT_CPU = "onnxruntime CPUExecutionProvider"     # the region engine's ORT on the CPU provider
 # REFERENCE, DEFINITIONS and HOST (If / Loop / Scan run as ONNX defines them, bodies on nested
 # oracles) are the region engine's names.
-SEMANTIC_OPS = frozenset({"NonZero", "EyeLike", "Trilu"})
 ORACLE_KINDS = ("hybrid", "reference", "ort-cpu")
 
 
 def holds_semantic_op(node: onnx.NodeProto) -> bool:
-    """The node is NonZero / EyeLike / Trilu, or a control-flow node with one inside."""
-    if node.op_type in SEMANTIC_OPS and node.domain in ("", "ai.onnx"):
+    """The node is an operator this project owns (lowering.owned_ops: NonZero, EyeLike, Trilu),
+    or a control-flow node with one inside."""
+    if owned(node.op_type, node.domain):
         return True
     return any(holds_semantic_op(inner) for body in node_bodies(node) for inner in body.node)
 

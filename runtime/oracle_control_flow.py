@@ -18,25 +18,13 @@ from onnx import helper
 
 from onnx_dml_lowering.ir.dtypes import numpy_to_onnx
 from onnx_dml_lowering.lowering.node import TensorInfo
-from onnx_dml_lowering.lowering.schedule import node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, graph_captures
 
 from .control_flow import host_construct, run_control_flow
 
 # (node, attribute, body graph, the body's first feeds) -> an evaluator whose run(feeds) returns
 # {body output name: value}
 BodyEvaluators = Callable[[onnx.NodeProto, str, onnx.GraphProto, "Mapping[str, np.ndarray]"], object]
-
-
-def body_captures(graph: onnx.GraphProto) -> "list[str]":
-    """The outer values a body reads (through its nested bodies too), in first-read order."""
-    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
-    names: "list[str]" = []
-    for node in graph.node:
-        for name in node_reads(node):
-            if name not in defined and name not in names:
-                names.append(name)
-        defined.update(node.output)
-    return names
 
 
 def _declared(vi: onnx.ValueInfoProto) -> "TensorInfo | None":
@@ -80,7 +68,7 @@ def body_model(parent: onnx.ModelProto, node: onnx.NodeProto, attribute: str, gr
             return onnx.ValueInfoProto(name=name)
         return helper.make_tensor_value_info(name, info.onnx_type, None)
 
-    inputs = [typed(vi.name) for vi in graph.input] + [typed(name) for name in body_captures(graph)]
+    inputs = [typed(vi.name) for vi in graph.input] + [typed(name) for name in graph_captures(graph)]
     sub = helper.make_graph(list(graph.node), f"{node.name}/{attribute}", inputs, list(graph.output),
                             list(graph.initializer), value_info=list(graph.value_info))
     model = helper.make_model(sub, opset_imports=list(parent.opset_import), ir_version=parent.ir_version)
@@ -115,13 +103,13 @@ class HostRegion:
 
     def _node(self, node: onnx.NodeProto, env: "Mapping[str, np.ndarray]") -> "list[np.ndarray]":
         construct = host_construct(node, self.opset)
-        graphs = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
+        graphs = dict(graph_attributes(node))
 
         def run_body(attribute: str, values: "list[np.ndarray]") -> "list[np.ndarray]":
             graph = graphs[attribute]
             key = (node.name, attribute)
             if key not in self._captures:
-                self._captures[key] = body_captures(graph)
+                self._captures[key] = graph_captures(graph)
             feeds = {name: env[name] for name in self._captures[key]}
             feeds.update((vi.name, value) for vi, value in zip(graph.input, values))
             results = self.bodies(node, attribute, graph, feeds).run(feeds)

@@ -25,9 +25,6 @@ ALIASES = {"cpu": "CPUExecutionProvider", "dml": "DmlExecutionProvider",
            "directml": "DmlExecutionProvider", "cuda": "CUDAExecutionProvider",
            "openvino": "OpenVINOExecutionProvider"}
 
-# The operators whose placement provider validation is about (Trilu: the idioms' band masks).
-WATCHED_OPS = ("NonZero", "EyeLike", "Trilu")
-
 FALLBACK_OPTION = "session.disable_cpu_ep_fallback"
 RECORD_ASSIGNMENT_OPTION = "session.record_ep_graph_assignment_info"
 
@@ -564,7 +561,7 @@ def describe_findings(findings: "list[PlacementFinding]", requested: str) -> "li
 
 def _input_dependent(model) -> "set[str]":
     """Values that depend on a graph input (so constant folding cannot compute them)."""
-    from onnx_dml_lowering.lowering.schedule import node_reads
+    from onnx_dml_lowering.lowering.onnx_graphs import node_reads
     inits = {i.name for i in model.graph.initializer}
     live = {i.name for i in model.graph.input if i.name not in inits}
     for node in model.graph.node:
@@ -573,14 +570,14 @@ def _input_dependent(model) -> "set[str]":
     return live
 
 
-def placement_findings(model, assignment: "dict[str, str]", requested: str,
-                       ops: "tuple[str, ...]" = WATCHED_OPS) -> "list[PlacementFinding]":
-    """The NonZero / EyeLike / Trilu nodes of `model` that ran on another provider than
-    `requested`, or that are absent from the assignment (constant folding removed them)."""
+def placement_findings(model, assignment: "dict[str, str]", requested: str) -> "list[PlacementFinding]":
+    """The nodes of `model` whose operator this project owns (lowering.owned_ops) that ran on another
+    provider than `requested`, or that are absent from the assignment (constant folding removed them)."""
+    from onnx_dml_lowering.lowering.owned_ops import owned
     findings = []
     live = None
     for node in model.graph.node:
-        if node.op_type not in ops or node.domain not in ("", "ai.onnx"):
+        if not owned(node.op_type, node.domain):
             continue
         ran_on = assignment.get(node.name)
         if ran_on is None or ran_on != requested:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx
 
-from onnx_dml_lowering.lowering.schedule import may_hold_bodies, node_bodies
+from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, may_hold_bodies, node_bodies
 
 _STANDARD = ("", "ai.onnx")
 
@@ -13,7 +13,7 @@ _STANDARD = ("", "ai.onnx")
 def _loop_body(node: onnx.NodeProto) -> "onnx.GraphProto | None":
     if node.op_type != "Loop" or node.domain not in _STANDARD:
         return None
-    return next((a.g for a in node.attribute if a.name == "body"), None)
+    return dict(graph_attributes(node)).get("body")
 
 
 def _counter_outputs(node: onnx.NodeProto) -> "list[int]":

@@ -41,7 +41,7 @@ from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.lowering.schedule import node_bodies, node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import node_bodies, node_reads
 
 from .nondeterminism import is_random
 from .onnx_definitions import ENGINE as DEFINITIONS
@@ -174,11 +174,10 @@ def scalar_nonzero(nodes: "Iterable[onnx.NodeProto]", shapes: dict) -> "str | No
                 scalar = "a scalar" if shape == () else "a possibly scalar"
                 return (f"node {node.name}: onnxruntime gives (1, nnz) for a scalar NonZero, "
                         f"ONNX says (0, nnz), and this is {scalar} input")
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                reason = scalar_nonzero(attr.g.node, _graph_shapes(attr.g, shapes))
-                if reason:
-                    return reason
+        for body in node_bodies(node):
+            reason = scalar_nonzero(body.node, _graph_shapes(body, shapes))
+            if reason:
+                return reason
     return None
 
 

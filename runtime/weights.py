@@ -22,9 +22,10 @@ from typing import Callable
 
 import numpy as np
 import onnx
-from onnx import TensorProto, external_data_helper, helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.lowering.onnx_graphs import all_graphs
 
 BASEPATH = "basepath"
 # protobuf's largest message, in bytes (2 GB - 1): the checker, shape inference and onnxruntime
@@ -207,34 +208,24 @@ def forget_basepaths(proto: onnx.ModelProto) -> None:
 
 
 def all_tensors(proto: onnx.ModelProto) -> "list[TensorProto]":
-    """Every tensor of the model: initializers (main graph first, then subgraphs), the tensors of
-    node attributes, model-local functions included, and the values and indices of sparse tensors
-    (onnx.reference would read theirs relative to the working directory)."""
-    sparse = [part for graph in _graphs(proto) for item in _sparse(graph) for part in (item.values, item.indices)]
-    return list(external_data_helper._get_all_tensors(proto)) + sparse
-
-
-def _graphs(proto: onnx.ModelProto):
-    """The main graph, every subgraph at any depth and every model-local function."""
-    pending = [proto.graph] + list(proto.functions)
-    while pending:
-        graph = pending.pop()
-        yield graph
+    """Every tensor of the model: initializers (main graph first, then bodies), the tensors of node
+    attributes, model-local functions included, and the values and indices of sparse tensors
+    (onnx.reference would read theirs relative to the working directory). Nothing has checked the
+    model yet, so the walk trusts no schema: a graph behind any attribute is scanned, whatever its
+    op and declared type (onnx's own _get_all_tensors follows the declared type only)."""
+    graphs = all_graphs(proto, trust_schema=False)
+    tensors = [tensor for graph in graphs for tensor in graph.initializer]
+    sparse = [item for graph in graphs for item in graph.sparse_initializer]
+    for graph in [*graphs, *proto.functions]:
         for node in graph.node:
             for attribute in node.attribute:
-                if attribute.HasField("g"):
-                    pending.append(attribute.g)
-                pending.extend(attribute.graphs)
-
-
-def _sparse(graph):
-    """The sparse tensors of a graph or function: its sparse initializers and node attributes."""
-    yield from getattr(graph, "sparse_initializer", ())
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("sparse_tensor"):
-                yield attribute.sparse_tensor
-            yield from attribute.sparse_tensors
+                if attribute.HasField("t"):
+                    tensors.append(attribute.t)
+                tensors.extend(attribute.tensors)
+                if attribute.HasField("sparse_tensor"):
+                    sparse.append(attribute.sparse_tensor)
+                sparse.extend(attribute.sparse_tensors)
+    return tensors + [part for item in sparse for part in (item.values, item.indices)]
 
 
 def resolve_external(proto: onnx.ModelProto, base_dir: str, what: str) -> None:

@@ -124,18 +124,15 @@ def _overwrites(model: str, output: str) -> bool:
 def _with_weights(model) -> bytes:
     """The model with every weight read into it: its files are about to be replaced (in-place
     optimize), and a weight left lazy would then be read from the new files (or none)."""
+    from onnx_dml_lowering.lowering.onnx_graphs import all_graphs
     from onnx_dml_lowering.runtime.weights import inline, is_lazy
 
     copy = type(model)()
     copy.CopyFrom(model)
-    graphs = [copy.graph]
-    while graphs:                   # the main graph and every subgraph (If / Loop / Scan bodies)
-        graph = graphs.pop()
+    for graph in all_graphs(copy, trust_schema=False):      # the main graph and every body
         for tensor in graph.initializer:
             if is_lazy(tensor):
                 inline(tensor)
-        graphs += [a.g for n in graph.node for a in n.attribute if a.HasField("g")]
-        graphs += [g for n in graph.node for a in n.attribute for g in a.graphs]
     return copy.SerializeToString()
 
 

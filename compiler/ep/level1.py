@@ -51,7 +51,7 @@ def undo_cpu_casts(graph: onnx.GraphProto, original: "dict[str, onnx.NodeProto]"
     node it follows; an input-side cast is bypassed, and one that replaced a Cast of the model
     (`original`: value -> the node producing it in the model as stored) becomes that Cast again.
     Returns how many were removed, bodies included."""
-    from ..bodies import graph_attributes
+    from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes
     removed = 0
     casts = [n for n in graph.node if n.op_type == "Cast" and n.name.startswith(CPU_CAST_PREFIX)]
     outputs = {o.name for o in graph.output}

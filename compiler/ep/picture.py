@@ -15,7 +15,8 @@ from collections import Counter
 
 import onnx
 
-from ..bodies import graph_attributes
+from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes
+
 from .placement import CPU, DML, NONE, REMOVED
 from .registry import dml_kernels, schema
 

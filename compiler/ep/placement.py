@@ -23,9 +23,8 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.lowering.schedule import subgraph_reads
+from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, node_paths, prefixed_graphs, subgraph_reads
 
-from ..bodies import graph_attributes, node_paths
 from .level1 import CPU_CAST_PREFIX, level1_model, undo_cpu_casts
 from .registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, cpu_kernels, dml_kernels,
                           schema, type_name)
@@ -346,15 +345,7 @@ class Predictor:
 
 
 def _initializer_names(model: onnx.ModelProto) -> "set[str]":
-    names: "set[str]" = set()
-
-    def walk(graph: onnx.GraphProto) -> None:
-        names.update(i.name for i in graph.initializer)
-        for node in graph.node:
-            for _, sub in graph_attributes(node):
-                walk(sub)
-    walk(model.graph)
-    return names
+    return {i.name for _, graph in prefixed_graphs(model.graph) for i in graph.initializer}
 
 
 def _producers(model: onnx.ModelProto) -> "dict[str, str]":

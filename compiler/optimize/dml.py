@@ -27,12 +27,12 @@ from onnx import TensorProto
 from onnx import helper as oh
 from onnx import numpy_helper
 
+from onnx_dml_lowering.lowering.onnx_graphs import all_nodes, prefixed_graphs
 from onnx_dml_lowering.runtime.weights import lifted
 
-from ..bodies import prefixed_graphs
 from ..ep.placement import DML, _inferred, _value_types, predict_placement, type_mismatch
 from ..ep.registry import dml_kernels, schema
-from ..node_ids import all_nodes, identify_nodes
+from ..node_ids import identify_nodes
 
 TARGET_OPSET = 21
 INT32_SAFE = 2**31 - 2     # Trilu's k on DML is int32 and k + 1 is computed: keep both in range

@@ -13,8 +13,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.lowering.diagonal_idioms import EXACT_INTEGERS, range_length
+from onnx_dml_lowering.lowering.onnx_graphs import subgraph_reads
 
-from ..bodies import graph_attributes, graph_captures
 from ..generators import EYELIKE_OPSET, EYELIKE_TYPES
 from ..graph_view import OnnxGraphView
 from .masks import Kept, _nonnegative
@@ -82,7 +82,7 @@ class RunTimeEye:
 def _reads(graph: onnx.GraphProto) -> "set[str]":
     """Every value a node of `graph` reads, bodies' reads of outer values included."""
     return {name for node in graph.node
-            for name in list(node.input) + [c for _, g in graph_attributes(node) for c in graph_captures(g)] if name}
+            for name in list(node.input) + subgraph_reads(node) if name}
 
 
 def replace_unread(graph: onnx.GraphProto, removed: "set[str]", added: "list[onnx.NodeProto]",

@@ -20,11 +20,12 @@ from onnx_dml_lowering.ir.errors import brief
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.lowering import Declined
 from onnx_dml_lowering.lowering.diagonal import find_band
+from onnx_dml_lowering.lowering.onnx_graphs import all_nodes
 from onnx_dml_lowering.lowering.schedule import is_constant
 from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromRanges, match_initializer,
                                                         range_length)
 
-from ..node_ids import all_nodes, identify_nodes
+from ..node_ids import identify_nodes
 from onnx_dml_lowering.runtime.inline_weights import in_model_file
 from onnx_dml_lowering.runtime.interrupt import stoppable_run
 from onnx_dml_lowering.runtime.weights import external_path, inline, is_lazy, lifted, tensor_array

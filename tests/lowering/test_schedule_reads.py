@@ -6,7 +6,7 @@ import onnx
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from onnx_dml_lowering.lowering.schedule import STANDARD_WITH_BODIES, may_hold_bodies, node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import STANDARD_WITH_BODIES, may_hold_bodies, node_reads
 
 
 def body_reading(outer: str) -> onnx.GraphProto:

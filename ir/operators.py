@@ -55,6 +55,10 @@ def effective_rank(sizes: "tuple[Dim, ...]") -> int:
 class Step:
     kind: ClassVar[str] = ""
     is_dml_operator: ClassVar[bool] = False
+    # A DirectML operator names the kernel-set method that runs it (runtime.kernel_set.DmlKernels) and
+    # the fields it passes, in the method's argument order (a view name goes as the array it names).
+    kernel: ClassVar[str] = ""
+    kernel_args: ClassVar["tuple[str, ...]"] = ()
 
     def reads(self) -> "tuple[str, ...]":
         """Names of the views this step reads."""
@@ -76,6 +80,8 @@ class NonZeroCoordinates(Step):
     output_coordinates: str
     kind: ClassVar[str] = "NONZERO_COORDINATES"
     is_dml_operator: ClassVar[bool] = True
+    kernel: ClassVar[str] = "nonzero_coordinates"
+    kernel_args: ClassVar["tuple[str, ...]"] = ("input", "output_count", "output_coordinates")
 
     def reads(self) -> "tuple[str, ...]":
         return (self.input,)
@@ -110,6 +116,8 @@ class DiagonalMatrix(Step):
     value: float
     kind: ClassVar[str] = "DIAGONAL_MATRIX"
     is_dml_operator: ClassVar[bool] = True
+    kernel: ClassVar[str] = "diagonal_matrix"
+    kernel_args: ClassVar["tuple[str, ...]"] = ("output", "offset", "value")
 
     def writes(self) -> "tuple[str, ...]":
         return (self.output,)
@@ -131,6 +139,8 @@ class DiagonalMatrix1(Step):
     fill_end: int
     kind: ClassVar[str] = "DIAGONAL_MATRIX1"
     is_dml_operator: ClassVar[bool] = True
+    kernel: ClassVar[str] = "diagonal_matrix1"
+    kernel_args: ClassVar["tuple[str, ...]"] = ("input", "output", "value", "fill_begin", "fill_end")
 
     def reads(self) -> "tuple[str, ...]":
         return (self.input,) if self.input else ()
@@ -164,6 +174,8 @@ class ElementWiseIdentity(Step):
     output: str
     kind: ClassVar[str] = "ELEMENT_WISE_IDENTITY"
     is_dml_operator: ClassVar[bool] = True
+    kernel: ClassVar[str] = "identity"
+    kernel_args: ClassVar["tuple[str, ...]"] = ("input", "output")
 
     def reads(self) -> "tuple[str, ...]":
         return (self.input,)
@@ -185,6 +197,7 @@ class _ElementWiseBinary(Step):
     b: str
     output: str
     is_dml_operator: ClassVar[bool] = True
+    kernel_args: ClassVar["tuple[str, ...]"] = ("a", "b", "output")
     support: ClassVar[OperatorSupport]
 
     def reads(self) -> "tuple[str, ...]":
@@ -205,6 +218,7 @@ class _ElementWiseBinary(Step):
 class ElementWiseBitOr(_ElementWiseBinary):
     """DML_ELEMENT_WISE_BIT_OR_OPERATOR_DESC."""
     kind: ClassVar[str] = "ELEMENT_WISE_BIT_OR"
+    kernel: ClassVar[str] = "bit_or"
     support: ClassVar[OperatorSupport] = ELEMENT_WISE_BIT_OR
 
 
@@ -212,6 +226,7 @@ class ElementWiseBitOr(_ElementWiseBinary):
 class ElementWiseBitAnd(_ElementWiseBinary):
     """DML_ELEMENT_WISE_BIT_AND_OPERATOR_DESC."""
     kind: ClassVar[str] = "ELEMENT_WISE_BIT_AND"
+    kernel: ClassVar[str] = "bit_and"
     support: ClassVar[OperatorSupport] = ELEMENT_WISE_BIT_AND
 
 
@@ -309,6 +324,7 @@ class ControlFlow(Step):
         return dict(self.bodies)[name]
 
 
-STEP_TYPES = {cls.kind: cls for cls in (
-    NonZeroCoordinates, DiagonalMatrix, DiagonalMatrix1, ElementWiseIdentity, ElementWiseBitOr, ElementWiseBitAnd,
-    Upload, Download, ClearBuffer, ReadCount, EmptyTensor, OnnxRegion, LowerAtRunTime, ControlFlow)}
+# Every step class of this module by its kind (graph JSON, the interpreter's table): derived, so a new
+# operator is its class alone.
+STEP_TYPES: "dict[str, type[Step]]" = {cls.kind: cls for cls in list(globals().values())
+                                       if isinstance(cls, type) and issubclass(cls, Step) and cls.kind}

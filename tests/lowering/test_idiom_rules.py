@@ -252,3 +252,14 @@ def test_rules_decline_one_way():
     assert returned == {"match.py", "registry.py"}
     peeks = {p.name for p in source.glob("*.py") if ".rule.pattern(" in p.read_text()}
     assert peeks == {"registry.py"}
+
+
+def test_the_rule_guide_quotes_the_code():
+    """docs/rules.md's example rule and its registration line stand in lowering/diagonal_idioms.py as written."""
+    guide = (Path(__file__).parents[2] / "docs" / "rules.md").read_text()
+    source = (Path(lowering.__file__).parent / "diagonal_idioms.py").read_text()
+    blocks = guide.split("```python\n")[1:]
+    assert len(blocks) == 2
+    for block in blocks:
+        code = block.split("```")[0]
+        assert code in source, code

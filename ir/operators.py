@@ -18,9 +18,10 @@ from .tensor_desc import Dim, TensorDesc
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
-def check_table(support: OperatorSupport, level: FeatureLevel,
-                tensors: "Mapping[str, TensorDesc]") -> None:
-    """Raise naming the operator, tensor, level and the violated row of the table."""
+def validate_tensors(support: OperatorSupport, level: FeatureLevel,
+                     tensors: "Mapping[str, TensorDesc]") -> None:
+    """Validate an operator's tensors against its support table at `level`; raise naming the
+    operator, tensor, level and the violated row of the table."""
     row = support.row(level)
     if row is None:
         raise DmlLowerError(f"{support.name} is not available at feature level {level} "
@@ -91,7 +92,7 @@ class NonZeroCoordinates(Step):
 
     def validate(self, views: "Mapping[str, TensorDesc]", level: FeatureLevel) -> None:
         x, count, coords = views[self.input], views[self.output_count], views[self.output_coordinates]
-        check_table(NONZERO_COORDINATES, level, {
+        validate_tensors(NONZERO_COORDINATES, level, {
             "InputTensor": x, "OutputCountTensor": count, "OutputCoordinatesTensor": coords})
         if any(s != 1 for s in count.sizes):
             raise DmlLowerError(f"NONZERO_COORDINATES OutputCountTensor: sizes {list(count.sizes)} must all be 1")
@@ -123,7 +124,7 @@ class DiagonalMatrix(Step):
         return (self.output,)
 
     def validate(self, views: "Mapping[str, TensorDesc]", level: FeatureLevel) -> None:
-        check_table(DIAGONAL_MATRIX, level, {"OutputTensor": views[self.output]})
+        validate_tensors(DIAGONAL_MATRIX, level, {"OutputTensor": views[self.output]})
         if not INT32_MIN <= self.offset <= INT32_MAX:
             raise DmlLowerError(f"DIAGONAL_MATRIX Offset {self.offset} does not fit its 32-bit INT")
 
@@ -153,7 +154,7 @@ class DiagonalMatrix1(Step):
         tensors = {"OutputTensor": out}
         if self.input:
             tensors["InputTensor"] = views[self.input]
-        check_table(DIAGONAL_MATRIX1, level, tensors)
+        validate_tensors(DIAGONAL_MATRIX1, level, tensors)
         if DataType(self.value_data_type) != out.data_type:
             raise DmlLowerError(f"DIAGONAL_MATRIX1 ValueDataType {DataType(self.value_data_type).name} "
                                 f"must equal the output's {out.data_type.name}")
@@ -185,7 +186,7 @@ class ElementWiseIdentity(Step):
 
     def validate(self, views: "Mapping[str, TensorDesc]", level: FeatureLevel) -> None:
         x, y = views[self.input], views[self.output]
-        check_table(ELEMENT_WISE_IDENTITY, level, {"InputTensor": x, "OutputTensor": y})
+        validate_tensors(ELEMENT_WISE_IDENTITY, level, {"InputTensor": x, "OutputTensor": y})
         if x.data_type != y.data_type or tuple(x.sizes) != tuple(y.sizes):
             raise DmlLowerError("ELEMENT_WISE_IDENTITY: InputTensor and OutputTensor must share "
                                 f"DataType and Sizes ({x.describe()} vs {y.describe()})")
@@ -208,7 +209,7 @@ class _ElementWiseBinary(Step):
 
     def validate(self, views: "Mapping[str, TensorDesc]", level: FeatureLevel) -> None:
         a, b, out = views[self.a], views[self.b], views[self.output]
-        check_table(self.support, level, {"ATensor": a, "BTensor": b, "OutputTensor": out})
+        validate_tensors(self.support, level, {"ATensor": a, "BTensor": b, "OutputTensor": out})
         if len({d.data_type for d in (a, b, out)}) > 1 or len({tuple(d.sizes) for d in (a, b, out)}) > 1:
             raise DmlLowerError(f"{self.kind}: ATensor, BTensor and OutputTensor must share DataType and Sizes "
                                 f"({a.describe()}, {b.describe()}, {out.describe()})")

@@ -39,8 +39,8 @@ def test_a_step_without_a_handler_is_an_error_naming_it():
 
 
 def test_the_protocol_declares_one_method_per_dml_operator():
-    operators = {cls.kind for cls in STEP_TYPES.values() if cls.is_dml_operator}
-    assert len(PROTOCOL_METHODS) == len(operators) == 6
+    kernels_named = sorted(cls.kernel for cls in STEP_TYPES.values() if cls.is_dml_operator)
+    assert kernels_named == PROTOCOL_METHODS and len(kernels_named) >= 6
 
 
 def test_every_operator_step_names_its_kernel_and_passes_every_argument():

@@ -268,6 +268,25 @@ def test_eye_form_is_eye_from_ranges_at_every_level(level):
     assert (entry.status == "lowered") == (DIAGONAL_MATRIX.row(level) is not None), entry
 
 
+def test_a_declined_eye_goes_to_the_next_rule_by_priority():
+    """Equal -> Identity -> Cast(float) at 2_0: eye_from_ranges takes the Equal alone, a bool eye, which
+    DIAGONAL_MATRIX lacks at 2_0, and declines; the mask rule, next by priority, covers the Cast too and
+    generates the float eye (it used to step aside for any Equal the eye's pattern matched)."""
+    nodes = [const("zero", 0), const("one", 1), const("ax", [-1]),
+             h.make_node("Range", ["zero", "n", "one"], ["r"], name="range"),
+             h.make_node("Unsqueeze", ["r", "ax"], ["u"], name="unsqueeze"),
+             h.make_node("Equal", ["u", "r"], ["eq"], name="equal"),
+             h.make_node("Identity", ["eq"], ["i"], name="ident"),
+             h.make_node("Cast", ["i"], ["y"], name="cast", to=T.FLOAT)]
+    model = make(nodes, [tensor("n", T.INT64, [])], [tensor("y", T.FLOAT, 2)])
+    for level, rule, covered in (("2_0", RULE, {"equal", "ident", "cast", "unsqueeze", "range"}),
+                                 ("5_1", "eye_from_ranges", {"equal", "unsqueeze", "range"})):
+        for n in (1, 4):
+            result = differential(model, {"n": np.array(n, np.int64)}, level=level)
+            (entry,) = result.compiled.placement
+            assert (entry.rule, entry.status, set(entry.onnx_nodes)) == (rule, "lowered", covered), entry
+
+
 def two_eyes(range_type):
     """The dynamo exporter's eye(n) + 1, eye(n, m) - a: both eyes read one Range(0, n) through one
     shared Unsqueeze, so neither owns its index nodes (eye_from_ranges's pattern does not apply)."""

@@ -437,3 +437,22 @@ def test_printer_shows_operator_attributes():
     g.add(DiagonalMatrix(packed(g, "eyebuf", T.FLOAT32, (3, 5)), -2, 2.5))
     text = format_graph(g)
     assert "DML_OPERATOR_DIAGONAL_MATRIX" in text and "-2" in text and "2.5" in text and "eyebuf.v" in text
+
+
+def test_json_round_trips_a_data_type_field_of_any_name(monkeypatch):
+    """A new operator's DataType field is written by name and read back whatever it is called."""
+    from typing import ClassVar
+
+    from onnx_dml_lowering.ir.operators import STEP_TYPES, Step
+    from onnx_dml_lowering.ir.serialize import step_from_dict, step_to_dict
+
+    @dataclasses.dataclass(frozen=True)
+    class Filled(Step):
+        output: str
+        fill_type: DataType
+        kind: ClassVar[str] = "TEST_FILLED"
+
+    monkeypatch.setitem(STEP_TYPES, Filled.kind, Filled)
+    step = Filled("o.view", DataType.FLOAT16)
+    data = json.loads(json.dumps(step_to_dict(step)))
+    assert data["fill_type"] == "FLOAT16" and step_from_dict(data) == step

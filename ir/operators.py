@@ -18,9 +18,10 @@ from .tensor_desc import Dim, TensorDesc
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
-def check_table(support: OperatorSupport, level: FeatureLevel,
-                tensors: "Mapping[str, TensorDesc]") -> None:
-    """Raise naming the operator, tensor, level and the violated row of the table."""
+def validate_tensors(support: OperatorSupport, level: FeatureLevel,
+                     tensors: "Mapping[str, TensorDesc]") -> None:
+    """Validate an operator's tensors against its support table at `level`; raise naming the
+    operator, tensor, level and the violated row of the table."""
     row = support.row(level)
     if row is None:
         raise DmlLowerError(f"{support.name} is not available at feature level {level} "
@@ -55,6 +56,10 @@ def effective_rank(sizes: "tuple[Dim, ...]") -> int:
 class Step:
     kind: ClassVar[str] = ""
     is_dml_operator: ClassVar[bool] = False
+    # A DirectML operator names the kernel-set method that runs it (runtime.kernel_set.DmlKernels) and
+    # the fields it passes, in the method's argument order (a view name goes as the array it names).
+    kernel: ClassVar[str] = ""
+    kernel_args: ClassVar["tuple[str, ...]"] = ()
 
     def reads(self) -> "tuple[str, ...]":
         """Names of the views this step reads."""
@@ -76,6 +81,8 @@ class NonZeroCoordinates(Step):
     output_coordinates: str
     kind: ClassVar[str] = "NONZERO_COORDINATES"
     is_dml_operator: ClassVar[bool] = True
+    kernel: ClassVar[str] = "nonzero_coordinates"
+    kernel_args: ClassVar["tuple[str, ...]"] = ("input", "output_count", "output_coordinates")
 
     def reads(self) -> "tuple[str, ...]":
         return (self.input,)
@@ -85,7 +92,7 @@ class NonZeroCoordinates(Step):
 
     def validate(self, views: "Mapping[str, TensorDesc]", level: FeatureLevel) -> None:
         x, count, coords = views[self.input], views[self.output_count], views[self.output_coordinates]
-        check_table(NONZERO_COORDINATES, level, {
+        validate_tensors(NONZERO_COORDINATES, level, {
             "InputTensor": x, "OutputCountTensor": count, "OutputCoordinatesTensor": coords})
         if any(s != 1 for s in count.sizes):
             raise DmlLowerError(f"NONZERO_COORDINATES OutputCountTensor: sizes {list(count.sizes)} must all be 1")
@@ -110,12 +117,14 @@ class DiagonalMatrix(Step):
     value: float
     kind: ClassVar[str] = "DIAGONAL_MATRIX"
     is_dml_operator: ClassVar[bool] = True
+    kernel: ClassVar[str] = "diagonal_matrix"
+    kernel_args: ClassVar["tuple[str, ...]"] = ("output", "offset", "value")
 
     def writes(self) -> "tuple[str, ...]":
         return (self.output,)
 
     def validate(self, views: "Mapping[str, TensorDesc]", level: FeatureLevel) -> None:
-        check_table(DIAGONAL_MATRIX, level, {"OutputTensor": views[self.output]})
+        validate_tensors(DIAGONAL_MATRIX, level, {"OutputTensor": views[self.output]})
         if not INT32_MIN <= self.offset <= INT32_MAX:
             raise DmlLowerError(f"DIAGONAL_MATRIX Offset {self.offset} does not fit its 32-bit INT")
 
@@ -131,6 +140,8 @@ class DiagonalMatrix1(Step):
     fill_end: int
     kind: ClassVar[str] = "DIAGONAL_MATRIX1"
     is_dml_operator: ClassVar[bool] = True
+    kernel: ClassVar[str] = "diagonal_matrix1"
+    kernel_args: ClassVar["tuple[str, ...]"] = ("input", "output", "value", "fill_begin", "fill_end")
 
     def reads(self) -> "tuple[str, ...]":
         return (self.input,) if self.input else ()
@@ -143,7 +154,7 @@ class DiagonalMatrix1(Step):
         tensors = {"OutputTensor": out}
         if self.input:
             tensors["InputTensor"] = views[self.input]
-        check_table(DIAGONAL_MATRIX1, level, tensors)
+        validate_tensors(DIAGONAL_MATRIX1, level, tensors)
         if DataType(self.value_data_type) != out.data_type:
             raise DmlLowerError(f"DIAGONAL_MATRIX1 ValueDataType {DataType(self.value_data_type).name} "
                                 f"must equal the output's {out.data_type.name}")
@@ -164,6 +175,8 @@ class ElementWiseIdentity(Step):
     output: str
     kind: ClassVar[str] = "ELEMENT_WISE_IDENTITY"
     is_dml_operator: ClassVar[bool] = True
+    kernel: ClassVar[str] = "identity"
+    kernel_args: ClassVar["tuple[str, ...]"] = ("input", "output")
 
     def reads(self) -> "tuple[str, ...]":
         return (self.input,)
@@ -173,7 +186,7 @@ class ElementWiseIdentity(Step):
 
     def validate(self, views: "Mapping[str, TensorDesc]", level: FeatureLevel) -> None:
         x, y = views[self.input], views[self.output]
-        check_table(ELEMENT_WISE_IDENTITY, level, {"InputTensor": x, "OutputTensor": y})
+        validate_tensors(ELEMENT_WISE_IDENTITY, level, {"InputTensor": x, "OutputTensor": y})
         if x.data_type != y.data_type or tuple(x.sizes) != tuple(y.sizes):
             raise DmlLowerError("ELEMENT_WISE_IDENTITY: InputTensor and OutputTensor must share "
                                 f"DataType and Sizes ({x.describe()} vs {y.describe()})")
@@ -185,6 +198,7 @@ class _ElementWiseBinary(Step):
     b: str
     output: str
     is_dml_operator: ClassVar[bool] = True
+    kernel_args: ClassVar["tuple[str, ...]"] = ("a", "b", "output")
     support: ClassVar[OperatorSupport]
 
     def reads(self) -> "tuple[str, ...]":
@@ -195,7 +209,7 @@ class _ElementWiseBinary(Step):
 
     def validate(self, views: "Mapping[str, TensorDesc]", level: FeatureLevel) -> None:
         a, b, out = views[self.a], views[self.b], views[self.output]
-        check_table(self.support, level, {"ATensor": a, "BTensor": b, "OutputTensor": out})
+        validate_tensors(self.support, level, {"ATensor": a, "BTensor": b, "OutputTensor": out})
         if len({d.data_type for d in (a, b, out)}) > 1 or len({tuple(d.sizes) for d in (a, b, out)}) > 1:
             raise DmlLowerError(f"{self.kind}: ATensor, BTensor and OutputTensor must share DataType and Sizes "
                                 f"({a.describe()}, {b.describe()}, {out.describe()})")
@@ -205,6 +219,7 @@ class _ElementWiseBinary(Step):
 class ElementWiseBitOr(_ElementWiseBinary):
     """DML_ELEMENT_WISE_BIT_OR_OPERATOR_DESC."""
     kind: ClassVar[str] = "ELEMENT_WISE_BIT_OR"
+    kernel: ClassVar[str] = "bit_or"
     support: ClassVar[OperatorSupport] = ELEMENT_WISE_BIT_OR
 
 
@@ -212,6 +227,7 @@ class ElementWiseBitOr(_ElementWiseBinary):
 class ElementWiseBitAnd(_ElementWiseBinary):
     """DML_ELEMENT_WISE_BIT_AND_OPERATOR_DESC."""
     kind: ClassVar[str] = "ELEMENT_WISE_BIT_AND"
+    kernel: ClassVar[str] = "bit_and"
     support: ClassVar[OperatorSupport] = ELEMENT_WISE_BIT_AND
 
 
@@ -309,6 +325,7 @@ class ControlFlow(Step):
         return dict(self.bodies)[name]
 
 
-STEP_TYPES = {cls.kind: cls for cls in (
-    NonZeroCoordinates, DiagonalMatrix, DiagonalMatrix1, ElementWiseIdentity, ElementWiseBitOr, ElementWiseBitAnd,
-    Upload, Download, ClearBuffer, ReadCount, EmptyTensor, OnnxRegion, LowerAtRunTime, ControlFlow)}
+# Every step class of this module by its kind (graph JSON, the interpreter's table): derived, so a new
+# operator is its class alone.
+STEP_TYPES: "dict[str, type[Step]]" = {cls.kind: cls for cls in list(globals().values())
+                                       if isinstance(cls, type) and issubclass(cls, Step) and cls.kind}

@@ -58,7 +58,7 @@ def step_from_dict(data: dict) -> Step:
     kwargs = {}
     for f in dataclasses.fields(cls):
         value = _scalar_in(data[f.name])
-        if f.name == "value_data_type":
+        if f.type in ("DataType", DataType):       # written by name (step_to_dict), whatever the field
             value = DataType[value]
         elif f.name == "bodies":
             value = tuple((name, graph_from_dict(body)) for name, body in value)

@@ -104,5 +104,7 @@ def _bitwise(name: str, number: int) -> OperatorSupport:
 ELEMENT_WISE_BIT_AND = _bitwise("ELEMENT_WISE_BIT_AND", 121)    # 12 before NONZERO_COORDINATES (133)
 ELEMENT_WISE_BIT_OR = _bitwise("ELEMENT_WISE_BIT_OR", 122)
 
-OPERATORS = {op.name: op for op in (NONZERO_COORDINATES, DIAGONAL_MATRIX, DIAGONAL_MATRIX1,
-                                    ELEMENT_WISE_IDENTITY, ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR)}
+# Every table above by operator name, in the order they are written (capabilities prints them so):
+# derived, so a new operator is its table alone.
+OPERATORS: "dict[str, OperatorSupport]" = {op.name: op for op in list(globals().values())
+                                           if isinstance(op, OperatorSupport)}

@@ -7,7 +7,7 @@ from .operators import (ClearBuffer, ControlFlow, Download, EmptyTensor, LowerAt
                         Upload)
 
 
-def check_view_extent(graph: Graph, view_name: str, env: "dict[str, int]", validated: bool = False) -> None:
+def validate_view_extent(graph: Graph, view_name: str, env: "dict[str, int]", validated: bool = False) -> None:
     """A view's declared TotalTensorSizeInBytes must fit inside its buffer from its offset.
     `validated`: the bound descriptor was already validated (a descriptor without symbols binds
     to itself), so it is not validated again."""
@@ -39,7 +39,7 @@ def verify(graph: Graph) -> None:
             raise DmlLowerError(f"view {view.name}: byte offset {view.offset} is not a multiple of {align}")
         buffer = graph.buffers[view.buffer]
         if view.desc.is_bound and not buffer.symbols:
-            check_view_extent(graph, view.name, {}, validated=True)    # validated just above
+            validate_view_extent(graph, view.name, {}, validated=True)    # validated just above
 
     tensors = set(graph.inputs)
     written: set = set()

@@ -8,24 +8,24 @@ num_upper >= 0 gives Not(Greater(j - i, num_upper)), num_lower >= 0 gives
 Not(Greater(-num_lower, j - i)), -1 leaves that side open)."""
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from onnx_dml_lowering.ir import Graph
-from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, from_onnx, onnx_to_numpy, onnx_type_name
+from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, ONNX_INT32, ONNX_INT64, onnx_to_numpy, onnx_type_name
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
 
+from .common import EXACT_INTEGER_LIMIT, broadcast, cast_expand_tail
 from .diagonal import emit_band
-from .diagonal_idioms import broadcast
 from .mask_idioms import FLIPPED, INF, Expr, as_band, describe, diagonals, leaves
-from .match import (Decline, Declined, Found, Fragment, GraphView, IdiomRule, constant_scalar, register_idiom,
-                    sole_consumer)
+from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_scalar, sole_consumer
 from .node import NodeInfo, TensorInfo
+from .registry import register_idiom
 
 BOUND_OPS = ("Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal")
-INTEGER_TYPES = {6: 2**31 - 1, 7: 2**63 - 1}     # int32, int64: the grid's largest index must fit
+INTEGER_TYPES = (ONNX_INT32, ONNX_INT64)        # the grid's: exact integer division, its largest index must fit
 
 
 def _is_diff(tensor: "TensorInfo | None", diff: str) -> bool:
@@ -146,11 +146,9 @@ class IndexGridBandMask(IdiomRule):
         for leaf in leaves(expr):
             leaf.column, scales[id(leaf)], passed = _bound_source(view, leaf.column)
             covered += passed
-        out_type = ONNX_BOOL
-        cast = sole_consumer(view, y)
-        if cast is not None and cast.op_type == "Cast" and from_onnx(int(cast.attrs.get("to", 0))) is not None:
-            covered.append(cast)
-            out_type, y = int(cast.attrs["to"]), cast.outputs[0].name
+        tail = cast_expand_tail(view, y, ONNX_BOOL, expand=False)
+        covered += tail.nodes
+        out_type, y = tail.onnx_type, tail.output
         expand = view.producer(anchor.inputs[0].name)
         if expand is None or expand.op_type != "Expand" or sole_consumer(view, anchor.inputs[0].name) is not anchor:
             return None
@@ -184,9 +182,9 @@ class IndexGridBandMask(IdiomRule):
             bounds[id(leaf)] = int(value) * scales[id(leaf)]
         return as_band(diagonals(expr, _gaps(expr, bounds, sign), (-INF, INF)), (-INF, INF))
 
-    def check(self, level: FeatureLevel, expr: Expr, sign: int, scales: "dict[int, int]", out_type: int,
-              cumsum: NodeInfo, axis: Any, start: Any, count: TensorInfo, shape: TensorInfo, divisors: Any,
-              single: bool) -> "str | None":
+    def decline_reason(self, level: FeatureLevel, expr: Expr, sign: int, scales: "dict[int, int]",
+                       out_type: int, cumsum: NodeInfo, axis: Any, start: Any, count: TensorInfo,
+                       shape: TensorInfo, divisors: Any, single: bool) -> "str | None":
         grid_type = cumsum.outputs[0].onnx_type
         if grid_type not in INTEGER_TYPES:
             return f"the index grid is {onnx_type_name(grid_type)}, not int32 / int64: no exact integer division"
@@ -204,7 +202,7 @@ class IndexGridBandMask(IdiomRule):
 
     def rewrite(self, f: Fragment, expr: Expr, sign: int, scales: "dict[int, int]", out_type: int,
                 cumsum: NodeInfo, axis: Any, start: Any, count: TensorInfo, shape: TensorInfo, divisors: Any,
-                single: bool) -> "Union[Graph, Declined]":
+                single: bool) -> Graph:
         dims = f.dims(shape)
         if len(dims) != 2:
             raise Decline(f"the grid is reshaped to {list(dims)}, not a matrix")
@@ -215,7 +213,7 @@ class IndexGridBandMask(IdiomRule):
         if list(total) != [rows * cols]:
             raise Decline(f"CumSum over Expand to {list(total)}, not the {rows * cols} elements of a "
                           f"{rows}x{cols} grid")
-        if rows * cols - 1 > INTEGER_TYPES[cumsum.outputs[0].onnx_type]:
+        if rows * cols - 1 > EXACT_INTEGER_LIMIT[cumsum.outputs[0].onnx_type]:
             raise Decline(f"a {rows}x{cols} grid's indices pass its integer type")
         for op, divisor in zip(("Div", "Mod"), divisors):
             value = f.value(divisor)

@@ -6,7 +6,7 @@ band, or a value FLOAT32 cannot hold, needs DIAGONAL_MATRIX1 and its exact typed
 """
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX, DIAGONAL_MATRIX1
 
 from .common import dims_for, pad_sizes
-from .match import Declined
+from .match import Decline
 from .node import Names, product
 
 
@@ -40,13 +40,14 @@ def clamp_band(begin: int, end: int, rows: int, cols: int) -> "tuple[int, int]":
     return max(lo, min(begin, hi)), max(lo, min(end, hi))
 
 
-def band_operator(onnx_type: int, value: Any, single: bool, level: FeatureLevel) -> "str | Declined":
+def band_operator(onnx_type: int, value: Any, single: bool, level: FeatureLevel) -> str:
     """The operator emit_band generates a band with (DIAGONAL_MATRIX for one diagonal whose value
-    FLOAT32 holds exactly, in a type its table has at `level`; else DIAGONAL_MATRIX1), or why
-    neither fits. Sizes play no part, so an idiom's check asks it before any size is known."""
+    FLOAT32 holds exactly, in a type its table has at `level`; else DIAGONAL_MATRIX1); raises
+    Decline saying why neither fits. Sizes play no part, so a rule's decline_reason asks it (through
+    band_reason) before any size is known."""
     dtype = from_onnx(onnx_type)
     if dtype is None:
-        return Declined(f"output type {onnx_type_name(onnx_type)} has no DirectML equivalent")
+        raise Decline(f"output type {onnx_type_name(onnx_type)} has no DirectML equivalent")
     plain = DIAGONAL_MATRIX.row(level)
     plain_fits = plain is not None and dtype in plain.tensors["OutputTensor"].types
     if single and plain_fits and float32_exact(value, onnx_type):
@@ -59,30 +60,33 @@ def band_operator(onnx_type: int, value: Any, single: bool, level: FeatureLevel)
             why = f"output type {onnx_type_name(onnx_type)} ({dtype.name}) on DIAGONAL_MATRIX at {level}"
         else:
             why = f"Value {value!r}, which FLOAT32 cannot hold exactly,"
-        return Declined(f"{why} needs DIAGONAL_MATRIX1 (feature level 5_1; target {level})")
+        raise Decline(f"{why} needs DIAGONAL_MATRIX1 (feature level 5_1; target {level})")
     if dtype not in row.tensors["OutputTensor"].types:
-        return Declined(f"output type {onnx_type_name(onnx_type)} ({dtype.name}) is not supported by "
-                        f"DIAGONAL_MATRIX1 at {level}")
+        raise Decline(f"output type {onnx_type_name(onnx_type)} ({dtype.name}) is not supported by "
+                      f"DIAGONAL_MATRIX1 at {level}")
     return DIAGONAL_MATRIX1.name
 
 
 def band_reason(onnx_type: int, value: Any, single: bool, level: FeatureLevel) -> "str | None":
-    """band_operator's reason to decline, or None: what a band idiom's check returns."""
-    operator = band_operator(onnx_type, value, single, level)
-    return operator.reason if isinstance(operator, Declined) else None
+    """band_operator's reason to decline, or None: what a band rule's decline_reason returns."""
+    try:
+        band_operator(onnx_type, value, single, level)
+    except Decline as exc:
+        return exc.reason
+    return None
 
 
 def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[int, ...]",
               begin: int, end: int, value: Any, level: FeatureLevel,
-              inverted: bool = False, plain: bool = True) -> "Union[Graph, Declined]":
+              inverted: bool = False, plain: bool = True) -> Graph:
     """Generate `y` of `shape` ([..., rows, cols]): Value on diagonals x - y in [begin, end)
-    (outside it when `inverted`), 0 elsewhere. Bounds may be any Python ints. The caller has
-    declared `y` among the graph's outputs (a Fragment does). plain=False keeps a band that
-    happens to be one diagonal on DIAGONAL_MATRIX1: the operator its rule reported before the
-    sizes were known."""
+    (outside it when `inverted`), 0 elsewhere; raises Decline when no operator fits. Bounds may
+    be any Python ints. The caller has declared `y` among the graph's outputs (a Fragment does).
+    plain=False keeps a band that happens to be one diagonal on DIAGONAL_MATRIX1: the operator
+    its rule reported before the sizes were known."""
     dtype = from_onnx(onnx_type)
     if dtype is None:
-        return Declined(f"output type {onnx_type_name(onnx_type)} has no DirectML equivalent")
+        raise Decline(f"output type {onnx_type_name(onnx_type)} has no DirectML equivalent")
     if product(shape) == 0:
         graph.add(EmptyTensor(y, onnx_type, tuple(shape)))
         return graph
@@ -90,12 +94,10 @@ def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[
     batch = product(shape[:-2])
     single = plain and not inverted and end == begin + 1
     operator = band_operator(onnx_type, value, single, level)
-    if isinstance(operator, Declined):
-        return operator
     if operator == DIAGONAL_MATRIX.name:
         begin, _ = clamp_band(begin, end, rows, cols)
         if not INT32_MIN <= begin <= INT32_MAX:
-            return Declined(f"diagonal {begin} of a {rows}x{cols} matrix does not fit the 32-bit Offset")
+            raise Decline(f"diagonal {begin} of a {rows}x{cols} matrix does not fit the 32-bit Offset")
         sizes = pad_sizes(((batch,) if batch > 1 else ()) + (rows, cols),
                           dims_for(DIAGONAL_MATRIX, level, "OutputTensor", 3 if batch > 1 else 2) or 4)
         view = _output(graph, names, dtype, sizes)

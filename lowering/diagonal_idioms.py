@@ -2,37 +2,21 @@
 and constant initializers that DirectML can generate instead of storing."""
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from onnx_dml_lowering.ir import Graph
-from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, ONNX_FLOAT, from_onnx, numpy_to_onnx
+from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, from_onnx, numpy_to_onnx
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
+from .common import EXACT_INTEGER_LIMIT, broadcast, cast_expand_tail, fill_value
 from .diagonal import band_reason, emit_band, find_band
 from .eyelike import output_type
 from .match import (Decline, Declined, Found, Fragment, GraphView, IdiomRule, Match, constant_ints,
-                    constant_scalar, register_idiom, sole_consumer, sole_producer)
+                    constant_scalar, sole_producer)
 from .node import NodeInfo, TensorInfo
-
-
-def fill_value(node: NodeInfo) -> "tuple[Any, int]":
-    """ConstantOfShape's value attribute (default float 0) and its ONNX type."""
-    value = node.attrs.get("value")
-    if value is None:
-        return 0.0, ONNX_FLOAT
-    from onnx import numpy_helper
-    array = numpy_helper.to_array(value)
-    return array.reshape(-1)[0], value.data_type
-
-
-def broadcast(a: "tuple[int, ...]", b: "tuple[int, ...]", reason: str) -> "tuple[int, ...]":
-    """numpy's broadcast of two shapes; `reason` declines when they do not broadcast."""
-    try:
-        return tuple(np.broadcast_shapes(a, b))
-    except ValueError:
-        raise Decline(reason) from None
+from .registry import register_idiom
 
 
 class EyeLikeOfFill(IdiomRule):
@@ -49,10 +33,10 @@ class EyeLikeOfFill(IdiomRule):
         return Found((anchor.name, fill.name), (shape,), (anchor.outputs[0].name,), value_inputs=(shape.name,),
                      shape=shape, out_type=out_type, k=int(anchor.attrs.get("k", 0)))
 
-    def check(self, level: FeatureLevel, shape: TensorInfo, out_type: int, k: int) -> "str | None":
+    def decline_reason(self, level: FeatureLevel, shape: TensorInfo, out_type: int, k: int) -> "str | None":
         return band_reason(out_type, 1, True, level)
 
-    def rewrite(self, f: Fragment, shape: TensorInfo, out_type: int, k: int) -> "Union[Graph, Declined]":
+    def rewrite(self, f: Fragment, shape: TensorInfo, out_type: int, k: int) -> Graph:
         dims = f.dims(shape)
         if len(dims) != 2:
             raise Decline(f"EyeLike needs a 2-D input; ConstantOfShape gives {list(dims)}")
@@ -67,10 +51,6 @@ def arange(view: GraphView, tensor: str) -> "tuple[NodeInfo, TensorInfo] | None"
     if constant_scalar(view, node.inputs[0]) != 0 or constant_scalar(view, node.inputs[2]) != 1:
         return None
     return node, node.inputs[1]
-
-
-# Float Ranges hold exact integers (and so compare like an identity) only this far.
-EXACT_INTEGERS = {10: 2**11, 1: 2**24, 11: 2**53, 16: 2**8}
 
 
 def range_length(limit: Any) -> int:
@@ -109,24 +89,13 @@ class EyeFromRanges(IdiomRule):
         if cols_node.name != rows_node.name:
             covered.append(cols_node.name)
         eq = anchor.outputs[0].name
-        out_type, y = ONNX_BOOL, eq
-        cast = sole_consumer(view, eq)
-        if cast is not None and cast.op_type == "Cast" and from_onnx(int(cast.attrs.get("to", 0))) is not None:
-            covered.append(cast.name)
-            out_type, y = int(cast.attrs["to"]), cast.outputs[0].name
         # Batched forms: Expand(eye, shape) broadcasts the same matrix over leading dimensions.
-        expand_shape = None
-        expand = sole_consumer(view, y)
-        if expand is not None and expand.op_type == "Expand" and expand.inputs[0].name == y:
-            covered.append(expand.name)
-            expand_shape = expand.inputs[1]
-            y = expand.outputs[0].name
+        tail = cast_expand_tail(view, eq, ONNX_BOOL)
+        covered += [n.name for n in tail.nodes]
+        out_type, y, expand_shape = tail.onnx_type, tail.output, tail.expand_shape
         # Every intermediate must be read inside the pattern only.
         inner = {unsqueeze.outputs[0].name, rows_node.outputs[0].name, cols_node.outputs[0].name}
-        if eq != y:
-            inner.add(eq)
-        if expand_shape is not None:
-            inner.add(expand.inputs[0].name)
+        inner.update(n.inputs[0].name for n in tail.nodes)
         for tensor in inner:
             if view.is_graph_output(tensor) or any(c.name not in covered for c in view.consumers(tensor)):
                 return None
@@ -137,15 +106,15 @@ class EyeFromRanges(IdiomRule):
                      prefix=anchor.name,
                      rows=rows_limit, cols=cols_limit, expand_shape=expand_shape, out_type=out_type)
 
-    def check(self, level: FeatureLevel, rows: TensorInfo, cols: TensorInfo, expand_shape: "TensorInfo | None",
-              out_type: int) -> "str | None":
+    def decline_reason(self, level: FeatureLevel, rows: TensorInfo, cols: TensorInfo,
+                       expand_shape: "TensorInfo | None", out_type: int) -> "str | None":
         return band_reason(out_type, 1, True, level)
 
     def rewrite(self, f: Fragment, rows: TensorInfo, cols: TensorInfo, expand_shape: "TensorInfo | None",
-                out_type: int) -> "Union[Graph, Declined]":
+                out_type: int) -> Graph:
         dims = (range_length(f.value(rows)), range_length(f.value(cols)))
-        exact = EXACT_INTEGERS.get(rows.onnx_type)
-        if exact is not None and max(dims) > exact:
+        exact = EXACT_INTEGER_LIMIT[rows.onnx_type]
+        if max(dims) > exact:
             # Beyond this the float Range repeats values and Equal is true off the diagonal too.
             raise Decline(f"a float Range of {max(dims)} elements is not exact past {exact}")
         if expand_shape is not None:
@@ -194,12 +163,12 @@ class TriluOfFill(IdiomRule):
                      shape=shape, k=k, upper=int(anchor.attrs.get("upper", 1)),
                      value=value, value_type=value_type, operand_shape=operand_shape)
 
-    def check(self, level: FeatureLevel, shape: TensorInfo, k: "TensorInfo | None", upper: int, value: Any,
-              value_type: int, operand_shape: "tuple[int, ...]") -> "str | None":
+    def decline_reason(self, level: FeatureLevel, shape: TensorInfo, k: "TensorInfo | None", upper: int,
+                       value: Any, value_type: int, operand_shape: "tuple[int, ...]") -> "str | None":
         return band_reason(value_type, value, False, level)      # a triangle: never one diagonal
 
     def rewrite(self, f: Fragment, shape: TensorInfo, k: "TensorInfo | None", upper: int, value: Any,
-                value_type: int, operand_shape: "tuple[int, ...]") -> "Union[Graph, Declined]":
+                value_type: int, operand_shape: "tuple[int, ...]") -> Graph:
         dims = f.dims(shape)
         if operand_shape:
             dims = broadcast(operand_shape, dims, f"Expand of {list(operand_shape)} to {list(dims)} does not broadcast")
@@ -246,13 +215,13 @@ class ConstantDiagonal(IdiomRule):
                      value=value)
 
     def rewrite(self, f: Fragment, onnx_type: int, shape: "tuple[int, ...]", begin: int, end: int,
-                inverted: bool, value: Any) -> "Union[Graph, Declined]":
+                inverted: bool, value: Any) -> Graph:
         return emit_band(f.graph, f.names, f.outputs[0], onnx_type, shape, begin, end, value, f.level, inverted)
 
 
 # name, anchor op, priority (larger patterns first), rule                     what it rewrites into
 register_idiom("eyelike_constant_of_shape", "EyeLike", 10, EyeLikeOfFill())   # DIAGONAL_MATRIX, no input
-EYE_FROM_RANGES = register_idiom("eye_from_ranges", "Equal", 10, EyeFromRanges())  # one DIAGONAL_MATRIX
+register_idiom("eye_from_ranges", "Equal", 10, EyeFromRanges())               # one DIAGONAL_MATRIX
 register_idiom("trilu_constant_fill", "Trilu", 10, TriluOfFill())             # DIAGONAL_MATRIX1, open bound
 CONSTANT_DIAGONAL = register_idiom("constant_diagonal", "Constant", 10, ConstantDiagonal())  # generated band
 

@@ -5,17 +5,16 @@ Offset that also misses and fits DirectML's 32-bit INT, so it never wraps onto t
 """
 from __future__ import annotations
 
-from typing import Union
-
-from onnx_dml_lowering.ir import DiagonalMatrix, Download, EmptyTensor, Graph, TensorDesc
+from onnx_dml_lowering.ir import DiagonalMatrix, Download, Graph, TensorDesc
 from onnx_dml_lowering.ir.dtypes import from_onnx, onnx_type_name
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX
 
 from .common import dims_for, level_reason, pad_sizes
-from .node import Names, NodeInfo
-from .registry import Declined, register
+from .match import Decline, Found, Fragment, GraphView, IdiomRule
+from .node import NodeInfo, TensorInfo
+from .registry import register_idiom
 
 
 def output_type(node: NodeInfo) -> int:
@@ -36,11 +35,11 @@ def diagonal_offset(k: int, rows: int, cols: int) -> "int | None":
     return None
 
 
-def check(node: NodeInfo, level: FeatureLevel) -> "str | None":
-    x = node.inputs[0]
+def eyelike_reason(x: TensorInfo, out: int, level: FeatureLevel) -> "str | None":
+    """Why DIAGONAL_MATRIX cannot generate EyeLike's output of type `out` over input x (its rank,
+    when known), or None."""
     if x.rank is not None and x.rank != 2:
         return f"input rank {x.rank}: EyeLike needs a 2-D input"
-    out = output_type(node)
     dtype = from_onnx(out)
     if dtype is None:
         return f"output type {onnx_type_name(out)} has no DirectML equivalent"
@@ -56,26 +55,38 @@ def check(node: NodeInfo, level: FeatureLevel) -> "str | None":
     return None
 
 
-def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
-    rows, cols = (int(d) for d in node.inputs[0].shape)
-    y, out = node.outputs[0].name, output_type(node)
-    graph, names = Graph(level), Names.for_node(node)
-    graph.outputs.append(y)
-    if rows * cols == 0:
-        graph.add(EmptyTensor(y, out, (rows, cols)))
-        return graph
-    k = int(node.attrs.get("k", 0))
-    offset = diagonal_offset(k, rows, cols)
-    if offset is None:
-        return Declined(f"k = {k} on a {rows}x{cols} matrix does not fit DIAGONAL_MATRIX's 32-bit Offset")
-    sizes = pad_sizes((rows, cols), dims_for(DIAGONAL_MATRIX, level, "OutputTensor", 2))
-    desc = TensorDesc(from_onnx(out), sizes)
-    buf, view = names("out"), names("out.view")
-    graph.add_buffer(buf, desc.min_total_size)
-    graph.add_view(view, buf, desc)
-    graph.add(DiagonalMatrix(view, offset, 1.0))
-    graph.add(Download(view, y, out, (rows, cols)))
-    return graph
+class EyeLikeRule(IdiomRule):
+    # EyeLike(x, k) -> DIAGONAL_MATRIX(Offset = k, Value = 1) of x's sizes; x itself is never read.
+    operators = ("DIAGONAL_MATRIX",)
+
+    def pattern(self, anchor: NodeInfo, view: GraphView) -> Found:
+        x = anchor.inputs[0]
+        return Found((anchor.name,), (x,), (anchor.outputs[0].name,), x=x, out_type=output_type(anchor),
+                     k=int(anchor.attrs.get("k", 0)))
+
+    def decline_reason(self, level: FeatureLevel, x: TensorInfo, out_type: int, k: int) -> "str | None":
+        return eyelike_reason(x, out_type, level)
+
+    def rewrite(self, f: Fragment, x: TensorInfo, out_type: int, k: int) -> Graph:
+        x = f.tensor(x)
+        reason = eyelike_reason(x, out_type, f.level)      # a rank known only now is checked only now
+        if reason:
+            raise Decline(reason)
+        rows, cols = (int(d) for d in x.shape)
+        y = f.outputs[0]
+        if rows * cols == 0:
+            return f.empty(y, out_type, (rows, cols))
+        offset = diagonal_offset(k, rows, cols)
+        if offset is None:
+            raise Decline(f"k = {k} on a {rows}x{cols} matrix does not fit DIAGONAL_MATRIX's 32-bit Offset")
+        sizes = pad_sizes((rows, cols), dims_for(DIAGONAL_MATRIX, f.level, "OutputTensor", 2))
+        desc = TensorDesc(from_onnx(out_type), sizes)
+        buf, view = f.names("out"), f.names("out.view")
+        f.graph.add_buffer(buf, desc.min_total_size)
+        f.graph.add_view(view, buf, desc)
+        f.graph.add(DiagonalMatrix(view, offset, 1.0))
+        f.graph.add(Download(view, y, out_type, (rows, cols)))
+        return f.graph
 
 
-RULE = register("eyelike", "EyeLike", check, build, ("DIAGONAL_MATRIX",))
+register_idiom("eyelike", "EyeLike", 0, EyeLikeRule())   # DIAGONAL_MATRIX, Offset k, Value 1

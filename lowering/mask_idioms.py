@@ -9,26 +9,24 @@ with the bounds computed from the offsets when the fragment is specialised."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from onnx_dml_lowering.ir import Graph
-from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, from_onnx, onnx_to_numpy
+from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, onnx_to_numpy
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
+from .common import EXACT_INTEGER_LIMIT, broadcast, cast_expand_tail, fill_value
 from .diagonal import band_reason, emit_band
-from .diagonal_idioms import EYE_FROM_RANGES, broadcast, fill_value
-from .match import (Decline, Declined, Found, Fragment, GraphView, IdiomRule, constant_ints, constant_scalar,
-                    register_idiom, sole_consumer)
+from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_ints, constant_scalar, sole_consumer
 from .node import NodeInfo, TensorInfo, product
+from .registry import register_idiom
 
 COMPARISONS = ("Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal")
 FLIPPED = {"Less": "Greater", "LessOrEqual": "GreaterOrEqual", "Greater": "Less",
            "GreaterOrEqual": "LessOrEqual", "Equal": "Equal"}
 INF = 2**80                                     # an open bound, beyond any matrix
-# Range types whose values stay exact integers up to this magnitude (past it a float Range repeats).
-EXACT = {6: 2**31 - 1, 7: 2**62, 5: 2**15 - 1, 1: 2**24, 11: 2**53}     # int32, int64, int16, float, double
 
 
 @dataclass(frozen=True)
@@ -381,13 +379,6 @@ def integer(value: Any, what: str) -> int:
     return int(value)
 
 
-def eye_form(column: Index, row: Index) -> bool:
-    """Unsqueeze(Range(0, n, 1), -1) against a bare Range(0, m, 1): eye_from_ranges's pattern."""
-    starts = column.steps[0].offset == row.steps[0].offset == Affine(0)
-    return starts and len(column.steps) == 1 and len(row.steps) == 2 and row.steps[1].op == "unsqueeze" \
-        and row.steps[1].arg in ((-1,), (1,))
-
-
 class RangeComparisonMask(IdiomRule):
     # Cmp(column index, row index) with Range(start, limit, 1) + offsets on each side, And / Or / Not
     # of them, optional Cast and Expand -> one DIAGONAL_MATRIX1 (DIAGONAL_MATRIX for one diagonal).
@@ -398,20 +389,9 @@ class RangeComparisonMask(IdiomRule):
         if grown is None:
             return None
         y, expr = grown
-        if expr.kind == "cmp" and expr.op == "Equal" and eye_form(expr.column, expr.row) \
-                and EYE_FROM_RANGES.rule.pattern(anchor, view) is not None:
-            return None                 # torch.eye's form: eye_from_ranges's, also when it declines
-        covered = list(expr.nodes)
-        out_type = ONNX_BOOL
-        cast = sole_consumer(view, y)
-        if cast is not None and cast.op_type == "Cast" and from_onnx(int(cast.attrs.get("to", 0))) is not None:
-            covered.append(cast)
-            out_type, y = int(cast.attrs["to"]), cast.outputs[0].name
-        expand_shape = None
-        expand = sole_consumer(view, y)
-        if expand is not None and expand.op_type == "Expand" and expand.inputs[0].name == y:
-            covered.append(expand)
-            expand_shape, y = expand.inputs[1], expand.outputs[0].name
+        tail = cast_expand_tail(view, y, ONNX_BOOL)
+        covered = list(expr.nodes) + list(tail.nodes)
+        out_type, y, expand_shape = tail.onnx_type, tail.output, tail.expand_shape
         cmps = [l for l in leaves(expr) if l.kind == "cmp"]
         # The index nodes are covered when nothing outside the pattern reads them (exporters share
         # the Ranges and Unsqueezes with the padding mask's Gather; those stay ONNX).
@@ -474,18 +454,18 @@ class RangeComparisonMask(IdiomRule):
             gaps[id(c)] = int(gap.const)
         return as_band(diagonals(expr, gaps, (-INF, INF)), (-INF, INF))
 
-    def check(self, level: FeatureLevel, expr: Expr, out_type: int, expand_shape: Any, single: bool,
-              covered: "frozenset[str]") -> "str | None":
+    def decline_reason(self, level: FeatureLevel, expr: Expr, out_type: int, expand_shape: Any, single: bool,
+                       covered: "frozenset[str]") -> "str | None":
         return band_reason(out_type, 1, single, level)
 
     def rewrite(self, f: Fragment, expr: Expr, out_type: int, expand_shape: "TensorInfo | None",
-                single: bool, covered: "frozenset[str]") -> "Union[Graph, Declined]":
+                single: bool, covered: "frozenset[str]") -> Graph:
         cmps = [l for l in leaves(expr) if l.kind == "cmp"]
         shapes, gaps = [], {}
         for c in cmps:
             firsts = []
             for ix in (c.column, c.row):
-                bound = EXACT.get(ix.onnx_type)
+                bound = EXACT_INTEGER_LIMIT.get(ix.onnx_type)
                 if bound is None:
                     raise Decline(f"a Range of ONNX type {ix.onnx_type} is not matched")
                 first, length, shape = run_time_index(ix, covered, f)

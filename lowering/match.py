@@ -1,21 +1,25 @@
-"""Idioms: rules that match a pattern of ONNX nodes around an anchor op and lower it as one.
+"""The shape of every lowering rule, in the manner of onnxscript's rewriter: three plain methods.
 
-Every idiom is an `IdiomRule` in the shape of onnxscript's rewriter, three plain methods:
+Every rule (an ONNX operator on its own, such as NonZero, or an idiom of several nodes around an
+anchor op, such as torch.eye's Range / Equal / Cast) is an `IdiomRule`:
 
 - `pattern(anchor, view)`: which nodes, structurally. Walks the graph from the anchor node and
   returns a `Found` (the covered nodes, the tensors the fragment reads at run time, the values
   it produces, and named bindings for the other two methods) or None when the nodes are not
-  this idiom (nothing is reported; the next rule is tried).
-- `check(level, **bindings)`: None when the rule applies at this feature level, else the reason
-  it does not (reported in the placement if no later rule lowers the anchor).
+  this rule's (nothing is reported; the next rule is tried).
+- `decline_reason(level, **bindings)`: None when the rule applies at this feature level, else the
+  reason it does not (reported in the placement if no later rule lowers the anchor).
 - `rewrite(f, **bindings)`: builds the IR fragment once the sizes (and, for `value_inputs`, the
   values) of the inputs are known, at compile time or per call at run time. `f` is a
   `Fragment`: the shared setup every rewrite starts from (an empty graph at the level with the
   outputs declared, buffer names, concrete shapes and values). A size or value that does not fit
-  is `raise Decline(reason)` (or return `Declined(reason)`); that call then runs on ONNX.
+  raises `Decline(reason)`, the one way a rewrite (or a helper it calls) declines; that call then
+  runs on ONNX. `Declined(reason)` is what the registry hands the compiler, never what a rule returns.
 
-A rule is registered with one line giving its name, anchor op and priority (larger patterns
-first). A new idiom is one small unit, for example (helpers from diagonal_idioms / diagonal):
+A rule is registered with one line giving its name, anchor op and priority (registry.py: larger
+patterns first; precedence is the priority alone, no rule looks at another's pattern), with a
+comment saying what it rewrites into. docs/rules.md walks through writing one. For example
+(helpers from common / diagonal_idioms / diagonal):
 
     class RangeLessMask(IdiomRule):
         # Less(Unsqueeze(Range(0, n, 1), -1), Range(0, m, 1)) -> DIAGONAL_MATRIX1 above the diagonal
@@ -30,10 +34,8 @@ first). A new idiom is one small unit, for example (helpers from diagonal_idioms
             return Found((anchor.name, unsqueeze.name, rows.name, cols.name), (n, m),
                          (anchor.outputs[0].name,), value_inputs=(n.name, m.name), n=n, m=m)
 
-        def check(self, level, n, m):           # the bindings arrive as keywords
-            if DIAGONAL_MATRIX1.row(level) is None:
-                return f"DIAGONAL_MATRIX1 is not available at feature level {level}"
-            return None
+        def decline_reason(self, level, n, m):  # the bindings arrive as keywords
+            return level_reason(DIAGONAL_MATRIX1, level)
 
         def rewrite(self, f, n, m):             # f: the shared Fragment setup
             dims = (range_length(f.value(n)), range_length(f.value(m)))
@@ -44,24 +46,24 @@ first). A new idiom is one small unit, for example (helpers from diagonal_idioms
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Callable, Mapping, Protocol, Union
 
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError, EmptyTensor, FeatureLevel, Graph, verify_graph
-from onnx_dml_lowering.ir.support import OPERATORS
 
 from .node import Names, NodeInfo, TensorInfo
 
 
 @dataclass(frozen=True)
 class Declined:
+    """The outcome of a rule that does not lower (its decline_reason, or a Decline its rewrite
+    raised): what the registry returns to the compiler in place of a Match or a fragment."""
     reason: str
 
 
 class Decline(Exception):
-    """Raised by a rewrite (or a Fragment helper) when the concrete sizes or values do not fit."""
+    """The one way a rewrite (or a helper it calls) declines: the concrete sizes or values do not fit."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -106,7 +108,7 @@ class Match:
 
 class Found:
     """What a pattern matched: the parts of a Match it decides, plus the rule's own bindings
-    (keyword arguments of check and rewrite). `note`, `operators` and `prefix` (the buffer name
+    (keyword arguments of decline_reason and rewrite). `note`, `operators` and `prefix` (the buffer name
     prefix, the anchor's name by default) override the rule's defaults for this match."""
 
     def __init__(self, nodes: "tuple[str, ...]", inputs: "tuple[TensorInfo, ...]", outputs: "tuple[str, ...]",
@@ -154,7 +156,7 @@ class Fragment:
 
 
 class IdiomRule:
-    """Base of every idiom: override pattern and rewrite, and check if the rule has
+    """Base of every rule: override pattern and rewrite, and decline_reason if the rule has
     level-dependent reasons to decline. See the module docstring."""
 
     operators: "tuple[str, ...]" = ()    # DirectML operators it emits (for the report)
@@ -163,94 +165,24 @@ class IdiomRule:
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
         raise NotImplementedError
 
-    def check(self, level: FeatureLevel, **bindings: Any) -> "str | None":
+    def decline_reason(self, level: FeatureLevel, **bindings: Any) -> "str | None":
         return None
 
-    def rewrite(self, f: Fragment, **bindings: Any) -> "Graph | Declined":
+    def rewrite(self, f: Fragment, **bindings: Any) -> Graph:
         raise NotImplementedError
 
 
-def verified(build: Callable[[], "Union[Graph, Declined]"]) -> "Union[Graph, Declined]":
+def verified(build: Callable[[], Graph]) -> "Union[Graph, Declined]":
     """Run a fragment builder and verify its result; a descriptor the level rejects, or a
     Decline raised by the builder, declines."""
     try:
         result = build()
-        if isinstance(result, Graph):
-            verify_graph(result)
+        verify_graph(result)
     except Decline as exc:
         return Declined(exc.reason)
     except DmlLowerError as exc:
         return Declined(str(exc))
     return result
-
-
-@dataclass(frozen=True)
-class Idiom:
-    name: str
-    anchor: str          # the ONNX op type the pattern is found from
-    priority: int        # larger patterns first
-    rule: IdiomRule
-
-    def match(self, node: NodeInfo, view: GraphView, level: FeatureLevel) -> "Match | Declined | None":
-        """pattern, then check: a Match to build, the check's Declined, or None (not this idiom)."""
-        found = self.rule.pattern(node, view)
-        if found is None:
-            return None
-        if found.prefix is None:
-            found.prefix = node.prefix or node.name    # unique per model, even when names sanitise alike
-        return self.matched(found, level)
-
-    def matched(self, found: Found, level: FeatureLevel) -> "Match | Declined":
-        reason = self.rule.check(level, **found.bindings)
-        if reason:
-            return Declined(reason)
-        note = self.rule.note if found.note is None else found.note
-        operators = self.rule.operators if found.operators is None else found.operators
-        # The placement report names these operators before any build: one the level lacks would
-        # be reported as lowered while the run-time build declines and a fallback does the work.
-        reason = missing_operator(operators, level)
-        if reason:
-            return Declined(reason)
-        return Match(self.name, found.nodes, found.inputs, found.outputs, partial(self.build, found),
-                     operators, found.value_inputs, note, dict(found.extra))
-
-    def build(self, found: Found, shapes: Mapping[str, tuple], values: Mapping[str, Any],
-              level: FeatureLevel) -> "Union[Graph, Declined]":
-        """rewrite on the concrete sizes and values, verified against the level's tables; the
-        fragment records the input shapes it was built for (Graph.built_shapes)."""
-        result = verified(lambda: self.rule.rewrite(Fragment(found, shapes, values, level), **found.bindings))
-        if isinstance(result, Graph):
-            for name, shape in shapes.items():
-                result.built_shapes.setdefault(name, (tuple(shape), found.nodes[0]))
-        return result
-
-
-def missing_operator(operators: "tuple[str, ...]", level: FeatureLevel) -> "str | None":
-    """Why a rule emitting `operators` cannot lower at `level`: the first it names that does not
-    exist there (ir.support's tables), else None."""
-    for name in operators:
-        support = OPERATORS.get(name)
-        if support is None:
-            raise ValueError(f"rule names operator {name!r}, which ir.support has no table for")
-        if support.row(level) is None:
-            return f"{name} is not available at feature level {level} (introduced in {support.introduced})"
-    return None
-
-
-IDIOMS: "dict[str, list[Idiom]]" = {}
-
-
-def register_idiom(name: str, anchor: str, priority: int, rule: IdiomRule) -> Idiom:
-    idiom = Idiom(name, anchor, priority, rule)
-    IDIOMS.setdefault(anchor, []).append(idiom)
-    IDIOMS[anchor].sort(key=lambda i: -i.priority)
-    return idiom
-
-
-def idioms_for(op_type: str, domain: str = "") -> "list[Idiom]":
-    if domain not in ("", "ai.onnx"):
-        return []
-    return IDIOMS.get(op_type, [])
 
 
 def sole_consumer(view: GraphView, tensor: str) -> "NodeInfo | None":

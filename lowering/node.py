@@ -36,12 +36,6 @@ class NodeInfo:
     def is_static(self) -> bool:
         return all(t is None or t.is_static for t in self.inputs)
 
-    def with_shapes(self, shapes: "tuple[tuple[int, ...] | None, ...]") -> "NodeInfo":
-        """The same node with concrete input shapes (a run-time specialisation)."""
-        inputs = tuple(None if t is None else TensorInfo(t.name, t.onnx_type, None if s is None else tuple(s))
-                       for t, s in zip(self.inputs, shapes))
-        return NodeInfo(self.name, self.op_type, self.opset, inputs, self.outputs, self.attrs, self.prefix)
-
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 _SAFE = re.compile(r"[A-Za-z0-9_]+")
@@ -87,11 +81,6 @@ class Names:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = sanitise(prefix)
-
-    @classmethod
-    def for_node(cls, node: NodeInfo) -> "Names":
-        """The node's compiler-assigned unique prefix (its sanitised name when there is none)."""
-        return cls(node.prefix or node.name)
 
     def __call__(self, what: str) -> str:
         return f"{self.prefix}.{what}"

@@ -8,22 +8,22 @@ prefix of every row is cropped with a strided ELEMENT_WISE_IDENTITY (rank 1: no 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from onnx_dml_lowering.ir import (ClearBuffer, DataType, Download, ElementWiseBitAnd, ElementWiseBitOr, ElementWiseIdentity,
-                EmptyTensor, Graph,
+                Graph,
                 NonZeroCoordinates, ReadCount, TensorDesc)
 from onnx_dml_lowering.ir.dtypes import ONNX_INT64, from_onnx, onnx_type_name
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.support import ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR, ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES
 
 from .common import dims_for, level_reason, pad_sizes, upload
+from .match import Decline, Found, Fragment, GraphView, IdiomRule
 from .node import Names, NodeInfo, TensorInfo, product
-from .registry import Declined, register
+from .registry import register_idiom
 
 
-def check(node: NodeInfo, level: FeatureLevel) -> "str | None":
-    x = node.inputs[0]
+def nonzero_reason(x: TensorInfo, level: FeatureLevel) -> "str | None":
+    """Why NONZERO_COORDINATES cannot take input x at `level` (its type, or its rank when known), or None."""
     dtype = from_onnx(x.onnx_type)
     if dtype is None:
         return f"input type {onnx_type_name(x.onnx_type)} has no DirectML equivalent"
@@ -123,44 +123,55 @@ def _combine_words(graph: Graph, names: Names, x: TensorInfo, dtype: DataType, m
     return combined
 
 
-def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
-    x, y = node.inputs[0], node.outputs[0].name
-    rank = len(x.shape)
-    graph, names = Graph(level), Names.for_node(node)
-    graph.outputs.append(y)
-    if product(x.shape) == 0:
-        graph.add(EmptyTensor(y, ONNX_INT64, (rank, 0)))
-        return graph
-    coords = emit_coordinates(graph, names, x, level)
-    n, m, nnz, coords_buf = coords.n, coords.m, coords.nnz, coords.buffer
-    if rank == 0:
-        graph.add(EmptyTensor(y, ONNX_INT64, (0, nnz)))   # ONNX: a scalar's result is (0, nnz)
-        return graph
-    if n == 1:
-        # One coordinate row: the first nnz slots of the buffer already are the packed result.
-        prefix = names("result.view")
-        graph.add_view(prefix, coords_buf, TensorDesc(DataType.INT64, (1, nnz)))
-        graph.add(Download(prefix, y, ONNX_INT64, (1, nnz)))
+class NonZeroRule(IdiomRule):
+    # NonZero(x) -> NONZERO_COORDINATES into ONNX's [rank, M] layout, count read back, rows cropped.
+    operators = ("NONZERO_COORDINATES", "ELEMENT_WISE_IDENTITY")
+
+    def pattern(self, anchor: NodeInfo, view: GraphView) -> Found:
+        x = anchor.inputs[0]
+        return Found((anchor.name,), (x,), (anchor.outputs[0].name,), x=x)
+
+    def decline_reason(self, level: FeatureLevel, x: TensorInfo) -> "str | None":
+        return nonzero_reason(x, level)
+
+    def rewrite(self, f: Fragment, x: TensorInfo) -> Graph:
+        x = f.tensor(x)
+        reason = nonzero_reason(x, f.level)        # a rank known only now is checked only now
+        if reason:
+            raise Decline(reason)
+        y, graph, names = f.outputs[0], f.graph, f.names
+        rank = len(x.shape)
+        if product(x.shape) == 0:
+            return f.empty(y, ONNX_INT64, (rank, 0))
+        coords = emit_coordinates(graph, names, x, f.level)
+        n, m, nnz, coords_buf = coords.n, coords.m, coords.nnz, coords.buffer
+        if rank == 0:
+            return f.empty(y, ONNX_INT64, (0, nnz))           # ONNX: a scalar's result is (0, nnz)
+        if n == 1:
+            # One coordinate row: the first nnz slots of the buffer already are the packed result.
+            prefix = names("result.view")
+            graph.add_view(prefix, coords_buf, TensorDesc(DataType.INT64, (1, nnz)))
+            graph.add(Download(prefix, y, ONNX_INT64, (1, nnz)))
+            return graph
+
+        out_buf, out_view = names("result"), names("result.view")
+        graph.add_buffer(out_buf, 8 * n, (nnz,))
+        graph.add_view(out_view, out_buf, TensorDesc(DataType.INT64, (n, nnz)))
+        coords_bytes = 8 * n * m
+        copy_types = ELEMENT_WISE_IDENTITY.row(f.level).tensors["InputTensor"].types
+        if DataType.INT64 in copy_types:
+            src = names("crop.view")
+            graph.add_view(src, coords_buf, TensorDesc(DataType.INT64, (n, nnz), (m, 1), total_size=coords_bytes))
+            graph.add(ElementWiseIdentity(src, out_view))
+        else:
+            # No 64-bit copy below 4_1: move each int64 as its two UINT32 words.
+            src, dst = names("crop.words"), names("result.words")
+            graph.add_view(src, coords_buf, TensorDesc(DataType.UINT32, (n, nnz, 2), (2 * m, 2, 1),
+                                                       total_size=coords_bytes))
+            graph.add_view(dst, out_buf, TensorDesc(DataType.UINT32, (n, nnz, 2)))
+            graph.add(ElementWiseIdentity(src, dst))
+        graph.add(Download(out_view, y, ONNX_INT64, (n, nnz)))
         return graph
 
-    out_buf, out_view = names("result"), names("result.view")
-    graph.add_buffer(out_buf, 8 * n, (nnz,))
-    graph.add_view(out_view, out_buf, TensorDesc(DataType.INT64, (n, nnz)))
-    coords_bytes = 8 * n * m
-    copy_types = ELEMENT_WISE_IDENTITY.row(level).tensors["InputTensor"].types
-    if DataType.INT64 in copy_types:
-        src = names("crop.view")
-        graph.add_view(src, coords_buf, TensorDesc(DataType.INT64, (n, nnz), (m, 1), total_size=coords_bytes))
-        graph.add(ElementWiseIdentity(src, out_view))
-    else:
-        # No 64-bit copy below 4_1: move each int64 as its two UINT32 words.
-        src, dst = names("crop.words"), names("result.words")
-        graph.add_view(src, coords_buf, TensorDesc(DataType.UINT32, (n, nnz, 2), (2 * m, 2, 1),
-                                                   total_size=coords_bytes))
-        graph.add_view(dst, out_buf, TensorDesc(DataType.UINT32, (n, nnz, 2)))
-        graph.add(ElementWiseIdentity(src, dst))
-    graph.add(Download(out_view, y, ONNX_INT64, (n, nnz)))
-    return graph
 
-
-RULE = register("nonzero", "NonZero", check, build, ("NONZERO_COORDINATES", "ELEMENT_WISE_IDENTITY"))
+register_idiom("nonzero", "NonZero", 0, NonZeroRule())   # NONZERO_COORDINATES + ELEMENT_WISE_IDENTITY crop

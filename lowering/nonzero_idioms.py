@@ -5,10 +5,10 @@ from onnx_dml_lowering.ir import DataType, Download, Graph, TensorDesc
 from onnx_dml_lowering.ir.dtypes import ONNX_INT64
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
-from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_ints, register_idiom, sole_consumer
+from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_ints, sole_consumer
 from .node import NodeInfo, TensorInfo, product
-from .nonzero import check as check_nonzero
-from .nonzero import emit_coordinates
+from .nonzero import emit_coordinates, nonzero_reason
+from .registry import register_idiom
 
 
 def transpose_of(nonzero: NodeInfo, view: GraphView) -> "NodeInfo | None":
@@ -31,17 +31,16 @@ class NonZeroTranspose(IdiomRule):
         if transpose is None:
             return None
         x = anchor.inputs[0]
-        return Found((anchor.name, transpose.name), (x,), (transpose.outputs[0].name,), nonzero=anchor, x=x)
+        return Found((anchor.name, transpose.name), (x,), (transpose.outputs[0].name,), x=x)
 
-    def check(self, level: FeatureLevel, nonzero: NodeInfo, x: TensorInfo) -> "str | None":
-        return check_nonzero(nonzero, level)
+    def decline_reason(self, level: FeatureLevel, x: TensorInfo) -> "str | None":
+        return nonzero_reason(x, level)
 
-    def rewrite(self, f: Fragment, nonzero: NodeInfo, x: TensorInfo) -> Graph:
-        # A rank known only at run time is checked only now, against the concrete shape.
-        reason = check_nonzero(nonzero.with_shapes((tuple(f.shapes[x.name]),)), f.level)
+    def rewrite(self, f: Fragment, x: TensorInfo) -> Graph:
+        xs, (y,) = f.tensor(x), f.outputs
+        reason = nonzero_reason(xs, f.level)          # a rank known only now is checked only now
         if reason:
             raise Decline(reason)
-        xs, (y,) = f.tensor(x), f.outputs
         rank = len(xs.shape)
         if product(xs.shape) == 0:
             return f.empty(y, ONNX_INT64, (0, rank))
@@ -121,12 +120,12 @@ class NonZeroColumns(IdiomRule):
                 covered.append(squeeze.name)
                 columns.append(column)
                 outputs.append(squeeze.outputs[0].name)
-        return Found(tuple(covered), (x,), tuple(outputs), nonzero=anchor, x=x, columns=tuple(columns))
+        return Found(tuple(covered), (x,), tuple(outputs), x=x, columns=tuple(columns))
 
-    def check(self, level: FeatureLevel, nonzero: NodeInfo, x: TensorInfo, columns: "tuple[int, ...]") -> "str | None":
-        return check_nonzero(nonzero, level)
+    def decline_reason(self, level: FeatureLevel, x: TensorInfo, columns: "tuple[int, ...]") -> "str | None":
+        return nonzero_reason(x, level)
 
-    def rewrite(self, f: Fragment, nonzero: NodeInfo, x: TensorInfo, columns: "tuple[int, ...]") -> Graph:
+    def rewrite(self, f: Fragment, x: TensorInfo, columns: "tuple[int, ...]") -> Graph:
         xs = f.tensor(x)
         if product(xs.shape) == 0:
             for name in f.outputs:

@@ -1,72 +1,97 @@
-"""Single-node rules keyed by ONNX op type: a rule lowers a node into an ir.Graph fragment or
-declines. Each is also registered as the one-node idiom of its op type (lowest priority)."""
+"""The rule registry: every rule (IdiomRule, match.py) registered in one line under its anchor op
+type with a priority. The rules of an anchor are tried by priority alone, largest pattern first;
+an operator's single-node rule (NonZero, EyeLike, Trilu) is its smallest, at priority 0."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Union
+from functools import partial
+from typing import Any, Mapping, Union
 
 from onnx_dml_lowering.ir import FeatureLevel, Graph
+from onnx_dml_lowering.ir.support import OPERATORS
 
-from .match import Declined, Found, Fragment, GraphView, IdiomRule, register_idiom, verified
+from .common import level_reason
+from .match import Declined, Found, Fragment, GraphView, IdiomRule, Match, verified
 from .node import NodeInfo
-
-# check(node, level): a reason to decline that holds whatever the sizes are, or None.
-# build(node, level): the fragment for the node's (concrete) sizes, or Declined.
-CheckFn = Callable[[NodeInfo, FeatureLevel], "str | None"]
-BuildFn = Callable[[NodeInfo, FeatureLevel], "Union[Graph, Declined]"]
 
 
 @dataclass(frozen=True)
-class Rule:
+class Idiom:
     name: str
-    op_type: str
-    check: CheckFn
-    build: BuildFn
-    operators: "tuple[str, ...]" = ()
+    anchor: str          # the ONNX op type the pattern is found from
+    priority: int        # larger patterns first
+    rule: IdiomRule
 
-    def lower(self, node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
-        """Build and verify the fragment for a node with concrete shapes."""
-        reason = self.check(node, level)
+    def match(self, node: NodeInfo, view: GraphView, level: FeatureLevel) -> "Match | Declined | None":
+        """pattern, then decline_reason: a Match to build, the Declined reason, or None (not this rule)."""
+        found = self.rule.pattern(node, view)
+        if found is None:
+            return None
+        if found.prefix is None:
+            found.prefix = node.prefix or node.name    # unique per model, even when names sanitise alike
+        return self.matched(found, level)
+
+    def matched(self, found: Found, level: FeatureLevel) -> "Match | Declined":
+        reason = self.rule.decline_reason(level, **found.bindings)
         if reason:
             return Declined(reason)
-        return verified(lambda: self.build(node, level))
-
-
-class SingleNode(IdiomRule):
-    """A single-node Rule as the one-node idiom of its op type: the pattern is the node itself."""
-
-    def __init__(self, rule: Rule) -> None:
-        self.rule, self.operators = rule, rule.operators
-
-    def pattern(self, anchor: NodeInfo, view: GraphView) -> Found:
-        return Found((anchor.name,), tuple(t for t in anchor.inputs if t is not None),
-                     tuple(t.name for t in anchor.outputs), node=anchor)
-
-    def check(self, level: FeatureLevel, node: NodeInfo) -> "str | None":
-        return self.rule.check(node, level)
-
-    def rewrite(self, f: Fragment, node: NodeInfo) -> "Union[Graph, Declined]":
-        # The rule builds its own graph: its check runs again on the concrete shapes. Not
-        # rule.lower: Idiom.build verifies what rewrite returns, and once is enough.
-        shaped = node.with_shapes(tuple(None if t is None else f.shapes[t.name] for t in node.inputs))
-        reason = self.rule.check(shaped, f.level)
+        note = self.rule.note if found.note is None else found.note
+        operators = self.rule.operators if found.operators is None else found.operators
+        # The placement report names these operators before any build: one the level lacks would
+        # be reported as lowered while the run-time build declines and a fallback does the work.
+        reason = missing_operator(operators, level)
         if reason:
             return Declined(reason)
-        return self.rule.build(shaped, f.level)
+        return Match(self.name, found.nodes, found.inputs, found.outputs, partial(self.build, found),
+                     operators, found.value_inputs, note, dict(found.extra))
+
+    def build(self, found: Found, shapes: Mapping[str, tuple], values: Mapping[str, Any],
+              level: FeatureLevel) -> "Union[Graph, Declined]":
+        """rewrite on the concrete sizes and values, verified against the level's tables; the
+        fragment records the input shapes it was built for (Graph.built_shapes)."""
+        result = verified(lambda: self.rule.rewrite(Fragment(found, shapes, values, level), **found.bindings))
+        if isinstance(result, Graph):
+            for name, shape in shapes.items():
+                result.built_shapes.setdefault(name, (tuple(shape), found.nodes[0]))
+        return result
 
 
-RULES: "dict[str, Rule]" = {}
+def missing_operator(operators: "tuple[str, ...]", level: FeatureLevel) -> "str | None":
+    """Why a rule emitting `operators` cannot lower at `level`: the first it names that does not
+    exist there (ir.support's tables), else None."""
+    for name in operators:
+        support = OPERATORS.get(name)
+        if support is None:
+            raise ValueError(f"rule names operator {name!r}, which ir.support has no table for")
+        reason = level_reason(support, level)
+        if reason:
+            return reason
+    return None
 
 
-def register(name: str, op_type: str, check: CheckFn, build: BuildFn,
-             operators: "tuple[str, ...]" = ()) -> Rule:
-    rule = Rule(name, op_type, check, build, operators)
-    RULES[op_type] = rule
-    register_idiom(name, op_type, 0, SingleNode(rule))
-    return rule
+IDIOMS: "dict[str, list[Idiom]]" = {}
 
 
-def rule_for(op_type: str, domain: str = "") -> "Rule | None":
+def register_idiom(name: str, anchor: str, priority: int, rule: IdiomRule) -> Idiom:
+    """Register `rule` under op type `anchor`; equal priorities keep their registration order."""
+    idiom = Idiom(name, anchor, priority, rule)
+    IDIOMS.setdefault(anchor, []).append(idiom)
+    IDIOMS[anchor].sort(key=lambda i: -i.priority)
+    return idiom
+
+
+def idioms_for(op_type: str, domain: str = "") -> "list[Idiom]":
     if domain not in ("", "ai.onnx"):
-        return None
-    return RULES.get(op_type)
+        return []
+    return IDIOMS.get(op_type, [])
+
+
+def first_pattern(node: NodeInfo, view: GraphView) -> "tuple[Idiom, Found] | None":
+    """The rule that structurally claims `node`: the highest-priority one whose pattern matches
+    (no level, no sizes), and what it found. For passes that rewrite one rule's matches in ONNX
+    (optimize): they keep the precedence the partition has."""
+    for idiom in idioms_for(node.op_type):
+        found = idiom.rule.pattern(node, view)
+        if found is not None:
+            return idiom, found
+    return None

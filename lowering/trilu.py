@@ -6,8 +6,6 @@ so Value 0 fills [k + 1, INT32_MAX). Leading dimensions are one batch dimension;
 (known at run time too) is clamped to the matrix, so it never wraps."""
 from __future__ import annotations
 
-from typing import Union
-
 import numpy as np
 
 from onnx_dml_lowering.ir import DiagonalMatrix1, Download, Graph, TensorDesc
@@ -18,8 +16,9 @@ from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
 
 from .common import level_reason, upload
 from .diagonal import clamp_band
-from .match import Decline, Declined, Found, Fragment, GraphView, IdiomRule, register_idiom
+from .match import Decline, Found, Fragment, GraphView, IdiomRule
 from .node import NodeInfo, TensorInfo, product
+from .registry import register_idiom
 
 
 def zero_band(rows: int, cols: int, k: int, upper: bool) -> "tuple[int, int]":
@@ -45,7 +44,8 @@ class TriluOverInput(IdiomRule):
                      value_inputs=(k.name,) if k is not None else (),
                      x=x, k=k, upper=bool(int(anchor.attrs.get("upper", 1))))
 
-    def check(self, level: FeatureLevel, x: TensorInfo, k: "TensorInfo | None", upper: bool) -> "str | None":
+    def decline_reason(self, level: FeatureLevel, x: TensorInfo, k: "TensorInfo | None",
+                       upper: bool) -> "str | None":
         reason = level_reason(DIAGONAL_MATRIX1, level)
         if reason:
             return reason
@@ -59,7 +59,7 @@ class TriluOverInput(IdiomRule):
             return f"Trilu needs at least 2 dimensions; its input has {x.rank}"
         return None
 
-    def rewrite(self, f: Fragment, x: TensorInfo, k: "TensorInfo | None", upper: bool) -> "Union[Graph, Declined]":
+    def rewrite(self, f: Fragment, x: TensorInfo, k: "TensorInfo | None", upper: bool) -> Graph:
         shape = tuple(f.shapes[x.name])
         if len(shape) < 2:
             raise Decline(f"Trilu needs at least 2 dimensions; its input has shape {list(shape)}")

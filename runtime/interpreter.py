@@ -8,11 +8,11 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from onnx_dml_lowering.ir import (ClearBuffer, ControlFlow, DiagonalMatrix, DiagonalMatrix1, DmlLowerError, Download,
-                                  ElementWiseBitAnd, ElementWiseBitOr, ElementWiseIdentity, EmptyTensor, Graph,
-                                  LowerAtRunTime, NonZeroCoordinates, OnnxRegion, ReadCount, Step, Upload)
+from onnx_dml_lowering.ir import (ClearBuffer, ControlFlow, DmlLowerError, Download, ElementWiseIdentity, EmptyTensor,
+                                  Graph, LowerAtRunTime, NonZeroCoordinates, OnnxRegion, ReadCount, Step, Upload)
 from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
 from onnx_dml_lowering.ir.errors import ModelContradiction
+from onnx_dml_lowering.ir.operators import STEP_TYPES
 
 from . import kernels as numpy_kernels
 from .binding import Bindings, Lifetimes
@@ -146,31 +146,24 @@ class Interpreter:
         self.tensors.update(produced)
 
     # -- DirectML operators, on the kernel set --------------------------------------------
+    def operator(self, step: Step) -> None:
+        """A DirectML operator: its kernel-set method (step.kernel) on its fields (step.kernel_args),
+        a view as the array it names, an absent optional view as None."""
+        array, views = self.bindings.array, step.reads() + step.writes()
+        args = [getattr(step, name) for name in step.kernel_args]
+        getattr(self.kernels, step.kernel)(*(array(a) if a in views else a for a in args))
+
     def nonzero_coordinates(self, step: NonZeroCoordinates) -> None:
+        """NONZERO_COORDINATES also takes strict: the kernel poisons the rows past the count."""
         array = self.bindings.array
         self.kernels.nonzero_coordinates(array(step.input), array(step.output_count),
                                          array(step.output_coordinates), self.strict)
 
-    def diagonal_matrix(self, step: DiagonalMatrix) -> None:
-        self.kernels.diagonal_matrix(self.bindings.array(step.output), step.offset, step.value)
-
-    def diagonal_matrix1(self, step: DiagonalMatrix1) -> None:
-        source = self.bindings.array(step.input) if step.input else None
-        self.kernels.diagonal_matrix1(source, self.bindings.array(step.output), step.value,
-                                      step.fill_begin, step.fill_end)
-
     def identity(self, step: ElementWiseIdentity) -> None:
+        """ELEMENT_WISE_IDENTITY also takes release: a copy may free its source as it advances."""
         bindings = self.bindings
         source, out = bindings.array(step.input), bindings.array(step.output)
         self.kernels.identity(source, out, release=bindings.release_behind(step.input, step.output))
-
-    def bit_or(self, step: ElementWiseBitOr) -> None:
-        array = self.bindings.array
-        self.kernels.bit_or(array(step.a), array(step.b), array(step.output))
-
-    def bit_and(self, step: ElementWiseBitAnd) -> None:
-        array = self.bindings.array
-        self.kernels.bit_and(array(step.a), array(step.b), array(step.output))
 
 
 def _host_reads(step: Step) -> "tuple[str, ...]":
@@ -185,7 +178,9 @@ def _host_writes(step: Step) -> "tuple[str, ...]":
     return tuple(step.outputs) if isinstance(step, (OnnxRegion, LowerAtRunTime)) else ()
 
 
-# Step type -> its handler, one line each (every type in ir.operators.STEP_TYPES).
+# Step type -> its handler (every type in ir.operators.STEP_TYPES): a host step's one line each; a
+# DirectML operator's is Interpreter.operator, derived from the step class, unless it needs more.
+_OPERATOR_EXTRAS = {NonZeroCoordinates: Interpreter.nonzero_coordinates, ElementWiseIdentity: Interpreter.identity}
 STEP_HANDLERS: "dict[type[Step], Callable[[Interpreter, Step], None]]" = {
     Upload: Interpreter.upload,
     Download: Interpreter.download,
@@ -195,12 +190,7 @@ STEP_HANDLERS: "dict[type[Step], Callable[[Interpreter, Step], None]]" = {
     OnnxRegion: Interpreter.onnx,
     LowerAtRunTime: Interpreter.onnx,
     ControlFlow: Interpreter.onnx,
-    NonZeroCoordinates: Interpreter.nonzero_coordinates,
-    DiagonalMatrix: Interpreter.diagonal_matrix,
-    DiagonalMatrix1: Interpreter.diagonal_matrix1,
-    ElementWiseIdentity: Interpreter.identity,
-    ElementWiseBitOr: Interpreter.bit_or,
-    ElementWiseBitAnd: Interpreter.bit_and,
+    **{cls: _OPERATOR_EXTRAS.get(cls, Interpreter.operator) for cls in STEP_TYPES.values() if cls.is_dml_operator},
 }
 
 

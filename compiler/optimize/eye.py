@@ -12,7 +12,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_dml_lowering.lowering.diagonal_idioms import EXACT_INTEGERS, range_length
+from onnx_dml_lowering.lowering.common import EXACT_INTEGER_LIMIT
+from onnx_dml_lowering.lowering.diagonal_idioms import range_length
 from onnx_dml_lowering.lowering.onnx_graphs import subgraph_reads
 
 from ..generators import EYELIKE_OPSET, EYELIKE_TYPES
@@ -37,7 +38,7 @@ class RunTimeEye:
         value = self.view.constant(limit.name)
         if value is not None:
             length = range_length(value)
-            exact = EXACT_INTEGERS.get(limit.onnx_type)
+            exact = EXACT_INTEGER_LIMIT.get(limit.onnx_type)
             if exact is not None and length > exact:
                 raise Kept(f"a float Range of {length} elements is not exact past {exact}")
             name = f"{self.prefix}_{tag}"

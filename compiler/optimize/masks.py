@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.lowering.diagonal_idioms import range_length
 from onnx_dml_lowering.lowering.mask_idioms import INF, RULE, Affine, COMPARISONS, Index, leaves
+from onnx_dml_lowering.lowering.registry import first_pattern
 
 from ..generators import TRILU_OPSET, TRILU_TYPES
 from ..frontend import value_types
@@ -170,7 +171,7 @@ class MaskRewrite:
         if self.opt.opset < TRILU_OPSET:
             raise Kept(f"Trilu needs opset {TRILU_OPSET} (model: {self.opt.opset})")
         if self.opt.level is not None:
-            reason = RULE.check(self.opt.level, **self.found.bindings)
+            reason = RULE.decline_reason(self.opt.level, **self.found.bindings)
             if reason is not None:
                 raise Kept(f"feature level {self.opt.level}: {reason}")
         shape = self.shape_tensor(prefix)
@@ -248,9 +249,10 @@ def rewrite_masks(opt: Any) -> None:
             continue
         if node.name not in {n.name for n in graph.node}:      # removed by an earlier rewrite
             continue
-        found = RULE.pattern(view.info(node.name), view)
-        if found is None:
+        claimed = first_pattern(view.info(node.name), view)     # torch.eye's Equal: eye_from_ranges's
+        if claimed is None or claimed[0].rule is not RULE:
             continue
+        found = claimed[1]
         seen |= set(found.nodes)
         mask = MaskRewrite(opt, view, found)
         kinds = ", ".join(sorted({view.info(n).op_type for n in found.nodes}))

@@ -22,8 +22,8 @@ from onnx_dml_lowering.lowering import Declined
 from onnx_dml_lowering.lowering.diagonal import find_band
 from onnx_dml_lowering.lowering.onnx_graphs import all_nodes
 from onnx_dml_lowering.lowering.schedule import is_constant
-from onnx_dml_lowering.lowering.diagonal_idioms import (EXACT_INTEGERS, EyeFromRanges, match_initializer,
-                                                        range_length)
+from onnx_dml_lowering.lowering.common import EXACT_INTEGER_LIMIT
+from onnx_dml_lowering.lowering.diagonal_idioms import EyeFromRanges, match_initializer, range_length
 
 from ..node_ids import identify_nodes
 from onnx_dml_lowering.runtime.inline_weights import in_model_file
@@ -178,7 +178,7 @@ class _Optimizer:
                 view = inferred_view(self.model)
                 continue
             dims = (range_length(rows), range_length(cols))
-            exact = EXACT_INTEGERS.get(b["rows"].onnx_type)
+            exact = EXACT_INTEGER_LIMIT.get(b["rows"].onnx_type)
             if exact is not None and max(dims) > exact or min(dims) < 2:
                 continue
             out_type = b["out_type"]

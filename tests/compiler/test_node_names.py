@@ -8,7 +8,9 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
-from onnx_dml_lowering.lowering.node import Names, NodeInfo, sanitise, unique_names
+from onnx_dml_lowering.ir import parse_level
+from onnx_dml_lowering.lowering import idioms_for
+from onnx_dml_lowering.lowering.node import NodeInfo, TensorInfo, sanitise, unique_names
 from onnx_dml_lowering.runtime.check import Tolerances, check
 
 SPELLINGS = ("nz.1", "nz_1", "nz-1")
@@ -25,10 +27,15 @@ def test_unique_names_keeps_clean_names_and_suffixes_collisions():
     assert sanitise("a.b-c d") == "a_b_c_d"
 
 
-def test_names_for_node_use_the_assigned_prefix():
-    node = NodeInfo("nz.1", "NonZero", 13, (), (), {}, "nz_1_2")
-    assert Names.for_node(node)("in") == "nz_1_2.in"
-    assert Names.for_node(NodeInfo("nz.1", "NonZero", 13, (), ()))("in") == "nz_1.in"
+def test_a_fragment_names_its_buffers_with_the_assigned_prefix():
+    """The registry gives a rule's Fragment the node's assigned prefix, else its sanitised name."""
+    (rule,) = [i for i in idioms_for("NonZero") if i.name == "nonzero"]
+    level = parse_level("5_1")
+    x, y = TensorInfo("x", T.FLOAT, (2, 3)), TensorInfo("y", T.INT64, None)
+    for prefix, want in (("nz_1_2", "nz_1_2."), ("", "nz_1.")):
+        node = NodeInfo("nz.1", "NonZero", 13, (x,), (y,), {}, prefix)
+        graph = rule.match(node, None, level).build({"x": (2, 3)}, {}, level)
+        assert graph.buffers and all(name.startswith(want) for name in graph.buffers), list(graph.buffers)
 
 
 def colliding_model():

@@ -8,7 +8,7 @@ import pytest
 from onnx_dml_lowering.ir import (ClearBuffer, DataType, DiagonalMatrix, DiagonalMatrix1, DmlLowerError, Download,
                 ElementWiseIdentity, EmptyTensor, Graph, LowerAtRunTime, NonZeroCoordinates, OnnxRegion,
                 ReadCount, TensorDesc, Upload, parse_level)
-from onnx_dml_lowering.lowering import NodeInfo, TensorInfo, rule_for
+from onnx_dml_lowering.lowering import Declined, NodeInfo, TensorInfo, idioms_for
 from onnx_dml_lowering.ir import verify_graph, graph_to_dict, graph_from_dict, format_graph
 
 T = DataType
@@ -263,6 +263,23 @@ NONZERO_CASES = [((5,), FLOAT), ((2, 3), FLOAT), ((1, 1, 2, 4), FLOAT), ((2, 3, 
 NONZERO_LEVELS = ["3_0", "3_1", "4_0", "4_1", "5_1", "6_4"]
 
 
+class NoGraph:
+    """The graph around a node lowered on its own: nothing else produces or reads its values."""
+
+    def producer(self, tensor):
+        return None
+
+    def consumers(self, tensor):
+        return []
+
+
+def lower_alone(node, level):
+    """The node's single-node rule (priority 0) on its static shapes: a Graph or Declined."""
+    (rule,) = [i for i in idioms_for(node.op_type) if i.priority == 0]
+    match = rule.match(node, NoGraph(), level)
+    return match if isinstance(match, Declined) else match.build(match.static_shapes(), {}, level)
+
+
 def lowered_graphs():
     graphs = []
     for level in NONZERO_LEVELS:
@@ -271,7 +288,7 @@ def lowered_graphs():
                 continue
             node = NodeInfo("nz", "NonZero", 13, (TensorInfo("x", onnx_type, shape),),
                             (TensorInfo("y", INT64, None),))
-            graphs.append((f"NonZero{list(shape)}@{level}", rule_for("NonZero").lower(node, parse_level(level))))
+            graphs.append((f"NonZero{list(shape)}@{level}", lower_alone(node, parse_level(level))))
     eye_cases = [((3, 3), FLOAT, {}), ((2, 5), FLOAT, {"k": 1}), ((4, 2), FLOAT16, {"k": -1}),
                  ((3, 4), INT32, {"k": -7}), ((3, 4), FLOAT, {"dtype": INT64, "k": 2}),
                  ((5, 5), FLOAT, {"dtype": BOOL}), ((2, 3), DOUBLE, {"k": 2**40}), ((0, 3), FLOAT, {})]
@@ -279,7 +296,7 @@ def lowered_graphs():
         for shape, onnx_type, attrs in eye_cases:
             node = NodeInfo("eye", "EyeLike", 9, (TensorInfo("x", onnx_type, shape),),
                             (TensorInfo("y", attrs.get("dtype", onnx_type), shape),), dict(attrs))
-            graphs.append((f"EyeLike{list(shape)}{attrs}@{level}", rule_for("EyeLike").lower(node, parse_level(level))))
+            graphs.append((f"EyeLike{list(shape)}{attrs}@{level}", lower_alone(node, parse_level(level))))
     return graphs
 
 
@@ -420,3 +437,22 @@ def test_printer_shows_operator_attributes():
     g.add(DiagonalMatrix(packed(g, "eyebuf", T.FLOAT32, (3, 5)), -2, 2.5))
     text = format_graph(g)
     assert "DML_OPERATOR_DIAGONAL_MATRIX" in text and "-2" in text and "2.5" in text and "eyebuf.v" in text
+
+
+def test_json_round_trips_a_data_type_field_of_any_name(monkeypatch):
+    """A new operator's DataType field is written by name and read back whatever it is called."""
+    from typing import ClassVar
+
+    from onnx_dml_lowering.ir.operators import STEP_TYPES, Step
+    from onnx_dml_lowering.ir.serialize import step_from_dict, step_to_dict
+
+    @dataclasses.dataclass(frozen=True)
+    class Filled(Step):
+        output: str
+        fill_type: DataType
+        kind: ClassVar[str] = "TEST_FILLED"
+
+    monkeypatch.setitem(STEP_TYPES, Filled.kind, Filled)
+    step = Filled("o.view", DataType.FLOAT16)
+    data = json.loads(json.dumps(step_to_dict(step)))
+    assert data["fill_type"] == "FLOAT16" and step_from_dict(data) == step

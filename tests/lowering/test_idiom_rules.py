@@ -1,5 +1,7 @@
 """Each idiom rule on its own: its pattern takes the exporter's form and ignores a near miss, and
-its check (compile time) or rewrite (concrete sizes and values) declines with the reason."""
+its decline_reason (compile time) or rewrite (concrete sizes and values) declines with the reason."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 from onnx import TensorProto as T
@@ -9,7 +11,9 @@ from onnx import numpy_helper
 from onnx_dml_lowering.compiler.frontend import check_and_infer
 from onnx_dml_lowering.compiler.graph_view import OnnxGraphView
 from onnx_dml_lowering.ir import Graph, parse_level
-from onnx_dml_lowering.lowering import Declined, Match, idioms_for
+from onnx_dml_lowering import lowering
+from onnx_dml_lowering.lowering import IDIOMS, Declined, IdiomRule, Match, idioms_for
+from onnx_dml_lowering.lowering.registry import first_pattern
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
 from tests.lowering.test_nonzero_idioms import slice_columns_model, split_columns_model, transpose_model
 
@@ -191,3 +195,71 @@ def test_constant_diagonal_near_misses():
     partly[3, 3] = 0                                  # a diagonal only partly filled
     assert match_initializer("w", partly, L51) is None
     assert match_initializer("w", np.eye(4, dtype=np.float32) * np.arange(1, 5), L51) is None   # not one value
+
+
+# -- one rule shape, one registry -------------------------------------------------------------
+
+def test_every_rule_has_the_one_shape_and_its_anchors_are_in_priority_order():
+    """NonZero and EyeLike are rules like the idioms: an IdiomRule with pattern, decline_reason and
+    rewrite of its own, under its op at priority 0; an anchor's rules are tried largest first."""
+    assert {"NonZero", "EyeLike", "Trilu", "CumSum", "Equal", "Less", "Constant"} <= set(IDIOMS)
+    for anchor, idioms in IDIOMS.items():
+        assert [i.priority for i in idioms] == sorted((i.priority for i in idioms), reverse=True), anchor
+        for idiom in idioms:
+            rule = type(idiom.rule)
+            assert isinstance(idiom.rule, IdiomRule) and rule.rewrite is not IdiomRule.rewrite, idiom.name
+            assert not hasattr(idiom.rule, "check"), idiom.name          # the applicability test's name
+    alone = {op: [i.name for i in IDIOMS[op] if i.priority == 0] for op in ("NonZero", "EyeLike", "Trilu")}
+    assert alone == {"NonZero": ["nonzero"], "EyeLike": ["eyelike"], "Trilu": ["trilu"]}
+
+
+def test_nonzero_and_eyelike_rules_check_a_rank_known_only_at_run_time():
+    """A rank unknown at compile time matches; the rewrite declines it on the concrete shape."""
+    def of_unknown_rank(node, out_type):     # x = Reshape(a, s): its rank is the run-time length of s
+        return make([h.make_node("Reshape", ["a", "s"], ["x"], name="reshape"), node],
+                    [h.make_tensor_value_info("a", T.FLOAT, [None]), h.make_tensor_value_info("s", T.INT64, [None])],
+                    [h.make_tensor_value_info("y", out_type, [None, None])])
+
+    nz = of_unknown_rank(h.make_node("NonZero", ["x"], ["y"], name="nz"), T.INT64)
+    m = match(nz, "nz", "nonzero")
+    assert isinstance(m, Match) and m.operators == ("NONZERO_COORDINATES", "ELEMENT_WISE_IDENTITY")
+    assert isinstance(build(m, {"x": np.ones((2, 3), np.float32)}), Graph)
+    assert build(m, {"x": np.ones((1,) * 9, np.float32)}) == Declined(
+        "input rank 9 exceeds NONZERO_COORDINATES's 8 dimensions at feature level 5_1")
+    eye = of_unknown_rank(h.make_node("EyeLike", ["x"], ["y"], name="eye", k=2**40), T.FLOAT)
+    m = match(eye, "eye", "eyelike")
+    assert isinstance(m, Match) and m.operators == ("DIAGONAL_MATRIX",)
+    assert isinstance(build(m, {"x": np.ones((3, 4), np.float32)}), Graph)      # k misses: an all-zero matrix
+    assert build(m, {"x": np.ones((2, 3, 4), np.float32)}) == Declined("input rank 3: EyeLike needs a 2-D input")
+
+
+def test_precedence_is_the_priority_alone():
+    """No rule's pattern steps aside for another's: on torch.eye's Equal the mask rule matches too,
+    and eye_from_ranges comes first only by its priority (the partition and optimize both use it)."""
+    model = eye_from_range()
+    assert isinstance(match(model, "eq", "range_comparison_mask"), Match)
+    view = OnnxGraphView(check_and_infer(model))
+    idiom, found = first_pattern(view.info("eq"), view)
+    assert idiom.name == "eye_from_ranges" and found.nodes == ("unsq", "eq", "range", "cast")
+    assert [i.name for i in idioms_for("Equal")] == ["eye_from_ranges", "range_comparison_mask"]
+
+
+def test_rules_decline_one_way():
+    """A rewrite declines by raising Decline, never by returning Declined (only the machinery turns
+    a reason into Declined), and no rule calls another rule's pattern: the source says so."""
+    source = Path(lowering.__file__).parent
+    returned = {p.name for p in source.glob("*.py") if "return Declined(" in p.read_text()}
+    assert returned == {"match.py", "registry.py"}
+    peeks = {p.name for p in source.glob("*.py") if ".rule.pattern(" in p.read_text()}
+    assert peeks == {"registry.py"}
+
+
+def test_the_rule_guide_quotes_the_code():
+    """docs/rules.md's example rule and its registration line stand in lowering/diagonal_idioms.py as written."""
+    guide = (Path(__file__).parents[2] / "docs" / "rules.md").read_text()
+    source = (Path(lowering.__file__).parent / "diagonal_idioms.py").read_text()
+    blocks = guide.split("```python\n")[1:]
+    assert len(blocks) == 2
+    for block in blocks:
+        code = block.split("```")[0]
+        assert code in source, code

@@ -242,16 +242,49 @@ def test_near_misses_do_not_match(kind):
     assert placed(result.compiled) == []
 
 
-def test_eye_form_stays_eye_from_ranges():
-    """A plain Equal of two Ranges from 0 is torch.eye: its own rule, not the mask family."""
+@pytest.mark.parametrize("past", [2**62 + 5, 2**63 - 10])
+def test_int64_index_values_past_2_62_are_exact(past):
+    """int64 holds every integer up to 2^63 - 1 (lowering.common.EXACT_INTEGER_LIMIT): an index that
+    large is still an exact band (the mask rule's own table stopped at 2^62 before the tables merged)."""
+    m = Mask("LessOrEqual", "shift")
+    for n in (1, 4):
+        assert_lowered(differential(mask_model(m), feeds_for(m, n, past)))
+
+
+@pytest.mark.parametrize("level", ALL_LEVELS, ids=str)
+def test_eye_form_is_eye_from_ranges_at_every_level(level):
+    """A plain Equal of two Ranges from 0 is torch.eye: its own rule, not the mask family. Precedence
+    by priority alone: eye_from_ranges (10) takes the Equal before the mask rule (5); where it
+    declines, the mask rule declines too and the placement gives the eye's reason."""
     nodes = [const("zero", 0), const("one", 1), const("ax", [-1]),
              h.make_node("Range", ["zero", "n", "one"], ["r"], name="range"),
              h.make_node("Unsqueeze", ["r", "ax"], ["u"], name="unsqueeze"),
              h.make_node("Equal", ["u", "r"], ["eq"], name="equal"),
              h.make_node("Cast", ["eq"], ["y"], name="cast", to=T.FLOAT)]
     model = make(nodes, [tensor("n", T.INT64, [])], [tensor("y", T.FLOAT, 2)])
-    result = differential(model, {"n": np.array(4, np.int64)})
-    assert [p.rule for p in result.compiled.placement] == ["eye_from_ranges"]
+    result = differential(model, {"n": np.array(4, np.int64)}, level=level)
+    (entry,) = result.compiled.placement
+    assert entry.rule == "eye_from_ranges" and "equal" in entry.onnx_nodes, entry
+    assert (entry.status == "lowered") == (DIAGONAL_MATRIX.row(level) is not None), entry
+
+
+def test_a_declined_eye_goes_to_the_next_rule_by_priority():
+    """Equal -> Identity -> Cast(float) at 2_0: eye_from_ranges takes the Equal alone, a bool eye, which
+    DIAGONAL_MATRIX lacks at 2_0, and declines; the mask rule, next by priority, covers the Cast too and
+    generates the float eye (it used to step aside for any Equal the eye's pattern matched)."""
+    nodes = [const("zero", 0), const("one", 1), const("ax", [-1]),
+             h.make_node("Range", ["zero", "n", "one"], ["r"], name="range"),
+             h.make_node("Unsqueeze", ["r", "ax"], ["u"], name="unsqueeze"),
+             h.make_node("Equal", ["u", "r"], ["eq"], name="equal"),
+             h.make_node("Identity", ["eq"], ["i"], name="ident"),
+             h.make_node("Cast", ["i"], ["y"], name="cast", to=T.FLOAT)]
+    model = make(nodes, [tensor("n", T.INT64, [])], [tensor("y", T.FLOAT, 2)])
+    for level, rule, covered in (("2_0", RULE, {"equal", "ident", "cast", "unsqueeze", "range"}),
+                                 ("5_1", "eye_from_ranges", {"equal", "unsqueeze", "range"})):
+        for n in (1, 4):
+            result = differential(model, {"n": np.array(n, np.int64)}, level=level)
+            (entry,) = result.compiled.placement
+            assert (entry.rule, entry.status, set(entry.onnx_nodes)) == (rule, "lowered", covered), entry
 
 
 def two_eyes(range_type):

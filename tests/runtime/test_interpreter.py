@@ -39,8 +39,20 @@ def test_a_step_without_a_handler_is_an_error_naming_it():
 
 
 def test_the_protocol_declares_one_method_per_dml_operator():
-    operators = {cls.kind for cls in STEP_TYPES.values() if cls.is_dml_operator}
-    assert len(PROTOCOL_METHODS) == len(operators) == 6
+    kernels_named = sorted(cls.kernel for cls in STEP_TYPES.values() if cls.is_dml_operator)
+    assert kernels_named == PROTOCOL_METHODS and len(kernels_named) >= 6
+
+
+def test_every_operator_step_names_its_kernel_and_passes_every_argument():
+    """An operator's handler is derived from its class (kernel, kernel_args) unless it needs more:
+    then kernel_args are the leading arguments and the handler adds the rest."""
+    for cls in (c for c in STEP_TYPES.values() if c.is_dml_operator):
+        assert cls.kernel in PROTOCOL_METHODS, cls.kind
+        params = list(inspect.signature(getattr(DmlKernels, cls.kernel)).parameters)[1:]
+        fields = {f.name for f in dataclasses.fields(cls)}
+        assert set(cls.kernel_args) <= fields and len(cls.kernel_args) <= len(params), cls.kind
+        if STEP_HANDLERS[cls] is Interpreter.operator:
+            assert len(cls.kernel_args) == len(params), cls.kind
 
 
 @pytest.mark.parametrize("kernel_set", [kernels, OrtOperators(["cpu"])], ids=["numpy", "onnxruntime"])

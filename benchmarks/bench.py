@@ -35,7 +35,7 @@ import numpy as np                                   # noqa: E402
 import onnx                                          # noqa: E402
 from onnx import TensorProto as TP                   # noqa: E402
 from onnx import helper as h                         # noqa: E402
-from onnx_dml_lowering.ir import verify_graph
+from onnx_dml_lowering.ir import verify_graph      # noqa: E402
 
 MB = 1 << 20
 

@@ -10,7 +10,7 @@ from onnx import helper, shape_inference
 from onnx_dml_lowering.lowering import TensorInfo
 # which control-flow nodes the runtime runs itself: runtime/control_flow.py decides, for the
 # lowered run and the oracle alike
-from onnx_dml_lowering.runtime.control_flow import host_construct as construct_of
+from onnx_dml_lowering.runtime.control_flow import host_construct as construct_of  # noqa: F401  (partition.py reads it from here)
 
 from .frontend import value_types
 

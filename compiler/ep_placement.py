@@ -202,7 +202,7 @@ class Predictor:
                 if c not in queued:
                     queued.add(c)
                     heapq.heappush(queue, c)
-        for i, k in kernel.items():
+        for i in kernel:
             if _is_onnx(g.nodes[i].domain) and g.nodes[i].op_type in _SHAPE_SEEDS:
                 for out in g.nodes[i].output:
                     if out:

@@ -13,7 +13,7 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.dtypes import onnx_type_name
-from onnx_dml_lowering.runtime.inline_weights import in_model_file, parse_without_weights
+from onnx_dml_lowering.runtime.inline_weights import in_model_file
 from onnx_dml_lowering.runtime.weights import data_bytes
 
 from .bodies import graph_attributes, node_paths, prefixed_graphs

@@ -1,7 +1,6 @@
 """Each idiom rule on its own: its pattern takes the exporter's form and ignores a near miss, and
 its check (compile time) or rewrite (concrete sizes and values) declines with the reason."""
 import numpy as np
-import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper

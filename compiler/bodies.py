@@ -78,7 +78,7 @@ def body_model(parent: onnx.ModelProto, node: onnx.NodeProto, construct: str, at
                graph: onnx.GraphProto, outer: "dict[str, TensorInfo]") -> BodyModel:
     """The body `attribute` of control-flow `node` as a model, shape-inferred from its inputs."""
     formal = list(graph.input)
-    outer_types = [outer.get(n).onnx_type if n and n in outer else 0 for n in node.input]
+    outer_types = [outer[n].onnx_type if n and n in outer else 0 for n in node.input]
     inputs = []
     for index, vi in enumerate(formal):
         if construct == "loop":

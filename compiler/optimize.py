@@ -170,7 +170,7 @@ class _Optimizer:
             covered = [n for n in found.nodes if view.info(n).op_type != "Expand"]
             y = found.outputs[0]
             if len(covered) < len(found.nodes):        # the Expand stays: generate what it reads
-                y = next(view.info(n) for n in found.nodes if n not in covered).inputs[0].name
+                y = next(view.info(n) for n in found.nodes if n not in covered).input(0).name
             rows, cols = view.constant(b["rows"].name), view.constant(b["cols"].name)
             if rows is None or cols is None:     # sized at run time: EyeLike over the run-time shape
                 self.run_time_eye(view, covered, y, b)

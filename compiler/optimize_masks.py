@@ -47,7 +47,7 @@ def _nonnegative(view: OnnxGraphView, tensor: str) -> bool:
     if node is None:
         return False
     if node.op_type in ("Slice", "Gather"):
-        node = view.producer(node.inputs[0].name)
+        node = view.producer(node.input(0).name)
     return node is not None and node.op_type == "Shape"
 
 
@@ -61,10 +61,10 @@ def range_length(view: OnnxGraphView, ix: Index) -> Length:
                    "Sub and Max nodes")
     if not ix.limit.terms:
         return Length(static=max(int(np.ceil(ix.limit.const)), 0))
-    limit = rng.inputs[1].name
+    limit = rng.input(1).name
     squeeze = view.producer(limit)
     if squeeze is not None and squeeze.op_type in ("Squeeze", "Reshape"):
-        source = squeeze.inputs[0]
+        source = squeeze.input(0)
         shape = view.tensor(source.name).shape or source.shape
         if shape == (1,) and source.onnx_type == INT64 and _nonnegative(view, source.name):
             return Length(tensor=source.name)

@@ -1,7 +1,7 @@
 """Small fragment-building helpers shared by the rules."""
 from __future__ import annotations
 
-from onnx_dml_lowering.ir import DataType, Graph, TensorDesc, Upload
+from onnx_dml_lowering.ir import DataType, DmlLowerError, Graph, TensorDesc, Upload
 from onnx_dml_lowering.ir.support import OperatorSupport
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
@@ -35,6 +35,14 @@ def dims_for(support: OperatorSupport, level: FeatureLevel, tensor: str, rank: i
     return dims if dims <= allowed.max_dims else None
 
 
+def dims_at(support: OperatorSupport, level: FeatureLevel, tensor: str, rank: int) -> int:
+    """dims_for where the rule's check has already declined what does not fit."""
+    dims = dims_for(support, level, tensor, rank)
+    if dims is None:
+        raise DmlLowerError(f"rank {rank} does not fit {support.name}'s {tensor} at feature level {level}")
+    return dims
+
+
 def level_reason(support: OperatorSupport, level: FeatureLevel) -> "str | None":
     if support.row(level) is None:
         return (f"{support.name} is not available at feature level {level} "
@@ -42,4 +50,4 @@ def level_reason(support: OperatorSupport, level: FeatureLevel) -> "str | None":
     return None
 
 
-__all__ = ["pad_sizes", "upload", "dims_for", "level_reason", "product"]
+__all__ = ["pad_sizes", "upload", "dims_for", "dims_at", "level_reason", "product"]

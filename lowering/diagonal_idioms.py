@@ -41,11 +41,11 @@ class EyeLikeOfFill(IdiomRule):
     note = "a generator: the ConstantOfShape is never materialised"
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
-        fill = sole_producer(view, anchor.inputs[0].name, "ConstantOfShape")
+        fill = sole_producer(view, anchor.input(0).name, "ConstantOfShape")
         out_type = output_type(anchor)
         if fill is None or from_onnx(out_type) is None:
             return None
-        shape = fill.inputs[0]
+        shape = fill.input(0)
         return Found((anchor.name, fill.name), (shape,), (anchor.outputs[0].name,), value_inputs=(shape.name,),
                      shape=shape, out_type=out_type, k=int(anchor.attrs.get("k", 0)))
 
@@ -66,7 +66,7 @@ def arange(view: GraphView, tensor: str) -> "tuple[NodeInfo, TensorInfo] | None"
         return None
     if constant_scalar(view, node.inputs[0]) != 0 or constant_scalar(view, node.inputs[2]) != 1:
         return None
-    return node, node.inputs[1]
+    return node, node.input(1)
 
 
 # Float Ranges hold exact integers (and so compare like an identity) only this far.
@@ -81,7 +81,7 @@ def range_length(limit: Any) -> int:
 def column_ranges(equal: NodeInfo, view: GraphView) -> "tuple[NodeInfo, tuple, tuple] | None":
     """Equal's operands as (Unsqueeze(Range(0, n, 1), -1), Range(0, m, 1)) in either order:
     the Unsqueeze, the rows Range and the columns Range (each a node and its limit)."""
-    a, b = equal.inputs
+    a, b = equal.input(0), equal.input(1)
     for column_side, row_side in ((a, b), (b, a)):
         unsqueeze = view.producer(column_side.name)
         if unsqueeze is None or unsqueeze.op_type != "Unsqueeze":
@@ -89,7 +89,7 @@ def column_ranges(equal: NodeInfo, view: GraphView) -> "tuple[NodeInfo, tuple, t
         axes = constant_ints(view, unsqueeze, 1, "axes")
         if axes is None or axes not in ([-1], [1]):
             continue
-        rows, cols = arange(view, unsqueeze.inputs[0].name), arange(view, row_side.name)
+        rows, cols = arange(view, unsqueeze.input(0).name), arange(view, row_side.name)
         if rows is not None and cols is not None:
             return unsqueeze, rows, cols
     return None
@@ -117,16 +117,16 @@ class EyeFromRanges(IdiomRule):
         # Batched forms: Expand(eye, shape) broadcasts the same matrix over leading dimensions.
         expand_shape = None
         expand = sole_consumer(view, y)
-        if expand is not None and expand.op_type == "Expand" and expand.inputs[0].name == y:
+        if expand is not None and expand.op_type == "Expand" and expand.input(0).name == y:
             covered.append(expand.name)
-            expand_shape = expand.inputs[1]
+            expand_shape = expand.input(1)
             y = expand.outputs[0].name
         # Every intermediate must be read inside the pattern only.
         inner = {unsqueeze.outputs[0].name, rows_node.outputs[0].name, cols_node.outputs[0].name}
         if eq != y:
             inner.add(eq)
-        if expand_shape is not None:
-            inner.add(expand.inputs[0].name)
+        if expand is not None and expand_shape is not None:
+            inner.add(expand.input(0).name)
         for tensor in inner:
             if view.is_graph_output(tensor) or any(c.name not in covered for c in view.consumers(tensor)):
                 return None
@@ -143,7 +143,7 @@ class EyeFromRanges(IdiomRule):
 
     def rewrite(self, f: Fragment, rows: TensorInfo, cols: TensorInfo, expand_shape: "TensorInfo | None",
                 out_type: int) -> "Union[Graph, Declined]":
-        dims = (range_length(f.value(rows)), range_length(f.value(cols)))
+        dims: "tuple[int, ...]" = (range_length(f.value(rows)), range_length(f.value(cols)))
         exact = EXACT_INTEGERS.get(rows.onnx_type)
         if exact is not None and max(dims) > exact:
             # Beyond this the float Range repeats values and Equal is true off the diagonal too.
@@ -164,7 +164,7 @@ def uniform_fill(view: GraphView, fill: NodeInfo) -> "tuple[Any, int, tuple] | N
         value, value_type = fill_value(fill)
         return value, value_type, ()
     if fill.op_type == "Expand":
-        constant = view.constant(fill.inputs[0].name)
+        constant = view.constant(fill.input(0).name)
         if constant is None or np.asarray(constant).size == 0:
             return None
         flat = np.ascontiguousarray(constant).reshape(-1)
@@ -181,12 +181,12 @@ class TriluOfFill(IdiomRule):
     operators = ("DIAGONAL_MATRIX1",)
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
-        fill = sole_producer(view, anchor.inputs[0].name, "ConstantOfShape", "Expand")
+        fill = sole_producer(view, anchor.input(0).name, "ConstantOfShape", "Expand")
         uniform = None if fill is None else uniform_fill(view, fill)
-        if uniform is None or from_onnx(uniform[1]) is None:
+        if fill is None or uniform is None or from_onnx(uniform[1]) is None:
             return None
         value, value_type, operand_shape = uniform
-        shape = fill.inputs[1 if fill.op_type == "Expand" else 0]
+        shape = fill.input(1 if fill.op_type == "Expand" else 0)
         k = anchor.inputs[1] if len(anchor.inputs) > 1 else None
         return Found((anchor.name, fill.name), (shape,) + ((k,) if k is not None else ()), (anchor.outputs[0].name,),
                      value_inputs=(shape.name,) + ((k.name,) if k is not None else ()),

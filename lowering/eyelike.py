@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import Union
 
 from onnx_dml_lowering.ir import DiagonalMatrix, Download, EmptyTensor, Graph, TensorDesc
-from onnx_dml_lowering.ir.dtypes import from_onnx, onnx_type_name
+from onnx_dml_lowering.ir.dtypes import dml_type, from_onnx, onnx_type_name
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX
 
-from .common import dims_for, level_reason, pad_sizes
+from .common import dims_at, level_reason, pad_sizes
 from .node import Names, NodeInfo
 from .registry import Declined, register
 
@@ -21,7 +21,7 @@ from .registry import Declined, register
 def output_type(node: NodeInfo) -> int:
     """ONNX: the dtype attribute if given, else the input's type."""
     dtype = node.attrs.get("dtype")
-    return int(dtype) if dtype is not None else node.inputs[0].onnx_type
+    return int(dtype) if dtype is not None else node.input(0).onnx_type
 
 
 def diagonal_offset(k: int, rows: int, cols: int) -> "int | None":
@@ -37,7 +37,7 @@ def diagonal_offset(k: int, rows: int, cols: int) -> "int | None":
 
 
 def check(node: NodeInfo, level: FeatureLevel) -> "str | None":
-    x = node.inputs[0]
+    x = node.input(0)
     if x.rank is not None and x.rank != 2:
         return f"input rank {x.rank}: EyeLike needs a 2-D input"
     out = output_type(node)
@@ -47,7 +47,7 @@ def check(node: NodeInfo, level: FeatureLevel) -> "str | None":
     reason = level_reason(DIAGONAL_MATRIX, level)
     if reason:
         return reason
-    types = DIAGONAL_MATRIX.row(level).tensors["OutputTensor"].types
+    types = DIAGONAL_MATRIX.at(level).tensors["OutputTensor"].types
     if dtype not in types:
         first = next((lv for lv in reversed(DIAGONAL_MATRIX.rows)
                       if dtype in lv.tensors["OutputTensor"].types), None)
@@ -57,7 +57,7 @@ def check(node: NodeInfo, level: FeatureLevel) -> "str | None":
 
 
 def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
-    rows, cols = (int(d) for d in node.inputs[0].shape)
+    rows, cols = (int(d) for d in node.input(0).shape)
     y, out = node.outputs[0].name, output_type(node)
     graph, names = Graph(level), Names.for_node(node)
     graph.outputs.append(y)
@@ -68,8 +68,8 @@ def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
     offset = diagonal_offset(k, rows, cols)
     if offset is None:
         return Declined(f"k = {k} on a {rows}x{cols} matrix does not fit DIAGONAL_MATRIX's 32-bit Offset")
-    sizes = pad_sizes((rows, cols), dims_for(DIAGONAL_MATRIX, level, "OutputTensor", 2))
-    desc = TensorDesc(from_onnx(out), sizes)
+    sizes = pad_sizes((rows, cols), dims_at(DIAGONAL_MATRIX, level, "OutputTensor", 2))
+    desc = TensorDesc(dml_type(out), sizes)
     buf, view = names("out"), names("out.view")
     graph.add_buffer(buf, desc.min_total_size)
     graph.add_view(view, buf, desc)

@@ -163,10 +163,12 @@ class IdiomRule:
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
         raise NotImplementedError
 
-    def check(self, level: FeatureLevel, **bindings: Any) -> "str | None":
+    # *args: Any beside **bindings lets a rule name the bindings it takes (mypy reads the pair as
+    # "any parameters"); they are always passed by keyword.
+    def check(self, level: FeatureLevel, *args: Any, **bindings: Any) -> "str | None":
         return None
 
-    def rewrite(self, f: Fragment, **bindings: Any) -> "Graph | Declined":
+    def rewrite(self, f: Fragment, *args: Any, **bindings: Any) -> "Graph | Declined":
         raise NotImplementedError
 
 
@@ -272,7 +274,7 @@ def sole_producer(view: GraphView, tensor: str, *op_types: str) -> "NodeInfo | N
 def constant_ints(view: GraphView, node: NodeInfo, index: int, attr: str) -> "list[int] | None":
     """An int list given as input `index` (newer opsets) or as attribute `attr` (older)."""
     if index < len(node.inputs) and node.inputs[index] is not None:
-        value = view.constant(node.inputs[index].name)
+        value = view.constant(node.input(index).name)
         return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
     value = node.attrs.get(attr)
     return None if value is None else [int(v) for v in value]

@@ -13,28 +13,28 @@ from typing import Union
 from onnx_dml_lowering.ir import (ClearBuffer, DataType, Download, ElementWiseBitAnd, ElementWiseBitOr, ElementWiseIdentity,
                 EmptyTensor, Graph,
                 NonZeroCoordinates, ReadCount, TensorDesc)
-from onnx_dml_lowering.ir.dtypes import ONNX_INT64, from_onnx, onnx_type_name
+from onnx_dml_lowering.ir.dtypes import ONNX_INT64, dml_type, from_onnx, onnx_type_name
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.support import ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR, ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES
 
-from .common import dims_for, level_reason, pad_sizes, upload
+from .common import dims_at, dims_for, level_reason, pad_sizes, upload
 from .node import Names, NodeInfo, TensorInfo, product
 from .registry import Declined, register
 
 
 def check(node: NodeInfo, level: FeatureLevel) -> "str | None":
-    x = node.inputs[0]
+    x = node.input(0)
     dtype = from_onnx(x.onnx_type)
     if dtype is None:
         return f"input type {onnx_type_name(x.onnx_type)} has no DirectML equivalent"
     reason = level_reason(NONZERO_COORDINATES, level)
     if reason:
         return reason
-    row = NONZERO_COORDINATES.row(level)
+    row = NONZERO_COORDINATES.at(level)
     if dtype.bits == 64:
         # No 64-bit input at any level: the two 32-bit words are OR-ed into one UINT32 first.
         for glue in (ELEMENT_WISE_IDENTITY, ELEMENT_WISE_BIT_OR, ELEMENT_WISE_BIT_AND):
-            if glue.row(level) is None or DataType.UINT32 not in glue.row(level).tensors["OutputTensor"].types:
+            if glue.row(level) is None or DataType.UINT32 not in glue.at(level).tensors["OutputTensor"].types:
                 return (f"input type {onnx_type_name(x.onnx_type)}: the 64-bit word split needs {glue.name}, "
                         f"not available at feature level {level}")
     elif dtype not in row.tensors["InputTensor"].types:
@@ -63,13 +63,13 @@ def emit_coordinates(graph: Graph, names: Names, x: TensorInfo, level: FeatureLe
     shape = tuple(x.shape)
     rank, m = len(shape), product(shape)
     # A scalar is counted as shape [1].
-    dims = dims_for(NONZERO_COORDINATES, level, "InputTensor", max(rank, 1))
+    dims = dims_at(NONZERO_COORDINATES, level, "InputTensor", max(rank, 1))
     in_sizes = pad_sizes(shape or (1,), dims)
     n = max(rank, 1)
-    row = NONZERO_COORDINATES.row(level)
+    row = NONZERO_COORDINATES.at(level)
     count_dims = dims if row.same_dimension_count else 1
     coord_dims = dims if row.same_dimension_count else 2
-    dtype = from_onnx(x.onnx_type)
+    dtype = dml_type(x.onnx_type)
     if dtype.bits == 64:
         x_view = _combine_words(graph, names, x, dtype, m, in_sizes)
     else:
@@ -124,7 +124,7 @@ def _combine_words(graph: Graph, names: Names, x: TensorInfo, dtype: DataType, m
 
 
 def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
-    x, y = node.inputs[0], node.outputs[0].name
+    x, y = node.input(0), node.outputs[0].name
     rank = len(x.shape)
     graph, names = Graph(level), Names.for_node(node)
     graph.outputs.append(y)
@@ -147,7 +147,7 @@ def build(node: NodeInfo, level: FeatureLevel) -> "Union[Graph, Declined]":
     graph.add_buffer(out_buf, 8 * n, (nnz,))
     graph.add_view(out_view, out_buf, TensorDesc(DataType.INT64, (n, nnz)))
     coords_bytes = 8 * n * m
-    copy_types = ELEMENT_WISE_IDENTITY.row(level).tensors["InputTensor"].types
+    copy_types = ELEMENT_WISE_IDENTITY.at(level).tensors["InputTensor"].types
     if DataType.INT64 in copy_types:
         src = names("crop.view")
         graph.add_view(src, coords_buf, TensorDesc(DataType.INT64, (n, nnz), (m, 1), total_size=coords_bytes))

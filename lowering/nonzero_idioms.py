@@ -30,7 +30,7 @@ class NonZeroTranspose(IdiomRule):
         transpose = transpose_of(anchor, view)
         if transpose is None:
             return None
-        x = anchor.inputs[0]
+        x = anchor.input(0)
         return Found((anchor.name, transpose.name), (x,), (transpose.outputs[0].name,), nonzero=anchor, x=x)
 
     def check(self, level: FeatureLevel, nonzero: NodeInfo, x: TensorInfo) -> "str | None":
@@ -101,7 +101,7 @@ class NonZeroColumns(IdiomRule):
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
         transpose = transpose_of(anchor, view)
-        x = anchor.inputs[0]
+        x = anchor.input(0)
         if transpose is None or x.rank is None or x.rank == 0:
             return None
         t = transpose.outputs[0].name

@@ -4,7 +4,7 @@ memory, each step through its handler in STEP_HANDLERS, DirectML operators on a 
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -185,8 +185,9 @@ def _host_writes(step: Step) -> "tuple[str, ...]":
     return tuple(step.outputs) if isinstance(step, (OnnxRegion, LowerAtRunTime)) else ()
 
 
-# Step type -> its handler, one line each (every type in ir.operators.STEP_TYPES).
-STEP_HANDLERS: "dict[type[Step], Callable[[Interpreter, Step], None]]" = {
+# Step type -> its handler, one line each (every type in ir.operators.STEP_TYPES). A handler takes
+# its own step type (Any: what the dispatch on type(step) guarantees, a dict cannot say).
+STEP_HANDLERS: "dict[type[Step], Callable[[Interpreter, Any], None]]" = {
     Upload: Interpreter.upload,
     Download: Interpreter.download,
     ClearBuffer: Interpreter.clear,

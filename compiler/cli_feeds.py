@@ -3,13 +3,14 @@ script, or seeded random feeds shaped by --dim / --val-range / --zero-fraction, 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 
 if TYPE_CHECKING:
     import numpy as np
+    import onnx
 
     from .compiled import CompiledModel
 
@@ -87,7 +88,13 @@ def random_inputs(compiled: CompiledModel, args) -> list:
     return compiled.inputs + (compiled.optional_inputs if getattr(args, "feed_initializers", False) else [])
 
 
-def parse_dims(compiled: CompiledModel, args) -> "dict[str, int]":
+class ModelInputs(Protocol):
+    """What parse_dims reads: a CompiledModel, or optimize --check's namespace of the two lists."""
+    inputs: "list[onnx.ValueInfoProto]"
+    optional_inputs: "list[onnx.ValueInfoProto]"
+
+
+def parse_dims(compiled: ModelInputs, args) -> "dict[str, int]":
     dims = {}
     for text in args.dim or []:
         name, _, value = text.partition("=")

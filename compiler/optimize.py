@@ -92,10 +92,10 @@ class _Optimizer:
         begin, end, inverted, value = band
         if self.level is not None:
             match = match_initializer(name, array, self.level)
-            if match is not None and not isinstance(match, Declined):
-                match = match.build({}, {}, self.level)     # the band's DirectML form, validated
-            if isinstance(match, Declined):
-                self.declined.append(f"{what}: kept, feature level {self.level}: {match.reason}")
+            # the band's DirectML form, validated
+            built = match.build({}, {}, self.level) if match is not None and not isinstance(match, Declined) else match
+            if isinstance(built, Declined):
+                self.declined.append(f"{what}: kept, feature level {self.level}: {built.reason}")
                 return None
         onnx_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
         gen = band_generator(name, self.prefix(name), onnx_type, tuple(array.shape), begin, end, value, inverted)
@@ -129,7 +129,7 @@ class _Optimizer:
             front += gen.nodes
             keep += gen.initializers
             self.record(what, gen, stored, 0)
-        nodes = []
+        nodes: "list[onnx.NodeProto]" = []
         for node in graph.node:
             gen = None
             if is_constant(node) and len(node.attribute) == 1 \
@@ -214,7 +214,9 @@ class _Optimizer:
         except Kept as kept:
             self.declined.append(f"{what}: kept, {kept}")
             return
-        nodes, inits, gone = replace_unread(graph, set(covered), eye.nodes, view.producer(y).name)
+        made = view.producer(y)
+        assert made is not None             # y is the eye's output, made by a covered node
+        nodes, inits, gone = replace_unread(graph, set(covered), eye.nodes, made.name)
         removed = len(gone)
         if len(eye.nodes) >= removed:
             self.declined.append(f"{what}: kept, its generator ({' + '.join(n.op_type for n in eye.nodes)}) is "

@@ -35,7 +35,7 @@ import numpy as np                                   # noqa: E402
 import onnx                                          # noqa: E402
 from onnx import TensorProto as TP                   # noqa: E402
 from onnx import helper as h                         # noqa: E402
-from onnx_dml_lowering.ir import verify_graph
+from onnx_dml_lowering.ir import verify_graph      # noqa: E402
 
 MB = 1 << 20
 
@@ -253,7 +253,7 @@ def nonzero_rows(table: Table, args) -> None:
             table.row(label.format(n=n) + " strict", strict, x.nbytes + 2 * 8 * nnz,
                       note="ours in strict mode: fresh buffers and undefined coordinate rows poisoned "
                            "(allowed to cost more; outputs bit-identical to the default mode)")
-        del x, session, ours
+        x = session = ours = None            # this row's arrays go before the next row
 
 
 def transpose_rows(table: Table, args) -> None:
@@ -274,7 +274,7 @@ def transpose_rows(table: Table, args) -> None:
                         + ("fused: one NONZERO_COORDINATES, the result is the buffer's prefix"
                            if fused else "NOT fused today: NonZero lowered, Transpose on onnxruntime")
                         + "; ort: NonZero + Transpose; numpy: np.argwhere(x)"))
-        del x, session, ours
+        x = session = ours = None
 
 
 def eyelike_rows(table: Table, args) -> None:
@@ -289,7 +289,7 @@ def eyelike_rows(table: Table, args) -> None:
                          "numpy": lambda: np.eye(n, n, k, dtype=np.float32)}, args.repeat)
         table.row(f"EyeLike float32 {n}x{n} k={k}", times, 4 * n * n, 0.5, 0.5,
                   note=f"ours: {placement}; numpy: np.eye")
-        del session, ours
+        session = ours = None
 
     from onnx_dml_lowering.ir import DataType, DiagonalMatrix, Download, Graph, TensorDesc, parse_level
     from onnx_dml_lowering.runtime.interpreter import execute
@@ -332,7 +332,7 @@ def scaling_rows(table: Table, args) -> None:
         nnz = int(np.count_nonzero(x))
         table.row(f"NonZero float32 10% {side}x{side} ({m // 2 ** 20 or m / 2 ** 20:g}M)", times, x.nbytes + 16 * nnz,
                   note=f"ns/element: ours {times['ours'] / m * 1e9:.2f}, ort {times['ort'] / m * 1e9:.2f}")
-        del x, session, ours
+        x = session = ours = None
     growth = max(b / a for a, b in zip(per_element, per_element[1:]))
     table.line(f"    scaling: ours' ns/element {', '.join(f'{t * 1e9:.2f}' for t in per_element)} from "
                f"{args.scaling[0] ** 2 / 2 ** 20:g}M to {args.scaling[-1] ** 2 / 2 ** 20:g}M elements; "

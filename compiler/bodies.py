@@ -11,7 +11,7 @@ from onnx_dml_lowering.lowering import TensorInfo
 from onnx_dml_lowering.lowering.onnx_graphs import graph_captures
 # which control-flow nodes the runtime runs itself: runtime/control_flow.py decides, for the
 # lowered run and the oracle alike
-from onnx_dml_lowering.runtime.control_flow import host_construct as construct_of
+from onnx_dml_lowering.runtime.control_flow import host_construct as construct_of  # noqa: F401  (partition.py reads it from here)
 
 from .frontend import value_types
 
@@ -43,7 +43,7 @@ def body_model(parent: onnx.ModelProto, node: onnx.NodeProto, construct: str, at
                graph: onnx.GraphProto, outer: "dict[str, TensorInfo]") -> BodyModel:
     """The body `attribute` of control-flow `node` as a model, shape-inferred from its inputs."""
     formal = list(graph.input)
-    outer_types = [outer.get(n).onnx_type if n and n in outer else 0 for n in node.input]
+    outer_types = [outer[n].onnx_type if n and n in outer else 0 for n in node.input]
     inputs = []
     for index, vi in enumerate(formal):
         if construct == "loop":

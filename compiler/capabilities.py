@@ -3,10 +3,10 @@ tables: the very tables descriptor validation enforces."""
 from __future__ import annotations
 
 from onnx_dml_lowering.ir import ALL_LEVELS, FeatureLevel
-from onnx_dml_lowering.ir.support import OPERATORS
+from onnx_dml_lowering.ir.support import OPERATORS, OperatorSupport, SupportRow
 
 
-def _levels_of(op) -> "list[tuple[str, object]]":
+def _levels_of(op: OperatorSupport) -> "list[tuple[str, SupportRow]]":
     """(level range label, row) newest first."""
     out = []
     upper = None
@@ -31,8 +31,8 @@ def capabilities_text(level: "FeatureLevel | None" = None, markdown: bool = Fals
     for op in OPERATORS.values():
         rows = _levels_of(op)
         if level is not None:
-            row = op.row(level)
-            rows = [(f"at {level}", row)] if row is not None else []
+            at_level = op.row(level)
+            rows = [(f"at {level}", at_level)] if at_level is not None else []
         if markdown:
             lines += [f"## {op.name} (DML_OPERATOR type {op.number}, introduced in {op.introduced})", ""]
             if not rows:

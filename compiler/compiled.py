@@ -6,7 +6,7 @@ import functools
 import gc
 import json
 import os
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 import onnx
@@ -19,6 +19,9 @@ from .node_ids import identify_nodes
 from .functions import inline_functions
 from .partition import Partition, Placement, partition
 from onnx_dml_lowering.ir import graph_to_dict
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.runtime.region_engine import SessionCache
 
 
 class CompiledModel:
@@ -36,7 +39,7 @@ class CompiledModel:
         self.initializers = {name: value for name, value in initializer_arrays(model).items()
                              if name not in part.generated}
         self._sessions: dict = {}
-        self._shared_sessions = None
+        self._shared_sessions: "SessionCache | None" = None
         # What the user gave compile_model (a path, bytes or their own ModelProto, unmodified):
         # provider backends run this, not our checked and shape-inferred `model`.
         self.source: "str | bytes | onnx.ModelProto | None" = None

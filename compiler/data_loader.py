@@ -8,7 +8,7 @@ import hashlib
 import importlib.util
 import re
 import traceback
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -50,8 +50,10 @@ def load_function(spec: str):
         raise DmlLowerError(f"{what} does not exist" if not path.exists() else f"{what} is not a file")
     resolved = path.resolve()
     name = "dml_lower_data_loader_" + hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
+    module_spec = importlib.util.spec_from_file_location(name, resolved)
+    if module_spec is None or module_spec.loader is None:      # a suffix importlib has no loader for
+        raise DmlLowerError(f"{what} is not Python source by its name: call it FILE.py")
     try:
-        module_spec = importlib.util.spec_from_file_location(name, resolved)
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:  # whatever the user's code raises, said in one line
@@ -68,7 +70,7 @@ def load_function(spec: str):
 
 
 def feed_sets(spec: str, inputs: "list[onnx.ValueInfoProto]",
-              optional: "list[onnx.ValueInfoProto]" = ()) -> "Iterator[dict[str, np.ndarray]]":
+              optional: "Sequence[onnx.ValueInfoProto]" = ()) -> "Iterator[dict[str, np.ndarray]]":
     """The script's feed sets one at a time, each checked against the model's inputs (names,
     types, ranks, fixed dimensions); the script runs lazily, as the sets are consumed."""
     from onnx_dml_lowering.runtime.feeds import check_feeds

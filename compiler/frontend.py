@@ -6,7 +6,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Sequence, Union, cast
 
 import onnx
 from google.protobuf.message import DecodeError
@@ -158,7 +158,7 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     return inferred
 
 
-def _infer(model: onnx.ModelProto, defaults: "list[onnx.TensorProto]" = ()) -> onnx.ModelProto:
+def _infer(model: onnx.ModelProto, defaults: "Sequence[onnx.TensorProto]" = ()) -> onnx.ModelProto:
     """Strict shape inference with data propagation, as check_and_infer says; `defaults`, the
     initializers taken out as plain inputs, still count as large values below."""
     # Data propagation makes a shape of every rank-1 value it derives, one entry per element: a
@@ -203,7 +203,7 @@ def _large_flat_value(model: onnx.ModelProto) -> bool:
 
     def large(name: str) -> bool:
         shape = shapes.get(name)
-        return shape is not None and None not in shape and math.prod(shape) > DATA_PROP_ELEMENTS
+        return shape is not None and None not in shape and math.prod(cast("list[int]", shape)) > DATA_PROP_ELEMENTS
 
     for name, shape in shapes.items():
         if shape is not None and len(shape) == 1 and large(name):
@@ -250,7 +250,7 @@ def _shape_of(type_proto: onnx.TypeProto) -> Any:
     tensor = type_proto.tensor_type
     if not tensor.HasField("shape"):
         return None
-    dims = []
+    dims: "list[int | str | None]" = []
     for dim in tensor.shape.dim:
         if dim.HasField("dim_value"):
             dims.append(int(dim.dim_value))
@@ -284,13 +284,12 @@ def value_types(model: onnx.ModelProto) -> "dict[str, TensorInfo]":
 
 
 def node_info(node: onnx.NodeProto, opset: int, types: "dict[str, TensorInfo]", prefix: str = "") -> NodeInfo:
-    def info(name: str) -> "TensorInfo | None":
-        if not name:
-            return None
+    def info(name: str) -> TensorInfo:
         return types.get(name, TensorInfo(name, 0, None))
 
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    return NodeInfo(node.name, node.op_type, opset, tuple(info(n) for n in node.input),
+    # an omitted optional input is None; an omitted output keeps its place with the name ""
+    return NodeInfo(node.name, node.op_type, opset, tuple(info(n) if n else None for n in node.input),
                     tuple(info(n) for n in node.output), attrs, prefix)
 
 

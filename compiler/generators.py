@@ -18,7 +18,7 @@ TRILU_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, Tenso
                TensorProto.INT64, TensorProto.BOOL}
 EYELIKE_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64}
 # Carriers: every value of the type converts to the carrier and back unchanged.
-CARRIERS = {TensorProto.INT8: TensorProto.INT64, TensorProto.UINT8: TensorProto.INT64,
+CARRIERS: "dict[int, int]" = {TensorProto.INT8: TensorProto.INT64, TensorProto.UINT8: TensorProto.INT64,
             TensorProto.INT16: TensorProto.INT64, TensorProto.UINT16: TensorProto.INT64,
             TensorProto.UINT32: TensorProto.INT64, TensorProto.BFLOAT16: TensorProto.FLOAT}
 TRILU_OPSET, EYELIKE_OPSET = 14, 9

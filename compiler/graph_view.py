@@ -57,14 +57,16 @@ class OnnxGraphView:
             self._io = {node.name: (node_reads(node), [o for o in node.output if o]) for node in self.nodes}
         return self._io
 
-    def _index(self) -> None:
-        self._producer = {}
+    def _index(self) -> "dict[str, str]":
+        producer: "dict[str, str]" = {}
+        self._producer = producer
         consumers = self._consumers
         for name, (reads, outputs) in self.io().items():
             for value in outputs:
-                self._producer[value] = name
+                producer[value] = name
             for value in dict.fromkeys(reads):        # Add(x, x) consumes x once
                 consumers.setdefault(value, []).append(name)
+        return producer
 
     @property
     def _prefixes(self) -> dict:
@@ -84,9 +86,8 @@ class OnnxGraphView:
         return self._infos[name]
 
     def producer(self, tensor: str) -> "NodeInfo | None":
-        if self._producer is None:
-            self._index()
-        name = self._producer.get(tensor)
+        producer = self._producer if self._producer is not None else self._index()
+        name = producer.get(tensor)
         return self.info(name) if name else None
 
     def consumers(self, tensor: str) -> "list[NodeInfo]":
@@ -139,6 +140,6 @@ def constant_node_value(node: onnx.NodeProto, model: onnx.ModelProto) -> Any:
         graph = onnx.helper.make_graph([node], "constant", [], [onnx.helper.make_empty_tensor_value_info(node.output[0])])
         evaluator = ReferenceEvaluator(onnx.helper.make_model(graph, opset_imports=list(model.opset_import),
                                                               ir_version=model.ir_version))
-        return evaluator.run(None, {})[0]
+        return evaluator.run(None, {})[0]  # type: ignore[index]  # onnx: a list when output_names is None, typed as a union
     except Exception:  # an attribute form we cannot evaluate: treat as not constant
         return None

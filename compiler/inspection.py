@@ -21,6 +21,7 @@ from onnx_dml_lowering.runtime.weights import data_bytes
 from .compiled import CompiledModel, compile_model
 from .ep.placement import format_placement, placement_for_file
 from .frontend import load_stored
+from .partition import Placement
 
 # The owned operators are always listed, lowered or not; other idiom anchors (Equal, Less,
 # Constant, ...) are listed when an idiom's pattern found them, as the placement does.
@@ -30,7 +31,7 @@ def _op_key(node: onnx.NodeProto) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
 
 
-def count_ops(graph: onnx.GraphProto, counts: "Counter | None" = None) -> Counter:
+def count_ops(graph: "onnx.GraphProto | onnx.FunctionProto", counts: "Counter | None" = None) -> Counter:
     """Nodes by op type (custom domains as DOMAIN:OP), every If / Loop / Scan body included."""
     counts = Counter() if counts is None else counts
     for node in graph.node:
@@ -81,7 +82,7 @@ def anchors(compiled: CompiledModel) -> "list[dict]":
     """Every placement entry (one per idiom anchor the partition found, lowered or declined) and
     every NonZero / EyeLike / Trilu node the placement does not anchor, with why."""
     nodes = dict(node_paths(compiled.model.graph))
-    covered: "dict[str, tuple[str, object]]" = {}
+    covered: "dict[str, tuple[str, Placement]]" = {}
     out = []
     for p in compiled.placement:
         anchor = p.onnx_nodes[0]
@@ -205,6 +206,7 @@ def cmd_inspect(args) -> int:
         print(f"\nwrote {args.json}")
     if html_out:
         from .ep.picture import render
+        assert graph is not None            # --html needs --ep dml, whose placement has its graph
         write_text(html_out, "the placement picture", render(report, graph, str(args.model)))
         print(f"\nwrote {html_out}")
     return 0

@@ -42,7 +42,7 @@ def identify_nodes(model: onnx.ModelProto) -> "dict[str, str | bytes]":
         return {}
     texts = [_text(name) for name in names]
     counts: "dict[str, int]" = {}
-    for text, valid in texts:
+    for text, _valid in texts:
         if text:
             counts[text] = counts.get(text, 0) + 1
     taken = {text for text, valid in texts if valid and text and counts[text] == 1}

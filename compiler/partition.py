@@ -154,6 +154,7 @@ def generate_constants(state: PartitionState) -> None:
             state.generated_placement.append(Placement(label, "onnx", "constant_diagonal", [], result.reason,
                                                        extra={"initializer": init.name}))
             continue
+        assert not isinstance(match, Declined)     # else result is that Declined
         state.graph.merge(result)
         state.generated.add(init.name)
         state.generated_placement.append(Placement(label, "lowered", match.rule, result.dml_operators,
@@ -388,6 +389,7 @@ def control_flow_step(state: PartitionState, node: onnx.NodeProto) -> ControlFlo
     bodies = state.bodies[node.name]
     captures = [n for n in state.reads(node) if n not in node.input]
     construct = construct_of(node, default_opset(state.model))
+    assert construct is not None            # only nodes construct_of names reach here
     return ControlFlow(construct, node.name, tuple(node.input), tuple(captures), tuple(o for o in node.output if o),
                        tuple((name, body.partition.graph) for name, body in bodies.items()))
 

@@ -106,7 +106,7 @@ class Reducer:
         """Typed from shape inference; a dimension inference got wrong or left unranked takes
         the oracle value's size (the feed must pass the declared shape)."""
         info = self.compiled.types[name]
-        value = self.values[name]
+        value = np.asarray(self.values[name])       # an array (_feedable): no copy
         dims = list(value.shape)
         if info.shape is not None and len(info.shape) == value.ndim:
             dims = [d if not isinstance(d, int) or d == actual else actual for d, actual in zip(info.shape, value.shape)]
@@ -122,7 +122,7 @@ class Reducer:
     def _output_info(self, name: str) -> onnx.ValueInfoProto:
         # Rank only: the sub-model's own shape inference fills in what it knows.
         info = self.compiled.types[name]
-        return helper.make_tensor_value_info(name, info.onnx_type, [None] * np.ndim(self.values[name]))
+        return helper.make_tensor_value_info(name, info.onnx_type, [None] * np.asarray(self.values[name]).ndim)
 
     def build(self, members: Iterable[int], outputs: Sequence[str]) -> "tuple[onnx.ModelProto, dict] | None":
         """The sub-model of these scheduled nodes with these outputs and its feeds; None when a
@@ -309,7 +309,9 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
                              f"{len(reducer.nodes)} nodes with the same inputs and weights "
                              f"{reducer.whole_model_why()}, so the model itself is the smallest repro")
     members, outputs = found
-    model, sub_feeds = reducer.build(members, outputs)
+    built = reducer.build(members, outputs)
+    assert built is not None                # reduce() returns only sets it built and checked
+    model, sub_feeds = built
     return whole, Reduction(model, sub_feeds, original, reducer.failures(members, outputs),
                                len(reducer.nodes), reducer.checks)
 

@@ -129,7 +129,7 @@ def specialise(compiled: CompiledModel, dims: "dict[str, int]") -> dict:
     steps = []
     for step in deferred:
         match = compiled.partition.deferred[step.onnx_node]
-        entry = {"node": step.onnx_node, "rule": step.rule}
+        entry: "dict[str, object]" = {"node": step.onnx_node, "rule": step.rule}
         reason = _dependence_reason(match, values, shapes)
         found = [(key, built) for key, built in cache.items() if key[0] == step.onnx_node]
         if reason is not None:

@@ -26,7 +26,15 @@ _FROM = {
 _WHERE = {(n if isinstance(n, str) else n[0]): (module, n if isinstance(n, str) else n[1])
           for module, names in _FROM.items() for n in names}
 
-__all__ = ["DmlLowerError", *_WHERE]
+# Written out (not derived from _WHERE) so static tools see the public names; tests/ir/test_exports.py
+# keeps the two equal.
+__all__ = [
+    "DmlLowerError", "DataType", "ALL_LEVELS", "DEFAULT_LEVEL", "FeatureLevel", "parse_level", "Buffer", "Graph",
+    "View", "format_graph", "graph_from_dict", "graph_to_dict", "ClearBuffer", "ControlFlow", "DiagonalMatrix",
+    "DiagonalMatrix1", "Download", "ElementWiseBitAnd", "ElementWiseBitOr", "ElementWiseIdentity", "EmptyTensor",
+    "LowerAtRunTime", "NonZeroCoordinates", "OnnxRegion", "ReadCount", "Step", "Upload", "OPERATORS", "TensorDesc",
+    "min_size_bytes", "verify_graph",
+]
 
 
 def __getattr__(name: str):

@@ -111,6 +111,14 @@ def from_onnx(onnx_type: int) -> DataType | None:
     return _ONNX_TO_DML.get(onnx_type)
 
 
+def dml_type(onnx_type: int) -> DataType:
+    """from_onnx where a rule's check has already declined the types DirectML lacks."""
+    dtype = _ONNX_TO_DML.get(onnx_type)
+    if dtype is None:
+        raise DmlLowerError(f"input type {onnx_type_name(onnx_type)} has no DirectML equivalent")
+    return dtype
+
+
 def to_onnx(dtype: DataType) -> int:
     """The ONNX type a DirectML type stands for (UINT8 maps back to uint8, not bool)."""
     for onnx_type, dml in _ONNX_TO_DML.items():

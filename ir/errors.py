@@ -80,7 +80,7 @@ def brief(text: str, limit: int = BRIEF_LIMIT) -> str:
     return f"{head} ... {tail}"
 
 
-def first_line(exc: BaseException) -> str:
+def first_line(exc: "BaseException | str") -> str:
     """The first non-blank line of a third-party exception's message (or its type's name),
     through brief (no source locations, at most BRIEF_LIMIT characters, cut between words)."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]

@@ -281,7 +281,7 @@ class EmptyTensor(Step):
     """A host value with a zero-sized dimension: DirectML cannot hold it, nothing runs."""
     tensor: str
     onnx_type: int
-    shape: "tuple[int, ...]"
+    shape: "tuple[Dim, ...]"               # a NonZero of a scalar: (0, nnz), nnz read back at run time
     kind: ClassVar[str] = "EMPTY_TENSOR"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .dtypes import DataType as T
+from .errors import DmlLowerError
 from .feature_levels import FeatureLevel, parse_level
 
 _EIGHT = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.INT8, T.UINT32, T.UINT16, T.UINT8})
@@ -49,6 +50,15 @@ class OperatorSupport:
             if level >= row.since:
                 return row
         return None
+
+    def at(self, level: "FeatureLevel | str") -> SupportRow:
+        """row(level) where the operator must exist: a rule's check has declined the levels
+        without it (lowering.common.level_reason says the same)."""
+        row = self.row(level)
+        if row is None:
+            raise DmlLowerError(f"{self.name} is not available at feature level {parse_level(level)} "
+                                f"(introduced in {self.introduced})")
+        return row
 
 
 def _lv(name: str) -> FeatureLevel:

@@ -6,7 +6,8 @@ back to the host is the only source of such symbols.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping, Union
+from functools import cached_property
+from typing import Mapping, Union, cast
 
 from .dtypes import DataType
 from .errors import DmlLowerError
@@ -58,25 +59,24 @@ class TensorDesc:
         object.__setattr__(self, "sizes", tuple(s if isinstance(s, str) else int(s) for s in self.sizes))
         if self.strides is not None:
             object.__setattr__(self, "strides", tuple(int(t) for t in self.strides))
-        # Derived once: descriptors are immutable and these are asked for on every step.
-        object.__setattr__(self, "_symbols", tuple(s for s in self.sizes if isinstance(s, str)))
 
     @property
     def rank(self) -> int:
         return len(self.sizes)
 
-    @property
+    # Derived once (cached in the instance): descriptors are immutable and this is asked for on every step.
+    @cached_property
     def symbols(self) -> "tuple[str, ...]":
-        return self._symbols
+        return tuple(s for s in self.sizes if isinstance(s, str))
 
     @property
     def is_bound(self) -> bool:
-        return not self._symbols
+        return not self.symbols
 
     def concrete_sizes(self) -> "tuple[int, ...]":
-        if self._symbols:
+        if self.symbols:
             raise DmlLowerError(f"tensor sizes {self.sizes} still hold unbound symbols")
-        return self.sizes
+        return cast("tuple[int, ...]", self.sizes)       # no symbols: every size is an int
 
     @property
     def element_count(self) -> int:

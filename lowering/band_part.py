@@ -43,7 +43,7 @@ def _bound_expr(view: GraphView, tensor: str, diff: str, root: bool = False) -> 
     if node is None:
         return None
     if node.op_type in BOUND_OPS and len(node.inputs) == 2:
-        a, b = node.inputs
+        a, b = node.input(0), node.input(1)
         if _is_diff(a, diff) and not _is_diff(b, diff):
             op, bound = node.op_type, b
         elif _is_diff(b, diff) and not _is_diff(a, diff):
@@ -52,12 +52,12 @@ def _bound_expr(view: GraphView, tensor: str, diff: str, root: bool = False) -> 
             return None
         return Expr("cmp", op, column=bound, nodes=(node,))
     if node.op_type in ("And", "Or"):
-        parts = [_bound_expr(view, t.name, diff) for t in node.inputs]
-        if any(p is None for p in parts):
+        left, right = (_bound_expr(view, t.name, diff) for t in (node.input(0), node.input(1)))
+        if left is None or right is None:
             return None
-        return Expr(node.op_type.lower(), children=tuple(parts), nodes=(node,) + parts[0].nodes + parts[1].nodes)
+        return Expr(node.op_type.lower(), children=(left, right), nodes=(node,) + left.nodes + right.nodes)
     if node.op_type in ("Not", "Identity"):
-        inner = _bound_expr(view, node.inputs[0].name, diff)
+        inner = _bound_expr(view, node.input(0).name, diff)
         if inner is None:
             return None
         if node.op_type == "Identity":
@@ -69,18 +69,19 @@ def _bound_expr(view: GraphView, tensor: str, diff: str, root: bool = False) -> 
 def _bound_source(view: GraphView, bound: TensorInfo) -> "tuple[TensorInfo, int, list[NodeInfo]]":
     """A bound through Neg and integer Casts read only here (tf2onnx's Neg(num_lower), and Cast of a
     num_lower / num_upper that is not int64): the tensor under them, the sign, the nodes passed."""
-    scale, nodes = 1, []
+    scale = 1
+    nodes: "list[NodeInfo]" = []
     while True:
         node = view.producer(bound.name)
         if node is None or sole_consumer(view, bound.name) is None:
             return bound, scale, nodes
         if node.op_type == "Neg":
             scale = -scale
-        elif not (node.op_type == "Cast" and node.inputs[0].onnx_type in INTEGER_TYPES
+        elif not (node.op_type == "Cast" and node.input(0).onnx_type in INTEGER_TYPES
                   and int(node.attrs.get("to", 0)) in INTEGER_TYPES):
             return bound, scale, nodes
         nodes.append(node)
-        bound = node.inputs[0]
+        bound = node.input(0)
 
 
 def _top(view: GraphView, diff: str) -> "tuple[str, Expr] | None":
@@ -114,20 +115,20 @@ class IndexGridBandMask(IdiomRule):
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
         reshape = sole_consumer(view, anchor.outputs[0].name)
-        if reshape is None or reshape.op_type != "Reshape" or reshape.inputs[0].name != anchor.outputs[0].name:
+        if reshape is None or reshape.op_type != "Reshape" or reshape.input(0).name != anchor.outputs[0].name:
             return None
         grid = reshape.outputs[0].name
         readers = view.consumers(grid)
         ops = sorted(n.op_type for n in readers)
         if ops != ["Div", "Mod"] or view.is_graph_output(grid) \
-                or any(n.inputs[0].name != grid for n in readers):
+                or any(n.input(0).name != grid for n in readers):
             return None
         div = next(n for n in readers if n.op_type == "Div")
         mod = next(n for n in readers if n.op_type == "Mod")
         sub = sole_consumer(view, div.outputs[0].name)
         if sub is None or sub.op_type != "Sub" or sole_consumer(view, mod.outputs[0].name) is not sub:
             return None
-        names = [t.name for t in sub.inputs]
+        names = [t.name for t in (sub.input(0), sub.input(1))]
         if names == [mod.outputs[0].name, div.outputs[0].name]:
             sign = 1                                     # column - row = j - i
         elif names == [div.outputs[0].name, mod.outputs[0].name]:
@@ -153,10 +154,10 @@ class IndexGridBandMask(IdiomRule):
         if expand is None or expand.op_type != "Expand" or sole_consumer(view, anchor.inputs[0].name) is not anchor:
             return None
         covered.insert(0, expand)
-        start, count = expand.inputs
+        start, count = expand.input(0), expand.input(1)
         tensors = [count]
         bounds = [leaf.column for leaf in leaves(expr)]
-        tensors += [reshape.inputs[1], div.inputs[1], mod.inputs[1]] + bounds
+        tensors += [reshape.input(1), div.input(1), mod.input(1)] + bounds
         reads = {t.name: t for t in tensors}
         known = self.known_band(view, expr, sign, scales)
         single = known is not None and not known[2] and known[1] - known[0] == 1
@@ -168,7 +169,7 @@ class IndexGridBandMask(IdiomRule):
                      note=note, operators=("DIAGONAL_MATRIX",) if single else None, extra={"band": rendered},
                      expr=expr, sign=sign, scales=scales, out_type=out_type, cumsum=anchor,
                      axis=constant_scalar(view, anchor.inputs[1]), start=constant_scalar(view, start),
-                     count=count, shape=reshape.inputs[1], divisors=(div.inputs[1], mod.inputs[1]), single=single)
+                     count=count, shape=reshape.input(1), divisors=(div.input(1), mod.input(1)), single=single)
 
     @staticmethod
     def known_band(view: GraphView, expr: Expr, sign: int,

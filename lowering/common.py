@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_dml_lowering.ir import DataType, Graph, TensorDesc, Upload
+from onnx_dml_lowering.ir import DataType, DmlLowerError, Graph, TensorDesc, Upload
 from onnx_dml_lowering.ir.dtypes import (ONNX_BFLOAT16, ONNX_DOUBLE, ONNX_FLOAT, ONNX_FLOAT16, ONNX_INT16, ONNX_INT32,
                                          ONNX_INT64, from_onnx)
 from onnx_dml_lowering.ir.support import OperatorSupport
@@ -93,6 +93,14 @@ def dims_for(support: OperatorSupport, level: FeatureLevel, tensor: str, rank: i
     return dims if dims <= allowed.max_dims else None
 
 
+def dims_at(support: OperatorSupport, level: FeatureLevel, tensor: str, rank: int) -> int:
+    """dims_for where the rule's check has already declined what does not fit."""
+    dims = dims_for(support, level, tensor, rank)
+    if dims is None:
+        raise DmlLowerError(f"rank {rank} does not fit {support.name}'s {tensor} at feature level {level}")
+    return dims
+
+
 def level_reason(support: OperatorSupport, level: FeatureLevel) -> "str | None":
     if support.row(level) is None:
         return (f"{support.name} is not available at feature level {level} "
@@ -100,5 +108,5 @@ def level_reason(support: OperatorSupport, level: FeatureLevel) -> "str | None":
     return None
 
 
-__all__ = ["EXACT_INTEGER_LIMIT", "Tail", "broadcast", "cast_expand_tail", "dims_for", "fill_value", "level_reason",
+__all__ = ["EXACT_INTEGER_LIMIT", "Tail", "broadcast", "cast_expand_tail", "dims_at", "dims_for", "fill_value", "level_reason",
            "pad_sizes", "product", "upload"]

@@ -25,11 +25,11 @@ class EyeLikeOfFill(IdiomRule):
     note = "a generator: the ConstantOfShape is never materialised"
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
-        fill = sole_producer(view, anchor.inputs[0].name, "ConstantOfShape")
+        fill = sole_producer(view, anchor.input(0).name, "ConstantOfShape")
         out_type = output_type(anchor)
         if fill is None or from_onnx(out_type) is None:
             return None
-        shape = fill.inputs[0]
+        shape = fill.input(0)
         return Found((anchor.name, fill.name), (shape,), (anchor.outputs[0].name,), value_inputs=(shape.name,),
                      shape=shape, out_type=out_type, k=int(anchor.attrs.get("k", 0)))
 
@@ -50,7 +50,7 @@ def arange(view: GraphView, tensor: str) -> "tuple[NodeInfo, TensorInfo] | None"
         return None
     if constant_scalar(view, node.inputs[0]) != 0 or constant_scalar(view, node.inputs[2]) != 1:
         return None
-    return node, node.inputs[1]
+    return node, node.input(1)
 
 
 def range_length(limit: Any) -> int:
@@ -61,7 +61,7 @@ def range_length(limit: Any) -> int:
 def column_ranges(equal: NodeInfo, view: GraphView) -> "tuple[NodeInfo, tuple, tuple] | None":
     """Equal's operands as (Unsqueeze(Range(0, n, 1), -1), Range(0, m, 1)) in either order:
     the Unsqueeze, the rows Range and the columns Range (each a node and its limit)."""
-    a, b = equal.inputs
+    a, b = equal.input(0), equal.input(1)
     for column_side, row_side in ((a, b), (b, a)):
         unsqueeze = view.producer(column_side.name)
         if unsqueeze is None or unsqueeze.op_type != "Unsqueeze":
@@ -69,7 +69,7 @@ def column_ranges(equal: NodeInfo, view: GraphView) -> "tuple[NodeInfo, tuple, t
         axes = constant_ints(view, unsqueeze, 1, "axes")
         if axes is None or axes not in ([-1], [1]):
             continue
-        rows, cols = arange(view, unsqueeze.inputs[0].name), arange(view, row_side.name)
+        rows, cols = arange(view, unsqueeze.input(0).name), arange(view, row_side.name)
         if rows is not None and cols is not None:
             return unsqueeze, rows, cols
     return None
@@ -133,7 +133,7 @@ def uniform_fill(view: GraphView, fill: NodeInfo) -> "tuple[Any, int, tuple] | N
         value, value_type = fill_value(fill)
         return value, value_type, ()
     if fill.op_type == "Expand":
-        constant = view.constant(fill.inputs[0].name)
+        constant = view.constant(fill.input(0).name)
         if constant is None or np.asarray(constant).size == 0:
             return None
         flat = np.ascontiguousarray(constant).reshape(-1)
@@ -150,12 +150,12 @@ class TriluOfFill(IdiomRule):
     operators = ("DIAGONAL_MATRIX1",)
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
-        fill = sole_producer(view, anchor.inputs[0].name, "ConstantOfShape", "Expand")
+        fill = sole_producer(view, anchor.input(0).name, "ConstantOfShape", "Expand")
         uniform = None if fill is None else uniform_fill(view, fill)
-        if uniform is None or from_onnx(uniform[1]) is None:
+        if fill is None or uniform is None or from_onnx(uniform[1]) is None:
             return None
         value, value_type, operand_shape = uniform
-        shape = fill.inputs[1 if fill.op_type == "Expand" else 0]
+        shape = fill.input(1 if fill.op_type == "Expand" else 0)
         k = anchor.inputs[1] if len(anchor.inputs) > 1 else None
         return Found((anchor.name, fill.name), (shape,) + ((k,) if k is not None else ()), (anchor.outputs[0].name,),
                      value_inputs=(shape.name,) + ((k.name,) if k is not None else ()),

@@ -20,7 +20,7 @@ from .registry import register_idiom
 def output_type(node: NodeInfo) -> int:
     """ONNX: the dtype attribute if given, else the input's type."""
     dtype = node.attrs.get("dtype")
-    return int(dtype) if dtype is not None else node.inputs[0].onnx_type
+    return int(dtype) if dtype is not None else node.input(0).onnx_type
 
 
 def diagonal_offset(k: int, rows: int, cols: int) -> "int | None":
@@ -46,7 +46,7 @@ def eyelike_reason(x: TensorInfo, out: int, level: FeatureLevel) -> "str | None"
     reason = level_reason(DIAGONAL_MATRIX, level)
     if reason:
         return reason
-    types = DIAGONAL_MATRIX.row(level).tensors["OutputTensor"].types
+    types = DIAGONAL_MATRIX.at(level).tensors["OutputTensor"].types
     if dtype not in types:
         first = next((lv for lv in reversed(DIAGONAL_MATRIX.rows)
                       if dtype in lv.tensors["OutputTensor"].types), None)

@@ -63,7 +63,7 @@ class IndexStep:
     node: NodeInfo
     op: str                                      # range | unsqueeze | reshape | expand | offset | identity
     arg: Any = None                              # axes / shape / Expand's shape tensor / offset's static shape
-    offset: "Affine | None" = None               # what an offset step adds (Range: its start)
+    offset: Affine = Affine()                    # what an offset step adds (Range: its start)
     tensors: "tuple[TensorInfo, ...]" = ()       # run-time values the step reads
     axis: int = -1                               # the Range's axis after this step, from the right
 
@@ -92,19 +92,21 @@ def trace_index(view: GraphView, tensor: str, depth: int = 0) -> "Index | None":
         return None
     op = node.op_type
     if op == "Range":
-        if len(node.inputs) != 3 or constant_scalar(view, node.inputs[2]) != 1:
+        if len(node.inputs) != 3 or constant_scalar(view, node.input(2)) != 1:
             return None                         # a step other than 1 is no diagonal index
-        terms = [scalar_term(view, t) for t in node.inputs[:2]]
-        if any(t is None for t in terms):
+        start_term, limit_term = scalar_term(view, node.input(0)), scalar_term(view, node.input(1))
+        if start_term is None or limit_term is None:
             return None
-        (start, s_t), (limit, l_t) = terms
+        (start, s_t), (limit, l_t) = start_term, limit_term
         step = IndexStep(node, "range", offset=start, tensors=tuple(t for t in (s_t, l_t) if t is not None))
         return Index(limit, node.outputs[0].onnx_type, start, [step])
     if op in ("Unsqueeze", "Reshape", "Expand", "Identity"):
-        inner = trace_index(view, node.inputs[0].name, depth + 1)
+        inner = trace_index(view, node.input(0).name, depth + 1)
         if inner is None:
             return None
-        axis, arg, tensors = inner.axis, None, ()
+        axis = inner.axis
+        arg: Any = None                         # IndexStep.arg
+        tensors: "tuple[TensorInfo, ...]" = ()
         if op == "Unsqueeze":
             axes = constant_ints(view, node, 1, "axes")
             if axes is None:
@@ -124,29 +126,29 @@ def trace_index(view: GraphView, tensor: str, depth: int = 0) -> "Index | None":
             arg, inner.rank = tuple(shape), len(shape)
             axis = [i for i, d in enumerate(shape) if d != 1][0] - len(shape)
         elif op == "Expand":
-            target = view.tensor(node.inputs[1].name).shape or node.inputs[1].shape
+            target = view.tensor(node.input(1).name).shape or node.input(1).shape
             if target is None or len(target) != 1 or not isinstance(target[0], int):
                 return None
-            arg, tensors = node.inputs[1], (node.inputs[1],)
+            arg, tensors = node.input(1), (node.input(1),)
             inner.rank = max(inner.rank, target[0])
-        inner.steps.append(IndexStep(node, op.lower(), arg, None, tensors, axis))
+        inner.steps.append(IndexStep(node, op.lower(), arg, Affine(), tensors, axis))
         return inner
     if op in ("Add", "Sub"):
         sides = ((0, 1),) if op == "Sub" else ((0, 1), (1, 0))
         for index_side, offset_side in sides:
-            term = scalar_term(view, node.inputs[offset_side])
+            term = scalar_term(view, node.input(offset_side))
             if term is None:
                 continue
-            inner = trace_index(view, node.inputs[index_side].name, depth + 1)
+            inner = trace_index(view, node.input(index_side).name, depth + 1)
             if inner is None:
                 continue
             offset, offset_t = term
             if op == "Sub":
                 offset = Affine().plus(offset, -1)
             inner.value = inner.value.plus(offset)
-            shape = tuple(view.tensor(node.inputs[offset_side].name).shape or node.inputs[offset_side].shape)
-            inner.rank = max(inner.rank, len(shape))
-            inner.steps.append(IndexStep(node, "offset", shape, offset, (offset_t,) if offset_t else (), inner.axis))
+            offset_shape = tuple(view.tensor(node.input(offset_side).name).shape or node.input(offset_side).shape)
+            inner.rank = max(inner.rank, len(offset_shape))
+            inner.steps.append(IndexStep(node, "offset", offset_shape, offset, (offset_t,) if offset_t else (), inner.axis))
             return inner
     return None
 
@@ -155,8 +157,9 @@ def trace_index(view: GraphView, tensor: str, depth: int = 0) -> "Index | None":
 class Expr:
     kind: str                                   # cmp | and | or | not | true
     op: str = ""                                # the comparison, as `column OP row`
-    column: "Index | None" = None
-    row: "Index | None" = None
+    # cmp leaves: an Index here; band_part's leaves hold the bound's TensorInfo in column
+    column: Any = None
+    row: Any = None
     children: "tuple[Expr, ...]" = ()
     shape: "tuple[int, ...]" = ()               # a constant all-true operand's shape
     nodes: "tuple[NodeInfo, ...]" = ()          # covered nodes of this subtree
@@ -169,7 +172,7 @@ def constant_true(view: GraphView, tensor: str) -> "tuple[int, ...] | None":
         node = view.producer(tensor)
         if node is None or node.op_type != "ConstantOfShape" or "value" not in node.attrs:
             return None
-        shape = view.constant(node.inputs[0].name)
+        shape = view.constant(node.input(0).name)
         fill, fill_type = fill_value(node)
         if shape is None or fill_type != ONNX_BOOL or not fill:
             return None
@@ -181,7 +184,7 @@ def constant_true(view: GraphView, tensor: str) -> "tuple[int, ...] | None":
 
 
 def comparison(view: GraphView, node: NodeInfo) -> "Expr | None":
-    a, b = (trace_index(view, t.name) for t in node.inputs[:2])
+    a, b = (trace_index(view, t.name) for t in (node.input(0), node.input(1)))
     if a is None or b is None or a.onnx_type != b.onnx_type:
         return None
     if a.axis == -1 and b.axis == -2:
@@ -205,12 +208,12 @@ def expression(view: GraphView, tensor: str, root: bool = False) -> "Expr | None
     if node.op_type in COMPARISONS:
         return comparison(view, node)
     if node.op_type in ("And", "Or"):
-        left, right = (expression(view, t.name) for t in node.inputs)
+        left, right = (expression(view, t.name) for t in (node.input(0), node.input(1)))
         if left is None or right is None:
             return None
         return Expr(node.op_type.lower(), children=(left, right), nodes=(node,) + left.nodes + right.nodes)
     if node.op_type in ("Not", "Identity") or (node.op_type == "Cast" and node.attrs.get("to") == ONNX_BOOL):
-        inner = expression(view, node.inputs[0].name)
+        inner = expression(view, node.input(0).name)
         if inner is None:
             return None
         if node.op_type != "Not":
@@ -426,7 +429,7 @@ class RangeComparisonMask(IdiomRule):
             (expr.kind == "cmp" and expr.op == "Equal")
         rendered = describe(known) if known is not None else "x - y bounds from run-time offsets"
         out_shape = view.tensor(y).shape
-        extra = {"band": rendered}
+        extra: "dict[str, Any]" = {"band": rendered}
         mask = ""
         if out_shape is not None and all(isinstance(d, int) for d in out_shape):
             size = product(out_shape) * np.dtype(onnx_to_numpy(out_type)).itemsize
@@ -475,7 +478,7 @@ class RangeComparisonMask(IdiomRule):
                 firsts.append(first)
             gaps[id(c)] = firsts[0] - firsts[1]
         full: "tuple[int, ...]" = ()
-        for ix, shape in shapes:
+        for _ix, shape in shapes:
             full = broadcast(full, shape, f"index shapes {list(full)} and {list(shape)} do not broadcast")
         for leaf in leaves(expr):
             if leaf.kind == "true":

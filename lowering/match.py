@@ -165,10 +165,10 @@ class IdiomRule:
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
         raise NotImplementedError
 
-    def decline_reason(self, level: FeatureLevel, **bindings: Any) -> "str | None":
+    def decline_reason(self, level: FeatureLevel, *args: Any, **bindings: Any) -> "str | None":
         return None
 
-    def rewrite(self, f: Fragment, **bindings: Any) -> Graph:
+    def rewrite(self, f: Fragment, *args: Any, **bindings: Any) -> Graph:
         raise NotImplementedError
 
 
@@ -204,7 +204,7 @@ def sole_producer(view: GraphView, tensor: str, *op_types: str) -> "NodeInfo | N
 def constant_ints(view: GraphView, node: NodeInfo, index: int, attr: str) -> "list[int] | None":
     """An int list given as input `index` (newer opsets) or as attribute `attr` (older)."""
     if index < len(node.inputs) and node.inputs[index] is not None:
-        value = view.constant(node.inputs[index].name)
+        value = view.constant(node.input(index).name)
         return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
     value = node.attrs.get(attr)
     return None if value is None else [int(v) for v in value]

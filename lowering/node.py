@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable
 
+from onnx_dml_lowering.ir.errors import DmlLowerError
 from onnx_dml_lowering.ir.tensor_desc import Dim
 
 @dataclass(frozen=True)
@@ -35,6 +36,14 @@ class NodeInfo:
     @property
     def is_static(self) -> bool:
         return all(t is None or t.is_static for t in self.inputs)
+
+    def input(self, i: int) -> TensorInfo:
+        """Input i where the operator requires it: the ONNX checker has rejected a model that
+        leaves a required input empty, so only an input the schema makes optional can be None."""
+        t = self.inputs[i] if -len(self.inputs) <= i < len(self.inputs) else None
+        if t is None:
+            raise DmlLowerError(f"node {self.name!r} ({self.op_type}): input {i} is missing")
+        return t
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")

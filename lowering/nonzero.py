@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from onnx_dml_lowering.ir import (ClearBuffer, DataType, Download, ElementWiseBitAnd, ElementWiseBitOr, ElementWiseIdentity,
                 Graph,
                 NonZeroCoordinates, ReadCount, TensorDesc)
-from onnx_dml_lowering.ir.dtypes import ONNX_INT64, from_onnx, onnx_type_name
+from onnx_dml_lowering.ir.dtypes import ONNX_INT64, dml_type, from_onnx, onnx_type_name
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.support import ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR, ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES
 
@@ -30,11 +30,11 @@ def nonzero_reason(x: TensorInfo, level: FeatureLevel) -> "str | None":
     reason = level_reason(NONZERO_COORDINATES, level)
     if reason:
         return reason
-    row = NONZERO_COORDINATES.row(level)
+    row = NONZERO_COORDINATES.at(level)
     if dtype.bits == 64:
         # No 64-bit input at any level: the two 32-bit words are OR-ed into one UINT32 first.
         for glue in (ELEMENT_WISE_IDENTITY, ELEMENT_WISE_BIT_OR, ELEMENT_WISE_BIT_AND):
-            if glue.row(level) is None or DataType.UINT32 not in glue.row(level).tensors["OutputTensor"].types:
+            if glue.row(level) is None or DataType.UINT32 not in glue.at(level).tensors["OutputTensor"].types:
                 return (f"input type {onnx_type_name(x.onnx_type)}: the 64-bit word split needs {glue.name}, "
                         f"not available at feature level {level}")
     elif dtype not in row.tensors["InputTensor"].types:
@@ -63,13 +63,13 @@ def emit_coordinates(graph: Graph, names: Names, x: TensorInfo, level: FeatureLe
     shape = tuple(x.shape)
     rank, m = len(shape), product(shape)
     # A scalar is counted as shape [1].
-    dims = dims_for(NONZERO_COORDINATES, level, "InputTensor", max(rank, 1))
+    dims = dims_at(NONZERO_COORDINATES, level, "InputTensor", max(rank, 1))
     in_sizes = pad_sizes(shape or (1,), dims)
     n = max(rank, 1)
-    row = NONZERO_COORDINATES.row(level)
+    row = NONZERO_COORDINATES.at(level)
     count_dims = dims if row.same_dimension_count else 1
     coord_dims = dims if row.same_dimension_count else 2
-    dtype = from_onnx(x.onnx_type)
+    dtype = dml_type(x.onnx_type)
     if dtype.bits == 64:
         x_view = _combine_words(graph, names, x, dtype, m, in_sizes)
     else:

@@ -100,7 +100,7 @@ class NonZeroColumns(IdiomRule):
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
         transpose = transpose_of(anchor, view)
-        x = anchor.inputs[0]
+        x = anchor.input(0)
         if transpose is None or x.rank is None or x.rank == 0:
             return None
         t = transpose.outputs[0].name

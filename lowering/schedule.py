@@ -10,7 +10,7 @@ engine while any is ready, and only then switches.
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Hashable, Iterable, Sequence
+from typing import Callable, Hashable, Sequence, TypeVar
 
 import onnx
 
@@ -22,7 +22,7 @@ def is_constant(node: onnx.NodeProto) -> bool:
     return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
 
 
-def grouped_order(labels: "Sequence[Hashable]", deps: "Sequence[Iterable[int]]",
+def grouped_order(labels: "Sequence[Hashable]", deps: "Sequence[Sequence[int]]",
                   keys: "Sequence[int]", lazy: "Sequence[bool] | None" = None) -> "list[int] | None":
     """A topological order of items 0..n-1 (item i after every item in deps[i]) that keeps items
     of one label together: among the ready items of the current label the smallest key goes
@@ -87,8 +87,11 @@ def grouped_order(labels: "Sequence[Hashable]", deps: "Sequence[Iterable[int]]",
     return order
 
 
-def engine_runs(nodes: Sequence[onnx.NodeProto], engine: Callable[[onnx.NodeProto], Hashable],
-                reads: "Sequence[list[str]] | None" = None) -> "list[tuple[Hashable, list[onnx.NodeProto]]]":
+Engine = TypeVar("Engine", bound=Hashable)
+
+
+def engine_runs(nodes: Sequence[onnx.NodeProto], engine: Callable[[onnx.NodeProto], Engine],
+                reads: "Sequence[list[str]] | None" = None) -> "list[tuple[Engine, list[onnx.NodeProto]]]":
     """A topological order of `nodes` cut into maximal runs of one engine: [(engine, nodes)].
 
     A graph that needs no reordering keeps its order (see grouped_order); a graph with a cycle
@@ -104,7 +107,7 @@ def engine_runs(nodes: Sequence[onnx.NodeProto], engine: Callable[[onnx.NodeProt
     deps = [[producer[r] for r in read if r in producer] for read in reads]
     labels = [engine(n) for n in nodes]
     order = grouped_order(labels, deps, list(range(len(nodes))), [is_constant(n) for n in nodes])
-    runs: "list[tuple[Hashable, list[onnx.NodeProto]]]" = []
+    runs: "list[tuple[Engine, list[onnx.NodeProto]]]" = []
     for index in order if order is not None else range(len(nodes)):
         if not runs or runs[-1][0] != labels[index]:
             runs.append((labels[index], []))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnx_dml_lowering.ir import DiagonalMatrix1, Download, Graph, TensorDesc
-from onnx_dml_lowering.ir.dtypes import from_onnx, onnx_to_numpy, onnx_type_name
+from onnx_dml_lowering.ir.dtypes import dml_type, from_onnx, onnx_to_numpy, onnx_type_name
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
@@ -37,7 +37,7 @@ class TriluOverInput(IdiomRule):
     note = "InputTensor x, Value 0 on the triangle Trilu removes"
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
-        x = anchor.inputs[0]
+        x = anchor.input(0)
         k = anchor.inputs[1] if len(anchor.inputs) > 1 else None
         inputs = (x,) + ((k,) if k is not None else ())
         return Found((anchor.name,), inputs, (anchor.outputs[0].name,),
@@ -52,7 +52,7 @@ class TriluOverInput(IdiomRule):
         dtype = from_onnx(x.onnx_type)
         if dtype is None:
             return f"input type {onnx_type_name(x.onnx_type)} has no DirectML equivalent"
-        allowed = DIAGONAL_MATRIX1.row(level).tensors["InputTensor"].types
+        allowed = DIAGONAL_MATRIX1.at(level).tensors["InputTensor"].types
         if dtype not in allowed:
             return f"DIAGONAL_MATRIX1 InputTensor: data type {dtype.name} is not supported at feature level {level}"
         if x.rank is not None and x.rank < 2:
@@ -67,7 +67,7 @@ class TriluOverInput(IdiomRule):
         y = f.outputs[0]
         if product(shape) == 0:
             return f.empty(y, x.onnx_type, shape)
-        dtype = from_onnx(x.onnx_type)
+        dtype = dml_type(x.onnx_type)
         rows, cols = shape[-2:]
         batch = product(shape[:-2])
         sizes = ((batch,) if batch > 1 else ()) + (rows, cols)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 import onnx
@@ -208,7 +208,7 @@ class Provider:
         self.modified = options.provider_model == "modified"
         self.unsupported: "dict[str, str]" = {}     # node -> onnxruntime's reason
         self.cut_outputs: "dict[str, str]" = {}     # value produced by a cut node -> node
-        self._session = None
+        self._session: Any = None           # an onnxruntime InferenceSession (no type information)
         self._outputs: "list[str]" = []
         self._absent: "dict[str, str]" = {}         # output of ours the shipped model does not have -> why
 

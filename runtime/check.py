@@ -80,7 +80,7 @@ class Tolerances:
     def check_names(self, outputs: "list[str]") -> None:
         """A tolerance naming no output of the model is a usage error, not silently ignored; so is
         a NaN or infinite one, which would let every comparison pass."""
-        values = [("atol", None, self.atol), ("rtol", None, self.rtol)]
+        values: "list[tuple[str, str | None, float | None]]" = [("atol", None, self.atol), ("rtol", None, self.rtol)]
         values += [(kind, name, pair[i]) for name, pair in self.per_output.items()
                    for i, kind in enumerate(("atol", "rtol"))]
         for kind, name, value in values:
@@ -106,9 +106,8 @@ class Tolerances:
                 if value < 0:
                     raise DmlLowerError(f"tolerance {text!r} is negative")
                 if name:
-                    pair = list(tol.per_output.get(name, (None, None)))
-                    pair[index] = value
-                    tol.per_output[name] = tuple(pair)
+                    atol, rtol = tol.per_output.get(name, (None, None))
+                    tol.per_output[name] = (value, rtol) if index == 0 else (atol, value)
                 elif index == 0:
                     tol.atol = value
                 else:
@@ -364,7 +363,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
             marks = {b: len(r.outputs) for b, r in reports.items()}
             try:
                 try:
-                    feed_set = raw if iteration == 0 else with_defaults(
+                    feed_set = first if iteration == 0 else with_defaults(      # set 0 is `first`
                         check_feeds(compiled.inputs, raw, compiled.optional_inputs), compiled.optional_inputs,
                         compiled.initializers)[0]
                     expected = the_oracle.run(feed_set)
@@ -413,8 +412,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                 if on_set is not None:
                     on_set(iteration, feed_set, expected, actuals)
             except KeyboardInterrupt:
-                for backend, report in reports.items():       # the feed set under way is dropped
-                    del report.outputs[marks[backend]:]
+                for name, backend_report in reports.items():       # the feed set under way is dropped
+                    del backend_report.outputs[marks[name]:]
                 raise
             checked += 1
             for node in returned:
@@ -427,15 +426,15 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
 
     for name, values in fed.items():
         reports[name].fed_from_oracle = sorted(values)
-    report = CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions,
-                         list(reports.values()), the_oracle.to_dict(), checked, unavailable,
-                         expected=first_expected, interrupted=interrupted, stopped=stopped,
-                         empty_nonzero=list(still_empty) if nonzero_nodes and len(still_empty) == nonzero_nodes else [],
-                         fail_partial=fail_partial)
-    report.defaults = {name: first[name] for name in defaulted}
-    report.feed_notes = dimension_notes(compiled.inputs + compiled.optional_inputs, first)
-    report.control_flow_iterations = flow
-    return first, report
+    check_report = CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions,
+                               list(reports.values()), the_oracle.to_dict(), checked, unavailable,
+                               expected=first_expected, interrupted=interrupted, stopped=stopped,
+                               empty_nonzero=list(still_empty) if nonzero_nodes and len(still_empty) == nonzero_nodes else [],
+                               fail_partial=fail_partial)
+    check_report.defaults = {name: first[name] for name in defaulted}
+    check_report.feed_notes = dimension_notes(compiled.inputs + compiled.optional_inputs, first)
+    check_report.control_flow_iterations = flow
+    return first, check_report
 
 
 def _provider(backend: str) -> "str | None":

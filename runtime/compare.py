@@ -104,6 +104,7 @@ def compare(output: str, backend: str, expected: np.ndarray, actual: "np.ndarray
     if floats:
         result.atol, result.rtol, result.exact = float(atol), float(rtol), exact
     want, got = _flat(expected), _flat(actual)
+    stats: "_FloatStats | _ExactStats"
     if floats:
         stats = _FloatStats(float(atol), float(rtol))
     elif expected.dtype.kind in "iu":

@@ -99,7 +99,7 @@ def _ops(fired: "list[tuple[str, str]]"):
 
         def _run(self, x, to=None, saturate=None, round_mode=None):
             if to != onnx.TensorProto.BOOL or x.dtype == np.bool_:
-                return (cast_to(x, to, saturate if saturate is not None else 1, round_mode or "up"),)
+                return (cast_to(x, to, saturate if saturate is not None else True, round_mode or "up"),)
             values = np.asarray(x)
             if values.dtype.kind == "f":
                 values = np.where(np.isnan(values), 0, np.trunc(values))

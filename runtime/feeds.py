@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -54,7 +54,7 @@ def _declared(vi: onnx.ValueInfoProto) -> "tuple[int, tuple | None]":
     return tensor.elem_type, dims
 
 
-def normalise(array: np.ndarray) -> np.ndarray:
+def normalise(array: object) -> np.ndarray:
     """Native byte order, C order; read-only and Fortran-ordered arrays are copied, not refused."""
     array = np.asarray(array)
     if array.dtype.byteorder not in ("=", "|"):
@@ -63,7 +63,7 @@ def normalise(array: np.ndarray) -> np.ndarray:
 
 
 def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object],
-                optional: "list[onnx.ValueInfoProto]" = ()) -> "dict[str, np.ndarray]":
+                optional: "Sequence[onnx.ValueInfoProto]" = ()) -> "dict[str, np.ndarray]":
     """One-line DmlLowerError for a missing, extra, mistyped or misshaped feed.
 
     `optional` inputs (initializers that are also graph inputs) may be fed to override them.
@@ -83,7 +83,7 @@ def check_feeds(inputs: "list[onnx.ValueInfoProto]", feeds: Mapping[str, object]
 
 
 def check_feed_headers(inputs: "list[onnx.ValueInfoProto]", headers: "Mapping[str, tuple[np.dtype, tuple]]",
-                       optional: "list[onnx.ValueInfoProto]" = ()) -> None:
+                       optional: "Sequence[onnx.ValueInfoProto]" = ()) -> None:
     """check_feeds on each feed's dtype and shape alone (an .npz entry's header): the same one line,
     before a byte of data is read or inflated."""
     for vi, elem, dims in _named(inputs, headers, optional):
@@ -347,7 +347,7 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
             info = ml_dtypes.iinfo(dtype)
             lo, hi = (max(info.min, -100), min(info.max, 100)) if value_range is None else (
                 max(info.min, int(np.ceil(value_range[0]))), min(info.max, int(np.floor(value_range[1]))))
-            if lo > hi:
+            if lo > hi and value_range is not None:          # the default range always holds values
                 raise DmlLowerError(f"value range {value_range[0]},{value_range[1]} of input {vi.name!r} "
                                     f"holds no {dtype} value")
             array = (rng.integers(lo, hi, shape, endpoint=True) * keep).astype(dtype)

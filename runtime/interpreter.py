@@ -4,7 +4,7 @@ memory, each step through its handler in STEP_HANDLERS, DirectML operators on a 
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -181,7 +181,7 @@ def _host_writes(step: Step) -> "tuple[str, ...]":
 # Step type -> its handler (every type in ir.operators.STEP_TYPES): a host step's one line each; a
 # DirectML operator's is Interpreter.operator, derived from the step class, unless it needs more.
 _OPERATOR_EXTRAS = {NonZeroCoordinates: Interpreter.nonzero_coordinates, ElementWiseIdentity: Interpreter.identity}
-STEP_HANDLERS: "dict[type[Step], Callable[[Interpreter, Step], None]]" = {
+STEP_HANDLERS: "dict[type[Step], Callable[[Interpreter, Any], None]]" = {
     Upload: Interpreter.upload,
     Download: Interpreter.download,
     ClearBuffer: Interpreter.clear,

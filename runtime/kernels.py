@@ -24,7 +24,7 @@ _MAGNITUDE = {np.dtype(np.float16): (np.uint16, 0x7FFF), np.dtype(np.float32): (
 BLOCK = 1 << 20
 
 # Denormals of both widths: a float `x != 0` is the bit test above unless the FPU flushes them.
-_DENORMALS = {np.dtype(np.float32): np.full(64, np.finfo(np.float32).smallest_subnormal, np.float32),
+_DENORMALS: "dict[np.dtype, np.ndarray]" = {np.dtype(np.float32): np.full(64, np.finfo(np.float32).smallest_subnormal, np.float32),
               np.dtype(np.float64): np.full(64, np.finfo(np.float64).smallest_subnormal, np.float64)}
 
 
@@ -181,6 +181,7 @@ def nonzero_coordinates(x: np.ndarray, count: np.ndarray, coords: np.ndarray, st
     block = min(BLOCK, flat.size)
     test = _BlockTest(flat.dtype, block)
     # Scratch for the quotients, unless every column is a copy of the index or all zero.
+    scratch: "tuple[np.ndarray | None, np.ndarray | None]"
     if any(sizes[c] != 1 for c in range(n) if c or not whole):
         scratch = (np.empty(block, np.int64), np.empty(block, np.int64))
     else:

@@ -65,7 +65,7 @@ def check_memory(graph: Graph, limit: int, what: str = "the lowered graph",
     sizes = buffer_bytes(graph) if sizes is None else sizes
     total = sum(sizes.values())
     if total > limit:
-        largest = max(sizes, key=sizes.get)
+        largest = max(sizes, key=sizes.__getitem__)
         node = largest.split(".")[0]
         raise DmlLowerError(
             f"{what} needs {format_size(total)} of buffers, over the memory limit of {format_size(limit)}: "

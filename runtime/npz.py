@@ -137,7 +137,9 @@ def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
                     _header(entry, label)
                     count = int(np.prod(shape, dtype=object))
                     array = np.empty(count, dtype)
-                    if array.nbytes and entry.readinto(memoryview(array.view(np.uint8))) != array.nbytes:
+                    # stubs: typeshed types ZipFile.open as IO[bytes] (it is a ZipExtFile, which has readinto),
+                    # numpy's ndarray is a Buffer only for Python 3.12+ targets
+                    if array.nbytes and entry.readinto(memoryview(array.view(np.uint8))) != array.nbytes:  # type: ignore[attr-defined,arg-type]
                         raise DmlLowerError(f"{label}: entry {member.filename[:-4]!r} is truncated")
                 array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
                 # strings are stored as Unicode arrays (save_npz); every engine holds them as objects

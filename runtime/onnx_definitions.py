@@ -18,7 +18,7 @@ specification's wording, not DirectML's operators.
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, overload
 
 import numpy as np
 import onnx
@@ -41,6 +41,10 @@ def _native(*arrays: np.ndarray) -> None:
             raise NotDefined(f"type {array.dtype} is not one numpy holds natively")
 
 
+@overload
+def _ints(array: np.ndarray) -> "list[int]": ...
+@overload
+def _ints(array: None) -> None: ...
 def _ints(array: "np.ndarray | None") -> "list[int] | None":
     return None if array is None else [int(v) for v in np.asarray(array).reshape(-1)]
 

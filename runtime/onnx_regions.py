@@ -5,7 +5,7 @@ host). The sub-models, sessions and that fallback chain are the region engine's 
 the one the oracle runs its regions through."""
 from __future__ import annotations
 
-from typing import Mapping
+from typing import AbstractSet, Mapping
 
 import numpy as np
 import onnx
@@ -26,7 +26,7 @@ class RegionRunner:
     """Runs the ONNX regions (OnnxRegion steps) of one lowered graph through its region engine."""
 
     def __init__(self, model: onnx.ModelProto, regions: "dict[str, list[onnx.NodeProto]]",
-                 types: dict, providers: "list[str] | None" = None, generated: "set[str]" = frozenset(),
+                 types: dict, providers: "list[str] | None" = None, generated: "AbstractSet[str]" = frozenset(),
                  settings: "SessionSettings | None" = None, shared: "SessionCache | None" = None) -> None:
         # Initializers that are also graph inputs may be overridden by a feed, and generated ones
         # come from the DirectML side: both are passed in, not embedded. `shared`: the
@@ -49,7 +49,7 @@ class RegionRunner:
         region = self.region(step)
         if step.name not in self.engines:
             engine, _ = self.engine.open(region, CHAIN)
-            _, reason = self.engine.chosen(region, CHAIN)
+            _, reason = self.engine.chosen(region, CHAIN) or (engine, None)
             self.engines[step.name] = (f"onnxruntime {', '.join(self.engine.providers)}" if engine == ORT
                                        else f"{REFERENCE} ({reason})")
         try:

@@ -20,7 +20,7 @@ Kinds (`check --oracle`):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import onnx
@@ -39,8 +39,8 @@ from .control_flow import host_construct
 from .ort_providers import SessionSettings, make_session
 from .weights import reference_evaluator, tensor_array
 from .ort_values import run_session
-# NO_KERNEL_NODE: check.py reads it from here
-from .region_engine import (HOST, NO_KERNEL_NODE, ORT, REFERENCE, Region, RegionEngine, SessionCache,
+# NO_KERNEL_NODE: backends.py reads it from here
+from .region_engine import (HOST, NO_KERNEL_NODE, ORT, REFERENCE, Region, RegionEngine, SessionCache,  # noqa: F401
                             reference_gets_wrong)
 from .saved_outputs import load_golden, split_metadata
 
@@ -107,7 +107,7 @@ class Oracle:
         self._bodies: "dict[tuple[str, str], Oracle]" = {}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         self._hosts: "bool | None" = None            # reference kind: does a node run on the host?
-        self._reference = None                       # reference kind: the whole model's evaluator
+        self._reference: Any = None                  # reference kind: the whole model's evaluator
         self.hint = " (the default hybrid oracle falls back node by node)"     # after onnx.reference's failures
         self._runs: "list[_Run] | None" = None
         self._planned_keep: "set[str]" = set()
@@ -272,12 +272,12 @@ class Oracle:
                     break
             if failed is None:
                 return runs
-            run, exc = failed
-            culprits = self.engine.probe(self._region(run.nodes, run.inputs, run.outputs), exc)
+            run, error = failed
+            culprits = self.engine.probe(self._region(run.nodes, run.inputs, run.outputs), error)
             if not culprits:
                 names = sorted(n.name for n in run.nodes)
                 raise DmlLowerError(f"the oracle cannot load nodes [{', '.join(names)}] on onnxruntime: "
-                                    f"{first_line(exc)}")
+                                    f"{first_line(error)}")
             self.forced_reference.update(culprits)
         raise DmlLowerError("the oracle could not place the model's nodes on its engines")
 
@@ -344,7 +344,8 @@ class Oracle:
         return {n: local[n] for n in wanted}
 
     def to_dict(self) -> dict:
-        data = {"kind": self.kind if self.golden is None else "golden", "description": self.description}
+        data: "dict[str, object]" = {"kind": self.kind if self.golden is None else "golden",
+                                     "description": self.description}
         if self.golden is None and self.kind == "hybrid":
             engines = self.node_engines()
             data["node_engines"] = engines

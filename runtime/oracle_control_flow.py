@@ -10,21 +10,26 @@ evaluators come from a factory the oracle passes in (it builds nested oracles of
 so this module does not know the oracle's engines."""
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 import onnx
 from onnx import helper
 
+from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import numpy_to_onnx
 from onnx_dml_lowering.lowering.node import TensorInfo
 from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, graph_captures
 
 from .control_flow import host_construct, run_control_flow
 
+class BodyEvaluator(Protocol):
+    def run(self, feeds: "Mapping[str, np.ndarray]") -> "Mapping[str, np.ndarray]": ...
+
+
 # (node, attribute, body graph, the body's first feeds) -> an evaluator whose run(feeds) returns
 # {body output name: value}
-BodyEvaluators = Callable[[onnx.NodeProto, str, onnx.GraphProto, "Mapping[str, np.ndarray]"], object]
+BodyEvaluators = Callable[[onnx.NodeProto, str, onnx.GraphProto, "Mapping[str, np.ndarray]"], BodyEvaluator]
 
 
 def _declared(vi: onnx.ValueInfoProto) -> "TensorInfo | None":
@@ -103,6 +108,8 @@ class HostRegion:
 
     def _node(self, node: onnx.NodeProto, env: "Mapping[str, np.ndarray]") -> "list[np.ndarray]":
         construct = host_construct(node, self.opset)
+        if construct is None:           # a HostRegion is made of the nodes host_construct names
+            raise DmlLowerError(f"node {node.name!r} ({node.op_type}) is not control flow the host runs")
         graphs = dict(graph_attributes(node))
 
         def run_body(attribute: str, values: "list[np.ndarray]") -> "list[np.ndarray]":

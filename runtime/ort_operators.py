@@ -31,7 +31,7 @@ from .ort_providers import SessionSettings, make_session, resolve
 
 
 # NonZero on these element types runs on an exact widening where the provider has no kernel.
-_NONZERO_VIA = {T.INT8: T.INT64, T.INT16: T.INT64, T.UINT16: T.INT64, T.UINT32: T.INT64}
+_NONZERO_VIA: "dict[int, int]" = {T.INT8: T.INT64, T.INT16: T.INT64, T.UINT16: T.INT64, T.UINT32: T.INT64}
 
 
 class NoKernel(Exception):
@@ -151,14 +151,14 @@ class OrtOperators:
         indices = np.stack([rows, rows + offset], axis=1)
         typed = scalar_for(out.dtype, value)
 
-        def build():
+        def scatter_model():
             return self._model([helper.make_node("ScatterND", ["zeros", "indices", "updates"], ["y"])],
                                [helper.make_tensor_value_info("zeros", elem, [None, None]),
                                 helper.make_tensor_value_info("indices", T.INT64, [None, 2]),
                                 helper.make_tensor_value_info("updates", elem, [None])],
                                [helper.make_tensor_value_info("y", elem, [None, None])], opset=13)
 
-        (eye,) = self._run(("ScatterND", elem), build,
+        (eye,) = self._run(("ScatterND", elem), scatter_model,
                            {"zeros": np.zeros((height, width), out.dtype), "indices": indices,
                             "updates": np.full(rows.size, typed, out.dtype)},
                            f"DIAGONAL_MATRIX with Value {value!r} on {out.dtype} via ScatterND")

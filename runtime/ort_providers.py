@@ -3,12 +3,13 @@ provider libraries, and which provider ran each node (onnxruntime's graph assign
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.printer import name_list
 
 if TYPE_CHECKING:
+    import numpy as np
     import onnx
 
 # The newest IR version onnxruntime 1.2x/1.3x reads; models handed to it never need more.
@@ -146,7 +147,7 @@ class ProviderSpec:
     """One execution provider to run a whole model on: classic (by name) or a plugin's device."""
     name: str
     options: "dict[str, str]" = field(default_factory=dict)
-    device: object = None              # an OrtEpDevice for plugin providers, else None
+    device: Any = None                 # an OrtEpDevice for plugin providers, else None
     library: str = ""                  # the --ep-library registration name it came from
 
     @property
@@ -307,7 +308,7 @@ class OrtModel:
     """What onnxruntime reads for one model: small proto bytes, and the big initializers that
     became graph inputs with the arrays bound to them (memory maps of their files, no copy)."""
     data: bytes
-    weights: "dict[str, object]"
+    weights: "dict[str, np.ndarray]"
     added: "set[str]"              # weights that were not graph inputs of the model (callers never feed them)
 
 
@@ -367,7 +368,7 @@ class WeightedSession:
     """An onnxruntime session whose weight inputs are always fed their arrays unless a feed names
     them: callers see only the model's own inputs (a weight that is also a graph input is one)."""
 
-    def __init__(self, session, weights: "dict[str, object]", added: "set[str]") -> None:
+    def __init__(self, session, weights: "dict[str, np.ndarray]", added: "set[str]") -> None:
         from .ort_values import to_ort_value
         self.session = session
         self.weights = weights

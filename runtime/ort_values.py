@@ -152,7 +152,7 @@ def _run_session(session, outputs, feeds, options) -> "list[np.ndarray]":
         if not typed_out and not needs_ort_values(feeds):
             feed_names = tuple(feeds)
             if facts.direct and feed_names in facts.validated:
-                if getattr(session, "_sess", None) is facts.binding:
+                if getattr(session, "_sess", None) is facts.binding and facts.binding is not None:
                     try:
                         return [np.asarray(r) for r in facts.binding.run(names, dict(feeds), options)]
                     except Exception:       # noqa: BLE001 - run again through the wrapper below

@@ -61,6 +61,7 @@ def _rewrite(node: onnx.NodeProto, taken: "set[str]") -> None:
                 _rewrite(inner, taken)
     body = _loop_body(node)
     for k in _counter_outputs(node):
+        assert body is not None         # _counter_outputs found them in it
         copy = _fresh(taken, f"{body.input[0].name}_copy_{k}")
         body.node.append(onnx.helper.make_node("Identity", [body.input[0].name], [copy], name=f"{node.name}/{copy}"))
         body.output[k].name = copy

@@ -46,7 +46,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import node_bodies, node_reads
 from .nondeterminism import is_random
 from .onnx_definitions import ENGINE as DEFINITIONS
 from .onnx_definitions import DefinitionsRegion
-from .oracle_control_flow import HostRegion
+from .oracle_control_flow import BodyEvaluators, HostRegion
 from .ort_providers import SessionSettings, few_elements, make_session
 from .ort_values import run_session
 from .ort_workarounds import loops_as_onnx_defines
@@ -214,7 +214,7 @@ def reference_gets_wrong(node: onnx.NodeProto) -> "str | None":
 
 
 # (node, attribute, body graph, first feeds) -> the body's evaluator (oracle_control_flow.BodyEvaluators)
-Bodies = Callable[[onnx.NodeProto, str, onnx.GraphProto, "Mapping[str, np.ndarray]"], object]
+Bodies = BodyEvaluators
 # (sub-model, types) -> a session running it as the reference oracle does (oracle.ReferenceSession)
 ReferenceOracle = Callable[[onnx.ModelProto, Mapping], object]
 

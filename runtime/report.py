@@ -205,8 +205,8 @@ def format_text(report: CheckReport) -> str:
                          f"({', '.join(map(display, backend.unsupported_nodes))}) were cut out; their values "
                          f"{', '.join(map(display, backend.fed_from_oracle))} came from the oracle")
     lines += control_flow_lines(report)
-    for backend, reason in report.unavailable.items():
-        lines.append(f"  [{display(backend)}] UNAVAILABLE here, not run: {display(reason)}")
+    for name, reason in report.unavailable.items():
+        lines.append(f"  [{display(name)}] UNAVAILABLE here, not run: {display(reason)}")
     lines += empty_nonzero_lines(report)
     lines.append("verdict: " + verdict(report))
     return "\n".join(lines)

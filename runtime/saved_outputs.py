@@ -58,7 +58,7 @@ def feeds_fingerprint(feeds: Mapping[str, object]) -> str:
         digest.update(f"{name}\0{list(array.shape)}\0{array.dtype.itemsize}\0".encode())
         flat = array.reshape(-1).view(np.uint8)
         for start in range(0, flat.size, 1 << 24):     # read in place (a mapped weight is not copied)
-            digest.update(flat[start:start + (1 << 24)])
+            digest.update(flat[start:start + (1 << 24)])  # type: ignore[arg-type]  # numpy stubs: a Buffer only for 3.12+ targets
     return digest.hexdigest()
 
 

@@ -297,6 +297,8 @@ def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
         return numpy_helper.to_array(tensor)
     path, offset = external_path(tensor)
     dtype = mappable_dtype(tensor.data_type)
+    if dtype is None:       # resolve_external leaves only mappable types in their files
+        raise DmlLowerError(f"tensor {tensor.name!r} ({_describe(tensor)}) cannot be read from its file")
     shape = tuple(int(d) for d in tensor.dims)
     copy = aligned and offset % dtype.alignment != 0 and not UNALIGNED_LOADS
     # the file's identity too: a path replaced since (in-place optimize) is another file's bytes
@@ -326,7 +328,7 @@ def inline(tensor: TensorProto) -> None:
 
 def stored_bytes(tensor: TensorProto) -> int:
     """The bytes of a tensor's data, wherever it is."""
-    return data_bytes(tensor) if is_lazy(tensor) else len(tensor.raw_data) or tensor.ByteSize()
+    return (data_bytes(tensor) or 0) if is_lazy(tensor) else len(tensor.raw_data) or tensor.ByteSize()
 
 
 def _repeated(field) -> bool:

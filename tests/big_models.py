@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 WEIGHT_ELEMENTS = 600_000_000                  # 2.4 GB of float32

@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 
 def stored_model(array: np.ndarray, as_constant: bool = False, opset: int = 17) -> onnx.ModelProto:

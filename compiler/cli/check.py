@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 
@@ -80,7 +80,7 @@ def cmd_check(args) -> int:
     sets = feed_sets(compiled, feed_options)
     feeds = next(sets)
     described = describe_feeds(feed_options, feeds)     # now: a data loader may reuse (and change) its arrays
-    under_way = [0, feeds]      # the set being checked and its index, saved by --save-inputs if check fails on it
+    under_way: "list[Any]" = [0, feeds]      # the set being checked and its index, saved by --save-inputs if check fails on it
 
     def drawn():                # a generator: the feed sets are drawn as check consumes them
         for feed_set in sets:
@@ -131,8 +131,8 @@ def cmd_check(args) -> int:
     if args.markdown:
         write_text(args.markdown, "the Markdown report", format_markdown(report))
     if report.stopped:
-        sets = "feed set #0" if report.iterations == 1 else f"feed sets #0-#{report.iterations - 1}"
-        print(f"dml-lower: error: {report.stopped} (the report covers {sets})", file=sys.stderr)
+        covered = "feed set #0" if report.iterations == 1 else f"feed sets #0-#{report.iterations - 1}"
+        print(f"dml-lower: error: {report.stopped} (the report covers {covered})", file=sys.stderr)
         # a MISMATCH or ERROR in the sets checked is still the failure it is (exit 1)
         return 1 if not all(b.ok for b in report.backends) else 2
     if report.interrupted:

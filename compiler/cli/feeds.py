@@ -3,13 +3,14 @@ script, or seeded random feeds shaped by --dim / --val-range / --zero-fraction, 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 
 if TYPE_CHECKING:
     import numpy as np
+    import onnx
 
     from ..compiled import CompiledModel
     from .groups import Feeds

@@ -67,8 +67,8 @@ def cmd_optimize(args) -> int:
             print(line)
         if not rewrites:
             print(f"{args.model}: nothing to rewrite")
-        for rewrite in rewrites:
-            print(rewrite.line())
+        for change in rewrites:
+            print(change.line())
     before = _file_bytes(args.model)        # before writing: -o may be the input itself
     # --check reads the input file, unless writing the output replaces it or its external data.
     original = _with_weights(model) if args.check and _overwrites(args.model, args.output) else args.model

@@ -4,6 +4,7 @@ idiom the lowering recognises. Deterministic: the same seeds give the same cases
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -93,7 +94,7 @@ def nonzero_cases(seeds: int) -> "list[Case]":
 
 
 def _eyelike(in_type: int, shape, k: "int | None", dtype: "int | None") -> onnx.ModelProto:
-    attrs = {} if k is None else {"k": k}
+    attrs: "dict[str, Any]" = {} if k is None else {"k": k}
     if dtype is not None:
         attrs["dtype"] = dtype
     out_type = in_type if dtype is None else dtype
@@ -131,7 +132,7 @@ def _ints(name: str, values) -> onnx.TensorProto:
 
 def idiom_cases(seeds: int) -> "list[Case]":
     """One model per idiom rule of lowering/*_idioms.py, each as the exporters emit it."""
-    cases = []
+    cases: "list[Case]" = []
 
     def add(name, nodes, inputs, outputs, inits, feeds_of, what):
         rng = np.random.default_rng(len(cases))
@@ -284,7 +285,7 @@ MASKS = (("causal", "LessOrEqual", 0, None, False, "none"),
 
 def mask_cases(seeds: int) -> "list[Case]":
     """Range-comparison causal / sliding-window masks (lowering/mask_idioms.py): kv OP q (+ offset)."""
-    cases = []
+    cases: "list[Case]" = []
     for name, op, window, cast, swap, offset in MASKS:
         nodes = [_const("zero", 0), _const("one", 1), _const("ax_row", [-1]), _const("ax_col", [0]),
                  h.make_node("Range", ["zero", "n", "one"], ["q0"], name="range_q")]
@@ -329,7 +330,7 @@ def mask_cases(seeds: int) -> "list[Case]":
 def control_flow_cases(seeds: int) -> "list[Case]":
     """If / Loop bodies holding NonZero / EyeLike (lowered per body). Each Loop has a condition
     input and no scan output, where onnx.reference follows ONNX (runtime/region_engine.reference_deviation)."""
-    cases = []
+    cases: "list[Case]" = []
     shape = (3, 4)
 
     for op in ("NonZero", "EyeLike"):
@@ -337,7 +338,7 @@ def control_flow_cases(seeds: int) -> "list[Case]":
         out_shape = [2, None] if op == "NonZero" else list(shape)
         then = h.make_graph([h.make_node(op, ["x"], ["t"], name=f"then_{op.lower()}")], "then", [],
                             [_vi("t", out_type, out_shape)])
-        attrs = {} if op == "NonZero" else {"k": 1}
+        attrs: "dict[str, Any]" = {} if op == "NonZero" else {"k": 1}
         other = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="else_relu"),
                               h.make_node(op, ["r"], ["e"], name=f"else_{op.lower()}", **attrs)], "else", [],
                              [_vi("e", out_type, out_shape)])

@@ -86,7 +86,7 @@ class Outcome:
     fallbacks: "list[str]" = field(default_factory=list)
 
 
-def _compare(expected: "list[np.ndarray]", actual: "list[np.ndarray]", names: "list[str]") -> str:
+def _compare(expected: "list[np.ndarray]", actual: "list[np.ndarray | None]", names: "list[str]") -> str:
     """'' when every output equals ONNX's exactly (NaN meets NaN), else the first difference."""
     for name, want, got in zip(names, expected, actual):
         got = np.asarray(got)
@@ -128,7 +128,8 @@ class Backend:
     def deviation_key(self) -> str:
         return self.provider.name if self.provider is not None else self.spec
 
-    def run(self, model: "str | onnx.ModelProto", data_sets) -> "tuple[list[list[np.ndarray]] | None, str, list[str], str]":
+    def run(self, model: "str | onnx.ModelProto",
+            data_sets) -> "tuple[list[list[np.ndarray | None]] | None, str, list[str], str]":
         """(outputs per data set, error, placement notes, what it did not run itself: '' or the PARTIAL text)."""
         try:
             compiled = compile_model(model, feature_level=self.feature_level)
@@ -216,7 +217,7 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2) -> "dict"
     manifest: dict = {"feature_level": level, "seeds": seeds, "opset": {c.name: c.model.opset_import[0].version for c in cases},
                       "cases": {}, "providers": {}}
     for backend in probes:
-        manifest["providers"][backend.provider.name] = {
+        manifest["providers"][backend.deviation_key] = {                # a probe's is its provider's name
             "onnxruntime": ort.__version__, "verified": "each case run at export", "cases": {}}
     if DML_PROVIDER not in manifest["providers"]:
         manifest["providers"][DML_PROVIDER] = {
@@ -274,10 +275,10 @@ def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: 
         "placement": [f"{', '.join(p.onnx_nodes)}: {p.status} by {p.rule or '-'}"
                       + (f" -> {' + '.join(p.dml_operators)}" if p.dml_operators else "")
                       + (f" ({p.reason})" if p.reason else "") for p in compiled.placement]}
-    _predict_dml(case, expected, manifest, probed=any(b.provider.name == DML_PROVIDER for b in probes))
+    _predict_dml(case, expected, manifest, probed=any(b.deviation_key == DML_PROVIDER for b in probes))
     for backend in probes:
         outcome = judge(backend, case.name, case.model, case.data_sets, expected, None)
-        entry = manifest["providers"][backend.provider.name]["cases"]
+        entry = manifest["providers"][backend.deviation_key]["cases"]
         if outcome.status == "fail":                  # seen here: listed as this provider's deviation
             entry[case.name] = {"status": "deviation", "detail": outcome.detail}
         elif outcome.status == "unsupported":

@@ -41,7 +41,7 @@ def _cuts_fusion(node: onnx.NodeProto, opset: int) -> bool:
 
 def _layers(graph: onnx.GraphProto) -> "list[int]":
     producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
-    layer = []
+    layer: "list[int]" = []
     for node in graph.node:
         ins = [layer[producer[x]] for x in node.input if x in producer and producer[x] < len(layer)]
         layer.append(1 + max(ins) if ins else 0)

@@ -201,7 +201,7 @@ class Predictor:
                 if c not in queued:
                     queued.add(c)
                     heapq.heappush(queue, c)
-        for i, k in kernel.items():
+        for i in kernel:
             if _is_onnx(g.nodes[i].domain) and g.nodes[i].op_type in _SHAPE_SEEDS:
                 for out in g.nodes[i].output:
                     if out:
@@ -234,7 +234,8 @@ class Predictor:
         provider: "dict[int, str]" = {}
         for i, node in enumerate(g.nodes):
             path = prefix + node.name
-            since = schemas[i].since_version if schemas[i] else None
+            node_schema = schemas[i]
+            since = node_schema.since_version if node_schema else None
             if i in kernel and i not in preferred:
                 reject = self._dml_reject(g, i, kernel[i])
                 if reject is None:
@@ -294,7 +295,7 @@ class Predictor:
             return f"the CPU EP has no {node.op_type} kernel for since-version {sch.since_version} either"
         reasons = [type_mismatch(node, sch, k.types, self.types) for k in kernels]
         if all(reasons):
-            return f"the CPU EP's kernel {reasons[0].removeprefix('the kernel ')} too"
+            return f"the CPU EP's kernel {(reasons[0] or '').removeprefix('the kernel ')} too"
         return None
 
     def _warn_dml(self, path: str, node: onnx.NodeProto) -> None:
@@ -321,7 +322,7 @@ class Predictor:
     def _copies(self, g: _Graph, prefix: str, provider: "dict[int, str]", kernel: "dict[int, DmlKernel]") -> None:
         """MemcpyToHost / MemcpyFromHost per value crossing sides (transformer_memcpy.cc)."""
         for value, consumers in g.consumers.items():
-            needs = {"gpu": [], "cpu": []}
+            needs: "dict[str, list[str]]" = {"gpu": [], "cpu": []}
             for c in consumers:
                 node = g.nodes[c]
                 if provider.get(c) == DML:

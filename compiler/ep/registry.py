@@ -15,7 +15,7 @@ TABLE_FILE = "dml_ep_registrations_ort1.27.json"
 MODELLED_ORT = "1.27.0"
 
 # ONNX element type -> the type name the registration table (and onnxruntime) use.
-_TYPE_NAMES = {
+_TYPE_NAMES: "dict[int, str]" = {
     onnx.TensorProto.FLOAT: "float", onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.DOUBLE: "double",
     onnx.TensorProto.BFLOAT16: "bfloat16", onnx.TensorProto.BOOL: "bool", onnx.TensorProto.STRING: "string",
     onnx.TensorProto.INT8: "int8", onnx.TensorProto.INT16: "int16", onnx.TensorProto.INT32: "int32",

@@ -88,6 +88,11 @@ def _graphs(graph: onnx.GraphProto):
         yield g
 
 
+def _since(op: str, opset: int) -> int:
+    """The since-version of an ONNX-domain op at `opset` (the ops rewritten here all have one)."""
+    return onnx.defs.get_schema(op, opset, "").since_version
+
+
 def _registered(op: str, opset: int, types: "dict[str, str]") -> bool:
     """A DML kernel exists for `op` at `opset` taking these types (constraint -> type)."""
     sch = schema(op, "", opset)
@@ -186,7 +191,7 @@ class _DmlOptimizer:
 
     # EyeLike at opset >= 22 -> Where(Trilu(Trilu(Expand(true, S), k, 1), k, 0), 1, 0)
     def eyelike_22(self) -> None:
-        if schema("EyeLike", "", self.opset).since_version in dml_kernels("EyeLike", ""):
+        if _since("EyeLike", self.opset) in dml_kernels("EyeLike", ""):
             return
         producers = {o: n for g in _graphs(self.model.graph) for n in g.node for o in n.output}
 
@@ -215,7 +220,7 @@ class _DmlOptimizer:
                     oh.make_node("Trilu", [upper, kk], [band], name=self.names(f"{node.name}_lower"), upper=0),
                     oh.make_node("Where", [band, one, zero], list(node.output), name=node.name)]
             return new
-        self._each(f"EyeLike-{schema('EyeLike', '', self.opset).since_version} (no DML kernel) -> "
+        self._each(f"EyeLike-{_since('EyeLike', self.opset)} (no DML kernel) -> "
                    "Where(Trilu(Trilu(Expand(true, S), k, 1), k, 0), 1, 0)", match, build)
 
 
@@ -273,7 +278,7 @@ def _downconvert(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, DmlRewrite |
     rewrite.nodes = [prefix + n.name for prefix, g in prefixed_graphs(model.graph) for n in g.node
                      if n.domain in ("", "ai.onnx") and onnx.defs.get_schema(n.op_type, opset).since_version > TARGET_OPSET]
     ops = {prefix + n.name: n.op_type for prefix, g in prefixed_graphs(model.graph) for n in g.node}
-    rewrite.created = {n: [(f"{ops[n]}-{schema(ops[n], '', TARGET_OPSET).since_version}", n)] for n in rewrite.nodes}
+    rewrite.created = {n: [(f"{ops[n]}-{_since(ops[n], TARGET_OPSET)}", n)] for n in rewrite.nodes}
     return converted, rewrite, ""
 
 

@@ -46,7 +46,7 @@ class RunTimeEye:
             return name
         squeeze = self.view.producer(limit.name)
         if squeeze is not None and squeeze.op_type in ("Squeeze", "Reshape"):
-            source = squeeze.inputs[0]
+            source = squeeze.input(0)
             shape = self.view.tensor(source.name).shape or source.shape
             if shape == (1,) and _nonnegative(self.view, source.name):
                 return source.name          # the size before it was squeezed: no node needed

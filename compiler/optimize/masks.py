@@ -49,7 +49,7 @@ def _nonnegative(view: OnnxGraphView, tensor: str) -> bool:
     if node is None:
         return False
     if node.op_type in ("Slice", "Gather"):
-        node = view.producer(node.inputs[0].name)
+        node = view.producer(node.input(0).name)
     return node is not None and node.op_type == "Shape"
 
 
@@ -66,10 +66,10 @@ def index_length(view: OnnxGraphView, ix: Index) -> Length:
                    "Sub and Max nodes")
     if not ix.limit.terms:
         return Length(static=range_length(ix.limit.const))
-    limit = rng.inputs[1].name
+    limit = rng.input(1).name
     squeeze = view.producer(limit)
     if squeeze is not None and squeeze.op_type in ("Squeeze", "Reshape"):
-        source = squeeze.inputs[0]
+        source = squeeze.input(0)
         shape = view.tensor(source.name).shape or source.shape
         if shape == (1,) and source.onnx_type == INT64 and _nonnegative(view, source.name):
             return Length(tensor=source.name)
@@ -142,7 +142,9 @@ class MaskRewrite:
             if length.shape_of is not None:
                 name = f"{prefix}_len{len(self.nodes)}"
                 self.add(helper.make_node("Shape", [length.shape_of], [name], name=name))
-                self.covered.discard(self.view.producer(length.shape_of).name)   # the Range stays
+                ranged = self.view.producer(length.shape_of)
+                assert ranged is not None                                       # shape_of is a Range's output
+                self.covered.discard(ranged.name)   # the Range stays
                 length.tensor = name
             parts.append(length.tensor)
         names = []
@@ -216,7 +218,7 @@ def dead_feeders(graph: onnx.GraphProto, removed: "set[str]", view: OnnxGraphVie
         changed = False
         for name in list(removed):
             for t in view.info(name).inputs:
-                if t.name in graph_outputs or t.name in inputs or t.name in inits:
+                if t is None or t.name in graph_outputs or t.name in inputs or t.name in inits:
                     continue
                 if not all(c.name in removed for c in view.consumers(t.name)):
                     continue
@@ -271,7 +273,9 @@ def rewrite_masks(opt: Any) -> None:
         dead_bytes = sum(t.ByteSize() + 4 for t in graph.initializer if t.name in dead_inits)
         removed_bytes = sum(n.ByteSize() + 4 for n in graph.node if n.name in removed) + dead_bytes
         added = sum(n.ByteSize() + 4 for n in mask.nodes) + sum(t.ByteSize() + 4 for t in mask.inits)
-        producer = view.producer(mask.y).name
+        made = view.producer(mask.y)
+        assert made is not None             # the mask's last node
+        producer = made.name
         out = []
         for n in graph.node:
             if n.name == producer:

@@ -93,10 +93,10 @@ class _Optimizer:
         begin, end, inverted, value = band
         if self.level is not None:
             match = match_initializer(name, array, self.level)
-            if match is not None and not isinstance(match, Declined):
-                match = match.build({}, {}, self.level)     # the band's DirectML form, validated
-            if isinstance(match, Declined):
-                self.declined.append(f"{what}: kept, feature level {self.level}: {match.reason}")
+            # the band's DirectML form, validated
+            built = match.build({}, {}, self.level) if match is not None and not isinstance(match, Declined) else match
+            if isinstance(built, Declined):
+                self.declined.append(f"{what}: kept, feature level {self.level}: {built.reason}")
                 return None
         onnx_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
         gen = band_generator(name, self.prefix(name), onnx_type, tuple(array.shape), begin, end, value, inverted)
@@ -130,7 +130,7 @@ class _Optimizer:
             front += gen.nodes
             keep += gen.initializers
             self.record(what, gen, stored, 0)
-        nodes = []
+        nodes: "list[onnx.NodeProto]" = []
         for node in graph.node:
             gen = None
             if is_constant(node) and len(node.attribute) == 1 \
@@ -171,7 +171,7 @@ class _Optimizer:
             covered = [n for n in found.nodes if view.info(n).op_type != "Expand"]
             y = found.outputs[0]
             if len(covered) < len(found.nodes):        # the Expand stays: generate what it reads
-                y = next(view.info(n) for n in found.nodes if n not in covered).inputs[0].name
+                y = next(view.info(n) for n in found.nodes if n not in covered).input(0).name
             rows, cols = view.constant(b["rows"].name), view.constant(b["cols"].name)
             if rows is None or cols is None:     # sized at run time: EyeLike over the run-time shape
                 self.run_time_eye(view, covered, y, b)
@@ -215,7 +215,9 @@ class _Optimizer:
         except Kept as kept:
             self.declined.append(f"{what}: kept, {kept}")
             return
-        nodes, inits, gone = replace_unread(graph, set(covered), eye.nodes, view.producer(y).name)
+        made = view.producer(y)
+        assert made is not None             # y is the eye's output, made by a covered node
+        nodes, inits, gone = replace_unread(graph, set(covered), eye.nodes, made.name)
         removed = len(gone)
         if len(eye.nodes) >= removed:
             self.declined.append(f"{what}: kept, its generator ({' + '.join(n.op_type for n in eye.nodes)}) is "

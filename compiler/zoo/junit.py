@@ -70,8 +70,8 @@ def junit_tree(results: "list[ModelResult]", backends: "list[str]", seconds: flo
     for key, value in counts.items():
         suite.set(key, str(value))
     suite.set("time", f"{seconds:.3f}")
-    root = ET.Element("testsuites", name=SUITE, time=f"{seconds:.3f}",
-                      **{key: str(value) for key, value in counts.items()})
+    root = ET.Element("testsuites", {"name": SUITE, "time": f"{seconds:.3f}",
+                                     **{key: str(value) for key, value in counts.items()}})
     root.append(suite)
     ET.indent(root)
     return ET.ElementTree(root)

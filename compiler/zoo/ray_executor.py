@@ -50,7 +50,7 @@ def run_on_ray(models: "list[str]", options: "list[str]", address: "str | None",
     ray = import_ray()
     if address:
         _reachable(address)
-        kwargs = {"address": address}
+        kwargs: "dict[str, object]" = {"address": address}
     else:
         kwargs = {"num_cpus": LOCAL_CPUS, "include_dashboard": False}
     try:

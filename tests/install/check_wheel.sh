@@ -19,6 +19,9 @@ from importlib.metadata import distribution
 files = [str(f) for f in distribution("onnx-dml-lowering").files]
 ours = [f for f in files if not f.startswith(("onnx_dml_lowering/", "onnx_dml_lowering-", "../../../bin/"))]
 assert not ours, f"files outside the namespace: {ours}"
+# PEP 561: each package carries its py.typed marker, so type checkers read the installed hints.
+typed = {f.rsplit("/", 2)[-2] for f in files if f.endswith("/py.typed")}
+assert {"ir", "lowering", "runtime", "compiler"} <= typed, f"py.typed only in {sorted(typed)}"
 import ir, compiler                      # PyPI's, untouched by ours
 assert not hasattr(ir, "DmlLowerError") and "site-packages" in compiler.__file__
 print(f"wheel: {len(files)} files, all under onnx_dml_lowering/; PyPI's ir and compiler import beside it")

@@ -142,7 +142,7 @@ def test_numpy_mapping(name):
 @pytest.mark.parametrize("name", ["UNKNOWN", "UINT4", "INT4"])
 def test_types_without_numpy_equivalent_raise(name):
     with pytest.raises(DmlLowerError, match=name):
-        DataType[name].numpy
+        _ = DataType[name].numpy
 
 
 ONNX_NUMPY_TYPES = [TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16,

@@ -235,7 +235,7 @@ def test_unbound_desc_has_no_concrete_sizes():
     with pytest.raises(DmlLowerError, match="nnz"):
         desc.concrete_sizes()
     with pytest.raises(DmlLowerError):
-        desc.min_total_size
+        _ = desc.min_total_size
 
 
 def test_bind_on_bound_desc_is_identity():

@@ -3,7 +3,6 @@ its decline_reason (compile time) or rewrite (concrete sizes and values) decline
 from pathlib import Path
 
 import numpy as np
-import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper

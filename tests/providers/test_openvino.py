@@ -54,23 +54,23 @@ def observed(cases, backend) -> "dict[str, tuple[str, str]]":
 # inputs, 'vanished' = absent although its input is a graph input: an optimization replaced it).
 # Every case not listed passes with its nodes on OpenVINO.
 EXPECTED = {
-    'test_eyelike_double_input_3x5_k1': ('partial', 'fallback'),  # 
-    'test_eyelike_float_empty_0x4': ('partial', 'fallback'),  # 
-    'test_eyelike_float_empty_4x0': ('partial', 'fallback'),  # 
-    'test_eyelike_float_to_double': ('partial', 'fallback'),  # 
-    'test_eyelike_float_to_uint64': ('partial', 'fallback'),  # 
-    'test_eyelike_uint64_input_3x5_k1': ('partial', 'fallback'),  # 
+    'test_eyelike_double_input_3x5_k1': ('partial', 'fallback'),  #
+    'test_eyelike_float_empty_0x4': ('partial', 'fallback'),  #
+    'test_eyelike_float_empty_4x0': ('partial', 'fallback'),  #
+    'test_eyelike_float_to_double': ('partial', 'fallback'),  #
+    'test_eyelike_float_to_uint64': ('partial', 'fallback'),  #
+    'test_eyelike_uint64_input_3x5_k1': ('partial', 'fallback'),  #
     'test_idiom_eye_from_ranges': ('partial', ''),  # its Range / Unsqueeze nodes ran on CPUExecutionProvider
-    'test_idiom_eyelike_of_fill_k0': ('partial', 'fallback'),  # 
-    'test_idiom_eyelike_of_fill_k2': ('partial', 'fallback'),  # 
-    'test_idiom_eyelike_of_fill_km1099511627776': ('partial', 'fallback'),  # 
+    'test_idiom_eyelike_of_fill_k0': ('partial', 'fallback'),  #
+    'test_idiom_eyelike_of_fill_k2': ('partial', 'fallback'),  #
+    'test_idiom_eyelike_of_fill_km1099511627776': ('partial', 'fallback'),  #
     'test_idiom_nonzero_transpose_rank0': ('fail', 'fallback'),  # shape [0, 1], ONNX says [0, 0]
-    'test_idiom_trilu_of_fill_upper0': ('partial', 'fallback'),  # 
-    'test_idiom_trilu_of_fill_upper1': ('partial', 'fallback'),  # 
-    'test_nonzero_bool_empty_0': ('partial', 'fallback'),  # 
-    'test_nonzero_bool_empty_0x4x2': ('partial', 'fallback'),  # 
-    'test_nonzero_bool_empty_2x0x1x3x1x1x1x2': ('partial', 'fallback'),  # 
-    'test_nonzero_bool_empty_3x0': ('partial', 'fallback'),  # 
+    'test_idiom_trilu_of_fill_upper0': ('partial', 'fallback'),  #
+    'test_idiom_trilu_of_fill_upper1': ('partial', 'fallback'),  #
+    'test_nonzero_bool_empty_0': ('partial', 'fallback'),  #
+    'test_nonzero_bool_empty_0x4x2': ('partial', 'fallback'),  #
+    'test_nonzero_bool_empty_2x0x1x3x1x1x1x2': ('partial', 'fallback'),  #
+    'test_nonzero_bool_empty_3x0': ('partial', 'fallback'),  #
     'test_nonzero_bool_rank0': ('fail', 'fallback'),  # shape [1, 0], ONNX says [0, 0]
     'test_nonzero_double_empty_0': ('unsupported', ''),  # NonZero(13)
     'test_nonzero_double_empty_0x4x2': ('unsupported', ''),  # NonZero(13)
@@ -85,30 +85,30 @@ EXPECTED = {
     'test_nonzero_double_rank6': ('unsupported', ''),  # NonZero(13)
     'test_nonzero_double_rank7': ('unsupported', ''),  # NonZero(13)
     'test_nonzero_double_rank8': ('unsupported', ''),  # NonZero(13)
-    'test_nonzero_float16_empty_0': ('pass', 'vanished'),  # 
-    'test_nonzero_float16_empty_0x4x2': ('pass', 'vanished'),  # 
-    'test_nonzero_float16_empty_2x0x1x3x1x1x1x2': ('pass', 'vanished'),  # 
-    'test_nonzero_float16_empty_3x0': ('pass', 'vanished'),  # 
+    'test_nonzero_float16_empty_0': ('pass', 'vanished'),  #
+    'test_nonzero_float16_empty_0x4x2': ('pass', 'vanished'),  #
+    'test_nonzero_float16_empty_2x0x1x3x1x1x1x2': ('pass', 'vanished'),  #
+    'test_nonzero_float16_empty_3x0': ('pass', 'vanished'),  #
     'test_nonzero_float16_rank0': ('fail', 'vanished'),  # shape [1, 0], ONNX says [0, 0]
-    'test_nonzero_float_empty_0': ('partial', 'fallback'),  # 
-    'test_nonzero_float_empty_0x4x2': ('partial', 'fallback'),  # 
-    'test_nonzero_float_empty_2x0x1x3x1x1x1x2': ('partial', 'fallback'),  # 
-    'test_nonzero_float_empty_3x0': ('partial', 'fallback'),  # 
+    'test_nonzero_float_empty_0': ('partial', 'fallback'),  #
+    'test_nonzero_float_empty_0x4x2': ('partial', 'fallback'),  #
+    'test_nonzero_float_empty_2x0x1x3x1x1x1x2': ('partial', 'fallback'),  #
+    'test_nonzero_float_empty_3x0': ('partial', 'fallback'),  #
     'test_nonzero_float_rank0': ('fail', 'fallback'),  # shape [1, 0], ONNX says [0, 0]
     'test_nonzero_int16_empty_0': ('unsupported', ''),  # NonZero(13)
     'test_nonzero_int16_empty_0x4x2': ('unsupported', ''),  # NonZero(13)
     'test_nonzero_int16_empty_2x0x1x3x1x1x1x2': ('unsupported', ''),  # NonZero(13)
     'test_nonzero_int16_empty_3x0': ('unsupported', ''),  # NonZero(13)
     'test_nonzero_int16_rank0': ('unsupported', ''),  # NonZero(13)
-    'test_nonzero_int32_empty_0': ('partial', 'fallback'),  # 
-    'test_nonzero_int32_empty_0x4x2': ('partial', 'fallback'),  # 
-    'test_nonzero_int32_empty_2x0x1x3x1x1x1x2': ('partial', 'fallback'),  # 
-    'test_nonzero_int32_empty_3x0': ('partial', 'fallback'),  # 
+    'test_nonzero_int32_empty_0': ('partial', 'fallback'),  #
+    'test_nonzero_int32_empty_0x4x2': ('partial', 'fallback'),  #
+    'test_nonzero_int32_empty_2x0x1x3x1x1x1x2': ('partial', 'fallback'),  #
+    'test_nonzero_int32_empty_3x0': ('partial', 'fallback'),  #
     'test_nonzero_int32_rank0': ('fail', 'fallback'),  # shape [1, 0], ONNX says [0, 0]
-    'test_nonzero_int64_empty_0': ('partial', 'fallback'),  # 
-    'test_nonzero_int64_empty_0x4x2': ('partial', 'fallback'),  # 
-    'test_nonzero_int64_empty_2x0x1x3x1x1x1x2': ('partial', 'fallback'),  # 
-    'test_nonzero_int64_empty_3x0': ('partial', 'fallback'),  # 
+    'test_nonzero_int64_empty_0': ('partial', 'fallback'),  #
+    'test_nonzero_int64_empty_0x4x2': ('partial', 'fallback'),  #
+    'test_nonzero_int64_empty_2x0x1x3x1x1x1x2': ('partial', 'fallback'),  #
+    'test_nonzero_int64_empty_3x0': ('partial', 'fallback'),  #
     'test_nonzero_int64_rank0': ('fail', 'fallback'),  # shape [1, 0], ONNX says [0, 0]
     'test_nonzero_int64_rank1': ('fail', ''),  # shape [1, 6], ONNX says [1, 7]
     'test_nonzero_int64_rank2': ('fail', ''),  # shape [2, 9], ONNX says [2, 10]
@@ -144,10 +144,10 @@ EXPECTED = {
     'test_nonzero_uint64_rank6': ('unsupported', ''),  # NonZero(13)
     'test_nonzero_uint64_rank7': ('unsupported', ''),  # NonZero(13)
     'test_nonzero_uint64_rank8': ('unsupported', ''),  # NonZero(13)
-    'test_nonzero_uint8_empty_0': ('partial', 'fallback'),  # 
-    'test_nonzero_uint8_empty_0x4x2': ('partial', 'fallback'),  # 
-    'test_nonzero_uint8_empty_2x0x1x3x1x1x1x2': ('partial', 'fallback'),  # 
-    'test_nonzero_uint8_empty_3x0': ('partial', 'fallback'),  # 
+    'test_nonzero_uint8_empty_0': ('partial', 'fallback'),  #
+    'test_nonzero_uint8_empty_0x4x2': ('partial', 'fallback'),  #
+    'test_nonzero_uint8_empty_2x0x1x3x1x1x1x2': ('partial', 'fallback'),  #
+    'test_nonzero_uint8_empty_3x0': ('partial', 'fallback'),  #
     'test_nonzero_uint8_rank0': ('fail', 'fallback'),  # shape [1, 0], ONNX says [0, 0]
     # int64 narrowed to int32: a value non-zero only in the high word counts as zero
     'test_nonzero_int64_highword_8': ('fail', ''),  # shape [1, 1], ONNX says [1, 5]

@@ -419,7 +419,7 @@ def test_identity_releasing_copies_exactly_and_releases_ascending(slab, rng, mon
         addresses = start + offsets
         seen = []
 
-        def release(mark):
+        def release(mark, addresses=addresses, out=out, source=source, seen=seen):
             # every source element below the mark has been copied already
             below = addresses < mark
             assert (out[below] == source[below]).all()

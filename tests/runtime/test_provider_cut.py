@@ -3,7 +3,6 @@ Trilu on int8, NonZero on int8, Abs on bfloat16). The model as shipped: the back
 onnxruntime's own message, as a plain InferenceSession on the file. With provider_model
 "modified": the node is cut out, the outputs it produces are UNSUPPORTED and every other output
 is still compared, fed the oracle's values, and the backend is PARTIAL, naming the node."""
-import numpy as np
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h

@@ -31,7 +31,7 @@ def test_region_threads_follow_the_region_size(side, threads):
     if threads == 1:                  # no pool to spin; larger regions keep onnxruntime's defaults
         assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     else:
-        with pytest.raises(Exception):
+        with pytest.raises(RuntimeError, match="does not have configuration"):
             options.get_session_config_entry("session.intra_op.allow_spinning")
 
 

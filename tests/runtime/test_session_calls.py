@@ -34,7 +34,7 @@ def counting_session(data: bytes):
 def test_feed_names_are_validated_once_and_results_do_not_change():
     session, calls = counting_session(add_model())
     rng = np.random.default_rng(0)
-    for run in range(4):
+    for _ in range(4):
         feeds = {f"x{i}": rng.integers(-1, 2, 4).astype(np.float32) for i in range(3)}
         got = run_session(session, ["s", "nz"], feeds)
         expected = ort.InferenceSession(add_model(), providers=["CPUExecutionProvider"]).run(["s", "nz"], feeds)

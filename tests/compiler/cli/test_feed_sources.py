@@ -221,6 +221,16 @@ def test_script_errors_are_one_line_naming_the_script(command, body, spec_suffix
         assert lines[0].endswith("(the report covers feed set #0)") and "verdict: all outputs match" in out
 
 
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_script_without_a_python_name_is_one_line(command, model, tmp_path, capsys):
+    # importlib has no loader for a .txt name: said as such, not as the script's own failure
+    loader = script(tmp_path, "def load_data():\n    yield feed(1)\n", name="loader.txt")
+    code, out, err = cli([command, model, "--data-loader-script", loader], capsys)
+    assert code == 2
+    assert err.strip().splitlines() == [f"dml-lower: error: data loader script '{loader}' is not Python source "
+                                        "by its name: call it FILE.py"]
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--iterations", "2"], "--data-loader-script gives the feed sets (one iteration each): "
                             "it does not combine with --iterations"),

@@ -169,7 +169,7 @@ def test_unknown_backend_is_one_line(suite, capsys):
     assert "unknown backend 'gpu'; choose from" in capsys.readouterr().err
 
 
-def test_session_options_reach_every_conformance_session(suite, spy, capsys):
+def test_session_options_reach_every_conformance_session(suite, spy, capsys):  # noqa: F811  (the fixture)
     import onnxruntime as ort
 
     from tests.runtime.test_session_settings import settings_of

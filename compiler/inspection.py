@@ -15,7 +15,7 @@ from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.dtypes import onnx_type_name
 from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, node_paths, prefixed_graphs
 from onnx_dml_lowering.lowering.owned_ops import owned
-from onnx_dml_lowering.runtime.inline_weights import in_model_file, parse_without_weights
+from onnx_dml_lowering.runtime.inline_weights import in_model_file
 from onnx_dml_lowering.runtime.weights import data_bytes
 
 from .compiled import CompiledModel, compile_model

@@ -150,8 +150,8 @@ class IndexGridBandMask(IdiomRule):
         tail = cast_expand_tail(view, y, ONNX_BOOL, expand=False)
         covered += tail.nodes
         out_type, y = tail.onnx_type, tail.output
-        expand = view.producer(anchor.inputs[0].name)
-        if expand is None or expand.op_type != "Expand" or sole_consumer(view, anchor.inputs[0].name) is not anchor:
+        expand = view.producer(anchor.input(0).name)
+        if expand is None or expand.op_type != "Expand" or sole_consumer(view, anchor.input(0).name) is not anchor:
             return None
         covered.insert(0, expand)
         start, count = expand.input(0), expand.input(1)

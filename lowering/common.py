@@ -52,9 +52,9 @@ def cast_expand_tail(view: GraphView, y: str, onnx_type: int, expand: bool = Tru
         onnx_type, y = int(cast.attrs["to"]), cast.outputs[0].name
     expand_shape = None
     user = sole_consumer(view, y) if expand else None
-    if user is not None and user.op_type == "Expand" and user.inputs[0].name == y:
+    if user is not None and user.op_type == "Expand" and user.input(0).name == y:
         nodes.append(user)
-        expand_shape, y = user.inputs[1], user.outputs[0].name
+        expand_shape, y = user.input(1), user.outputs[0].name
     return Tail(tuple(nodes), onnx_type, y, expand_shape)
 
 

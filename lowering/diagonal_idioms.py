@@ -95,7 +95,7 @@ class EyeFromRanges(IdiomRule):
         out_type, y, expand_shape = tail.onnx_type, tail.output, tail.expand_shape
         # Every intermediate must be read inside the pattern only.
         inner = {unsqueeze.outputs[0].name, rows_node.outputs[0].name, cols_node.outputs[0].name}
-        inner.update(n.inputs[0].name for n in tail.nodes)
+        inner.update(n.input(0).name for n in tail.nodes)
         for tensor in inner:
             if view.is_graph_output(tensor) or any(c.name not in covered for c in view.consumers(tensor)):
                 return None
@@ -112,7 +112,7 @@ class EyeFromRanges(IdiomRule):
 
     def rewrite(self, f: Fragment, rows: TensorInfo, cols: TensorInfo, expand_shape: "TensorInfo | None",
                 out_type: int) -> Graph:
-        dims = (range_length(f.value(rows)), range_length(f.value(cols)))
+        dims: "tuple[int, ...]" = (range_length(f.value(rows)), range_length(f.value(cols)))
         exact = EXACT_INTEGER_LIMIT[rows.onnx_type]
         if max(dims) > exact:
             # Beyond this the float Range repeats values and Equal is true off the diagonal too.

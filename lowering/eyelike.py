@@ -6,12 +6,12 @@ Offset that also misses and fits DirectML's 32-bit INT, so it never wraps onto t
 from __future__ import annotations
 
 from onnx_dml_lowering.ir import DiagonalMatrix, Download, Graph, TensorDesc
-from onnx_dml_lowering.ir.dtypes import from_onnx, onnx_type_name
+from onnx_dml_lowering.ir.dtypes import dml_type, from_onnx, onnx_type_name
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX
 
-from .common import dims_for, level_reason, pad_sizes
+from .common import dims_at, level_reason, pad_sizes
 from .match import Decline, Found, Fragment, GraphView, IdiomRule
 from .node import NodeInfo, TensorInfo
 from .registry import register_idiom
@@ -60,7 +60,7 @@ class EyeLikeRule(IdiomRule):
     operators = ("DIAGONAL_MATRIX",)
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> Found:
-        x = anchor.inputs[0]
+        x = anchor.input(0)
         return Found((anchor.name,), (x,), (anchor.outputs[0].name,), x=x, out_type=output_type(anchor),
                      k=int(anchor.attrs.get("k", 0)))
 
@@ -79,8 +79,8 @@ class EyeLikeRule(IdiomRule):
         offset = diagonal_offset(k, rows, cols)
         if offset is None:
             raise Decline(f"k = {k} on a {rows}x{cols} matrix does not fit DIAGONAL_MATRIX's 32-bit Offset")
-        sizes = pad_sizes((rows, cols), dims_for(DIAGONAL_MATRIX, f.level, "OutputTensor", 2))
-        desc = TensorDesc(from_onnx(out_type), sizes)
+        sizes = pad_sizes((rows, cols), dims_at(DIAGONAL_MATRIX, f.level, "OutputTensor", 2))
+        desc = TensorDesc(dml_type(out_type), sizes)
         buf, view = f.names("out"), f.names("out.view")
         f.graph.add_buffer(buf, desc.min_total_size)
         f.graph.add_view(view, buf, desc)

@@ -16,7 +16,7 @@ from onnx_dml_lowering.ir.dtypes import ONNX_INT64, dml_type, from_onnx, onnx_ty
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.support import ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR, ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES
 
-from .common import dims_for, level_reason, pad_sizes, upload
+from .common import dims_at, dims_for, level_reason, pad_sizes, upload
 from .match import Decline, Found, Fragment, GraphView, IdiomRule
 from .node import Names, NodeInfo, TensorInfo, product
 from .registry import register_idiom
@@ -128,7 +128,7 @@ class NonZeroRule(IdiomRule):
     operators = ("NONZERO_COORDINATES", "ELEMENT_WISE_IDENTITY")
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> Found:
-        x = anchor.inputs[0]
+        x = anchor.input(0)
         return Found((anchor.name,), (x,), (anchor.outputs[0].name,), x=x)
 
     def decline_reason(self, level: FeatureLevel, x: TensorInfo) -> "str | None":
@@ -158,7 +158,7 @@ class NonZeroRule(IdiomRule):
         graph.add_buffer(out_buf, 8 * n, (nnz,))
         graph.add_view(out_view, out_buf, TensorDesc(DataType.INT64, (n, nnz)))
         coords_bytes = 8 * n * m
-        copy_types = ELEMENT_WISE_IDENTITY.row(f.level).tensors["InputTensor"].types
+        copy_types = ELEMENT_WISE_IDENTITY.at(f.level).tensors["InputTensor"].types
         if DataType.INT64 in copy_types:
             src = names("crop.view")
             graph.add_view(src, coords_buf, TensorDesc(DataType.INT64, (n, nnz), (m, 1), total_size=coords_bytes))

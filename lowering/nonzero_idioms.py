@@ -30,7 +30,7 @@ class NonZeroTranspose(IdiomRule):
         transpose = transpose_of(anchor, view)
         if transpose is None:
             return None
-        x = anchor.inputs[0]
+        x = anchor.input(0)
         return Found((anchor.name, transpose.name), (x,), (transpose.outputs[0].name,), x=x)
 
     def decline_reason(self, level: FeatureLevel, x: TensorInfo) -> "str | None":

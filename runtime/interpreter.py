@@ -180,7 +180,8 @@ def _host_writes(step: Step) -> "tuple[str, ...]":
 
 # Step type -> its handler (every type in ir.operators.STEP_TYPES): a host step's one line each; a
 # DirectML operator's is Interpreter.operator, derived from the step class, unless it needs more.
-_OPERATOR_EXTRAS = {NonZeroCoordinates: Interpreter.nonzero_coordinates, ElementWiseIdentity: Interpreter.identity}
+_OPERATOR_EXTRAS: "dict[type[Step], Callable[[Interpreter, Any], None]]" = {
+    NonZeroCoordinates: Interpreter.nonzero_coordinates, ElementWiseIdentity: Interpreter.identity}
 STEP_HANDLERS: "dict[type[Step], Callable[[Interpreter, Any], None]]" = {
     Upload: Interpreter.upload,
     Download: Interpreter.download,

@@ -216,7 +216,8 @@ def all_tensors(proto: onnx.ModelProto) -> "list[TensorProto]":
     graphs = all_graphs(proto, trust_schema=False)
     tensors = [tensor for graph in graphs for tensor in graph.initializer]
     sparse = [item for graph in graphs for item in graph.sparse_initializer]
-    for graph in [*graphs, *proto.functions]:
+    holders: "list[onnx.GraphProto | onnx.FunctionProto]" = [*graphs, *proto.functions]
+    for graph in holders:
         for node in graph.node:
             for attribute in node.attribute:
                 if attribute.HasField("t"):

@@ -23,7 +23,7 @@ def cmd_demo(args) -> int:
 
     from ..compiled import compile_model
     from ..examples import example_paths
-    level = LEVEL.parse(args)
+    level = LEVEL.required(args)
     failures = 0
     for path in example_paths():
         print("=" * 78)

@@ -86,7 +86,13 @@ def drawn_sizes_hint(compiled: CompiledModel, feeds: Feeds) -> str:
             "give them with --dim NAME=SIZE)")
 
 
-def known_dims(compiled: CompiledModel, dims: "dict[str, int]", names_where_present: bool = False
+class ModelInputs(Protocol):
+    """What known_dims reads: a CompiledModel, or optimize --check's namespace of the two lists."""
+    inputs: "list[onnx.ValueInfoProto]"
+    optional_inputs: "list[onnx.ValueInfoProto]"
+
+
+def known_dims(compiled: ModelInputs, dims: "dict[str, int]", names_where_present: bool = False
                ) -> "dict[str, int]":
     """`dims` (groups.DimArgs) checked against the model: each names a symbolic input dimension
     (in a zoo's per-model check, --names-where-present, one the model lacks is left out instead)."""

@@ -80,12 +80,17 @@ class FeatureLevelArgs(ArgGroup):
         from onnx_dml_lowering.ir import parse_level
         return parse_level(args.feature_level) if args.feature_level else None
 
+    def required(self, args: argparse.Namespace) -> FeatureLevel:
+        """The level of a command that lowers at one (not a filter: it has a default)."""
+        from onnx_dml_lowering.ir import parse_level
+        return parse_level(args.feature_level or "5_1")
+
 
 @dataclass(frozen=True)
 class Model:
-    """The model file(s) a command reads and the level it lowers at."""
-    path: "str | list[str]"
-    feature_level: "FeatureLevel | None"
+    """The model file a command reads and the level it lowers at."""
+    path: str
+    feature_level: FeatureLevel
 
 
 class ModelArgs(ArgGroup):
@@ -107,8 +112,10 @@ class ModelArgs(ArgGroup):
             self.level.add(parser)
 
     def parse(self, args: argparse.Namespace) -> Model:
-        """The model path(s) and the feature level (a bad level is one error line)."""
-        return Model(path=args.model, feature_level=self.level.parse(args))
+        """The model path and the feature level (a bad level is one error line). A zoo's paths are
+        the zoo runner's (check hands one model at a time here)."""
+        path = args.model[0] if isinstance(args.model, list) else args.model
+        return Model(path=path, feature_level=self.level.required(args))
 
 
 # -- symbolic dimension sizes ---------------------------------------------------------------------

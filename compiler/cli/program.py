@@ -30,7 +30,7 @@ COMMANDS = (add_compile_parser, add_run_parser, add_check_parser, add_capabiliti
             add_conformance_parser, add_optimize_parser, add_inspect_parser, add_reduce_parser, add_demo_parser)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     parser = Parser(prog="dml-lower", description=(
         "Lower ONNX NonZero / EyeLike onto DirectML NONZERO_COORDINATES / DIAGONAL_MATRIX, "
         "run the lowered graph and check it against ONNX semantics."))

@@ -163,7 +163,8 @@ def nested_ifs(depth):
 
 def test_max_body_depth_is_what_protobuf_parses():
     onnx.ModelProto().ParseFromString(nested_ifs(MAX_BODY_DEPTH).SerializeToString())
-    with pytest.raises(Exception):
+    from google.protobuf.message import DecodeError
+    with pytest.raises(DecodeError):
         onnx.ModelProto().ParseFromString(nested_ifs(MAX_BODY_DEPTH + 1).SerializeToString())
 
 

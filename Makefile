@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench bench-realsize openvino ray picture-check install-check clean
+.PHONY: demo test docs fuzz bench bench-realsize openvino ray picture-check install-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,18 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	DML_LOWER_STRICT=1 $(BIN)/python -m pytest
+
+# The documentation site (mkdocs.yml, docs/) built into site/; --strict makes a broken link, a page
+# missing from the nav or a bad anchor a failure. MkDocs goes into the project venv from the docs
+# extra, stamped apart so that `make test` does not need it.
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test,docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
 
 # Thousands of differential fuzz examples (CI runs the seeded 'ci' profile inside make test).
 fuzz: $(STAMP)
@@ -97,4 +109,4 @@ install-check:
 	PYTHON=$(PYTHON) bash tests/install/check_wheel.sh
 
 clean:
-	rm -rf $(VENV) $(OV_VENV) $(RAY_VENV) $(EXPORT_VENV) *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(OV_VENV) $(RAY_VENV) $(EXPORT_VENV) *.egg-info .pytest_cache .hypothesis site

@@ -42,6 +42,7 @@ bench: $(STAMP)
 # Whisper-small, Mask R-CNN R50-FPN, SSDlite320), exported once with random weights into
 # $(REALSIZE) by a venv of their own (torch 2.13 CPU, torchvision, transformers), then measured
 # against onnxruntime: benchmarks/realsize_bench.py. The first run exports for about 15 minutes.
+# BENCH_ARGS=--write-docs writes the table into docs/performance.md.
 REALSIZE ?= $(HOME)/.cache/onnx-dml-lowering/realsize
 SHARED_TOOLS ?= ../shared/tools
 EXPORT_VENV ?= .venv-export

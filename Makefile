@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck lint fuzz bench bench-realsize openvino ray picture-check install-check clean
+.PHONY: demo test typecheck lint docs fuzz bench bench-realsize openvino ray picture-check install-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,18 @@ typecheck: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check compiler ir lowering runtime tests benchmarks
 
+# The documentation site (mkdocs.yml, docs/) built into site/; --strict makes a broken link, a page
+# missing from the nav or a bad anchor a failure. MkDocs goes into the project venv from the docs
+# extra, stamped apart so that `make test` does not need it.
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test,lint,docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
 # Thousands of differential fuzz examples (CI runs the seeded 'ci' profile inside make test).
 fuzz: $(STAMP)
 	DML_LOWER_STRICT=1 HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest tests/fuzz
@@ -44,6 +56,7 @@ bench: $(STAMP)
 # Whisper-small, Mask R-CNN R50-FPN, SSDlite320), exported once with random weights into
 # $(REALSIZE) by a venv of their own (torch 2.13 CPU, torchvision, transformers), then measured
 # against onnxruntime: benchmarks/realsize_bench.py. The first run exports for about 15 minutes.
+# BENCH_ARGS=--write-docs writes the table into docs/performance.md.
 REALSIZE ?= $(HOME)/.cache/onnx-dml-lowering/realsize
 SHARED_TOOLS ?= ../shared/tools
 EXPORT_VENV ?= .venv-export
@@ -111,4 +124,4 @@ install-check:
 	PYTHON=$(PYTHON) bash tests/install/check_wheel.sh
 
 clean:
-	rm -rf $(VENV) $(OV_VENV) $(RAY_VENV) $(EXPORT_VENV) *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(OV_VENV) $(RAY_VENV) $(EXPORT_VENV) *.egg-info .pytest_cache .hypothesis site

@@ -1,7 +1,7 @@
 """`dml-lower` on real-size models against onnxruntime, time and peak memory, measured in one run.
 
     .venv/bin/python benchmarks/realsize_bench.py [--models DIR] [--only NAME ...] [--repeat N]
-                                                  [--commands check ...] [--readme README.md]
+                                                  [--commands check ...] [--write-docs [FILE]]
 
 The models come from benchmarks/realsize_models.py (`make bench-realsize` exports them once into
 ~/.cache/onnx-dml-lowering/realsize, or $DML_LOWER_REALSIZE, then runs this script). Each command
@@ -20,9 +20,10 @@ included). Best of N, every side of a model interleaved in each round:
   inspect          dml-lower inspect MODEL
 
 Targets (issue #28): check, check-3 and run within 1.3x the create+run process in time and 1.2x
-in peak RSS; compile and inspect within 1.0x session creation. `--readme FILE` writes the table,
+in peak RSS; compile and inspect within 1.0x session creation. `--write-docs` writes the table,
 with the commit and machine it ran on, between the `<!-- realsize:begin -->` and
-`<!-- realsize:end -->` lines of FILE. Ratios only mean something within one run on one machine.
+`<!-- realsize:end -->` lines of docs/performance.md (or of FILE). Ratios only mean something
+within one run on one machine.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODELS = Path(os.environ.get("DML_LOWER_REALSIZE", Path.home() / ".cache" / "onnx-dml-lowering" / "realsize"))
 ORDER = ["gpt2", "bert", "llama", "llama_external", "whisper_small", "mask_rcnn", "ssdlite"]
 BEGIN, END = "<!-- realsize:begin -->", "<!-- realsize:end -->"
+DOCS_PAGE = ROOT / "docs" / "performance.md"
 
 ORT_PROCESS = """
 import sys, numpy as np, onnxruntime as ort
@@ -153,7 +155,8 @@ def table(results: "dict[str, dict[str, tuple[float, int, int]]]", sizes: "dict[
     return "\n".join(lines)
 
 
-def write_readme(path: Path, text: str) -> None:
+def write_table(path: Path, text: str) -> None:
+    """Replace what stands between the realsize lines of `path` with `text`."""
     content = path.read_text()
     if BEGIN not in content or END not in content:
         raise SystemExit(f"{path} has no {BEGIN} ... {END} lines to write the table between")
@@ -162,14 +165,19 @@ def write_readme(path: Path, text: str) -> None:
     path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
 
 
-def main(argv: "list[str] | None" = None) -> None:
+def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=Path, default=DEFAULT_MODELS)
     parser.add_argument("--only", nargs="+", choices=ORDER, default=ORDER)
     parser.add_argument("--commands", nargs="+", choices=list(COMMANDS), default=list(COMMANDS))
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--readme", type=Path, help="write the table into this file between the realsize lines")
-    args = parser.parse_args(argv)
+    parser.add_argument("--write-docs", type=Path, nargs="?", const=DOCS_PAGE, metavar="FILE",
+                        help="write the table between the realsize lines of docs/performance.md (or FILE)")
+    return parser.parse_args(argv)
+
+
+def main(argv: "list[str] | None" = None) -> None:
+    args = parse_args(argv)
     results: "dict[str, dict[str, tuple[float, int, int]]]" = {}
     sizes: "dict[str, int]" = {}
     for name in args.only:
@@ -194,8 +202,8 @@ def main(argv: "list[str] | None" = None) -> None:
     text = table(results, sizes, args.commands, args.repeat)
     print()
     print(text)
-    if args.readme is not None:
-        write_readme(args.readme, text)
+    if args.write_docs is not None:
+        write_table(args.write_docs, text)
 
 
 if __name__ == "__main__":

@@ -231,18 +231,6 @@ def test_run_ctrl_c_exits_130_with_one_line(tmp_path):
     assert "y: int64 [2, 12]" in proc.stdout
 
 
-def test_readme_run_output_is_current(capsys, monkeypatch):
-    """README's `run --backends cpu,ort-cpu` example, re-run on the bundled model it names."""
-    from onnx_dml_lowering.compiler.examples import example_paths
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    command = "$ dml-lower run masked_select.onnx --backends cpu,ort-cpu\n"
-    shown = readme.split(command, 1)[1].split("  $ ", 1)[0]
-    monkeypatch.chdir(next(p for p in example_paths() if p.name == "masked_select.onnx").parent)
-    code, out, _ = cli(["run", "masked_select.onnx", "--backends", "cpu,ort-cpu"], capsys)
-    assert code == 0
-    assert out.splitlines() == [line[2:] for line in shown.splitlines()]
-
-
 def _commands(parser: argparse.ArgumentParser, prefix: "list[str]"):
     """Every (sub)command path with its parser: ['check'], ['conformance', 'run'], ..."""
     for action in parser._actions:

@@ -247,22 +247,3 @@ def test_script_does_not_combine(extra, message, model, tmp_path, capsys):
 def test_missing_script_is_one_line(model, tmp_path, capsys):
     code, _, err = cli(["check", model, "--data-loader-script", tmp_path / "nope.py:load"], capsys)
     assert code == 2 and err.strip() == f"dml-lower: error: data loader script '{tmp_path / 'nope.py'}' does not exist"
-
-
-def test_readme_data_loader_example_is_real(tmp_path, capsys, monkeypatch):
-    import re
-    import shlex
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[3]
-    text = (root / "README.md").read_text()
-    found = re.search(r"```python\n(.*?)```\n\n```\n\$ dml-lower (check [^\n]+)\n(.*?)```", text, re.S)
-    assert found, "README shows a data loader script and its check"
-    loader = tmp_path / "feeds.py"
-    loader.write_text(found.group(1))
-    argv = [str(loader) if a == "feeds.py" else a for a in shlex.split(found.group(2))]
-    assert str(loader) in argv
-    monkeypatch.chdir(root)
-    code, out, _ = cli(argv, capsys)
-    timeless = lambda t: re.sub(r"\d+\.\d+ s\b", "N s", t)  # noqa: E731  (wall times differ)
-    out = out.replace(str(loader), "feeds.py")     # the feeds line names the script as given
-    assert code == 0 and timeless(out) == timeless(found.group(3))

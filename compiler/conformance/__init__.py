@@ -2,8 +2,8 @@
 any backend (suite). `conformance.export(DIR)`, `conformance.load(DIR)`, `conformance.run(DIR, ...)`."""
 from __future__ import annotations
 
-from .suite import (MANIFEST, STATUSES, Backend, Outcome, export, format_results, judge, load,
+from .suite import (MANIFEST, STATUSES, CaseRunner, Outcome, export, format_results, judge, load,
                     placement_differences, probe_providers, run)
 
-__all__ = ["MANIFEST", "STATUSES", "Backend", "Outcome", "export", "format_results", "judge", "load",
+__all__ = ["MANIFEST", "STATUSES", "CaseRunner", "Outcome", "export", "format_results", "judge", "load",
            "placement_differences", "probe_providers", "run"]

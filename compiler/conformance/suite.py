@@ -107,9 +107,10 @@ def _unsupported(message: str) -> bool:
     return "NOT_IMPLEMENTED" in message or "Could not find an implementation" in message
 
 
-class Backend:
-    """One --backends entry, run through runtime.backends as check runs it: 'cpu' / 'ort' (our
-    lowered graph) or an onnxruntime provider running the case's model file as shipped."""
+class CaseRunner:
+    """Runs the suite's cases on one --backends entry, through runtime.backends as check runs it:
+    'cpu' / 'ort' (our lowered graph) or an onnxruntime provider running the case's model file as
+    shipped. (Not a runtime.backends.Backend, nor onnx's Backend: it runs a conformance case.)"""
 
     def __init__(self, spec: str, feature_level: str = "5_1", options: "BackendOptions | None" = None) -> None:
         self.spec, self.feature_level = spec, feature_level
@@ -154,7 +155,7 @@ class Backend:
         return runs, "", prepared.placement_notes, report.partial_why() if report.is_partial else ""
 
 
-def judge(backend: Backend, case_name: str, model, data_sets, expected, known: "dict | None",
+def judge(backend: CaseRunner, case_name: str, model, data_sets, expected, known: "dict | None",
           dml_placement: "dict[str, str] | None" = None, path: "str | None" = None) -> Outcome:
     """pass / deviation (listed in the manifest for this provider and case, and seen again; a
     predicted DML EP deviation is said by its name) / unsupported (no kernel) / fail; partial:
@@ -213,7 +214,7 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2) -> "dict"
         raise DmlLowerError(f"conformance directory {directory!r} is not empty and holds no {MANIFEST}")
     _remove_earlier_export(directory)
     cases = all_cases(seeds)
-    probes = [Backend(provider_backend(name)) for name in probe_providers()]
+    probes = [CaseRunner(provider_backend(name)) for name in probe_providers()]
     manifest: dict = {"feature_level": level, "seeds": seeds, "opset": {c.name: c.model.opset_import[0].version for c in cases},
                       "cases": {}, "providers": {}}
     for backend in probes:
@@ -252,7 +253,7 @@ def _remove_earlier_export(directory: str) -> None:
             os.unlink(os.path.join(directory, name))
 
 
-def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: "list[Backend]") -> None:
+def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: "list[CaseRunner]") -> None:
     folder = os.path.join(directory, case.name)
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "model.onnx"), "wb") as f:
@@ -374,7 +375,7 @@ def run(directory: str, backends: "list[str]", options: "BackendOptions | None" 
     fnmatch glob `pattern`, if given); `options` are the backends' (runtime.backends)."""
     manifest, cases = load(directory, pattern)
     level = manifest.get("feature_level", "5_1")
-    runners = [Backend(b, level, options) for b in backends]
+    runners = [CaseRunner(b, level, options) for b in backends]
     results: dict = {}
     for backend in runners:
         by_status: dict = {s: [] for s in STATUSES}

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.openvino, pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def backend():
     from onnx_dml_lowering.runtime.backends import BackendOptions, provider_backend
-    return conformance.Backend(provider_backend(OPENVINO), options=BackendOptions(provider_options=["device_type=CPU"]))
+    return conformance.CaseRunner(provider_backend(OPENVINO), options=BackendOptions(provider_options=["device_type=CPU"]))
 
 
 def outcome(backend, case):

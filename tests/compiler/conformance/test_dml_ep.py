@@ -28,7 +28,7 @@ def manifest(suite):
     return json.loads((suite / "manifest.json").read_text())
 
 
-class FakeDml(conformance.Backend):
+class FakeDml(conformance.CaseRunner):
     """Answers as the DML EP's lowering does; reports `assignment` as who ran each node."""
 
     def __init__(self, assignment=None):

@@ -117,3 +117,24 @@ def test_a_broken_link_is_found(tmp_path):
     page.write_text("[ok](there.md#a) [gone](docs/gone.md) [web](https://x.org/y) [anchor](#z)\n"
                     "```\n[in code](not/a/link.md)\n```\n[ref]: missing.md\n")
     assert broken_links(page) == ["docs/gone.md", "missing.md"]
+
+
+# A repository path the prose names in a code span: `lowering/onnx_graphs.py`, `compiler/zoo/`.
+# (Module paths with a function after them, `compiler/frontend.load_model`, are not files.)
+PATH_SPAN = re.compile(r"`((?:ir|lowering|runtime|compiler|tests|benchmarks|docs)/[\w./-]*?(?:\.(?:py|md|json|txt|toml|onnx)|/))`")
+
+
+def missing_paths(text: str) -> "list[str]":
+    """The repository paths named in `text`'s code spans that do not exist (from the root)."""
+    return [path for path in PATH_SPAN.findall(text) if not (ROOT / path).exists()]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+def test_every_file_the_prose_names_exists(page):
+    """A module moved (compiler/optimize_dml.py -> compiler/optimize/dml.py) leaves no page behind."""
+    assert missing_paths(page.read_text()) == []
+
+
+def test_a_moved_file_is_found():
+    assert missing_paths("`compiler/optimize_dml.py` and `compiler/optimize/dml.py`, `compiler/zoo/`, "
+                         "`compiler/frontend.load_model`, `tests/gone/`") == ["compiler/optimize_dml.py", "tests/gone/"]

@@ -1,7 +1,8 @@
-"""dml-lower: the command line (see DESIGN.md for the contract). One module per command in this
-package (compile, run, check, inspect, reduce, optimize, conformance, capabilities, demo), the
-options they share declared once (options, feeds); this module builds the parser from them and
-turns every error into one line and an exit code."""
+"""dml-lower: the command line (docs/commands/ and docs/architecture.md). One module per command in
+this package (compile, run, check, inspect, reduce, optimize, conformance, capabilities, demo), the
+option groups they share declared and parsed once (groups; the parser class in options, the feeds
+in feeds); this module builds the parser from them and turns every error into one line and an
+exit code."""
 from __future__ import annotations
 
 import argparse

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-# A check's own exit codes (DESIGN.md); anything else is a crash.
+# A check's own exit codes (docs/commands/check.md); anything else is a crash.
 PASSED, FAILED, USAGE = 0, 1, 2
 
 

@@ -378,7 +378,7 @@ ASSUMED_REDIST = "DirectML redist 1.15.4 (feature level 5.1 or above, as onnxrun
 
 def predict_placement(raw: onnx.ModelProto, model_dir: "str | None",
                       device_lacks: "tuple[str, ...]" = ()) -> dict:
-    """The `ep_placement` report (docs/commands/inspect.md's JSON keys) for a model as stored (weights external
+    """The `ep_placement` report (its keys: docs/commands/inspect.md) for a model as stored (weights external
     or inline; this process never loads external weights)."""
     return predict_with_graph(raw, model_dir, device_lacks)[0]
 

@@ -1,4 +1,4 @@
-"""The dml-lower command line: compile / run / check / demo as DESIGN.md promises them.
+"""The dml-lower command line: compile / run / check / demo as docs/commands/ promises them.
 
 Every numeric expectation comes from onnx.reference on the same model and feeds.
 """

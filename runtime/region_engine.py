@@ -3,9 +3,12 @@
 
 A region is a run of a model's nodes: the values fed at run time, the initializers embedded in
 its sub-model, and the outputs wanted. A RegionEngine is made per model (or body model) and side;
-it builds a region's sub-model (weights stay by reference: ort_model binds lazy initializers as
-mapped inputs), opens it on one engine of the table below, runs it and hands the results back by
-output name.
+it builds a region's sub-model (weights stay by reference: ort_model hands lazy initializers to
+onnxruntime as external data in the user's own files; fed values carry their rank), opens it on
+one engine of the table below, runs it and hands the results back by output name. onnxruntime
+then optimises a region as it optimises the shipped file (Conv+BatchNormalization and MatMul+Add
+fusion, pre-packing need initializers and ranks), so a region computes what onnxruntime's own run
+of the model computes, bit for bit where the cut does not split a fusion.
 
 The sessions engines open on onnxruntime go through one SessionCache, which a CompiledModel holds
 and both of its sides pass in: the lowered run and the hybrid oracle cut the same model into
@@ -264,14 +267,17 @@ class RegionEngine:
         """The region as a model of this one's opset, IR version and functions; embedded weights
         stay by reference (a lazy initializer's proto holds its file location, not its bytes).
         `typed`: every input and output must have a known type (onnxruntime needs them); else an
-        unknown one is left untyped (onnx.reference infers it)."""
+        unknown one is left untyped (onnx.reference infers it). Inputs carry their rank, not their
+        dims: onnxruntime fuses MatMul + Add into Gemm only on a known rank, and a dim inference got
+        wrong must not make it refuse a feed."""
         def vi(name: str) -> onnx.ValueInfoProto:
             info = self.types.get(name)
             if info is None or not getattr(info, "onnx_type", 0):
                 if typed:
                     raise DmlLowerError(f"ONNX region {region.name}: the type of {name!r} is unknown")
                 return onnx.ValueInfoProto(name=name)
-            return helper.make_tensor_value_info(name, info.onnx_type, None)
+            shape = getattr(info, "shape", None)
+            return helper.make_tensor_value_info(name, info.onnx_type, None if shape is None else [None] * len(shape))
 
         graph = helper.make_graph(loops_as_onnx_defines(list(region.nodes)), region.name,
                                   [vi(n) for n in region.fed], [vi(n) for n in region.outputs],

@@ -248,6 +248,7 @@ class RegionEngine:
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         fed = {vi.name for vi in model.graph.input} | set(passed)
         self.inits = {i.name: i for i in model.graph.initializer if i.name not in fed}
+        self.inits.update(_identity_aliases(model, self.inits, fed))
         self._opened: dict = {}                   # (engine, key) -> the session this side uses
         # (chain, key) -> (engine, why the ones before it were passed over)
         self._chosen: "dict[tuple, tuple[str, str | None]]" = {}
@@ -385,6 +386,29 @@ class RegionEngine:
         if shared and remember:
             self.cache.remember(self.key(region), feeds, results)
         return {n: np.asarray(v) for n, v in results.items()}
+
+
+def _identity_aliases(model: onnx.ModelProto, inits: "Mapping[str, onnx.TensorProto]", fed: "set[str]"
+                      ) -> "dict[str, onnx.TensorProto]":
+    """The outputs of main-graph Identity nodes over an initializer (exporters write shared weights
+    so: Mask R-CNN's mask-head biases), at any depth of such chains, each as that initializer under
+    the output's name (a lazy one's proto holds its file location, not its bytes). A region reading
+    one embeds it like the initializer itself: fed from another region, it was a graph input of the
+    sub-model, and onnxruntime, which folds the Identity away on the shipped file, could not treat
+    the bias as constant there (a plain FusedConv instead of its NCHWc Conv: other rounding)."""
+    aliases: "dict[str, onnx.TensorProto]" = {}
+    for node in model.graph.node:
+        if (node.op_type != "Identity" or node.domain not in ("", "ai.onnx") or len(node.input) != 1
+                or len(node.output) != 1 or not node.output[0] or node.output[0] in fed):
+            continue
+        source = aliases.get(node.input[0]) or inits.get(node.input[0])
+        if source is None:
+            continue
+        alias = onnx.TensorProto()
+        alias.CopyFrom(source)
+        alias.name = node.output[0]
+        aliases[alias.name] = alias
+    return aliases
 
 
 def _missing(what: str):

@@ -44,6 +44,23 @@ def matmul_add(rng) -> "tuple[list, dict, list]":
     return nodes, weights, [37, 512]
 
 
+def shared_bias(rng) -> "tuple[list, dict, list]":
+    """A Conv whose bias is an Identity of an initializer (how exporters write shared weights), in a
+    region after the lowered NonZero while the Identity runs in the first one: onnxruntime folds
+    the Identity on the shipped file and uses its NCHWc Conv, which needs a constant bias."""
+    weights = {"w": rng.standard_normal((256, 256, 3, 3)).astype(np.float32) / 48,
+               "bias_source": rng.standard_normal(256).astype(np.float32)}
+    nodes = [h.make_node("Identity", ["bias_source"], ["bias"], name="shared"),
+             h.make_node("Relu", ["x"], ["r"], name="relu_in"),
+             h.make_node("NonZero", ["r"], ["nz0"], name="nz0"),
+             h.make_node("Size", ["nz0"], ["count"], name="count"),
+             h.make_node("Cast", ["count"], ["scale"], name="scale", to=T.FLOAT),
+             h.make_node("Mul", ["x", "scale"], ["scaled"], name="scaled"),
+             h.make_node("Conv", ["scaled", "w", "bias"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             h.make_node("Relu", ["c"], ["y"], name="relu")]
+    return nodes, weights, [1, 256, 14, 14]
+
+
 def fused_model(kind, seed: int) -> "tuple[onnx.ModelProto, dict]":
     """The fusion, then a NonZero that is lowered: the fusion sits in an onnxruntime region whose
     weight (past LAZY_MIN_BYTES) stays in its file."""
@@ -56,7 +73,7 @@ def fused_model(kind, seed: int) -> "tuple[onnx.ModelProto, dict]":
 
 
 @pytest.mark.parametrize("layout", ["inline", "external"])
-@pytest.mark.parametrize("kind", [conv_bn, matmul_add])
+@pytest.mark.parametrize("kind", [conv_bn, matmul_add, shared_bias])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_check_with_ort_cpu_matches_onnxruntime_bit_for_bit(tmp_path, capsys, layout, kind, seed):
     model, feeds = fused_model(kind, seed)
@@ -113,3 +130,4 @@ def test_weights_reach_onnxruntime_as_external_data_in_the_users_file(tmp_path, 
         assert external == {} and list(prepared.weights) == ["w"] and prepared.added == {"w"}
         assert np.array_equal(prepared.weights["w"], onnx.numpy_helper.to_array(model.graph.initializer[0]))
         assert prepared.weights["w"].ctypes.data % 4 == 0
+

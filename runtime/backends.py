@@ -38,6 +38,7 @@ from .ort_providers import (ProviderSpec, SessionSettings, backend_hint, make_pr
 from .ort_values import run_session
 from .saved_outputs import PREFIX as SAVED_PREFIX
 from .saved_outputs import LoadedOutputs, describe_saved
+from .weights import is_lazy
 
 LOWERED = {
     "cpu": "lowered graph, DirectML operators on the numpy emulator",
@@ -191,6 +192,12 @@ def _shipped(compiled) -> "tuple[object, str]":
     """What onnxruntime is given for the model as the user shipped it, and how to say it."""
     source = getattr(compiled, "source", None)
     if isinstance(source, onnx.ModelProto):
+        if any(map(is_lazy, source.graph.initializer)):
+            # weights left in the user's files (a sub-model reduce or the zoo built from a loaded
+            # model): serialised as they are, their locations would mean nothing to onnxruntime;
+            # ort_model makes them external initializers in those same files, so the graph and its
+            # optimisations are the file's
+            return source, "the ModelProto as given (its weights read from their files)"
         return source.SerializeToString(), "the ModelProto as given (serialised unmodified)"
     if isinstance(source, (bytes, bytearray)):
         return bytes(source), "the model bytes as given"

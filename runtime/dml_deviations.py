@@ -17,9 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 import onnx
-from onnx.reference import ReferenceEvaluator
-from onnx.reference.op_run import OpRun
-from onnx.reference.ops.op_cast import cast_to
 
 INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
 
@@ -53,6 +50,9 @@ def _band(shape, low: "int | None", high: "int | None") -> np.ndarray:
 def _ops(fired: "list[tuple[str, str]]"):
     """onnx.reference operators with the DML EP's semantics; each appends (deviation, detail) to
     `fired` when its answer differs from ONNX's."""
+    # onnx.reference's operator list costs ~0.1 s to import: only a DML EP run needs it
+    from onnx.reference.op_run import OpRun
+    from onnx.reference.ops.op_cast import cast_to
 
     class NonZero(OpRun):
         op_domain = ""
@@ -116,6 +116,7 @@ def dml_outputs(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]"
                 ) -> "tuple[dict[str, np.ndarray], list[tuple[str, str]]]":
     """(the outputs the DML EP's lowering gives, the deviations that changed a result on the
     way: (key of NAMES, detail)). Raises what onnx.reference raises for a model it cannot run."""
+    from onnx.reference import ReferenceEvaluator
     fired: "list[tuple[str, str]]" = []
     evaluator = ReferenceEvaluator(model, new_ops=_ops(fired))
     names = [o.name for o in model.graph.output]

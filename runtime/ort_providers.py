@@ -305,27 +305,42 @@ _PROTO_HEADROOM = 1 << 24
 
 @dataclass
 class OrtModel:
-    """What onnxruntime reads for one model: small proto bytes, and the big initializers that
-    became graph inputs with the arrays bound to them (memory maps of their files, no copy)."""
+    """What onnxruntime reads for one model: small proto bytes whose weights still in their files
+    are external initializers relative to `folder` (onnxruntime maps them itself), and the big
+    inline initializers that became graph inputs with the arrays bound to them."""
     data: bytes
     weights: "dict[str, np.ndarray]"
     added: "set[str]"              # weights that were not graph inputs of the model (callers never feed them)
+    folder: "str | None" = None    # where the external initializers' locations point from
+
+
+# The session config entry telling onnxruntime where a model given as bytes keeps its external data.
+EXTERNAL_FOLDER_OPTION = "session.model_external_initializers_file_folder_path"
 
 
 def ort_model(model) -> OrtModel:
     """The one way a ModelProto reaches onnxruntime: a copy with ir_version capped at
-    MAX_IR_VERSION whose initializers still in external files (and big inline ones when the proto
-    would pass 2 GB) are graph inputs instead, bound to their arrays by WeightedSession.
+    MAX_IR_VERSION whose initializers still in their files (load_model's lazy ones: external data,
+    or inline weights left in the .onnx file) stay initializers with external data pointing into
+    those same files, relative to one folder that the session is told (EXTERNAL_FOLDER_OPTION).
 
-    Why inputs and not SessionOptions.add_external_initializers: onnxruntime copies those into its
-    graph at session creation (one more copy of the weights per session), and a model file per
-    session would map the weights once per session; one memory map shared by every session, fed
-    in place, keeps the process near one copy. The price: onnxruntime cannot constant-fold or
-    pre-pack through these weights."""
+    Why external initializers: onnxruntime then treats them as it treats the shipped file's own
+    (Conv+BatchNormalization fusion, constant folding, pre-packing), so a region computes what the
+    whole model computes in onnxruntime, bit for bit (bound as graph inputs they were unfused, 2e-4
+    apart on Mask R-CNN); and onnxruntime maps the files itself on CPU instead of reading them
+    (SessionOptions.add_external_initializers copies them: +400 MB on Mask R-CNN).
+
+    Big inline initializers of a proto that would pass 2 GB (a ModelProto made in memory, no file
+    to point at) become graph inputs bound to their arrays by WeightedSession; so do lazy ones at
+    an offset misaligned for their type on a machine that cannot load misaligned data (onnxruntime
+    would use the map as it lies; tensor_array gives an aligned copy)."""
+    import os
+
     import onnx
     from onnx import helper
 
-    from .weights import PROTO_LIMIT, is_lazy, split_initializers, tensor_array
+    from .weights import (PROTO_LIMIT, UNALIGNED_LOADS, copy_without, data_bytes, external_path, is_lazy,
+                          mappable_dtype, tensor_array)
     if model.ir_version == ort_ir_version(model.ir_version) and not any(map(is_lazy, model.graph.initializer)):
         # The common case: nothing to move or change, so no copy (the ByteSize walk and the copy of
         # every node cost as much as serialising the model again).
@@ -336,22 +351,38 @@ def ort_model(model) -> OrtModel:
     else:
         oversized = model.ByteSize() > PROTO_LIMIT - _PROTO_HEADROOM
 
-    def moved(tensor) -> bool:
+    def fed(tensor) -> bool:
         if is_lazy(tensor):
-            return True
+            offset = external_path(tensor)[1]
+            return not UNALIGNED_LOADS and offset % mappable_dtype(tensor.data_type).alignment != 0
         return (oversized and tensor.data_location != onnx.TensorProto.EXTERNAL
                 and tensor.ByteSize() >= _INLINE_MOVE_BYTES and tensor.data_type != onnx.TensorProto.STRING)
 
-    proto, taken = split_initializers(model, moved)
+    proto = copy_without(model, "graph")
+    proto.graph.CopyFrom(copy_without(model.graph, "initializer"))
     proto.ir_version = ort_ir_version(proto.ir_version)
+    mapped = [t for t in model.graph.initializer if is_lazy(t) and not fed(t)]
+    files = {t.name: external_path(t) for t in mapped}
+    folder = os.path.commonpath([os.path.dirname(path) for path, _ in files.values()]) if files else None
     inputs = {vi.name for vi in proto.graph.input}
     weights, added = {}, set()
-    for tensor in taken:
-        if tensor.name not in inputs:
-            proto.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
-            added.add(tensor.name)
-        weights[tensor.name] = tensor_array(tensor, aligned=True)
-    return OrtModel(proto.SerializeToString(), weights, added)
+    for tensor in model.graph.initializer:
+        if tensor.name in files:
+            path, offset = files[tensor.name]
+            external = proto.graph.initializer.add()
+            external.CopyFrom(copy_without(tensor, "external_data"))
+            for key, value in (("location", os.path.relpath(path, folder)), ("offset", str(offset)),
+                               ("length", str(data_bytes(tensor)))):
+                entry = external.external_data.add()
+                entry.key, entry.value = key, value
+        elif fed(tensor):
+            if tensor.name not in inputs:
+                proto.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+                added.add(tensor.name)
+            weights[tensor.name] = tensor_array(tensor, aligned=True)
+        else:
+            proto.graph.initializer.add().CopyFrom(tensor)
+    return OrtModel(proto.SerializeToString(), weights, added, folder)
 
 
 def _serialised_below_limit(model) -> "bytes | None":
@@ -394,6 +425,9 @@ def _session(model, options, **kwargs):
     if isinstance(model, (str, bytes)):
         return ort.InferenceSession(model, options, **kwargs)
     prepared = ort_model(model)
+    if prepared.folder is not None:
+        # set last: the weights' locations are relative to this folder, whatever else was asked
+        options.add_session_config_entry(EXTERNAL_FOLDER_OPTION, prepared.folder)
     session = ort.InferenceSession(prepared.data, options, **kwargs)
     return WeightedSession(session, prepared.weights, prepared.added) if prepared.weights else session
 

@@ -3,9 +3,12 @@
 
 A region is a run of a model's nodes: the values fed at run time, the initializers embedded in
 its sub-model, and the outputs wanted. A RegionEngine is made per model (or body model) and side;
-it builds a region's sub-model (weights stay by reference: ort_model binds lazy initializers as
-mapped inputs), opens it on one engine of the table below, runs it and hands the results back by
-output name.
+it builds a region's sub-model (weights stay by reference: ort_model hands lazy initializers to
+onnxruntime as external data in the user's own files; fed values carry their rank), opens it on
+one engine of the table below, runs it and hands the results back by output name. onnxruntime
+then optimises a region as it optimises the shipped file (Conv+BatchNormalization and MatMul+Add
+fusion, pre-packing need initializers and ranks), so a region computes what onnxruntime's own run
+of the model computes, bit for bit where the cut does not split a fusion.
 
 The sessions engines open on onnxruntime go through one SessionCache, which a CompiledModel holds
 and both of its sides pass in: the lowered run and the hybrid oracle cut the same model into
@@ -244,6 +247,7 @@ class RegionEngine:
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         fed = {vi.name for vi in model.graph.input} | set(passed)
         self.inits = {i.name: i for i in model.graph.initializer if i.name not in fed}
+        self.inits.update(_identity_aliases(model, self.inits, fed))
         self._opened: dict = {}                   # (engine, key) -> the session this side uses
         # (chain, key) -> (engine, why the ones before it were passed over)
         self._chosen: "dict[tuple, tuple[str, str | None]]" = {}
@@ -263,14 +267,17 @@ class RegionEngine:
         """The region as a model of this one's opset, IR version and functions; embedded weights
         stay by reference (a lazy initializer's proto holds its file location, not its bytes).
         `typed`: every input and output must have a known type (onnxruntime needs them); else an
-        unknown one is left untyped (onnx.reference infers it)."""
+        unknown one is left untyped (onnx.reference infers it). Inputs carry their rank, not their
+        dims: onnxruntime fuses MatMul + Add into Gemm only on a known rank, and a dim inference got
+        wrong must not make it refuse a feed."""
         def vi(name: str) -> onnx.ValueInfoProto:
             info = self.types.get(name)
             if info is None or not getattr(info, "onnx_type", 0):
                 if typed:
                     raise DmlLowerError(f"ONNX region {region.name}: the type of {name!r} is unknown")
                 return onnx.ValueInfoProto(name=name)
-            return helper.make_tensor_value_info(name, info.onnx_type, None)
+            shape = getattr(info, "shape", None)
+            return helper.make_tensor_value_info(name, info.onnx_type, None if shape is None else [None] * len(shape))
 
         graph = helper.make_graph(loops_as_onnx_defines(list(region.nodes)), region.name,
                                   [vi(n) for n in region.fed], [vi(n) for n in region.outputs],
@@ -378,6 +385,29 @@ class RegionEngine:
         if shared and remember:
             self.cache.remember(self.key(region), feeds, results)
         return {n: np.asarray(v) for n, v in results.items()}
+
+
+def _identity_aliases(model: onnx.ModelProto, inits: "Mapping[str, onnx.TensorProto]", fed: "set[str]"
+                      ) -> "dict[str, onnx.TensorProto]":
+    """The outputs of main-graph Identity nodes over an initializer (exporters write shared weights
+    so: Mask R-CNN's mask-head biases), at any depth of such chains, each as that initializer under
+    the output's name (a lazy one's proto holds its file location, not its bytes). A region reading
+    one embeds it like the initializer itself: fed from another region, it was a graph input of the
+    sub-model, and onnxruntime, which folds the Identity away on the shipped file, could not treat
+    the bias as constant there (a plain FusedConv instead of its NCHWc Conv: other rounding)."""
+    aliases: "dict[str, onnx.TensorProto]" = {}
+    for node in model.graph.node:
+        if (node.op_type != "Identity" or node.domain not in ("", "ai.onnx") or len(node.input) != 1
+                or len(node.output) != 1 or not node.output[0] or node.output[0] in fed):
+            continue
+        source = aliases.get(node.input[0]) or inits.get(node.input[0])
+        if source is None:
+            continue
+        alias = onnx.TensorProto()
+        alias.CopyFrom(source)
+        alias.name = node.output[0]
+        aliases[alias.name] = alias
+    return aliases
 
 
 def _missing(what: str):

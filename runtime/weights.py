@@ -182,9 +182,10 @@ def no_external(proto: onnx.ModelProto, what: str, own_marks: bool = False) -> N
     `own_marks`: a ModelProto from the caller's own code may hold tensors load_model left in their
     files (a loaded model passed again); their regions are checked again, from their marked folder.
     Bytes are a file's content: a basepath they carry is never trusted."""
+    tensors = all_tensors(proto)          # one walk of the model (thousands of nodes on a big one)
     if not own_marks:
-        forget_basepaths(proto)
-    for tensor in all_tensors(proto):
+        forget_basepaths(proto, tensors)
+    for tensor in tensors:
         if is_lazy(tensor):
             _external_region(tensor, _entries(tensor)[BASEPATH], what)
         elif tensor.data_location == TensorProto.EXTERNAL:
@@ -195,10 +196,11 @@ def no_external(proto: onnx.ModelProto, what: str, own_marks: bool = False) -> N
             check_raw_data(tensor, what)
 
 
-def forget_basepaths(proto: onnx.ModelProto) -> None:
+def forget_basepaths(proto: onnx.ModelProto, tensors: "list[TensorProto] | None" = None) -> None:
     """Drop every basepath entry a file carries (onnx may write one): external data is found from
-    the model's own folder, never from a folder the file names."""
-    for tensor in all_tensors(proto):
+    the model's own folder, never from a folder the file names. `tensors`: all_tensors(proto), when
+    the caller has them."""
+    for tensor in all_tensors(proto) if tensors is None else tensors:
         kept = [(e.key, e.value) for e in tensor.external_data if e.key != BASEPATH]
         if len(kept) != len(tensor.external_data):
             del tensor.external_data[:]
@@ -235,9 +237,10 @@ def resolve_external(proto: onnx.ModelProto, base_dir: str, what: str) -> None:
     the file; one line naming the tensor, the file and the numbers otherwise); large main-graph
     initializers stay in their files (marked with basepath), every other external tensor is read
     into the proto with a read bounded by its length. Inline raw data is checked likewise."""
-    forget_basepaths(proto)
+    tensors = all_tensors(proto)
+    forget_basepaths(proto, tensors)
     main = len(proto.graph.initializer)
-    for index, tensor in enumerate(all_tensors(proto)):
+    for index, tensor in enumerate(tensors):
         if tensor.data_location != TensorProto.EXTERNAL:
             check_raw_data(tensor, what)
             continue

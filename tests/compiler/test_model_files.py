@@ -28,7 +28,7 @@ from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.frontend import load_model
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES
-from tests.builders import IR_VERSION
+from tests.builders import IR_VERSION, graph_model
 from tests.cli_runner import cli
 
 LARGE = LAZY_MIN_BYTES // 4 + 16          # float32 elements: a weight left in its file
@@ -330,6 +330,24 @@ def test_a_basepath_in_the_file_is_never_trusted(tmp_path):
         load_model(str(folder / "model.onnx"))
     with pytest.raises(DmlLowerError, match="without a folder"):
         load_model(model.SerializeToString())
+
+
+@pytest.mark.parametrize("source", ["file", "bytes"])
+def test_the_loader_walks_the_model_s_tensors_once(source, tmp_path, monkeypatch):
+    """resolve_external and no_external collect every tensor once (basepaths are dropped from the
+    same list): on a model of thousands of nodes a walk costs tens of milliseconds."""
+    from onnx import external_data_helper
+    folder = built_with(entries(LARGE), tmp_path)
+    walks = []
+    walk = external_data_helper._get_all_tensors
+    monkeypatch.setattr(external_data_helper, "_get_all_tensors", lambda proto: walks.append(1) or walk(proto))
+    if source == "file":
+        load_model(str(folder / "model.onnx"))
+    else:
+        model = graph_model([h.make_node("Add", ["x", "w"], ["y"])], [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])],
+                            {"w": np.ones(4, np.float32)})
+        load_model(model.SerializeToString())
+    assert len(walks) == 1
 
 
 def test_a_loaded_model_passed_again_reads_its_weights(tmp_path, rng):

@@ -1,6 +1,6 @@
 """The one way a ModelProto reaches onnxruntime (ort_providers.ort_model): ir_version capped at
-MAX_IR_VERSION for every session check and run build, weights kept in external files bound as
-inputs (never inside the proto), big inline initializers moved out when the proto would pass 2 GB."""
+MAX_IR_VERSION for every session check and run build, weights kept in external files (never inside
+the proto), big inline initializers moved out when the proto would pass 2 GB."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -95,12 +95,15 @@ def test_weights_in_external_files_stay_there_and_are_fed_in_place(tmp_path, cap
     feeds = {"x": x, "w": np.eye(512, dtype=np.float32)} if overridable else {"x": x}
     spy = SessionSpy(monkeypatch)
     np.savez(tmp_path / "in.npz", **feeds)
-    # ort-cpu runs the file, whose weight is an initializer onnxruntime pre-packs for its MatMul;
-    # the ort-cpu oracle is fed it as an input (not pre-packed): sums differ in the last bits
+    # every session gets the weight as an initializer whose external data is the user's file
+    # (tests/runtime/test_region_fusion.py: bit for bit onnxruntime's own run)
     code, out, err = cli(["check", path, "--backends", "cpu,ort,ort-cpu", "--oracle", "ort-cpu",
                           "--inputs", tmp_path / "in.npz", "--rtol", "1e-3"], capsys)
     assert code == 0, err + out
     assert spy.models and max(m.ByteSize() for m in spy.models) < 1 << 16
+    weighted = [t for m in spy.models for t in m.graph.initializer if t.name == "w"]
+    assert weighted and all(t.data_location == T.EXTERNAL and t.external_data[0].value == "m.data"
+                            for t in weighted)
     assert [m.ByteSize() < 1 << 16 for m in spy.files] == [True]      # the shipped file: weights outside
     expected = reference(onnx.load(str(path)), feeds)
     for backend in ("cpu", "ort"):

@@ -1,0 +1,40 @@
+"""A plain `check`, `run` or `compile` leaves onnx.reference unimported: its operator list costs
+~0.05 s of CPU (a fifth of our own imports), and only `--oracle reference`, a DML EP run or a node
+onnx.reference evaluates needs it. On a small model the fixed cost of starting is most of the
+command (SSDlite-320: README's Performance section)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from tests.builders import graph_model
+
+NOT_NEEDED = ("onnx.reference",)
+
+PROBE = """
+import sys
+from onnx_dml_lowering.compiler.cli import main
+code = main(sys.argv[1:])
+print(code, *sorted(m for m in sys.modules if m in {names!r}))
+"""
+
+
+@pytest.mark.parametrize("argv", [["check", "{model}", "-q"], ["check", "{model}", "-q", "--backends", "cpu,ort,ort-cpu"],
+                                  ["run", "{model}", "-q"], ["compile", "{model}"]])
+def test_a_plain_command_leaves_unneeded_modules_unimported(tmp_path, argv):
+    model = graph_model([h.make_node("Relu", ["x"], ["r"], name="relu"),
+                         h.make_node("NonZero", ["r"], ["nz"], name="nz"),
+                         h.make_node("Add", ["r", "r"], ["y"], name="add")],
+                        [("x", T.FLOAT, [3, 4])], [("nz", T.INT64, 2), ("y", T.FLOAT, [3, 4])])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    args = [a.format(model=path) for a in argv]
+    result = subprocess.run([sys.executable, "-c", PROBE.format(names=set(NOT_NEEDED)), *args],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "0", result.stdout

@@ -353,8 +353,9 @@ def ort_model(model) -> OrtModel:
 
     def fed(tensor) -> bool:
         if is_lazy(tensor):
-            offset = external_path(tensor)[1]
-            return not UNALIGNED_LOADS and offset % mappable_dtype(tensor.data_type).alignment != 0
+            offset, dtype = external_path(tensor)[1], mappable_dtype(tensor.data_type)
+            # a lazy tensor's type is mappable (the loader leaves only those in their files)
+            return not UNALIGNED_LOADS and dtype is not None and offset % dtype.alignment != 0
         return (oversized and tensor.data_location != onnx.TensorProto.EXTERNAL
                 and tensor.ByteSize() >= _INLINE_MOVE_BYTES and tensor.data_type != onnx.TensorProto.STRING)
 

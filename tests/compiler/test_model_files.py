@@ -336,11 +336,11 @@ def test_a_basepath_in_the_file_is_never_trusted(tmp_path):
 def test_the_loader_walks_the_model_s_tensors_once(source, tmp_path, monkeypatch):
     """resolve_external and no_external collect every tensor once (basepaths are dropped from the
     same list): on a model of thousands of nodes a walk costs tens of milliseconds."""
-    from onnx import external_data_helper
+    from onnx_dml_lowering.runtime import weights
     folder = built_with(entries(LARGE), tmp_path)
     walks = []
-    walk = external_data_helper._get_all_tensors
-    monkeypatch.setattr(external_data_helper, "_get_all_tensors", lambda proto: walks.append(1) or walk(proto))
+    walk = weights.all_tensors
+    monkeypatch.setattr(weights, "all_tensors", lambda proto: walks.append(1) or walk(proto))
     if source == "file":
         load_model(str(folder / "model.onnx"))
     else:

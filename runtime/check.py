@@ -262,6 +262,11 @@ def lazy_oracle(compiled, feeds: Mapping[str, np.ndarray], needs: "set[str]",
     return value
 
 
+class FeedsFailed(DmlLowerError):
+    """The oracle could not evaluate the model on the first feed set (the message is its own): a
+    failure of these feeds, which the caller may explain by how they were made (random sizes)."""
+
+
 def check(compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
           options: "BackendOptions | None" = None, *, oracle: "str | Oracle" = "hybrid",
           more_feeds: "Iterable[Mapping[str, object]] | None" = None, model_name: str = "",
@@ -372,7 +377,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                                 if the_oracle.values.get(value) is None or np.shape(the_oracle.values[value])[-1]]
                 except DmlLowerError as exc:
                     if iteration == 0:
-                        raise
+                        raise FeedsFailed(str(exc)) from exc
                     stopped = stop(iteration, exc)
                     break
                 if iteration == 0:

@@ -66,7 +66,7 @@ def check_models(args, parser) -> int:
 def cmd_check(args) -> int:
     from ..compiled import compile_model
 
-    from onnx_dml_lowering.runtime.check import LoadedOutputs, check
+    from onnx_dml_lowering.runtime.check import FeedsFailed, LoadedOutputs, check
     from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
     from onnx_dml_lowering.runtime.saved_outputs import set_path, wrote_line
     feed_options = FEEDS.parse(args)
@@ -105,7 +105,7 @@ def cmd_check(args) -> int:
                               more_feeds=more, model_name=str(args.model), feed_label=_seed_label(feed_options),
                               fail_partial=backends.fail_on_partial, on_set=save_set)
     except DmlLowerError as exc:
-        hint = drawn_sizes_hint(compiled, feed_options)
+        hint = drawn_sizes_hint(compiled, feed_options) if isinstance(exc, FeedsFailed) else ""
         if not args.save_inputs:
             if hint:
                 raise DmlLowerError(f"{exc}{hint}") from None

@@ -271,3 +271,10 @@ def test_random_feeds_a_decoder_cannot_take_name_the_dimensions_to_set(capsys) -
     dims = [w for name in free for w in ("--dim", f"{name}=2")]
     code, _, err = cli(["check", SHIPPED_DECODER, "-q", *dims], capsys)
     assert "random feeds gave" not in err
+
+
+def test_the_dim_hint_is_only_for_failures_on_the_feeds(capsys) -> None:
+    """An error that has nothing to do with the feeds' sizes (a provider this machine lacks) gets
+    no --dim hint, on a model whose symbolic dimensions the feeds sized by default."""
+    code, _, err = cli(["check", SHIPPED_DECODER, "--backends", "ort:NoSuchExecutionProvider"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "random feeds gave" not in err

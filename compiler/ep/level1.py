@@ -20,18 +20,25 @@ def level1_model(model: onnx.ModelProto, model_dir: "str | None") -> "tuple[onnx
     before the optimised model is saved). External weights are read by onnxruntime from
     `model_dir` and written back external (this process never loads them)."""
     import onnxruntime as ort
+
+    from onnx_dml_lowering.runtime.ort_providers import EXTERNAL_FOLDER_OPTION, ort_model
+    # the one way a ModelProto reaches onnxruntime: weights load_model left in the user's files
+    # (a model optimize --for dml loaded) become external initializers in those files; serialised
+    # as they are, onnxruntime refused them and the prediction ran on no graph at all
+    prepared = ort_model(model)
+    folder = prepared.folder or model_dir
     with tempfile.TemporaryDirectory(prefix="dml-lower-level1-") as tmp:
         out = Path(tmp) / "level1.onnx"
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.optimized_model_filepath = str(out)
         options.log_severity_level = 3
-        if model_dir is not None:
-            options.add_session_config_entry("session.model_external_initializers_file_folder_path", model_dir)
+        if folder is not None:
+            options.add_session_config_entry(EXTERNAL_FOLDER_OPTION, folder)
         options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
         options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
         try:
-            ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+            ort.InferenceSession(prepared.data, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime refuses the model: say why, in its words
             if not out.is_file():
                 return None, first_line(exc)

@@ -332,3 +332,30 @@ def test_readme_example_is_real_output(capsys, monkeypatch):
     code, out, _ = cli(["inspect", "tests/models/eye_square.torchscript.onnx", "--ep", "dml"], capsys)
     assert code == 0
     assert out == shown
+
+
+def test_a_loaded_model_with_weights_left_in_its_file_is_predicted_as_the_file(tmp_path):
+    """load_model leaves a weight of 1 MiB or more in the file (a lazy initializer); the prediction
+    on that proto (optimize --for dml's) is the one on the file as stored (inspect's). It ran on no
+    graph at all when the proto reached onnxruntime's level-1 session serialised as it was (every
+    node 'no provider', GPT-2's copies 949 where inspect said 1)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from onnx_dml_lowering.compiler.frontend import load_model
+    from onnx_dml_lowering.runtime.weights import is_lazy
+    weight = numpy_helper.from_array(np.ones((512, 512), np.float32), "w")       # 1 MiB: left in the file
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             h.make_node("Cast", ["m"], ["b"], name="to_bool", to=T.BOOL),
+             h.make_node("NonZero", ["b"], ["y"], name="nonzero")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [4, 512])],
+                         [h.make_tensor_value_info("y", T.INT64, [2, None])], [weight])
+    path = tmp_path / "m.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8), str(path))
+    loaded = load_model(str(path))
+    assert any(map(is_lazy, loaded.graph.initializer))
+    stored = predict_placement(onnx.load(str(path), load_external_data=False), str(tmp_path))
+    predicted = predict_placement(loaded, str(tmp_path))
+    assert [(n["node"], n["provider"]) for n in predicted["nodes"]] == [(n["node"], n["provider"]) for n in stored["nodes"]]
+    assert predicted["copies"] == stored["copies"] and predicted["warnings"] == stored["warnings"]
+    assert {n["provider"] for n in predicted["nodes"]} != {NONE}

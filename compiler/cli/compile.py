@@ -36,6 +36,7 @@ def cmd_compile(args) -> int:
     from ..compiled import compile_model
     model = MODEL.parse(args)
     compiled = compile_model(model.path, feature_level=model.feature_level)
+    dims = known_dims(compiled, dims)       # a name no input dimension has: refused before any output
     print(format_graph(compiled.graph))
     print()
     print(format_placement(compiled))
@@ -51,7 +52,7 @@ def cmd_compile(args) -> int:
 def _specialised(compiled: CompiledModel, dims: "dict[str, int]") -> dict:
     """compile --dim: the run-time steps specialised at those sizes, printed and returned for --json."""
     from ..specialise import format_specialised, specialise
-    spec = specialise(compiled, known_dims(compiled, dims))
+    spec = specialise(compiled, dims)
     print()
     print(format_specialised(spec))
     return spec

@@ -108,6 +108,7 @@ def test_count_sized_step_stays_symbolic(n, m, tmp_path, capsys):
 def test_unknown_dim_is_the_existing_error(capsys):
     code, out, err = cli(["compile", REAL / "gpt2.dynamo.onnx", "--dim", "seq=4"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
+    assert out == ""            # refused before the graph is printed, as run and check refuse it
     assert err.strip() == ("dml-lower: error: --dim seq: no input dimension has that name "
                            "(symbolic input dimensions: batch, sequence)")
 

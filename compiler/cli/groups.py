@@ -12,7 +12,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError
 
 if TYPE_CHECKING:
     from onnx_dml_lowering.ir import FeatureLevel
@@ -73,7 +73,7 @@ class FeatureLevelArgs(ArgGroup):
 
     def add(self, parser: argparse.ArgumentParser) -> None:
         self._add(parser, "--feature-level", metavar="L", help=LEVEL_HELP[self.use],
-                  **({} if self.filter else {"default": "5_1"}))
+                  **({} if self.filter else {"default": str(DEFAULT_LEVEL)}))
 
     def parse(self, args: argparse.Namespace) -> "FeatureLevel | None":
         """The level (ir.parse_level; a bad one is one error line), None for an absent filter."""
@@ -82,8 +82,7 @@ class FeatureLevelArgs(ArgGroup):
 
     def required(self, args: argparse.Namespace) -> FeatureLevel:
         """The level of a command that lowers at one (not a filter: it has a default)."""
-        from onnx_dml_lowering.ir import parse_level
-        return parse_level(args.feature_level or "5_1")
+        return self.parse(args) or DEFAULT_LEVEL
 
 
 @dataclass(frozen=True)

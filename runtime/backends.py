@@ -32,7 +32,7 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 
 from .feeds import restore_declared
-from .oracle import NO_KERNEL_NODE
+from .ort_messages import ProviderLoadError, ProviderRunError, parse_provider_failure
 from .ort_providers import (ProviderSpec, SessionSettings, backend_hint, make_provider_session,
                             describe_findings, node_providers, placement_findings, resolve, resolve_provider)
 from .ort_values import run_session
@@ -258,12 +258,11 @@ class Provider:
             try:
                 self._session = self._make(model)
                 break
-            except DmlLowerError as exc:
-                found = NO_KERNEL_NODE.search(str(exc))
-                names = {n.name for n in model.graph.node}
-                if not found or found.group(1) not in names or "NOT_IMPLEMENTED" not in str(exc):
+            except ProviderLoadError as exc:
+                # every node without a kernel, in whichever words onnxruntime says it (ort_messages)
+                if not exc.not_implemented or exc.node not in {n.name for n in model.graph.node}:
                     raise
-                self._cut(model, found.group(1), str(exc).split("cannot load the model: ", 1)[-1])
+                self._cut(model, exc.node, exc.reason)
         cut = f", {len(self.unsupported)} node(s) without a kernel cut out" if self.unsupported else ""
         return f"a modified copy of the model (checked, shape-inferred{cut})"
 
@@ -307,8 +306,8 @@ class Provider:
         try:
             values = run_session(self._session, self._outputs, {k: v for k, v in feeds.items() if k in wanted})
         except Exception as exc:
-            raise DmlLowerError(f"onnxruntime ({self.spec.description}) failed to run the model: "
-                                f"{first_line(exc)}") from None
+            raise ProviderRunError(f"onnxruntime ({self.spec.description}) failed to run the model: {first_line(exc)}",
+                                   self.spec.name, first_line(exc), parse_provider_failure(exc)) from None
         result.outputs = dict(zip(self._outputs, values))
         return result
 

@@ -39,8 +39,7 @@ from .control_flow import host_construct
 from .ort_providers import SessionSettings, make_session
 from .weights import reference_evaluator, tensor_array
 from .ort_values import run_session
-# NO_KERNEL_NODE: backends.py reads it from here
-from .region_engine import (HOST, NO_KERNEL_NODE, ORT, REFERENCE, Region, RegionEngine, SessionCache,  # noqa: F401
+from .region_engine import (HOST, ORT, REFERENCE, Region, RegionEngine, SessionCache,  # noqa: F401
                             reference_gets_wrong)
 from .saved_outputs import load_golden, split_metadata
 

@@ -27,6 +27,7 @@ from onnx_dml_lowering.ir.errors import first_line
 from . import kernels as numpy_kernels
 from .kernels import POISON_WORD, scalar_for
 from .interrupt import stoppable_run
+from .ort_messages import parse_provider_failure
 from .ort_providers import SessionSettings, make_session, resolve
 
 
@@ -71,7 +72,8 @@ class OrtOperators:
                 self._sessions[key] = make_session(model, self.providers, settings=self.settings)
             except Exception as exc:
                 reason = f"{what}: onnxruntime ({', '.join(self.providers)}) cannot run it: {first_line(exc)}"
-                if "NOT_IMPLEMENTED" in str(exc):
+                failure = parse_provider_failure(exc)
+                if failure is not None and failure.not_implemented:
                     self._no_kernel[key] = reason
                     raise NoKernel(reason) from None
                 raise DmlLowerError(reason) from None

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.printer import name_list
 
+from .ort_messages import ProviderLoadError, parse_provider_failure, provider_message
+
 if TYPE_CHECKING:
     import numpy as np
     import onnx
@@ -522,22 +524,9 @@ def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = Fal
         raise
     except Exception as exc:
         fallback = " with CPU fallback disabled" if no_fallback else ""
-        raise DmlLowerError(f"onnxruntime ({provider.description}{fallback}) cannot load the model: "
-                            f"{_provider_error(exc)}") from None
-
-
-def _provider_error(exc: BaseException) -> str:
-    """onnxruntime's message in one line; a provider's C++ context (OpenVINO puts the reason
-    after a long frame signature) is cut to its first and last lines."""
-    from onnx_dml_lowering.ir.errors import brief
-    text = str(exc)
-    if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
-        # onnxruntime's message quotes a name that is not UTF-8 (a shipped file's node name)
-        text = exc.object.decode("utf-8", "backslashreplace")
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    return brief(lines[0]) if len(lines) == 1 else f"{brief(lines[0], 200)} ... {brief(lines[-1])}"
+        reason = provider_message(exc)
+        raise ProviderLoadError(f"onnxruntime ({provider.description}{fallback}) cannot load the model: {reason}",
+                                provider.name, reason, parse_provider_failure(exc)) from None
 
 
 def node_providers(session) -> "dict[str, str] | None":

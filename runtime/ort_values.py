@@ -17,6 +17,8 @@ import numpy as np
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE, numpy_to_onnx, onnx_to_numpy
 
+from .ort_messages import binding_cannot_convert
+
 # dtype kind "V": ml_dtypes' extension types present themselves as void to numpy's kind test.
 # ONNX uint4, int4, float4e2m1: two elements per byte in onnxruntime's memory.
 _FOUR_BIT = (21, 22, 23)
@@ -163,7 +165,7 @@ def _run_session(session, outputs, feeds, options) -> "list[np.ndarray]":
             facts.validated.add(feed_names)
             return results
     except RuntimeError as exc:
-        if "numpy" not in str(exc).lower():      # not a type the binding cannot convert
+        if not binding_cannot_convert(exc):
             raise
     values = {name: to_ort_value(np.asarray(value)) for name, value in feeds.items()}
     return [_from_ort(r) for r in session.run_with_ort_values(names, values, options)]

@@ -34,7 +34,6 @@ hold per-side state (a host region's body oracles) and cost little: each engine 
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -50,6 +49,7 @@ from .nondeterminism import is_random
 from .onnx_definitions import ENGINE as DEFINITIONS
 from .onnx_definitions import DefinitionsRegion
 from .oracle_control_flow import BodyEvaluators, HostRegion
+from .ort_messages import parse_provider_failure
 from .ort_providers import SessionSettings, few_elements, make_session
 from .ort_values import run_session
 from .ort_workarounds import loops_as_onnx_defines
@@ -61,10 +61,6 @@ REFERENCE = "onnx.reference"                 # an onnx.reference evaluator of th
 REFERENCE_ORACLE = "reference oracle"        # the sub-model as `--oracle reference` runs it (its
                                              # If / Loop / Scan onnx.reference gets wrong on the host)
 HOST = "host control flow"                   # If / Loop / Scan as ONNX defines them, bodies on oracles
-
-# onnxruntime names the node it has no kernel for in its load error.
-NO_KERNEL_NODE = re.compile(r"node with name '([^']*)'")
-
 
 @dataclass(frozen=True)
 class Region:
@@ -355,9 +351,9 @@ class RegionEngine:
     def probe(self, region: Region, exc: BaseException) -> "list[str]":
         """The nodes of a region onnxruntime failed to load (`exc`) that it cannot load: the one its
         error names, else each node tried alone."""
-        found = NO_KERNEL_NODE.search(str(exc))
-        if found and found.group(1) in region.node_names:
-            return [found.group(1)]
+        failure = parse_provider_failure(exc)
+        if failure is not None and failure.node in region.node_names:
+            return [failure.node]
         bad = []
         for node in region.nodes:
             reads = node_reads(node)

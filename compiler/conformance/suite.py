@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from onnx_dml_lowering.runtime.check import lazy_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.dml_deviations import describe, dml_outputs
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
+from onnx_dml_lowering.runtime.ort_messages import ProviderError
 from onnx_dml_lowering.runtime.output_file import write_text
 from onnx_dml_lowering.runtime.weights import check_raw_data
 
@@ -84,6 +84,7 @@ class Outcome:
     status: str                     # one of STATUSES
     detail: str = ""
     fallbacks: "list[str]" = field(default_factory=list)
+    summary: str = ""               # the detail in a few words where it has them ('no kernel for EyeLike(22)')
 
 
 def _compare(expected: "list[np.ndarray]", actual: "list[np.ndarray | None]", names: "list[str]") -> str:
@@ -103,8 +104,9 @@ def _compare(expected: "list[np.ndarray]", actual: "list[np.ndarray | None]", na
     return ""
 
 
-def _unsupported(message: str) -> bool:
-    return "NOT_IMPLEMENTED" in message or "Could not find an implementation" in message
+def _no_kernel(error: "DmlLowerError | None") -> "ProviderError | None":
+    """The error when it says the provider lacks an implementation (runtime.ort_messages read it)."""
+    return error if isinstance(error, ProviderError) and error.not_implemented else None
 
 
 class CaseRunner:
@@ -130,14 +132,14 @@ class CaseRunner:
         return self.provider.name if self.provider is not None else self.spec
 
     def run(self, model: "str | onnx.ModelProto",
-            data_sets) -> "tuple[list[list[np.ndarray | None]] | None, str, list[str], str]":
+            data_sets) -> "tuple[list[list[np.ndarray | None]] | None, DmlLowerError | None, list[str], str]":
         """(outputs per data set, error, placement notes, what it did not run itself: '' or the PARTIAL text)."""
         try:
             compiled = compile_model(model, feature_level=self.feature_level)
             runners, _ = make_backends(compiled, [self.spec], self.options)
             prepared = runners[0].prepare()
         except DmlLowerError as exc:
-            return None, str(exc), [], ""
+            return None, exc, [], ""
         self.assignment = prepared.node_providers
         names = compiled.output_names
         report = BackendReport(self.spec, partial=dict(prepared.partial))
@@ -151,8 +153,8 @@ class CaseRunner:
                                    for n in done.not_compared]
                 runs.append([done.outputs.get(n) for n in names])
         except DmlLowerError as exc:
-            return None, str(exc), prepared.placement_notes, ""
-        return runs, "", prepared.placement_notes, report.partial_why() if report.is_partial else ""
+            return None, exc, prepared.placement_notes, ""
+        return runs, None, prepared.placement_notes, report.partial_why() if report.is_partial else ""
 
 
 def judge(backend: CaseRunner, case_name: str, model, data_sets, expected, known: "dict | None",
@@ -167,9 +169,11 @@ def judge(backend: CaseRunner, case_name: str, model, data_sets, expected, known
     outputs, error, notes, partial = backend.run(path or model, data_sets)
     known = (known or {}).get(backend.deviation_key, {}).get("cases", {}).get(case_name)
     if outputs is None:
-        if _unsupported(error) or (known and known["status"] == "unsupported"):
-            return Outcome("unsupported", error, notes)
-        return Outcome("fail", error, notes)
+        missing = _no_kernel(error)
+        if missing is not None or (known and known["status"] == "unsupported"):
+            operator = missing.failure.operator if missing is not None and missing.failure is not None else ""
+            return Outcome("unsupported", str(error), notes, f"no kernel for {operator}" if operator else "")
+        return Outcome("fail", str(error), notes)
     outcome = Outcome("pass", "", notes)
     for index, (got, want) in enumerate(zip(outputs, expected)):
         diff = _compare(want, got, names)
@@ -395,11 +399,7 @@ def format_results(results: dict) -> "list[str]":
         lines.append(f"[{backend}] {counts}")
         for status in ("fail", "partial", "deviation", "unsupported"):
             for name, outcome in by_status[status]:
-                detail = outcome.detail
-                kernel = re.search(r"Could not find an implementation for (\S+)", detail)
-                if status == "unsupported" and kernel:
-                    detail = f"no kernel for {kernel.group(1)}"
-                lines.append(f"  {status.upper()} {name}: {detail}")
+                lines.append(f"  {status.upper()} {name}: {outcome.summary or outcome.detail}")
         for status in STATUSES:
             for name, outcome in by_status[status]:
                 for note in outcome.fallbacks:

@@ -49,6 +49,15 @@ def _abs_bfloat16():
                        [("x", T.BFLOAT16, [3, 4])], [("a", T.BFLOAT16, [3, 4]), ("s", T.BFLOAT16, [3, 4])], opset=14)
 
 
+def _eyelike_22_bfloat16():
+    """Every node without a kernel is cut, whichever wording onnxruntime names it in (issue 35:
+    EyeLike-22): EyeLike at opset 22 and the Add reading it, both bfloat16."""
+    BF = ("x", T.BFLOAT16, [3, 3])
+    return graph_model([h.make_node("EyeLike", ["x"], ["e"], name="eye"), h.make_node("Add", ["e", "x"], ["y"], name="add"),
+                        h.make_node("Cast", ["y"], ["f"], to=T.FLOAT, name="cast")],
+                       [BF], [("e", T.BFLOAT16, [3, 3]), ("f", T.FLOAT, [3, 3])], opset=22)
+
+
 # (model, status per output, cut nodes, values fed from the oracle)
 CASES = {
     "trilu_graph_output": (_trilu_graph_output, {"y": "unsupported"}, ["tri"], []),
@@ -59,6 +68,7 @@ CASES = {
     "two_chained_both_outputs": (_chained_both_outputs, {"t": "unsupported", "nz": "unsupported", "c": "match"},
                                  ["tri", "nz"], ["nz"]),
     "in_hybrid_oracle_too": (_abs_bfloat16, {"a": "unsupported", "s": "match"}, ["abs"], ["a"]),
+    "eyelike_22": (_eyelike_22_bfloat16, {"e": "unsupported", "f": "match"}, ["eye", "add"], ["y"]),
 }
 
 

@@ -91,3 +91,9 @@ class ModelContradiction(DmlLowerError):
     """The model's declarations contradict what it computes (a value_info shape the values do not
     have): the model's fault, not a backend's, so `check` refuses the model (exit 2) instead of
     reporting one backend's ERROR."""
+
+
+class MemoryLimitExceeded(DmlLowerError):
+    """A run (its buffers, feeds, stacked loop outputs or a file read) needs more memory than the
+    limit the user set (--memory-limit): the user's bound, not a backend's failure, so `check`
+    stops with it (exit 2) instead of reporting one backend's ERROR."""

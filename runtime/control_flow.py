@@ -18,6 +18,7 @@ import onnx
 from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
 from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
 from .memory import default_limit, format_size
 
@@ -79,7 +80,7 @@ class _ScanStacks:
             stack.append(value)
             self.bytes += value.nbytes
         if 2 * self.bytes > self.limit:
-            raise DmlLowerError(
+            raise MemoryLimitExceeded(
                 f"node {self.node.name!r} ({self.node.op_type}): its scan outputs hold {format_size(self.bytes)} "
                 f"after {iteration + 1} iterations and stacking them takes as much again, over the memory limit "
                 f"of {format_size(self.limit)} (raise --memory-limit)")

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
 from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE, onnx_to_numpy, onnx_type_name
 
 from .memory import default_limit, format_size
@@ -226,7 +227,7 @@ def check_feed_sizes(inputs: "list[onnx.ValueInfoProto]", shapes: "Mapping[str, 
         need = (f"the random feeds need {format_size(total + draw)} with numpy's draws" if drawn
                 else f"the all-zero feeds need {format_size(total)}")
         hint = "use smaller --dim values or raise --memory-limit" if drawn else "use smaller --dim values"
-        raise DmlLowerError(f"input {name!r} of shape {list(shape)} needs {size:,} bytes ({format_size(size)}); "
+        raise MemoryLimitExceeded(f"input {name!r} of shape {list(shape)} needs {size:,} bytes ({format_size(size)}); "
                             f"{need}, over the memory limit of {format_size(limit)} ({hint})")
 
 

@@ -9,6 +9,7 @@ import os
 import re
 
 from onnx_dml_lowering.ir import DmlLowerError, Graph, NonZeroCoordinates, ReadCount
+from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
@@ -67,7 +68,7 @@ def check_memory(graph: Graph, limit: int, what: str = "the lowered graph",
     if total > limit:
         largest = max(sizes, key=sizes.__getitem__)
         node = largest.split(".")[0]
-        raise DmlLowerError(
+        raise MemoryLimitExceeded(
             f"{what} needs {format_size(total)} of buffers, over the memory limit of {format_size(limit)}: "
             f"node {node}, buffer {largest} alone is {format_size(sizes[largest])} "
             "(raise --memory-limit, or run smaller inputs)")

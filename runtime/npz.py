@@ -20,6 +20,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE
 
@@ -129,7 +130,7 @@ def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
             total = sum(int(np.prod(shape, dtype=object)) * dtype.itemsize for _, dtype, shape, _ in headers)
             if total > limit:
                 member, dtype, shape, _ = max(headers, key=lambda h: int(np.prod(h[2], dtype=object)) * h[1].itemsize)
-                raise DmlLowerError(f"{label} holds {format_size(total)} of arrays, over the memory limit of "
+                raise MemoryLimitExceeded(f"{label} holds {format_size(total)} of arrays, over the memory limit of "
                                     f"{format_size(limit)}: {member.filename[:-4]!r} of shape {list(shape)} "
                                     "(raise --memory-limit)")
             for member, dtype, shape, fortran in headers:

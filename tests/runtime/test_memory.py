@@ -72,3 +72,25 @@ def test_cli_memory_limit_is_one_line_exit_2(command, capfd):
     err = capfd.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "over the memory limit of 1.0 KiB" in err[0]
     assert "nonzero.coords" in err[0]
+
+
+def test_every_limit_is_one_type_that_check_stops_on():
+    """A limit the user set is MemoryLimitExceeded wherever it is met (the buffers of a run-time-sized
+    node, stacked scan outputs, feeds, an inputs file); check matches the type, not the words, and
+    stops instead of calling it one backend's ERROR."""
+    from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
+    from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
+    from onnx_dml_lowering.runtime.feeds import check_feed_sizes
+    from onnx_dml_lowering.runtime.npz import load_npz, save_npz
+    compiled = compile_model(single_node_model("NonZero", T.FLOAT, ("n", "m"), T.INT64))
+    feeds = {"x": np.ones((100, 100), np.float32)}
+    with pytest.raises(MemoryLimitExceeded):
+        check(compiled, feeds, ["cpu", "ort"], Tolerances(), BackendOptions(memory_limit="64KiB"))
+    with pytest.raises(MemoryLimitExceeded):
+        check_feed_sizes(compiled.inputs, {"x": (1000, 1000)}, 1024)
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/f.npz"
+        save_npz(path, feeds, "inputs file")
+        with pytest.raises(MemoryLimitExceeded):
+            load_npz(path, "inputs file", 1024)

@@ -53,8 +53,10 @@ CPU_CAST_PREFIX = "InsertedPrecisionFreeCast_"
 
 def undo_cpu_casts(graph: onnx.GraphProto, original: "dict[str, onnx.NodeProto]") -> int:
     """Remove the casts a CPU-only session inserts around float16 nodes its CPU EP has no kernel
-    for (onnxruntime's InsertCastTransformer runs after partitioning and cannot be disabled); a
-    session with the DML EP would not insert them. An output-side cast gives its name back to the
+    for (onnxruntime's InsertCastTransformer runs after partitioning and cannot be disabled): a
+    session with the DML EP inserts them only around the float16 nodes no provider took, which
+    the placement decides (placement.Predictor._cast_to_float), not this CPU-only session. An
+    output-side cast gives its name back to the
     node it follows; an input-side cast is bypassed, and one that replaced a Cast of the model
     (`original`: value -> the node producing it in the model as stored) becomes that Cast again.
     Returns how many were removed, bodies included."""

@@ -10,7 +10,9 @@ per graph (bodies are partitioned on their own)
      input is a small initializer, a graph input, or a CPU value its kernel does not read as a
      declared CPU input (so shape arithmetic goes, the consumer taking it as a CPU input stays);
   C. the support query and the device's data types for every other tentative node;
-  D. the rest to the CPU EP when it has a kernel, else no provider at all (session failure);
+  D. the rest to the CPU EP when it has a kernel, or when onnxruntime's cast insertion (after
+     partitioning, in every session) gives it one: a node reading float16 runs in float32 between
+     inserted Casts where the CPU EP has the float32 kernel; else no provider at all (session failure);
 then the Memcpy nodes onnxruntime inserts at the edges between the two sides."""
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ from ..node_ids import identify_nodes
 DML = "DmlExecutionProvider"
 CPU = "CPUExecutionProvider"
 NONE = "none"              # no provider has a kernel: onnxruntime fails to create the session
+CAST_INSERTION = ("onnxruntime's cast insertion runs it on the CPU EP in float32 between inserted Casts (after "
+                  "partitioning, in every session, for a float16 node no provider takes)")
 REMOVED = "removed"        # gone before partitioning (level-1 optimisations, inlining)
 SMALL_INITIALIZER = 100    # elements (fallback_cpu_capability.cc kSmallInitializerThreshold)
 _HALF_TYPES = ("float16", "bfloat16")   # the CPU preference never takes a node reading these
@@ -246,7 +250,10 @@ class Predictor:
                 why[i] = reject
             reason = preferred.get(i) or why[i]
             on_cpu = self._cpu_kernel(node, schemas[i])
-            if on_cpu is None:
+            if on_cpu is not None and self._cast_to_float(node, schemas[i]):
+                provider[i] = CPU
+                self.placed.append(self._entry(path, node, since, CPU, f"{reason}; {CAST_INSERTION}"))
+            elif on_cpu is None:
                 provider[i] = CPU
                 self.placed.append(self._entry(path, node, since, CPU, reason))
             else:
@@ -286,17 +293,30 @@ class Predictor:
                 return f"{reject} ({kind} {j} {name!r})"
         return None
 
-    def _cpu_kernel(self, node: onnx.NodeProto, sch) -> "str | None":
-        """None when the CPU EP has a kernel for the node, else why not."""
+    def _cpu_kernel(self, node: onnx.NodeProto, sch, types: "dict[str, str] | None" = None) -> "str | None":
+        """None when the CPU EP has a kernel for the node (its values of `types`, default the
+        graph's), else why not."""
         if sch is None:
             return "no CPU kernel either"
         kernels = cpu_kernels(node.op_type, node.domain, sch.since_version)
         if not kernels:
             return f"the CPU EP has no {node.op_type} kernel for since-version {sch.since_version} either"
-        reasons = [type_mismatch(node, sch, k.types, self.types) for k in kernels]
+        reasons = [type_mismatch(node, sch, k.types, self.types if types is None else types) for k in kernels]
         if all(reasons):
             return f"the CPU EP's kernel {(reasons[0] or '').removeprefix('the kernel ')} too"
         return None
+
+    def _cast_to_float(self, node: onnx.NodeProto, sch) -> bool:
+        """onnxruntime's InsertCastTransformer takes the node: it runs after partitioning, in every
+        session, on each node no provider took that reads a float16 tensor, casting its float16
+        inputs and outputs to and from float32 and assigning it to the CPU EP, whose float32 kernel
+        must then exist (insert_cast_transformer.cc; bfloat16 is not cast)."""
+        values = [n for n in list(node.input) + list(node.output) if n]
+        if not any(self.types.get(n) == "float16" for n in node.input if n):
+            return False
+        as_float = dict(self.types)
+        as_float.update({n: "float" for n in values if self.types.get(n) == "float16"})
+        return self._cpu_kernel(node, sch, as_float) is None
 
     def _warn_dml(self, path: str, node: onnx.NodeProto) -> None:
         """What is placed on DML but may fail there or differ from ONNX: said, not hidden."""
@@ -403,7 +423,8 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     undone = undo_cpu_casts(optimised.graph, {o: n for _, n in node_paths(model.graph) for o in n.output})
     if undone:
         warnings.append(f"onnxruntime's CPU-only session here inserted {undone} float16 casts ({CPU_CAST_PREFIX}*) "
-                        "that a DML session would not; they are taken out again")
+                        "around the nodes its CPU EP took through them; they are taken out, and a DML session "
+                        "casts only the float16 nodes DML does not take (placed on the CPU EP below)")
     identify_nodes(optimised)    # onnxruntime leaves the nodes it creates unnamed
     opsets = {o.domain or "ai.onnx": o.version for o in optimised.opset_import}
     types: "dict[str, str]" = {}

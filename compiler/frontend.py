@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Any, Sequence, Union, cast
@@ -20,7 +19,7 @@ from onnx_dml_lowering.runtime.weights import (PROTO_LIMIT, is_lazy, lifted, no_
                                                split_initializers, tensor_array)
 
 from .body_names import distinct_body_names, restore_names
-from .onnx_errors import onnx_message
+from .onnx_errors import explain_checker, onnx_message
 from .opsets import check_opsets
 
 ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
@@ -116,24 +115,6 @@ def read_regular_file(path: Path, what: str) -> bytes:
         raise DmlLowerError(f"{what} cannot be read: {exc.strerror or exc}") from None
 
 
-def _explain_checker(model: onnx.ModelProto, message: str) -> str:
-    """The checker's first line, with the node or value it is about named where it does not."""
-    missing_op = re.search(r"No Op registered for (\S+) with domain_version of (\d+)", message)
-    if missing_op:
-        op, version = missing_op.groups()
-        node = next((n for n in model.graph.node if n.op_type == op), None)
-        if node is not None:
-            return (f"node {node.name or node.op_type!r}: {op} does not exist at opset {version} "
-                    f"of its domain (ONNX checker: {message})")
-    if "Field 'shape' of 'type' is required" in message:
-        for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
-            for vi in values:
-                if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
-                    return (f"graph {kind} {vi.name!r} has no shape; the ONNX checker requires one "
-                            "(an empty shape for a scalar, dim_param for unknown sizes)")
-    return f"model fails the ONNX checker: {message}"
-
-
 def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     """onnx.checker then strict shape inference; either failure is one line naming the node.
     Initializers left in their external files are typed graph inputs for the checker (it would look
@@ -143,7 +124,7 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         onnx.checker.check_model(checked)
     except onnx.checker.ValidationError as exc:
-        raise DmlLowerError(_explain_checker(model, onnx_message(exc))) from None
+        raise DmlLowerError(explain_checker(model, onnx_message(exc))) from None
     # onnx's inference reads every initializer as a constant, those that are also graph inputs
     # too (ConstantOfShape, Reshape, Range and data propagation take their values, so a default
     # [3, 3] sized values a feed of [2, 5] replaces): it sees them as the plain inputs they are,

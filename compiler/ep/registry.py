@@ -123,6 +123,9 @@ def schema(op: str, domain: str, opset: int) -> "Schema | None":
                   tuple((p.typeStr, _option(p)) for p in s.outputs))
 
 
+_OPEN_END = 2 ** 31 - 1         # a kernel registered without an end version (INT_MAX)
+
+
 @dataclass(frozen=True)
 class CpuKernel:
     start: int
@@ -145,6 +148,9 @@ def _cpu_table() -> "dict[tuple[str, str], list[CpuKernel]]":
 
 
 def cpu_kernels(op: str, domain: str, since_version: int) -> "list[CpuKernel]":
-    """The CPU EP kernels whose version range takes that since-version (onnxruntime's VerifyVersion)."""
+    """The CPU EP kernels whose version range takes that since-version (onnxruntime's VerifyVersion:
+    the exact start, or a range that has an end; an open-ended kernel, end INT_MAX, takes only its
+    start, since a newer version of the operator may have come after it: GlobalLpPool-2 does not
+    run a GlobalLpPool-22)."""
     return [k for k in _cpu_table().get((_domain(domain), op), [])
-            if k.start == since_version or k.start <= since_version <= k.end]
+            if k.start == since_version or (k.end != _OPEN_END and k.start <= since_version <= k.end)]

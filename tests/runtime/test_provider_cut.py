@@ -3,6 +3,7 @@ Trilu on int8, NonZero on int8, Abs on bfloat16). The model as shipped: the back
 onnxruntime's own message, as a plain InferenceSession on the file. With provider_model
 "modified": the node is cut out, the outputs it produces are UNSUPPORTED and every other output
 is still compared, fed the oracle's values, and the backend is PARTIAL, naming the node."""
+import numpy as np
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
@@ -141,3 +142,39 @@ def test_cli_partial_in_every_view(case, tmp_path, capfd):
     assert "FAILED: 1 PARTIAL backend: ort-cpu" in capfd.readouterr().out
     assert main(["check", str(path), "--backends", "ort-cpu", "-q"]) == 1
     assert "[ort-cpu] ERROR onnxruntime (CPUExecutionProvider) cannot load the model" in capfd.readouterr().out
+
+
+def test_a_node_onnxruntime_words_as_failed_to_find_kernel_is_cut_too(tmp_path, capfd):
+    """The installed onnxruntime says 'Failed to find kernel for GlobalLpPool(22) (node:'pool' ...)
+    Version mismatch' for a float16 GlobalLpPool-22 (its cast insertion hands the node to the CPU EP,
+    whose GlobalLpPool is registered at 2 only): the node is cut out as the 'node with name' wording's
+    are. The oracle cannot evaluate GlobalLpPool either, so the expected outputs come from a file."""
+    import onnx
+    import onnxruntime as ort
+
+    from onnx_dml_lowering.runtime.ort_messages import FailureKind, parse_provider_failure
+    from onnx_dml_lowering.runtime.saved_outputs import metadata
+    X = ("x", T.FLOAT16, [1, 2, 3, 3])
+    model = graph_model([h.make_node("GlobalLpPool", ["x"], ["p"], name="pool"), h.make_node("Relu", ["x"], ["r"], name="relu")],
+                        [X], [("p", T.FLOAT16, [1, 2, 1, 1]), ("r", T.FLOAT16, [1, 2, 3, 3])], opset=22)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    with pytest.raises(Exception) as plain:
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    failure = parse_provider_failure(plain.value)
+    assert failure is not None and (failure.kind, failure.node) == (FailureKind.NO_KERNEL, "pool")
+    assert str(plain.value).count("Failed to find kernel for GlobalLpPool(22) (node:'pool'") == 1
+    x = np.random.default_rng(3).standard_normal((1, 2, 3, 3)).astype(np.float16)
+    pooled = np.sqrt((x.astype(np.float32) ** 2).sum(axis=(2, 3), keepdims=True)).astype(np.float16)
+    np.savez(tmp_path / "in.npz", x=x)
+    np.savez(tmp_path / "golden.npz", p=pooled, r=np.maximum(x, 0), **metadata({"x": x}, "check"))
+    common = ["check", str(path), "--backends", "ort-cpu", "--inputs", str(tmp_path / "in.npz"),
+              "--oracle", str(tmp_path / "golden.npz"), "--json", str(tmp_path / "r.json")]
+    assert main([*common, "--provider-model", "modified"]) == 0
+    capfd.readouterr()
+    import json
+    backend = json.loads((tmp_path / "r.json").read_text())["backends"][0]
+    assert backend["status"] == "partial" and sorted(backend["partial"]) == ["pool"]
+    assert {o["output"]: o["status"] for o in backend["outputs"]} == {"p": "unsupported", "r": "match"}
+    assert main(common) == 1                         # as shipped: onnxruntime's message, the backend's ERROR
+    assert "Failed to find kernel for GlobalLpPool(22)" in capfd.readouterr().out

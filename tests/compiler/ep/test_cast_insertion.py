@@ -75,3 +75,18 @@ def test_optimize_for_dml_reports_the_move_from_the_cpu():
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     got = ort.InferenceSession(optimized.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_a_cast_node_needs_the_cpu_s_float32_kernel_at_its_exact_since_version():
+    """Cast insertion hands a float16 GlobalLpPool-22 to the CPU EP, whose GlobalLpPool is registered
+    at 2 without an end version: onnxruntime's VerifyVersion takes such a kernel only at its start,
+    so the session fails ('Failed to find kernel ... Version mismatch') and the prediction is none."""
+    graph = h.make_graph([h.make_node("GlobalLpPool", ["x"], ["y"], name="pool")], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT16, [1, 2, 3, 3])],
+                         [h.make_tensor_value_info("y", T.FLOAT16, [1, 2, 1, 1])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 22)], ir_version=10)
+    real = _real_cpu(model)
+    assert isinstance(real, ProviderLoadError) and real.node == "pool" and real.failure is not None
+    assert "version mismatch" in real.failure.detail
+    nodes = {n["node"]: n for n in predict_placement(model, None)["nodes"]}
+    assert nodes["pool"]["provider"] == NONE

@@ -318,9 +318,11 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
 
 
 def inputs_path(model_path: "str | Path") -> Path:
-    """MIN.onnx -> MIN.inputs.npz (beside it)."""
+    """MIN.onnx -> MIN.inputs.npz (beside it; MIN itself when it is a device, FIFO or descriptor)."""
+    from onnx_dml_lowering.runtime.output_target import sibling
     path = Path(model_path)
-    return path.with_suffix(".inputs.npz") if path.suffix == ".onnx" else path.with_name(path.name + ".inputs.npz")
+    beside = path.with_suffix(".inputs.npz") if path.suffix == ".onnx" else path.with_name(path.name + ".inputs.npz")
+    return Path(sibling(str(path), str(beside)))       # a device (-o /dev/null) takes both
 
 
 # Over this many initializer bytes a model goes to its file with external data (protobuf's 2 GB limit).

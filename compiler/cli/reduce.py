@@ -6,7 +6,7 @@ from pathlib import Path
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 
-from ..output_files import load_npz_file
+from ..output_files import check_outputs, load_npz_file
 from .feeds import first_feeds
 from .groups import BackendArgs, FeedArgs, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
 
@@ -52,13 +52,11 @@ def cmd_reduce(args) -> int:
     from onnx_dml_lowering.runtime.report import format_results
 
     from ..compiled import compile_model
-    from ..reduce import NothingSmaller, reduce_model, save_reduction, sub_model_oracle, sub_tolerances
+    from ..reduce import NothingSmaller, inputs_path, reduce_model, save_reduction, sub_model_oracle, sub_tolerances
     backends = BACKENDS.parse(args)
     backend, status = backends.names[0], args.status.lower()
     out = Path(args.output)
-    if out.is_dir() or not out.parent.is_dir():
-        raise DmlLowerError(f"-o {args.output!r}: " + ("is a directory" if out.is_dir() else
-                                                      f"directory {str(out.parent)!r} does not exist"))
+    check_outputs(("-o", args.output), ("-o's inputs file", str(inputs_path(out))))    # before the work
     if out.resolve() == Path(args.model).resolve():
         raise DmlLowerError(f"-o {args.output!r} is the model itself: write the minimal model elsewhere")
     tolerances = TOLERANCES.parse(args)
@@ -87,11 +85,13 @@ def cmd_reduce(args) -> int:
     graph = reduction.model.graph
     print(f"wrote {args.output} (inputs {', '.join(display(i.name) for i in graph.input) or 'none'}; "
           f"outputs {', '.join(display(o.name) for o in graph.output)}) and {npz}")
-    # The files as written, checked as a user would: that is the repro.
-    minimal = compile_model(out, feature_level=model.feature_level)
+    # The files as written, checked as a user would: that is the repro (what went to a device or
+    # FIFO cannot be read back: then the model and feeds written).
+    kept = npz == out
+    minimal = compile_model(reduction.model if kept else out, feature_level=model.feature_level)
     outputs = [o.name for o in graph.output]
-    _, report = check(minimal, load_npz_file(str(npz)), [backend], sub_tolerances(tolerances, outputs), options,
-                      oracle=sub_model_oracle(args.oracle))
+    _, report = check(minimal, reduction.feeds if kept else load_npz_file(str(npz)), [backend],
+                      sub_tolerances(tolerances, outputs), options, oracle=sub_model_oracle(args.oracle))
     print(f"{_rerun_command(args, npz, backend, outputs)}:")
     lines = format_results(report).splitlines()
     shown = [line for line in lines if f": {args.status} (" in line]

@@ -24,8 +24,9 @@ def add_reduce_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, metavar="MIN.onnx",
                    help="where to write the minimal model; its inputs go beside it (MIN.inputs.npz)")
     BACKENDS.add(p)
-    p.add_argument("--status", default="MISMATCH", type=str.upper, choices=["MISMATCH", "DEVIATION"], metavar="STATUS",
-                   help="the status to reproduce: MISMATCH or DEVIATION")
+    p.add_argument("--status", default="MISMATCH", type=str.upper, choices=["MISMATCH", "DEVIATION", "ERROR", "UNSUPPORTED"],
+                   metavar="STATUS", help="the status to reproduce: MISMATCH, DEVIATION, ERROR (the backend fails with "
+                                          "the same message, up to names and numbers) or UNSUPPORTED")
     ORACLE.add(p)                         # a golden FILE.npz: the whole model's mismatch, from another machine
     TOLERANCES.add(p)
     BACKENDS.add_provider_options(p)
@@ -75,8 +76,8 @@ def cmd_reduce(args) -> int:
         print(f"reduce: no {args.status} on {backend} in {args.model}: nothing to reduce{failed}")
         return 1
     original = reduction.original
-    print(f"reduce: {args.status} on {backend} in {args.model} "
-          f"(output{'s' if len(original) > 1 else ''} {', '.join(display(o.output) for o in original)})")
+    print(f"reduce: {args.status} on {backend} in {args.model}" + (f": {display(whole.error)}" if status == "error" else
+          f" (output{'s' if len(original) > 1 else ''} {', '.join(display(o.output) for o in original)})"))
     nodes = reduction.nodes
     print(f"reduce: {reduction.nodes_before} -> {len(nodes)} node{'s' if len(nodes) > 1 else ''} "
           f"in {reduction.checks} checks: "
@@ -94,7 +95,8 @@ def cmd_reduce(args) -> int:
                       sub_tolerances(tolerances, outputs), options, oracle=sub_model_oracle(args.oracle))
     print(f"{_rerun_command(args, npz, backend, outputs)}:")
     lines = format_results(report).splitlines()
-    shown = [line for line in lines if f": {args.status} (" in line]
+    said = f"] {args.status} " if args.status == "ERROR" else f": {args.status} ("
+    shown = [line for line in lines if said in line]
     print("\n".join(shown or lines))
     if not shown:
         raise RuntimeError(f"the reduced model does not reproduce the {args.status} on {backend}")

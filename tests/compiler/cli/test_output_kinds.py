@@ -220,3 +220,28 @@ def test_a_regular_file_keeps_its_owner_and_group(model, tmp_path, capsys):
     info = os.stat(path)
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (1234, 5678, 0o604)
     assert path.read_text() != "previous"
+
+
+def test_several_feed_sets_go_to_one_device_one_after_another(model, tmp_path, capsys):
+    """A device has no folder of its own: set #1 and #2 go to it too, never beside it (no
+    'null.1.npz' where /dev/null would be)."""
+    null = _device(tmp_path, "null", stat.S_IFCHR, 1, 3)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = FifoReader(fifo)
+    code, out, err = cli(["check", model, "-q", "--iterations", "3", "--save-inputs", null, "--save-outputs", fifo],
+                         capsys)
+    assert code == 0 and err == "", out + err
+    assert f"wrote {null} (feed sets #0-#2, one after another)" in out.splitlines()
+    assert reader.stop().count(b"PK\x05\x06") == 3          # three whole .npz archives came through the FIFO
+    assert sorted(os.listdir(tmp_path)) == ["fifo", "null"]
+
+
+def test_conformance_export_refuses_a_dir_that_is_a_device_or_fifo(tmp_path, capsys):
+    null = _device(tmp_path, "null", stat.S_IFCHR, 1, 3)
+    code, out, err = cli(["conformance", "export", null], capsys)
+    assert "not a folder" in _one_line(code, err) and stat.S_ISCHR(os.lstat(null).st_mode)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code, out, err = cli(["conformance", "export", fifo], capsys)
+    assert "not a folder" in _one_line(code, err) and stat.S_ISFIFO(os.lstat(fifo).st_mode)

@@ -61,6 +61,8 @@ def resolve(path: "str | os.PathLike") -> OutputTarget:
     asked = os.fspath(path)
     if isinstance(asked, bytes) or "\0" in asked:
         raise Unwritable("it holds a NUL byte, which no path can")
+    if asked.endswith(os.sep) and not os.path.isdir(asked):
+        raise Unwritable(f"it ends with {os.sep!r}, as a folder's name does, and no such folder exists")
     final, fd, via_link = _follow(asked)
     if fd is not None:
         return _descriptor(fd)

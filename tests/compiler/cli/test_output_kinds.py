@@ -245,3 +245,11 @@ def test_conformance_export_refuses_a_dir_that_is_a_device_or_fifo(tmp_path, cap
     os.mkfifo(fifo)
     code, out, err = cli(["conformance", "export", fifo], capsys)
     assert "not a folder" in _one_line(code, err) and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("command, option, extra", ROWS, ids=IDS)
+def test_a_name_ending_in_a_slash_is_a_folder_s_not_a_file_s(command, option, extra, model, tmp_path, capsys):
+    path = f"{tmp_path / 'new'}/"
+    code, out, err = cli(_argv(command, option, extra, model, path), capsys)
+    assert out == "" and "ends with '/'" in _one_line(code, err)
+    assert sorted(os.listdir(tmp_path)) == []

@@ -58,8 +58,8 @@ def reason(exc: OSError) -> str:
 
 def resolve(path: "str | os.PathLike") -> OutputTarget:
     """The target `path` names under the module's rules, or Unwritable saying why not."""
-    asked = os.fspath(path)
-    if isinstance(asked, bytes) or "\0" in asked:
+    asked = os.fsdecode(os.fspath(path))
+    if "\0" in asked:
         raise Unwritable("it holds a NUL byte, which no path can")
     if asked.endswith(os.sep) and not os.path.isdir(asked):
         raise Unwritable(f"it ends with {os.sep!r}, as a folder's name does, and no such folder exists")

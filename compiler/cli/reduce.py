@@ -49,11 +49,8 @@ def _rerun_command(args, npz: Path, backend: str, outputs: "list[str]") -> str:
 
 
 def cmd_reduce(args) -> int:
-    from onnx_dml_lowering.runtime.check import check
-    from onnx_dml_lowering.runtime.report import format_results
-
     from ..compiled import compile_model
-    from ..reduce import NothingSmaller, inputs_path, reduce_model, save_reduction, sub_model_oracle, sub_tolerances
+    from ..reduce import NothingSmaller, inputs_path, reduce_model, save_reduction
     backends = BACKENDS.parse(args)
     backend, status = backends.names[0], args.status.lower()
     out = Path(args.output)
@@ -85,19 +82,33 @@ def cmd_reduce(args) -> int:
     npz = save_reduction(reduction, out)
     graph = reduction.model.graph
     print(f"wrote {args.output} (inputs {', '.join(display(i.name) for i in graph.input) or 'none'}; "
-          f"outputs {', '.join(display(o.name) for o in graph.output)}) and {npz}")
-    # The files as written, checked as a user would: that is the repro (what went to a device or
-    # FIFO cannot be read back: then the model and feeds written).
+          f"outputs {', '.join(display(o.name) for o in graph.output)}) and "
+          + (f"{npz}" if npz != out else "its inputs after it"))
+    _recheck(args, reduction, out, npz, backend, (tolerances, options), model.feature_level)
+    return 0
+
+
+def _recheck(args, reduction, out: Path, npz: Path, backend: str, settings, feature_level) -> None:
+    """The files as written, checked as a user would: that is the repro (what went to a device or
+    FIFO cannot be read back: then the model and feeds written). Printed as check prints it."""
+    from onnx_dml_lowering.runtime.check import check
+    from onnx_dml_lowering.runtime.report import format_results
+
+    from ..compiled import compile_model
+    from ..reduce import sub_model_oracle, sub_tolerances
+    tolerances, options = settings
+    graph = reduction.model.graph
     kept = npz == out
-    minimal = compile_model(reduction.model if kept else out, feature_level=model.feature_level)
+    minimal = compile_model(reduction.model if kept else out, feature_level=feature_level)
     outputs = [o.name for o in graph.output]
     _, report = check(minimal, reduction.feeds if kept else load_npz_file(str(npz)), [backend],
                       sub_tolerances(tolerances, outputs), options, oracle=sub_model_oracle(args.oracle))
-    print(f"{_rerun_command(args, npz, backend, outputs)}:")
+    print(f"{_rerun_command(args, npz, backend, outputs)}:" if not kept else
+          f"check of the minimal model and inputs as written to {args.output} (a device, FIFO or descriptor: "
+          "checked from memory):")
     lines = format_results(report).splitlines()
     said = f"] {args.status} " if args.status == "ERROR" else f": {args.status} ("
     shown = [line for line in lines if said in line]
     print("\n".join(shown or lines))
     if not shown:
         raise RuntimeError(f"the reduced model does not reproduce the {args.status} on {backend}")
-    return 0

@@ -94,7 +94,7 @@ def _pour(temp: str, target: OutputTarget) -> None:
                 stream.flush()
         fd = target.fd
     else:
-        fd = os.open(target.path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = os.open(target.path, os.O_WRONLY | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         if target.fd is None and not (stat.S_ISCHR(os.fstat(fd).st_mode) or stat.S_ISFIFO(os.fstat(fd).st_mode)):
             raise OSError(0, "it is no longer a device or FIFO: nothing written")

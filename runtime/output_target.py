@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import enum
 import errno
-import fcntl
 import os
 import re
 import stat
@@ -145,8 +144,9 @@ def _existing(final: str, info: os.stat_result) -> OutputTarget:
 
 
 def _check_owner(info: os.stat_result) -> None:
-    """A replacement keeps the file's owner and group; one this user cannot give it is refused."""
-    if os.geteuid() == 0:
+    """A replacement keeps the file's owner and group; one this user cannot give it is refused
+    (POSIX only: Windows has no owner a rename would change this way)."""
+    if not hasattr(os, "geteuid") or os.geteuid() == 0:
         return
     if info.st_uid != os.geteuid():
         raise Unwritable(f"it belongs to another user (uid {info.st_uid}): replacing it would change its owner")
@@ -155,6 +155,7 @@ def _check_owner(info: os.stat_result) -> None:
 
 
 def _descriptor(fd: int) -> OutputTarget:
+    import fcntl                # POSIX: only a /proc path (Linux) leads here
     try:
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
     except OSError:

@@ -106,7 +106,7 @@ def _whole_number(entries: "dict[str, str]", key: str, tensor: TensorProto, show
 def _limit(folder: str, name: str, default: int) -> int:
     try:
         return os.pathconf(folder, name)
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):     # no pathconf on Windows
         return default
 
 

@@ -16,6 +16,7 @@ upstream of the failure: what is left fails on the same computation.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -35,8 +36,20 @@ from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES, stored_bytes
 
 from .compiled import CompiledModel, compile_model
 
-STATUSES = ("mismatch", "deviation")
+STATUSES = ("mismatch", "deviation", "error", "unsupported")
 NOUN = "outputs"
+
+
+def error_signature(error: str) -> str:
+    """A backend ERROR up to the names and numbers in it (quoted names, region numbers, sizes): a
+    cut reproduces the ERROR when its backend fails with this same message about its own values,
+    not when it fails some other way (a cut that cannot be fed is no repro)."""
+    return re.sub(r"'[^']*'|\"[^\"]*\"|\d+", "#", error)
+
+
+def errored(outputs: Iterable[str], backend: str, error: str) -> "list[OutputResult]":
+    """A backend ERROR as the outputs it left without a value: the search cuts by outputs."""
+    return [OutputResult(name, backend, "error", [], None, "", None, detail=error) for name in outputs]
 
 
 class NothingSmaller(DmlLowerError):
@@ -88,6 +101,7 @@ class Reducer:
         self.tolerances = tolerances
         self.options = check_options
         self.oracle = oracle                      # what the sub-models are checked against
+        self.signature = ""                       # status "error": the whole model's (error_signature)
         self.inits = {i.name: i for i in compiled.model.graph.initializer}
         self.graph_outputs = set(compiled.output_names)
         self.producer = {o: index for index, node in enumerate(self.nodes) for o in node.output if o}
@@ -183,6 +197,9 @@ class Reducer:
         statuses = sorted({o.status.upper() for o in results})
         self._refused = (f"fails on {self.backend} ({errors[0]})" if errors else
                          f"checks {' / '.join(statuses) or 'nothing'} on {self.backend}")
+        if self.status == "error":
+            same = errors and error_signature(errors[0]) == self.signature
+            return errored(outputs, self.backend, errors[0]) if same else []
         return [o for o in results if o.status == self.status]
 
     def whole_model_why(self) -> str:
@@ -229,7 +246,9 @@ class Reducer:
         members, outputs = list(range(high)), self.frontier(high)
         # 2. The cone of the failing values: of the first alone if it fails alone, else of all.
         failing = [o.output for o in self.failures(members, outputs)]
-        for wanted in ([failing[0]], failing):
+        # An ERROR names no output: each alone, the prefix's last values first (where it began).
+        alone = [[o] for o in reversed(failing)] if self.status == "error" else [[failing[0]]]
+        for wanted in (*alone, failing):
             cone = self.cone(members, wanted)
             if self.failures(cone, wanted):
                 members, outputs = cone, wanted
@@ -287,7 +306,10 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
     # from its BatchNormalization rounds differently), so it could see a failure check does not.
     checked, report = check(compiled, feeds, [backend], tolerances, check_options, oracle=oracle)
     whole = report.backends[0]
-    original = [o for o in whole.outputs if o.status == status]
+    if status == "error":
+        original = errored(compiled.output_names, backend, whole.error) if whole.error else []
+    else:
+        original = [o for o in whole.outputs if o.status == status]
     if not original:
         return whole, None
     values = make_oracle(compiled, settings=settings)
@@ -295,6 +317,7 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
     values.run(checked)
     reducer = Reducer(compiled, values.values, checked, backend, status, tolerances, check_options,
                       sub_model_oracle(oracle))
+    reducer.signature = error_signature(whole.error)
     found = reducer.reduce()
     if found is None and oracle.endswith(".npz"):
         raise DmlLowerError(f"the {status.upper()} on {backend} is against the golden outputs of {oracle}, but on this "
@@ -318,9 +341,11 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
 
 
 def inputs_path(model_path: "str | Path") -> Path:
-    """MIN.onnx -> MIN.inputs.npz (beside it)."""
+    """MIN.onnx -> MIN.inputs.npz (beside it; MIN itself when it is a device, FIFO or descriptor)."""
+    from onnx_dml_lowering.runtime.output_target import sibling
     path = Path(model_path)
-    return path.with_suffix(".inputs.npz") if path.suffix == ".onnx" else path.with_name(path.name + ".inputs.npz")
+    beside = path.with_suffix(".inputs.npz") if path.suffix == ".onnx" else path.with_name(path.name + ".inputs.npz")
+    return Path(sibling(str(path), str(beside)))       # a device (-o /dev/null) takes both
 
 
 # Over this many initializer bytes a model goes to its file with external data (protobuf's 2 GB limit).

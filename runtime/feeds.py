@@ -187,6 +187,22 @@ def restore_dtype(array: np.ndarray, expected: np.dtype) -> np.ndarray:
     return array if dtype == array.dtype else array.view(dtype)
 
 
+def with_declared_types(inputs: "Sequence[onnx.ValueInfoProto]", feeds: "Mapping[str, np.ndarray]") -> "dict[str, np.ndarray]":
+    """Feeds read back from an .npz (or a script's raw records) with each input's declared
+    bfloat16 / float8 / 4-bit type again, as soon as they are read: every view of them (the feeds
+    line, JSON, the engines) then sees that type, not raw records ('|V2'). Anything else is left
+    as it is, for check_feeds to judge."""
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in inputs}
+    out = dict(feeds)
+    for name, value in feeds.items():
+        if types.get(name) and isinstance(value, np.ndarray):
+            try:
+                out[name] = restore_dtype(value, onnx_to_numpy(types[name]))
+            except DmlLowerError:           # a type numpy has no dtype for: check_feeds says so
+                pass
+    return out
+
+
 def restore_declared(types: Mapping, name: str, value: np.ndarray) -> np.ndarray:
     """A saved output (golden file, --load-outputs) with its declared type again: bfloat16 / float8
     / 4-bit ones read back as raw records. `types`: name -> TensorInfo of the compiled model."""

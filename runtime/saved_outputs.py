@@ -20,6 +20,7 @@ import numpy as np
 from onnx_dml_lowering.ir import DmlLowerError
 
 from .npz import load_npz
+from .output_target import sibling
 
 FEEDS_KEY = "__feeds_sha256__"
 SAVED_BY_KEY = "__saved_by__"
@@ -30,17 +31,20 @@ PREFIX = "saved:"
 def set_path(path: str, index: int) -> str:
     """Where feed set #`index` of several is saved (--save-inputs / --save-outputs): set #0 at
     `path` itself, in the single-set layout, and set #i beside it as STEM.i.npz (in.npz, in.1.npz,
-    in.2.npz ...): every file is one set, read back by --inputs / --load-outputs / --oracle."""
+    in.2.npz ...): every file is one set, read back by --inputs / --load-outputs / --oracle. A
+    device, FIFO or descriptor (`/dev/null`) takes every set itself, one after another."""
     if index == 0:
         return path
     stem, dot, suffix = path.rpartition(".")
-    return f"{stem}.{index}.{suffix}" if dot and suffix == "npz" else f"{path}.{index}"
+    return sibling(path, f"{stem}.{index}.{suffix}" if dot and suffix == "npz" else f"{path}.{index}")
 
 
 def wrote_line(path: str, count: int) -> str:
     """What --save-inputs / --save-outputs wrote, in one line."""
     if count <= 1:
         return f"wrote {path}"
+    if set_path(path, 1) == path:
+        return f"wrote {path} (feed sets #0-#{count - 1}, one after another)"
     return (f"wrote {path} and {set_path(path, 1)}" + (f" .. {set_path(path, count - 1)}" if count > 2 else "")
             + f" (feed sets #0-#{count - 1}, one file each)")
 

@@ -103,12 +103,46 @@ def _whole_number(entries: "dict[str, str]", key: str, tensor: TensorProto, show
     return int(text)
 
 
-def _inside(folder: str, location: str, tensor: TensorProto, what: str) -> "tuple[str, str]":
+def _limit(folder: str, name: str, default: int) -> int:
+    try:
+        return os.pathconf(folder, name)
+    except (OSError, ValueError, AttributeError):     # no pathconf on Windows
+        return default
+
+
+def _unusable(folder: str, location: "str | bytes") -> "str | None":
+    """Why the OS cannot take `location` as a path under `folder` (None: it can): the location is
+    model data, and a NUL byte, bytes that are not UTF-8 or an over-long name would otherwise
+    surface as an exception of os.path instead of the loader's one line."""
+    if isinstance(location, bytes):       # protobuf hands a string field that is not UTF-8 back as bytes
+        return "is not UTF-8 text (ONNX stores a location as UTF-8)"
+    if "\0" in location:
+        return "holds a NUL byte, which no file name can"
+    try:
+        location.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not UTF-8 text (ONNX stores a location as UTF-8)"
+    name_max, path_max = _limit(folder, "PC_NAME_MAX", 255), _limit(folder, "PC_PATH_MAX", 4096)
+    longest = max((len(part.encode("utf-8")) for part in location.split(os.sep)), default=0)
+    if longest > name_max:
+        return f"has a name of {longest} bytes, over the {name_max} bytes a file name can hold"
+    path = len(os.fsencode(os.path.join(os.path.abspath(folder), location)))
+    if path >= path_max:
+        return f"makes a path of {path} bytes, over the {path_max - 1} bytes a path can hold"
+    return None
+
+
+def _inside(folder: str, location: "str | bytes", tensor: TensorProto, what: str) -> "tuple[str, str]":
     """(path as shown, real path) of an external data file, refused unless it is a regular file whose
     real path (every symlink resolved) lies inside the model's real folder."""
-    shown = os.path.join(folder, location)
     if not location:
         raise DmlLowerError(f"{what}: tensor {tensor.name!r} is stored as external data but names no location")
+    why = _unusable(folder, location)
+    if why is not None:
+        raise DmlLowerError(f"{what}: tensor {tensor.name!r} names its external data by a location that {why}: "
+                            f"{location[:80]!r}{'...' if len(location) > 80 else ''}")
+    assert isinstance(location, str)
+    shown = os.path.join(folder, location)
     if os.path.isabs(location):
         raise DmlLowerError(f"{what}: tensor {tensor.name!r} names its external data by the absolute path "
                             f"{location!r}; external data is read only from inside the model's folder")

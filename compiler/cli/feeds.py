@@ -44,15 +44,18 @@ def feed_sets(compiled: CompiledModel, feeds: Feeds) -> "Iterator[dict[str, np.n
     """The feed sets of run / check, one at a time: a data loader script's, the --inputs file, or
     seeded random ones (seeds SEED .. SEED+N-1 for --iterations N). The combinations of options
     were checked when they were parsed (groups.FeedArgs)."""
-    from onnx_dml_lowering.runtime.feeds import check_feed_headers, random_feeds
+    from onnx_dml_lowering.runtime.feeds import check_feed_headers, random_feeds, with_declared_types
     from onnx_dml_lowering.runtime.npz import load_npz
+    declared = compiled.inputs + compiled.optional_inputs
     if feeds.script:
         from ..data_loader import feed_sets as script_feed_sets
-        yield from script_feed_sets(feeds.script, compiled.inputs, compiled.optional_inputs)
+        for arrays in script_feed_sets(feeds.script, compiled.inputs, compiled.optional_inputs):
+            yield with_declared_types(declared, arrays)
         return
     if feeds.inputs:
-        yield load_npz(feeds.inputs, "inputs file", memory_limit(feeds), check=lambda headers: check_feed_headers(
-            compiled.inputs, headers, compiled.optional_inputs))
+        yield with_declared_types(declared, load_npz(
+            feeds.inputs, "inputs file", memory_limit(feeds),
+            check=lambda headers: check_feed_headers(compiled.inputs, headers, compiled.optional_inputs)))
         return
     dims = known_dims(compiled, feeds.dims, feeds.names_where_present)
     control = check_value_control(compiled, value_control(feeds.val_range, feeds.zero_fraction), feeds)

@@ -69,21 +69,20 @@ def cmd_optimize(args) -> int:
             print(f"{args.model}: nothing to rewrite")
         for change in rewrites:
             print(change.line())
-    before = _file_bytes(args.model)        # before writing: -o may be the input itself
-    # --check reads the input file, unless writing the output replaces it or its external data.
-    original = _with_weights(model) if args.check and _overwrites(args.model, args.output) else args.model
-    location = save_model(optimized, args.output, external)
-    after = _file_bytes(args.output)
-    print(f"wrote {args.output}" + (f" (external data {location})" if location else "") +
-          f": {before} -> {after} bytes ({_saved(before, after)}), "
-          f"{len(model.graph.node)} -> {len(optimized.graph.node)} nodes")
-    if args.check:
+    before = _file_bytes(args.model)
+    if args.check:              # before writing: an output the check refuses is not written
         swept = {} if sizes is None else {"sizes": sizes}
-        problems = bit_identical(original, args.output, graph_inputs(model), feeds=feeds, dims=dims, **swept)
+        problems = bit_identical(args.model, optimized, graph_inputs(model), feeds=feeds, dims=dims, **swept)
         for line in problems:
             print(f"check: {line}")
-        print("check: bit-identical on onnxruntime CPU" if not problems else "check: NOT bit-identical")
-        return 1 if problems else 0
+        if problems:
+            print(f"check: NOT bit-identical: {args.output} not written")
+            return 1
+        print("check: bit-identical on onnxruntime CPU")
+    saved = save_model(optimized, args.output, external)
+    print(f"wrote {args.output}" + (f" (external data {saved.location})" if saved.location else "") +
+          f": {before} -> {saved.size} bytes ({_saved(before, saved.size)}), "
+          f"{len(model.graph.node)} -> {len(optimized.graph.node)} nodes")
     return 0
 
 
@@ -112,28 +111,6 @@ def _check_feeds(args, model) -> "tuple[dict | None, dict, tuple[int, ...] | Non
     optional = overridable_inputs(model)
     arrays = load_npz(args.inputs, "inputs file", check=lambda headers: check_feed_headers(inputs, headers, optional))
     return check_feeds(inputs, arrays, optional), dims, sizes
-
-
-def _overwrites(model: str, output: str) -> bool:
-    """Writing `output` (and its OUT.onnx.data) replaces `model` or an external data file of it."""
-    out = Path(output)
-    return any(target.exists() and os.path.samefile(source, target)
-               for source in [model] + _external_files(model) for target in (out, out.parent / (out.name + ".data")))
-
-
-def _with_weights(model) -> bytes:
-    """The model with every weight read into it: its files are about to be replaced (in-place
-    optimize), and a weight left lazy would then be read from the new files (or none)."""
-    from onnx_dml_lowering.lowering.onnx_graphs import all_graphs
-    from onnx_dml_lowering.runtime.weights import inline, is_lazy
-
-    copy = type(model)()
-    copy.CopyFrom(model)
-    for graph in all_graphs(copy, trust_schema=False):      # the main graph and every body
-        for tensor in graph.initializer:
-            if is_lazy(tensor):
-                inline(tensor)
-    return copy.SerializeToString()
 
 
 def _saved(before: int, after: int) -> str:

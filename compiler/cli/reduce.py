@@ -6,7 +6,7 @@ from pathlib import Path
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 
-from ..output_files import load_npz_file
+from ..output_files import check_outputs, load_npz_file
 from .feeds import first_feeds
 from .groups import BackendArgs, FeedArgs, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
 
@@ -24,8 +24,9 @@ def add_reduce_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, metavar="MIN.onnx",
                    help="where to write the minimal model; its inputs go beside it (MIN.inputs.npz)")
     BACKENDS.add(p)
-    p.add_argument("--status", default="MISMATCH", type=str.upper, choices=["MISMATCH", "DEVIATION"], metavar="STATUS",
-                   help="the status to reproduce: MISMATCH or DEVIATION")
+    p.add_argument("--status", default="MISMATCH", type=str.upper, choices=["MISMATCH", "DEVIATION", "ERROR", "UNSUPPORTED"],
+                   metavar="STATUS", help="the status to reproduce: MISMATCH, DEVIATION, ERROR (the backend fails with "
+                                          "the same message, up to names and numbers) or UNSUPPORTED")
     ORACLE.add(p)                         # a golden FILE.npz: the whole model's mismatch, from another machine
     TOLERANCES.add(p)
     BACKENDS.add_provider_options(p)
@@ -48,17 +49,12 @@ def _rerun_command(args, npz: Path, backend: str, outputs: "list[str]") -> str:
 
 
 def cmd_reduce(args) -> int:
-    from onnx_dml_lowering.runtime.check import check
-    from onnx_dml_lowering.runtime.report import format_results
-
     from ..compiled import compile_model
-    from ..reduce import NothingSmaller, reduce_model, save_reduction, sub_model_oracle, sub_tolerances
+    from ..reduce import NothingSmaller, inputs_path, reduce_model, save_reduction
     backends = BACKENDS.parse(args)
     backend, status = backends.names[0], args.status.lower()
     out = Path(args.output)
-    if out.is_dir() or not out.parent.is_dir():
-        raise DmlLowerError(f"-o {args.output!r}: " + ("is a directory" if out.is_dir() else
-                                                      f"directory {str(out.parent)!r} does not exist"))
+    check_outputs(("-o", args.output), ("-o's inputs file", str(inputs_path(out))))    # before the work
     if out.resolve() == Path(args.model).resolve():
         raise DmlLowerError(f"-o {args.output!r} is the model itself: write the minimal model elsewhere")
     tolerances = TOLERANCES.parse(args)
@@ -77,8 +73,8 @@ def cmd_reduce(args) -> int:
         print(f"reduce: no {args.status} on {backend} in {args.model}: nothing to reduce{failed}")
         return 1
     original = reduction.original
-    print(f"reduce: {args.status} on {backend} in {args.model} "
-          f"(output{'s' if len(original) > 1 else ''} {', '.join(display(o.output) for o in original)})")
+    print(f"reduce: {args.status} on {backend} in {args.model}" + (f": {display(whole.error)}" if status == "error" else
+          f" (output{'s' if len(original) > 1 else ''} {', '.join(display(o.output) for o in original)})"))
     nodes = reduction.nodes
     print(f"reduce: {reduction.nodes_before} -> {len(nodes)} node{'s' if len(nodes) > 1 else ''} "
           f"in {reduction.checks} checks: "
@@ -86,16 +82,33 @@ def cmd_reduce(args) -> int:
     npz = save_reduction(reduction, out)
     graph = reduction.model.graph
     print(f"wrote {args.output} (inputs {', '.join(display(i.name) for i in graph.input) or 'none'}; "
-          f"outputs {', '.join(display(o.name) for o in graph.output)}) and {npz}")
-    # The files as written, checked as a user would: that is the repro.
-    minimal = compile_model(out, feature_level=model.feature_level)
+          f"outputs {', '.join(display(o.name) for o in graph.output)}) and "
+          + (f"{npz}" if npz != out else "its inputs after it"))
+    _recheck(args, reduction, out, npz, backend, (tolerances, options), model.feature_level)
+    return 0
+
+
+def _recheck(args, reduction, out: Path, npz: Path, backend: str, settings, feature_level) -> None:
+    """The files as written, checked as a user would: that is the repro (what went to a device or
+    FIFO cannot be read back: then the model and feeds written). Printed as check prints it."""
+    from onnx_dml_lowering.runtime.check import check
+    from onnx_dml_lowering.runtime.report import format_results
+
+    from ..compiled import compile_model
+    from ..reduce import sub_model_oracle, sub_tolerances
+    tolerances, options = settings
+    graph = reduction.model.graph
+    kept = npz == out
+    minimal = compile_model(reduction.model if kept else out, feature_level=feature_level)
     outputs = [o.name for o in graph.output]
-    _, report = check(minimal, load_npz_file(str(npz)), [backend], sub_tolerances(tolerances, outputs), options,
-                      oracle=sub_model_oracle(args.oracle))
-    print(f"{_rerun_command(args, npz, backend, outputs)}:")
+    _, report = check(minimal, reduction.feeds if kept else load_npz_file(str(npz)), [backend],
+                      sub_tolerances(tolerances, outputs), options, oracle=sub_model_oracle(args.oracle))
+    print(f"{_rerun_command(args, npz, backend, outputs)}:" if not kept else
+          f"check of the minimal model and inputs as written to {args.output} (a device, FIFO or descriptor: "
+          "checked from memory):")
     lines = format_results(report).splitlines()
-    shown = [line for line in lines if f": {args.status} (" in line]
+    said = f"] {args.status} " if args.status == "ERROR" else f": {args.status} ("
+    shown = [line for line in lines if said in line]
     print("\n".join(shown or lines))
     if not shown:
         raise RuntimeError(f"the reduced model does not reproduce the {args.status} on {backend}")
-    return 0

@@ -25,7 +25,7 @@ from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.dml_deviations import describe, dml_outputs
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 from onnx_dml_lowering.runtime.ort_messages import ProviderError
-from onnx_dml_lowering.runtime.output_file import write_text
+from onnx_dml_lowering.runtime.output_file import write_bytes, write_text
 from onnx_dml_lowering.runtime.weights import check_raw_data
 
 from ..compiled import compile_model
@@ -70,8 +70,7 @@ The same folder runs on Linux with
 
 
 def _write_tensor(path: str, array: np.ndarray, name: str) -> None:
-    with open(path, "wb") as f:
-        f.write(numpy_helper.from_array(np.asarray(array), name).SerializeToString())
+    write_bytes(path, "a conformance tensor", numpy_helper.from_array(np.asarray(array), name).SerializeToString())
 
 
 def _reference(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]") -> "list[np.ndarray]":
@@ -213,7 +212,7 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2) -> "dict"
     from onnx_dml_lowering.ir import parse_level
     level = parse_level(feature_level).name
     if os.path.exists(directory) and not os.path.isdir(directory):
-        raise DmlLowerError(f"conformance directory {directory!r} is a file")
+        raise DmlLowerError(f"conformance directory {directory!r} is not a folder (a file, device, FIFO or socket)")
     if os.path.isdir(directory) and os.listdir(directory) and not os.path.exists(os.path.join(directory, MANIFEST)):
         raise DmlLowerError(f"conformance directory {directory!r} is not empty and holds no {MANIFEST}")
     _remove_earlier_export(directory)
@@ -260,8 +259,7 @@ def _remove_earlier_export(directory: str) -> None:
 def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: "list[CaseRunner]") -> None:
     folder = os.path.join(directory, case.name)
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "model.onnx"), "wb") as f:
-        f.write(case.model.SerializeToString(deterministic=True))
+    write_bytes(os.path.join(folder, "model.onnx"), "a conformance model", case.model.SerializeToString(deterministic=True))
     inputs = [i.name for i in case.model.graph.input]
     outputs = [o.name for o in case.model.graph.output]
     expected = []

@@ -120,8 +120,9 @@ def example_paths() -> "list[Path]":
 
 
 def write_all() -> None:
+    from onnx_dml_lowering.runtime.output_file import write_bytes
     for name, build in BUILDERS.items():
-        onnx.save(build(), HERE / f"{name}.onnx")
+        write_bytes(HERE / f"{name}.onnx", f"example {name}", build().SerializeToString())
         print(f"wrote {HERE / f'{name}.onnx'}")
 
 

@@ -7,6 +7,7 @@ falls. Nothing else is touched."""
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -288,30 +289,40 @@ def external_initializers(path: str) -> "set[str]":
             if t.data_location == TensorProto.EXTERNAL and not in_model_file(t, Path(path).name)}
 
 
-def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: str = "optimized model") -> "str | None":
-    """Write `model`; the initializers named in `external` go to one external data file beside
-    it (returned), as they were in the input.
+@dataclass(frozen=True)
+class Saved:
+    location: "str | None"      # the external data file's name, when the model has one
+    size: int                   # bytes written, model and data
 
-    Both files are written under temporary names and renamed only once both are whole, so the
+
+def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: str = "optimized model") -> Saved:
+    """Write `model`; the initializers named in `external` go to one external data file beside
+    it, as they were in the input (to `path` itself when that is a device, FIFO or descriptor).
+
+    Both files are written under temporary names and land only once both are whole, so the
     output may be the input itself (or its data file): every weight is read from the input's
     files before either is replaced, and a failure leaves them as they were."""
     from onnx_dml_lowering.runtime.output_file import staged
+    from onnx_dml_lowering.runtime.output_target import sibling
     out = Path(path)
-    location = None
+    location, size = None, 0
     tensors = [t for t in model.graph.initializer if t.name in external]
     for tensor in model.graph.initializer:
         if tensor.name not in external:
             inline(tensor)       # read from the input file as it loaded (runtime.inline_weights): inline again
     with contextlib.ExitStack() as stack:
-        # entered model first, so the data file is renamed into place before the model naming it
+        # entered model first, so the data file lands before the model naming it
         model_temp = stack.enter_context(staged(out, f"the {what}"))
         if tensors:
             location = out.name + ".data"
-            data_temp = stack.enter_context(staged(out.parent / location, f"the {what}'s external data"))
+            data_temp = stack.enter_context(staged(sibling(path, str(out.parent / location)),
+                                                   f"the {what}'s external data"))
             _write_external(tensors, Path(data_temp), location)
+            size += os.path.getsize(data_temp)
         # Nothing large is left in the proto: it serialises under 2 GB whatever the weights.
         onnx.save_model(model, model_temp)
-    return location
+        size += os.path.getsize(model_temp)
+    return Saved(location, size)
 
 
 _CHUNK = 1 << 24
@@ -362,7 +373,7 @@ _NO_NUMPY = {TensorProto.BFLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E
              TensorProto.FLOAT8E5M2FNUZ}
 
 
-def _widened(model: "str | bytes") -> onnx.ModelProto:
+def _widened(model: "str | bytes | onnx.ModelProto") -> onnx.ModelProto:
     """`model` loaded (large weights left in their files), its node names made unique (onnxruntime
     refuses a model whose node names repeat), each output onnxruntime cannot hand to numpy read
     through an exact Cast."""
@@ -381,7 +392,7 @@ def _widened(model: "str | bytes") -> onnx.ModelProto:
     return proto
 
 
-def bit_identical(original: "str | bytes", rewritten: "str | bytes", inputs: "list[onnx.ValueInfoProto]",
+def bit_identical(original: "str | bytes | onnx.ModelProto", rewritten: "str | bytes | onnx.ModelProto", inputs: "list[onnx.ValueInfoProto]",
                   seeds: "tuple[int, ...]" = (0, 1, 2), sizes: "tuple[int, ...]" = (1, 3, 8),
                   feeds: "dict[str, np.ndarray] | None" = None, dims: "dict[str, int] | None" = None
                   ) -> "list[str]":

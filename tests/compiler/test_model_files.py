@@ -123,8 +123,41 @@ def model_fifo(folder: Path) -> None:
     os.mkfifo(folder / "model.onnx")
 
 
+def in_subgraph(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The same y = x + w with w the value of a Constant inside an If's branches (an attribute tensor)."""
+    w = model.graph.initializer[0]
+    body = h.make_graph([h.make_node("Constant", [], ["w"], name="const", value=w),
+                         h.make_node("Add", ["x", "w"], ["yb"], name="add")], "body", [], [model.graph.output[0]])
+    body.output[0].name = "yb"
+    graph = h.make_graph([h.make_node("If", ["c"], ["y"], name="if", then_branch=body, else_branch=body)], "g",
+                         [h.make_tensor_value_info("c", T.BOOL, []), model.graph.input[0]], [model.graph.output[0]])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=IR_VERSION)
+
+
+def hostile_location(location: bytes, where: str, n: int = SMALL):
+    """A location the OS cannot take as a path (issue 35): NUL, over-long, not UTF-8; in the main
+    graph's initializer or in an attribute tensor of a subgraph (both If branches)."""
+    def build(folder: Path) -> None:
+        write_weights(folder / "w.bin", n)
+        try:
+            text, patch = location.decode("utf-8"), None
+        except UnicodeDecodeError:      # protobuf sets only UTF-8 text: patched into the bytes, same length
+            text, patch = "@" * len(location), location
+        model = weight_model(n, {"location": text})
+        data = (in_subgraph(model) if where == "subgraph" else model).SerializeToString()
+        (folder / "model.onnx").write_bytes(data.replace(text.encode(), patch) if patch else data)
+    return build
+
+
+HOSTILE = {"nul": (b"w\x00.bin", "NUL byte"), "not-utf8": (b"\xff\xfew.bin", "not UTF-8"),
+           "long-name": (b"n" * 300, "a name of 300 bytes, over the 255"),
+           "long-path": (b"/".join([b"d" * 200] * 30), "over the 4095 bytes a path can hold")}
+
 # name: (builder, substrings of the one line)
 ROWS = {}
+for where in ("main", "subgraph"):
+    for kind, (location, says) in HOSTILE.items():
+        ROWS[f"location-{kind}-{where}"] = (hostile_location(location, where), ["'w'", "location", says])
 for size, n in (("large", LARGE), ("small", SMALL)):
     ROWS.update({
         f"dotdot-{size}": (escaping("../secret.bin", n), ["'w'", "'../secret.bin'", "outside the model's folder"]),

@@ -269,6 +269,8 @@ STORED = Path("tests") / "models" / "reduce" / "scalar_nonzero_deep.onnx"
 
 def test_stored_example_is_the_builders_model():
     assert onnx.load(str(REPO / STORED)) == scalar_nonzero_deep_model()
+    # docs/commands/reduce.md's --status ERROR example (written by int16_trilu_model, below)
+    assert onnx.load(str(REPO / STORED.parent / "int16_trilu_deep.onnx")) == int16_trilu_model()
 
 
 def test_readme_reduce_output_is_current(tmp_path, capfd, monkeypatch):
@@ -380,3 +382,50 @@ def test_a_failure_no_sub_model_reproduces_is_said_as_such(tmp_path, capfd):
                                     or lines[0].startswith("reduce: no MISMATCH on ort-cpu")), out
     else:
         assert code == 0 and ": MISMATCH (" in out
+
+
+def int16_trilu_model(pads: int = 4, trilu_output: bool = False) -> onnx.ModelProto:
+    """x [n, 5] -> Tanh * 10 -> Cast(int16) -> Trilu -> Cast(float) + x, deep among pad chains:
+    onnxruntime's CPU provider has no int16 Trilu kernel, so the file as shipped is a backend ERROR
+    (with --provider-model modified the node is cut: its value UNSUPPORTED where it is an output)."""
+    core = [h.make_node("Tanh", ["x"], ["a"], name="tanh"),
+            h.make_node("Mul", ["a", "ten"], ["b"], name="scale"),
+            h.make_node("Cast", ["b"], ["i"], name="to_int16", to=T.INT16),
+            h.make_node("Trilu", ["i"], ["t"], name="lower", upper=0),
+            h.make_node("Cast", ["t"], ["f"], name="to_float", to=T.FLOAT),
+            h.make_node("Add", ["f", "x"], ["core"], name="add")]
+    outputs = [("y", T.FLOAT, ["n", 5])] + ([("t", T.INT16, ["n", 5])] if trilu_output else [])
+    return graph_model(padded(core, "core", pads, source="x"), [("x", T.FLOAT, ["n", 5])], outputs,
+                       {"ten": np.array(10.0, np.float32), **pad_constants(pads)}, opset=17)
+
+
+@pytest.mark.parametrize("status, extra", [("ERROR", []), ("UNSUPPORTED", ["--provider-model", "modified"])])
+def test_a_backend_error_or_unsupported_node_is_cut_down_like_a_mismatch(status, extra, tmp_path, capfd):
+    model = save(int16_trilu_model(trilu_output=status == "UNSUPPORTED"), tmp_path / "m.onnx")
+    assert len(onnx.load(model).graph.node) >= 20
+    minimal = tmp_path / "min.onnx"
+    code, out, err = run(["reduce", model, "-o", minimal, "--backends", "ort-cpu", "--dim", "n=4", "--status", status,
+                          *extra], capfd)
+    assert code == 0 and err == "", out + err
+    assert [n.op_type for n in onnx.load(str(minimal)).graph.node] == ["Trilu"], out
+    # The files as written fail check the same way, as the user re-runs it.
+    code, out, _ = run(["check", minimal, "--inputs", inputs_path(minimal), "--backends", "ort-cpu", *extra], capfd)
+    said = ("[ort-cpu] ERROR onnxruntime (CPUExecutionProvider) cannot load the model: " if status == "ERROR"
+            else "[ort-cpu] t: UNSUPPORTED")
+    assert said in out and "Trilu" in out, out
+    # The other status is not there: nothing to reduce, exit 1, nothing written.
+    other = "UNSUPPORTED" if status == "ERROR" else "ERROR"
+    code, out, _ = run(["reduce", model, "-o", tmp_path / "none.onnx", "--backends", "ort-cpu", "--dim", "n=4",
+                        "--status", other, *extra], capfd)
+    assert code == 1 and f"no {other} on ort-cpu" in out and not (tmp_path / "none.onnx").exists()
+
+
+def test_an_error_reproduces_only_as_the_same_message():
+    """error_signature: the same message about other names, regions and sizes is the same ERROR;
+    another message is not (a cut that fails some other way is no repro)."""
+    from onnx_dml_lowering.compiler.reduce import error_signature
+    one = "ONNX region onnx_region_2 cannot run: Invalid rank for input: 'a/b' Got: 3 Expected: 4"
+    assert error_signature(one) == error_signature("ONNX region onnx_region_0 cannot run: Invalid rank for input: "
+                                                   "'c' Got: 2 Expected: 5")
+    assert error_signature(one) != error_signature("ONNX region onnx_region_2 cannot run: Invalid shape for input: "
+                                                   "'a/b' Got: 3 Expected: 4")

@@ -150,7 +150,7 @@ def test_writers_keep_inline_weights_inline(tmp_path):
     onnx.save(model, path)
     loaded = load_model(path)
     out = tmp_path / "out.onnx"
-    assert save_model(loaded, str(out), set()) is None
+    assert save_model(loaded, str(out), set()).location is None
     assert not (tmp_path / "out.onnx.data").exists()
     written = onnx.load(out, load_external_data=False)
     assert all(t.data_location == TensorProto.DEFAULT for t in written.graph.initializer)

@@ -57,3 +57,37 @@ def test_markdown_report_says_what_was_fed(tmp_path, capsys) -> None:
     assert code == 0
     line = next(line for line in out.splitlines() if line.startswith("feeds: "))
     assert f"\nFeeds{line[len('feeds'):]}.\n" in markdown.read_text()
+
+
+@pytest.mark.parametrize("onnx_type", ["BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
+                                       "INT4", "UINT4"])
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_an_ml_dtypes_feed_read_back_is_described_like_any_other(command, onnx_type, tmp_path, capsys):
+    """A bfloat16 / float8 / 4-bit feed saved to an .npz (raw records there) and given with
+    --inputs: the feeds line and JSON say its type, range and zeros, as numpy computes them from
+    the values it was saved from, not '|V2' (issue 35)."""
+    import ml_dtypes
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    elem = getattr(T, onnx_type)
+    model = h.make_model(h.make_graph([h.make_node("Cast", ["x"], ["y"], to=T.FLOAT, name="cast")], "g",
+                                      [h.make_tensor_value_info("x", elem, [3, 4])],
+                                      [h.make_tensor_value_info("y", T.FLOAT, [3, 4])]),
+                         opset_imports=[h.make_opsetid("", 21)], ir_version=10)
+    onnx.save(model, tmp_path / "m.onnx")
+    dtype = np.dtype(getattr(ml_dtypes, onnx_type.lower().replace("float8e", "float8_e")))
+    values = np.random.default_rng(0).integers(-3, 4, (3, 4)).astype(np.float32)
+    values[0] = 0
+    feeds = values.astype(dtype)
+    from onnx_dml_lowering.runtime.npz import save_npz
+    save_npz(str(tmp_path / "in.npz"), {"x": feeds}, "test feeds")
+    code, out, err = cli([command, tmp_path / "m.onnx", "--backends", "ort-cpu", "--inputs", tmp_path / "in.npz",
+                          "--json", tmp_path / "r.json"], capsys)
+    assert code == 0, out + err
+    shown = feeds.astype(np.float32)
+    zeros = int(np.count_nonzero(shown == 0))
+    line = f"feeds: from {tmp_path / 'in.npz'}: x {dtype} [3x4] in [{shown.min():.4g}, {shown.max():.4g}], {zeros} of 12 zero"
+    assert line in out.splitlines(), out
+    described = json.loads((tmp_path / "r.json").read_text())["feeds"]["inputs"]["x"]
+    assert (described["dtype"], described["zeros"]) == (str(dtype), zeros)

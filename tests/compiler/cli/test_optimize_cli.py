@@ -137,8 +137,22 @@ def test_check_runs_on_the_feeds_or_sizes_given(feeds, dims, code, says, tmp_pat
         assert says in out and err == ""
     else:                                   # one line, onnxruntime's own error log line not beside it
         assert err.startswith("dml-lower: error: ") and says in err and err.count("\n") == 1
-    if code == 2 and "cannot run" not in says:      # a bad feed or size is refused before writing
-        assert not target.exists()
+    assert target.exists() == (code == 0)       # checked first, written after: a refused check writes nothing
+
+
+@pytest.mark.parametrize("target", [[], ["--for", "dml"]], ids=["generators", "for-dml"])
+def test_an_output_the_check_refuses_is_not_written(target, tmp_path, capfd) -> None:
+    """optimize [--for dml] --check checks the rewritten model before it writes it (issue 35): a
+    check that fails leaves the path as it was, a file there untouched."""
+    source, out = tmp_path / "moe.onnx", tmp_path / "out.onnx"
+    onnx.save(reshape_model(), str(source))
+    out.write_bytes(b"previous")
+    assert main(["optimize", str(source), "-o", str(out), *target, "--check", "--dim", "n=3"]) == 2
+    _, err = capfd.readouterr()
+    assert "cannot run the model on seed 0, n=3" in err and err.count("\n") == 1
+    assert out.read_bytes() == b"previous" and sorted(os.listdir(tmp_path)) == ["moe.onnx", "out.onnx"]
+    assert main(["optimize", str(source), "-o", str(out), *target, "--check", "--dim", "n=4"]) == 0
+    assert "check: bit-identical" in capfd.readouterr().out and onnx.load(str(out)).graph.node
 
 
 @pytest.mark.parametrize("args, says", [

@@ -1,0 +1,176 @@
+"""What an output path names, and whether it may be written: the rules every writing option shares
+(runtime.output_file writes by them; compiler.output_files checks them before the work).
+
+- a new name in an existing folder, or a regular file: written whole under a temporary name beside
+  it and renamed over it (mode, owner and group of an existing file kept);
+- a character device or a FIFO: opened and written in place (`/dev/null`, a terminal, a pipe);
+- `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`: this process's descriptor N, written in
+  place whatever it is (a pipe, a terminal, a file `>` opened);
+- a symbolic link: followed hop by hop (at most 40, as the kernel does); its final target gets these
+  rules. A dangling link whose target's folder exists creates the target, as the shell's `>` does;
+- a directory, a socket, a block device, a link loop, a missing folder: refused.
+"""
+from __future__ import annotations
+
+import enum
+import errno
+import os
+import re
+import stat
+from dataclasses import dataclass
+
+# Linux's MAXSYMLINKS: as many hops as the kernel follows before it says ELOOP.
+MAX_LINKS = 40
+_ABSENT = (errno.ENOENT, errno.ENOTDIR)
+_DESCRIPTOR = re.compile(r"/proc/(self|thread-self|\d+)/fd/(\d+)")
+
+
+class OutputKind(enum.Enum):
+    NEW = "a new file"
+    FILE = "a regular file"
+    STREAM = "a character device or FIFO"
+    DESCRIPTOR = "an open descriptor of this process"
+
+    @property
+    def in_place(self) -> bool:
+        """Written where it is (no temporary and rename): it is not a file a rename could replace."""
+        return self in (OutputKind.STREAM, OutputKind.DESCRIPTOR)
+
+
+@dataclass(frozen=True)
+class OutputTarget:
+    path: str                               # what is written: every link followed
+    kind: OutputKind
+    info: "os.stat_result | None" = None    # an existing file's (FILE, STREAM)
+    fd: "int | None" = None                 # DESCRIPTOR's number
+
+
+class Unwritable(Exception):
+    """Why a path cannot be written, as the end of one line ('it is a directory')."""
+
+
+def reason(exc: OSError) -> str:
+    """An OSError as words and its errno's name: 'No space left on device (ENOSPC)'."""
+    name = errno.errorcode.get(exc.errno or 0)
+    return f"{exc.strerror or exc} ({name})" if name else str(exc.strerror or exc)
+
+
+def resolve(path: "str | os.PathLike") -> OutputTarget:
+    """The target `path` names under the module's rules, or Unwritable saying why not."""
+    asked = os.fsdecode(os.fspath(path))
+    if "\0" in asked:
+        raise Unwritable("it holds a NUL byte, which no path can")
+    if asked.endswith(os.sep) and not os.path.isdir(asked):
+        raise Unwritable(f"it ends with {os.sep!r}, as a folder's name does, and no such folder exists")
+    final, fd, via_link = _follow(asked)
+    if fd is not None:
+        return _descriptor(fd)
+    try:
+        info = os.stat(final)
+    except OSError as exc:
+        if exc.errno in _ABSENT:
+            return _new_file(asked, final, via_link)
+        raise Unwritable(_lookup_failure(exc)) from None
+    return _existing(final, info)
+
+
+def _follow(asked: str) -> "tuple[str, int | None, bool]":
+    """(the path every link leads to, the descriptor when one is this process's, whether a link
+    was followed). Each hop's folder is resolved first, so a link's relative target is read from
+    where the link is."""
+    current, via_link = os.path.abspath(asked), False
+    for _ in range(MAX_LINKS + 1):
+        folder, name = os.path.split(current)
+        current = os.path.join(os.path.realpath(folder), name)
+        match = _DESCRIPTOR.fullmatch(current)
+        if match and match.group(1) in ("self", "thread-self", str(os.getpid())):
+            return current, int(match.group(2)), via_link
+        try:
+            if not stat.S_ISLNK(os.lstat(current).st_mode):
+                return current, None, via_link
+            target = os.readlink(current)
+        except OSError as exc:
+            if exc.errno in _ABSENT:        # said by _new_file: which folder is missing or a file
+                return current, None, via_link
+            raise Unwritable(_lookup_failure(exc)) from None
+        current, via_link = os.path.join(os.path.dirname(current), target), True
+    raise Unwritable(f"it is a symbolic link loop (more than {MAX_LINKS} links: ELOOP)")
+
+
+def _lookup_failure(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return f"it is a symbolic link loop (more than {MAX_LINKS} links: ELOOP)"
+    if exc.errno == errno.ENAMETOOLONG:
+        return f"the path or one of its names is too long ({reason(exc)})"
+    return reason(exc)
+
+
+def _new_file(asked: str, final: str, via_link: bool) -> OutputTarget:
+    """A name that does not exist yet: its folder must exist and be writable."""
+    folder = os.path.dirname(final)
+    shown = folder if via_link else (os.path.dirname(asked) or ".")
+    lead = f"it is a dangling symbolic link to {final!r}, and " if via_link else ""
+    if not os.path.exists(folder):
+        raise Unwritable(f"{lead}folder {shown!r} does not exist")
+    if not os.path.isdir(folder):
+        raise Unwritable(f"{lead}{shown!r} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise Unwritable(f"{lead}folder {shown!r} is not writable")
+    return OutputTarget(final, OutputKind.NEW)
+
+
+_REFUSED = {stat.S_IFDIR: "it is a directory", stat.S_IFSOCK: "it is a socket",
+            stat.S_IFBLK: "it is a block device: writing it would overwrite a disk"}
+
+
+def _existing(final: str, info: os.stat_result) -> OutputTarget:
+    kind = stat.S_IFMT(info.st_mode)
+    if kind in _REFUSED:
+        raise Unwritable(_REFUSED[kind])
+    if kind in (stat.S_IFCHR, stat.S_IFIFO):
+        if not os.access(final, os.W_OK):
+            raise Unwritable(f"the {'device' if kind == stat.S_IFCHR else 'FIFO'} is not writable")
+        return OutputTarget(final, OutputKind.STREAM, info)
+    if kind != stat.S_IFREG:
+        raise Unwritable("it is not a regular file, a device or a FIFO")
+    if not os.access(final, os.W_OK):
+        raise Unwritable("the file is not writable")
+    folder = os.path.dirname(final)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise Unwritable(f"folder {folder!r} is not writable (the file is replaced through a temporary "
+                         "file beside it)")
+    _check_owner(info)
+    return OutputTarget(final, OutputKind.FILE, info)
+
+
+def _check_owner(info: os.stat_result) -> None:
+    """A replacement keeps the file's owner and group; one this user cannot give it is refused
+    (POSIX only: Windows has no owner a rename would change this way)."""
+    if not hasattr(os, "geteuid") or os.geteuid() == 0:
+        return
+    if info.st_uid != os.geteuid():
+        raise Unwritable(f"it belongs to another user (uid {info.st_uid}): replacing it would change its owner")
+    if info.st_gid != os.getegid() and info.st_gid not in os.getgroups():
+        raise Unwritable(f"its group (gid {info.st_gid}) is not one of yours: replacing it would change its group")
+
+
+def _descriptor(fd: int) -> OutputTarget:
+    import fcntl                # POSIX: only a /proc path (Linux) leads here
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    except OSError:
+        raise Unwritable(f"it is descriptor {fd} of this process, which is not open") from None
+    if flags & os.O_ACCMODE == os.O_RDONLY:
+        raise Unwritable(f"it is descriptor {fd} of this process, which is open for reading only")
+    return OutputTarget(f"/proc/self/fd/{fd}", OutputKind.DESCRIPTOR, fd=fd)
+
+
+def sibling(path: str, derive: str) -> str:
+    """Where a file written beside the output `path` goes (feed set #i's STEM.i.npz, MIN.inputs.npz,
+    OUT.onnx.data): `derive`, the path beside it, unless `path` is written in place (a device, a
+    FIFO, a descriptor): a device has no folder of its own, so its siblings go to it as well, one
+    after another."""
+    try:
+        return path if resolve(path).kind.in_place else derive
+    except Unwritable:
+        return derive

@@ -52,6 +52,7 @@ from .onnx_definitions import DefinitionsRegion
 from .oracle_control_flow import BodyEvaluators, HostRegion
 from .ort_providers import SessionSettings, few_elements, make_session
 from .ort_values import run_session
+from .ort_deviations import region_reason
 from .ort_workarounds import loops_as_onnx_defines
 from .weights import reference_evaluator, tensor_array
 
@@ -155,35 +156,6 @@ class SessionCache:
         return len(self._sessions)
 
 
-def _graph_shapes(graph: onnx.GraphProto, outer: "dict") -> dict:
-    """Value name -> shape (None: rank unknown) inside a subgraph, from what inference recorded."""
-    shapes = dict(outer)
-    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
-        tensor = vi.type.tensor_type
-        if vi.type.HasField("tensor_type") and tensor.HasField("shape"):
-            shapes[vi.name] = tuple(tensor.shape.dim)
-    for init in graph.initializer:
-        shapes[init.name] = tuple(init.dims)
-    return shapes
-
-
-def scalar_nonzero(nodes: "Iterable[onnx.NodeProto]", shapes: dict) -> "str | None":
-    """Why onnxruntime must not run these nodes: a NonZero on a (possibly) scalar input, where it
-    gives (1, nnz) and ONNX says (0, nnz); If / Loop / Scan bodies are looked into as well."""
-    for node in nodes:
-        if node.op_type == "NonZero" and node.domain in ("", "ai.onnx"):
-            shape = shapes.get(node.input[0])
-            if shape is None or len(shape) == 0:
-                scalar = "a scalar" if shape == () else "a possibly scalar"
-                return (f"node {node.name}: onnxruntime gives (1, nnz) for a scalar NonZero, "
-                        f"ONNX says (0, nnz), and this is {scalar} input")
-        for body in node_bodies(node):
-            reason = scalar_nonzero(body.node, _graph_shapes(body, shapes))
-            if reason:
-                return reason
-    return None
-
-
 def reference_deviation(node: onnx.NodeProto) -> "str | None":
     """Why onnx.reference (onnx 1.23) must not evaluate this node itself, or None: it gets the node
     wrong or cannot evaluate it, where the host runs it as ONNX defines it."""
@@ -263,14 +235,26 @@ class RegionEngine:
         """region_key of the region on this engine's providers and settings."""
         return (*region.identity, tuple(self.providers), self.settings)
 
-    def submodel(self, region: Region, typed: bool = True) -> onnx.ModelProto:
+    @functools.cached_property
+    def ranks(self) -> "dict[str, int | None]":
+        """Value name -> rank, as inference recorded it (None: unknown)."""
+        return {name: getattr(info, "rank", None) for name, info in self.types.items()}
+
+    def submodel(self, region: Region, typed: bool = True, as_fed: "Mapping[str, tuple[int, int]] | None" = None
+                 ) -> onnx.ModelProto:
         """The region as a model of this one's opset, IR version and functions; embedded weights
         stay by reference (a lazy initializer's proto holds its file location, not its bytes).
         `typed`: every input and output must have a known type (onnxruntime needs them); else an
         unknown one is left untyped (onnx.reference infers it). Inputs carry their rank, not their
         dims: onnxruntime fuses MatMul + Add into Gemm only on a known rank, and a dim inference got
-        wrong must not make it refuse a feed."""
+        wrong must not make it refuse a feed. `as_fed`: inputs declared with the (ONNX type, rank)
+        a run fed them instead (fed_otherwise)."""
+        as_fed = as_fed or {}
+
         def vi(name: str) -> onnx.ValueInfoProto:
+            if name in as_fed:
+                onnx_type, rank = as_fed[name]
+                return helper.make_tensor_value_info(name, onnx_type, [None] * rank)
             info = self.types.get(name)
             if info is None or not getattr(info, "onnx_type", 0):
                 if typed:
@@ -301,6 +285,26 @@ class RegionEngine:
         return few_elements([self.inits[n] for n in region.embedded], fed)
 
     # -- sessions -----------------------------------------------------------------------------
+    def fed_otherwise(self, feeds: "Mapping[str, np.ndarray]") -> "dict[str, tuple[int, int]]":
+        """The feeds whose rank or type is not what inference declared, as (ONNX type, rank): a value
+        another engine produced (an onnxruntime region reading an operator otherwise than the
+        spec, a deviation the table does not know yet). A region never refuses what its producer
+        gave: its session is opened again declaring these as fed (the declarations' other uses,
+        onnxruntime's rank-dependent fusions, hold for the ranks fed)."""
+        differ: "dict[str, tuple[int, int]]" = {}
+        for name, value in feeds.items():
+            info = self.types.get(name)
+            rank, onnx_type = getattr(info, "rank", None), getattr(info, "onnx_type", 0)
+            if not isinstance(value, np.ndarray) or rank is None or not onnx_type or value.dtype.kind in "OUSV":
+                continue
+            if value.ndim != rank or value.dtype != helper.tensor_dtype_to_np_dtype(onnx_type):
+                differ[name] = (int(helper.np_dtype_to_tensor_dtype(value.dtype)), value.ndim)
+        return differ
+
+    def _ort_session(self, region: Region, as_fed: "Mapping[str, tuple[int, int]]"):
+        return make_session(self.submodel(region, as_fed=as_fed), self.providers, tiny=self.tiny(region),
+                            settings=self.settings)
+
     def constants(self, region: Region) -> "dict[str, np.ndarray]":
         """The region's embedded initializers as arrays (lazy ones mapped, not read)."""
         return {n: tensor_array(self.inits[n]) for n in region.embedded}
@@ -376,6 +380,11 @@ class RegionEngine:
         same (copies: the other side's values must not alias this side's buffers)."""
         engine, session = self.open(region, chain)
         feeds = {n: feeds[n] for n in region.fed}
+        if engine == ORT:
+            differ = self.fed_otherwise(feeds)
+            if differ:
+                session = self.cache.get((*self.key(region), frozenset(differ.items())),
+                                         lambda: self._ort_session(region, differ))
         shared = self.shares and engine == ORT and deterministic(region.nodes, self.model)
         if shared and recall:
             results = self.cache.recall(self.key(region), feeds)
@@ -445,8 +454,8 @@ class Engine:
 
 
 ENGINES: "dict[str, Engine]" = {
-    ORT: Engine(lambda e, r: make_session(e.submodel(r), e.providers, tiny=e.tiny(r), settings=e.settings),
-                lambda e, r: scalar_nonzero(r.nodes, {n: getattr(i, "shape", None) for n, i in e.types.items()})),
+    ORT: Engine(lambda e, r: e._ort_session(r, {}),
+                lambda e, r: region_reason(r.nodes, e.ranks, e.inits)),      # onnxruntime's known deviations
     REFERENCE: Engine(lambda e, r: reference_evaluator(e.submodel(r, typed=False)), _reference_deviation),
     REFERENCE_ORACLE: Engine(_reference_oracle),          # it runs what onnx.reference gets wrong on the host
     DEFINITIONS: Engine(lambda e, r: DefinitionsRegion(r.nodes, e.constants(r))),

@@ -6,6 +6,7 @@ value its producer gave."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -231,3 +232,23 @@ def test_a_region_takes_a_rank_other_than_inference_declared():
     assert len(engine.cache) == 2          # the declared session and the one as fed, each built once
     assert engine.fed_otherwise({"s": np.zeros((3, 1, 4), np.float32)}) == {}
     assert engine.fed_otherwise({"s": np.zeros((3, 4), np.float64)}) == {"s": (T.DOUBLE, 2)}
+
+
+STORED = Path(__file__).parent.parent / "models" / "deviations" / "split_to_sequence_column.onnx"
+
+
+def test_the_documented_model_is_column_of_pairs():
+    """docs/statuses-and-oracle.md checks this file (its example is run by tests/test_transcripts.py)."""
+    assert onnx.load(str(STORED)) == column_of_pairs()
+
+
+def test_the_docs_table_is_the_table():
+    """The deviation table in docs/statuses-and-oracle.md lists every entry with its condition and reading."""
+    text = (Path(__file__).parent.parent.parent / "docs" / "statuses-and-oracle.md").read_text()
+    section = text.split("### onnxruntime's known deviations", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert rows == [docs_row(entry) for entry in TABLE]
+
+
+def docs_row(entry) -> str:
+    return f"| `{entry.key}` | {entry.op_type} | {entry.condition} | {entry.reading} |"

@@ -370,6 +370,21 @@ class Oracle:
         return data
 
 
+class HybridSession:
+    """A sub-model as the hybrid oracle runs it (onnxruntime's CPU provider except the nodes it
+    deviates on, NonZero / EyeLike / Trilu by their definitions), with the session interface
+    `run(outputs, feeds)`: the lowered run's ONNX regions holding a node onnxruntime deviates on
+    run so, the rest of the region staying on onnxruntime. `types`: the sub-model's values."""
+
+    def __init__(self, model: onnx.ModelProto, types: Mapping) -> None:
+        self.oracle = Oracle(model, types, "hybrid")
+        self.oracle.hint = ""         # not the oracle: no --oracle advice
+
+    def run(self, outputs: "Iterable[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
+        results = self.oracle.run(feeds)
+        return [results[name] for name in (outputs or self.oracle.output_names)]
+
+
 class ReferenceSession:
     """onnx.reference over a sub-model, as the reference oracle runs it (the If / Loop / Scan it
     gets wrong on the host), with the session interface `run(outputs, feeds)`: the lowered run's

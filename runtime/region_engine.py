@@ -62,6 +62,8 @@ REFERENCE = "onnx.reference"                 # an onnx.reference evaluator of th
 REFERENCE_ORACLE = "reference oracle"        # the sub-model as `--oracle reference` runs it (its
                                              # If / Loop / Scan onnx.reference gets wrong on the host)
 HOST = "host control flow"                   # If / Loop / Scan as ONNX defines them, bodies on oracles
+HYBRID = "hybrid oracle"                     # the sub-model as the hybrid oracle runs it: onnxruntime
+                                             # except the nodes it deviates on (ort_deviations.TABLE)
 
 # onnxruntime names the node it has no kernel for in its load error.
 NO_KERNEL_NODE = re.compile(r"node with name '([^']*)'")
@@ -201,13 +203,14 @@ class RegionEngine:
     generates); initializers that are also graph inputs are always fed (a feed overrides them).
     `cache`: the CompiledModel's SessionCache (shared onnxruntime sessions and results), or None
     for sessions of this engine's own. `bodies`: the evaluators of the bodies a host region runs;
-    `reference_oracle`: what runs a region on the reference-oracle engine (injected: the oracle
-    is built over this engine)."""
+    `reference_oracle`, `hybrid_oracle`: what runs a region on the reference-oracle and the
+    hybrid-oracle engines (injected: the oracle is built over this engine)."""
 
     def __init__(self, model: onnx.ModelProto, types: Mapping, settings: "SessionSettings | None" = None,
                  providers: "Sequence[str] | None" = None, passed: "Iterable[str]" = (),
                  cache: "SessionCache | None" = None, bodies: "Bodies | None" = None,
-                 reference_oracle: "ReferenceOracle | None" = None) -> None:
+                 reference_oracle: "ReferenceOracle | None" = None, hybrid_oracle: "ReferenceOracle | None" = None
+                 ) -> None:
         self.model = model
         self.types = types
         self.settings = settings                  # the user's onnxruntime session settings (--threads ...)
@@ -216,6 +219,7 @@ class RegionEngine:
         self.cache = cache if cache is not None else SessionCache()
         self.bodies = bodies
         self.reference_oracle = reference_oracle
+        self.hybrid_oracle = hybrid_oracle
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         fed = {vi.name for vi in model.graph.input} | set(passed)
         self.inits = {i.name: i for i in model.graph.initializer if i.name not in fed}
@@ -336,20 +340,21 @@ class RegionEngine:
         if key in self._chosen:
             engine = self._chosen[key][0]
             return engine, self.session(region, engine)
-        reason = None
+        why = None              # why the first engine passed over was (the ones after follow from it)
         for engine in chain[:-1]:
             reason = self.deviation(engine, region)
+            if reason is None:
+                try:
+                    session = self.session(region, engine)
+                except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
+                    reason = f"{engine} cannot run it: {first_line(exc)}"
             if reason is not None:
+                why = why or reason
                 continue
-            try:
-                session = self.session(region, engine)
-            except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
-                reason = f"{engine} cannot run it: {first_line(exc)}"
-                continue
-            self._chosen[key] = (engine, None)
+            self._chosen[key] = (engine, why)
             return engine, session
         session = self.session(region, chain[-1])
-        self._chosen[key] = (chain[-1], reason)
+        self._chosen[key] = (chain[-1], why)
         return chain[-1], session
 
     def chosen(self, region: Region, chain: Sequence[str]) -> "tuple[str, str | None] | None":
@@ -437,6 +442,19 @@ def _reference_oracle(engine: RegionEngine, region: Region):
     return engine.reference_oracle(engine.submodel(region, typed=False), engine.types)
 
 
+def _hybrid_oracle(engine: RegionEngine, region: Region):
+    if engine.hybrid_oracle is None:
+        return _missing(HYBRID)(engine, region)
+    return engine.hybrid_oracle(engine.submodel(region), engine.types)
+
+
+def _hybrid_deviation(engine: RegionEngine, region: Region) -> "str | None":
+    # only what onnxruntime deviates on goes there: a region it cannot load keeps the reference oracle
+    if region_reason(region.nodes, engine.ranks, engine.inits) is None:
+        return "onnxruntime deviates on none of its nodes"
+    return None
+
+
 def _reference_deviation(engine: RegionEngine, region: Region) -> "str | None":
     for node in region.nodes:
         reason = reference_gets_wrong(node)
@@ -458,6 +476,7 @@ ENGINES: "dict[str, Engine]" = {
                 lambda e, r: region_reason(r.nodes, e.ranks, e.inits)),      # onnxruntime's known deviations
     REFERENCE: Engine(lambda e, r: reference_evaluator(e.submodel(r, typed=False)), _reference_deviation),
     REFERENCE_ORACLE: Engine(_reference_oracle),          # it runs what onnx.reference gets wrong on the host
+    HYBRID: Engine(_hybrid_oracle, _hybrid_deviation),
     DEFINITIONS: Engine(lambda e, r: DefinitionsRegion(r.nodes, e.constants(r))),
     HOST: Engine(_host),
 }

@@ -252,3 +252,29 @@ def test_the_docs_table_is_the_table():
 
 def docs_row(entry) -> str:
     return f"| `{entry.key}` | {entry.op_type} | {entry.condition} | {entry.reading} |"
+
+
+def test_a_lowered_run_region_keeps_onnxruntime_but_for_the_deviating_nodes():
+    """The lowered run's chain: a region holding a node onnxruntime deviates on runs as the hybrid
+    oracle runs it (the rest on onnxruntime); one onnxruntime cannot load stays on the reference oracle."""
+    from onnx_dml_lowering.runtime.onnx_regions import CHAIN
+    from onnx_dml_lowering.runtime.oracle import HybridSession, ReferenceSession
+    from onnx_dml_lowering.runtime.region_engine import HYBRID, REFERENCE_ORACLE
+    int16 = model_of([h.make_node("Neg", ["x"], ["n"], name="neg"), h.make_node("Relu", ["n"], ["y"], name="relu16")],
+                     [h.make_tensor_value_info("x", T.INT16, [2, 3])], [h.make_tensor_value_info("y", T.INT16, [2, 3])])
+    cases = [(column_of_pairs(), {"x": np.arange(-3, 3, dtype=np.float32).reshape(3, 2)}, HYBRID, "node sts: onnxruntime's"),
+             (int16, {"x": np.array([[1, -2, 3], [-4, 5, 0]], np.int16)}, REFERENCE_ORACLE, "onnxruntime cannot run it")]
+    for model, feeds, engine_name, why in cases:
+        compiled = compile_model(model)
+        engine = RegionEngine(compiled.model, compiled.types, reference_oracle=ReferenceSession,
+                              hybrid_oracle=HybridSession)
+        reads = list(feeds) + [t.name for t in compiled.model.graph.initializer]
+        region = engine.region(list(compiled.model.graph.node), reads, ["y"])
+        got = engine.run(region, feeds, CHAIN)["y"]
+        assert np.array_equal(got, reference(model, feeds)["y"])
+        chosen, reason = engine.chosen(region, CHAIN)
+        assert chosen == engine_name and reason.startswith(why), (chosen, reason)
+        if chosen == HYBRID:
+            engines = engine.session(region, HYBRID).oracle.to_dict()["node_engines"]
+            assert engines == {"relu": "onnxruntime CPUExecutionProvider", "sts": "onnx.reference",
+                               "at": "onnx.reference", "neg": "onnxruntime CPUExecutionProvider"}

@@ -120,6 +120,8 @@ def _body_ranks(graph: onnx.GraphProto, outer: Ranks) -> "dict[str, int | None]"
 def first_deviation(nodes: "Iterable[onnx.NodeProto]", ranks: Ranks,
                     constants: "Mapping[str, onnx.TensorProto] | None" = None) -> "tuple[onnx.NodeProto, OrtDeviation] | None":
     """The first node (If / Loop / Scan bodies looked into, at any depth) the table names."""
+    nodes = list(nodes)
+    constants = {**(constants or {}), **constant_nodes(nodes)}
     for node in nodes:
         entry = deviation(node, ranks, constants)
         if entry is not None:
@@ -130,6 +132,13 @@ def first_deviation(nodes: "Iterable[onnx.NodeProto]", ranks: Ranks,
             if inner is not None:
                 return inner
     return None
+
+
+def constant_nodes(nodes: "Iterable[onnx.NodeProto]") -> "dict[str, onnx.TensorProto]":
+    """The tensors Constant nodes among `nodes` hold (exporters write a Resize's scales so)."""
+    return {node.output[0]: node.attribute[0].t for node in nodes
+            if node.op_type == "Constant" and node.domain in _STANDARD and len(node.attribute) == 1
+            and node.attribute[0].name == "value" and node.output}
 
 
 def region_reason(nodes: "Iterable[onnx.NodeProto]", ranks: Ranks,
@@ -150,6 +159,7 @@ def deviating_nodes(graph: onnx.GraphProto, ranks: Ranks, constants: "Mapping[st
     `tensors(name)`: the value is a tensor."""
     found: "dict[str, OrtDeviation]" = {}
     made: "dict[str, OrtDeviation]" = {}      # sequence value -> the entry of the node that made it
+    constants = {**constants, **constant_nodes(graph.node)}
     for node in graph.node:
         hit = first_deviation([node], ranks, constants)
         entry = hit[1] if hit is not None else next((made[n] for n in node.input if n in made), None)

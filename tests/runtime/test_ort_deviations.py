@@ -278,3 +278,12 @@ def test_a_lowered_run_region_keeps_onnxruntime_but_for_the_deviating_nodes():
             engines = engine.session(region, HYBRID).oracle.to_dict()["node_engines"]
             assert engines == {"relu": "onnxruntime CPUExecutionProvider", "sts": "onnx.reference",
                                "at": "onnx.reference", "neg": "onnxruntime CPUExecutionProvider"}
+
+
+@pytest.mark.parametrize("scales, deviates", [([1, 1, 2, 2], False), ([1, 1, 0.6, 0.6], True)])
+def test_resize_scales_from_a_constant_node_are_read(scales, deviates):
+    """Exporters write a Resize's scales as a Constant node: whole scales keep the node on onnxruntime."""
+    from onnx_dml_lowering.runtime.ort_deviations import first_deviation
+    nodes = [h.make_node("Constant", [], ["s"], value=tensor("s", scales, np.float32)),
+             h.make_node("Resize", ["x", "", "s"], ["y"], mode="linear", coordinate_transformation_mode="align_corners")]
+    assert (first_deviation(nodes, {"x": 4}) is not None) == deviates

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 import onnx
 
-from onnx_dml_lowering.lowering.onnx_graphs import node_bodies
+from onnx_dml_lowering.lowering.onnx_graphs import may_hold_bodies, node_bodies
 
 _STANDARD = ("", "ai.onnx")
 # value name -> its rank where known (None or absent: unknown)
@@ -95,6 +95,7 @@ TABLE: "tuple[OrtDeviation, ...]" = (
                  _resize_align_corners),
 )
 BY_KEY = {entry.key: entry for entry in TABLE}
+_READS_CONSTANTS = {"Resize"}          # the operators whose condition reads a constant input
 _BY_OP = {entry.op_type: entry for entry in TABLE}
 
 
@@ -121,12 +122,12 @@ def first_deviation(nodes: "Iterable[onnx.NodeProto]", ranks: Ranks,
                     constants: "Mapping[str, onnx.TensorProto] | None" = None) -> "tuple[onnx.NodeProto, OrtDeviation] | None":
     """The first node (If / Loop / Scan bodies looked into, at any depth) the table names."""
     nodes = list(nodes)
-    constants = {**(constants or {}), **constant_nodes(nodes)}
+    constants = _with_constant_nodes(nodes, constants)
     for node in nodes:
         entry = deviation(node, ranks, constants)
         if entry is not None:
             return node, entry
-        for body in node_bodies(node):
+        for body in node_bodies(node) if may_hold_bodies(node) else ():
             inner = first_deviation(body.node, _body_ranks(body, ranks),
                                     {**(constants or {}), **{t.name: t for t in body.initializer}})
             if inner is not None:
@@ -139,6 +140,14 @@ def constant_nodes(nodes: "Iterable[onnx.NodeProto]") -> "dict[str, onnx.TensorP
     return {node.output[0]: node.attribute[0].t for node in nodes
             if node.op_type == "Constant" and node.domain in _STANDARD and len(node.attribute) == 1
             and node.attribute[0].name == "value" and node.output}
+
+
+def _with_constant_nodes(nodes, constants: "Mapping[str, onnx.TensorProto] | None") -> "Mapping[str, onnx.TensorProto]":
+    """`constants` and, where an operator whose condition reads constants is among the nodes, the
+    Constant nodes' tensors (read only then: a large export holds thousands of Constant nodes)."""
+    if not any(node.op_type in _READS_CONSTANTS for node in nodes):
+        return constants or {}
+    return {**(constants or {}), **constant_nodes(nodes)}
 
 
 def region_reason(nodes: "Iterable[onnx.NodeProto]", ranks: Ranks,
@@ -159,10 +168,14 @@ def deviating_nodes(graph: onnx.GraphProto, ranks: Ranks, constants: "Mapping[st
     `tensors(name)`: the value is a tensor."""
     found: "dict[str, OrtDeviation]" = {}
     made: "dict[str, OrtDeviation]" = {}      # sequence value -> the entry of the node that made it
-    constants = {**constants, **constant_nodes(graph.node)}
+    constants = _with_constant_nodes(graph.node, constants)
     for node in graph.node:
-        hit = first_deviation([node], ranks, constants)
-        entry = hit[1] if hit is not None else next((made[n] for n in node.input if n in made), None)
+        entry = deviation(node, ranks, constants)
+        if entry is None and may_hold_bodies(node):
+            hit = first_deviation([node], ranks, constants)
+            entry = hit[1] if hit is not None else None
+        if entry is None and made:
+            entry = next((made[n] for n in node.input if n in made), None)
         if entry is not None:
             found[node.name] = entry
             made.update((o, entry) for o in node.output if o and not tensors(o))

@@ -287,3 +287,16 @@ def test_resize_scales_from_a_constant_node_are_read(scales, deviates):
     nodes = [h.make_node("Constant", [], ["s"], value=tensor("s", scales, np.float32)),
              h.make_node("Resize", ["x", "", "s"], ["y"], mode="linear", coordinate_transformation_mode="align_corners")]
     assert (first_deviation(nodes, {"x": 4}) is not None) == deviates
+
+
+def test_reduce_cuts_onnxruntimes_reading_down_to_the_deviating_nodes(tmp_path, capsys):
+    """`reduce --status DEVIATION` takes the named deviation like any other: the minimal model is the
+    SplitToSequence and its SequenceAt, and still a DEVIATION on ort-cpu."""
+    from onnx_dml_lowering.compiler.cli import main
+    minimal = tmp_path / "min.onnx"
+    code = main(["reduce", str(STORED), "-o", str(minimal), "--backends", "ort-cpu", "--status", "DEVIATION",
+                 "--dim", "N=3"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert [n.op_type for n in onnx.load(str(minimal)).graph.node] == ["SplitToSequence", "SequenceAt"]
+    assert "DEVIATION" in out and "split_to_sequence_keepdims" in out

@@ -1,8 +1,10 @@
 """Runs the ONNX nodes that were not lowered: whole regions on onnxruntime (the session's
-providers), on onnx.reference where onnxruntime has no kernel for a type or deviates from the ONNX
-spec (as the reference oracle runs it: an If / Loop / Scan onnx.reference gets wrong runs on the
-host). The sub-models, sessions and that fallback chain are the region engine's (region_engine.py),
-the one the oracle runs its regions through."""
+providers); as the hybrid oracle runs them where onnxruntime deviates from the ONNX spec on a node
+of the region (ort_deviations.TABLE: those nodes by their definitions, the rest on onnxruntime's
+CPU provider); on onnx.reference where onnxruntime has no kernel for a type (as the reference
+oracle runs it: an If / Loop / Scan onnx.reference gets wrong runs on the host). The sub-models,
+sessions and that fallback chain are the region engine's (region_engine.py), the one the oracle
+runs its regions through."""
 from __future__ import annotations
 
 from typing import AbstractSet, Mapping
@@ -14,12 +16,13 @@ from onnx_dml_lowering.ir import DmlLowerError, OnnxRegion
 from onnx_dml_lowering.ir.errors import first_line
 
 from .ort_providers import SessionSettings
-from .oracle import ReferenceSession
-from .region_engine import ORT, REFERENCE, REFERENCE_ORACLE, Region, RegionEngine, SessionCache
+from .oracle import HybridSession, ReferenceSession
+from .region_engine import HYBRID, ORT, REFERENCE, REFERENCE_ORACLE, Region, RegionEngine, SessionCache
 
-# onnxruntime first; where it cannot load a region or deviates on it, onnx.reference as the
-# reference oracle runs it.
-CHAIN = (ORT, REFERENCE_ORACLE)
+# onnxruntime first; where it deviates on a node of the region (ort_deviations.TABLE), the region
+# as the hybrid oracle runs it (those nodes by their definitions, the rest still on onnxruntime);
+# where it cannot load the region, onnx.reference as the reference oracle runs it.
+CHAIN = (ORT, HYBRID, REFERENCE_ORACLE)
 
 
 class RegionRunner:
@@ -32,7 +35,7 @@ class RegionRunner:
         # come from the DirectML side: both are passed in, not embedded. `shared`: the
         # CompiledModel's cache, whose onnxruntime sessions and results the hybrid oracle left.
         self.engine = RegionEngine(model, types, settings, providers, passed=generated, cache=shared,
-                                   reference_oracle=ReferenceSession)
+                                   reference_oracle=ReferenceSession, hybrid_oracle=HybridSession)
         self.regions = regions
         self.engines: "dict[str, str]" = {}      # region -> what ran it (and why, for reference)
         self._regions: "dict[str, Region]" = {}  # step name -> its engine region, made once
@@ -51,7 +54,7 @@ class RegionRunner:
             engine, _ = self.engine.open(region, CHAIN)
             _, reason = self.engine.chosen(region, CHAIN) or (engine, None)
             self.engines[step.name] = (f"onnxruntime {', '.join(self.engine.providers)}" if engine == ORT
-                                       else f"{REFERENCE} ({reason})")
+                                       else f"{HYBRID} ({reason})" if engine == HYBRID else f"{REFERENCE} ({reason})")
         try:
             # the oracle's run of this very region on bit-identical feeds (check runs it first)
             return self.engine.run(region, tensors, CHAIN, recall=True)

@@ -34,6 +34,7 @@ from onnx_dml_lowering.lowering.schedule import engine_runs
 from .feeds import restore_declared
 from .onnx_definitions import ENGINE as DEFINITIONS
 from .onnx_definitions import NotDefined, defines
+from .ort_deviations import deviating_nodes
 from .oracle_control_flow import body_model, body_types
 from .control_flow import host_construct
 from .ort_providers import SessionSettings, make_session
@@ -77,7 +78,8 @@ class Oracle:
 
     def __init__(self, model: onnx.ModelProto, types: Mapping, kind: str = "hybrid",
                  semantic_nodes: Iterable[str] = (), settings: "SessionSettings | None" = None,
-                 shared: "SessionCache | None" = None, passed: Iterable[str] = ()) -> None:
+                 shared: "SessionCache | None" = None, passed: Iterable[str] = (),
+                 ort_reading: bool = False) -> None:
         self.model = model
         self.settings = settings          # the user's onnxruntime session settings (--threads ...)
         # its regions' sub-models and sessions; the onnxruntime ones (and their results) shared with
@@ -111,6 +113,15 @@ class Oracle:
         self._runs: "list[_Run] | None" = None
         self._planned_keep: "set[str]" = set()
         self._inits = self.engine.inits
+        # nodes onnxruntime is known to compute otherwise than ONNX (ort_deviations.TABLE), which
+        # the hybrid oracle evaluates by their definitions; `ort_reading`: onnxruntime's reading of
+        # them instead (what a provider backend showing the deviation gives: ort_reading.py)
+        self.ort_reading = ort_reading
+        # (the operators this project owns are evaluated by their definitions anyway: not listed)
+        self.ort_deviations = {} if ort_reading or kind != "hybrid" else {
+            node: entry for node, entry in deviating_nodes(model.graph, self.engine.ranks, self._inits,
+                                                           lambda name: name in types).items()
+            if not owned(entry.op_type, "")}
         self.values: "dict[str, np.ndarray]" = {}    # the values of the last hybrid run
         self.keep: "set[str]" = set()                # intermediate values a caller needs in .values
 
@@ -118,8 +129,10 @@ class Oracle:
     def description(self) -> str:
         if self.golden is not None:
             return f"golden outputs from {self.kind}"
-        return {"hybrid": f"{DEFINITIONS} ({REFERENCE} where they stop) for NonZero / EyeLike / Trilu / idiom nodes, "
-                          f"{ORT_CPU} for the rest",
+        deviating = sorted({entry.key for entry in self.ort_deviations.values()})
+        known = f" and the nodes onnxruntime deviates on ({', '.join(deviating)})" if deviating else ""
+        return {"hybrid": f"{DEFINITIONS} ({REFERENCE} where they stop) for NonZero / EyeLike / Trilu / idiom nodes"
+                          f"{known}, {ORT_CPU} for the rest",
                 "reference": f"{REFERENCE} (whole model)", "ort-cpu": f"{ORT_CPU} (whole model)"}[self.kind]
 
     # -- the evaluation ---------------------------------------------------------------------
@@ -176,7 +189,7 @@ class Oracle:
         if self.kind == "reference":
             return HOST if hosted and reference_gets_wrong(node) is not None else REFERENCE
         if (node.name in self.semantic or node.name in self.forced_reference or holds_semantic_op(node)
-                or (hosted and self._holds_semantic_path(node))):
+                or node.name in self.ort_deviations or (hosted and self._holds_semantic_path(node))):
             if hosted:       # control flow: its bodies' nodes each get their own engine
                 return HOST
             infos = [self.types.get(name) for name in node.input if name]
@@ -246,7 +259,8 @@ class Oracle:
             types = body_types(graph, self.types, feeds)
             prefix = f"{node.name}/{attribute}/"
             body = Oracle(body_model(self.model, node, attribute, graph, types), types, self.kind,
-                          {p[len(prefix):] for p in self.semantic if p.startswith(prefix)}, self.settings)
+                          {p[len(prefix):] for p in self.semantic if p.startswith(prefix)}, self.settings,
+                          ort_reading=self.ort_reading)
             body.fallbacks = self.fallbacks
             body.hint = self.hint
             self._bodies[key] = body
@@ -348,10 +362,26 @@ class Oracle:
         if self.golden is None and self.kind == "hybrid":
             engines = self.node_engines()
             data["node_engines"] = engines
+            data["ort_deviations"] = {node: entry.key for node, entry in self.ort_deviations.items()}
             data["regions"] = [{"engine": r.engine, "nodes": [n.name for n in r.nodes]} for r in self._runs or []]
         if self.golden is None and self.kind in ("hybrid", "reference"):
             data["fallbacks"] = [{"node": f.node, "engine": f.engine, "reason": f.reason} for f in self.fallbacks]
         return data
+
+
+class HybridSession:
+    """A sub-model as the hybrid oracle runs it (onnxruntime's CPU provider except the nodes it
+    deviates on, NonZero / EyeLike / Trilu by their definitions), with the session interface
+    `run(outputs, feeds)`: the lowered run's ONNX regions holding a node onnxruntime deviates on
+    run so, the rest of the region staying on onnxruntime. `types`: the sub-model's values."""
+
+    def __init__(self, model: onnx.ModelProto, types: Mapping) -> None:
+        self.oracle = Oracle(model, types, "hybrid")
+        self.oracle.hint = ""         # not the oracle: no --oracle advice
+
+    def run(self, outputs: "Iterable[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
+        results = self.oracle.run(feeds)
+        return [results[name] for name in (outputs or self.oracle.output_names)]
 
 
 class ReferenceSession:

@@ -52,6 +52,7 @@ from .oracle_control_flow import BodyEvaluators, HostRegion
 from .ort_messages import parse_provider_failure
 from .ort_providers import SessionSettings, few_elements, make_session
 from .ort_values import run_session
+from .ort_deviations import region_reason
 from .ort_workarounds import loops_as_onnx_defines
 from .weights import reference_evaluator, tensor_array
 
@@ -61,6 +62,8 @@ REFERENCE = "onnx.reference"                 # an onnx.reference evaluator of th
 REFERENCE_ORACLE = "reference oracle"        # the sub-model as `--oracle reference` runs it (its
                                              # If / Loop / Scan onnx.reference gets wrong on the host)
 HOST = "host control flow"                   # If / Loop / Scan as ONNX defines them, bodies on oracles
+HYBRID = "hybrid oracle"                     # the sub-model as the hybrid oracle runs it: onnxruntime
+                                             # except the nodes it deviates on (ort_deviations.TABLE)
 
 @dataclass(frozen=True)
 class Region:
@@ -151,35 +154,6 @@ class SessionCache:
         return len(self._sessions)
 
 
-def _graph_shapes(graph: onnx.GraphProto, outer: "dict") -> dict:
-    """Value name -> shape (None: rank unknown) inside a subgraph, from what inference recorded."""
-    shapes = dict(outer)
-    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
-        tensor = vi.type.tensor_type
-        if vi.type.HasField("tensor_type") and tensor.HasField("shape"):
-            shapes[vi.name] = tuple(tensor.shape.dim)
-    for init in graph.initializer:
-        shapes[init.name] = tuple(init.dims)
-    return shapes
-
-
-def scalar_nonzero(nodes: "Iterable[onnx.NodeProto]", shapes: dict) -> "str | None":
-    """Why onnxruntime must not run these nodes: a NonZero on a (possibly) scalar input, where it
-    gives (1, nnz) and ONNX says (0, nnz); If / Loop / Scan bodies are looked into as well."""
-    for node in nodes:
-        if node.op_type == "NonZero" and node.domain in ("", "ai.onnx"):
-            shape = shapes.get(node.input[0])
-            if shape is None or len(shape) == 0:
-                scalar = "a scalar" if shape == () else "a possibly scalar"
-                return (f"node {node.name}: onnxruntime gives (1, nnz) for a scalar NonZero, "
-                        f"ONNX says (0, nnz), and this is {scalar} input")
-        for body in node_bodies(node):
-            reason = scalar_nonzero(body.node, _graph_shapes(body, shapes))
-            if reason:
-                return reason
-    return None
-
-
 def reference_deviation(node: onnx.NodeProto) -> "str | None":
     """Why onnx.reference (onnx 1.23) must not evaluate this node itself, or None: it gets the node
     wrong or cannot evaluate it, where the host runs it as ONNX defines it."""
@@ -225,13 +199,14 @@ class RegionEngine:
     generates); initializers that are also graph inputs are always fed (a feed overrides them).
     `cache`: the CompiledModel's SessionCache (shared onnxruntime sessions and results), or None
     for sessions of this engine's own. `bodies`: the evaluators of the bodies a host region runs;
-    `reference_oracle`: what runs a region on the reference-oracle engine (injected: the oracle
-    is built over this engine)."""
+    `reference_oracle`, `hybrid_oracle`: what runs a region on the reference-oracle and the
+    hybrid-oracle engines (injected: the oracle is built over this engine)."""
 
     def __init__(self, model: onnx.ModelProto, types: Mapping, settings: "SessionSettings | None" = None,
                  providers: "Sequence[str] | None" = None, passed: "Iterable[str]" = (),
                  cache: "SessionCache | None" = None, bodies: "Bodies | None" = None,
-                 reference_oracle: "ReferenceOracle | None" = None) -> None:
+                 reference_oracle: "ReferenceOracle | None" = None, hybrid_oracle: "ReferenceOracle | None" = None
+                 ) -> None:
         self.model = model
         self.types = types
         self.settings = settings                  # the user's onnxruntime session settings (--threads ...)
@@ -240,6 +215,7 @@ class RegionEngine:
         self.cache = cache if cache is not None else SessionCache()
         self.bodies = bodies
         self.reference_oracle = reference_oracle
+        self.hybrid_oracle = hybrid_oracle
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         fed = {vi.name for vi in model.graph.input} | set(passed)
         self.inits = {i.name: i for i in model.graph.initializer if i.name not in fed}
@@ -259,14 +235,26 @@ class RegionEngine:
         """region_key of the region on this engine's providers and settings."""
         return (*region.identity, tuple(self.providers), self.settings)
 
-    def submodel(self, region: Region, typed: bool = True) -> onnx.ModelProto:
+    @functools.cached_property
+    def ranks(self) -> "dict[str, int | None]":
+        """Value name -> rank, as inference recorded it (None: unknown)."""
+        return {name: getattr(info, "rank", None) for name, info in self.types.items()}
+
+    def submodel(self, region: Region, typed: bool = True, as_fed: "Mapping[str, tuple[int, int]] | None" = None
+                 ) -> onnx.ModelProto:
         """The region as a model of this one's opset, IR version and functions; embedded weights
         stay by reference (a lazy initializer's proto holds its file location, not its bytes).
         `typed`: every input and output must have a known type (onnxruntime needs them); else an
         unknown one is left untyped (onnx.reference infers it). Inputs carry their rank, not their
         dims: onnxruntime fuses MatMul + Add into Gemm only on a known rank, and a dim inference got
-        wrong must not make it refuse a feed."""
+        wrong must not make it refuse a feed. `as_fed`: inputs declared with the (ONNX type, rank)
+        a run fed them instead (fed_otherwise)."""
+        as_fed = as_fed or {}
+
         def vi(name: str) -> onnx.ValueInfoProto:
+            if name in as_fed:
+                onnx_type, rank = as_fed[name]
+                return helper.make_tensor_value_info(name, onnx_type, [None] * rank)
             info = self.types.get(name)
             if info is None or not getattr(info, "onnx_type", 0):
                 if typed:
@@ -297,6 +285,26 @@ class RegionEngine:
         return few_elements([self.inits[n] for n in region.embedded], fed)
 
     # -- sessions -----------------------------------------------------------------------------
+    def fed_otherwise(self, feeds: "Mapping[str, np.ndarray]") -> "dict[str, tuple[int, int]]":
+        """The feeds whose rank or type is not what inference declared, as (ONNX type, rank): a value
+        another engine produced (an onnxruntime region reading an operator otherwise than the
+        spec, a deviation the table does not know yet). A region never refuses what its producer
+        gave: its session is opened again declaring these as fed (the declarations' other uses,
+        onnxruntime's rank-dependent fusions, hold for the ranks fed)."""
+        differ: "dict[str, tuple[int, int]]" = {}
+        for name, value in feeds.items():
+            info = self.types.get(name)
+            rank, onnx_type = getattr(info, "rank", None), getattr(info, "onnx_type", 0)
+            if not isinstance(value, np.ndarray) or rank is None or not onnx_type or value.dtype.kind in "OUSV":
+                continue
+            if value.ndim != rank or value.dtype != helper.tensor_dtype_to_np_dtype(onnx_type):
+                differ[name] = (int(helper.np_dtype_to_tensor_dtype(value.dtype)), value.ndim)
+        return differ
+
+    def _ort_session(self, region: Region, as_fed: "Mapping[str, tuple[int, int]]"):
+        return make_session(self.submodel(region, as_fed=as_fed), self.providers, tiny=self.tiny(region),
+                            settings=self.settings)
+
     def constants(self, region: Region) -> "dict[str, np.ndarray]":
         """The region's embedded initializers as arrays (lazy ones mapped, not read)."""
         return {n: tensor_array(self.inits[n]) for n in region.embedded}
@@ -328,20 +336,21 @@ class RegionEngine:
         if key in self._chosen:
             engine = self._chosen[key][0]
             return engine, self.session(region, engine)
-        reason = None
+        why = None              # why the first engine passed over was (the ones after follow from it)
         for engine in chain[:-1]:
             reason = self.deviation(engine, region)
+            if reason is None:
+                try:
+                    session = self.session(region, engine)
+                except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
+                    reason = f"{engine} cannot run it: {first_line(exc)}"
             if reason is not None:
+                why = why or reason
                 continue
-            try:
-                session = self.session(region, engine)
-            except Exception as exc:  # onnxruntime raises its own Fail / NotImplemented types
-                reason = f"{engine} cannot run it: {first_line(exc)}"
-                continue
-            self._chosen[key] = (engine, None)
+            self._chosen[key] = (engine, why)
             return engine, session
         session = self.session(region, chain[-1])
-        self._chosen[key] = (chain[-1], reason)
+        self._chosen[key] = (chain[-1], why)
         return chain[-1], session
 
     def chosen(self, region: Region, chain: Sequence[str]) -> "tuple[str, str | None] | None":
@@ -372,6 +381,11 @@ class RegionEngine:
         same (copies: the other side's values must not alias this side's buffers)."""
         engine, session = self.open(region, chain)
         feeds = {n: feeds[n] for n in region.fed}
+        if engine == ORT:
+            differ = self.fed_otherwise(feeds)
+            if differ:
+                session = self.cache.get((*self.key(region), frozenset(differ.items())),
+                                         lambda: self._ort_session(region, differ))
         shared = self.shares and engine == ORT and deterministic(region.nodes, self.model)
         if shared and recall:
             results = self.cache.recall(self.key(region), feeds)
@@ -424,6 +438,19 @@ def _reference_oracle(engine: RegionEngine, region: Region):
     return engine.reference_oracle(engine.submodel(region, typed=False), engine.types)
 
 
+def _hybrid_oracle(engine: RegionEngine, region: Region):
+    if engine.hybrid_oracle is None:
+        return _missing(HYBRID)(engine, region)
+    return engine.hybrid_oracle(engine.submodel(region), engine.types)
+
+
+def _hybrid_deviation(engine: RegionEngine, region: Region) -> "str | None":
+    # only what onnxruntime deviates on goes there: a region it cannot load keeps the reference oracle
+    if region_reason(region.nodes, engine.ranks, engine.inits) is None:
+        return "onnxruntime deviates on none of its nodes"
+    return None
+
+
 def _reference_deviation(engine: RegionEngine, region: Region) -> "str | None":
     for node in region.nodes:
         reason = reference_gets_wrong(node)
@@ -441,10 +468,11 @@ class Engine:
 
 
 ENGINES: "dict[str, Engine]" = {
-    ORT: Engine(lambda e, r: make_session(e.submodel(r), e.providers, tiny=e.tiny(r), settings=e.settings),
-                lambda e, r: scalar_nonzero(r.nodes, {n: getattr(i, "shape", None) for n, i in e.types.items()})),
+    ORT: Engine(lambda e, r: e._ort_session(r, {}),
+                lambda e, r: region_reason(r.nodes, e.ranks, e.inits)),      # onnxruntime's known deviations
     REFERENCE: Engine(lambda e, r: reference_evaluator(e.submodel(r, typed=False)), _reference_deviation),
     REFERENCE_ORACLE: Engine(_reference_oracle),          # it runs what onnx.reference gets wrong on the host
+    HYBRID: Engine(_hybrid_oracle, _hybrid_deviation),
     DEFINITIONS: Engine(lambda e, r: DefinitionsRegion(r.nodes, e.constants(r))),
     HOST: Engine(_host),
 }

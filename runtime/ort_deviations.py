@@ -1,0 +1,182 @@
+"""onnxruntime's own deviations from ONNX semantics, among operators real exports use: one table.
+
+Each entry names an operator, the condition (attributes, input presence, a rank shape inference
+knows) under which onnxruntime's CPU kernel computes something other than the ONNX spec, and
+what it computes instead. Every entry is confirmed on the installed onnxruntime by a differential
+test against onnx.reference (tests/runtime/test_ort_deviations.py), which also proves that nodes
+outside the condition agree (so they stay on onnxruntime).
+
+The table is used in three places, so a deviation is handled the same way everywhere:
+- the hybrid oracle evaluates a node the table names with the ONNX definitions (numpy or
+  onnx.reference), never onnxruntime (oracle.Oracle.engine_of);
+- a region of the lowered run holding such a node does not run on onnxruntime (region_engine's
+  onnxruntime engine refuses it with the entry's reason, and the chain's next engine runs it);
+- a provider backend (`ort-cpu`, `ort:<EP>` ...) whose answer is onnxruntime's reading is a
+  DEVIATION naming the entry, not a MISMATCH (runtime/ort_reading.py).
+Scalar NonZero's entry is reported by check's own rule (its shape alone says which reading it is).
+Sources searched: onnxruntime's GitHub issues and the ONNX backend tests its CI excludes
+(onnx_backend_test_series_filters.jsonc), each re-run on the installed onnxruntime.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+import numpy as np
+import onnx
+
+from onnx_dml_lowering.lowering.onnx_graphs import may_hold_bodies, node_bodies
+
+_STANDARD = ("", "ai.onnx")
+# value name -> its rank where known (None or absent: unknown)
+Ranks = Mapping[str, "int | None"]
+
+
+@dataclass(frozen=True)
+class OrtDeviation:
+    key: str
+    op_type: str
+    condition: str          # when onnxruntime deviates (displayed, and in the docs' table)
+    reading: str            # what onnxruntime computes, and what ONNX says
+    applies: Callable[[onnx.NodeProto, Ranks, Mapping[str, onnx.TensorProto]], bool]
+
+    @property
+    def name(self) -> str:
+        """The line a DEVIATION carries."""
+        return f"known onnxruntime deviation ({self.key}): {self.reading}"
+
+
+def _attribute(node: onnx.NodeProto, name: str, default):
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _input(node: onnx.NodeProto, index: int) -> str:
+    return node.input[index] if len(node.input) > index else ""
+
+
+def _scalar_nonzero(node, ranks, constants) -> bool:
+    return ranks.get(node.input[0]) in (None, 0)
+
+
+def _split_to_sequence(node, ranks, constants) -> bool:
+    # a split input that is (or may be) a scalar, with keepdims=0 (ONNX ignores keepdims then)
+    split = _input(node, 1)
+    return bool(split) and _attribute(node, "keepdims", 1) == 0 and ranks.get(split) in (None, 0)
+
+
+def _resize_align_corners(node, ranks, constants) -> bool:
+    # sizes given (input 3): the output lengths are the sizes themselves, and both agree
+    scales, sizes = _input(node, 2), _input(node, 3)
+    if _attribute(node, "coordinate_transformation_mode", b"half_pixel") != b"align_corners" or not scales or sizes:
+        return False
+    given = constants.get(scales)
+    if given is None or given.data_location == onnx.TensorProto.EXTERNAL:
+        return True             # computed at run time (or not read here): may be fractional
+    values = onnx.numpy_helper.to_array(given).reshape(-1)
+    return bool(np.any(values != np.round(values)))
+
+
+TABLE: "tuple[OrtDeviation, ...]" = (
+    OrtDeviation("scalar_nonzero", "NonZero", "the input is (or may be) a scalar",
+                 "onnxruntime gives (1, nnz) for a scalar NonZero; ONNX says (0, nnz)", _scalar_nonzero),
+    OrtDeviation("split_to_sequence_keepdims", "SplitToSequence",
+                 "keepdims=0 and a `split` input that is (or may be) a scalar",
+                 "onnxruntime's SplitToSequence with keepdims=0 and a scalar split drops the split axis (split 1) "
+                 "or fails (split > 1); ONNX ignores keepdims when split is given and keeps the axis",
+                 _split_to_sequence),
+    OrtDeviation("resize_align_corners_scales", "Resize",
+                 "coordinate_transformation_mode=align_corners, a `scales` input and no `sizes`, the scales not "
+                 "all whole numbers (or computed at run time)",
+                 "onnxruntime's Resize with align_corners and scales maps output coordinates otherwise than ONNX's "
+                 "x_out * (in - 1) / (out - 1) where an input length times its scale is not whole",
+                 _resize_align_corners),
+)
+BY_KEY = {entry.key: entry for entry in TABLE}
+_READS_CONSTANTS = {"Resize"}          # the operators whose condition reads a constant input
+_BY_OP = {entry.op_type: entry for entry in TABLE}
+
+
+def deviation(node: onnx.NodeProto, ranks: Ranks, constants: "Mapping[str, onnx.TensorProto] | None" = None
+              ) -> "OrtDeviation | None":
+    """The table's entry whose condition this node meets (default domain), or None."""
+    entry = _BY_OP.get(node.op_type)
+    if entry is None or node.domain not in _STANDARD:
+        return None
+    return entry if entry.applies(node, ranks, constants or {}) else None
+
+
+def _body_ranks(graph: onnx.GraphProto, outer: Ranks) -> "dict[str, int | None]":
+    ranks = dict(outer)
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        tensor = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tensor.HasField("shape"):
+            ranks[vi.name] = len(tensor.shape.dim)
+    ranks.update((t.name, len(t.dims)) for t in graph.initializer)
+    return ranks
+
+
+def first_deviation(nodes: "Iterable[onnx.NodeProto]", ranks: Ranks,
+                    constants: "Mapping[str, onnx.TensorProto] | None" = None) -> "tuple[onnx.NodeProto, OrtDeviation] | None":
+    """The first node (If / Loop / Scan bodies looked into, at any depth) the table names."""
+    nodes = list(nodes)
+    constants = _with_constant_nodes(nodes, constants)
+    for node in nodes:
+        entry = deviation(node, ranks, constants)
+        if entry is not None:
+            return node, entry
+        for body in node_bodies(node) if may_hold_bodies(node) else ():
+            inner = first_deviation(body.node, _body_ranks(body, ranks),
+                                    {**(constants or {}), **{t.name: t for t in body.initializer}})
+            if inner is not None:
+                return inner
+    return None
+
+
+def constant_nodes(nodes: "Iterable[onnx.NodeProto]") -> "dict[str, onnx.TensorProto]":
+    """The tensors Constant nodes among `nodes` hold (exporters write a Resize's scales so)."""
+    return {node.output[0]: node.attribute[0].t for node in nodes
+            if node.op_type == "Constant" and node.domain in _STANDARD and len(node.attribute) == 1
+            and node.attribute[0].name == "value" and node.output}
+
+
+def _with_constant_nodes(nodes, constants: "Mapping[str, onnx.TensorProto] | None") -> "Mapping[str, onnx.TensorProto]":
+    """`constants` and, where an operator whose condition reads constants is among the nodes, the
+    Constant nodes' tensors (read only then: a large export holds thousands of Constant nodes)."""
+    if not any(node.op_type in _READS_CONSTANTS for node in nodes):
+        return constants or {}
+    return {**(constants or {}), **constant_nodes(nodes)}
+
+
+def region_reason(nodes: "Iterable[onnx.NodeProto]", ranks: Ranks,
+                  constants: "Mapping[str, onnx.TensorProto] | None" = None) -> "str | None":
+    """Why onnxruntime must not run these nodes (a region of the lowered run), or None."""
+    found = first_deviation(nodes, ranks, constants)
+    if found is None:
+        return None
+    node, entry = found
+    return f"node {node.name}: {entry.reading}"
+
+
+def deviating_nodes(graph: onnx.GraphProto, ranks: Ranks, constants: "Mapping[str, onnx.TensorProto]",
+                    tensors: "Callable[[str], bool]") -> "dict[str, OrtDeviation]":
+    """Node name -> entry for the graph's nodes the table names (control flow holding one, at any
+    depth, included), and with them the nodes that read a non-tensor value (a sequence) they make,
+    transitively: engines hand each other tensors, so a sequence stays on the engine that made it.
+    `tensors(name)`: the value is a tensor."""
+    found: "dict[str, OrtDeviation]" = {}
+    made: "dict[str, OrtDeviation]" = {}      # sequence value -> the entry of the node that made it
+    constants = _with_constant_nodes(graph.node, constants)
+    for node in graph.node:
+        entry = deviation(node, ranks, constants)
+        if entry is None and may_hold_bodies(node):
+            hit = first_deviation([node], ranks, constants)
+            entry = hit[1] if hit is not None else None
+        if entry is None and made:
+            entry = next((made[n] for n in node.input if n in made), None)
+        if entry is not None:
+            found[node.name] = entry
+            made.update((o, entry) for o in node.output if o and not tensors(o))
+    return found

@@ -165,7 +165,8 @@ class Oracle:
 
     def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
         try:
-            session = make_session(self.model, ["CPUExecutionProvider"], settings=self.settings)
+            session = make_session(self.model, ["CPUExecutionProvider"], settings=self.settings,
+                                   label="the model (the ort-cpu oracle)")
             results = run_session(session, self.output_names, feeds)
         except Exception as exc:
             raise DmlLowerError(f"the ort-cpu oracle cannot evaluate the model: {first_line(exc)}") from None

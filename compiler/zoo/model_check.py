@@ -16,8 +16,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-# A check's own exit codes (docs/commands/check.md); anything else is a crash.
-PASSED, FAILED, USAGE = 0, 1, 2
+# A check's own exit codes (docs/commands/check.md): ONNXRUNTIME_CRASHED, onnxruntime died and said
+# where (compiler/cli/supervisor.py), is that model's ERROR; anything else is a crash.
+PASSED, FAILED, USAGE, ONNXRUNTIME_CRASHED = 0, 1, 2, 4
 
 
 def run_one(model: str, options: "list[str]", cwd: "str | None" = None) -> dict:
@@ -88,10 +89,10 @@ def _error_line(code: int, report: "dict | None", stderr: str) -> "str | None":
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     ours = [line for line in lines if line.startswith("dml-lower")]
     last = (ours or lines or [""])[-1]
-    if code == USAGE:
+    if code in (USAGE, ONNXRUNTIME_CRASHED):
         # 'dml-lower: error: X' / 'dml-lower check: error: X' -> 'X'
         head, sep, rest = last.partition(": error: ")
-        return rest if sep and head.startswith("dml-lower") else (last or "exit 2 without a message")
+        return rest if sep and head.startswith("dml-lower") else (last or f"exit {code} without a message")
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -129,6 +130,8 @@ class ModelResult:
             return "PARTIAL"                    # check --fail-on-partial failed it
         if self.exit_code == USAGE:
             return "exit-2"
+        if self.exit_code == ONNXRUNTIME_CRASHED:
+            return "ERROR"                      # the error says where onnxruntime died
         return "crashed"
 
     @property

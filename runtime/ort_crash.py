@@ -27,7 +27,9 @@ IDLE, LOADING, RUNNING = 0, 1, 2    # byte 0 of the page; bytes 1-2 the text's l
 PHASES = {LOADING: "loading", RUNNING: "running"}
 
 _slot: "Any" = None                 # the shared page (an anonymous MAP_SHARED mmap) once armed
-_texts: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # session -> its running record
+# id(session) -> (a weak reference to it, its running record): a WeakKeyDictionary's look-up makes
+# a weak reference each time, which costs more than the rest of the write
+_texts: "dict[int, tuple[weakref.ref, bytes]]" = {}
 
 
 def arm(slot: Any) -> None:
@@ -46,10 +48,9 @@ def _record(phase: int, text: str) -> bytes:
 
 
 def _write(record: bytes) -> None:
-    # the text and its length before the phase byte: the parent reads the page only once the child
-    # is dead, but a crash on another thread must never see a phase over a half-written text
-    _slot[1:len(record)] = record[1:]
-    _slot[0] = record[0]
+    # one copy: the process calls onnxruntime from one thread at a time, and no onnxruntime call is
+    # under way while the page is written (it is written before the call, marked idle after it)
+    _slot[:len(record)] = record
 
 
 def where(model: Any, providers: "Iterable[Any]", label: "str | None" = None) -> str:
@@ -88,10 +89,12 @@ def loading(text: "str | None") -> Iterator[None]:
 def remember(session: Any, text: "str | None") -> None:
     """Runs of `session` are recorded as runs of `text` (a `where` string)."""
     if _slot is not None and text:
+        key = id(session)
         try:
-            _texts[session] = _record(RUNNING, text)
+            ref = weakref.ref(session, lambda _, key=key: _texts.pop(key, None))
         except TypeError:               # not weak-referenceable: its runs say nothing
-            pass
+            return
+        _texts[key] = (ref, _record(RUNNING, text))
 
 
 def running(session: Any) -> bool:
@@ -99,10 +102,11 @@ def running(session: Any) -> bool:
     whether anything was recorded."""
     if _slot is None:
         return False
-    record = _texts.get(session)
-    if record is None:
-        record = _record(RUNNING, "an onnxruntime session")
-    _write(record)
+    entry = _texts.get(id(session))
+    if entry is not None and entry[0]() is session:
+        _write(entry[1])
+    else:
+        _write(_record(RUNNING, "an onnxruntime session"))
     return True
 
 

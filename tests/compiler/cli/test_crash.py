@@ -19,24 +19,12 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 from tests.builders import graph_model
+from tests.models.crash.make_crash_models import STFT, stft_model
 
 pytestmark = pytest.mark.skipif(not (os.name == "posix" and hasattr(signal, "sigwaitinfo")),
                                 reason="the supervisor needs fork and sigwaitinfo (Linux)")
 
 CRASHED = 4
-
-
-def stft_model(frame_length: "int | None") -> onnx.ModelProto:
-    """STFT over a [1, 16, 1] signal, frame_step 1; frame_length an initializer, or an input when
-    None. onnxruntime 1.2x/1.3x divides by the frame length unchecked: 0 kills the process (SIGFPE)."""
-    inits = {"step": np.array(1, np.int64)}
-    inputs = [("x", T.FLOAT, [1, 16, 1])]
-    if frame_length is None:
-        inputs.append(("length", T.INT64, []))
-    else:
-        inits["length"] = np.array(frame_length, np.int64)
-    node = h.make_node("STFT", ["x", "step", "", "length"], ["y"], name="stft")
-    return graph_model([node], inputs, [("y", T.FLOAT, [1, "frames", "bins", 2])], initializers=inits, opset=18)
 
 
 def _dml_lower(args, cwd: Path, script: "str | None" = None, **env) -> subprocess.CompletedProcess:
@@ -58,6 +46,10 @@ def onnxruntime_dies() -> None:
     if proc.returncode != -signal.SIGFPE:
         pytest.skip(f"onnxruntime {onnxruntime.__version__} no longer dies on STFT with frame_length 0 "
                     f"(exit {proc.returncode}): find another crash for these tests")
+
+
+def test_the_committed_crash_model_is_the_script_s():
+    assert STFT.read_bytes() == stft_model(0).SerializeToString()
 
 
 def _one_crash_line(proc: subprocess.CompletedProcess, signame: str = "SIGFPE", phase: str = "running") -> str:

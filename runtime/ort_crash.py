@@ -90,8 +90,11 @@ def remember(session: Any, text: "str | None") -> None:
     """Runs of `session` are recorded as runs of `text` (a `where` string)."""
     if _slot is not None and text:
         key = id(session)
+
+        def forget(_: object) -> None:
+            _texts.pop(key, None)
         try:
-            ref = weakref.ref(session, lambda _, key=key: _texts.pop(key, None))
+            ref = weakref.ref(session, forget)
         except TypeError:               # not weak-referenceable: its runs say nothing
             return
         _texts[key] = (ref, _record(RUNNING, text))

@@ -78,16 +78,18 @@ class Oracle:
 
     def __init__(self, model: onnx.ModelProto, types: Mapping, kind: str = "hybrid",
                  semantic_nodes: Iterable[str] = (), settings: "SessionSettings | None" = None,
-                 shared: "SessionCache | None" = None, passed: Iterable[str] = ()) -> None:
+                 shared: "SessionCache | None" = None, passed: Iterable[str] = (),
+                 memory_limit: "int | None" = None) -> None:
         self.model = model
         self.settings = settings          # the user's onnxruntime session settings (--threads ...)
+        self.memory_limit = memory_limit  # bytes (--memory-limit) the host's control flow may hold
         # its regions' sub-models and sessions; the onnxruntime ones (and their results) shared with
         # the lowered run's ONNX regions through `shared`, the CompiledModel's cache
         # `passed`: initializers the lowered run generates and feeds to its regions (a stored eye or
         # mask): fed here too, from the stored value, so both sides' regions are one session and
         # the lowered run can take this side's results when its generated value is bit for bit equal
         self.engine = RegionEngine(model, types, settings, ["CPUExecutionProvider"], cache=shared,
-                                   bodies=self._body_oracle, passed=passed)
+                                   bodies=self._body_oracle, passed=passed, memory_limit=memory_limit)
         self._passed = [t for t in model.graph.initializer if t.name in set(passed)]
         self.types = types
         self.kind = kind
@@ -248,7 +250,8 @@ class Oracle:
             types = body_types(graph, self.types, feeds)
             prefix = f"{node.name}/{attribute}/"
             body = Oracle(body_model(self.model, node, attribute, graph, types), types, self.kind,
-                          {p[len(prefix):] for p in self.semantic if p.startswith(prefix)}, self.settings)
+                          {p[len(prefix):] for p in self.semantic if p.startswith(prefix)}, self.settings,
+                          memory_limit=self.memory_limit)
             body.fallbacks = self.fallbacks
             body.hint = self.hint
             self._bodies[key] = body
@@ -362,8 +365,8 @@ class ReferenceSession:
     ONNX regions fall back to it where onnxruntime cannot load them. `types`: the sub-model's
     values (TensorInfo), for the bodies the host runs."""
 
-    def __init__(self, model: onnx.ModelProto, types: Mapping) -> None:
-        self.oracle = Oracle(model, types, "reference")
+    def __init__(self, model: onnx.ModelProto, types: Mapping, memory_limit: "int | None" = None) -> None:
+        self.oracle = Oracle(model, types, "reference", memory_limit=memory_limit)
         self.oracle.hint = ""         # not the oracle: no --oracle advice
 
     def run(self, outputs: "Iterable[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":

@@ -60,11 +60,37 @@ def _run_child(command: "list[str]", cwd: "str | None") -> subprocess.CompletedP
             if STOPPING.is_set():       # started as the zoo was being stopped
                 proc.terminate()
         try:
-            _, stderr = proc.communicate()
+            stderr = _communicate(proc)
+        except BaseException:
+            # a Ray task cancelled (a KeyboardInterrupt raised in it): end the check as the local
+            # executor's stop_children does, and wait, so its temporary folder can go
+            _end(proc)
+            raise
         finally:
             with _CHILDREN_LOCK:
                 _CHILDREN.discard(proc)
     return subprocess.CompletedProcess(command, proc.returncode, None, stderr)
+
+
+def _communicate(proc: subprocess.Popen) -> str:
+    """proc.communicate(), woken every half second: Ray cancels a task by interrupting its main
+    thread (as a Ctrl-C that no signal delivers), which a read blocked on the child's stderr would
+    only notice once the check ended by itself (retrying after TimeoutExpired loses no output)."""
+    while True:
+        try:
+            return proc.communicate(timeout=0.5)[1]
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _end(proc: subprocess.Popen, seconds: float = 30) -> None:
+    """SIGTERM to a check (it ends as on Ctrl-C), SIGKILL if it has not ended within `seconds`."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
 
 
 def stop_children(signum: int = signal.SIGTERM) -> None:

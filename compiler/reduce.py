@@ -312,7 +312,8 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
         original = [o for o in whole.outputs if o.status == status]
     if not original:
         return whole, None
-    values = make_oracle(compiled, settings=settings)
+    values = make_oracle(compiled, settings=settings,
+                         memory_limit=check_options.memory_limit if check_options is not None else None)
     values.keep.update(o for node in compiled.model.graph.node for o in node.output if o)   # every value, to feed cuts
     values.run(checked)
     reducer = Reducer(compiled, values.values, checked, backend, status, tolerances, check_options,

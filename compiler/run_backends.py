@@ -70,7 +70,8 @@ class RunBackends:
                                 compiled.optional_inputs, compiled.initializers)
         # A failure while running (the feeds do not suit the model, a limit) ends the command with
         # its one line, as before any backend existed; only loading the model is a backend's ERROR.
-        done = runner.run(full, lazy_oracle(compiled, full, prepared.needs, self.options.settings))
+        oracle_value = lazy_oracle(compiled, full, prepared.needs, self.options.settings, self.options.memory_limit)
+        done = runner.run(full, oracle_value)
         result = RunResult(backend, {n: done.outputs[n] for n in compiled.output_names if n in done.outputs},
                            {n: why for n, why in done.not_compared.items() if n not in done.outputs},
                            partial=dict(prepared.partial), ran=prepared.ran if is_provider(backend) else "")

@@ -244,22 +244,27 @@ def _semantic_nodes(compiled) -> "set[str]":
 
 
 def make_oracle(compiled, kind: str = "hybrid", settings: "SessionSettings | None" = None,
-                ort_reading: bool = False) -> Oracle:
-    # onnxruntime's reading (ort_reading.py) shares no sessions: it runs other regions, rarely
+                ort_reading: bool = False, memory_limit: "int | str | None" = None) -> Oracle:
+    """The oracle of `compiled`; `memory_limit` (--memory-limit, a size) bounds what its control
+    flow accumulates on the host, as it bounds the lowered run's. onnxruntime's reading
+    (ort_reading.py) shares no sessions: it runs other regions, rarely."""
+    from .memory import parse_size
     return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled), settings,
                   None if ort_reading else getattr(compiled, "shared_sessions", None),
-                  passed=compiled.partition.generated, ort_reading=ort_reading)
+                  passed=compiled.partition.generated, ort_reading=ort_reading,
+                  memory_limit=None if memory_limit is None else parse_size(memory_limit))
 
 
 def lazy_oracle(compiled, feeds: Mapping[str, np.ndarray], needs: "set[str]",
-                settings: "SessionSettings | None" = None) -> Callable[[str], np.ndarray]:
+                settings: "SessionSettings | None" = None, memory_limit: "int | str | None" = None
+                ) -> Callable[[str], np.ndarray]:
     """oracle_value for a backend run outside check (run, conformance run): the hybrid oracle,
     evaluated on `feeds` the first time a value is asked for (a cut node's), never otherwise."""
     made: "list[Oracle]" = []
 
     def value(name: str) -> np.ndarray:
         if not made:
-            made.append(make_oracle(compiled, settings=settings))
+            made.append(make_oracle(compiled, settings=settings, memory_limit=memory_limit))
             made[0].keep.update(needs)
             made[0].run(feeds)
         return made[0].values[name]
@@ -301,7 +306,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     first, defaulted = with_defaults(check_feeds(compiled.inputs, feeds, compiled.optional_inputs),
                                      compiled.optional_inputs, compiled.initializers)
     more = iter(more_feeds or ())
-    the_oracle = oracle if isinstance(oracle, Oracle) else make_oracle(compiled, oracle, options.settings)
+    the_oracle = (oracle if isinstance(oracle, Oracle)
+                  else make_oracle(compiled, oracle, options.settings, options.memory_limit))
     loaded = options.loaded
     if the_oracle.golden is not None or loaded is not None:
         if next(more, None) is not None:

@@ -79,16 +79,17 @@ class Oracle:
     def __init__(self, model: onnx.ModelProto, types: Mapping, kind: str = "hybrid",
                  semantic_nodes: Iterable[str] = (), settings: "SessionSettings | None" = None,
                  shared: "SessionCache | None" = None, passed: Iterable[str] = (),
-                 ort_reading: bool = False) -> None:
+                 ort_reading: bool = False, memory_limit: "int | None" = None) -> None:
         self.model = model
         self.settings = settings          # the user's onnxruntime session settings (--threads ...)
+        self.memory_limit = memory_limit  # bytes (--memory-limit) the host's control flow may hold
         # its regions' sub-models and sessions; the onnxruntime ones (and their results) shared with
         # the lowered run's ONNX regions through `shared`, the CompiledModel's cache
         # `passed`: initializers the lowered run generates and feeds to its regions (a stored eye or
         # mask): fed here too, from the stored value, so both sides' regions are one session and
         # the lowered run can take this side's results when its generated value is bit for bit equal
         self.engine = RegionEngine(model, types, settings, ["CPUExecutionProvider"], cache=shared,
-                                   bodies=self._body_oracle, passed=passed)
+                                   bodies=self._body_oracle, passed=passed, memory_limit=memory_limit)
         self._passed = [t for t in model.graph.initializer if t.name in set(passed)]
         self.types = types
         self.kind = kind
@@ -177,7 +178,8 @@ class Oracle:
 
     def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
         try:
-            session = make_session(self.model, ["CPUExecutionProvider"], settings=self.settings)
+            session = make_session(self.model, ["CPUExecutionProvider"], settings=self.settings,
+                                   label="the model (the ort-cpu oracle)")
             results = run_session(session, self.output_names, feeds)
         except Exception as exc:
             raise DmlLowerError(f"the ort-cpu oracle cannot evaluate the model: {first_line(exc)}") from None
@@ -260,7 +262,7 @@ class Oracle:
             prefix = f"{node.name}/{attribute}/"
             body = Oracle(body_model(self.model, node, attribute, graph, types), types, self.kind,
                           {p[len(prefix):] for p in self.semantic if p.startswith(prefix)}, self.settings,
-                          ort_reading=self.ort_reading)
+                          ort_reading=self.ort_reading, memory_limit=self.memory_limit)
             body.fallbacks = self.fallbacks
             body.hint = self.hint
             self._bodies[key] = body
@@ -369,14 +371,14 @@ class Oracle:
         return data
 
 
-class HybridSession:
-    """A sub-model as the hybrid oracle runs it (onnxruntime's CPU provider except the nodes it
-    deviates on, NonZero / EyeLike / Trilu by their definitions), with the session interface
-    `run(outputs, feeds)`: the lowered run's ONNX regions holding a node onnxruntime deviates on
-    run so, the rest of the region staying on onnxruntime. `types`: the sub-model's values."""
+class _OracleSession:
+    """A sub-model as one oracle kind runs it, with the session interface `run(outputs, feeds)`.
+    `types`: the sub-model's values (TensorInfo), for the bodies the host runs; `memory_limit`:
+    the bytes (--memory-limit) its control flow may hold on the host."""
+    KIND = ""
 
-    def __init__(self, model: onnx.ModelProto, types: Mapping) -> None:
-        self.oracle = Oracle(model, types, "hybrid")
+    def __init__(self, model: onnx.ModelProto, types: Mapping, memory_limit: "int | None" = None) -> None:
+        self.oracle = Oracle(model, types, self.KIND, memory_limit=memory_limit)
         self.oracle.hint = ""         # not the oracle: no --oracle advice
 
     def run(self, outputs: "Iterable[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
@@ -384,19 +386,17 @@ class HybridSession:
         return [results[name] for name in (outputs or self.oracle.output_names)]
 
 
-class ReferenceSession:
-    """onnx.reference over a sub-model, as the reference oracle runs it (the If / Loop / Scan it
-    gets wrong on the host), with the session interface `run(outputs, feeds)`: the lowered run's
-    ONNX regions fall back to it where onnxruntime cannot load them. `types`: the sub-model's
-    values (TensorInfo), for the bodies the host runs."""
+class HybridSession(_OracleSession):
+    """The hybrid oracle's run (onnxruntime's CPU provider except the nodes it deviates on,
+    NonZero / EyeLike / Trilu by their definitions): the lowered run's ONNX regions holding a
+    node onnxruntime deviates on run so, the rest of the region staying on onnxruntime."""
+    KIND = "hybrid"
 
-    def __init__(self, model: onnx.ModelProto, types: Mapping) -> None:
-        self.oracle = Oracle(model, types, "reference")
-        self.oracle.hint = ""         # not the oracle: no --oracle advice
 
-    def run(self, outputs: "Iterable[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
-        results = self.oracle.run(feeds)
-        return [results[name] for name in (outputs or self.oracle.output_names)]
+class ReferenceSession(_OracleSession):
+    """onnx.reference, as the reference oracle runs it (the If / Loop / Scan it gets wrong on the
+    host): the lowered run's ONNX regions fall back to it where onnxruntime cannot load them."""
+    KIND = "reference"
 
 
 def _named(nodes: "list[onnx.NodeProto]") -> str:

@@ -89,14 +89,17 @@ def _output_types(graph: onnx.GraphProto) -> "list[tuple[int, tuple | None]]":
 
 class HostRegion:
     """If / Loop / Scan nodes run on the host one after the other, each body by the evaluator
-    `bodies` makes for it; `constants` are the region's initializers as arrays."""
+    `bodies` makes for it; `constants` are the region's initializers as arrays. The scan outputs
+    the host accumulates stay within `memory_limit` (bytes; None: the default, memory.default_limit),
+    as the lowered run's do (control_flow._ScanStacks)."""
 
     def __init__(self, nodes: "Sequence[onnx.NodeProto]", constants: "Mapping[str, np.ndarray]",
-                 bodies: BodyEvaluators, opset: int) -> None:
+                 bodies: BodyEvaluators, opset: int, memory_limit: "int | None" = None) -> None:
         self.nodes = list(nodes)
         self.constants = dict(constants)
         self.bodies = bodies
         self.opset = opset
+        self.memory_limit = memory_limit
         self._captures: "dict[tuple[str, str], list[str]]" = {}     # read once, not per iteration
 
     def run(self, outputs: "Sequence[str] | None", feeds: "Mapping[str, np.ndarray]") -> "list[np.ndarray]":
@@ -124,4 +127,4 @@ class HostRegion:
 
         body = graphs.get("body")
         return run_control_flow(construct, node, [env[name] if name else None for name in node.input], run_body,
-                                _output_types(body) if body is not None else [])
+                                _output_types(body) if body is not None else [], self.memory_limit)

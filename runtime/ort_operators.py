@@ -25,6 +25,7 @@ from onnx_dml_lowering.ir.dtypes import numpy_to_onnx
 from onnx_dml_lowering.ir.errors import first_line
 
 from . import kernels as numpy_kernels
+from . import ort_crash
 from .kernels import POISON_WORD, scalar_for
 from .interrupt import stoppable_run
 from .ort_messages import parse_provider_failure
@@ -69,7 +70,8 @@ class OrtOperators:
         if key not in self._sessions:
             model = build()
             try:
-                self._sessions[key] = make_session(model, self.providers, settings=self.settings)
+                self._sessions[key] = make_session(model, self.providers, settings=self.settings,
+                                                   label=f"the stand-in of {what}")
             except Exception as exc:
                 reason = f"{what}: onnxruntime ({', '.join(self.providers)}) cannot run it: {first_line(exc)}"
                 failure = parse_provider_failure(exc)
@@ -79,7 +81,11 @@ class OrtOperators:
                 raise DmlLowerError(reason) from None
         try:
             with stoppable_run() as options:
-                return self._sessions[key].run(None, feeds, options)
+                ort_crash.running(self._sessions[key])
+                try:
+                    return self._sessions[key].run(None, feeds, options)
+                finally:
+                    ort_crash.idle()
         except Exception as exc:
             raise DmlLowerError(f"{what}: onnxruntime failed: {first_line(exc)}") from None
 

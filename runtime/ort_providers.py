@@ -422,17 +422,29 @@ class WeightedSession:
         return self.session.run_with_ort_values(outputs, {**self._values, **dict(feeds)}, *args, **kwargs)
 
 
-def _session(model, options, **kwargs):
-    """An InferenceSession over `model` (a ModelProto through ort_model, or a file path)."""
+def _session(model, options, label: "str | None" = None, on: "list[str] | None" = None, **kwargs):
+    """An InferenceSession over `model` (a ModelProto through ort_model, or a file path). Every
+    session of the project is created here: a crash inside onnxruntime is said as a crash in
+    `label` (default: the sub-model's region) on `on` (default: the providers asked for), see
+    ort_crash."""
     import onnxruntime as ort
+
+    from . import ort_crash
+    where = ort_crash.where(model, on or kwargs.get("providers", ()), label) if ort_crash.armed() else None
     if isinstance(model, (str, bytes)):
-        return ort.InferenceSession(model, options, **kwargs)
-    prepared = ort_model(model)
-    if prepared.folder is not None:
-        # set last: the weights' locations are relative to this folder, whatever else was asked
-        options.add_session_config_entry(EXTERNAL_FOLDER_OPTION, prepared.folder)
-    session = ort.InferenceSession(prepared.data, options, **kwargs)
-    return WeightedSession(session, prepared.weights, prepared.added) if prepared.weights else session
+        with ort_crash.loading(where):
+            session = ort.InferenceSession(model, options, **kwargs)
+    else:
+        prepared = ort_model(model)
+        if prepared.folder is not None:
+            # set last: the weights' locations are relative to this folder, whatever else was asked
+            options.add_session_config_entry(EXTERNAL_FOLDER_OPTION, prepared.folder)
+        with ort_crash.loading(where):
+            session = ort.InferenceSession(prepared.data, options, **kwargs)
+        if prepared.weights:
+            session = WeightedSession(session, prepared.weights, prepared.added)
+    ort_crash.remember(session, where)
+    return session
 
 
 # A graph whose tensors hold at most this many elements runs on one intra-op thread.
@@ -471,7 +483,7 @@ def shared_cpu_arena() -> bool:
 
 
 def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool = False,
-                 settings: "SessionSettings | None" = None):
+                 settings: "SessionSettings | None" = None, label: "str | None" = None):
     """An InferenceSession over a ModelProto (or a model path) with the settings the providers require.
 
     DirectML requires memory patterns off and sequential execution, and takes a device id.
@@ -479,6 +491,7 @@ def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool =
     a thread pool costs more to create (~50 ms) than it saves, and no spinning. Larger graphs keep
     onnxruntime's defaults (its spinning pool is what the warm run is measured against).
     `settings` (the user's) are applied last: an explicit thread count or config entry wins.
+    `label`: what the session is, as a crash inside onnxruntime says it (default: its region).
     """
     options = session_options(dml="DmlExecutionProvider" in providers, record_assignment=False)
     user = {key for key, _ in settings.config} if settings is not None else set()
@@ -496,7 +509,7 @@ def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool =
             provider_list.append((name, {"device_id": str(device_id)}))
         else:
             provider_list.append(name)
-    return _session(model, options, providers=provider_list)
+    return _session(model, options, label, providers=provider_list)
 
 
 def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = False,
@@ -514,12 +527,13 @@ def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = Fal
     try:
         # onnxruntime prints an "EP Error" banner before its own retry: the failure is our one line
         with contextlib.redirect_stdout(io.StringIO()):
+            shipped = "the model as shipped"
             if provider.device is not None:
-                return _session(model, options)
+                return _session(model, options, shipped, [provider.description])
             provider_options = dict(provider.options)
             if dml:
                 provider_options.setdefault("device_id", "0")
-            return _session(model, options, providers=[(provider.name, provider_options)])
+            return _session(model, options, shipped, providers=[(provider.name, provider_options)])
     except DmlLowerError:
         raise
     except Exception as exc:

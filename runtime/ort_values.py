@@ -136,9 +136,14 @@ def run_session(session, outputs: "Sequence[str] | None", feeds: Mapping[str, np
     evaluator is run as it is: it takes ml_dtypes arrays natively)."""
     if not hasattr(session, "run_with_ort_values"):
         return [np.asarray(r) for r in session.run(None if outputs is None else list(outputs), dict(feeds))]
+    from . import ort_crash
     from .interrupt import stoppable_run
     with stoppable_run() as options:        # Ctrl-C / SIGTERM end the run (a long Loop) at once
-        return _run_session(session, outputs, feeds, options)
+        ort_crash.running(session)          # a crash inside is said as a crash in this session
+        try:
+            return _run_session(session, outputs, feeds, options)
+        finally:
+            ort_crash.idle()
 
 
 def _run_session(session, outputs, feeds, options) -> "list[np.ndarray]":

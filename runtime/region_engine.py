@@ -188,8 +188,8 @@ def reference_gets_wrong(node: onnx.NodeProto) -> "str | None":
 
 # (node, attribute, body graph, first feeds) -> the body's evaluator (oracle_control_flow.BodyEvaluators)
 Bodies = BodyEvaluators
-# (sub-model, types) -> a session running it as the reference oracle does (oracle.ReferenceSession)
-ReferenceOracle = Callable[[onnx.ModelProto, Mapping], object]
+# (sub-model, types, memory limit) -> a session running it as the reference oracle does (oracle.ReferenceSession)
+ReferenceOracle = Callable[[onnx.ModelProto, Mapping, "int | None"], object]
 
 
 class RegionEngine:
@@ -200,13 +200,15 @@ class RegionEngine:
     `cache`: the CompiledModel's SessionCache (shared onnxruntime sessions and results), or None
     for sessions of this engine's own. `bodies`: the evaluators of the bodies a host region runs;
     `reference_oracle`, `hybrid_oracle`: what runs a region on the reference-oracle and the
-    hybrid-oracle engines (injected: the oracle is built over this engine)."""
+    hybrid-oracle engines (injected: the oracle is built over this engine). `memory_limit`: the
+    bytes the host's control flow may accumulate (None: the default), passed to the host regions
+    and reference oracles it opens."""
 
     def __init__(self, model: onnx.ModelProto, types: Mapping, settings: "SessionSettings | None" = None,
                  providers: "Sequence[str] | None" = None, passed: "Iterable[str]" = (),
                  cache: "SessionCache | None" = None, bodies: "Bodies | None" = None,
-                 reference_oracle: "ReferenceOracle | None" = None, hybrid_oracle: "ReferenceOracle | None" = None
-                 ) -> None:
+                 reference_oracle: "ReferenceOracle | None" = None, hybrid_oracle: "ReferenceOracle | None" = None,
+                 memory_limit: "int | None" = None) -> None:
         self.model = model
         self.types = types
         self.settings = settings                  # the user's onnxruntime session settings (--threads ...)
@@ -216,6 +218,7 @@ class RegionEngine:
         self.bodies = bodies
         self.reference_oracle = reference_oracle
         self.hybrid_oracle = hybrid_oracle
+        self.memory_limit = memory_limit
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         fed = {vi.name for vi in model.graph.input} | set(passed)
         self.inits = {i.name: i for i in model.graph.initializer if i.name not in fed}
@@ -429,19 +432,19 @@ def _missing(what: str):
 def _host(engine: RegionEngine, region: Region):
     if engine.bodies is None:
         return _missing(HOST)(engine, region)
-    return HostRegion(region.nodes, engine.constants(region), engine.bodies, engine.opset)
+    return HostRegion(region.nodes, engine.constants(region), engine.bodies, engine.opset, engine.memory_limit)
 
 
 def _reference_oracle(engine: RegionEngine, region: Region):
     if engine.reference_oracle is None:
         return _missing(REFERENCE_ORACLE)(engine, region)
-    return engine.reference_oracle(engine.submodel(region, typed=False), engine.types)
+    return engine.reference_oracle(engine.submodel(region, typed=False), engine.types, engine.memory_limit)
 
 
 def _hybrid_oracle(engine: RegionEngine, region: Region):
     if engine.hybrid_oracle is None:
         return _missing(HYBRID)(engine, region)
-    return engine.hybrid_oracle(engine.submodel(region), engine.types)
+    return engine.hybrid_oracle(engine.submodel(region), engine.types, engine.memory_limit)
 
 
 def _hybrid_deviation(engine: RegionEngine, region: Region) -> "str | None":

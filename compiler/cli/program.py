@@ -127,8 +127,11 @@ def entry() -> None:
     interpreter. Finalising frees every module, onnxruntime session and array one at a time, about
     40 ms after a check; nothing observable depends on it once the exit handlers have run (logging,
     Ray, tempfile and multiprocessing register theirs there) and stdout / stderr are flushed.
-    While a thread other than the main one is alive, the ordinary exit joins it as it would."""
-    code = main()
+    While a thread other than the main one is alive, the ordinary exit joins it as it would.
+    The command runs in a supervised child process: a crash inside onnxruntime is one line
+    (supervisor.py)."""
+    from .supervisor import supervised
+    code = supervised(main)
     if threading.active_count() > 1:
         sys.exit(code)
     try:

@@ -147,7 +147,9 @@ class CaseRunner:
             for feeds in data_sets:
                 full, _ = with_defaults(check_feeds(compiled.inputs, feeds, compiled.optional_inputs),
                                         compiled.optional_inputs, compiled.initializers)
-                done = runners[0].run(full, lazy_oracle(compiled, full, prepared.needs, self.options.settings))
+                oracle_value = lazy_oracle(compiled, full, prepared.needs, self.options.settings,
+                                           self.options.memory_limit)
+                done = runners[0].run(full, oracle_value)
                 report.outputs += [OutputResult(n, self.spec, "unsupported", [], None, "", None)
                                    for n in done.not_compared]
                 runs.append([done.outputs.get(n) for n in names])

@@ -21,6 +21,7 @@ def level1_model(model: onnx.ModelProto, model_dir: "str | None") -> "tuple[onnx
     `model_dir` and written back external (this process never loads them)."""
     import onnxruntime as ort
 
+    from onnx_dml_lowering.runtime import ort_crash
     from onnx_dml_lowering.runtime.ort_providers import EXTERNAL_FOLDER_OPTION, ort_model
     # the one way a ModelProto reaches onnxruntime: weights load_model left in the user's files
     # (a model optimize --for dml loaded) become external initializers in those files; serialised
@@ -38,7 +39,9 @@ def level1_model(model: onnx.ModelProto, model_dir: "str | None") -> "tuple[onnx
         options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
         options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
         try:
-            ort.InferenceSession(prepared.data, options, providers=["CPUExecutionProvider"])
+            with ort_crash.loading(ort_crash.where(model, ["CPUExecutionProvider"], "onnxruntime's level-1 "
+                                                   "optimisation of the model") if ort_crash.armed() else None):
+                ort.InferenceSession(prepared.data, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime refuses the model: say why, in its words
             if not out.is_file():
                 return None, first_line(exc)

@@ -401,10 +401,11 @@ def bit_identical(original: "str | bytes | onnx.ModelProto", rewritten: "str | b
     symbolic dimensions named in `dims` at those sizes and every other one at each of `sizes`."""
     from onnx_dml_lowering.runtime.feeds import random_feeds
     from onnx_dml_lowering.runtime.ort_providers import make_session   # logs nothing: errors are our one line
+    from onnx_dml_lowering.runtime import ort_crash
     sessions = []
-    for model in (original, rewritten):
+    for model, label in ((original, "the original model"), (rewritten, "the rewritten model")):
         try:
-            sessions.append(make_session(_widened(model), ["CPUExecutionProvider"]))
+            sessions.append(make_session(_widened(model), ["CPUExecutionProvider"], label=f"{label} (optimize --check)"))
         except DmlLowerError:
             raise
         except Exception as exc:  # onnxruntime raises its own Fail / InvalidGraph types
@@ -431,7 +432,13 @@ def bit_identical(original: "str | bytes | onnx.ModelProto", rewritten: "str | b
     for where, run_feeds in runs:
         try:
             with stoppable_run() as options:
-                results = a.run(None, run_feeds, options), b.run(None, run_feeds, options)
+                try:
+                    ort_crash.running(a)
+                    first = a.run(None, run_feeds, options)
+                    ort_crash.running(b)
+                    results = first, b.run(None, run_feeds, options)
+                finally:
+                    ort_crash.idle()
         except Exception as exc:  # the model itself does not run on these feeds
             raise DmlLowerError(f"--check: onnxruntime CPU cannot run the model on {where}: "
                                 f"{brief(str(exc))}") from None

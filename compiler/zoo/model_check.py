@@ -16,8 +16,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-# A check's own exit codes (docs/commands/check.md); anything else is a crash.
-PASSED, FAILED, USAGE = 0, 1, 2
+# A check's own exit codes (docs/commands/check.md): ONNXRUNTIME_CRASHED, onnxruntime died and said
+# where (compiler/cli/supervisor.py), is that model's ERROR; anything else is a crash.
+PASSED, FAILED, USAGE, ONNXRUNTIME_CRASHED = 0, 1, 2, 4
 
 
 def run_one(model: str, options: "list[str]", cwd: "str | None" = None) -> dict:
@@ -59,11 +60,37 @@ def _run_child(command: "list[str]", cwd: "str | None") -> subprocess.CompletedP
             if STOPPING.is_set():       # started as the zoo was being stopped
                 proc.terminate()
         try:
-            _, stderr = proc.communicate()
+            stderr = _communicate(proc)
+        except BaseException:
+            # a Ray task cancelled (a KeyboardInterrupt raised in it): end the check as the local
+            # executor's stop_children does, and wait, so its temporary folder can go
+            _end(proc)
+            raise
         finally:
             with _CHILDREN_LOCK:
                 _CHILDREN.discard(proc)
     return subprocess.CompletedProcess(command, proc.returncode, None, stderr)
+
+
+def _communicate(proc: subprocess.Popen) -> str:
+    """proc.communicate(), woken every half second: Ray cancels a task by interrupting its main
+    thread (as a Ctrl-C that no signal delivers), which a read blocked on the child's stderr would
+    only notice once the check ended by itself (retrying after TimeoutExpired loses no output)."""
+    while True:
+        try:
+            return proc.communicate(timeout=0.5)[1]
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _end(proc: subprocess.Popen, seconds: float = 30) -> None:
+    """SIGTERM to a check (it ends as on Ctrl-C), SIGKILL if it has not ended within `seconds`."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
 
 
 def stop_children(signum: int = signal.SIGTERM) -> None:
@@ -88,10 +115,10 @@ def _error_line(code: int, report: "dict | None", stderr: str) -> "str | None":
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     ours = [line for line in lines if line.startswith("dml-lower")]
     last = (ours or lines or [""])[-1]
-    if code == USAGE:
+    if code in (USAGE, ONNXRUNTIME_CRASHED):
         # 'dml-lower: error: X' / 'dml-lower check: error: X' -> 'X'
         head, sep, rest = last.partition(": error: ")
-        return rest if sep and head.startswith("dml-lower") else (last or "exit 2 without a message")
+        return rest if sep and head.startswith("dml-lower") else (last or f"exit {code} without a message")
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -129,6 +156,8 @@ class ModelResult:
             return "PARTIAL"                    # check --fail-on-partial failed it
         if self.exit_code == USAGE:
             return "exit-2"
+        if self.exit_code == ONNXRUNTIME_CRASHED:
+            return "ERROR"                      # the error says where onnxruntime died
         return "crashed"
 
     @property

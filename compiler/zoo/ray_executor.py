@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
 from typing import Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
@@ -20,6 +22,7 @@ from .model_check import run_one
 RAY_MISSING = "--executor ray needs the ray extra: pip install 'onnx-dml-lowering[ray]'"
 LOCAL_CPUS = 2
 CONNECT_TIMEOUT = 10.0   # seconds for the address's TCP port to answer
+CANCEL_WAIT = 60.0       # seconds the cancelled tasks get to end their checks and remove their folders
 
 
 def import_ray():
@@ -46,17 +49,20 @@ def _reachable(address: str) -> None:
 def run_on_ray(models: "list[str]", options: "list[str]", address: "str | None", jobs: "int | None",
                done: "Callable[[int, dict], None]") -> None:
     """Check every model as a Ray task (at most `jobs` in flight when given; otherwise as many as
-    the cluster's CPUs take); `done(index, record)` is called as each finishes."""
+    the cluster's CPUs take); `done(index, record)` is called as each finishes. Ctrl-C or SIGTERM
+    (KeyboardInterrupt) cancels the tasks under way before it propagates (see _cancel)."""
     ray = import_ray()
     if address:
         _reachable(address)
         kwargs: "dict[str, object]" = {"address": address}
     else:
         kwargs = {"num_cpus": LOCAL_CPUS, "include_dashboard": False}
+    sigterm = signal.getsignal(signal.SIGTERM)
     try:
         # The workers' output is captured by run_one; what Ray logs about itself stays out of
         # the summary unless it is a warning.
         ray.init(log_to_driver=False, logging_level=logging.WARNING, **kwargs)
+        _take_back(signal.SIGTERM, sigterm)
     except Exception as exc:  # ConnectionError, RuntimeError, ValueError: all one line
         where = f"--ray-address {address}" if address else "a local Ray instance"
         raise DmlLowerError(f"{where}: Ray did not start: {first_line(exc)}") from None
@@ -80,5 +86,33 @@ def run_on_ray(models: "list[str]", options: "list[str]", address: "str | None",
                               "error": f"Ray task failed: {first_line(exc)}",
                               "seconds": 0.0}
                 done(index, record)
+    except KeyboardInterrupt:
+        _cancel(ray, list(pending))
+        raise
     finally:
         ray.shutdown()
+
+
+def _take_back(signum: int, handler) -> None:
+    """Reinstall our handler of `signum`: ray.init installs its C++ failure handler for SIGTERM in
+    the driver, which prints a stack and kills the process at once, so the tasks were never
+    cancelled and their checks' folders stayed (runtime/interrupt.py's handler ends the zoo)."""
+    if callable(handler) and threading.current_thread() is threading.main_thread():
+        signal.signal(signum, handler)
+
+
+def _cancel(ray, refs: list) -> None:
+    """End the tasks of `refs`: ray.shutdown alone leaves a cluster's tasks running after the driver
+    is gone, and a local instance's workers die without ending the check each started. A cancelled
+    task gets a KeyboardInterrupt, on which run_one ends its check (SIGTERM) and removes its folder;
+    they are waited for (at most CANCEL_WAIT seconds), so that is done when the zoo ends."""
+    for ref in refs:
+        try:
+            ray.cancel(ref, force=False)
+        except Exception:  # noqa: BLE001 - finished meanwhile, or the cluster is gone: nothing to end
+            pass
+    if refs:
+        try:
+            ray.wait(refs, num_returns=len(refs), timeout=CANCEL_WAIT)
+        except Exception:  # noqa: BLE001 - the cluster went away: nothing left to wait for
+            pass

@@ -179,7 +179,12 @@ def _schedule(models: "list[str]", options: "list[str]", executor: str, args
 
         if executor == "ray":
             from .ray_executor import run_on_ray
-            run_on_ray(models, options, args.ray_address, args.jobs, done)
+            try:
+                run_on_ray(models, options, args.ray_address, args.jobs, done)
+            except KeyboardInterrupt as exc:      # its tasks cancelled and ended: report those finished
+                # Ray's wait turns our Terminated into a plain KeyboardInterrupt: the signal says which
+                from onnx_dml_lowering.runtime.interrupt import terminated
+                stopped = Terminated() if terminated() else exc
         else:
             pool = ThreadPoolExecutor(max_workers=args.jobs or 1)
             try:

@@ -68,3 +68,40 @@ def test_a_lowered_loop_past_the_limit_is_one_line_naming_the_node(tmp_path, cap
     code, out, err = cli(["run", tmp_path / "m.onnx", "--memory-limit", "2MiB", "--zero-fraction", "1"], capsys)
     assert code == 2 and err.count("\n") == 1, out + err
     assert "node 'the\\rloop' (Loop)" in err and "after 17 iterations" in err and "2.0 MiB" in err
+
+
+def _eye_loop(trips: int) -> onnx.ModelProto:
+    """A Loop of `trips` trips whose body's EyeLike (64 x 64 float32: 16 KiB a trip) is a scan
+    output: the oracle runs it on the host, the body's EyeLike on the ONNX definitions."""
+    body = h.make_graph(
+        [h.make_node("Identity", ["c_in"], ["c_out"], name="cond"), h.make_node("EyeLike", ["x"], ["eye"], name="eye")],
+        "body", [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, [])],
+        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("eye", T.FLOAT, [64, 64])])
+    return graph_model([h.make_node("Loop", ["M", ""], ["eyes"], name="eye\x1bloop", body=body)],
+                       [("x", T.FLOAT, [64, 64])], [("eyes", T.FLOAT, [trips, 64, 64])],
+                       initializers={"M": np.array(trips, np.int64)}, opset=17)
+
+
+@pytest.mark.parametrize("oracle", ["hybrid", "reference"])
+def test_the_oracle_s_own_control_flow_keeps_the_limit(oracle, tmp_path, capsys):
+    """The oracle's host Loop is bounded as the lowered run's is (issue 35 item 8): with only ort-cpu
+    checked (onnxruntime runs the shipped Loop itself) the oracle alone accumulates the scan output,
+    and at 1 MiB its 33rd trip (2 x 33 x 16 KiB) passes the limit; at 4 MiB all 100 fit."""
+    onnx.save(_eye_loop(100), tmp_path / "m.onnx")
+    base = ["check", tmp_path / "m.onnx", "--backends", "ort-cpu", "--oracle", oracle, "-q"]
+    code, out, err = cli([*base, "--memory-limit", "1MiB"], capsys)
+    assert code == 2 and err.count("\n") == 1, out + err
+    assert err.startswith("dml-lower: error: node 'eye\\x1bloop' (Loop): its scan outputs hold 528.0 KiB after 33 "
+                          "iterations") and "over the memory limit of 1.0 MiB" in err, err
+    code, out, err = cli([*base, "--memory-limit", "4MiB"], capsys)
+    assert code == 0 and "match ONNX semantics" in out, out + err
+
+
+def test_make_oracle_passes_the_limit_to_the_bodies_it_runs():
+    from onnx_dml_lowering.compiler import compile_model
+    from onnx_dml_lowering.runtime.check import make_oracle
+    compiled = compile_model(_eye_loop(100))
+    x = np.zeros((64, 64), np.float32)
+    with pytest.raises(DmlLowerError, match="after 33 iterations"):
+        make_oracle(compiled, memory_limit="1MiB").run({"x": x})
+    assert make_oracle(compiled, memory_limit="4MiB").run({"x": x})["eyes"].shape == (100, 64, 64)

@@ -94,12 +94,22 @@ def test_ctrl_c_stops_onnxruntime_inside_a_long_loop(command, signum, code, tmp_
 def _children(pid: int) -> "list[int]":
     """The processes `pid` started, from any of its threads (Linux /proc)."""
     found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:                 # the process just ended
+        return found
+    for task in tasks:
         try:
             found += [int(p) for p in (task / "children").read_text().split()]
         except OSError:             # a thread that just ended
             pass
     return found
+
+
+def _model_checks(pid: int) -> "list[int]":
+    """The per-model check processes of the zoo `dml-lower` process `pid` (the console script runs
+    its command in a supervised child, compiler/cli/supervisor.py: the zoo is that child)."""
+    return [grandchild for child in _children(pid) for grandchild in _children(child)]
 
 
 def test_sigterm_to_a_zoo_ends_its_checks_and_removes_their_folders(tmp_path):
@@ -112,8 +122,8 @@ def test_sigterm_to_a_zoo_ends_its_checks_and_removes_their_folders(tmp_path):
     proc = _start(["check", zoo, "--jobs", "2", "--backends", "ort-cpu", "--json", "z.json"], tmp_path,
                   TMPDIR=str(temp))
     folders = lambda: [p for p in temp.iterdir() if p.name.startswith("dml-lower-zoo-")]   # noqa: E731
-    _wait_for(lambda: len(folders()) == 2 and len(_children(proc.pid)) == 2)
-    children = _children(proc.pid)
+    _wait_for(lambda: len(folders()) == 2 and len(_model_checks(proc.pid)) == 2)
+    children = _model_checks(proc.pid) + [p for c in _model_checks(proc.pid) for p in _children(c)]
     time.sleep(2.0)
     code, out, err, seconds = _stop(proc, signal.SIGTERM)
     assert code == 143 and seconds < 30, (code, out, err)

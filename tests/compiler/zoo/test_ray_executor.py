@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
+import onnx
 import pytest
 
 from onnx_dml_lowering.compiler.cli import main
+from tests.compiler.cli.test_stopping import long_loop
 from tests.compiler.zoo.zoo_models import (BACKENDS, check_junit, crash_env, expected_statuses, load_json,
                                        summary_without_times, without_times, write_zoo)
 
@@ -93,3 +99,70 @@ def test_ray_address_nobody_listens(zoo):
     assert code == 2 and out == ""
     assert err == f"dml-lower: error: --ray-address {address}: no Ray cluster answers there (Connection refused)\n"
     assert not ray.is_initialized()
+
+
+def _zoo_checks(zoo_dir: Path) -> "dict[int, Path]":
+    """The per-model check processes of models under `zoo_dir` running on this machine (a check's
+    supervised child has the same command line), each with the temporary folder its --json is in."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "onnx_dml_lowering.compiler" in argv and "--json" in argv and any(a.startswith(str(zoo_dir)) for a in argv):
+            folder = Path(argv[argv.index("--json") + 1]).parent
+            if folder.name.startswith("dml-lower-zoo-"):        # not the zoo's own process
+                found[int(proc.name)] = folder
+    return found
+
+
+def _wait_for(condition, seconds: float = 180) -> None:
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "the zoo's checks never got under way"
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the checks' processes in /proc (Linux)")
+@pytest.mark.parametrize("where", ["local instance", "joined cluster"])
+def test_sigterm_cancels_the_ray_tasks_under_way(where, tmp_path):
+    """SIGTERM to a zoo on Ray (issue 35 item 8): the tasks under way are cancelled, each ends its
+    check and removes its folder before the zoo exits 143. ray.shutdown alone left a joined
+    cluster's tasks running after the driver was gone, and a local instance's checks orphaned."""
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    for name in ("a", "b"):
+        onnx.save(long_loop(10**12), zoo / f"{name}.onnx")
+    argv = [sys.executable, "-m", "onnx_dml_lowering.compiler", "check", str(zoo), "--executor", "ray",
+            "--backends", "ort-cpu", "--json", str(tmp_path / "z.json")]
+    context = ray.init(num_cpus=2, include_dashboard=False) if where == "joined cluster" else None
+    proc = None
+    try:
+        if context is not None:
+            argv += ["--ray-address", context.address_info["gcs_address"]]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        def under_way() -> bool:
+            if proc.poll() is not None:
+                pytest.fail(f"the zoo ended before its checks got under way: {proc.communicate()}")
+            return len(set(_zoo_checks(zoo).values())) == 2
+        _wait_for(under_way)
+        checks = _zoo_checks(zoo)
+        time.sleep(2.0)                         # both inside onnxruntime's endless Loop by now
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 143, (out, err)
+        assert _zoo_checks(zoo) == {}
+        for folder in set(checks.values()):
+            assert not folder.exists(), folder
+        document = json.loads((tmp_path / "z.json").read_text())
+        assert document["interrupted"] is True and document["models_requested"] == 2
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        for pid in _zoo_checks(zoo):            # never leave an endless Loop behind on failure
+            os.kill(pid, signal.SIGKILL)
+        if context is not None:
+            ray.shutdown()

@@ -181,3 +181,24 @@ def test_a_difference_past_its_type_declines():
     assert "the differences of sub" in log and "int16" in log
     feeds = {"s": np.int16(0), "n": np.int16(6), "s2": np.int16(-3), "n2": np.int16(2)}
     lowered(differential(model, feeds), MASK)
+
+
+@pytest.mark.parametrize("n,cast_to,reason", [
+    (100, T.INT8, ""), (200, T.INT8, "index values cast by cast_c 0..199 do not all fit int8 exactly ([-128, 127])"),
+    (300, T.UINT8, "index values cast by cast_c 0..299 do not all fit uint8 exactly ([0, 255])"),
+    (600, T.INT16, "")])
+def test_a_static_cast_that_would_wrap_is_placed_on_onnx_with_the_reason(n, cast_to, reason):
+    """With every size a constant the check is made at compile time: the placement says why."""
+    nodes = [const("zero", 0), const("one", 1), const("n", n), const("ax0", [0]), const("ax1", [1]),
+             h.make_node("Range", ["zero", "n", "one"], ["r"], name="range"),
+             h.make_node("Unsqueeze", ["r", "ax1"], ["ru"], name="unsqueeze_r"),
+             h.make_node("Unsqueeze", ["r", "ax0"], ["cu"], name="unsqueeze_c"),
+             h.make_node("Cast", ["ru"], ["a"], name="cast_r", to=cast_to),
+             h.make_node("Cast", ["cu"], ["b"], name="cast_c", to=cast_to),
+             h.make_node("LessOrEqual", ["b", "a"], ["y"], name="causal")]
+    result = differential(make(nodes, [], [tensor("y", T.BOOL, 2)]), {})
+    (entry,) = entries(result, MASK)
+    if reason:
+        assert entry.status == "onnx" and entry.reason.startswith(reason), entry.reason
+    else:
+        assert entry.status == "lowered" and entry.extra["band"] == "x - y in [-inf, 1)"

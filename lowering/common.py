@@ -147,11 +147,6 @@ def level_reason(support: OperatorSupport, level: FeatureLevel) -> "str | None":
     return None
 
 
-__all__ = ["BIT_CARRIERS", "EXACT_INTEGERS", "EXACT_INTEGER_LIMIT", "Tail", "broadcast", "carried",
-           "carrier_type", "cast_expand_tail", "dims_at", "dims_for", "exact_reason", "fill_value",
-           "level_reason", "pad_sizes", "product", "run_time_unit_reshape", "unit_reshape_axis", "upload"]
-
-
 # -- value-preserving reshapes: only unit axes added or removed ------------------------------------
 
 def unit_reshape_axis(in_dims: "tuple[Any, ...]", out_dims: "tuple[Any, ...]", axis: int) -> "int | None":
@@ -208,3 +203,8 @@ def run_time_unit_reshape(shape: "tuple[int, ...]", target: "tuple[int, ...]", a
     if shape[source] != 1 and kept_out[kept_in.index(source)] != len(target) + out_axis:
         raise Decline(f"{what} moves the index's axis {axis} to another place than {out_axis}")
     return tuple(target)
+
+
+__all__ = ["BIT_CARRIERS", "EXACT_INTEGERS", "EXACT_INTEGER_LIMIT", "Tail", "broadcast", "carried",
+           "carrier_type", "cast_expand_tail", "dims_at", "dims_for", "exact_reason", "fill_value",
+           "level_reason", "pad_sizes", "product", "run_time_unit_reshape", "unit_reshape_axis", "upload"]

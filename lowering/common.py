@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from onnx_dml_lowering.ir import DataType, DmlLowerError, Graph, TensorDesc, Upload
-from onnx_dml_lowering.ir.dtypes import (ONNX_BFLOAT16, ONNX_DOUBLE, ONNX_FLOAT, ONNX_FLOAT16, ONNX_INT16, ONNX_INT32,
-                                         ONNX_INT64, from_onnx)
+from onnx_dml_lowering.ir.dtypes import (ONNX_BFLOAT16, ONNX_DOUBLE, ONNX_FLOAT, ONNX_FLOAT16, ONNX_INT8, ONNX_INT16,
+                                         ONNX_INT32, ONNX_INT64, ONNX_UINT8, ONNX_UINT16, ONNX_UINT32, ONNX_UINT64,
+                                         from_onnx, onnx_to_numpy, onnx_type_name)
 from onnx_dml_lowering.ir.support import OperatorSupport
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
@@ -21,6 +22,43 @@ from .node import Names, NodeInfo, TensorInfo, product
 # repeats values (its Equal is true off the diagonal too) and an integer index wraps.
 EXACT_INTEGER_LIMIT = {ONNX_INT16: 2**15 - 1, ONNX_INT32: 2**31 - 1, ONNX_INT64: 2**63 - 1,
                        ONNX_FLOAT16: 2**11, ONNX_BFLOAT16: 2**8, ONNX_FLOAT: 2**24, ONNX_DOUBLE: 2**53}
+# Per numeric ONNX type, the interval of integers it holds exactly, [lo, hi]: a Cast of integers
+# inside it into it keeps every value (an index traced through such a Cast is the same index).
+EXACT_INTEGERS = {ONNX_INT8: (-2**7, 2**7 - 1), ONNX_UINT8: (0, 2**8 - 1), ONNX_UINT16: (0, 2**16 - 1),
+                  ONNX_UINT32: (0, 2**32 - 1), ONNX_UINT64: (0, 2**64 - 1),
+                  **{t: (-limit - (t in (ONNX_INT16, ONNX_INT32, ONNX_INT64)), limit)
+                     for t, limit in EXACT_INTEGER_LIMIT.items()}}
+
+
+def exact_reason(lo: int, hi: int, onnx_type: int, what: str) -> "str | None":
+    """Why integers lo..hi are not all held exactly by `onnx_type` (`what` names them), or None."""
+    bounds = EXACT_INTEGERS.get(onnx_type)
+    if bounds is None:
+        return f"{what} of ONNX type {onnx_type_name(onnx_type)} are no exact integers"
+    if lo < bounds[0] or hi > bounds[1]:
+        return (f"{what} {lo}..{hi} do not all fit {onnx_type_name(onnx_type)} exactly "
+                f"([{bounds[0]}, {bounds[1]}]): its values would wrap or round")
+    return None
+
+
+# Types DirectML has no equivalent of, carried bit for bit in a DirectML type of their width where an
+# operator only copies elements or writes one constant (Trilu's copy, EyeLike's ones): bfloat16 as
+# its 16 bits. Never for what reads values (NonZero: a bfloat16 -0.0 is nonzero as bits).
+BIT_CARRIERS = {ONNX_BFLOAT16: ONNX_UINT16}
+
+
+def carrier_type(onnx_type: int) -> int:
+    """The ONNX type whose DirectML type holds `onnx_type`'s elements: itself, or its bit carrier."""
+    return BIT_CARRIERS.get(onnx_type, onnx_type)
+
+
+def carried(onnx_type: int, value: Any) -> "tuple[int, Any]":
+    """(carrier type, value as the carrier holds it): a bfloat16 1.0 is the uint16 16256."""
+    carrier = BIT_CARRIERS.get(onnx_type)
+    if carrier is None:
+        return onnx_type, value
+    bits = np.array(value, onnx_to_numpy(onnx_type)).reshape(1).view(onnx_to_numpy(carrier))
+    return carrier, bits[0].item()
 
 
 def fill_value(node: NodeInfo) -> "tuple[Any, int]":
@@ -47,7 +85,8 @@ def cast_expand_tail(view: GraphView, y: str, onnx_type: int, expand: bool = Tru
     """The Cast / Expand tail read alone after `y` (of `onnx_type`); expand=False stops at the Cast."""
     nodes: "list[NodeInfo]" = []
     cast = sole_consumer(view, y)
-    if cast is not None and cast.op_type == "Cast" and from_onnx(int(cast.attrs.get("to", 0))) is not None:
+    if cast is not None and cast.op_type == "Cast" and \
+            from_onnx(carrier_type(int(cast.attrs.get("to", 0)))) is not None:
         nodes.append(cast)
         onnx_type, y = int(cast.attrs["to"]), cast.outputs[0].name
     expand_shape = None
@@ -108,5 +147,64 @@ def level_reason(support: OperatorSupport, level: FeatureLevel) -> "str | None":
     return None
 
 
-__all__ = ["EXACT_INTEGER_LIMIT", "Tail", "broadcast", "cast_expand_tail", "dims_at", "dims_for", "fill_value", "level_reason",
-           "pad_sizes", "product", "upload"]
+# -- value-preserving reshapes: only unit axes added or removed ------------------------------------
+
+def unit_reshape_axis(in_dims: "tuple[Any, ...]", out_dims: "tuple[Any, ...]", axis: int) -> "int | None":
+    """Where axis `axis` (from the right) of a tensor of `in_dims` lands, from the right, after a
+    Reshape to `out_dims` that only adds or removes axes of size 1; None when it may merge, split or
+    reorder larger axes. A dim is an int, a symbol or None (unknown: taken as larger than 1, as the
+    index's axis always is; run_time_unit_reshape checks the concrete sizes); -1 in `out_dims` is the
+    one size Reshape infers, 0 (copy the input's) is never taken. Only known sizes rule a Reshape
+    out here: a symbol (an exporter's [3, 1] for a Range of `n`) is checked per call."""
+    if any(d == 0 or (isinstance(d, int) and d < -1) for d in out_dims) or list(out_dims).count(-1) > 1:
+        return None
+    sizes = [d for d in out_dims if d != -1]
+    if -1 in out_dims and all(isinstance(d, int) for d in [*in_dims, *sizes]):
+        known = product(tuple(sizes))               # every size known: the -1 is too
+        if known == 0 or product(tuple(in_dims)) % known:
+            return None
+        out_dims = tuple(product(tuple(in_dims)) // known if d == -1 else d for d in out_dims)
+    source = len(in_dims) + axis
+    kept_in = [i for i, d in enumerate(in_dims) if d != 1 or i == source]     # the index's axis always
+    kept_out = [(j, d) for j, d in enumerate(out_dims) if d != 1]
+    if len(kept_in) != len(kept_out):
+        return None
+    position = None
+    for i, (j, b) in zip(kept_in, kept_out):
+        a = in_dims[i]
+        if i == source:
+            position = j
+        if isinstance(a, int) and isinstance(b, int) and b != -1 and a != b and not (i == source and a == 1):
+            return None                     # two known sizes that differ (a symbol may be any size)
+    return None if position is None else position - len(out_dims)
+
+
+def run_time_unit_reshape(shape: "tuple[int, ...]", target: "tuple[int, ...]", axis: int,
+                          out_axis: int) -> "tuple[int, ...]":
+    """The shape a Reshape of `shape` to `target` gives; Decline unless it only adds or removes
+    axes of size 1 and axis `axis` of `shape` (from the right) lands on `out_axis` of the result."""
+    what = f"Reshape of {list(shape)} to {list(target)}"
+    if any(d == 0 or d < -1 for d in target) or list(target).count(-1) > 1:
+        raise Decline(f"{what}: a 0 or negative size; left to ONNX")
+    known = product(tuple(d for d in target if d != -1))
+    if -1 in target:
+        if known == 0 or product(shape) % known:
+            raise Decline(f"{what}: no size fits its -1")
+        target = tuple(product(shape) // known if d == -1 else d for d in target)
+    if product(target) != product(shape):
+        raise Decline(f"{what}: the element counts differ")
+    kept_in = [i for i, d in enumerate(shape) if d != 1]
+    kept_out = [j for j, d in enumerate(target) if d != 1]
+    if [shape[i] for i in kept_in] != [target[j] for j in kept_out]:
+        raise Decline(f"{what} merges, splits or reorders axes larger than 1: no index stays one")
+    source = len(shape) + axis
+    if len(target) < -out_axis or target[out_axis] != shape[source]:
+        raise Decline(f"{what} leaves no axis {out_axis} of the index's {shape[source]} elements")
+    if shape[source] != 1 and kept_out[kept_in.index(source)] != len(target) + out_axis:
+        raise Decline(f"{what} moves the index's axis {axis} to another place than {out_axis}")
+    return tuple(target)
+
+
+__all__ = ["BIT_CARRIERS", "EXACT_INTEGERS", "EXACT_INTEGER_LIMIT", "Tail", "broadcast", "carried",
+           "carrier_type", "cast_expand_tail", "dims_at", "dims_for", "exact_reason", "fill_value",
+           "level_reason", "pad_sizes", "product", "run_time_unit_reshape", "unit_reshape_axis", "upload"]

@@ -16,7 +16,7 @@ from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX, DIAGONAL_MATRIX1
 
-from .common import dims_for, pad_sizes
+from .common import carried, dims_for, pad_sizes
 from .match import Decline
 from .node import Names, product
 
@@ -45,12 +45,13 @@ def band_operator(onnx_type: int, value: Any, single: bool, level: FeatureLevel)
     FLOAT32 holds exactly, in a type its table has at `level`; else DIAGONAL_MATRIX1); raises
     Decline saying why neither fits. Sizes play no part, so a rule's decline_reason asks it (through
     band_reason) before any size is known."""
-    dtype = from_onnx(onnx_type)
+    carrier, carried_value = carried(onnx_type, value)      # bfloat16: its 16 bits as UINT16
+    dtype = from_onnx(carrier)
     if dtype is None:
         raise Decline(f"output type {onnx_type_name(onnx_type)} has no DirectML equivalent")
     plain = DIAGONAL_MATRIX.row(level)
     plain_fits = plain is not None and dtype in plain.tensors["OutputTensor"].types
-    if single and plain_fits and float32_exact(value, onnx_type):
+    if single and plain_fits and float32_exact(carried_value, carrier):
         return DIAGONAL_MATRIX.name
     row = DIAGONAL_MATRIX1.row(level)
     if row is None:
@@ -84,7 +85,8 @@ def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[
     be any Python ints. The caller has declared `y` among the graph's outputs (a Fragment does).
     plain=False keeps a band that happens to be one diagonal on DIAGONAL_MATRIX1: the operator
     its rule reported before the sizes were known."""
-    dtype = from_onnx(onnx_type)
+    carrier, value = carried(onnx_type, value)             # bfloat16: its 16 bits as UINT16
+    dtype = from_onnx(carrier)
     if dtype is None:
         raise Decline(f"output type {onnx_type_name(onnx_type)} has no DirectML equivalent")
     if product(shape) == 0:
@@ -93,7 +95,7 @@ def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[
     rows, cols = shape[-2:]
     batch = product(shape[:-2])
     single = plain and not inverted and end == begin + 1
-    operator = band_operator(onnx_type, value, single, level)
+    operator = band_operator(carrier, value, single, level)
     if operator == DIAGONAL_MATRIX.name:
         begin, _ = clamp_band(begin, end, rows, cols)
         if not INT32_MIN <= begin <= INT32_MAX:
@@ -101,7 +103,7 @@ def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[
         sizes = pad_sizes(((batch,) if batch > 1 else ()) + (rows, cols),
                           dims_for(DIAGONAL_MATRIX, level, "OutputTensor", 3 if batch > 1 else 2) or 4)
         view = _output(graph, names, dtype, sizes)
-        graph.add(DiagonalMatrix(view, begin, float(np.float32(np.array(value, onnx_to_numpy(onnx_type))))))
+        graph.add(DiagonalMatrix(view, begin, float(np.float32(np.array(value, onnx_to_numpy(carrier))))))
     else:
         begin, end = clamp_band(begin, end, rows, cols)
         if not inverted and begin <= -(rows - 1):
@@ -112,7 +114,7 @@ def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[
             begin, end = end, begin            # Begin > End: Value outside [End, Begin)
         sizes = ((batch,) if batch > 1 else ()) + (rows, cols)
         view = _output(graph, names, dtype, sizes)
-        typed = np.array(value, dtype=onnx_to_numpy(onnx_type))
+        typed = np.array(value, dtype=onnx_to_numpy(carrier))
         graph.add(DiagonalMatrix1(None, view, dtype, typed.item() if typed.dtype != np.bool_ else int(typed),
                                   begin, end))
     graph.add(Download(view, y, onnx_type, tuple(shape)))

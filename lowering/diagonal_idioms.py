@@ -10,11 +10,11 @@ from onnx_dml_lowering.ir import Graph
 from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, from_onnx, numpy_to_onnx
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
-from .common import EXACT_INTEGER_LIMIT, broadcast, cast_expand_tail, fill_value
+from .common import EXACT_INTEGER_LIMIT, broadcast, carrier_type, cast_expand_tail, fill_value
 from .diagonal import band_reason, emit_band, find_band
 from .eyelike import output_type
 from .match import (Decline, Declined, Found, Fragment, GraphView, IdiomRule, Match, constant_ints,
-                    constant_scalar, sole_producer)
+                    constant_scalar, producer_through)
 from .node import NodeInfo, TensorInfo
 from .registry import register_idiom
 
@@ -25,12 +25,14 @@ class EyeLikeOfFill(IdiomRule):
     note = "a generator: the ConstantOfShape is never materialised"
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
-        fill = sole_producer(view, anchor.input(0).name, "ConstantOfShape")
+        through = producer_through(view, anchor.input(0).name, "ConstantOfShape")
         out_type = output_type(anchor)
-        if fill is None or from_onnx(out_type) is None:
+        if through is None or from_onnx(carrier_type(out_type)) is None:
             return None
+        fill, passed = through
         shape = fill.input(0)
-        return Found((anchor.name, fill.name), (shape,), (anchor.outputs[0].name,), value_inputs=(shape.name,),
+        return Found((anchor.name, fill.name) + tuple(n.name for n in passed), (shape,), (anchor.outputs[0].name,),
+                     value_inputs=(shape.name,),
                      shape=shape, out_type=out_type, k=int(anchor.attrs.get("k", 0)))
 
     def decline_reason(self, level: FeatureLevel, shape: TensorInfo, out_type: int, k: int) -> "str | None":
@@ -150,14 +152,16 @@ class TriluOfFill(IdiomRule):
     operators = ("DIAGONAL_MATRIX1",)
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
-        fill = sole_producer(view, anchor.input(0).name, "ConstantOfShape", "Expand")
+        through = producer_through(view, anchor.input(0).name, "ConstantOfShape", "Expand")
+        fill, passed = through if through is not None else (None, ())
         uniform = None if fill is None else uniform_fill(view, fill)
-        if fill is None or uniform is None or from_onnx(uniform[1]) is None:
+        if fill is None or uniform is None or from_onnx(carrier_type(uniform[1])) is None:
             return None
         value, value_type, operand_shape = uniform
         shape = fill.input(1 if fill.op_type == "Expand" else 0)
         k = anchor.inputs[1] if len(anchor.inputs) > 1 else None
-        return Found((anchor.name, fill.name), (shape,) + ((k,) if k is not None else ()), (anchor.outputs[0].name,),
+        covered = (anchor.name, fill.name) + tuple(n.name for n in passed)
+        return Found(covered, (shape,) + ((k,) if k is not None else ()), (anchor.outputs[0].name,),
                      value_inputs=(shape.name,) + ((k.name,) if k is not None else ()),
                      note=f"a triangle generator: the {fill.op_type} is never materialised",
                      shape=shape, k=k, upper=int(anchor.attrs.get("upper", 1)),

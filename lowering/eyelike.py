@@ -11,7 +11,7 @@ from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX
 
-from .common import dims_at, level_reason, pad_sizes
+from .common import carried, carrier_type, dims_at, level_reason, pad_sizes
 from .match import Decline, Found, Fragment, GraphView, IdiomRule
 from .node import NodeInfo, TensorInfo
 from .registry import register_idiom
@@ -40,7 +40,7 @@ def eyelike_reason(x: TensorInfo, out: int, level: FeatureLevel) -> "str | None"
     when known), or None."""
     if x.rank is not None and x.rank != 2:
         return f"input rank {x.rank}: EyeLike needs a 2-D input"
-    dtype = from_onnx(out)
+    dtype = from_onnx(carrier_type(out))             # bfloat16: generated as its 16 bits
     if dtype is None:
         return f"output type {onnx_type_name(out)} has no DirectML equivalent"
     reason = level_reason(DIAGONAL_MATRIX, level)
@@ -80,11 +80,12 @@ class EyeLikeRule(IdiomRule):
         if offset is None:
             raise Decline(f"k = {k} on a {rows}x{cols} matrix does not fit DIAGONAL_MATRIX's 32-bit Offset")
         sizes = pad_sizes((rows, cols), dims_at(DIAGONAL_MATRIX, f.level, "OutputTensor", 2))
-        desc = TensorDesc(dml_type(out_type), sizes)
+        carrier, one = carried(out_type, 1)             # a bfloat16 1.0 is the UINT16 16256: FLOAT32 holds it
+        desc = TensorDesc(dml_type(carrier), sizes)
         buf, view = f.names("out"), f.names("out.view")
         f.graph.add_buffer(buf, desc.min_total_size)
         f.graph.add_view(view, buf, desc)
-        f.graph.add(DiagonalMatrix(view, offset, 1.0))
+        f.graph.add(DiagonalMatrix(view, offset, float(one)))
         f.graph.add(Download(view, y, out_type, (rows, cols)))
         return f.graph
 

@@ -8,7 +8,7 @@ expression is one DIAGONAL_MATRIX1 when that set is a band (or the outside of on
 with the bounds computed from the offsets when the fragment is specialised."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,8 @@ from onnx_dml_lowering.ir import Graph
 from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, onnx_to_numpy
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
-from .common import EXACT_INTEGER_LIMIT, broadcast, cast_expand_tail, fill_value
+from .common import (EXACT_INTEGERS, broadcast, cast_expand_tail, exact_reason, fill_value, run_time_unit_reshape,
+                     unit_reshape_axis)
 from .diagonal import band_reason, emit_band
 from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_ints, constant_scalar, sole_consumer
 from .node import NodeInfo, TensorInfo, product
@@ -61,18 +62,21 @@ def scalar_term(view: GraphView, tensor: TensorInfo) -> "tuple[Affine, TensorInf
 class IndexStep:
     """One node of an index chain, in forward order from the Range."""
     node: NodeInfo
-    op: str                                      # range | unsqueeze | reshape | expand | offset | identity
-    arg: Any = None                              # axes / shape / Expand's shape tensor / offset's static shape
+    op: str                                      # range | unsqueeze | reshape | expand | offset | cast | identity
+    arg: Any = None                              # axes / shape (tuple or run-time tensor) / Expand's shape tensor /
+                                                 # offset's static shape / Cast's type
     offset: Affine = Affine()                    # what an offset step adds (Range: its start)
     tensors: "tuple[TensorInfo, ...]" = ()       # run-time values the step reads
     axis: int = -1                               # the Range's axis after this step, from the right
+    onnx_type: int = 0                           # the index's type after this step
 
 
 @dataclass
 class Index:
-    """An index along one axis: Range(start, limit, 1) values plus offsets, reshaped."""
+    """An index along one axis: Range(start, limit, 1) values plus offsets, reshaped, through value-
+    preserving Casts (its values are checked to fit every type they pass, per call)."""
     limit: Affine
-    onnx_type: int
+    onnx_type: int                               # the type the comparison sees (after the last Cast)
     value: Affine                                # the first element's value (start + offsets)
     steps: "list[IndexStep]" = field(default_factory=list)
     rank: int = 1
@@ -87,69 +91,120 @@ class Index:
 
 
 def trace_index(view: GraphView, tensor: str, depth: int = 0) -> "Index | None":
+    """The index producing `tensor`: a Range(start, limit, 1) followed by value-preserving steps
+    (Unsqueeze, a Reshape or Expand that only adds unit or broadcast axes, Identity, an integer-exact
+    Cast, scalar offsets); None when anything else makes it."""
     node = view.producer(tensor)
     if node is None or depth > 16:
         return None
-    op = node.op_type
-    if op == "Range":
-        if len(node.inputs) != 3 or constant_scalar(view, node.input(2)) != 1:
-            return None                         # a step other than 1 is no diagonal index
-        start_term, limit_term = scalar_term(view, node.input(0)), scalar_term(view, node.input(1))
-        if start_term is None or limit_term is None:
+    if node.op_type == "Range":
+        return range_index(view, node)
+    if node.op_type in ("Add", "Sub"):
+        return offset_index(view, node, depth)
+    if node.op_type not in ("Unsqueeze", "Reshape", "Expand", "Identity", "Cast"):
+        return None
+    inner = trace_index(view, node.input(0).name, depth + 1)
+    step = None if inner is None else shape_step(view, node, inner)
+    if inner is None or step is None:
+        return None
+    inner.steps.append(step)
+    inner.onnx_type = step.onnx_type
+    return inner
+
+
+def range_index(view: GraphView, node: NodeInfo) -> "Index | None":
+    if len(node.inputs) != 3 or constant_scalar(view, node.input(2)) != 1:
+        return None                             # a step other than 1 is no diagonal index
+    start_term, limit_term = scalar_term(view, node.input(0)), scalar_term(view, node.input(1))
+    if start_term is None or limit_term is None:
+        return None
+    (start, s_t), (limit, l_t) = start_term, limit_term
+    onnx_type = node.outputs[0].onnx_type
+    step = IndexStep(node, "range", offset=start, tensors=tuple(t for t in (s_t, l_t) if t is not None),
+                     onnx_type=onnx_type)
+    return Index(limit, onnx_type, start, [step])
+
+
+def shape_step(view: GraphView, node: NodeInfo, inner: Index) -> "IndexStep | None":
+    """The step of an Unsqueeze / Reshape / Expand / Identity / Cast after index `inner` (whose rank
+    it updates), or None when it is not value-preserving."""
+    op, axis, onnx_type = node.op_type, inner.axis, inner.onnx_type
+    arg: Any = None                             # IndexStep.arg
+    tensors: "tuple[TensorInfo, ...]" = ()
+    if op == "Unsqueeze":
+        axes = constant_ints(view, node, 1, "axes")
+        if axes is None:
             return None
-        (start, s_t), (limit, l_t) = start_term, limit_term
-        step = IndexStep(node, "range", offset=start, tensors=tuple(t for t in (s_t, l_t) if t is not None))
-        return Index(limit, node.outputs[0].onnx_type, start, [step])
-    if op in ("Unsqueeze", "Reshape", "Expand", "Identity"):
-        inner = trace_index(view, node.input(0).name, depth + 1)
+        rank = inner.rank + len(axes)
+        marks = ["."] * inner.rank
+        marks[inner.rank + inner.axis] = "R"
+        for a in sorted(a % rank if -rank <= a < rank else rank for a in axes):
+            if a >= rank:
+                return None
+            marks.insert(a, "1")
+        arg, inner.rank, axis = tuple(axes), rank, marks.index("R") - rank
+    elif op == "Reshape":
+        found = reshape_target(view, node, inner)
+        if found is None:
+            return None
+        arg, out_rank, axis = found
+        tensors = (arg,) if isinstance(arg, TensorInfo) else ()
+        inner.rank = out_rank
+    elif op == "Expand":
+        target = view.tensor(node.input(1).name).shape or node.input(1).shape
+        if target is None or len(target) != 1 or not isinstance(target[0], int):
+            return None
+        arg, tensors = node.input(1), (node.input(1),)
+        inner.rank = max(inner.rank, target[0])
+    elif op == "Cast":
+        arg = onnx_type = int(node.attrs.get("to", 0))
+        if onnx_type not in EXACT_INTEGERS or inner.onnx_type not in EXACT_INTEGERS:
+            return None                         # not a number both sides: no index values to keep
+    return IndexStep(node, op.lower(), arg, Affine(), tensors, axis, onnx_type)
+
+
+def reshape_target(view: GraphView, node: NodeInfo, inner: Index) -> "tuple[Any, int, int] | None":
+    """(the shape: a tuple when constant, else the shape tensor; the output rank; the index's axis
+    after it) of a Reshape that only adds or removes unit axes, as far as the graph says before any
+    size is known (run_time_index checks the concrete sizes)."""
+    if int(node.attrs.get("allowzero", 0)):
+        return None
+    constant = constant_ints(view, node, 1, "shape")
+    arg: Any = None if constant is None else tuple(constant)
+    shape: "list[Any]" = [] if constant is None else list(constant)
+    if constant is None:                        # a run-time shape: its length and the inferred output
+        length = view.tensor(node.input(1).name).shape or node.input(1).shape
+        if length is None or len(length) != 1 or not isinstance(length[0], int):
+            return None
+        out = view.tensor(node.outputs[0].name).shape
+        shape = list(out) if out is not None and len(out) == length[0] else [None] * length[0]
+        arg = node.input(1)
+    in_dims = view.tensor(node.input(0).name).shape
+    if in_dims is None or len(in_dims) != inner.rank:
+        in_dims = (None,) * inner.rank
+    axis = unit_reshape_axis(tuple(in_dims), tuple(shape), inner.axis)
+    return None if axis is None else (arg, len(shape), axis)
+
+
+def offset_index(view: GraphView, node: NodeInfo, depth: int) -> "Index | None":
+    """Add(index, scalar), Add(scalar, index) or Sub(index, scalar): the index shifted."""
+    sides = ((0, 1),) if node.op_type == "Sub" else ((0, 1), (1, 0))
+    for index_side, offset_side in sides:
+        term = scalar_term(view, node.input(offset_side))
+        if term is None:
+            continue
+        inner = trace_index(view, node.input(index_side).name, depth + 1)
         if inner is None:
-            return None
-        axis = inner.axis
-        arg: Any = None                         # IndexStep.arg
-        tensors: "tuple[TensorInfo, ...]" = ()
-        if op == "Unsqueeze":
-            axes = constant_ints(view, node, 1, "axes")
-            if axes is None:
-                return None
-            rank = inner.rank + len(axes)
-            marks = ["."] * inner.rank
-            marks[inner.rank + inner.axis] = "R"
-            for a in sorted(a % rank if -rank <= a < rank else rank for a in axes):
-                if a >= rank:
-                    return None
-                marks.insert(a, "1")
-            arg, inner.rank, axis = tuple(axes), rank, marks.index("R") - rank
-        elif op == "Reshape":
-            shape = constant_ints(view, node, 1, "shape")
-            if shape is None or any(d == 0 or d < -1 for d in shape) or sum(d != 1 for d in shape) != 1:
-                return None                     # the Range must stay alone on one axis
-            arg, inner.rank = tuple(shape), len(shape)
-            axis = [i for i, d in enumerate(shape) if d != 1][0] - len(shape)
-        elif op == "Expand":
-            target = view.tensor(node.input(1).name).shape or node.input(1).shape
-            if target is None or len(target) != 1 or not isinstance(target[0], int):
-                return None
-            arg, tensors = node.input(1), (node.input(1),)
-            inner.rank = max(inner.rank, target[0])
-        inner.steps.append(IndexStep(node, op.lower(), arg, Affine(), tensors, axis))
+            continue
+        offset, offset_t = term
+        if node.op_type == "Sub":
+            offset = Affine().plus(offset, -1)
+        inner.value = inner.value.plus(offset)
+        offset_shape = tuple(view.tensor(node.input(offset_side).name).shape or node.input(offset_side).shape)
+        inner.rank = max(inner.rank, len(offset_shape))
+        inner.steps.append(IndexStep(node, "offset", offset_shape, offset, (offset_t,) if offset_t else (),
+                                     inner.axis, inner.onnx_type))
         return inner
-    if op in ("Add", "Sub"):
-        sides = ((0, 1),) if op == "Sub" else ((0, 1), (1, 0))
-        for index_side, offset_side in sides:
-            term = scalar_term(view, node.input(offset_side))
-            if term is None:
-                continue
-            inner = trace_index(view, node.input(index_side).name, depth + 1)
-            if inner is None:
-                continue
-            offset, offset_t = term
-            if op == "Sub":
-                offset = Affine().plus(offset, -1)
-            inner.value = inner.value.plus(offset)
-            offset_shape = tuple(view.tensor(node.input(offset_side).name).shape or node.input(offset_side).shape)
-            inner.rank = max(inner.rank, len(offset_shape))
-            inner.steps.append(IndexStep(node, "offset", offset_shape, offset, (offset_t,) if offset_t else (), inner.axis))
-            return inner
     return None
 
 
@@ -163,6 +218,12 @@ class Expr:
     children: "tuple[Expr, ...]" = ()
     shape: "tuple[int, ...]" = ()               # a constant all-true operand's shape
     nodes: "tuple[NodeInfo, ...]" = ()          # covered nodes of this subtree
+    # Sub-then-compare, `column - row OP c` read as `column OP row + c`: c, its run-time tensor and
+    # static shape, and which side the Sub subtracts from (the difference must be exact in its type)
+    shift: Affine = Affine()
+    shift_tensors: "tuple[TensorInfo, ...]" = ()
+    shift_shape: "tuple[int, ...]" = ()
+    minuend: str = ""                           # "" (no Sub) | column | row
 
 
 def constant_true(view: GraphView, tensor: str) -> "tuple[int, ...] | None":
@@ -185,13 +246,42 @@ def constant_true(view: GraphView, tensor: str) -> "tuple[int, ...] | None":
 
 def comparison(view: GraphView, node: NodeInfo) -> "Expr | None":
     a, b = (trace_index(view, t.name) for t in (node.input(0), node.input(1)))
-    if a is None or b is None or a.onnx_type != b.onnx_type:
+    if a is None or b is None:
+        return difference_comparison(view, node)
+    if a.onnx_type != b.onnx_type:
         return None
     if a.axis == -1 and b.axis == -2:
         return Expr("cmp", node.op_type, column=a, row=b, nodes=(node,))
     if a.axis == -2 and b.axis == -1:
         return Expr("cmp", FLIPPED[node.op_type], column=b, row=a, nodes=(node,))
     return None                                 # both along one axis, or a batch axis: no band
+
+
+def difference_comparison(view: GraphView, node: NodeInfo) -> "Expr | None":
+    """`Sub(a, b) OP c` (or `c OP Sub(a, b)`) for indices a, b along the two matrix axes and a scalar
+    c (torch's sliding window `i - j < w`): `a OP b + c`, a comparison of the two indices."""
+    op = node.op_type
+    for sub_side, c_side in ((0, 1), (1, 0)):
+        sub = view.producer(node.input(sub_side).name)
+        term = scalar_term(view, node.input(c_side))
+        if sub is None or sub.op_type != "Sub" or term is None or sole_consumer(view, sub.outputs[0].name) is None:
+            continue
+        a, b = (trace_index(view, t.name) for t in (sub.input(0), sub.input(1)))
+        if a is None or b is None or a.onnx_type != b.onnx_type or {a.axis, b.axis} != {-1, -2}:
+            return None
+        if a.onnx_type not in EXACT_INTEGERS or EXACT_INTEGERS[a.onnx_type][0] == 0:
+            return None                         # an unsigned difference wraps below 0
+        shift, tensor = term
+        cmp = op if sub_side == 0 else FLIPPED[op]          # now: a - b cmp c
+        c_info = node.input(c_side)
+        shape = tuple(view.tensor(c_info.name).shape or c_info.shape)
+        if a.axis == -1:                        # column - row cmp c: column cmp row + c
+            column, row, minuend = a, b, "column"
+        else:                                   # row - column cmp c: column FLIPPED(cmp) row - c
+            column, row, minuend, cmp, shift = b, a, "row", FLIPPED[cmp], Affine().plus(shift, -1)
+        return Expr("cmp", cmp, column=column, row=row, nodes=(node, sub), shift=shift,
+                    shift_tensors=(tensor,) if tensor is not None else (), shift_shape=shape, minuend=minuend)
+    return None
 
 
 def expression(view: GraphView, tensor: str, root: bool = False) -> "Expr | None":
@@ -217,8 +307,7 @@ def expression(view: GraphView, tensor: str, root: bool = False) -> "Expr | None
         if inner is None:
             return None
         if node.op_type != "Not":
-            return Expr(inner.kind, inner.op, inner.column, inner.row, inner.children, inner.shape,
-                        (node,) + inner.nodes)
+            return replace(inner, nodes=(node,) + inner.nodes)
         return Expr("not", children=(inner,), nodes=(node,) + inner.nodes)
     return None
 
@@ -335,7 +424,9 @@ def progression(data: np.ndarray, axis: int) -> "tuple[Any, int]":
 
 def run_time_index(ix: Index, covered: "frozenset[str]", f: Fragment) -> "tuple[int, int, tuple[int, ...]]":
     """(first value, length, shape) of an index on the concrete values: from the Range's start and
-    limit when the Range is covered, else from the value of the last node left to ONNX."""
+    limit when the Range is covered, else from the value of the last node left to ONNX. Declines
+    where a value-preserving step would not keep the values (a Cast or offset that wraps or rounds,
+    a Reshape that moves more than unit axes)."""
     split = next((i for i, step in enumerate(ix.steps) if step.node.name in covered), len(ix.steps))
     values = {t.name: np.asarray(f.value(t)).reshape(-1)[0].item()
               for step in ix.steps[split:] if step.op in ("range", "offset") for t in step.tensors}
@@ -343,6 +434,7 @@ def run_time_index(ix: Index, covered: "frozenset[str]", f: Fragment) -> "tuple[
         start, limit = ix.steps[0].offset.value(values), ix.limit.value(values)
         first, length = integer(start, "a Range start"), max(int(np.ceil(limit - start)), 0)
         shape: "tuple[int, ...]" = (length,)
+        exact(first, length, ix.steps[0])
     else:
         boundary = ix.steps[split - 1]
         data = f.value(boundary.node.outputs[0])
@@ -350,28 +442,45 @@ def run_time_index(ix: Index, covered: "frozenset[str]", f: Fragment) -> "tuple[
             raise Decline(f"an index input of shape {list(data.shape)} has no axis {boundary.axis}")
         first, length = progression(data, boundary.axis)
         shape = tuple(data.shape)
+    axis = ix.steps[max(split - 1, 0)].axis
     for step in ix.steps[max(split, 1):]:
-        if step.op == "unsqueeze":
-            rank = len(shape) + len(step.arg)
-            dims = list(shape)
-            for a in sorted(a % rank for a in step.arg):
-                dims.insert(a, 1)
-            shape = tuple(dims)
-        elif step.op == "reshape":
-            if product(shape) != length:
-                raise Decline(f"Reshape to {list(step.arg)} of an index stretched to {list(shape)}")
-            shape = tuple(length if d == -1 else d for d in step.arg)
-            if product(shape) != length:
-                raise Decline(f"Reshape to {list(step.arg)} does not hold a Range of {length}")
-        elif step.op == "expand":
-            target = f.dims(step.arg)
-            shape = broadcast(target, shape, f"Expand to {list(target)} does not broadcast {list(shape)}")
-        elif step.op == "offset":
-            first = first + step.offset.value(values)
-            shape = broadcast(step.arg, shape, f"offset of shape {list(step.arg)} does not broadcast {list(shape)}")
+        shape = step_shape(step, shape, axis, length, f)
+        if step.op in ("offset", "cast"):
+            first = integer(first + (step.offset.value(values) if step.op == "offset" else 0), "an index value")
+            exact(first, length, step)
+        axis = step.axis
     if shape[ix.axis] != length:
         raise Decline(f"an Expand stretches a Range of {length} to {shape[ix.axis]} along its axis")
     return integer(first, "an index starting at"), length, shape
+
+
+def exact(first: int, length: int, step: IndexStep) -> None:
+    """Decline unless the index values first .. first + length - 1 are exact in the step's type."""
+    what = {"range": "Range values", "offset": f"index values after {step.node.op_type} {step.node.name}",
+            "cast": f"index values cast by {step.node.name}"}[step.op]
+    reason = exact_reason(first, first + max(length - 1, 0), step.onnx_type, what)
+    if reason:
+        raise Decline(reason)
+
+
+def step_shape(step: IndexStep, shape: "tuple[int, ...]", axis: int, length: int, f: Fragment) -> "tuple[int, ...]":
+    """The concrete shape after a shape step (Unsqueeze, Reshape, Expand, offset broadcast)."""
+    if step.op == "unsqueeze":
+        rank = len(shape) + len(step.arg)
+        dims = list(shape)
+        for a in sorted(a % rank for a in step.arg):
+            dims.insert(a, 1)
+        return tuple(dims)
+    if step.op == "reshape":
+        target = tuple(int(d) for d in f.value(step.arg).reshape(-1)) if isinstance(step.arg, TensorInfo) \
+            else tuple(step.arg)
+        return run_time_unit_reshape(shape, target, axis, step.axis)
+    if step.op == "expand":
+        target = f.dims(step.arg)
+        return broadcast(target, shape, f"Expand to {list(target)} does not broadcast {list(shape)}")
+    if step.op == "offset":
+        return broadcast(step.arg, shape, f"offset of shape {list(step.arg)} does not broadcast {list(shape)}")
+    return shape
 
 
 def integer(value: Any, what: str) -> int:
@@ -380,6 +489,21 @@ def integer(value: Any, what: str) -> int:
             raise Decline(f"{what} {value!r} is not an integer: the comparison is no exact band")
         value = int(value)
     return int(value)
+
+
+def comparison_gap(c: Expr, covered: "frozenset[str]", f: Fragment) -> "tuple[int, list[tuple[Index, tuple]]]":
+    """A comparison's gap (column - row - shift on the concrete values) and its indices' shapes;
+    a Sub-then-compare declines where ONNX's Sub would not be exact in the index type."""
+    (column, columns, shape), (row, rows, row_shape) = (run_time_index(ix, covered, f) for ix in (c.column, c.row))
+    shift = integer(c.shift.value({t.name: f.value(t).reshape(-1)[0].item() for t in c.shift_tensors}),
+                    "a compared difference's bound")
+    if c.minuend:
+        a, b, la, lb = (column, row, columns, rows) if c.minuend == "column" else (row, column, rows, columns)
+        reason = exact_reason(a - (b + max(lb - 1, 0)), a + max(la - 1, 0) - b, c.column.onnx_type,
+                              f"the differences of {c.nodes[1].name}")
+        if reason:
+            raise Decline(reason)
+    return column - row - shift, [(c.column, shape), (c.row, row_shape)]
 
 
 class RangeComparisonMask(IdiomRule):
@@ -422,6 +546,7 @@ class RangeComparisonMask(IdiomRule):
                 tensors[boundary.name] = boundary
             for step in ix.steps[split:]:
                 tensors.update((t.name, t) for t in step.tensors)
+        tensors.update((t.name, t) for c in cmps for t in c.shift_tensors)
         if expand_shape is not None:
             tensors[expand_shape.name] = expand_shape
         known = self.known_band(expr)
@@ -451,7 +576,7 @@ class RangeComparisonMask(IdiomRule):
         """The band when no run-time value moves it (the run-time terms cancel), unclipped."""
         gaps = {}
         for c in (l for l in leaves(expr) if l.kind == "cmp"):
-            gap = c.column.value.plus(c.row.value, -1)
+            gap = c.column.value.plus(c.row.value, -1).plus(c.shift, -1)
             if gap.terms or gap.const != int(gap.const):
                 return None
             gaps[id(c)] = int(gap.const)
@@ -465,19 +590,11 @@ class RangeComparisonMask(IdiomRule):
                 single: bool, covered: "frozenset[str]") -> Graph:
         cmps = [l for l in leaves(expr) if l.kind == "cmp"]
         shapes, gaps = [], {}
-        for c in cmps:
-            firsts = []
-            for ix in (c.column, c.row):
-                bound = EXACT_INTEGER_LIMIT.get(ix.onnx_type)
-                if bound is None:
-                    raise Decline(f"a Range of ONNX type {ix.onnx_type} is not matched")
-                first, length, shape = run_time_index(ix, covered, f)
-                if max(abs(first), abs(first + length)) > bound:
-                    raise Decline(f"index values up to {first + length} are not exact in the Range's type")
-                shapes.append((ix, shape))
-                firsts.append(first)
-            gaps[id(c)] = firsts[0] - firsts[1]
         full: "tuple[int, ...]" = ()
+        for c in cmps:
+            gaps[id(c)], found = comparison_gap(c, covered, f)
+            shapes += found
+            full = broadcast(full, c.shift_shape, f"a bound of shape {list(c.shift_shape)} does not broadcast")
         for _ix, shape in shapes:
             full = broadcast(full, shape, f"index shapes {list(full)} and {list(shape)} do not broadcast")
         for leaf in leaves(expr):

@@ -216,3 +216,16 @@ def constant_scalar(view: GraphView, tensor: "TensorInfo | None") -> Any:
     if value is None or np.asarray(value).size != 1:
         return None
     return np.asarray(value).reshape(-1)[0].item()
+
+
+def producer_through(view: GraphView, tensor: str, *op_types: str) -> "tuple[NodeInfo, tuple[NodeInfo, ...]] | None":
+    """sole_producer looking through Identity nodes (a value-preserving step exporters such as
+    paddle2onnx leave between a fill and its user): the node of one of `op_types` and the
+    Identities passed, each read by the next node alone."""
+    passed: "list[NodeInfo]" = []
+    while True:
+        node = sole_producer(view, tensor, "Identity", *op_types)
+        if node is None or node.op_type in op_types or len(passed) > 16:
+            return None if node is None or node.op_type not in op_types else (node, tuple(passed))
+        passed.append(node)
+        tensor = node.input(0).name

@@ -1,11 +1,15 @@
 """The NonZero idioms exporters emit (torch.nonzero, argwhere, x[mask], tf.where, as_tuple)."""
 from __future__ import annotations
 
+from typing import Tuple
+
+import numpy as np
+
 from onnx_dml_lowering.ir import DataType, Download, Graph, TensorDesc
 from onnx_dml_lowering.ir.dtypes import ONNX_INT64
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
-from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_ints, sole_consumer
+from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_ints, constant_scalar, sole_consumer
 from .node import NodeInfo, TensorInfo, product
 from .nonzero import emit_coordinates, nonzero_reason
 from .registry import register_idiom
@@ -62,8 +66,13 @@ def squeeze_after(view: GraphView, tensor: str) -> "NodeInfo | None":
     return sq if axes is not None and [a % 2 for a in axes] == [1] else None
 
 
-def column_of(user: NodeInfo, view: GraphView, rank: int) -> "list[tuple[int, NodeInfo, NodeInfo]] | None":
-    """(column, extractor node, squeeze node) for a Slice or Split that takes single columns."""
+# One axis of nonzero(as_tuple=True): its column, the nodes that take it out of the transposed
+# coordinates, the value they end in, and whether that value keeps a unit axis ([nnz, 1], not [nnz]).
+Column = Tuple[int, Tuple[NodeInfo, ...], str, bool]
+
+
+def column_of(user: NodeInfo, view: GraphView, rank: int) -> "list[Column] | None":
+    """The single columns a Slice + Squeeze, Split + Squeeze or SplitToSequence + SequenceAt takes."""
     if user.op_type == "Slice":
         starts, ends = constant_ints(view, user, 1, "starts"), constant_ints(view, user, 2, "ends")
         axes = constant_ints(view, user, 3, "axes") or [0]
@@ -75,24 +84,52 @@ def column_of(user: NodeInfo, view: GraphView, rank: int) -> "list[tuple[int, No
         if not 0 <= start < rank or end != start + 1:
             return None
         sq = squeeze_after(view, user.outputs[0].name)
-        return [(start, user, sq)] if sq else None
+        return [(start, (user, sq), sq.outputs[0].name, False)] if sq else None
     if user.op_type == "Split":
         axis = user.attrs.get("axis", 0)
         split = constant_ints(view, user, 1, "split")
         if axis % 2 != 1 or len(user.outputs) != rank or (split is not None and split != [1] * rank):
             return None
-        out = []
+        out: "list[Column]" = []
         for column, tensor in enumerate(user.outputs):
             sq = squeeze_after(view, tensor.name)
             if sq is None:
                 return None
-            out.append((column, user, sq))
+            out.append((column, (user, sq), sq.outputs[0].name, False))
         return out
+    if user.op_type == "SplitToSequence":
+        return sequence_columns(user, view, rank)
     return None
 
 
+def sequence_columns(split: NodeInfo, view: GraphView, rank: int) -> "list[Column] | None":
+    """TorchScript's unbind: SplitToSequence(axis 1) into single columns, each taken by a SequenceAt
+    (and an optional Squeeze of the unit axis). By the ONNX spec a `split` input, scalar or 1-D,
+    keeps the axis whatever keepdims says (onnxruntime drops it for keepdims=0): [nnz, 1]."""
+    given = len(split.inputs) > 1 and split.inputs[1] is not None
+    sizes = view.constant(split.input(1).name) if given else None
+    if split.attrs.get("axis", 0) % 2 != 1 or (given and (sizes is None or np.any(np.asarray(sizes) != 1)
+                                                          or np.asarray(sizes).size not in (1, rank))):
+        return None                             # not one column per chunk
+    keep = given or bool(int(split.attrs.get("keepdims", 1)))
+    seq = split.outputs[0].name
+    users = view.consumers(seq)
+    if not users or view.is_graph_output(seq):
+        return None
+    out: "list[Column]" = []
+    for at in users:
+        position = constant_scalar(view, at.inputs[1] if at.op_type == "SequenceAt" else None)
+        if position is None or not -rank <= int(position) < rank:
+            return None
+        sq = squeeze_after(view, at.outputs[0].name) if keep else None
+        nodes = (split, at) + ((sq,) if sq is not None else ())
+        out.append((int(position) % rank, nodes, nodes[-1].outputs[0].name, keep and sq is None))
+    return out
+
+
 class NonZeroColumns(IdiomRule):
-    # NonZero -> Transpose -> (Slice|Split -> Squeeze) per axis (nonzero(as_tuple=True), torch.where(c))
+    # NonZero -> Transpose -> (Slice|Split -> Squeeze, or SplitToSequence -> SequenceAt [-> Squeeze]) per
+    # axis (nonzero(as_tuple=True) from both torch exporters, torch.where(c))
     # -> NONZERO_COORDINATES; each axis is the first nnz entries of one row of ONNX's [rank, M]
     # layout: a view, no copy.
     operators = ("NONZERO_COORDINATES",)
@@ -107,35 +144,37 @@ class NonZeroColumns(IdiomRule):
         users = view.consumers(t)
         if not users or view.is_graph_output(t):
             return None
-        columns: "list[int]" = []
+        columns: "list[tuple[int, bool]]" = []
         outputs: "list[str]" = []
         covered = [anchor.name, transpose.name]
         for user in users:
             found = column_of(user, view, x.rank)
             if found is None:
                 return None
-            for column, extractor, squeeze in found:
-                if extractor.name not in covered:
-                    covered.append(extractor.name)
-                covered.append(squeeze.name)
-                columns.append(column)
-                outputs.append(squeeze.outputs[0].name)
+            for column, nodes, output, keep in found:
+                covered += [n.name for n in nodes if n.name not in covered]
+                columns.append((column, keep))
+                outputs.append(output)
         return Found(tuple(covered), (x,), tuple(outputs), x=x, columns=tuple(columns))
 
-    def decline_reason(self, level: FeatureLevel, x: TensorInfo, columns: "tuple[int, ...]") -> "str | None":
+    def decline_reason(self, level: FeatureLevel, x: TensorInfo,
+                       columns: "tuple[tuple[int, bool], ...]") -> "str | None":
         return nonzero_reason(x, level)
 
-    def rewrite(self, f: Fragment, x: TensorInfo, columns: "tuple[int, ...]") -> Graph:
+    def rewrite(self, f: Fragment, x: TensorInfo, columns: "tuple[tuple[int, bool], ...]") -> Graph:
         xs = f.tensor(x)
         if product(xs.shape) == 0:
-            for name in f.outputs:
-                f.empty(name, ONNX_INT64, (0,))
+            for (_, keep), name in zip(columns, f.outputs):
+                f.empty(name, ONNX_INT64, (0, 1) if keep else (0,))
             return f.graph
         coords = emit_coordinates(f.graph, f.names, xs, f.level)
-        for column, name in zip(columns, f.outputs):
-            row = f.names(f"axis{column}.view")
-            f.graph.add_view(row, coords.buffer, TensorDesc(DataType.INT64, (coords.nnz,)), 8 * column * coords.m)
-            f.graph.add(Download(row, name, ONNX_INT64, (coords.nnz,)))
+        rows: "dict[int, str]" = {}             # one view per column, however many outputs take it
+        for (column, keep), name in zip(columns, f.outputs):
+            if column not in rows:
+                rows[column] = f.names(f"axis{column}.view")
+                f.graph.add_view(rows[column], coords.buffer, TensorDesc(DataType.INT64, (coords.nnz,)),
+                                 8 * column * coords.m)
+            f.graph.add(Download(rows[column], name, ONNX_INT64, (coords.nnz, 1) if keep else (coords.nnz,)))
         return f.graph
 
 

@@ -14,7 +14,7 @@ from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
 
-from .common import level_reason, upload
+from .common import carrier_type, level_reason, upload
 from .diagonal import clamp_band
 from .match import Decline, Found, Fragment, GraphView, IdiomRule
 from .node import NodeInfo, TensorInfo, product
@@ -49,7 +49,7 @@ class TriluOverInput(IdiomRule):
         reason = level_reason(DIAGONAL_MATRIX1, level)
         if reason:
             return reason
-        dtype = from_onnx(x.onnx_type)
+        dtype = from_onnx(carrier_type(x.onnx_type))   # bfloat16: copied as its 16 bits
         if dtype is None:
             return f"input type {onnx_type_name(x.onnx_type)} has no DirectML equivalent"
         allowed = DIAGONAL_MATRIX1.at(level).tensors["InputTensor"].types
@@ -67,7 +67,9 @@ class TriluOverInput(IdiomRule):
         y = f.outputs[0]
         if product(shape) == 0:
             return f.empty(y, x.onnx_type, shape)
-        dtype = dml_type(x.onnx_type)
+        carrier = carrier_type(x.onnx_type)             # a pure copy: bfloat16 goes as its bits, +0 as 0
+        dtype = dml_type(carrier)
+        zero = np.zeros((), onnx_to_numpy(carrier))
         rows, cols = shape[-2:]
         batch = product(shape[:-2])
         sizes = ((batch,) if batch > 1 else ()) + (rows, cols)
@@ -77,7 +79,6 @@ class TriluOverInput(IdiomRule):
         f.graph.add_buffer(buf, desc.min_total_size)
         f.graph.add_view(view, buf, desc)
         begin, end = zero_band(rows, cols, diagonal, upper)
-        zero = np.zeros((), onnx_to_numpy(x.onnx_type))
         f.graph.add(DiagonalMatrix1(source, view, dtype, int(zero) if zero.dtype == np.bool_ else zero.item(),
                                     begin, end))
         f.graph.add(Download(view, y, x.onnx_type, shape))

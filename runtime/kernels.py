@@ -44,6 +44,8 @@ def upload(host: np.ndarray, dest: np.ndarray, name: str) -> None:
         raise DmlLowerError(f"input {name}: {host.size} elements do not fit a view of {dest.size}")
     if host.dtype == np.bool_:
         host = host.view(np.uint8)
+    elif host.dtype.kind == "V" and host.dtype != dest.dtype and host.dtype.itemsize == dest.dtype.itemsize:
+        host = host.view(dest.dtype)        # an ml_dtypes type (bfloat16) carried as its bits, never converted
     host = host.reshape(dest.shape)
     # A buffer bound to a host tensor is read-only: only then can dest be the host's memory.
     if not dest.flags.writeable and _same_memory(host, dest):

@@ -77,8 +77,10 @@ def index_length(view: OnnxGraphView, ix: Index) -> Length:
 
 
 def run_time_offsets(expr) -> "list[str]":
-    return [name for leaf in leaves(expr) if leaf.kind == "cmp" for ix in (leaf.column, leaf.row)
-            for step in ix.steps if step.op == "offset" and step.offset.terms for name, _ in step.offset.terms]
+    cmps = [leaf for leaf in leaves(expr) if leaf.kind == "cmp"]
+    return [name for leaf in cmps for ix in (leaf.column, leaf.row)
+            for step in ix.steps if step.op == "offset" and step.offset.terms for name, _ in step.offset.terms] + \
+        [name for leaf in cmps for name, _ in leaf.shift.terms]
 
 
 class MaskRewrite:
@@ -109,6 +111,10 @@ class MaskRewrite:
                 raise Kept(f"an all-true operand of shape {list(leaf.shape)} broadcasts the mask")
             if leaf.kind == "cmp" and any(s.op == "expand" for ix in (leaf.column, leaf.row) for s in ix.steps):
                 raise Kept("an index goes through Expand")
+            if leaf.kind == "cmp" and any(s.op == "cast" for ix in (leaf.column, leaf.row) for s in ix.steps):
+                raise Kept("an index goes through a Cast: its values may wrap or round where Trilu's do not")
+            if leaf.kind == "cmp" and leaf.minuend:
+                raise Kept("it compares a difference of indices: its Sub may wrap where Trilu's k does not")
         band = RULE.known_band(self.expr)
         if band is None:
             raise Kept("its diagonals form no band")

@@ -15,7 +15,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-from onnx_dml_lowering.ir.dtypes import onnx_type_name
+from onnx_dml_lowering.ir.dtypes import onnx_to_numpy, onnx_type_name
 from tests.builders import graph_model
 from tests.fuzz.strategies import (DECLARED, INT64_MAX, LAYOUTS, Case, _bits_dtype,
                                    arrays, declared_shape, element_bits, ks_for, levels,
@@ -375,8 +375,9 @@ MASK_RANGE_TYPES = {T.INT64: np.int64, T.INT32: np.int32, T.FLOAT: np.float32}
 
 @st.composite
 def _mask_index(draw, name: str, axis: int, length: int, elem: int, nodes: list, inputs: list, feeds: dict,
-                inits: list):
-    """`name` = Unsqueeze(Range(start, start + length, step) + offset) along `axis` (-1 or -2); near-misses:
+                inits: list, cast: "int | None" = None):
+    """`name` = Unsqueeze(Cast(Range(start, start + length, step) + offset)) along `axis` (-1 or -2), the Cast
+    only when `cast` names a type (values may wrap in it: the lowering must then decline); near-misses:
     step 2, a vector offset. Returns a description."""
     dtype = MASK_RANGE_TYPES[elem]
     start = draw(st.integers(-4, 4))
@@ -404,6 +405,10 @@ def _mask_index(draw, name: str, axis: int, length: int, elem: int, nodes: list,
         nodes.append(h.make_node(op, [index, f"{name}_off"], [f"{name}_o"], name=f"{name}_offset"))
         index = f"{name}_o"
         words += f" {op} {offset_kind} {off.tolist()}"
+    if cast is not None:
+        nodes.append(h.make_node("Cast", [index], [f"{name}_cast"], name=f"{name}_cast", to=cast))
+        index = f"{name}_cast"
+        words += f" as {onnx_type_name(cast)}"
     inits.append(numpy_helper.from_array(np.array([-1 if axis == -2 else 0], np.int64), f"{name}_axes"))
     nodes.append(h.make_node("Unsqueeze", [index, f"{name}_axes"], [name], name=f"{name}_unsqueeze"))
     return f"{words} along axis {axis}"
@@ -433,13 +438,28 @@ def mask_idiom_cases(draw, level=levels) -> Case:
 
     def comparison(tag: str) -> str:
         col_axis = -2 if draw(st.integers(0, 9)) == 0 else -1         # near-miss: two row indices
+        cast = draw(st.sampled_from([None, None, None, T.INT8, T.UINT8, T.INT16, T.INT32, T.INT64]))
         words.append(draw(_mask_index(f"{tag}c", col_axis, rows if col_axis == -2 else cols, elem, nodes, inputs,
-                                      feeds, inits)))
-        words.append(draw(_mask_index(f"{tag}r", -2, rows, elem, nodes, inputs, feeds, inits)))
+                                      feeds, inits, cast)))
+        words.append(draw(_mask_index(f"{tag}r", -2, rows, elem, nodes, inputs, feeds, inits, cast)))
         op = draw(st.sampled_from(MASK_OPS))
         operands = [f"{tag}c", f"{tag}r"] if draw(st.booleans()) else [f"{tag}r", f"{tag}c"]
+        # Sub-then-compare: (a - b) OP bound. Square and not empty only: onnx's data propagation refuses
+        # a Sub of constant [n, 1] and [1, m] indices when n != m (it broadcasts them as 1-D values).
+        if rows == cols > 0 and draw(st.integers(0, 2)) == 0:
+            index_type = elem if cast is None else cast
+            bound = np.array(draw(st.integers(-5, 5)), onnx_to_numpy(index_type))
+            if draw(st.booleans()):
+                inputs.append(_value_info(f"{tag}_bound", index_type, []))
+                feeds[f"{tag}_bound"] = bound
+            else:
+                inits.append(numpy_helper.from_array(bound, f"{tag}_bound"))
+            nodes.append(h.make_node("Sub", operands, [f"{tag}_diff"], name=f"{tag}_diff"))
+            words.append(f"{op}(Sub({', '.join(operands)}), {bound.item()})")
+            operands = [f"{tag}_diff", f"{tag}_bound"] if draw(st.booleans()) else [f"{tag}_bound", f"{tag}_diff"]
+        else:
+            words.append(f"{op}({', '.join(operands)})")
         nodes.append(h.make_node(op, operands, [f"{tag}_cmp"], name=f"{tag}_cmp"))
-        words.append(f"{op}({', '.join(operands)})")
         return f"{tag}_cmp"
 
     y = comparison("a")

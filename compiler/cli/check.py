@@ -44,6 +44,9 @@ def add_check_parser(sub) -> None:
     TOLERANCES.add(p)
     p.add_argument("--json", metavar="F.json", help="write the report as JSON here")
     p.add_argument("--markdown", metavar="F.md", help="write the report as a Markdown table here")
+    p.add_argument("--model-explorer", metavar="F.json",
+                   help="also write Model Explorer node data: the lowering here, each backend's largest error "
+                        "per node beside it as F.error-BACKEND.json (open with dml-lower view; extra [view])")
     p.add_argument("--save-inputs", metavar="F.npz",
                    help="write the feeds used to this .npz (replay with --inputs); several feed sets: set #i to "
                         "F.i.npz beside F.npz (set #0)")
@@ -55,6 +58,8 @@ def check_models(args, parser) -> int:
     """One model file: cmd_check as ever. Several, a directory or a zoo option: the zoo (zoo.py)."""
     from ..zoo import is_zoo, run_zoo
     if is_zoo(args):
+        if args.model_explorer:
+            raise DmlLowerError("--model-explorer annotates one model's graph: check one model file with it")
         SESSION.parse(args)             # bad session options: one line here, not once per model
         check_outputs(("--json", args.json), ("--junit", args.junit))
         # a malformed --val-range / --zero-fraction: one line before any model runs
@@ -70,8 +75,11 @@ def cmd_check(args) -> int:
     from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
     from onnx_dml_lowering.runtime.saved_outputs import set_path, wrote_line
     feed_options = FEEDS.parse(args)
+    if args.model_explorer:
+        from ..explorer import require_view
+        require_view("--model-explorer")
     check_outputs(*((option, getattr(args, option[2:].replace("-", "_")))
-                    for option in ("--json", "--markdown", "--save-outputs", "--save-inputs")))
+                    for option in ("--json", "--markdown", "--save-outputs", "--save-inputs", "--model-explorer")))
     settings = SESSION.parse(args)
     model = MODEL.parse(args)
     compiled = compile_model(model.path, feature_level=model.feature_level, outputs=_outputs_arg(args))
@@ -130,6 +138,8 @@ def cmd_check(args) -> int:
         write_json(args.json, "the JSON report", report.to_dict())
     if args.markdown:
         write_text(args.markdown, "the Markdown report", format_markdown(report))
+    if args.model_explorer:
+        _write_explorer(args, model.path, compiled, report)
     if report.stopped:
         covered = "feed set #0" if report.iterations == 1 else f"feed sets #0-#{report.iterations - 1}"
         print(f"dml-lower: error: {report.stopped} (the report covers {covered})", file=sys.stderr)
@@ -176,3 +186,14 @@ def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: flo
     from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
     feeds, report = check(compiled, feeds, backends, Tolerances(atol, rtol), BackendOptions(strict=strict))
     return feeds, report.backends
+
+
+def _write_explorer(args, path: str, compiled: CompiledModel, report) -> None:
+    """check --model-explorer: the lowering, and per backend its largest error on each node."""
+    from onnx_dml_lowering.ir.display import display
+
+    from ..explorer import write_overlays
+    from ..overlays import compiled_lowering, error_overlays
+    overlays = [compiled_lowering(compiled), *error_overlays(report, compiled, bool(_outputs_arg(args)))]
+    for line in write_overlays(path, args.model_explorer, overlays):
+        print(display(line))

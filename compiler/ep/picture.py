@@ -53,6 +53,8 @@ def layout(blocks: "list[Block]") -> "tuple[dict[int, tuple[float, float]], floa
     the largest scale on one screen. Returns (block -> (x, y), width, height)."""
     stages = _columns(blocks)
     order = sorted(stages)
+    if not order:                               # nothing left to partition (no node, or all folded away)
+        return {}, float(SCREEN[0]), float(SCREEN[1])
     best: "tuple[float, int]" = (0.0, 1)
     for bands in range(1, len(order) + 1):      # the fewest bands that read, else the largest scale
         per = math.ceil(len(order) / bands)

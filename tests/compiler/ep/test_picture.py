@@ -118,6 +118,19 @@ def test_hostile_names_stay_text(tmp_path, capsys):
     assert display(HOSTILE) in names
 
 
+def test_a_graph_without_nodes_draws_an_empty_overview(tmp_path, capsys):
+    """A graph with no node (its input is its output): a page with no block, not a failure."""
+    x = h.make_tensor_value_info("x", T.FLOAT, [2])
+    graph = h.make_graph([], "g", [x], [h.make_tensor_value_info("x", T.FLOAT, [2])])
+    path = tmp_path / "m.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    code, _, err = cli(["inspect", path, "--ep", "dml", "--html", tmp_path / "m.html"], capsys)
+    assert code == 0, err
+    text = (tmp_path / "m.html").read_text()
+    assert page_json(text, "expected")["blocks"] == 0 and 'class="block"' not in text
+    assert "0 nodes in 0 blocks" in text
+
+
 def test_a_real_size_overview_fits_one_screen():
     """Mask R-CNN- and SSDlite-shaped graphs of ~3,000 nodes: the overview's blocks are laid out
     at a scale where their text reads on the 1600 x 1000 screen."""

@@ -53,6 +53,9 @@
       ev.preventDefault();
       var p = pointer(svg, ev);
       zoom(ev.deltaY > 0 ? 1.2 : 1 / 1.2, p[0], p[1]);
+      // zoomed in far over a block (3 screen pixels per unit: its 13-unit text at 39 px), it opens
+      var over = ev.target.closest ? ev.target.closest("g.block") : null;
+      if (svg === overview && ev.deltaY < 0 && over && 1 / p[2] > 3) open(Number(over.getAttribute("data-block")));
     }, {passive: false});
     var drag = null;
     svg.addEventListener("mousedown", function (ev) { drag = [ev.clientX, ev.clientY, box(svg), pointer(svg, ev)[2]]; });
@@ -245,6 +248,16 @@
   if (hash.has("open")) {
     out.open_ms = open(Number(hash.get("open")));
     out.opened_nodes = detail.querySelectorAll("g.node").length;
+  }
+  if (hash.has("wheel")) {       // wheel steps over a block's middle until the overview opens it
+    var target = overview.querySelector('g.block[data-block="' + Number(hash.get("wheel")) + '"] rect');
+    for (var w = 0; w < 40 && active === overview; w++) {
+      var r = target.getBoundingClientRect();
+      target.dispatchEvent(new WheelEvent("wheel", {deltaY: -100, clientX: r.left + r.width / 2,
+                                                    clientY: r.top + r.height / 2, bubbles: true, cancelable: true}));
+    }
+    out.wheel_steps = w;
+    out.opened_block = openBlock;
   }
   if (hash.has("node")) { select(names[hash.get("node")]); out.selected = document.getElementById("selected").textContent; }
   if (hash.has("copy")) { showCopy(Number(hash.get("copy"))); out.selected = document.getElementById("selected").textContent; }

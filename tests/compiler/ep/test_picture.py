@@ -267,6 +267,9 @@ def test_chromium_search_and_open_a_partition(detection_pages, tmp_path):
     assert rendered["opened_nodes"] == data["blocks"][largest]["nodes"] > 1000
     assert rendered["viewbox"] != "0 0" and rendered["zoom_ms"] >= 0
     screenshot(html_file, tmp_path, "mask_rcnn_shaped_search.png", "search=nms&copy=6")
+    # zooming in with the wheel over a block opens it, as a click does
+    _, rendered = render_in_chromium(html_file, tmp_path, f"wheel={largest}")
+    assert rendered["opened_block"] == largest and 1 < rendered["wheel_steps"] < 40
 
 
 @pytest.mark.chromium

@@ -166,7 +166,7 @@ def test_view_refuses_what_it_cannot_show_in_one_line(model_file, tmp_path, caps
     code, _, err = cli(["view", tmp_path / "missing.onnx", "--no-open"], capsys)
     assert code == 2 and "missing.onnx" in err and err.count("\n") == 1
     code, _, err = cli(["check", model_file, model_file, "--model-explorer", tmp_path / "z.json"], capsys)
-    assert code == 2 and "--model-explorer annotates one model" in err
+    assert code == 2 and "--model-explorer works on one model" in err
 
 
 def test_without_the_extra_one_line_names_it(model_file, tmp_path):

@@ -109,7 +109,8 @@ def _block_svg(block: Block, xy: "tuple[float, float]", ops: "list[str]") -> str
             f'<text x="{x + 8}" y="{y + 53}">{html_text(_fit(summary, 34))}</text></g>')
 
 
-def _edge_svg(a: int, b: int, counts: "list[int]", pos: "dict[int, tuple[float, float]]") -> str:
+def _edge_svg(a: int, b: int, counts: "list[int]", pos: "dict[int, tuple[float, float]]") -> "tuple[str, str]":
+    """The edge's path, and its copy count's label (drawn after every edge, so none crosses it)."""
     (x1, y1), (x2, y2) = pos[a], pos[b]
     start, end = (x1 + BW, y1 + BH / 2), (x2, y2 + BH / 2)
     if end[0] <= start[0]:                    # the next band (or the same column): leave downwards
@@ -122,18 +123,19 @@ def _edge_svg(a: int, b: int, counts: "list[int]", pos: "dict[int, tuple[float, 
     values, copies = counts
     if not copies:
         width = 1 + min(3.0, math.log10(values + 1))
-        return f'<path class="edge" data-from="{a}" data-to="{b}" d="{d}" stroke-width="{width:.1f}"/>'
+        return f'<path class="edge" data-from="{a}" data-to="{b}" d="{d}" stroke-width="{width:.1f}"/>', ""
     label = f"{copies} cop{'ies' if copies != 1 else 'y'}"
     lx, ly = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
-    return (f'<path class="edge copy" data-from="{a}" data-to="{b}" data-copies="{copies}" d="{d}"/>'
+    return (f'<path class="edge copy" data-from="{a}" data-to="{b}" data-copies="{copies}" d="{d}"/>',
             f'<g class="copylabel" data-from="{a}" data-to="{b}"><rect x="{lx - 30}" y="{ly - 10}" width="60" '
             f'height="18" rx="4"/><text x="{lx}" y="{ly + 3}">{label}</text></g>')
 
 
 def overview_svg(view: Overview, ops: "list[str]") -> "tuple[str, float, float]":
     pos, width, height = layout(view.blocks)
-    parts = [_edge_svg(a, b, counts, pos) for (a, b), counts in sorted(view.block_edges.items())]
-    parts += [_block_svg(block, pos[block.index], ops) for block in view.blocks]
+    edges = [_edge_svg(a, b, counts, pos) for (a, b), counts in sorted(view.block_edges.items())]
+    parts = [path for path, _ in edges] + [_block_svg(block, pos[block.index], ops) for block in view.blocks]
+    parts += [label for _, label in edges if label]
     return "\n".join(parts), width, height
 
 

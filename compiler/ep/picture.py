@@ -109,31 +109,60 @@ def _block_svg(block: Block, xy: "tuple[float, float]", ops: "list[str]") -> str
             f'<text x="{x + 8}" y="{y + 53}">{html_text(_fit(summary, 34))}</text></g>')
 
 
-def _edge_svg(a: int, b: int, counts: "list[int]", pos: "dict[int, tuple[float, float]]") -> "tuple[str, str]":
-    """The edge's path, and its copy count's label (drawn after every edge, so none crosses it)."""
-    (x1, y1), (x2, y2) = pos[a], pos[b]
+LW, LH = 60, 18            # a copy count's label
+
+
+def _curve(a: "tuple[float, float]", b: "tuple[float, float]") -> "list[tuple[float, float]]":
+    """The cubic Bezier's four points from block a to block b: right side to left side, or, into
+    the next band (or the same column), bottom to top."""
+    (x1, y1), (x2, y2) = a, b
     start, end = (x1 + BW, y1 + BH / 2), (x2, y2 + BH / 2)
-    if end[0] <= start[0]:                    # the next band (or the same column): leave downwards
+    if end[0] <= start[0]:
         start, end = (x1 + BW / 2, y1 + BH), (x2 + BW / 2, y2)
-        bend = f"C{start[0]},{start[1] + 40} {end[0]},{end[1] - 40}"
-    else:
-        mid = (start[0] + end[0]) / 2
-        bend = f"C{mid},{start[1]} {mid},{end[1]}"
-    d = f"M{start[0]},{start[1]} {bend} {end[0]},{end[1]}"
+        return [start, (start[0], start[1] + 40), (end[0], end[1] - 40), end]
+    mid = (start[0] + end[0]) / 2
+    return [start, (mid, start[1]), (mid, end[1]), end]
+
+
+def _at(points: "list[tuple[float, float]]", t: float) -> "tuple[float, float]":
+    (p0, p1, p2, p3), u = points, 1 - t
+    return (u ** 3 * p0[0] + 3 * u * u * t * p1[0] + 3 * u * t * t * p2[0] + t ** 3 * p3[0],
+            u ** 3 * p0[1] + 3 * u * u * t * p1[1] + 3 * u * t * t * p2[1] + t ** 3 * p3[1])
+
+
+def _label_spot(points: "list[tuple[float, float]]", taken: "list[tuple[float, float, float, float]]"
+                ) -> "tuple[float, float]":
+    """Where on the curve a label covers no block and no other label (the middle if nowhere)."""
+    for t in sorted((k / 40 for k in range(1, 40)), key=lambda t: abs(t - 0.5)):     # nearest the middle first
+        x, y = _at(points, t)
+        box = (x - LW / 2, y - LH / 2, x + LW / 2, y + LH / 2)
+        if not any(box[0] < r[2] and r[0] < box[2] and box[1] < r[3] and r[1] < box[3] for r in taken):
+            taken.append(box)
+            return x, y
+    return _at(points, 0.5)
+
+
+def _edge_svg(a: int, b: int, counts: "list[int]", pos: "dict[int, tuple[float, float]]",
+              taken: "list[tuple[float, float, float, float]]") -> "tuple[str, str]":
+    """The edge's path, and its copy count's label (drawn after every edge and block, placed where
+    it covers neither a block nor another label: `taken` holds their boxes)."""
+    points = _curve(pos[a], pos[b])
+    d = "M{},{} C{},{} {},{} {},{}".format(*(c for point in points for c in point))
     values, copies = counts
     if not copies:
         width = 1 + min(3.0, math.log10(values + 1))
         return f'<path class="edge" data-from="{a}" data-to="{b}" d="{d}" stroke-width="{width:.1f}"/>', ""
     label = f"{copies} cop{'ies' if copies != 1 else 'y'}"
-    lx, ly = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
+    lx, ly = _label_spot(points, taken)
     return (f'<path class="edge copy" data-from="{a}" data-to="{b}" data-copies="{copies}" d="{d}"/>',
-            f'<g class="copylabel" data-from="{a}" data-to="{b}"><rect x="{lx - 30}" y="{ly - 10}" width="60" '
-            f'height="18" rx="4"/><text x="{lx}" y="{ly + 3}">{label}</text></g>')
+            f'<g class="copylabel" data-from="{a}" data-to="{b}"><rect x="{lx - LW / 2}" y="{ly - LH / 2}" '
+            f'width="{LW}" height="{LH}" rx="4"/><text x="{lx}" y="{ly + 3}">{label}</text></g>')
 
 
 def overview_svg(view: Overview, ops: "list[str]") -> "tuple[str, float, float]":
     pos, width, height = layout(view.blocks)
-    edges = [_edge_svg(a, b, counts, pos) for (a, b), counts in sorted(view.block_edges.items())]
+    taken = [(x, y, x + BW, y + BH) for x, y in pos.values()]
+    edges = [_edge_svg(a, b, counts, pos, taken) for (a, b), counts in sorted(view.block_edges.items())]
     parts = [path for path, _ in edges] + [_block_svg(block, pos[block.index], ops) for block in view.blocks]
     parts += [label for _, label in edges if label]
     return "\n".join(parts), width, height

@@ -109,14 +109,22 @@ ray: $(RAY_STAMP)
 	$(RAY_BIN)/python -c 'import ray; print("ray", ray.__version__)'
 	DML_LOWER_STRICT=1 $(RAY_BIN)/python -m pytest -m ray -rs
 
-# The placement picture (inspect --ep dml --html) opened for real in Debian's headless Chromium,
-# installed here when missing (apt-get, as root on a fresh machine); the tests marked chromium
-# read back what the browser drew. DML_LOWER_REQUIRE_CHROMIUM makes a missing browser a failure,
+# The placement picture (inspect --ep dml --html) and Model Explorer (--model-explorer, dml-lower
+# view: the [view] extra, installed here) opened for real in Debian's headless Chromium, installed
+# here when missing (apt-get, as root on a fresh machine); the tests marked chromium or view read
+# back what the browser drew and keep its screenshots under build/picture/ (CI's artefacts).
+# DML_LOWER_REQUIRE_CHROMIUM / DML_LOWER_REQUIRE_VIEW make a missing browser or extra a failure,
 # never a green skip.
-picture-check: $(STAMP)
+VIEW_STAMP := $(VENV)/.installed-view
+
+$(VIEW_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test,lint,view]'
+	touch $(VIEW_STAMP)
+
+picture-check: $(VIEW_STAMP)
 	command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
-	DML_LOWER_STRICT=1 DML_LOWER_REQUIRE_CHROMIUM=1 DML_LOWER_CHROMIUM="$$(command -v chromium)" \
-		$(BIN)/python -m pytest -m chromium -rs tests/compiler/ep/test_picture.py
+	DML_LOWER_STRICT=1 DML_LOWER_REQUIRE_CHROMIUM=1 DML_LOWER_REQUIRE_VIEW=1 DML_LOWER_CHROMIUM="$$(command -v chromium)" \
+		$(BIN)/python -m pytest -m "chromium or view" -rs tests/compiler/ep/test_picture.py tests/compiler/test_explorer.py
 
 # A wheel from a clean clone, in a fresh venv beside PyPI's unrelated 'ir' and 'compiler'
 # packages, runs the demo from an unrelated directory (nothing of ours at the top level).

@@ -197,7 +197,11 @@ def cmd_inspect(args) -> int:
         raise DmlLowerError("--html draws the DML EP placement: add --ep dml")
     if getattr(args, "device_lacks", None) and getattr(args, "ep", None) != "dml":
         raise DmlLowerError("--device-lacks is an assumption of the DML EP placement: add --ep dml")
-    check_outputs(("--json", args.json), ("--html", html_out))       # before the work, not after it
+    explorer_out = getattr(args, "model_explorer", None)
+    if explorer_out:
+        from .explorer import require_view
+        require_view("--model-explorer")
+    check_outputs(("--json", args.json), ("--html", html_out), ("--model-explorer", explorer_out))   # before the work
     report, graph = _inspect(args.model, args.feature_level, getattr(args, "ep", None),
                              tuple(getattr(args, "device_lacks", ()) or ()))
     print(format_inspect(report))
@@ -209,4 +213,18 @@ def cmd_inspect(args) -> int:
         assert graph is not None            # --html needs --ep dml, whose placement has its graph
         write_text(html_out, "the placement picture", render(report, graph, str(args.model)))
         print(f"\nwrote {html_out}")
+    if explorer_out:
+        _write_explorer(args.model, explorer_out, report)
     return 0
+
+
+def _write_explorer(model: str, out: str, report: dict) -> None:
+    from .explorer import write_overlays
+    from .overlays import lowering_overlay, placement_overlay
+    overlays = [lowering_overlay([(a["nodes"], a["lowers"], a["rule"]) for a in report["anchors"]],
+                                 report["feature_level"])]
+    if "ep_placement" in report:
+        overlays.insert(0, placement_overlay(report["ep_placement"]))
+    print()
+    for line in write_overlays(model, out, overlays):
+        print(display(line))

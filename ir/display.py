@@ -9,6 +9,7 @@ file ill-formed XML.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -71,3 +72,22 @@ def json_safe(value):
 def json_float(value):
     """A float field read back from such a document: "NaN" / "Infinity" / "-Infinity" as floats."""
     return float(value) if isinstance(value, str) and value in NON_FINITE.values() else value
+
+
+def html_text(text: object) -> str:
+    """Text for an HTML element or quoted attribute: displayed, then `<`, `>`, `&` and both quotes
+    escaped, so a name such as `</script>"x` stays text."""
+    return display(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") \
+        .replace('"', "&quot;").replace("'", "&#x27;")
+
+
+# In a <script type="application/json"> element nothing may read as markup: `</script>` or `<!--`
+# would end or change it, so `<`, `>` and `&` go in as JSON escapes, which JSON.parse reads back.
+_SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def script_json(value) -> str:
+    """`value` as strict JSON safe to place inside an HTML <script> element. Names inside it
+    must already be displayed (the caller's data); this guards the markup, not the terminal."""
+    text = json.dumps(json_safe(value), allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    return re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_UNSAFE[m.group()], text)

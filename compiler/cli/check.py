@@ -44,6 +44,12 @@ def add_check_parser(sub) -> None:
     TOLERANCES.add(p)
     p.add_argument("--json", metavar="F.json", help="write the report as JSON here")
     p.add_argument("--markdown", metavar="F.md", help="write the report as a Markdown table here")
+    p.add_argument("--localize", action="store_true",
+                   help="for a MISMATCH: check again with every value an output and name the node(s) where the "
+                        "difference starts (outputs differ, inputs agree)")
+    p.add_argument("--model-explorer", metavar="F.json",
+                   help="also write Model Explorer node data: the lowering here, each backend's largest error "
+                        "per node beside it as F.error-BACKEND.json (open with dml-lower view; extra [view])")
     p.add_argument("--save-inputs", metavar="F.npz",
                    help="write the feeds used to this .npz (replay with --inputs); several feed sets: set #i to "
                         "F.i.npz beside F.npz (set #0)")
@@ -55,6 +61,9 @@ def check_models(args, parser) -> int:
     """One model file: cmd_check as ever. Several, a directory or a zoo option: the zoo (zoo.py)."""
     from ..zoo import is_zoo, run_zoo
     if is_zoo(args):
+        if args.model_explorer or args.localize:
+            option = "--model-explorer" if args.model_explorer else "--localize"
+            raise DmlLowerError(f"{option} works on one model's graph: check one model file with it")
         SESSION.parse(args)             # bad session options: one line here, not once per model
         check_outputs(("--json", args.json), ("--junit", args.junit))
         # a malformed --val-range / --zero-fraction: one line before any model runs
@@ -70,8 +79,14 @@ def cmd_check(args) -> int:
     from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
     from onnx_dml_lowering.runtime.saved_outputs import set_path, wrote_line
     feed_options = FEEDS.parse(args)
+    if args.model_explorer:
+        from ..explorer import require_view
+        require_view("--model-explorer")
+    if args.localize:
+        from ..localize import refuse_golden
+        refuse_golden(ORACLE.parse(args))
     check_outputs(*((option, getattr(args, option[2:].replace("-", "_")))
-                    for option in ("--json", "--markdown", "--save-outputs", "--save-inputs")))
+                    for option in ("--json", "--markdown", "--save-outputs", "--save-inputs", "--model-explorer")))
     settings = SESSION.parse(args)
     model = MODEL.parse(args)
     compiled = compile_model(model.path, feature_level=model.feature_level, outputs=_outputs_arg(args))
@@ -123,13 +138,21 @@ def cmd_check(args) -> int:
     print(format_quiet(report) if args.quiet else format_text(report))
     if not args.quiet:
         print(format_timing(report))
+    localized = _localize(args, model, feeds, report, backends.options(settings, loaded=loaded), tolerances) \
+        if args.localize else None
     for option, what in (("save_inputs", "inputs"), ("save_outputs", "outputs")):
         if getattr(args, option) and saved[what]:
             print(wrote_line(getattr(args, option), saved[what]))
     if args.json:
-        write_json(args.json, "the JSON report", report.to_dict())
+        data = report.to_dict()
+        if localized is not None:
+            data["localized"] = [f.to_dict() for f in localized[0]]
+        write_json(args.json, "the JSON report", data)
     if args.markdown:
         write_text(args.markdown, "the Markdown report", format_markdown(report))
+    if args.model_explorer:
+        # after --localize, every value's error (the run with every value an output)
+        _write_explorer(args, model.path, compiled, report, localized[1] if localized else None)
     if report.stopped:
         covered = "feed set #0" if report.iterations == 1 else f"feed sets #0-#{report.iterations - 1}"
         print(f"dml-lower: error: {report.stopped} (the report covers {covered})", file=sys.stderr)
@@ -176,3 +199,38 @@ def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: flo
     from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
     feeds, report = check(compiled, feeds, backends, Tolerances(atol, rtol), BackendOptions(strict=strict))
     return feeds, report.backends
+
+
+def _localize(args, model, feeds, report, options, tolerances) -> "tuple[list, tuple | None]":
+    """check --localize: the backends with a MISMATCH checked again on feed set #0 with every value
+    an output; the lines printed, (the findings, (that model, that report) or None)."""
+    from onnx_dml_lowering.ir.display import display
+    from onnx_dml_lowering.runtime.check import check
+
+    from ..compiled import compile_model
+    from ..localize import format_localized, localize
+    failing = [b.backend for b in report.backends if not b.error and not b.ok]
+    if not failing:
+        print("localize: no MISMATCH to localize")
+        return [], None
+    compiled_all = compile_model(model.path, feature_level=model.feature_level, outputs="all")
+    _, again = check(compiled_all, feeds, failing, tolerances, options, oracle=ORACLE.parse(args),
+                     model_name=str(args.model))
+    found = localize(again, compiled_all, failing)
+    for line in format_localized(found):
+        print(display(line))
+    return found, (compiled_all, again)
+
+
+def _write_explorer(args, path: str, compiled: CompiledModel, report, every_value: "tuple | None") -> None:
+    """check --model-explorer: the lowering, and per backend its largest error on each node (from
+    --localize's run with every value an output when it ran)."""
+    from onnx_dml_lowering.ir.display import display
+
+    from ..explorer import write_overlays
+    from ..overlays import compiled_lowering, error_overlays
+    errors = error_overlays(every_value[1], every_value[0], True) if every_value else \
+        error_overlays(report, compiled, bool(_outputs_arg(args)))
+    overlays = [compiled_lowering(compiled), *errors]
+    for line in write_overlays(path, args.model_explorer, overlays):
+        print(display(line))

@@ -19,6 +19,9 @@ def add_compile_parser(sub) -> None:
     p = sub.add_parser("compile", help="lower and print the graph and the placement report")
     MODEL.add(p)
     p.add_argument("--json", metavar="F.json", help="write placement and graph as JSON here")
+    p.add_argument("--model-explorer", metavar="F.json",
+                   help="also write the lowering as Model Explorer node data here (open with dml-lower view; "
+                        "extra [view])")
     DIMS.add(p)
     p.set_defaults(func=cmd_compile)
 
@@ -29,7 +32,10 @@ def format_placement(compiled: CompiledModel) -> str:
 
 
 def cmd_compile(args) -> int:
-    check_outputs(("--json", args.json))
+    if args.model_explorer:
+        from ..explorer import require_view
+        require_view("--model-explorer")
+    check_outputs(("--json", args.json), ("--model-explorer", args.model_explorer))
     dims = DIMS.parse(args)
     from onnx_dml_lowering.ir import format_graph
 
@@ -46,6 +52,14 @@ def cmd_compile(args) -> int:
     if args.json:
         write_json(args.json, "the compile JSON", data)
         print(f"\nwrote {args.json}")
+    if args.model_explorer:
+        from onnx_dml_lowering.ir.display import display
+
+        from ..explorer import write_overlays
+        from ..overlays import compiled_lowering
+        print()
+        for line in write_overlays(model.path, args.model_explorer, [compiled_lowering(compiled)]):
+            print(display(line))
     return 0
 
 

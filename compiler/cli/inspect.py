@@ -18,6 +18,9 @@ def add_inspect_parser(sub) -> None:
                    help="with --ep dml: assume the GPU lacks this data type (repeatable; default: it has all)")
     p.add_argument("--html", metavar="F.html",
                    help="with --ep dml: also draw the placement as a self-contained HTML/SVG page here")
+    p.add_argument("--model-explorer", metavar="F.json",
+                   help="also write Model Explorer node data here: the lowering, and with --ep dml the predicted "
+                        "placement beside it as F.placement.json (open with dml-lower view; extra [view])")
     p.set_defaults(func=cmd_inspect)
 
 

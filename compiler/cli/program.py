@@ -1,5 +1,5 @@
 """dml-lower: the command line (docs/commands/ and docs/architecture.md). One module per command in
-this package (compile, run, check, inspect, reduce, optimize, conformance, capabilities, demo), the
+this package (compile, run, check, inspect, reduce, optimize, conformance, capabilities, view, demo), the
 option groups they share declared and parsed once (groups; the parser class in options, the feeds
 in feeds); this module builds the parser from them and turns every error into one line and an
 exit code."""
@@ -25,10 +25,12 @@ from .optimize import add_optimize_parser
 from .options import Parser
 from .reduce import add_reduce_parser
 from .run import add_run_parser
+from .view import add_view_parser
 
 # Every command, in the order --help lists them.
 COMMANDS = (add_compile_parser, add_run_parser, add_check_parser, add_capabilities_parser,
-            add_conformance_parser, add_optimize_parser, add_inspect_parser, add_reduce_parser, add_demo_parser)
+            add_conformance_parser, add_optimize_parser, add_inspect_parser, add_reduce_parser, add_view_parser,
+            add_demo_parser)
 
 
 def build_parser() -> Parser:

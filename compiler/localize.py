@@ -1,0 +1,115 @@
+"""`check --localize`: where in the graph a MISMATCH begins.
+
+After the check, each backend with a MISMATCH is checked again on feed set #0 with every typed
+value of the main graph made an output (compile_model(outputs="all"), as `--outputs all`), so the
+oracle and the backend report each value they compute. A node *starts* the difference when one of
+its outputs mismatches while every input agrees (matches the oracle, or is a graph input or an
+initializer, the same feed on both sides). Where an input was not compared (the backend does not
+materialise it, the value has no type, or the comparison was not a match / mismatch) the node is
+listed as a *candidate*: the difference starts there or before it, in what could not be compared.
+Making values outputs keeps onnxruntime from fusing across them and a lowering idiom from taking
+them, so the difference may not come back: that is said, not hidden."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from onnx_dml_lowering.ir import DmlLowerError
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.runtime.check import CheckReport
+    from onnx_dml_lowering.runtime.compare import BackendReport
+
+    from .compiled import CompiledModel
+
+
+@dataclass
+class Localized:
+    backend: str
+    reproduced: bool                                            # a value mismatched with every value an output
+    first: "list[dict]" = field(default_factory=list)          # {node, op_type, outputs {value: error}, inputs}
+    candidates: "list[dict]" = field(default_factory=list)     # as first, with `not_compared` inputs
+    not_compared: "list[str]" = field(default_factory=list)    # values of the main graph no comparison covered
+
+    def to_dict(self) -> dict:
+        return {"backend": self.backend, "reproduced": self.reproduced, "first": self.first,
+                "candidates": self.candidates, "not_compared": self.not_compared}
+
+
+def refuse_golden(oracle: str) -> None:
+    """A golden file holds the graph's outputs only: nothing to compare the intermediates with."""
+    if oracle.endswith(".npz"):
+        raise DmlLowerError(f"--localize compares every intermediate value with the oracle's, which --oracle "
+                            f"{oracle} (graph outputs only) does not hold: use --oracle hybrid, reference or ort-cpu")
+
+
+def _status(backend: BackendReport) -> "dict[str, tuple[str, float | None]]":
+    """value -> (match | mismatch | other, the largest error) over every feed set."""
+    out: "dict[str, tuple[str, float | None]]" = {}
+    for o in backend.outputs:
+        was, error = out.get(o.output, ("match", None))
+        now = "other" if o.status == "mismatch" and o.actual_shape is None else o.status    # not materialised
+        status = "mismatch" if "mismatch" in (was, now) else ("match" if now == was == "match" else "other")
+        errors = [e for e in (error, o.max_abs_error) if e is not None]
+        out[o.output] = (status, max(errors) if errors else None)
+    return out
+
+
+def localize_backend(backend: BackendReport, compiled: CompiledModel) -> Localized:
+    graph = compiled.model.graph
+    status = _status(backend)
+    produced = {o for n in graph.node for o in n.output if o}
+    found = Localized(backend.backend, any(s == "mismatch" for s, _ in status.values()))
+    found.not_compared = sorted(v for v in produced if status.get(v, ("other", None))[0] == "other")
+    for node in graph.node:
+        bad = {o: status[o][1] for o in node.output if o and status.get(o, ("", None))[0] == "mismatch"}
+        inputs = [i for i in dict.fromkeys(node.input) if i in produced]
+        if not bad or any(status.get(i, ("other", None))[0] == "mismatch" for i in inputs):
+            continue
+        unknown = [i for i in inputs if status.get(i, ("other", None))[0] != "match"]
+        entry = {"node": node.name, "op_type": node.op_type, "outputs": bad, "inputs": inputs}
+        if unknown:
+            found.candidates.append({**entry, "not_compared": unknown})
+        else:
+            found.first.append(entry)
+    return found
+
+
+def localize(report_all: CheckReport, compiled_all: CompiledModel, backends: "list[str]") -> "list[Localized]":
+    """The findings for `backends` (the ones that mismatched) in the report of the run with every
+    value an output (a saved-outputs file adds its other backends there: they are left out)."""
+    return [localize_backend(b, compiled_all) for b in report_all.backends if b.backend in backends and not b.error]
+
+
+def _values(names: "list[str]", what: str) -> str:
+    return f"{what}{'s' if len(names) != 1 else ''} " + ", ".join(repr(n) for n in names)
+
+
+def _node_text(entry: dict) -> str:
+    errors = [e for e in entry["outputs"].values() if e is not None]
+    outs = _values(list(entry["outputs"]), "output") + (" differ" if len(entry["outputs"]) > 1 else " differs") \
+        + (f" (max abs err {max(errors):.3g})" if errors else "")
+    if "not_compared" in entry:
+        return f"{entry['node']} ({entry['op_type']}): {outs}; not compared: {_values(entry['not_compared'], 'input')}"
+    ins = _values(entry["inputs"], "input") + (" agree" if len(entry["inputs"]) > 1 else " agrees") \
+        if entry["inputs"] else "it reads only graph inputs and initializers"
+    return f"{entry['node']} ({entry['op_type']}): {outs} while {'its ' if entry['inputs'] else ''}{ins}"
+
+
+def format_localized(found: "list[Localized]") -> "list[str]":
+    """The lines check --localize prints (names not yet displayed: the caller displays each)."""
+    lines = []
+    for f in found:
+        head = f"localize [{f.backend}]"
+        if not f.reproduced:
+            lines.append(f"{head}: with every value made an output no value differs on feed set #0: the difference "
+                         "needs the fused form (onnxruntime's fusion or a lowering idiom across those values)")
+            continue
+        for entry in f.first:
+            lines.append(f"{head}: the difference starts at {_node_text(entry)}")
+        for entry in f.candidates:
+            lines.append(f"{head}: the difference starts at or before {_node_text(entry)}")
+        if f.not_compared:
+            shown = ", ".join(repr(v) for v in f.not_compared[:8]) + (", ..." if len(f.not_compared) > 8 else "")
+            lines.append(f"{head}: {len(f.not_compared)} values could not be compared: {shown}")
+    return lines

@@ -307,7 +307,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
                                      compiled.optional_inputs, compiled.initializers)
     more = iter(more_feeds or ())
     the_oracle = (oracle if isinstance(oracle, Oracle)
-                  else make_oracle(compiled, oracle, options.settings, options.memory_limit))
+                  else make_oracle(compiled, oracle, options.settings, memory_limit=options.memory_limit))
     loaded = options.loaded
     if the_oracle.golden is not None or loaded is not None:
         if next(more, None) is not None:

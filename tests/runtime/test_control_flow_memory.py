@@ -102,6 +102,6 @@ def test_make_oracle_passes_the_limit_to_the_bodies_it_runs():
     from onnx_dml_lowering.runtime.check import make_oracle
     compiled = compile_model(_eye_loop(100))
     x = np.zeros((64, 64), np.float32)
-    with pytest.raises(DmlLowerError, match="after 33 iterations"):
+    with pytest.raises(MemoryLimitExceeded, match="after 33 iterations"):
         make_oracle(compiled, memory_limit="1MiB").run({"x": x})
     assert make_oracle(compiled, memory_limit="4MiB").run({"x": x})["eyes"].shape == (100, 64, 64)

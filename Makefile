@@ -124,7 +124,8 @@ $(VIEW_STAMP): $(STAMP) pyproject.toml
 picture-check: $(VIEW_STAMP)
 	command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 	DML_LOWER_STRICT=1 DML_LOWER_REQUIRE_CHROMIUM=1 DML_LOWER_REQUIRE_VIEW=1 DML_LOWER_CHROMIUM="$$(command -v chromium)" \
-		$(BIN)/python -m pytest -m "chromium or view" -rs tests/compiler/ep/test_picture.py tests/compiler/test_explorer.py
+		$(BIN)/python -m pytest -m "chromium or view" -rs tests/compiler/ep/test_picture.py tests/compiler/test_explorer.py \
+		tests/compiler/cli/test_output_kinds.py
 
 # A wheel from a clean clone, in a fresh venv beside PyPI's unrelated 'ir' and 'compiler'
 # packages, runs the demo from an unrelated directory (nothing of ours at the top level).

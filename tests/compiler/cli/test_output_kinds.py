@@ -24,9 +24,10 @@ from onnx import helper as h
 from onnx_dml_lowering.compiler.cli.program import build_parser
 from tests.builders import graph_model
 from tests.cli_runner import cli
+from tests.compiler.test_explorer import needs_view
 
 # Options that take a file the command reads; every other option whose value is a file writes it.
-READS = {"--inputs", "--load-outputs"}
+READS = {"--inputs", "--load-outputs", "--overlay"}
 _FILE_METAVAR = re.compile(r"[A-Z_]+\.[a-z]+")
 
 
@@ -74,8 +75,10 @@ COMMANDS = {
 # What an option needs beside it, and the rows the parser cannot tell apart (check over several
 # models, the zoo, writes through its own code).
 NEEDS = {"--junit": ["--jobs", "1"], "--html": ["--ep", "dml"]}
-ROWS = [(c, o, NEEDS.get(o, [])) for c, o in WRITING] + [(("check",), "--json", ["--jobs", "1"])]
-IDS = [" ".join([*c, *e, o]) for c, o, e in ROWS]
+# Options that need an extra: their rows run where it is installed (make picture-check for [view]).
+EXTRA = {"--model-explorer": [pytest.mark.view, needs_view]}
+ROWS = [pytest.param(c, o, NEEDS.get(o, []), marks=EXTRA.get(o, []), id=" ".join([*c, *NEEDS.get(o, []), o]))
+        for c, o in WRITING] + [pytest.param(("check",), "--json", ["--jobs", "1"], id="check --jobs 1 --json")]
 
 
 def _argv(command, option, extra, model, path) -> "list[str]":
@@ -129,7 +132,7 @@ def _same_node(path: Path, before: os.stat_result) -> None:
         (stat.S_IFMT(before.st_mode), before.st_rdev, before.st_uid, before.st_gid, stat.S_IMODE(before.st_mode))
 
 
-@pytest.mark.parametrize("command, option, extra", ROWS, ids=IDS)
+@pytest.mark.parametrize("command, option, extra", ROWS)
 def test_writes_to_a_device_a_fifo_links_and_files(command, option, extra, model, tmp_path, capsys):
     null = _device(tmp_path, "null", stat.S_IFCHR, 1, 3)
     fifo = tmp_path / "fifo"
@@ -173,7 +176,7 @@ def _refused_paths(tmp_path: Path) -> "dict[str, tuple[Path, str]]":
     return paths
 
 
-@pytest.mark.parametrize("command, option, extra", ROWS, ids=IDS)
+@pytest.mark.parametrize("command, option, extra", ROWS)
 def test_a_path_that_cannot_be_written_is_one_line_before_the_work(command, option, extra, model, tmp_path, capsys):
     for kind, (path, words) in _refused_paths(tmp_path).items():
         before = os.lstat(path)
@@ -183,7 +186,7 @@ def test_a_path_that_cannot_be_written_is_one_line_before_the_work(command, opti
         _same_node(path, before)
 
 
-@pytest.mark.parametrize("command, option, extra", ROWS, ids=IDS)
+@pytest.mark.parametrize("command, option, extra", ROWS)
 def test_a_full_device_is_one_line_naming_enospc(command, option, extra, model, tmp_path, capsys):
     full = _device(tmp_path, "full", stat.S_IFCHR, 1, 7)
     before = os.lstat(full)
@@ -247,7 +250,7 @@ def test_conformance_export_refuses_a_dir_that_is_a_device_or_fifo(tmp_path, cap
     assert "not a folder" in _one_line(code, err) and stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
-@pytest.mark.parametrize("command, option, extra", ROWS, ids=IDS)
+@pytest.mark.parametrize("command, option, extra", ROWS)
 def test_a_name_ending_in_a_slash_is_a_folder_s_not_a_file_s(command, option, extra, model, tmp_path, capsys):
     path = f"{tmp_path / 'new'}/"
     code, out, err = cli(_argv(command, option, extra, model, path), capsys)

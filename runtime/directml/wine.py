@@ -84,7 +84,7 @@ def display_answers(display: "str | None") -> bool:
 class Xvfb:
     """An X server of our own for Wine, on the first free display (-displayfd)."""
 
-    def __init__(self) -> None:
+    def __init__(self, run_id: str = "") -> None:
         xvfb = shutil.which("Xvfb")
         if xvfb is None:
             raise DirectMLUnavailable(f"no X display and no Xvfb for Wine; {SETUP_HINT} (it installs xvfb)")
@@ -93,7 +93,8 @@ class Xvfb:
             self.process = subprocess.Popen(
                 [xvfb, "-displayfd", str(write_fd), "-nolisten", "tcp", "-screen", "0", "640x480x24"],
                 pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent())
+                stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent(),
+                env={**os.environ, RUN_ENV: run_id})
         finally:
             os.close(write_fd)
         with os.fdopen(read_fd, "rb") as reader:
@@ -147,7 +148,7 @@ class HostProcess:
             raise DirectMLUnavailable(f"Wine is not installed; {SETUP_HINT}")
         display = os.environ.get("DISPLAY")
         if not display_answers(display):
-            self._xvfb = Xvfb()
+            self._xvfb = Xvfb(self.run_id)
             display = self._xvfb.display
         return [wine, str(self.exe)], wine_environment(self.home, display or "", self.run_id)
 

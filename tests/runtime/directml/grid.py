@@ -77,7 +77,8 @@ def packed(dtype: DataType, sizes: "tuple[int, ...]", strides=None, total=None) 
     return TensorDesc(dtype, sizes, strides, total_size=total)
 
 
-def nonzero_case(x: np.ndarray, n: int, label: str, count_rank: int = 1, coords_strides: bool = False) -> Case:
+def nonzero_case(x: np.ndarray, n: int, label: str, count_rank: int = 1, coords_rank: int = 2,
+                 coords_strides: bool = False) -> Case:
     """NONZERO_COORDINATES of `x` (its own type), N = n; coords_strides: the DML EP's layout,
     {M, N} UINT32 coordinates at strides {2, 2M} in an INT64-sized buffer (each coordinate the low
     word of an int64 slot), so the high words DirectML must leave alone are compared too."""
@@ -85,8 +86,9 @@ def nonzero_case(x: np.ndarray, n: int, label: str, count_rank: int = 1, coords_
     m = int(np.prod(sizes))
     xd = packed(DataType[_name(x.dtype)], sizes)
     count = packed(T.UINT32, (1,) * count_rank)
-    coords = (packed(T.UINT32, (m, n), (2, 2 * m), total=8 * m * n) if coords_strides
-              else packed(T.UINT32, (m, n)))
+    lead = (1,) * (coords_rank - 2)
+    coords = (packed(T.UINT32, lead + (m, n), lead + (2, 2 * m), total=8 * m * n) if coords_strides
+              else packed(T.UINT32, lead + (m, n)))
     data = [np.ascontiguousarray(x).tobytes().ljust(xd.total_bytes, b"\0"), output(count), output(coords)]
     return Case("NONZERO_COORDINATES", label, [xd, count, coords], b"", data,
                 lambda v: K.nonzero_coordinates(v[0], v[1], v[2], False))

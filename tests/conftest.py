@@ -36,3 +36,13 @@ def pytest_runtest_setup(item):
         if os.environ.get("DML_LOWER_REQUIRE_DIRECTML") == "1":
             pytest.fail(f"DML_LOWER_REQUIRE_DIRECTML=1: {exc}", pytrace=False)
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def dml_host():
+    """One DirectML host for the whole session (its start-up costs seconds, each operator
+    milliseconds), for tests marked directml."""
+    from onnx_dml_lowering.runtime.directml.dml_host import DmlHost
+    from onnx_dml_lowering.runtime.directml.home import find_home
+    with DmlHost(find_home()) as host:
+        yield host

@@ -23,7 +23,8 @@ def _at_root(monkeypatch):
     monkeypatch.chdir(ROOT)
 
 
-@pytest.mark.parametrize("transcript", RUNNABLE, ids=[t.name for t in RUNNABLE])
+@pytest.mark.parametrize("transcript", [pytest.param(t, marks=[pytest.mark.directml] if t.needs_directml else [])
+                                        for t in RUNNABLE], ids=[t.name for t in RUNNABLE])
 def test_transcript_prints_what_the_page_shows(transcript: Transcript, capfd):
     before = set(ROOT.iterdir())
     try:

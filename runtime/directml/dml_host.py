@@ -99,10 +99,14 @@ class DmlHost:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    @property
-    def hello(self) -> str:
+    def start(self) -> str:
+        """Start the host (Wine, device, heap, self-test) if it is not running; its hello line."""
         self.process.start()
         return self.process.hello
+
+    @property
+    def hello(self) -> str:
+        return self.start()
 
     def _ready(self) -> None:
         if not self.hello.startswith("ok"):

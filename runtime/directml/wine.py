@@ -228,7 +228,10 @@ class HostProcess:
         status = f"exit code {code:#x}" if isinstance(code, int) and code > 255 else f"exit code {code}"
         said = self.stderr_line()
         self.close()
-        return HostFailed(f"DirectML host {self.name} {what} ({status}){': ' + said if said else ''}")
+        if not said and not on_windows() and not os.environ.get("DML_LOWER_WINEDEBUG"):
+            said = "it said nothing (DML_LOWER_WINEDEBUG=err+all shows Wine's messages)"
+        return HostFailed(f"DirectML host {self.name} {what} ({status}): {said}" if said
+                          else f"DirectML host {self.name} {what} ({status})")
 
     def _read_exact(self, size: int) -> bytes:
         assert self._process is not None and self._process.stdout is not None

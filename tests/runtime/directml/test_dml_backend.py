@@ -11,7 +11,8 @@ import pytest
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.examples import example_paths
 from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
-from onnx_dml_lowering.runtime.directml.home import HOME_ENV
+from onnx_dml_lowering.runtime.directml import dml_host as dml_host_module
+from onnx_dml_lowering.runtime.directml.home import HOME_ENV, find_home
 from onnx_dml_lowering.runtime.feeds import random_feeds
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -42,3 +43,24 @@ def test_without_the_setup_dml_is_one_unavailable_line_and_cpu_runs(tmp_path, mo
     assert [b.backend for b in report.backends] == ["cpu"] and report.backends[0].status == "ok"
     assert list(report.unavailable) == ["dml"]
     assert "make directml" in report.unavailable["dml"] and "\n" not in report.unavailable["dml"]
+
+
+@pytest.mark.directml
+def test_a_host_that_cannot_start_is_the_backends_error_in_one_line(tmp_path, monkeypatch):
+    """A HOME whose d3d12.dll is not a DLL: the host dies at load; dml is ERROR, cpu still runs."""
+    real = find_home()
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    for item in real.bin.iterdir():
+        if item.name != "d3d12.dll":
+            (home / "bin" / item.name).symlink_to(item)
+    (home / "bin" / "d3d12.dll").write_bytes(b"not a DLL")
+    (home / "prefix").symlink_to(real.prefix)
+    (home / "setup.json").write_text("{}")
+    monkeypatch.setenv(HOME_ENV, str(home))
+    monkeypatch.setattr(dml_host_module, "_shared", None)      # this process's host is the new HOME's
+    report = _check(next(iter(example_paths())), ["cpu", "dml"])
+    cpu, dml = report.backends
+    assert cpu.status == "ok" and dml.status == "error"
+    assert dml.error.startswith("DirectML host dml_host.exe stopped answering (exit code ")
+    assert "DML_LOWER_WINEDEBUG" in dml.error and "\n" not in dml.error

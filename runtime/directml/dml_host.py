@@ -153,22 +153,29 @@ class DmlHost:
         return Executed(outputs, cached)
 
 
-_shared: "tuple[int, DmlHost] | None" = None
+_local = threading.local()          # this thread's host, with the pid that started it
+_started: "list[tuple[int, DmlHost]]" = []
 _lock = threading.Lock()
 
 
 def shared_host() -> DmlHost:
-    """This process's host (a forked worker gets its own; the parent's pipe is not shared)."""
-    global _shared
-    with _lock:
-        if _shared is None or _shared[0] != os.getpid():
-            _shared = (os.getpid(), DmlHost())
-        return _shared[1]
+    """This thread's host, started on first use: one per command, one per zoo worker (a thread
+    of the zoo's pool, or a process of its own; a forked child never shares its parent's pipe).
+    A host dies with the thread that started it (wine.HostProcess)."""
+    mine = getattr(_local, "host", None)
+    if mine is None or mine[0] != os.getpid():
+        mine = _local.host = (os.getpid(), DmlHost())
+        with _lock:
+            _started.append(mine)
+    return mine[1]
 
 
 def _close_shared() -> None:
-    if _shared is not None and _shared[0] == os.getpid():
-        _shared[1].close()
+    with _lock:
+        for pid, host in _started:
+            if pid == os.getpid():
+                host.close()
+        _started.clear()
 
 
 atexit.register(_close_shared)

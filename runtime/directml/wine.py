@@ -12,7 +12,7 @@ it answers, else an Xvfb started here (-displayfd). The process is started on fi
 with its parent: the host exits when its stdin closes (the parent gone, whatever killed it), and
 the Wine process and the Xvfb also get SIGKILL from the kernel when the parent dies
 (PR_SET_PDEATHSIG); both run in their own session, so a Ctrl-C reaches only the parent, which
-closes them in order. The wineserver Wine starts exits a few seconds after its last client."""
+closes them in order. The wineserver Wine starts exits once its last client has gone."""
 from __future__ import annotations
 
 import ctypes
@@ -47,9 +47,9 @@ class HostFailed(DmlLowerError):
 
 def _die_with_parent() -> "Callable[[], None] | None":
     """A preexec function asking the kernel for SIGKILL when the parent dies (Linux). The signal
-    follows the thread that forked, so it is only set from the main thread; a host started from
-    another thread still exits when its stdin closes."""
-    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+    follows the thread that started the process: a host dies with the thread that uses it (each
+    zoo worker thread has its own: dml_host.shared_host), or with the whole process."""
+    if not sys.platform.startswith("linux"):
         return None
     libc = ctypes.CDLL(None, use_errno=True)
     parent = os.getpid()

@@ -15,6 +15,7 @@ from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
 from onnx_dml_lowering.runtime.directml import dml_host as dml_host_module
 from onnx_dml_lowering.runtime.directml.home import HOME_ENV, find_home
 from onnx_dml_lowering.runtime.feeds import random_feeds
+from tests.cli_runner import cli
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 REAL_EXPORTS = sorted(MODELS.glob("*.onnx"))
@@ -65,3 +66,13 @@ def test_a_host_that_cannot_start_is_the_backends_error_in_one_line(tmp_path, mo
     assert cpu.status == "ok" and dml.status == "error"
     assert dml.error.startswith("DirectML host dml_host.exe stopped answering (exit code ")
     assert "DML_LOWER_WINEDEBUG" in dml.error and "\n" not in dml.error
+
+
+@pytest.mark.directml
+def test_conformance_run_on_dml_passes_what_the_emulator_passes(tmp_path, capsys):
+    suite = tmp_path / "suite"
+    assert cli(["conformance", "export", suite], capsys)[0] == 0
+    code, out, err = cli(["conformance", "run", suite, "--filter", "test_nonzero*", "--backends", "cpu,dml"], capsys)
+    cpu, dml = (line for line in out.splitlines() if line.startswith(("[cpu] ", "[dml] ")))
+    assert code == 0 and err == ""
+    assert dml.replace("[dml]", "[cpu]") == cpu and " 0 fail" in dml and not dml.startswith("[dml] 0 pass")

@@ -325,65 +325,86 @@ static Status compiled_for(const OpSpec *spec, const BYTE *key, size_t key_len, 
     return OK_STATUS;
 }
 
-/* Execute: upload every slot's bytes, dispatch, read every output slot back into its bytes. */
-static Status execute(const OpSpec *spec, Entry *e, BYTE **data) {
-    ID3D12Resource *buffers[MAX_SLOTS] = {0}, *upload = NULL, *readback = NULL, *temp = NULL;
-    IDmlBindingTable *table = NULL;
-    UINT64 offsets[MAX_SLOTS] = {0}, total = 0, back[MAX_SLOTS] = {0}, back_total = 0;
+/* The resources of one execution: a default-heap buffer per tensor, the upload and readback
+   buffers, the temporary resource; `back` is each output's offset in the readback buffer. */
+typedef struct { ID3D12Resource *buffers[MAX_SLOTS], *upload, *readback, *temp; UINT64 back[MAX_SLOTS]; } Staged;
+
+static void release_staged(Staged *st) {
+    for (UINT i = 0; i < MAX_SLOTS; i++) if (st->buffers[i]) ID3D12Resource_Release(st->buffers[i]);
+    if (st->upload) ID3D12Resource_Release(st->upload);
+    if (st->readback) ID3D12Resource_Release(st->readback);
+    if (st->temp) ID3D12Resource_Release(st->temp);
+}
+
+/* Create the resources, copy every slot's bytes up, and record the copies into the tensors. */
+static Status stage(const OpSpec *spec, const Entry *e, BYTE **data, Staged *st) {
+    UINT64 offsets[MAX_SLOTS] = {0}, total = 0, back_total = 0;
     int inputs = op_inputs(spec->op);
     Status s = OK_STATUS;
+    for (UINT i = 0; i < spec->nslots && s.hr == S_OK; i++) {
+        if (!spec->slots[i].present) continue;
+        UINT64 padded = (spec->slots[i].total + 255) & ~(UINT64)255;
+        offsets[i] = total; total += padded;
+        if ((int)i >= inputs) { st->back[i] = back_total; back_total += padded; }
+        s = make_buffer(spec->slots[i].total, D3D12_HEAP_TYPE_DEFAULT, &st->buffers[i]);
+    }
+    if (s.hr == S_OK) s = make_buffer(total, D3D12_HEAP_TYPE_UPLOAD, &st->upload);
+    if (s.hr == S_OK) s = make_buffer(back_total, D3D12_HEAP_TYPE_READBACK, &st->readback);
+    if (s.hr == S_OK && e->props.TemporaryResourceSize) s = make_buffer(e->props.TemporaryResourceSize, D3D12_HEAP_TYPE_DEFAULT, &st->temp);
+    if (s.hr != S_OK) return s;
+    BYTE *mapped = NULL;
+    CHECK(ID3D12Resource_Map(st->upload, 0, NULL, (void **)&mapped), "Map upload");
+    for (UINT i = 0; i < spec->nslots; i++)
+        if (spec->slots[i].present) memcpy(mapped + offsets[i], data[i], spec->slots[i].total);
+    ID3D12Resource_Unmap(st->upload, 0, NULL);
     for (UINT i = 0; i < spec->nslots; i++) {
         if (!spec->slots[i].present) continue;
-        offsets[i] = total; total += (spec->slots[i].total + 255) & ~(UINT64)255;
-        if ((int)i >= inputs) { back[i] = back_total; back_total += (spec->slots[i].total + 255) & ~(UINT64)255; }
-        if (s.hr == S_OK) s = make_buffer(spec->slots[i].total, D3D12_HEAP_TYPE_DEFAULT, &buffers[i]);
+        ID3D12GraphicsCommandList_CopyBufferRegion(G.list, st->buffers[i], 0, st->upload, offsets[i], spec->slots[i].total);
+        transition(st->buffers[i], D3D12_RESOURCE_STATE_COPY_DEST, D3D12_RESOURCE_STATE_UNORDERED_ACCESS);
     }
-    if (s.hr == S_OK) s = make_buffer(total, D3D12_HEAP_TYPE_UPLOAD, &upload);
-    if (s.hr == S_OK) s = make_buffer(back_total, D3D12_HEAP_TYPE_READBACK, &readback);
-    if (s.hr == S_OK && e->props.TemporaryResourceSize) s = make_buffer(e->props.TemporaryResourceSize, D3D12_HEAP_TYPE_DEFAULT, &temp);
-    BYTE *mapped = NULL;
-    if (s.hr == S_OK) {
-        HRESULT hr = ID3D12Resource_Map(upload, 0, NULL, (void **)&mapped);
-        if (FAILED(hr)) s = (Status){hr, "Map upload"};
+    return OK_STATUS;
+}
+
+/* Bind the staged tensors, record the dispatch and the copies back. */
+static void record_execution(const OpSpec *spec, const Entry *e, const Staged *st, IDmlBindingTable *table) {
+    int inputs = op_inputs(spec->op);
+    DmlBufferBinding bb[MAX_SLOTS]; DmlBindingDesc bd[MAX_SLOTS];
+    for (UINT i = 0; i < spec->nslots; i++) {
+        bb[i] = (DmlBufferBinding){st->buffers[i], 0, spec->slots[i].total};
+        bd[i] = (DmlBindingDesc){st->buffers[i] ? DML_BINDING_TYPE_BUFFER : DML_BINDING_TYPE_NONE, st->buffers[i] ? &bb[i] : NULL};
     }
-    if (s.hr == S_OK) {
-        for (UINT i = 0; i < spec->nslots; i++)
-            if (spec->slots[i].present) memcpy(mapped + offsets[i], data[i], spec->slots[i].total);
-        ID3D12Resource_Unmap(upload, 0, NULL);
-        for (UINT i = 0; i < spec->nslots; i++) {
-            if (!spec->slots[i].present) continue;
-            ID3D12GraphicsCommandList_CopyBufferRegion(G.list, buffers[i], 0, upload, offsets[i], spec->slots[i].total);
-            transition(buffers[i], D3D12_RESOURCE_STATE_COPY_DEST, D3D12_RESOURCE_STATE_UNORDERED_ACCESS);
-        }
-        s = bind_table(e->compiled, e->props.RequiredDescriptorCount, &table);
+    table->v->BindInputs(table, inputs, inputs ? bd : NULL);
+    table->v->BindOutputs(table, spec->nslots - inputs, bd + inputs);
+    DmlBufferBinding pb = {e->persistent, 0, e->props.PersistentResourceSize}, tb = {st->temp, 0, e->props.TemporaryResourceSize};
+    DmlBindingDesc pd = {DML_BINDING_TYPE_BUFFER, &pb}, td = {DML_BINDING_TYPE_BUFFER, &tb};
+    if (e->persistent) table->v->BindPersistentResource(table, &pd);
+    if (st->temp) table->v->BindTemporaryResource(table, &td);
+    record(e->compiled, table);
+    uav_barrier();
+    for (UINT i = inputs; i < spec->nslots; i++) {
+        transition(st->buffers[i], D3D12_RESOURCE_STATE_UNORDERED_ACCESS, D3D12_RESOURCE_STATE_COPY_SOURCE);
+        ID3D12GraphicsCommandList_CopyBufferRegion(G.list, st->readback, st->back[i], st->buffers[i], 0, spec->slots[i].total);
     }
+}
+
+/* Execute: upload every slot's bytes, dispatch, read every output slot back into its bytes. */
+static Status execute(const OpSpec *spec, Entry *e, BYTE **data) {
+    Staged st = {0};
+    IDmlBindingTable *table = NULL;
+    Status s = stage(spec, e, data, &st);
+    if (s.hr == S_OK) s = bind_table(e->compiled, e->props.RequiredDescriptorCount, &table);
     if (s.hr == S_OK) {
-        DmlBufferBinding bb[MAX_SLOTS]; DmlBindingDesc bd[MAX_SLOTS];
-        for (UINT i = 0; i < spec->nslots; i++) {
-            bb[i] = (DmlBufferBinding){buffers[i], 0, spec->slots[i].total};
-            bd[i] = (DmlBindingDesc){buffers[i] ? DML_BINDING_TYPE_BUFFER : DML_BINDING_TYPE_NONE, buffers[i] ? &bb[i] : NULL};
-        }
-        table->v->BindInputs(table, inputs, inputs ? bd : NULL);
-        table->v->BindOutputs(table, spec->nslots - inputs, bd + inputs);
-        DmlBufferBinding pb = {e->persistent, 0, e->props.PersistentResourceSize}, tb = {temp, 0, e->props.TemporaryResourceSize};
-        DmlBindingDesc pd = {DML_BINDING_TYPE_BUFFER, &pb}, td = {DML_BINDING_TYPE_BUFFER, &tb};
-        if (e->persistent) table->v->BindPersistentResource(table, &pd);
-        if (temp) table->v->BindTemporaryResource(table, &td);
-        record(e->compiled, table);
-        uav_barrier();
-        for (UINT i = inputs; i < spec->nslots; i++) {
-            transition(buffers[i], D3D12_RESOURCE_STATE_UNORDERED_ACCESS, D3D12_RESOURCE_STATE_COPY_SOURCE);
-            ID3D12GraphicsCommandList_CopyBufferRegion(G.list, readback, back[i], buffers[i], 0, spec->slots[i].total);
-        }
+        record_execution(spec, e, &st, table);
         s = submit();
         if (s.hr != S_OK && !s.stage) s.stage = "execute";
     }
+    BYTE *mapped = NULL;
     if (s.hr == S_OK) {
-        HRESULT hr = ID3D12Resource_Map(readback, 0, NULL, (void **)&mapped);
+        HRESULT hr = ID3D12Resource_Map(st.readback, 0, NULL, (void **)&mapped);
         if (FAILED(hr)) s = (Status){hr, "Map readback"};
         else {
-            for (UINT i = inputs; i < spec->nslots; i++) memcpy(data[i], mapped + back[i], spec->slots[i].total);
-            ID3D12Resource_Unmap(readback, 0, NULL);
+            for (UINT i = op_inputs(spec->op); i < spec->nslots; i++) memcpy(data[i], mapped + st.back[i], spec->slots[i].total);
+            ID3D12Resource_Unmap(st.readback, 0, NULL);
         }
     }
     if (s.hr != S_OK) {       /* a command list left open by a failure is reset for the next request */
@@ -392,10 +413,7 @@ static Status execute(const OpSpec *spec, Entry *e, BYTE **data) {
         ID3D12GraphicsCommandList_Reset(G.list, G.allocator, NULL);
     }
     if (table) table->v->Release(table);
-    for (UINT i = 0; i < MAX_SLOTS; i++) if (buffers[i]) ID3D12Resource_Release(buffers[i]);
-    if (upload) ID3D12Resource_Release(upload);
-    if (readback) ID3D12Resource_Release(readback);
-    if (temp) ID3D12Resource_Release(temp);
+    release_staged(&st);
     return s;
 }
 

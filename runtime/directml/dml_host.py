@@ -7,8 +7,8 @@ whole bytes of every output buffer as DirectML left them. A refusal by the devic
 E_NOTIMPL when the operator is created or compiled) is DirectMLRefused, the backend's UNSUPPORTED;
 any other failure DirectMLCallFailed, its ERROR. Both name the operator, descriptors and HRESULT.
 
-`shared_host()` is the process's one host, started on first use and closed at exit: one per command,
-one per zoo worker process."""
+`shared_host()` is this thread's host, started on first use and closed at exit: one per command,
+one per worker thread."""
 from __future__ import annotations
 
 import atexit

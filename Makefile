@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck lint docs fuzz bench bench-realsize openvino ray picture-check install-check clean
+.PHONY: demo test typecheck lint docs fuzz bench bench-realsize openvino ray picture-check install-check directml directml-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -126,6 +126,19 @@ picture-check: $(VIEW_STAMP)
 	DML_LOWER_STRICT=1 DML_LOWER_REQUIRE_CHROMIUM=1 DML_LOWER_REQUIRE_VIEW=1 DML_LOWER_CHROMIUM="$$(command -v chromium)" \
 		$(BIN)/python -m pytest -m "chromium or view" -rs tests/compiler/ep/test_picture.py tests/compiler/test_explorer.py \
 		tests/compiler/cli/test_output_kinds.py
+
+# Microsoft's DirectML.dll and onnxruntime.dll for real, on Linux under Wine (docs/directml-on-linux.md):
+# the system packages (as root: wine, xvfb, xauth, vulkan-tools, mingw-w64, Mesa >= 25's lavapipe),
+# then the one folder the backends read (DML_LOWER_DIRECTML_HOME, default ~/.cache/onnx-dml-lowering/
+# directml): the dlls, the host programs compiled from runtime/directml/hosts/*.c, a Wine prefix, each
+# host's self-test. Idempotent. directml-check runs the tests marked directml, where a missing setup
+# is a failure, never a green skip.
+directml: $(STAMP)
+	bash runtime/directml/install-system.sh
+	$(BIN)/python -m onnx_dml_lowering.runtime.directml.setup
+
+directml-check: $(STAMP)
+	DML_LOWER_STRICT=1 DML_LOWER_REQUIRE_DIRECTML=1 $(BIN)/python -m pytest -m directml -rs
 
 # A wheel from a clean clone, in a fresh venv beside PyPI's unrelated 'ir' and 'compiler'
 # packages, runs the demo from an unrelated directory (nothing of ours at the top level).

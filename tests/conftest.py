@@ -22,3 +22,27 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261121)
+
+
+def pytest_runtest_setup(item):
+    """Tests marked directml need `make directml`: skipped with one line naming it where the setup
+    is absent, a failure instead under DML_LOWER_REQUIRE_DIRECTML=1 (make directml-check)."""
+    if item.get_closest_marker("directml") is None:
+        return
+    from onnx_dml_lowering.runtime.directml.home import DirectMLUnavailable, find_home
+    try:
+        find_home()
+    except DirectMLUnavailable as exc:
+        if os.environ.get("DML_LOWER_REQUIRE_DIRECTML") == "1":
+            pytest.fail(f"DML_LOWER_REQUIRE_DIRECTML=1: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def dml_host():
+    """One DirectML host for the whole session (its start-up costs seconds, each operator
+    milliseconds), for tests marked directml."""
+    from onnx_dml_lowering.runtime.directml.dml_host import DmlHost
+    from onnx_dml_lowering.runtime.directml.home import find_home
+    with DmlHost(find_home()) as host:
+        yield host

@@ -9,7 +9,10 @@ captured apart). A command that exits with a code other than 0 shows it as its l
 wrote (under /tmp).
 
 A transcript that cannot run here (DirectML needs Windows) is marked by the line right above its
-fence, which the rendered page shows too: `*Illustrative only (WHY): not run by the tests.*`.
+fence, which the rendered page shows too: `*Illustrative only (WHY): not run by the tests.*`. One
+that runs DirectML for real (the dml backend, capabilities --device) is marked
+`*Needs `make directml`: run by the tests marked directml.*`: it runs where the setup is, and is
+skipped with one line elsewhere (a failure under make directml-check).
 
 To rewrite the shown output of every transcript of a page from real runs (after a deliberate
 change of output):
@@ -28,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ILLUSTRATIVE = re.compile(r"^\*Illustrative only \((?P<why>[^)]+)\): not run by the tests\.\*$")
+NEEDS_DIRECTML = re.compile(r"^\*Needs `make directml`: run by the tests marked directml\.\*$")
 EXIT = re.compile(r"^\[exit (-?\d+)\]$")
 FENCE = re.compile(r"^(?P<indent> *)```(?P<info>[\w-]*)\s*$")
 
@@ -46,6 +50,7 @@ class Transcript:
     lineno: int                 # 1-based line of the opening fence
     commands: "list[Command]"
     illustrative: "str | None"  # why it cannot run here, for a marked block
+    needs_directml: bool = False  # runs DirectML.dll (make directml)
 
     @property
     def name(self) -> str:
@@ -102,7 +107,8 @@ def transcripts(paths: "list[Path] | None" = None) -> "list[Transcript]":
             if not lines or not lines[0].startswith("$ dml-lower"):
                 continue
             marked = ILLUSTRATIVE.match(above)
-            found.append(Transcript(path, lineno, parse(lines), marked.group("why") if marked else None))
+            found.append(Transcript(path, lineno, parse(lines), marked.group("why") if marked else None,
+                                    bool(NEEDS_DIRECTML.match(above))))
     return found
 
 

@@ -1,0 +1,260 @@
+"""A host program (HOME/bin/<name>.exe) as one long-lived process spoken to over a pipe.
+
+Framing, both directions: a u32 little-endian length, then that many bytes. The first frame a host
+writes, before reading anything, is its hello: UTF-8, "ok ..." once its device is up and its known-
+answer self-test passed, or "failed: why" (the host then refuses every request but still answers
+what it can, e.g. its device facts). `HostProcess.hello` holds it.
+
+Off Windows the program runs under Wine: WINEPREFIX = HOME/prefix, WINEDLLOVERRIDES="d3d12=n" (the
+d3d12.dll beside the exe, vkd3d-proton, instead of Wine's own, which has no DXIL), WINEDEBUG=-all
+unless DML_LOWER_WINEDEBUG names channels, and an X display (Wine's dxgi needs one): DISPLAY when
+it answers, else an Xvfb started here (-displayfd). The process is started on first use and dies
+with its parent: the host exits when its stdin closes (the parent gone, whatever killed it), and
+the Wine process and the Xvfb also get SIGKILL from the kernel when the parent dies
+(PR_SET_PDEATHSIG); both run in their own session, so a Ctrl-C reaches only the parent, which
+closes them in order. The wineserver Wine starts exits once its last client has gone."""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import uuid
+from collections import deque
+from typing import IO, Any, Callable
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.errors import brief
+
+from .home import SETUP_HINT, DirectMLHome, DirectMLUnavailable, on_windows
+
+HEADER = struct.Struct("<I")
+MAX_FRAME = 1 << 34          # 16 GiB: a length past it is a broken host, not a tensor
+STDERR_KEEP = 64 * 1024      # bytes of a host's stderr kept for its failure line
+CLOSE_WAIT = 10.0            # seconds a host gets to exit once its stdin is closed
+RUN_ENV = "DML_LOWER_HOST_RUN"   # tags every process of one HostProcess (tests find them by it)
+_PR_SET_PDEATHSIG = 1
+
+
+class HostFailed(DmlLowerError):
+    """A host program died, could not start or broke the framing: one line with its stderr's last line."""
+
+
+def _die_with_parent() -> "Callable[[], None] | None":
+    """A preexec function asking the kernel for SIGKILL when the parent dies (Linux). The signal
+    follows the thread that started the process: a host dies with the thread that uses it (each
+    zoo worker thread has its own: dml_host.shared_host), or with the whole process."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:       # the parent died before prctl took effect
+            os._exit(1)
+    return preexec
+
+
+def display_answers(display: "str | None") -> bool:
+    """`display` (":N", ":N.S", "host:N") accepts a connection."""
+    if not display or ":" not in display:
+        return False
+    host, _, rest = display.rpartition(":")
+    number = rest.split(".")[0]
+    if not number.isdigit():
+        return False
+    try:
+        if host in ("", "unix"):
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.settimeout(2)
+                sock.connect(f"/tmp/.X11-unix/X{number}")
+        else:
+            socket.create_connection((host, 6000 + int(number)), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+class Xvfb:
+    """An X server of our own for Wine, on the first free display (-displayfd)."""
+
+    def __init__(self, run_id: str = "") -> None:
+        xvfb = shutil.which("Xvfb")
+        if xvfb is None:
+            raise DirectMLUnavailable(f"no X display and no Xvfb for Wine; {SETUP_HINT} (it installs xvfb)")
+        read_fd, write_fd = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [xvfb, "-displayfd", str(write_fd), "-nolisten", "tcp", "-screen", "0", "640x480x24"],
+                pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent(),
+                env={**os.environ, RUN_ENV: run_id})
+        finally:
+            os.close(write_fd)
+        with os.fdopen(read_fd, "rb") as reader:
+            number = reader.readline().strip()
+        if not number.isdigit():
+            self.close()
+            raise HostFailed("Xvfb did not start (it named no display); try DISPLAY=:N with a running X server")
+        self.display = f":{number.decode()}"
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def wine_environment(home: DirectMLHome, display: str, run_id: str) -> "dict[str, str]":
+    env = dict(os.environ)
+    env.update(WINEPREFIX=str(home.prefix), WINEDLLOVERRIDES="d3d12=n;mscoree,mshtml=",
+               WINEDEBUG=os.environ.get("DML_LOWER_WINEDEBUG") or "-all", DISPLAY=display)
+    env[RUN_ENV] = run_id
+    return env
+
+
+class HostProcess:
+    """One host program, started on first use; `request(payload) -> payload`."""
+
+    def __init__(self, home: DirectMLHome, exe_name: str) -> None:
+        self.home = home
+        self.exe = home.exe(exe_name)
+        self.name = self.exe.name
+        self.run_id = uuid.uuid4().hex
+        self.hello = ""
+        self._process: "subprocess.Popen[bytes] | None" = None
+        self._xvfb: "Xvfb | None" = None
+        self._stderr: "deque[bytes]" = deque()
+        self._stderr_thread: "threading.Thread | None" = None
+        self._lock = threading.Lock()
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def _command(self) -> "tuple[list[str], dict[str, str]]":
+        if on_windows():
+            env = dict(os.environ)
+            env[RUN_ENV] = self.run_id
+            return [str(self.exe)], env
+        wine = shutil.which("wine")
+        if wine is None:
+            raise DirectMLUnavailable(f"Wine is not installed; {SETUP_HINT}")
+        display = os.environ.get("DISPLAY")
+        if not display_answers(display):
+            self._xvfb = Xvfb(self.run_id)
+            display = self._xvfb.display
+        return [wine, str(self.exe)], wine_environment(self.home, display or "", self.run_id)
+
+    def start(self) -> None:
+        """Start the host (if not running) and read its hello frame."""
+        if self._process is not None:
+            return
+        command, env = self._command()
+        try:
+            self._process = subprocess.Popen(
+                command, cwd=self.home.bin, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=not on_windows(),
+                preexec_fn=None if on_windows() else _die_with_parent())
+        except OSError as exc:
+            self.close()
+            raise HostFailed(f"cannot start DirectML host {self.name}: {exc}") from None
+        self._stderr_thread = threading.Thread(target=self._collect_stderr, args=(self._process.stderr,), daemon=True)
+        self._stderr_thread.start()
+        self.hello = self._read_frame().decode("utf-8", "replace")
+
+    def _collect_stderr(self, stream: "IO[bytes]") -> None:
+        kept = 0
+        for chunk in iter(lambda: stream.read1(4096), b""):  # type: ignore[attr-defined]
+            self._stderr.append(chunk)
+            kept += len(chunk)
+            while kept > STDERR_KEEP and len(self._stderr) > 1:
+                kept -= len(self._stderr.popleft())
+
+    def stderr_line(self) -> str:
+        """The last non-blank line the host wrote on stderr ('' if none)."""
+        text = b"".join(self._stderr).decode("utf-8", "replace")
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        return brief(lines[-1]) if lines else ""
+
+    def close(self) -> None:
+        """Close stdin (the host exits), wait for it, kill it if it does not; stop our Xvfb."""
+        process, self._process = self._process, None
+        if process is not None:
+            for stream in (process.stdin, process.stdout):
+                try:
+                    if stream:
+                        stream.close()
+                except OSError:
+                    pass
+            try:
+                process.wait(CLOSE_WAIT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            if self._stderr_thread is not None:
+                self._stderr_thread.join(2)
+        if self._xvfb is not None:
+            self._xvfb.close()
+            self._xvfb = None
+
+    def __enter__(self) -> "HostProcess":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> "int | None":
+        return self._process.pid if self._process is not None else None
+
+    # -- frames -------------------------------------------------------------------------------
+    def _failed(self, what: str) -> HostFailed:
+        process = self._process
+        code = process.poll() if process is not None else None
+        if process is not None and code is None:
+            try:
+                code = process.wait(2)
+            except subprocess.TimeoutExpired:
+                code = None
+        if self._stderr_thread is not None:
+            self._stderr_thread.join(1)
+        status = f"exit code {code:#x}" if isinstance(code, int) and code > 255 else f"exit code {code}"
+        said = self.stderr_line()
+        self.close()
+        if not said and not on_windows() and not os.environ.get("DML_LOWER_WINEDEBUG"):
+            said = "it said nothing (DML_LOWER_WINEDEBUG=err+all shows Wine's messages)"
+        return HostFailed(f"DirectML host {self.name} {what} ({status}): {said}" if said
+                          else f"DirectML host {self.name} {what} ({status})")
+
+    def _read_exact(self, size: int) -> bytes:
+        assert self._process is not None and self._process.stdout is not None
+        data = self._process.stdout.read(size)
+        if data is None or len(data) != size:
+            raise self._failed("stopped answering")
+        return data
+
+    def _read_frame(self) -> bytes:
+        (size,) = HEADER.unpack(self._read_exact(HEADER.size))
+        if size > MAX_FRAME:
+            raise self._failed(f"sent a frame of {size} bytes")
+        return self._read_exact(size) if size else b""
+
+    def request(self, payload: bytes) -> bytes:
+        """Send one frame, return the host's answer frame (the host is started on first use)."""
+        with self._lock:
+            self.start()
+            assert self._process is not None and self._process.stdin is not None
+            try:
+                self._process.stdin.write(HEADER.pack(len(payload)))
+                self._process.stdin.write(payload)
+                self._process.stdin.flush()
+            except (BrokenPipeError, OSError):
+                raise self._failed("stopped reading") from None
+            return self._read_frame()

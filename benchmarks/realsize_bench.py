@@ -161,14 +161,15 @@ def table(results: "dict[str, dict[str, tuple[float, int, int]]]", sizes: "dict[
     return "\n".join(lines)
 
 
-def write_table(path: Path, text: str) -> None:
-    """Replace what stands between the realsize lines of `path` with `text`."""
+def write_table(path: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace what stands between the `begin` and `end` lines of `path` (the realsize ones by
+    default; polygraphy_bench.py writes its own) with `text`."""
     content = path.read_text()
-    if BEGIN not in content or END not in content:
-        raise SystemExit(f"{path} has no {BEGIN} ... {END} lines to write the table between")
-    head, rest = content.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+    if begin not in content or end not in content:
+        raise SystemExit(f"{path} has no {begin} ... {end} lines to write the table between")
+    head, rest = content.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
 
 
 def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:

@@ -49,6 +49,22 @@ def test_write_table_refuses_a_page_without_the_markers(bench, tmp_path):
     assert page.read_text() == "# no table here\n"
 
 
+def test_measure_reads_the_process_alone_not_the_benchmark_it_starts_from(bench):
+    """A child's ru_maxrss starts at the high-water mark of the memory it was forked from: measured
+    from this process holding 256 MiB, a bare interpreter must still read as a bare interpreter."""
+    held = bytearray(256 * 2**20)
+    held[::4096] = b"x" * len(held[::4096])              # touched, so resident
+    seconds, rss, code = bench.measure([sys.executable, "-S", "-c", "pass"])
+    assert code == 0 and seconds > 0
+    assert rss < 64 * 2**20, f"{rss / 2**20:.0f} MiB: the benchmark's own memory leaked into the measure"
+    del held
+
+
+def test_measure_stops_on_a_failing_command_with_its_message(bench):
+    with pytest.raises(SystemExit, match="exited 3: boom"):
+        bench.measure([sys.executable, "-S", "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"])
+
+
 @pytest.mark.parametrize("argv, target", [
     ([], None),
     (["--write-docs"], ROOT / "docs" / "performance.md"),

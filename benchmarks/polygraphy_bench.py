@@ -176,11 +176,17 @@ def summary(rows: "list[Row]") -> str:
     return "Over these rows: " + "; ".join(parts) + "."
 
 
+def load_range(rows: "list[Row]") -> str:
+    loads = [load for row in rows for load in row.load]
+    return f"{min(loads):.1f}-{max(loads):.1f}" if loads else "not measured"
+
+
 def table(rows: "list[Row]", repeat: int, versions: "tuple[str, str, str]", note: str) -> str:
     ort, polygraphy_ort, polygraphy = versions
     lines = [f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC at commit {realsize_bench.commit()} on "
              f"{realsize_bench.machine()}, Polygraphy {polygraphy} (onnxruntime {polygraphy_ort}) against "
-             f"dml-lower (onnxruntime {ort}), best of {repeat}, the sides interleaved. {note}",
+             f"dml-lower (onnxruntime {ort}), best of {repeat}, the sides interleaved; 1-minute load "
+             f"{load_range(rows)} over the run (each row's beside it). {note}".rstrip(),
              "",
              "Polygraphy's columns: its wall time and peak RSS. Ours: time ratio, peak RSS ratio against "
              "Polygraphy's command of that pair; (miss) where a ratio is over 1.0; * where check reported a "

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck lint docs fuzz bench bench-realsize openvino ray picture-check install-check directml directml-check clean
+.PHONY: demo test typecheck lint docs fuzz bench bench-realsize bench-polygraphy openvino ray picture-check install-check directml directml-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,25 @@ $(EXPORT_STAMP):
 bench-realsize: $(STAMP) $(EXPORT_STAMP)
 	PYTHONPATH=$(SHARED_TOOLS) $(EXPORT_VENV)/bin/python benchmarks/realsize_models.py --out $(REALSIZE)
 	$(BIN)/python benchmarks/realsize_bench.py --models $(REALSIZE) $(BENCH_ARGS)
+
+# Polygraphy 0.53.6 in a venv of its own, with the onnxruntime and onnx versions of the project's
+# venv (the two sides then time the same onnxruntime), side by side with dml-lower's inspect, run
+# and check: benchmarks/polygraphy_bench.py, on the tiny exports of tests/models/real, and on the
+# real-size set too when $(REALSIZE) holds it (make bench-realsize exports it).
+# BENCH_ARGS=--write-docs writes the table into docs/performance.md.
+POLYGRAPHY_VENV ?= .venv-polygraphy
+POLYGRAPHY_STAMP := $(POLYGRAPHY_VENV)/.installed
+SAME_ORT = import onnx, onnxruntime; print(f"onnxruntime=={onnxruntime.__version__} onnx=={onnx.__version__}")
+
+$(POLYGRAPHY_STAMP): $(STAMP)
+	$(PYTHON) -m venv $(POLYGRAPHY_VENV)
+	$(POLYGRAPHY_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(POLYGRAPHY_VENV)/bin/python -m pip install --quiet polygraphy==0.53.6 $$($(BIN)/python -c '$(SAME_ORT)')
+	touch $(POLYGRAPHY_STAMP)
+
+bench-polygraphy: $(STAMP) $(POLYGRAPHY_STAMP)
+	$(BIN)/python benchmarks/polygraphy_bench.py --polygraphy $(POLYGRAPHY_VENV)/bin/polygraphy \
+		--realsize $(REALSIZE) $(BENCH_ARGS)
 
 # A second venv where onnxruntime-openvino replaces onnxruntime (both are the module
 # 'onnxruntime', so they cannot share one): the project goes in without its dependencies, then
@@ -146,4 +165,4 @@ install-check:
 	PYTHON=$(PYTHON) bash tests/install/check_wheel.sh
 
 clean:
-	rm -rf $(VENV) $(OV_VENV) $(RAY_VENV) $(EXPORT_VENV) *.egg-info .pytest_cache .hypothesis site
+	rm -rf $(VENV) $(OV_VENV) $(RAY_VENV) $(EXPORT_VENV) $(POLYGRAPHY_VENV) *.egg-info .pytest_cache .hypothesis site

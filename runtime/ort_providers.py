@@ -195,13 +195,15 @@ def resolve_provider(spec: str, options: "list[str] | dict | None" = None,
 def _dml_host_spec(options: "dict[str, str]") -> ProviderSpec:
     """The DML EP in onnxruntime.dll through ort_host (off Windows under Wine), where `make directml`
     set it up; else one line saying both ways to get it."""
-    from .directml.home import DirectMLUnavailable
+    from .directml.home import DirectMLUnavailable, default_home
     from .directml.ort_dml import shared_host
     try:
         host = shared_host()
     except DirectMLUnavailable as exc:
-        raise DmlLowerError(f"{unavailable('DmlExecutionProvider')}; or, off Windows, onnxruntime.dll's under "
-                            f"Wine: {exc}") from None
+        # no setup at all: the usual case, said without a path; a partial one: what is missing
+        why = "run `make directml`" if not default_home().exists() else str(exc)
+        raise DmlLowerError(f"{unavailable('DmlExecutionProvider')}; off Windows, ort-dml runs onnxruntime.dll's "
+                            f"DirectML EP under Wine: {why}") from None
     unknown = {k: v for k, v in options.items() if (k, v) != ("device_id", "0")}
     if unknown:
         raise DmlLowerError(f"provider option {next(iter(unknown))}: ort_host runs the DirectML EP on device 0 with "

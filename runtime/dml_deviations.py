@@ -175,8 +175,9 @@ FAILURES = {
     # at the first run with dynamic ones (torch's dynamo exports of Whisper, BERT, GPT-2, Llama)
     "reshape_allowzero_infer": "DML EP deviation: Reshape with allowzero=1 and a -1 in its shape fails on the DML EP",
 }
-# How each failure shows in onnxruntime's message: at session creation, at a run.
-_FAILURE_CODES = {"reshape_allowzero_infer": ("80070057", "8007000E")}
+# How each failure shows in onnxruntime's message (HRESULTs): at session creation, at a run. At a run
+# both were seen: E_OUTOFMEMORY (GPT-2) and E_INVALIDARG (BERT, Llama, T5 dynamo exports).
+_FAILURE_CODES = {"reshape_allowzero_infer": (("80070057",), ("8007000E", "80070057"))}
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,7 @@ def name_failure(model: "onnx.ModelProto | None", message: str, at_run: bool) ->
     named = _RUN_NODE.search(message) if at_run else None
     if named is not None:
         nodes = [n for n in nodes if n.node == named.group(2)]
-    nodes = [n for n in nodes if _FAILURE_CODES[n.key][1 if at_run else 0] in message.upper()]
+    nodes = [n for n in nodes if any(code in message.upper() for code in _FAILURE_CODES[n.key][1 if at_run else 0])]
     if not nodes:
         return None
     keys = dict.fromkeys(n.key for n in nodes)

@@ -10,7 +10,8 @@ import pytest
 from tests.transcripts import ROOT, Transcript, normalise, run_in_process, transcripts
 
 ALL = transcripts()
-RUNNABLE = [t for t in ALL if not t.illustrative]
+RUNNABLE = [t for t in ALL if not t.illustrative and not t.directml]
+DIRECTML = [t for t in ALL if t.directml]
 ILLUSTRATIVE = [t for t in ALL if t.illustrative]
 # Blocks that cannot run here (DirectML needs Windows) stay this few; a new one is a decision.
 MAX_ILLUSTRATIVE = 0
@@ -25,6 +26,17 @@ def _at_root(monkeypatch):
 
 @pytest.mark.parametrize("transcript", RUNNABLE, ids=[t.name for t in RUNNABLE])
 def test_transcript_prints_what_the_page_shows(transcript: Transcript, capfd):
+    _prints_what_the_page_shows(transcript, capfd)
+
+
+@pytest.mark.directml
+@pytest.mark.parametrize("transcript", DIRECTML, ids=[t.name for t in DIRECTML])
+def test_directml_transcript_prints_what_the_page_shows(transcript: Transcript, capfd):
+    """A transcript of DirectML run for real, run with the setup (make directml)."""
+    _prints_what_the_page_shows(transcript, capfd)
+
+
+def _prints_what_the_page_shows(transcript: Transcript, capfd):
     before = set(ROOT.iterdir())
     try:
         for command in transcript.commands:

@@ -10,6 +10,9 @@ wrote (under /tmp).
 
 A transcript that cannot run here (DirectML needs Windows) is marked by the line right above its
 fence, which the rendered page shows too: `*Illustrative only (WHY): not run by the tests.*`.
+A transcript of DirectML run for real is marked `*Runs DirectML for real (make directml): checked by
+the tests marked directml.*`: those tests run it with the setup, every other transcript runs (and is
+rewritten) as on a machine without one.
 
 To rewrite the shown output of every transcript of a page from real runs (after a deliberate
 change of output):
@@ -28,6 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ILLUSTRATIVE = re.compile(r"^\*Illustrative only \((?P<why>[^)]+)\): not run by the tests\.\*$")
+DIRECTML = re.compile(r"^\*Runs DirectML for real \(make directml\): checked by the tests marked directml\.\*$")
+HOME_ENV = "DML_LOWER_DIRECTML_HOME"
+NO_SETUP = "/nonexistent/dml-lower-transcripts-without-directml"
 EXIT = re.compile(r"^\[exit (-?\d+)\]$")
 FENCE = re.compile(r"^(?P<indent> *)```(?P<info>[\w-]*)\s*$")
 
@@ -46,6 +52,7 @@ class Transcript:
     lineno: int                 # 1-based line of the opening fence
     commands: "list[Command]"
     illustrative: "str | None"  # why it cannot run here, for a marked block
+    directml: bool = False      # runs DirectML for real: checked with the setup (make directml)
 
     @property
     def name(self) -> str:
@@ -102,7 +109,8 @@ def transcripts(paths: "list[Path] | None" = None) -> "list[Transcript]":
             if not lines or not lines[0].startswith("$ dml-lower"):
                 continue
             marked = ILLUSTRATIVE.match(above)
-            found.append(Transcript(path, lineno, parse(lines), marked.group("why") if marked else None))
+            found.append(Transcript(path, lineno, parse(lines), marked.group("why") if marked else None,
+                                    bool(DIRECTML.match(above))))
     return found
 
 
@@ -133,9 +141,12 @@ def run_in_process(command: Command, capfd) -> "tuple[int, str]":
     return code, out + err
 
 
-def run_process(command: Command) -> "tuple[int, str]":
-    """The same as a real process, as a user runs it: for rewriting the shown output."""
+def run_process(command: Command, directml: bool = False) -> "tuple[int, str]":
+    """The same as a real process, as a user runs it: for rewriting the shown output (without a
+    DirectML setup unless the transcript runs DirectML for real)."""
     env = dict(os.environ, DML_LOWER_STRICT="1")
+    if not directml:
+        env[HOME_ENV] = NO_SETUP
     done = subprocess.run([sys.executable, "-m", "onnx_dml_lowering.compiler", *command.argv],
                           cwd=ROOT, capture_output=True, text=True, env=env)
     return done.returncode, done.stdout + done.stderr
@@ -155,7 +166,7 @@ def rewrite(path: Path) -> int:
         indent = lines[transcript.lineno - 1][:len(lines[transcript.lineno - 1]) - len(lines[transcript.lineno - 1].lstrip())]
         body = []
         for command in transcript.commands:
-            code, printed = run_process(command)
+            code, printed = run_process(command, transcript.directml)
             body.append(command.line + "\n")
             body.extend(printed.splitlines(keepends=True))
             if code:

@@ -124,6 +124,9 @@ def format_verified(report: dict) -> "list[str]":
     v = report["verified"]
     reasons = {n["node"]: n.get("reason", "") for n in report["nodes"]}
     total = v["agree"] + len(v["differ"])
+    if total == 0:
+        return [f"verified on the real DML EP (onnxruntime.dll {v['onnxruntime']}): nothing compared, its session "
+                "named no placement (the verification warning above says why)"]
     lines = [f"verified on the real DML EP (onnxruntime.dll {v['onnxruntime']}, level 1 by the same onnxruntime): "
              f"{v['agree']} of {total} nodes agree"]
     for d in v["differ"]:

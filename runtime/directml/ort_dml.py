@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -86,9 +87,15 @@ class DmlEpSession:
             raise DmlLowerError(explain(self.model, exc.message, at_run=True)) from None
 
 
+# The DML EP's failure prefix: its build machine's source path, an address, a caller, a throw count
+# and a thread id (which change from run to run); the HRESULT and its text after it are the message.
+_DML_FRAME = re.compile(r"[A-Za-z]:\\\S*?\(\d+\)\\\S+?!\w+: \(caller: \w+\) Exception\(\d+\) tid\(\w+\) ")
+
+
 def explain(model: "onnx.ModelProto | None", message: str, at_run: bool) -> str:
-    """onnxruntime's message in one line, led by the named DML EP deviation it is, if it is one."""
-    text = " ".join(message.replace("\r", " ").split())
+    """onnxruntime's message in one line without the DML EP's frame, led by the named DML EP
+    deviation it is, if it is one."""
+    text = _DML_FRAME.sub("", " ".join(message.replace("\r", " ").split()))
     named = name_failure(model, text, at_run)
     return f"{named} (onnxruntime: {text})" if named else text
 

@@ -89,10 +89,14 @@ class CompiledModel:
                 from onnx_dml_lowering.runtime.ort_operators import OrtOperators
                 operators = OrtOperators(providers, session_settings)
                 self._sessions[key] = EmulatorSession(self, operators, operators.providers, session_settings)
+            elif backend == "dml":
+                from onnx_dml_lowering.runtime.directml.kernels import DirectMLKernels
+                self._sessions[key] = EmulatorSession(self, DirectMLKernels(), settings=session_settings)
             else:
                 from onnx_dml_lowering.ir import DmlLowerError
                 raise DmlLowerError(f"CompiledModel.run backend {backend!r}: it runs the lowered graph, 'cpu' (the "
-                                    "DirectML emulator) or 'ort' (each DirectML operator on onnxruntime)")
+                                    "DirectML emulator), 'ort' (each DirectML operator on onnxruntime) or 'dml' "
+                                    "(each DirectML operator on DirectML.dll: make directml)")
         return self._sessions[key]
 
     def run(self, feeds: Mapping[str, object], backend: str = "cpu",
@@ -101,7 +105,8 @@ class CompiledModel:
         """Execute on host feeds (name -> array); returns every graph output by name.
 
         backend "cpu": the numpy emulator of the DirectML operators; "ort": the same lowered
-        graph with each DirectML operator run by onnxruntime on `providers` (default CPU).
+        graph with each DirectML operator run by onnxruntime on `providers` (default CPU); "dml":
+        each DirectML operator run by Microsoft's DirectML.dll (the DirectML host; make directml).
         memory_limit (bytes or a size like "512MiB"; default three quarters of physical memory)
         bounds the buffers a run allocates, summed before allocating: over it, DmlLowerError.
         session_settings: a runtime.ort_providers.SessionSettings for every onnxruntime session.

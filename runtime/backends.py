@@ -3,6 +3,8 @@ table of the names a user can give (the only place a backend name is decoded) an
 
     cpu                 the lowered graph, DirectML operators on the numpy emulator
     ort                 the lowered graph, each DirectML operator on onnxruntime (stand-ins)
+    dml                 the lowered graph, each DirectML operator on Microsoft's DirectML.dll (the
+                        DirectML host, runtime/directml; unavailable without `make directml`)
     ort-cpu, ort-dml,   the model as the user ships it on that onnxruntime execution provider
     ort:<ProviderName>  (the file path, external data included; or the ModelProto / bytes given)
     saved:<LABEL>       outputs saved earlier (saved_outputs.py), read back
@@ -31,6 +33,8 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 
+from .directml.dml_host import DirectMLRefused
+from .directml.home import DirectMLUnavailable, find_home
 from .feeds import restore_declared
 from .oracle import NO_KERNEL_NODE
 from .ort_providers import (ProviderSpec, SessionSettings, backend_hint, make_provider_session,
@@ -43,6 +47,7 @@ from .weights import is_lazy
 LOWERED = {
     "cpu": "lowered graph, DirectML operators on the numpy emulator",
     "ort": "lowered graph, DirectML operators on onnxruntime CPUExecutionProvider",
+    "dml": "lowered graph, DirectML operators on DirectML.dll",
 }
 # Provider backends named without PROVIDER_PREFIX.
 PROVIDER_ALIASES = {"ort-cpu": "CPUExecutionProvider", "ort-dml": "DmlExecutionProvider"}
@@ -161,6 +166,16 @@ class Lowered:
         return self.compiled.session(self.name, self.providers, self.options.settings)
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
+        if self.name == "dml":
+            try:
+                return self._run(feeds)
+            except DirectMLRefused as exc:
+                # the device does not take a descriptor the lowering emitted: nothing after it ran
+                why = f"the DirectML device refuses it: {exc}"
+                return BackendRun(not_compared={n: why for n in self.compiled.output_names})
+        return self._run(feeds)
+
+    def _run(self, feeds: Mapping[str, np.ndarray]) -> BackendRun:
         before = self._session().lowered_iterations
         outputs = self.compiled.run(feeds, backend=self.name, providers=self.providers, strict=self.options.strict,
                                     memory_limit=self.options.memory_limit, session_settings=self.options.settings)
@@ -340,6 +355,12 @@ def make_backends(compiled, names: "list[str]", options: BackendOptions) -> "tup
         if p.kind == "lowered":
             if p.name == "ort":
                 resolve(options.providers)          # a provider this machine lacks: one line, before any run
+            if p.name == "dml":
+                try:
+                    find_home()
+                except DirectMLUnavailable as exc:
+                    unavailable[p.name] = str(exc)
+                    continue
             backends.append(Lowered(compiled, p.name, options))
         elif p.kind == "saved":
             if options.loaded is None or p.name not in options.loaded.by_backend:

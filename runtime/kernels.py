@@ -196,15 +196,31 @@ def nonzero_coordinates(x: np.ndarray, count: np.ndarray, coords: np.ndarray, st
     count[...] = total
 
 
+def _truncate(x: float, bits: int) -> int:
+    """x86's truncating float-to-integer conversion of `bits` (cvttss2si): NaN, infinities and values outside
+    [-2^(bits-1), 2^(bits-1)) give the 'integer indefinite' -2^(bits-1)."""
+    if not math.isfinite(x) or not -(2.0 ** (bits - 1)) <= math.trunc(x) < 2.0 ** (bits - 1):
+        return -(1 << (bits - 1))
+    return math.trunc(x)
+
+
 def scalar_for(dtype: np.dtype, value: float) -> np.generic:
-    """DIAGONAL_MATRIX's FLOAT Value in the output type: integers truncate toward zero."""
+    """DIAGONAL_MATRIX's FLOAT Value in the output type, as DirectML 1.15.4 writes it (measured bit
+    for bit on DirectML.dll: tests/runtime/directml/test_directml_grid.py). Integers truncate toward
+    zero through a 32-bit conversion (8-, 16- and 32-bit signed, 8- and 16-bit unsigned) or a 64-bit
+    one (UINT32, INT64; UINT64 from 2^63 up converts Value - 2^63 and sets the top bit), then keep
+    the low bits; NaN and values outside the conversion's range give its 'integer indefinite'
+    (the lowest value). Out-of-range Values are a device's choice (this is lavapipe's x86 one); no
+    lowering emits them (EyeLike's is 1.0)."""
     as_float = np.float32(value)
     if dtype.kind == "f":
         return dtype.type(as_float)
-    if not np.isfinite(as_float):
-        raise DmlLowerError(f"DIAGONAL_MATRIX Value {value} has no integer equivalent")
-    bits = dtype.itemsize * 8
-    wrapped = int(np.trunc(as_float)) % (1 << bits)
+    x, bits = float(as_float), dtype.itemsize * 8
+    if bits == 64 and dtype.kind == "u" and not x < 2.0 ** 63:       # NaN takes this branch too
+        integer = (_truncate(x - 2.0 ** 63, 64) % (1 << 64)) | (1 << 63)
+    else:
+        integer = _truncate(x, 64 if bits == 64 or (bits == 32 and dtype.kind == "u") else 32)
+    wrapped = integer % (1 << bits)
     if dtype.kind == "i" and wrapped >= 1 << (bits - 1):
         wrapped -= 1 << bits
     return dtype.type(wrapped)
@@ -240,12 +256,7 @@ def diagonal_matrix1(source: "np.ndarray | None", out: np.ndarray, value, begin:
     """Value where (End >= Begin) ^ (x - y >= Begin) ^ (x - y < End), else Input (or 0)."""
     height, width = out.shape[-2:]
     use = _band_test(height, width, begin, end)
-    try:
-        fill = np.array(value).astype(out.dtype, casting="same_kind" if out.dtype.kind == "f" else "unsafe")
-        if out.dtype.kind in "iu" and int(fill) != value:
-            raise OverflowError
-    except (OverflowError, ValueError):
-        raise DmlLowerError(f"DIAGONAL_MATRIX1 Value {value!r} does not fit {out.dtype}") from None
+    fill = diagonal1_fill(out.dtype, value)
     if source is None:
         _zero(out)
     elif not (source.ctypes.data == out.ctypes.data and source.strides == out.strides
@@ -255,6 +266,18 @@ def diagonal_matrix1(source: "np.ndarray | None", out: np.ndarray, value, begin:
         out[...] = fill
     elif use is not False:
         np.copyto(out, fill, where=use)     # only the band is written: no full-size temporary
+
+
+def diagonal1_fill(dtype: np.dtype, value) -> np.ndarray:
+    """DIAGONAL_MATRIX1's Value as the output type holds it (its DML_SCALAR_UNION): exact for
+    integers, one line when it does not fit."""
+    try:
+        fill = np.array(value).astype(dtype, casting="same_kind" if dtype.kind == "f" else "unsafe")
+        if dtype.kind in "iu" and int(fill) != value:
+            raise OverflowError
+    except (OverflowError, ValueError):
+        raise DmlLowerError(f"DIAGONAL_MATRIX1 Value {value!r} does not fit {dtype}") from None
+    return fill
 
 
 def _band_test(height: int, width: int, begin: int, end: int) -> "np.ndarray | bool":

@@ -52,7 +52,6 @@ def pytest_runtest_setup(item):
         pytest.skip(str(exc))
 
 
-
 @pytest.fixture(autouse=True)
 def _no_shared_host_where_unmarked(request, monkeypatch):
     """A test not marked directml starts no ort_host of its own (one left by a directml test is
@@ -65,3 +64,13 @@ def _no_shared_host_where_unmarked(request, monkeypatch):
 
 def pytest_runtest_teardown(item):
     os.environ[_HOME_ENV] = _NO_DIRECTML_HOME
+
+
+@pytest.fixture(scope="session")
+def dml_host():
+    """One DirectML host for the whole session (its start-up costs seconds, each operator
+    milliseconds), for tests marked directml."""
+    from onnx_dml_lowering.runtime.directml.dml_host import DmlHost
+    from onnx_dml_lowering.runtime.directml.home import find_home
+    with DmlHost(find_home()) as host:
+        yield host

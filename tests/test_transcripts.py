@@ -10,8 +10,7 @@ import pytest
 from tests.transcripts import ROOT, Transcript, normalise, run_in_process, transcripts
 
 ALL = transcripts()
-RUNNABLE = [t for t in ALL if not t.illustrative and not t.directml]
-DIRECTML = [t for t in ALL if t.directml]
+RUNNABLE = [t for t in ALL if not t.illustrative]
 ILLUSTRATIVE = [t for t in ALL if t.illustrative]
 # Blocks that cannot run here (DirectML needs Windows) stay this few; a new one is a decision.
 MAX_ILLUSTRATIVE = 0
@@ -24,19 +23,9 @@ def _at_root(monkeypatch):
     monkeypatch.chdir(ROOT)
 
 
-@pytest.mark.parametrize("transcript", RUNNABLE, ids=[t.name for t in RUNNABLE])
+@pytest.mark.parametrize("transcript", [pytest.param(t, marks=[pytest.mark.directml] if t.needs_directml else [])
+                                        for t in RUNNABLE], ids=[t.name for t in RUNNABLE])
 def test_transcript_prints_what_the_page_shows(transcript: Transcript, capfd):
-    _prints_what_the_page_shows(transcript, capfd)
-
-
-@pytest.mark.directml
-@pytest.mark.parametrize("transcript", DIRECTML, ids=[t.name for t in DIRECTML])
-def test_directml_transcript_prints_what_the_page_shows(transcript: Transcript, capfd):
-    """A transcript of DirectML run for real, run with the setup (make directml)."""
-    _prints_what_the_page_shows(transcript, capfd)
-
-
-def _prints_what_the_page_shows(transcript: Transcript, capfd):
     before = set(ROOT.iterdir())
     try:
         for command in transcript.commands:
@@ -132,3 +121,13 @@ def test_transcripts_are_parsed_with_their_exit_codes_and_marks(tmp_path):
 ])
 def test_only_wall_times_are_normalised(shown, printed, same):
     assert (normalise(shown) == normalise(printed)) is same
+
+
+def test_a_transcript_needing_directml_is_marked_so(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("*Needs `make directml`: run by the tests marked directml.*\n\n```\n$ dml-lower capabilities --device\n"
+                    "self-test passed\n```\n\n```\n$ dml-lower demo\n```\n")
+    marked, plain = transcripts([page])
+    assert marked.needs_directml and marked.illustrative is None and not plain.needs_directml
+    shown = [t for t in RUNNABLE if t.needs_directml]
+    assert {t.path.name for t in shown} >= {"capabilities.md", "directml-on-linux.md"}

@@ -9,10 +9,10 @@ captured apart). A command that exits with a code other than 0 shows it as its l
 wrote (under /tmp).
 
 A transcript that cannot run here (DirectML needs Windows) is marked by the line right above its
-fence, which the rendered page shows too: `*Illustrative only (WHY): not run by the tests.*`.
-A transcript of DirectML run for real is marked `*Runs DirectML for real (make directml): checked by
-the tests marked directml.*`: those tests run it with the setup, every other transcript runs (and is
-rewritten) as on a machine without one.
+fence, which the rendered page shows too: `*Illustrative only (WHY): not run by the tests.*`. One
+that runs DirectML for real (the dml backend, capabilities --device) is marked
+`*Needs `make directml`: run by the tests marked directml.*`: it runs where the setup is, and is
+skipped with one line elsewhere (a failure under make directml-check).
 
 To rewrite the shown output of every transcript of a page from real runs (after a deliberate
 change of output):
@@ -31,9 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ILLUSTRATIVE = re.compile(r"^\*Illustrative only \((?P<why>[^)]+)\): not run by the tests\.\*$")
-DIRECTML = re.compile(r"^\*Runs DirectML for real \(make directml\): checked by the tests marked directml\.\*$")
-HOME_ENV = "DML_LOWER_DIRECTML_HOME"
-NO_SETUP = "/nonexistent/dml-lower-transcripts-without-directml"
+NEEDS_DIRECTML = re.compile(r"^\*Needs `make directml`: run by the tests marked directml\.\*$")
 EXIT = re.compile(r"^\[exit (-?\d+)\]$")
 FENCE = re.compile(r"^(?P<indent> *)```(?P<info>[\w-]*)\s*$")
 
@@ -52,7 +50,7 @@ class Transcript:
     lineno: int                 # 1-based line of the opening fence
     commands: "list[Command]"
     illustrative: "str | None"  # why it cannot run here, for a marked block
-    directml: bool = False      # runs DirectML for real: checked with the setup (make directml)
+    needs_directml: bool = False  # runs DirectML.dll (make directml)
 
     @property
     def name(self) -> str:
@@ -110,7 +108,7 @@ def transcripts(paths: "list[Path] | None" = None) -> "list[Transcript]":
                 continue
             marked = ILLUSTRATIVE.match(above)
             found.append(Transcript(path, lineno, parse(lines), marked.group("why") if marked else None,
-                                    bool(DIRECTML.match(above))))
+                                    bool(NEEDS_DIRECTML.match(above))))
     return found
 
 
@@ -141,12 +139,13 @@ def run_in_process(command: Command, capfd) -> "tuple[int, str]":
     return code, out + err
 
 
-def run_process(command: Command, directml: bool = False) -> "tuple[int, str]":
-    """The same as a real process, as a user runs it: for rewriting the shown output (without a
-    DirectML setup unless the transcript runs DirectML for real)."""
+def run_process(command: Command, needs_directml: bool = False) -> "tuple[int, str]":
+    """The same as a real process, as a user runs it: for rewriting the shown output. A transcript
+    not marked as needing DirectML is rewritten as the tests run it: without a DirectML setup
+    (tests/conftest.py), whether or not this machine has one."""
     env = dict(os.environ, DML_LOWER_STRICT="1")
-    if not directml:
-        env[HOME_ENV] = NO_SETUP
+    if not needs_directml:
+        env["DML_LOWER_DIRECTML_HOME"] = "/nonexistent/dml-lower-transcripts-without-directml"
     done = subprocess.run([sys.executable, "-m", "onnx_dml_lowering.compiler", *command.argv],
                           cwd=ROOT, capture_output=True, text=True, env=env)
     return done.returncode, done.stdout + done.stderr
@@ -166,7 +165,7 @@ def rewrite(path: Path) -> int:
         indent = lines[transcript.lineno - 1][:len(lines[transcript.lineno - 1]) - len(lines[transcript.lineno - 1].lstrip())]
         body = []
         for command in transcript.commands:
-            code, printed = run_process(command, transcript.directml)
+            code, printed = run_process(command, transcript.needs_directml)
             body.append(command.line + "\n")
             body.extend(printed.splitlines(keepends=True))
             if code:

@@ -286,13 +286,15 @@ class FeedArgs(ArgGroup):
 BACKENDS_HELP = {
     "run": "comma-separated: cpu (lowered graph, DirectML operators on the numpy emulator), "
            "ort (lowered graph, each DirectML operator on onnxruntime --providers), "
+           "dml (lowered graph, each DirectML operator on DirectML.dll: make directml), "
            "ort-cpu / ort-dml / ort:<ProviderName> (the model as shipped on that onnxruntime "
            "provider); --backend is the same option",
     "check": "comma-separated: cpu (lowered graph, emulator), ort (lowered graph, "
-             "operators on onnxruntime), ort-cpu / ort-dml / ort:<ProviderName> (the model as shipped "
+             "operators on onnxruntime), dml (lowered graph, operators on DirectML.dll: make directml), "
+             "ort-cpu / ort-dml / ort:<ProviderName> (the model as shipped "
              "on that onnxruntime provider)",
-    "reduce": "the one check backend that fails: cpu, ort, ort-cpu, ort-dml or ort:<ProviderName>",
-    "conformance": "comma-separated: cpu, ort (lowered graph), ort-cpu, ort-dml, ort:<ProviderName> (each "
+    "reduce": "the one check backend that fails: cpu, ort, dml, ort-cpu, ort-dml or ort:<ProviderName>",
+    "conformance": "comma-separated: cpu, ort, dml (lowered graph), ort-cpu, ort-dml, ort:<ProviderName> (each "
                    "case's model.onnx as shipped on that provider)",
 }
 

@@ -12,7 +12,7 @@ it answers, else an Xvfb started here (-displayfd). The process is started on fi
 with its parent: the host exits when its stdin closes (the parent gone, whatever killed it), and
 the Wine process and the Xvfb also get SIGKILL from the kernel when the parent dies
 (PR_SET_PDEATHSIG); both run in their own session, so a Ctrl-C reaches only the parent, which
-closes them in order. The wineserver Wine starts exits a few seconds after its last client."""
+closes them in order. The wineserver Wine starts exits once its last client has gone."""
 from __future__ import annotations
 
 import ctypes
@@ -47,9 +47,9 @@ class HostFailed(DmlLowerError):
 
 def _die_with_parent() -> "Callable[[], None] | None":
     """A preexec function asking the kernel for SIGKILL when the parent dies (Linux). The signal
-    follows the thread that forked, so it is only set from the main thread; a host started from
-    another thread still exits when its stdin closes."""
-    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+    follows the thread that started the process: a host dies with the thread that uses it (each
+    zoo worker thread has its own: dml_host.shared_host), or with the whole process."""
+    if not sys.platform.startswith("linux"):
         return None
     libc = ctypes.CDLL(None, use_errno=True)
     parent = os.getpid()
@@ -84,7 +84,7 @@ def display_answers(display: "str | None") -> bool:
 class Xvfb:
     """An X server of our own for Wine, on the first free display (-displayfd)."""
 
-    def __init__(self) -> None:
+    def __init__(self, run_id: str = "") -> None:
         xvfb = shutil.which("Xvfb")
         if xvfb is None:
             raise DirectMLUnavailable(f"no X display and no Xvfb for Wine; {SETUP_HINT} (it installs xvfb)")
@@ -93,7 +93,8 @@ class Xvfb:
             self.process = subprocess.Popen(
                 [xvfb, "-displayfd", str(write_fd), "-nolisten", "tcp", "-screen", "0", "640x480x24"],
                 pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent())
+                stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent(),
+                env={**os.environ, RUN_ENV: run_id})
         finally:
             os.close(write_fd)
         with os.fdopen(read_fd, "rb") as reader:
@@ -147,7 +148,7 @@ class HostProcess:
             raise DirectMLUnavailable(f"Wine is not installed; {SETUP_HINT}")
         display = os.environ.get("DISPLAY")
         if not display_answers(display):
-            self._xvfb = Xvfb()
+            self._xvfb = Xvfb(self.run_id)
             display = self._xvfb.display
         return [wine, str(self.exe)], wine_environment(self.home, display or "", self.run_id)
 
@@ -227,7 +228,10 @@ class HostProcess:
         status = f"exit code {code:#x}" if isinstance(code, int) and code > 255 else f"exit code {code}"
         said = self.stderr_line()
         self.close()
-        return HostFailed(f"DirectML host {self.name} {what} ({status}){': ' + said if said else ''}")
+        if not said and not on_windows() and not os.environ.get("DML_LOWER_WINEDEBUG"):
+            said = "it said nothing (DML_LOWER_WINEDEBUG=err+all shows Wine's messages)"
+        return HostFailed(f"DirectML host {self.name} {what} ({status}): {said}" if said
+                          else f"DirectML host {self.name} {what} ({status})")
 
     def _read_exact(self, size: int) -> bytes:
         assert self._process is not None and self._process.stdout is not None

@@ -210,11 +210,22 @@ def test_diagonal_matrix_kernel_against_eye(dtype):
         assert (padded[..., -1, :] == 9).all() and (padded[..., 1::2] == 9).all()
 
 
-def test_diagonal_matrix_integer_value_error_only_when_the_diagonal_is_written():
-    out = np.zeros((2, 2), np.int32)
-    kernels.diagonal_matrix(out, 5, float("inf"))                      # misses: nothing to convert
-    with pytest.raises(Exception, match="no integer equivalent"):
-        kernels.diagonal_matrix(out, 0, float("inf"))
+# DIAGONAL_MATRIX's FLOAT Value into integers outside their range, as DirectML.dll 1.15.4 wrote them
+# (tests/runtime/directml/test_directml_grid.py runs the same values on the real DirectML).
+MEASURED_VALUES = [
+    (np.int8, 128.5, -128), (np.uint8, -1.5, 255), (np.int16, 32768.5, -32768), (np.uint16, 65536.5, 0),
+    (np.int16, 1e10, 0), (np.int32, 1e10, -2**31), (np.int32, float("nan"), -2**31), (np.int32, float("inf"), -2**31),
+    (np.uint32, 5e9, 705032704), (np.uint32, -1e10, 2884901888), (np.int64, 9.3e18, -2**63),
+    (np.uint64, -1.5, 2**64 - 1), (np.uint64, 1.8e19, 18000000404716257280), (np.uint64, 1.9e19, 2**63),
+    (np.uint64, float("nan"), 2**63),
+]
+
+
+@pytest.mark.parametrize("dtype, value, want", MEASURED_VALUES, ids=lambda v: str(v))
+def test_diagonal_matrix_out_of_range_values_as_directml_writes_them(dtype, value, want):
+    out = np.zeros((2, 2), dtype)
+    kernels.diagonal_matrix(out, 0, value)
+    assert out[0, 0] == out[1, 1] == want and out[0, 1] == out[1, 0] == 0
 
 
 @pytest.mark.parametrize("size", [1, 3, 4, 7, 64, 65])

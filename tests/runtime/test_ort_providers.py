@@ -45,7 +45,7 @@ def test_backend_names_are_decoded_in_one_table(text, kind, provider):
 
 
 @pytest.mark.parametrize("text, message", [("ort:", "names no execution provider"),
-                                           ("gpu", "unknown backend 'gpu'; choose from cpu, ort, ort-cpu")])
+                                           ("gpu", "unknown backend 'gpu'; choose from cpu, ort, dml, ort-cpu")])
 def test_bad_backend_names_are_one_line(text, message):
     from onnx_dml_lowering.runtime.backends import parse_backend
     with pytest.raises(DmlLowerError, match=message):

@@ -207,7 +207,7 @@ def test_usage_error_is_one_line_exit_2(argv, capsys):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--backends", "cpu,gpu"], "unknown backend 'gpu'; choose from cpu, ort, ort-cpu, ort-dml, ort:<ProviderName>"),
+    (["--backends", "cpu,gpu"], "unknown backend 'gpu'; choose from cpu, ort, dml, ort-cpu, ort-dml, ort:<ProviderName>"),
     (["--providers", "cpu"], "--providers applies to the ort backend only"),
     (["--backends", "cpu,ort", "--save-outputs", "o.npz"], "--save-outputs saves one backend's outputs"),
 ])

@@ -1,0 +1,192 @@
+"""The client of hosts/dml_host.c: DirectML operators run by Microsoft's DirectML.dll.
+
+`DmlHost.execute(op, tensors, fields, buffers)` sends one operator — its DML_OPERATOR_TYPE, its
+tensor descriptors (ir.TensorDesc: data type, sizes, strides, TotalTensorSizeInBytes) in the
+description's order, its scalar fields — and the whole bytes of every bound buffer, and returns the
+whole bytes of every output buffer as DirectML left them. A refusal by the device (E_INVALIDARG or
+E_NOTIMPL when the operator is created or compiled) is DirectMLRefused, the backend's UNSUPPORTED;
+any other failure DirectMLCallFailed, its ERROR. Both name the operator, descriptors and HRESULT.
+
+`shared_host()` is the process's one host, started on first use and closed at exit: one per command,
+one per zoo worker process."""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from onnx_dml_lowering.ir import DataType, DmlLowerError, TensorDesc
+from onnx_dml_lowering.ir.support import OPERATORS
+
+from .home import DirectMLHome, find_home
+from .wine import HostProcess
+
+EXE = "dml_host"
+EXECUTE, CAPS = 1, 2
+OK, FAILED, REFUSED = 0, 1, 2
+E_INVALIDARG, E_NOTIMPL = 0x80070057, 0x80004001
+# Where a refusal means "this device does not take this descriptor", not a broken device.
+REFUSING_STAGES = ("CreateOperator", "CompileOperator")
+
+# DML_OPERATOR_TYPE values and how many of each description's tensors are inputs, from the IR's
+# support tables (their tensors are named as in the description, inputs first).
+OPERATOR_TYPES = {name: op.number for name, op in OPERATORS.items()}
+INPUTS = {name: sum(not t.startswith("Output") for t in op.rows[0].tensors) for name, op in OPERATORS.items()}
+
+
+class HostRefused(DmlLowerError):
+    """The host will not run operators: its start-up self-test failed (a wrong answer from a
+    known operator), or it called a request malformed."""
+
+
+class DirectMLCallFailed(DmlLowerError):
+    """DirectML.dll or D3D12 returned a failing HRESULT for one operator."""
+
+    def __init__(self, operator: str, descriptors: str, hresult: int, stage: str) -> None:
+        self.operator, self.descriptors, self.hresult, self.stage = operator, descriptors, hresult, stage
+        super().__init__(f"DirectML {operator} {descriptors}: {stage} failed with HRESULT {hresult:#010x}"
+                         f"{' (E_INVALIDARG)' if hresult == E_INVALIDARG else ''}")
+
+
+class DirectMLRefused(DirectMLCallFailed):
+    """The device refuses the descriptor (E_INVALIDARG / E_NOTIMPL when creating or compiling)."""
+
+
+def call_failed(operator: str, descriptors: str, hresult: int, stage: str) -> DirectMLCallFailed:
+    refused = hresult in (E_INVALIDARG, E_NOTIMPL) and stage in REFUSING_STAGES
+    return (DirectMLRefused if refused else DirectMLCallFailed)(operator, descriptors, hresult, stage)
+
+
+def encode_tensor(desc: "TensorDesc | None") -> bytes:
+    """One tensor slot of an EXECUTE request (an absent optional tensor: present = 0)."""
+    if desc is None:
+        return struct.pack("<I", 0)
+    sizes = desc.concrete_sizes()
+    out = struct.pack(f"<4I{len(sizes)}I", 1, int(desc.data_type), desc.flags, len(sizes), *sizes)
+    if desc.strides is None:
+        out += struct.pack("<I", 0)
+    else:
+        out += struct.pack(f"<I{len(sizes)}I", 1, *desc.strides)
+    return out + struct.pack("<QI", desc.total_bytes, desc.alignment)
+
+
+def describe(tensors: "Sequence[TensorDesc | None]") -> str:
+    return ", ".join(t.describe() if t is not None else "(none)" for t in tensors)
+
+
+@dataclass
+class Executed:
+    outputs: "list[bytes]"     # every output buffer's whole bytes, in the description's order
+    cached: bool               # the compiled operator came from the host's cache
+
+
+class DmlHost:
+    """One dml_host process (started on first use)."""
+
+    def __init__(self, home: "DirectMLHome | None" = None) -> None:
+        self.process = HostProcess(home or find_home(), EXE)
+
+    def close(self) -> None:
+        self.process.close()
+
+    def __enter__(self) -> "DmlHost":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def start(self) -> str:
+        """Start the host (Wine, device, heap, self-test) if it is not running; its hello line."""
+        self.process.start()
+        return self.process.hello
+
+    @property
+    def hello(self) -> str:
+        return self.start()
+
+    def _ready(self) -> None:
+        if not self.hello.startswith("ok"):
+            raise HostRefused(f"the DirectML host refuses to run operators: its self-test {self.hello} "
+                              "(run `make directml` again; docs/directml-on-linux.md)")
+
+    def caps(self) -> "dict[str, Any]":
+        """The device facts: directml_version, feature_level, data_types, d3d12, self_test."""
+        answer = self.process.request(struct.pack("<I", CAPS))
+        status, body = struct.unpack_from("<I", answer)[0], answer[4:]
+        if status != OK:
+            raise HostRefused(f"the DirectML host would not say its device facts: {body.decode('utf-8', 'replace')}")
+        return dict(json.loads(body.decode("utf-8")))
+
+    def execute(self, operator: str, tensors: "Sequence[TensorDesc | None]", fields: bytes,
+                buffers: "Sequence[bytes | None]") -> Executed:
+        """Run one operator; `buffers[i]` is tensor i's whole buffer (TotalTensorSizeInBytes)."""
+        self._ready()
+        request = [struct.pack("<3I", EXECUTE, OPERATOR_TYPES[operator], len(tensors))]
+        request += [encode_tensor(t) for t in tensors]
+        request.append(struct.pack("<I", len(fields)) + fields)
+        for desc, data in zip(tensors, buffers):
+            if desc is not None:
+                if data is None or len(data) != desc.total_bytes:
+                    raise DmlLowerError(f"DirectML {operator} {desc.describe()}: a buffer of "
+                                        f"{0 if data is None else len(data)} bytes for {desc.total_bytes}")
+                request.append(bytes(data))
+        answer = self.process.request(b"".join(request))
+        status = struct.unpack_from("<I", answer)[0]
+        if status == FAILED:
+            hresult, length = struct.unpack_from("<2I", answer, 4)
+            raise call_failed(operator, describe(tensors), hresult, answer[12:12 + length].decode("utf-8", "replace"))
+        if status != OK:
+            raise HostRefused(f"the DirectML host refused {operator} {describe(tensors)}: "
+                              f"{answer[4:].decode('utf-8', 'replace')}")
+        cached = bool(struct.unpack_from("<I", answer, 4)[0])
+        outputs, at = [], 8
+        for desc in tensors[INPUTS[operator]:]:
+            size = desc.total_bytes if desc is not None else 0
+            outputs.append(answer[at:at + size])
+            at += size
+        if at != len(answer):
+            raise HostRefused(f"the DirectML host answered {operator} with {len(answer)} bytes, not {at}")
+        return Executed(outputs, cached)
+
+
+_local = threading.local()          # this thread's host, with the pid that started it
+_started: "list[tuple[int, DmlHost]]" = []
+_lock = threading.Lock()
+
+
+def shared_host() -> DmlHost:
+    """This thread's host, started on first use: one per command, one per zoo worker (a thread
+    of the zoo's pool, or a process of its own; a forked child never shares its parent's pipe).
+    A host dies with the thread that started it (wine.HostProcess)."""
+    mine = getattr(_local, "host", None)
+    if mine is None or mine[0] != os.getpid():
+        mine = _local.host = (os.getpid(), DmlHost())
+        with _lock:
+            _started.append(mine)
+    return mine[1]
+
+
+def _close_shared() -> None:
+    with _lock:
+        for pid, host in _started:
+            if pid == os.getpid():
+                host.close()
+        _started.clear()
+
+
+atexit.register(_close_shared)
+
+
+def data_type_of(dtype: Any) -> DataType:
+    """The DirectML type of a numpy dtype the emulator's buffers hold."""
+    for data_type in DataType:
+        try:
+            if data_type.numpy == dtype:
+                return data_type
+        except DmlLowerError:
+            continue
+    raise DmlLowerError(f"numpy dtype {dtype} has no DirectML tensor type")

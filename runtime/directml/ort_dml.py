@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.lowering.onnx_graphs import all_nodes
 from onnx_dml_lowering.runtime.dml_deviations import name_failure
 
 from .home import on_windows
@@ -131,12 +132,4 @@ def _node_names(path: str) -> "list[str] | None":
         written = onnx.load(path, load_external_data=False)
     except Exception:      # noqa: BLE001 - not written (onnxruntime refused to serialise): no names
         return None
-    names: "list[str]" = []
-    graphs = [written.graph]
-    while graphs:
-        graph = graphs.pop()
-        for node in graph.node:
-            names.append(node.name)
-            for attr in node.attribute:
-                graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs))
-    return names
+    return [node.name for _, node in all_nodes(written)]

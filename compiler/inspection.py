@@ -117,8 +117,8 @@ def inspect_model(path: str, feature_level: str = "5_1", ep: "str | None" = None
     return _inspect(path, feature_level, ep, device_lacks)[0]
 
 
-def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tuple[str, ...]"
-             ) -> "tuple[dict, onnx.ModelProto | None]":
+def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tuple[str, ...]",
+             verify: bool = False) -> "tuple[dict, onnx.ModelProto | None]":
     """The report, and with ep="dml" the graph the placement was predicted on (for the picture)."""
     raw = _load_raw(path)
     graph = None
@@ -140,7 +140,10 @@ def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tup
     if raw.functions:
         report["function_op_counts"] = {f"{f.domain}:{f.name}": dict(sorted(count_ops(f).items()))
                                         for f in raw.functions}
-    if ep == "dml":
+    if ep == "dml" and verify:
+        from .ep.verify import verify_placement
+        report["ep_placement"], graph = verify_placement(path, tuple(device_lacks), raw)
+    elif ep == "dml":
         report["ep_placement"], graph = placement_for_file(path, tuple(device_lacks), raw)
     return report, graph
 
@@ -186,6 +189,9 @@ def format_inspect(report: dict) -> str:
         lines.append(text)
     if "ep_placement" in report:
         lines.extend(format_placement(report["ep_placement"]))
+        if "verified" in report["ep_placement"]:
+            from .ep.verify import format_verified
+            lines.extend(format_verified(report["ep_placement"]))
     # each entry is one line: its names (a model's, untrusted) displayed, so none can split it
     return "\n".join(map(display, lines))
 
@@ -197,13 +203,17 @@ def cmd_inspect(args) -> int:
         raise DmlLowerError("--html draws the DML EP placement: add --ep dml")
     if getattr(args, "device_lacks", None) and getattr(args, "ep", None) != "dml":
         raise DmlLowerError("--device-lacks is an assumption of the DML EP placement: add --ep dml")
+    verify = bool(getattr(args, "verify", False))
+    if verify and getattr(args, "ep", None) != "dml":
+        raise DmlLowerError("--verify checks the DML EP placement on the real EP: add --ep dml")
+    _ort_version(getattr(args, "ort_version", None))
     explorer_out = getattr(args, "model_explorer", None)
     if explorer_out:
         from .explorer import require_view
         require_view("--model-explorer")
     check_outputs(("--json", args.json), ("--html", html_out), ("--model-explorer", explorer_out))   # before the work
     report, graph = _inspect(args.model, args.feature_level, getattr(args, "ep", None),
-                             tuple(getattr(args, "device_lacks", ()) or ()))
+                             tuple(getattr(args, "device_lacks", ()) or ()), verify)
     print(format_inspect(report))
     if args.json:
         write_json(args.json, "the inspect JSON", report)
@@ -228,3 +238,15 @@ def _write_explorer(model: str, out: str, report: dict) -> None:
     print()
     for line in write_overlays(model, out, overlays):
         print(display(line))
+
+
+def _ort_version(version: "str | None") -> None:
+    """--ort-version: the onnxruntime whose DML registration table the prediction models; the one
+    table the project holds is MODELLED_ORT's (1.24.4's own is not measured yet)."""
+    from .ep.registry import MODELLED_ORT
+    if version is None:
+        return
+    wanted = version.strip()
+    if wanted not in (MODELLED_ORT, MODELLED_ORT.removesuffix(".0")):
+        raise DmlLowerError(f"--ort-version {version}: no DML EP registration table for that onnxruntime here "
+                            f"(tables: {MODELLED_ORT})")

@@ -235,7 +235,8 @@ class Provider:
         self._absent: "dict[str, str]" = {}         # output of ours the shipped model does not have -> why
 
     def _make(self, model):
-        return make_provider_session(model, self.spec, self.options.no_fallback, self.options.settings)
+        return make_provider_session(model, self.spec, self.options.no_fallback, self.options.settings,
+                                     checked=self.compiled.model)
 
     def prepare(self) -> Prepared:
         if self.modified:

@@ -11,12 +11,23 @@ mismatch nor hidden:
   truncates toward zero and saturates (HLSL's conversion), which is unverified on hardware.
 
 `dml_outputs(model, feeds)` runs the model on onnx.reference with those operators replaced and
-says which deviation changed which node's result."""
+says which deviation changed which node's result.
+
+Apart from those answers, FAILURES are nodes the DML EP claims (onnxruntime gives them to it) and
+then cannot run, measured on the real onnxruntime-directml 1.24.4 (docs/directml-on-linux.md):
+`failing_nodes` predicts them (inspect --ep dml, optimize --for dml) and `name_failure` recognises
+one in onnxruntime's message (the ort-dml backend's ERROR names it and the node)."""
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 import numpy as np
 
 import onnx
+
+from onnx_dml_lowering.ir.display import display
+from onnx_dml_lowering.ir.printer import name_list
 
 INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
 
@@ -156,3 +167,90 @@ def from_dml_ep(backend: str, provider: "str | None") -> bool:
     Windows and loaded (`saved:ort-dml`, `saved:run-ort-dml`, `saved:ort:DmlExecutionProvider`)."""
     label = backend.removeprefix("saved:").removeprefix("run-")
     return provider == DML_PROVIDER or label in ("ort-dml", f"ort:{DML_PROVIDER}")
+
+
+# -- failures: nodes the DML EP claims (so onnxruntime gives them to it) and then cannot run ----------
+FAILURES = {
+    # onnxruntime-directml 1.24.4: E_INVALIDARG at session creation with static shapes, "Out of memory"
+    # at the first run with dynamic ones (torch's dynamo exports of Whisper, BERT, GPT-2, Llama)
+    "reshape_allowzero_infer": "DML EP deviation: Reshape with allowzero=1 and a -1 in its shape fails on the DML EP",
+}
+# How each failure shows in onnxruntime's message (HRESULTs): at session creation, at a run. At a run
+# both were seen: E_OUTOFMEMORY (GPT-2) and E_INVALIDARG (BERT, Llama, T5 dynamo exports).
+_FAILURE_CODES = {"reshape_allowzero_infer": (("80070057",), ("8007000E", "80070057"))}
+
+
+@dataclass(frozen=True)
+class FailingNode:
+    """A node of the model the DML EP will claim and fail on (a key of FAILURES)."""
+    node: str
+    op_type: str
+    key: str
+
+    def describe(self) -> str:
+        return f"{FAILURES[self.key]} (node {display(self.node)})"
+
+
+def _constants(graph: onnx.GraphProto) -> "dict[str, np.ndarray]":
+    from onnx import numpy_helper
+    values = {t.name: t for t in graph.initializer}
+    found: "dict[str, np.ndarray]" = {}
+    for name, tensor in values.items():
+        if tensor.data_type == onnx.TensorProto.INT64 and tensor.data_location != onnx.TensorProto.EXTERNAL:
+            found[name] = numpy_helper.to_array(tensor)
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+            for attr in node.attribute:
+                if attr.name == "value" and attr.t.data_type == onnx.TensorProto.INT64:
+                    found[node.output[0]] = numpy_helper.to_array(attr.t)
+                elif attr.name == "value_ints":
+                    found[node.output[0]] = np.array(list(attr.ints), np.int64)
+    return found
+
+
+def _may_hold_minus_one(graph: onnx.GraphProto, value: str, constants: "dict[str, np.ndarray]") -> bool:
+    """`value` is a constant holding -1, or a Concat of pieces one of which is (torch's exports build
+    a shape as Concat(dynamic dims..., [-1]))."""
+    if value in constants:
+        return bool((constants[value] == -1).any())
+    producer = next((n for n in graph.node if value in n.output), None)
+    if producer is None or producer.op_type != "Concat":
+        return False
+    return any(i in constants and bool((constants[i] == -1).any()) for i in producer.input)
+
+
+def failing_nodes(model: onnx.ModelProto) -> "list[FailingNode]":
+    """The nodes of the main graph the DML EP claims and fails on (FAILURES), in graph order."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    graph = model.graph
+    constants = None
+    found = []
+    for node in graph.node:
+        if node.op_type != "Reshape" or node.domain not in ("", "ai.onnx") or opset < 14 or len(node.input) < 2:
+            continue
+        allowzero = next((a.i for a in node.attribute if a.name == "allowzero"), 0)
+        if allowzero != 1:
+            continue
+        constants = _constants(graph) if constants is None else constants
+        if _may_hold_minus_one(graph, node.input[1], constants):
+            found.append(FailingNode(node.name, node.op_type, "reshape_allowzero_infer"))
+    return found
+
+
+_RUN_NODE = re.compile(r"running (\S+) node\. Name:'(.*?)' Status Message")
+
+
+def name_failure(model: "onnx.ModelProto | None", message: str, at_run: bool) -> "str | None":
+    """The named deviation a DML EP failure (onnxruntime's `message`, at session creation or at a run)
+    is, when the model holds a node the deviation predicts and the message is that failure's; else None."""
+    if model is None:
+        return None
+    nodes = failing_nodes(model)
+    named = _RUN_NODE.search(message) if at_run else None
+    if named is not None:
+        nodes = [n for n in nodes if n.node == named.group(2)]
+    nodes = [n for n in nodes if any(code in message.upper() for code in _FAILURE_CODES[n.key][1 if at_run else 0])]
+    if not nodes:
+        return None
+    keys = dict.fromkeys(n.key for n in nodes)
+    return "; ".join(f"{FAILURES[key]} (node {name_list([n.node for n in nodes if n.key == key], 4)})" for key in keys)

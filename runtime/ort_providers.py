@@ -151,6 +151,7 @@ class ProviderSpec:
     options: "dict[str, str]" = field(default_factory=dict)
     device: Any = None                 # an OrtEpDevice for plugin providers, else None
     library: str = ""                  # the --ep-library registration name it came from
+    host: Any = None                   # an OrtHost: the DML EP in onnxruntime.dll, off Windows
 
     @property
     def description(self) -> str:
@@ -159,6 +160,9 @@ class ProviderSpec:
             hw = self.device.device
             where = f" on {hw.type.name if hasattr(hw.type, 'name') else hw.type} device of {hw.vendor}"
             where += f" (library {self.library})" if self.library else ""
+        if self.host is not None:
+            from .directml.ort_dml import where as host_where
+            where = f" ({host_where(self.host)})"
         opts = f" with {', '.join(f'{k}={v}' for k, v in self.options.items())}" if self.options else ""
         return f"{self.name}{where}{opts}"
 
@@ -185,7 +189,28 @@ def resolve_provider(spec: str, options: "list[str] | dict | None" = None,
         listed = ", ".join(f"{d.ep_name} ({d.device.type.name})" for d in _ep_devices()) or "none"
         raise DmlLowerError(f"execution provider library {', '.join(libraries)} offers no device for "
                             f"{name} on this machine; devices onnxruntime lists: {listed}")
+    if name == "DmlExecutionProvider":
+        return _dml_host_spec(opts)
     raise unavailable(name)
+
+
+def _dml_host_spec(options: "dict[str, str]") -> ProviderSpec:
+    """The DML EP in onnxruntime.dll through ort_host (off Windows under Wine), where `make directml`
+    set it up; else one line saying both ways to get it."""
+    from .directml.home import DirectMLUnavailable, default_home
+    from .directml.ort_dml import shared_host
+    try:
+        host = shared_host()
+    except DirectMLUnavailable as exc:
+        # no setup at all: the usual case, said without a path; a partial one: what is missing
+        why = "run `make directml`" if not default_home().exists() else str(exc)
+        raise DmlLowerError(f"{unavailable('DmlExecutionProvider')}; off Windows, ort-dml runs onnxruntime.dll's "
+                            f"DirectML EP under Wine: {why}") from None
+    unknown = {k: v for k, v in options.items() if (k, v) != ("device_id", "0")}
+    if unknown:
+        raise DmlLowerError(f"provider option {next(iter(unknown))}: ort_host runs the DirectML EP on device 0 with "
+                            "no provider options")
+    return ProviderSpec("DmlExecutionProvider", {}, host=host)
 
 
 GRAPH_OPTIMIZATION_LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
@@ -513,7 +538,7 @@ def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool =
 
 
 def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = False,
-                          settings: "SessionSettings | None" = None):
+                          settings: "SessionSettings | None" = None, checked: "onnx.ModelProto | None" = None):
     """A session running the whole model (a ModelProto) on `provider`, recording who ran each node.
 
     no_fallback sets session.disable_cpu_ep_fallback: a node the provider cannot take makes
@@ -521,6 +546,8 @@ def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = Fal
     dml = provider.name == "DmlExecutionProvider"
     # The CPU provider has nothing to fall back from (onnxruntime rejects the combination).
     no_fallback = no_fallback and provider.name != "CPUExecutionProvider"
+    if provider.host is not None:
+        return _host_session(model, provider, no_fallback, settings, checked)
     import contextlib
     import io
     options = session_options(provider, no_fallback, dml=dml, settings=settings)
@@ -543,9 +570,39 @@ def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = Fal
                                 provider.name, reason, parse_provider_failure(exc)) from None
 
 
+def _host_session(model, provider: ProviderSpec, no_fallback: bool, settings: "SessionSettings | None",
+                  checked: "onnx.ModelProto | None"):
+    """The session in ort_host over `model` (a path, bytes, or a ModelProto through ort_model, its
+    weights as external initializers in their own files); `checked` names a failing node's deviation."""
+    import onnx
+
+    from .directml.ort_dml import HostOptions, create
+    options = HostOptions(no_fallback=no_fallback)
+    if settings is not None:
+        options.optimization_level, options.threads = settings.optimization_level, settings.threads
+        options.config = list(settings.config)
+    if isinstance(model, onnx.ModelProto):
+        prepared = ort_model(model)
+        source: "bytes | str" = prepared.data
+        options.weights_folder, options.fed_weights = prepared.folder, dict(prepared.weights)
+        checked = checked if checked is not None else model
+    else:
+        source = model
+    try:
+        return create(provider.host, source, options, checked)
+    except DmlLowerError as exc:
+        fallback = " with CPU fallback disabled" if no_fallback else ""
+        reason = provider_message(exc)
+        raise ProviderLoadError(f"onnxruntime ({provider.description}{fallback}) cannot load the model: {reason}",
+                                provider.name, reason, parse_provider_failure(exc)) from None
+
+
 def node_providers(session) -> "dict[str, str] | None":
     """{node name: provider name} for every node onnxruntime kept after its optimizations,
     or None when this onnxruntime cannot report it (before 1.24, or recording was off)."""
+    own = getattr(session, "node_providers", None)       # ort_host's session: from onnxruntime's log
+    if callable(own):
+        return own()
     get = getattr(session, "get_provider_graph_assignment_info", None)
     if get is None:
         return None

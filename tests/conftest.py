@@ -4,6 +4,7 @@ Model builders live in tests/builders.py, the oracle and the comparison rule in 
 from __future__ import annotations
 
 import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -13,6 +14,15 @@ from hypothesis import settings
 from tests.builders import single_node_model  # noqa: F401
 
 os.environ.setdefault("DML_LOWER_STRICT", "1")
+
+# A test not marked directml sees no DirectML setup, whether or not this machine has one, so what it
+# checks (ort-dml as one UNAVAILABLE line, the zoo's verdicts, the transcripts) is the same on every
+# machine; a directml test gets the real one back (pytest_runtest_setup). Set at import: module
+# fixtures and the subprocesses they start see it too.
+_HOME_ENV = "DML_LOWER_DIRECTML_HOME"
+_REAL_DIRECTML_HOME = os.environ.get(_HOME_ENV)
+_NO_DIRECTML_HOME = os.path.join(tempfile.gettempdir(), f"dml-lower-tests-{os.getpid()}-no-directml-setup")
+os.environ[_HOME_ENV] = _NO_DIRECTML_HOME
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("thorough", max_examples=5000, deadline=None)
@@ -29,6 +39,10 @@ def pytest_runtest_setup(item):
     is absent, a failure instead under DML_LOWER_REQUIRE_DIRECTML=1 (make directml-check)."""
     if item.get_closest_marker("directml") is None:
         return
+    if _REAL_DIRECTML_HOME is None:
+        os.environ.pop(_HOME_ENV, None)
+    else:
+        os.environ[_HOME_ENV] = _REAL_DIRECTML_HOME
     from onnx_dml_lowering.runtime.directml.home import DirectMLUnavailable, find_home
     try:
         find_home()
@@ -36,6 +50,20 @@ def pytest_runtest_setup(item):
         if os.environ.get("DML_LOWER_REQUIRE_DIRECTML") == "1":
             pytest.fail(f"DML_LOWER_REQUIRE_DIRECTML=1: {exc}", pytrace=False)
         pytest.skip(str(exc))
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_host_where_unmarked(request, monkeypatch):
+    """A test not marked directml starts no ort_host of its own (one left by a directml test is
+    set aside for it and back after)."""
+    if request.node.get_closest_marker("directml") is None:
+        from onnx_dml_lowering.runtime.directml import ort_dml
+        monkeypatch.setattr(ort_dml, "_shared", [])
+    yield
+
+
+def pytest_runtest_teardown(item):
+    os.environ[_HOME_ENV] = _NO_DIRECTML_HOME
 
 
 @pytest.fixture(scope="session")

@@ -139,9 +139,13 @@ def run_in_process(command: Command, capfd) -> "tuple[int, str]":
     return code, out + err
 
 
-def run_process(command: Command) -> "tuple[int, str]":
-    """The same as a real process, as a user runs it: for rewriting the shown output."""
+def run_process(command: Command, needs_directml: bool = False) -> "tuple[int, str]":
+    """The same as a real process, as a user runs it: for rewriting the shown output. A transcript
+    not marked as needing DirectML is rewritten as the tests run it: without a DirectML setup
+    (tests/conftest.py), whether or not this machine has one."""
     env = dict(os.environ, DML_LOWER_STRICT="1")
+    if not needs_directml:
+        env["DML_LOWER_DIRECTML_HOME"] = "/nonexistent/dml-lower-transcripts-without-directml"
     done = subprocess.run([sys.executable, "-m", "onnx_dml_lowering.compiler", *command.argv],
                           cwd=ROOT, capture_output=True, text=True, env=env)
     return done.returncode, done.stdout + done.stderr
@@ -161,7 +165,7 @@ def rewrite(path: Path) -> int:
         indent = lines[transcript.lineno - 1][:len(lines[transcript.lineno - 1]) - len(lines[transcript.lineno - 1].lstrip())]
         body = []
         for command in transcript.commands:
-            code, printed = run_process(command)
+            code, printed = run_process(command, transcript.needs_directml)
             body.append(command.line + "\n")
             body.extend(printed.splitlines(keepends=True))
             if code:

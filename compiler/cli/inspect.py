@@ -16,6 +16,12 @@ def add_inspect_parser(sub) -> None:
     p.add_argument("--device-lacks", action="append", default=[], metavar="TYPE",
                    choices=["int64", "uint64", "double", "float16"],
                    help="with --ep dml: assume the GPU lacks this data type (repeatable; default: it has all)")
+    p.add_argument("--verify", action="store_true",
+                   help="with --ep dml: also run the model on the real DML EP (onnxruntime.dll; under Wine off Windows, "
+                   "make directml) and show its provider beside the predicted one for every node")
+    p.add_argument("--ort-version", metavar="V",
+                   help="with --ep dml: the onnxruntime whose DML registration table is modelled (default and only "
+                   "table here: 1.27.0)")
     p.add_argument("--html", metavar="F.html",
                    help="with --ep dml: also draw the placement as a self-contained HTML/SVG page here")
     p.add_argument("--model-explorer", metavar="F.json",

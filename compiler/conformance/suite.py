@@ -84,6 +84,7 @@ class Outcome:
     detail: str = ""
     fallbacks: "list[str]" = field(default_factory=list)
     summary: str = ""               # the detail in a few words where it has them ('no kernel for EyeLike(22)')
+    contradicts: str = ""           # what the manifest predicted for this provider and case, when it did otherwise
 
 
 def _compare(expected: "list[np.ndarray]", actual: "list[np.ndarray | None]", names: "list[str]") -> str:
@@ -165,10 +166,21 @@ def judge(backend: CaseRunner, case_name: str, model, data_sets, expected, known
     every output as ONNX says, but the backend did not run the whole model itself (a node run by
     another provider, cut out, or an output not its own). On the DML EP, a node that ran on another
     provider than `dml_placement` predicts is a failure too. `path`: the case's model file, which a
-    provider backend runs as shipped."""
+    provider backend runs as shipped. On the DML EP, an outcome other than the deviation or missing
+    kernel the manifest predicted is said (`contradicts`), whatever the status."""
+    known = (known or {}).get(backend.deviation_key, {}).get("cases", {}).get(case_name)
+    outcome = _judge(backend, model, data_sets, expected, known, dml_placement, path)
+    if backend.deviation_key == DML_PROVIDER and known and known.get("status") in ("deviation", "unsupported") \
+            and outcome.status != known["status"]:
+        said = known.get("named") or known.get("detail", "")
+        outcome.contradicts = f"the manifest predicted {known['status']} ({said}); the DML EP here: {outcome.status}"
+    return outcome
+
+
+def _judge(backend: CaseRunner, model, data_sets, expected, known: "dict | None",
+           dml_placement: "dict[str, str] | None", path: "str | None") -> Outcome:
     names = [o.name for o in model.graph.output]
     outputs, error, notes, partial = backend.run(path or model, data_sets)
-    known = (known or {}).get(backend.deviation_key, {}).get("cases", {}).get(case_name)
     if outputs is None:
         missing = _no_kernel(error)
         if missing is not None or (known and known["status"] == "unsupported"):
@@ -404,4 +416,6 @@ def format_results(results: dict) -> "list[str]":
             for name, outcome in by_status[status]:
                 for note in outcome.fallbacks:
                     lines.append(f"  PLACEMENT {name}: {note}")
+                if outcome.contradicts:
+                    lines.append(f"  PREDICTION {name}: {outcome.contradicts}")
     return lines

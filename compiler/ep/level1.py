@@ -6,12 +6,22 @@ re-implementing them."""
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
+
+
+@dataclass(frozen=True)
+class Level1:
+    """Who runs the level-1 optimisations the prediction starts from: `optimise(model, model_dir)`
+    gives (the optimised model, "") or (None, why not); `by` names that onnxruntime."""
+    optimise: "Callable[[onnx.ModelProto, str | None], tuple[onnx.ModelProto | None, str]]"
+    by: str
 
 
 def level1_model(model: onnx.ModelProto, model_dir: "str | None") -> "tuple[onnx.ModelProto | None, str]":

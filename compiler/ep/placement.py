@@ -26,8 +26,9 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, node_paths, prefixed_graphs, subgraph_reads
+from onnx_dml_lowering.runtime.dml_deviations import FAILURES, failing_nodes
 
-from .level1 import CPU_CAST_PREFIX, level1_model, undo_cpu_casts
+from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
 from .registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, cpu_kernels, dml_kernels,
                           schema, type_name)
 from .queries import support_query
@@ -403,9 +404,10 @@ def predict_placement(raw: onnx.ModelProto, model_dir: "str | None",
     return predict_with_graph(raw, model_dir, device_lacks)[0]
 
 
-def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lacks: "tuple[str, ...]" = ()
-                       ) -> "tuple[dict, onnx.ModelProto]":
-    """The report and the graph it was predicted on (after level 1, nodes named by identity)."""
+def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lacks: "tuple[str, ...]" = (),
+                       level1: "Level1 | None" = None) -> "tuple[dict, onnx.ModelProto]":
+    """The report and the graph it was predicted on (after level 1, nodes named by identity).
+    `level1`: who runs the level-1 optimisations (default: the onnxruntime installed here)."""
     import onnxruntime as ort
     bad = [t for t in device_lacks if t not in DEVICE_DEPENDENT]
     if bad:
@@ -415,10 +417,11 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     model.CopyFrom(raw)
     identify_nodes(model)
     warnings: "list[str]" = []
-    optimised, refused = level1_model(model, model_dir)
+    level1 = level1 if level1 is not None else Level1(level1_model, f"onnxruntime {ort.__version__} installed here")
+    optimised, refused = level1.optimise(model, model_dir)
     if optimised is None:
-        warnings.append(f"onnxruntime {ort.__version__} refuses the model here ({refused}); placement is "
-                        "predicted on the model as stored, without level-1 optimisations")
+        warnings.append(f"{level1.by.removesuffix(' installed here')} refuses the model here ({refused}); placement "
+                        "is predicted on the model as stored, without level-1 optimisations")
         optimised = model
     undone = undo_cpu_casts(optimised.graph, {o: n for _, n in node_paths(model.graph) for o in n.output})
     if undone:
@@ -437,6 +440,10 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
         ranks.setdefault(name, rank)
     predictor = Predictor(opsets, types, ranks, lacks)
     predictor.place(optimised.graph)
+    dml_nodes = {e["node"] for e in predictor.placed if e["provider"] == DML}
+    warnings += [f"{f.node} ({f.op_type}): {FAILURES[f.key].removeprefix('DML EP deviation: ')}, measured on "
+                 "onnxruntime-directml 1.24.4 (a named DML EP deviation)"
+                 for f in failing_nodes(optimised) if f.node in dml_nodes]
     placed = {e["node"]: e for e in predictor.placed}
     folded = _initializer_names(optimised) - _initializer_names(model)
     functions = {(f.domain, f.name) for f in model.functions}
@@ -471,7 +478,7 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
         "onnxruntime": MODELLED_ORT,
         "assumptions": {
             "registration_table": f"onnxruntime {MODELLED_ORT} DirectML EP (OperatorRegistration.cpp)",
-            "level1_optimisations": f"onnxruntime {ort.__version__} installed here, ORT_ENABLE_BASIC",
+            "level1_optimisations": f"{level1.by}, ORT_ENABLE_BASIC",
             "cpu_kernels": f"onnxruntime {ort.__version__} installed here",
             "device_types": {t: t not in lacks for t in DEVICE_DEPENDENT},
             "directml": ASSUMED_REDIST,
@@ -482,12 +489,12 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     }, optimised
 
 
-def placement_for_file(path: str, device_lacks: "tuple[str, ...]" = (), raw: "onnx.ModelProto | None" = None
-                       ) -> "tuple[dict, onnx.ModelProto]":
+def placement_for_file(path: str, device_lacks: "tuple[str, ...]" = (), raw: "onnx.ModelProto | None" = None,
+                       level1: "Level1 | None" = None) -> "tuple[dict, onnx.ModelProto]":
     """The report for the model file and the graph it was predicted on."""
     if raw is None:
         raw = onnx.load(str(path), load_external_data=False)
-    return predict_with_graph(raw, str(Path(path).resolve().parent), device_lacks)
+    return predict_with_graph(raw, str(Path(path).resolve().parent), device_lacks, level1)
 
 
 def format_placement(report: dict) -> "list[str]":

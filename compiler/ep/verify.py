@@ -1,0 +1,137 @@
+"""`inspect --ep dml --verify`: the predicted placement checked node by node against onnxruntime.dll's
+real DirectML EP (ort_host; under Wine off Windows).
+
+So that a disagreement is a prediction error and not a version gap, the real onnxruntime.dll writes
+the level-1 optimised model (ORT_ENABLE_BASIC, CPU EP) the prediction starts from; its nodes are
+named by identity and that very graph is then given to the DML EP with the optimisations off, so
+both sides partition the same nodes under the same names. The DML session is run once with seeded
+random feeds (as check would) so that a node the EP claims and cannot run shows too."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+
+import onnx
+
+from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.runtime.directml.ort_dml import HostOptions, create, shared_host
+from onnx_dml_lowering.runtime.directml.ort_host import OrtHost, OrtHostError, SessionRequest
+from onnx_dml_lowering.runtime.feeds import random_feeds
+
+from .level1 import Level1
+from .placement import CPU, DML, placement_for_file
+
+# onnxruntime's own copy nodes: predicted apart (copies), not nodes of the model
+_INSERTED = ("MemcpyToHost", "MemcpyFromHost")
+
+
+@dataclass
+class _Workspace:
+    """The temporary folder the real onnxruntime writes the level-1 model (and its weights) into."""
+    folder: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="dml-lower-verify-"))
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.folder, name)
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _host_level1(host: OrtHost, path: str, work: _Workspace) -> Level1:
+    """Level 1 by onnxruntime.dll itself: a CPU-EP session at ORT_ENABLE_BASIC over the file (its
+    external data from its own folder) writing the optimised model, weights apart."""
+    def optimise(model: onnx.ModelProto, model_dir: "str | None") -> "tuple[onnx.ModelProto | None, str]":
+        out = work.path("level1.onnx")
+        config = [("session.optimized_model_external_initializers_file_name", "weights.bin"),
+                  ("session.optimized_model_external_initializers_min_size_in_bytes", "1024")]
+        try:
+            host.create_session(os.path.abspath(path), SessionRequest("basic", None, config, out, dml=False)).release()
+        except OrtHostError as exc:
+            if not os.path.isfile(out):
+                return None, " ".join(exc.message.split())
+        return onnx.load(out, load_external_data=False), ""
+    return Level1(optimise, f"onnxruntime.dll {host.version()} installed here (the DML EP's own, in ort_host)")
+
+
+def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.ModelProto
+                     ) -> "tuple[dict, onnx.ModelProto]":
+    """The ep_placement report with `verified` {onnxruntime, agree, differ}, and the graph predicted on."""
+    host = shared_host()
+    work = _Workspace()
+    try:
+        report, graph = placement_for_file(path, device_lacks, raw, _host_level1(host, path, work))
+        identified = work.path("identified.onnx")      # beside weights.bin, which it refers to
+        onnx.save(graph, identified)
+        actual, failure = _real_placement(host, identified, graph, "disable")
+        if failure.startswith(_LOAD_FAILURE):
+            # onnxruntime cannot read back the level-1 model it wrote (seen: a subgraph initializer
+            # written twice): the real EP then partitions the file itself at level 1, names as they come
+            report["warnings"].append(f"verification: the level-1 model onnxruntime.dll wrote does not load back "
+                                      f"({failure.removeprefix(_LOAD_FAILURE)[:200]}); the real DML EP partitioned "
+                                      "the file itself at level 1 (nodes it created are compared by the names it gave)")
+            actual, failure = _real_placement(host, os.path.abspath(path), graph, "basic")
+    finally:
+        work.close()
+    report["verified"] = _compare(report, actual, host.version())
+    if failure:
+        report["warnings"].append(f"verification: the real DML EP failed: {failure}")
+    return report, graph
+
+
+_LOAD_FAILURE = "session creation: Load model from "
+
+
+def _real_placement(host: OrtHost, model_path: str, graph: onnx.ModelProto, level: str
+                    ) -> "tuple[dict[str, str], str]":
+    """({node: provider} of the real DML EP over the model at `model_path`, its failure or '')."""
+    try:
+        session = create(host, model_path, HostOptions(optimization_level=level), graph)
+    except DmlLowerError as exc:
+        return {}, f"session creation: {exc}"
+    actual = session.node_providers() or {}
+    try:
+        inputs = [vi for vi in graph.graph.input if vi.name not in {t.name for t in graph.graph.initializer}]
+        session.run(None, random_feeds(inputs, seed=0))
+    except DmlLowerError as exc:
+        return actual, f"the first run (seeded random feeds): {exc}"
+    finally:
+        session.session.release()
+    return actual, ""
+
+
+def _compare(report: dict, actual: "dict[str, str]", version: str) -> dict:
+    """agree / differ over the nodes both sides partition (removed nodes were never partitioned);
+    nothing is compared when the real EP named no placement (its session failed: a warning says so)."""
+    agree, differ = 0, []
+    if not actual:
+        return {"onnxruntime": version, "agree": 0, "differ": []}
+    for entry in report["nodes"]:
+        if entry["provider"] not in (DML, CPU, "none"):
+            continue
+        real = actual.get(entry["node"], "absent")
+        if real == entry["provider"]:
+            agree += 1
+        else:
+            differ.append({"node": entry["node"], "op_type": entry["op_type"], "predicted": entry["provider"],
+                           "actual": real})
+    return {"onnxruntime": version, "agree": agree, "differ": differ}
+
+
+def format_verified(report: dict) -> "list[str]":
+    """The lines inspect prints for `verified`."""
+    v = report["verified"]
+    reasons = {n["node"]: n.get("reason", "") for n in report["nodes"]}
+    total = v["agree"] + len(v["differ"])
+    if total == 0:
+        return [f"verified on the real DML EP (onnxruntime.dll {v['onnxruntime']}): nothing compared, its session "
+                "named no placement (the verification warning above says why)"]
+    lines = [f"verified on the real DML EP (onnxruntime.dll {v['onnxruntime']}, level 1 by the same onnxruntime): "
+             f"{v['agree']} of {total} nodes agree"]
+    for d in v["differ"]:
+        why = reasons.get(d["node"]) or "its kernel and types match"
+        actual = "absent from its partitioned graph" if d["actual"] == "absent" else f"placed on {d['actual']}"
+        lines.append(f"  differs: {d['node']} ({d['op_type']}): predicted {d['predicted']} ({why}); "
+                     f"onnxruntime {actual}")
+    return lines

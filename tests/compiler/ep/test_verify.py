@@ -1,0 +1,93 @@
+"""inspect --ep dml --verify: the prediction beside the real DML EP (onnxruntime.dll 1.24.4 in ort_host),
+node by node, on the graph the real onnxruntime.dll optimised; the named Reshape deviation predicted."""
+import json
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from onnx_dml_lowering.runtime.dml_deviations import FAILURES
+from tests.cli_runner import cli
+from tests.paths import REPO
+
+EXAMPLES = REPO / "compiler" / "examples"
+directml = pytest.mark.directml
+
+
+def inspect_json(capsys, tmp_path, model, *extra):
+    out = tmp_path / "i.json"
+    code, text, err = cli(["inspect", model, "--ep", "dml", "--json", out, *extra], capsys)
+    assert code == 0, err
+    return text, json.loads(out.read_text())["ep_placement"]
+
+
+@directml
+@pytest.mark.parametrize("name", ["exporter_idioms", "masked_select"])
+def test_every_partitioned_node_agrees_on_the_shipped_examples(capsys, tmp_path, name):
+    text, placement = inspect_json(capsys, tmp_path, EXAMPLES / f"{name}.onnx", "--verify")
+    verified = placement["verified"]
+    assert set(verified) == {"onnxruntime", "agree", "differ"}
+    assert verified["onnxruntime"] == "1.24.4"
+    partitioned = [n for n in placement["nodes"] if n["provider"] != "removed"]
+    assert verified["agree"] == len(partitioned) > 0 and verified["differ"] == []
+    assert "onnxruntime.dll 1.24.4" in placement["assumptions"]["level1_optimisations"]
+    assert f"{len(partitioned)} of {len(partitioned)} nodes agree" in text
+
+
+def mixed(tmp_path):
+    """Relu the DML EP takes; Unique it has no kernel for (CPU)."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu0"),
+                               helper.make_node("Unique", ["r"], ["y"], name="uniq", sorted=1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["u"])])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    return path
+
+
+@directml
+def test_a_cpu_node_is_verified_on_the_cpu(capsys, tmp_path):
+    text, placement = inspect_json(capsys, tmp_path, mixed(tmp_path), "--verify")
+    providers = {n["node"]: n["provider"] for n in placement["nodes"]}
+    assert providers == {"relu0": "DmlExecutionProvider", "uniq": "CPUExecutionProvider"}
+    assert placement["verified"]["agree"] == 2 and placement["verified"]["differ"] == []
+
+
+def reshape(tmp_path, dims):
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu0"),
+                               helper.make_node("Reshape", ["r", "s"], ["y"], name="flatten_rows", allowzero=1)],
+                              "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])],
+                              [helper.make_tensor("s", TensorProto.INT64, [2], [3, -1])])
+    path = tmp_path / "r.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
+    return path
+
+
+def test_the_reshape_deviation_is_predicted_as_a_warning_naming_the_node(capsys, tmp_path):
+    text, placement = inspect_json(capsys, tmp_path, reshape(tmp_path, ["n", 3]))
+    warned = [w for w in placement["warnings"] if w.startswith("flatten_rows (Reshape)")]
+    assert len(warned) == 1 and FAILURES["reshape_allowzero_infer"].removeprefix("DML EP deviation: ") in warned[0]
+    assert "warning: flatten_rows (Reshape)" in text
+
+
+@directml
+@pytest.mark.parametrize("dims,when", [([2, 3], "session creation"), (["n", 3], "the first run")])
+def test_verify_shows_the_reshape_failure_where_it_happens(capsys, tmp_path, dims, when):
+    text, placement = inspect_json(capsys, tmp_path, reshape(tmp_path, dims), "--verify")
+    failure = [w for w in placement["warnings"] if w.startswith("verification: the real DML EP failed")]
+    assert len(failure) == 1 and when in failure[0] and "flatten_rows" in failure[0]
+    assert FAILURES["reshape_allowzero_infer"] in failure[0]
+
+
+def test_verify_and_ort_version_need_ep_dml_and_a_known_table(capsys, tmp_path):
+    path = EXAMPLES / "masked_select.onnx"
+    code, out, err = cli(["inspect", path, "--verify"], capsys)
+    assert code == 2 and "add --ep dml" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli(["inspect", path, "--ep", "dml", "--ort-version", "1.9.0"], capsys)
+    assert code == 2 and "--ort-version 1.9.0" in err and "1.27.0" in err
+
+
+def test_verify_without_the_setup_is_one_line_naming_make_directml(capsys, tmp_path):
+    code, out, err = cli(["inspect", EXAMPLES / "masked_select.onnx", "--ep", "dml", "--verify"], capsys)
+    assert code == 2 and "make directml" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,117 @@
+"""The ort-dml backend off Windows: the shipped file on onnxruntime.dll's DML EP through ort_host, with
+outputs and node_providers as every provider backend gives them, and the named DML EP failures."""
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from onnx_dml_lowering.runtime.dml_deviations import FAILURES, failing_nodes
+from onnx_dml_lowering.runtime.directml import home as directml_home
+from tests.cli_runner import cli
+from tests.paths import REPO
+
+EXAMPLES = REPO / "compiler" / "examples"
+directml = pytest.mark.directml
+RESHAPE_FAILURE = FAILURES["reshape_allowzero_infer"]
+
+
+def check_json(capsys, tmp_path, model, *extra):
+    out = tmp_path / "r.json"
+    code, text, err = cli(["check", model, "--backends", "cpu,ort-dml", "--json", out, *extra], capsys)
+    report = json.loads(out.read_text())
+    return code, text + err, report, {b["backend"]: b for b in report["backends"]}
+
+
+@directml
+@pytest.mark.parametrize("name", ["banded_mix", "masked_select", "exporter_idioms"])
+def test_shipped_examples_match_and_name_every_nodes_provider(capsys, tmp_path, name):
+    path = EXAMPLES / f"{name}.onnx"
+    code, text, report, backends = check_json(capsys, tmp_path, path)
+    assert code == 0, text
+    ort_dml = backends["ort-dml"]
+    assert ort_dml["status"] == "ok" and ort_dml["outputs"]
+    assert all(o["status"] == "match" for o in ort_dml["outputs"])
+    providers = ort_dml["node_providers"]
+    assert providers and set(providers.values()) <= {"DmlExecutionProvider", "CPUExecutionProvider"}
+    # the nodes of onnxruntime's optimised graph, not the DML EP's fused partitions
+    assert not any(n.startswith("DmlFusedNode") for n in providers), providers
+    names = {n.name for n in onnx.load(path).graph.node}
+    assert names & set(providers)
+
+
+@directml
+def test_a_node_on_cpu_makes_ort_dml_partial(capsys, tmp_path):
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu0"),
+                               helper.make_node("Unique", ["r"], ["y"], name="uniq", sorted=1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["u"])])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    code, text, report, backends = check_json(capsys, tmp_path, path)
+    ort_dml = backends["ort-dml"]
+    assert ort_dml["node_providers"]["uniq"] == "CPUExecutionProvider"
+    assert ort_dml["node_providers"]["relu0"] == "DmlExecutionProvider"
+    assert "uniq" in ort_dml["partial"] and "CPUExecutionProvider" in ort_dml["partial"]["uniq"]
+    assert ort_dml["status"] == "partial", ort_dml
+
+
+def reshape_model(dims, shape):
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu0"),
+                               helper.make_node("Reshape", ["r", "s"], ["y"], name="flatten_rows", allowzero=1)],
+                              "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * len(shape))],
+                              [helper.make_tensor("s", TensorProto.INT64, [len(shape)], shape)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+@directml
+@pytest.mark.parametrize("dims,when", [([2, 3], "cannot load the model"), (["n", 3], "failed to run the model")])
+def test_reshape_allowzero_with_minus_one_is_a_named_deviation(capsys, tmp_path, dims, when):
+    path = tmp_path / "m.onnx"
+    onnx.save(reshape_model(dims, [3, -1]), path)
+    assert [f.node for f in failing_nodes(onnx.load(path))] == ["flatten_rows"]
+    code, text, report, backends = check_json(capsys, tmp_path, path, *(["--dim", "n=2"] if "n" in dims else []))
+    assert code == 1
+    error = backends["ort-dml"]["error"]
+    assert when in error and RESHAPE_FAILURE in error and "flatten_rows" in error, error
+    assert "onnxruntime: " in error and "\n" not in error
+    assert backends["cpu"]["status"] == "ok"
+
+
+@directml
+def test_the_same_reshape_without_minus_one_runs(capsys, tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(reshape_model([2, 3], [3, 2]), path)
+    assert failing_nodes(onnx.load(path)) == []
+    code, text, report, backends = check_json(capsys, tmp_path, path)
+    assert code == 0, text
+    assert backends["ort-dml"]["node_providers"]["flatten_rows"] == "DmlExecutionProvider"
+
+
+def test_without_the_setup_ort_dml_is_one_unavailable_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv(directml_home.HOME_ENV, str(tmp_path / "none"))
+    code, text, err = cli(["check", EXAMPLES / "banded_mix.onnx", "--backends", "cpu,ort-dml"], capsys)
+    line = next(ln for ln in (text + err).splitlines() if "[ort-dml] UNAVAILABLE" in ln)
+    assert "make directml" in line and "needs Windows" in line
+    assert code == 0
+
+
+@directml
+def test_feeds_of_each_type_cross_the_pipe(capsys, tmp_path):
+    rng = np.random.default_rng(3)
+    graph = helper.make_graph([helper.make_node("Identity", [n], [n + "_out"], name=n + "_id") for n in "abc"], "g",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [4]),
+                               helper.make_tensor_value_info("b", TensorProto.INT64, [4]),
+                               helper.make_tensor_value_info("c", TensorProto.BOOL, [4])],
+                              [helper.make_tensor_value_info(n + "_out", t, [4])
+                               for n, t in zip("abc", (TensorProto.FLOAT16, TensorProto.INT64, TensorProto.BOOL))])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
+    feeds = tmp_path / "f.npz"
+    np.savez(feeds, a=rng.standard_normal(4).astype(np.float16), b=np.array([2**40, -1, 0, 2**62]),
+             c=np.array([True, False, True, True]))
+    code, text, report, backends = check_json(capsys, tmp_path, path, "--inputs", feeds)
+    assert code == 0, text
+    assert all(o["status"] == "match" for o in backends["ort-dml"]["outputs"])

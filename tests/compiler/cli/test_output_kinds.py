@@ -71,19 +71,24 @@ COMMANDS = {
     ("inspect",): [],
     ("optimize",): [],
     ("reduce",): ["--backends", "ort-cpu", "--status", "DEVIATION"],
+    ("capabilities",): ["--device"],
 }
+NO_MODEL = {("capabilities",)}          # commands that take no model file
 # What an option needs beside it, and the rows the parser cannot tell apart (check over several
 # models, the zoo, writes through its own code).
 NEEDS = {"--junit": ["--jobs", "1"], "--html": ["--ep", "dml"]}
 # Options that need an extra: their rows run where it is installed (make picture-check for [view]).
-EXTRA = {"--model-explorer": [pytest.mark.view, needs_view]}
-ROWS = [pytest.param(c, o, NEEDS.get(o, []), marks=EXTRA.get(o, []), id=" ".join([*c, *NEEDS.get(o, []), o]))
+# (capabilities --device: the DirectML setup, make directml-check).
+EXTRA = {"--model-explorer": [pytest.mark.view, needs_view], "capabilities": [pytest.mark.directml]}
+ROWS = [pytest.param(c, o, NEEDS.get(o, []), marks=EXTRA.get(o, EXTRA.get(c[0], [])),
+                     id=" ".join([*c, *NEEDS.get(o, []), o]))
         for c, o in WRITING] + [pytest.param(("check",), "--json", ["--jobs", "1"], id="check --jobs 1 --json")]
 
 
 def _argv(command, option, extra, model, path) -> "list[str]":
     assert command in COMMANDS, f"{' '.join(command)} writes with {option}: say in COMMANDS how to run it"
-    return [*command, model, *COMMANDS[command], *extra, option, path]
+    subject = [] if command in NO_MODEL else [model]
+    return [*command, *subject, *COMMANDS[command], *extra, option, path]
 
 
 def _one_line(code: int, err: str) -> str:

@@ -131,18 +131,6 @@ def test_without_dim_the_json_is_unchanged(tmp_path, capsys):
     assert set(json.loads(out_json.read_text())) == {"feature_level", "placement", "graph"}
 
 
-def test_readme_excerpt_is_real(capsys, monkeypatch):
-    import re
-    import shlex
-    root = Path(__file__).parent.parent.parent
-    text = (root / "README.md").read_text()
-    found = re.search(r"\(the end of\s+`dml-lower (compile [^`]+)`\):\n\n```\n(.*?)```", text, re.S)
-    assert found, "README shows the end of a compile --dim"
-    monkeypatch.chdir(root)
-    code, out, _ = cli(shlex.split(found.group(1)), capsys)
-    assert code == 0 and out.endswith(found.group(2)) and "DIAGONAL_MATRIX1" in found.group(2)
-
-
 def test_shape_inference_skips_data_propagation_over_a_flattened_weight(monkeypatch):
     """onnx's data propagation lists a rank-1 value it derives element by element: a large weight
     flattened then gathered from took 24 GB. Past DATA_PROP_ELEMENTS a plain pass decides (here

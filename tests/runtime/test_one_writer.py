@@ -24,6 +24,12 @@ ALLOWED = {
     ("compiler/ep/level1.py", "level1_model"): "onnxruntime's optimized model, in a scratch folder of its own",
     ("compiler/zoo/model_check.py", "run_one"): "a worker's report, in a scratch folder of its own",
     ("compiler/cli/program.py", "_run"): "stdout onto os.devnull once its reader went away (opens, never creates)",
+    ("compiler/ep/verify.py", "<module>"): "the scratch folder of --verify (a dataclass default), its own",
+    ("compiler/ep/verify.py", "verify_placement"): "the level-1 model handed to ort_host, in that scratch folder",
+    ("runtime/directml/ort_dml.py", "create"): "onnxruntime.dll's optimised model, in a scratch folder of its own",
+    ("runtime/directml/setup.py", "setup"): "make directml: setup.json into the DirectML home it builds",
+    ("runtime/directml/setup.py", "wheel_dlls"): "make directml: the wheel's dlls into that home's bin/",
+    ("runtime/directml/setup.py", "build_d3d12"): "make directml: a vkd3d-proton build in a scratch folder",
 }
 
 

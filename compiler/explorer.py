@@ -54,9 +54,12 @@ class Overlay:
 
 
 def overlay_paths(out: str, overlays: "list[Overlay]") -> "list[str]":
-    """The first set in OUT.json itself, each other beside it as OUT.<key>.json."""
+    """The first set in OUT.json itself, each other beside it as OUT.<key>.json (the writer's
+    sibling: OUT itself, one after another, where OUT is a device, a FIFO or a descriptor)."""
+    from onnx_dml_lowering.runtime.output_target import sibling
     base = Path(out)
-    return [out] + [str(base.with_name(f"{base.stem}.{o.key}{base.suffix or '.json'}")) for o in overlays[1:]]
+    return [out] + [sibling(out, str(base.with_name(f"{base.stem}.{o.key}{base.suffix or '.json'}")))
+                    for o in overlays[1:]]
 
 
 def _tags(node) -> "list[str]":

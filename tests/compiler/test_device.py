@@ -46,3 +46,21 @@ def test_without_the_setup_device_is_one_line_naming_make_directml(tmp_path, cap
 def test_device_usage_errors_are_one_line(argv, said, capsys):
     code, out, err = cli(["capabilities", *argv], capsys)
     assert code == 2 and said in err and err.count("\n") == 1
+
+
+@pytest.mark.directml
+def test_readme_device_excerpt_is_this_output(capsys):
+    """README shows `capabilities --device` as printed on the project's Debian 12 machines (a plain
+    block, not a transcript: the adapter's and the Vulkan device's names are the machine's). Every
+    line of it that does not name the machine is what the command prints here."""
+    import re
+
+    from tests.paths import REPO
+    found = re.search(r"`capabilities --device` asks the device[^\n]*\n\n```\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert found, "README shows the output of capabilities --device"
+    code, out, _ = cli(["capabilities", "--device"], capsys)
+    assert code == 0
+    machine = ("  D3D12 adapter ", "  Vulkan device ")
+    shown = [line for line in found.group(1).splitlines() if not line.startswith(machine)]
+    printed = [line for line in out.splitlines() if not line.startswith(machine)]
+    assert shown == printed

@@ -42,7 +42,12 @@ $(DOCS_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,lint,docs]'
 	touch $(DOCS_STAMP)
 
+# The docs' pictures (docs/images/) are taken anew first in headless Chromium (tests/docs_images.py):
+# installed from Debian when absent and root, else the committed pictures are kept (one line says so).
 docs: $(DOCS_STAMP)
+	command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+	$(BIN)/python -m tests.docs_images
 	$(BIN)/mkdocs build --strict --site-dir site
 
 # Thousands of differential fuzz examples (CI runs the seeded 'ci' profile inside make test).

@@ -156,13 +156,28 @@ def _infer(model: onnx.ModelProto, defaults: "Sequence[onnx.TensorProto]" = ()) 
                 restore_names(plain, restore)
                 return plain
             del plain                   # a copy of every inline weight: not kept through the next pass
-        inferred = shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        inferred = _with_data_propagation(model)
         restore_names(inferred, restore)
         return inferred
-    except (shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+    except INFERENCE_ERRORS as exc:
         raise DmlLowerError(f"ONNX shape inference failed: {onnx_message(exc, restore)}") from None
     finally:
         restore_names(model, restore)
+
+
+INFERENCE_ERRORS = (shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError)
+
+
+def _with_data_propagation(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Strict inference with data propagation; where only data propagation fails, the plain pass.
+    onnx's propagators have their own errors on valid models (Sub over two Unsqueezed Ranges is
+    "Invalid rank for Sub broadcasting" in onnx 1.23, where onnxruntime runs the model): what
+    they derive only sharpens shapes, so the plain strict pass, which still rejects a model that is
+    wrong, decides. Its error is the one reported when both fail."""
+    try:
+        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except INFERENCE_ERRORS:
+        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
 
 
 # A rank-1 value past this many elements is no shape value: data propagation would list it whole,

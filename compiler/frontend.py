@@ -17,6 +17,7 @@ from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.runtime.inline_weights import parse_without_weights
 from onnx_dml_lowering.runtime.weights import (PROTO_LIMIT, is_lazy, lifted, no_external, resolve_external,
                                                split_initializers, tensor_array)
+from onnx_dml_lowering.lowering.onnx_graphs import standard_opset
 
 from .body_names import distinct_body_names, restore_names
 from .onnx_errors import explain_checker, onnx_message
@@ -221,10 +222,7 @@ def mark_outputs(model: onnx.ModelProto, names: "list[str] | str") -> "list[str]
 
 
 def default_opset(model: onnx.ModelProto) -> int:
-    for opset in model.opset_import:
-        if opset.domain in ("", "ai.onnx"):
-            return opset.version
-    return 0
+    return standard_opset(model, 0)
 
 
 def _shape_of(type_proto: onnx.TypeProto) -> Any:

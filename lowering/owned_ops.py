@@ -6,9 +6,11 @@ ran it (runtime/ort_providers.py: fell back, or folded away), and inspect lists 
 or not (inspect). Only the standard domain: a custom-domain NonZero is someone else's."""
 from __future__ import annotations
 
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard
+
 OWNED_OPS = frozenset({"NonZero", "EyeLike", "Trilu"})
 
 
 def owned(op_type: str, domain: str) -> bool:
     """The node (by op type and domain) is one of the operators this project owns."""
-    return op_type in OWNED_OPS and domain in ("", "ai.onnx")
+    return op_type in OWNED_OPS and is_standard(domain)

@@ -22,7 +22,7 @@ import numpy as np
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import MemoryLimitExceeded, ModelContradiction
 from onnx_dml_lowering.ir.printer import name_list as node_list
-from onnx_dml_lowering.lowering.onnx_graphs import node_bodies
+from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, is_standard
 
 from .backends import BackendOptions, describe_backend, is_provider, make_backends, parse_backend
 from .compare import BackendReport, OutputResult, compare, is_float
@@ -144,7 +144,7 @@ def lowered_outputs(compiled) -> "dict[str, str]":
             elif name in nodes:                   # a body's node (a path) is not the main graph's
                 produced.update((value, name) for value in nodes[name].output if value)
     for node in graph.node:                       # in topological order: one pass follows chains
-        if node.op_type in _MOVES and node.domain in ("", "ai.onnx") and node.input and node.input[0] in produced:
+        if node.op_type in _MOVES and is_standard(node) and node.input and node.input[0] in produced:
             produced[node.output[0]] = produced[node.input[0]]
     return {name: produced[name] for name in compiled.output_names if name in produced}
 
@@ -218,14 +218,12 @@ class CheckReport:
 
 
 def _is_nonzero(node) -> bool:
-    return node.op_type == "NonZero" and node.domain in ("", "ai.onnx")
+    return node.op_type == "NonZero" and is_standard(node)
 
 
 def _nonzero_in_bodies(model) -> bool:
     """A NonZero inside an If / Loop / Scan body, at any depth."""
-    def walk(nodes, inside: bool) -> bool:
-        return any((inside and _is_nonzero(n)) or any(walk(g.node, True) for g in node_bodies(n)) for n in nodes)
-    return walk(model.graph.node, False)
+    return any(_is_nonzero(inner) for node in model.graph.node for inner in body_nodes(node))
 
 
 def scalar_nonzero_outputs(compiled) -> "dict[str, str]":

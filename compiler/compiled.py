@@ -78,7 +78,7 @@ class CompiledModel:
         return self._shared_sessions
 
     def session(self, backend: str = "cpu", providers: "list[str] | None" = None, session_settings=None):
-        """The cached execution state of one backend; `session_settings` (a runtime.ort_providers
+        """The cached execution state of one backend; `session_settings` (a runtime.ort.settings
         SessionSettings) applies to every onnxruntime session it creates."""
         key = (backend, tuple(providers or ()), session_settings)
         if key not in self._sessions:
@@ -109,7 +109,7 @@ class CompiledModel:
         each DirectML operator run by Microsoft's DirectML.dll (the DirectML host; make directml).
         memory_limit (bytes or a size like "512MiB"; default three quarters of physical memory)
         bounds the buffers a run allocates, summed before allocating: over it, DmlLowerError.
-        session_settings: a runtime.ort_providers.SessionSettings for every onnxruntime session.
+        session_settings: a runtime.ort.settings.SessionSettings for every onnxruntime session.
         """
         return self.session(backend, providers, session_settings).run(feeds, strict=strict, memory_limit=memory_limit)
 

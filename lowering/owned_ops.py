@@ -2,7 +2,7 @@
 by their single-node rules, Trilu by its one-node idiom; each the anchor of a priority-0 idiom).
 Owning one means the project answers for its ONNX semantics wherever the node sits: the oracle
 evaluates it on onnx.reference (runtime/oracle.py), provider validation reports where onnxruntime
-ran it (runtime/ort_providers.py: fell back, or folded away), and inspect lists every one, lowered
+ran it (runtime/ort/assignment.py: fell back, or folded away), and inspect lists every one, lowered
 or not (inspect). Only the standard domain: a custom-domain NonZero is someone else's."""
 from __future__ import annotations
 

@@ -37,8 +37,10 @@ from .directml.dml_host import DirectMLRefused
 from .directml.home import DirectMLUnavailable, find_home
 from .feeds import restore_declared
 from .ort_messages import ProviderLoadError, ProviderRunError, parse_provider_failure
-from .ort_providers import (ProviderSpec, SessionSettings, backend_hint, make_provider_session,
-                            describe_findings, node_providers, placement_findings, resolve, resolve_provider)
+from onnx_dml_lowering.runtime.ort.assignment import describe_findings, node_providers, placement_findings
+from onnx_dml_lowering.runtime.ort.providers import ProviderSpec, backend_hint, resolve, resolve_provider
+from onnx_dml_lowering.runtime.ort.sessions import make_provider_session
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .ort_values import run_session
 from .saved_outputs import PREFIX as SAVED_PREFIX
 from .saved_outputs import LoadedOutputs, describe_saved

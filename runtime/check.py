@@ -31,7 +31,7 @@ from .feeds import check_feeds, dimension_notes, with_defaults
 from .nondeterminism import random_values
 from .oracle import Oracle
 from .ort_reading import OrtReading
-from .ort_providers import SessionSettings
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .saved_outputs import LoadedOutputs, verify_feeds
 
 __all__ = ["BackendOptions", "CheckReport", "LoadedOutputs", "Tolerances", "check", "describe_backend"]

@@ -37,7 +37,8 @@ from .onnx_definitions import NotDefined, defines
 from .ort_deviations import deviating_nodes
 from .oracle_control_flow import body_model, body_types
 from .control_flow import host_construct
-from .ort_providers import SessionSettings, make_session
+from onnx_dml_lowering.runtime.ort.sessions import make_session
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .weights import reference_evaluator, tensor_array
 from .ort_values import run_session
 from .region_engine import (HOST, ORT, REFERENCE, Region, RegionEngine, SessionCache,  # noqa: F401

@@ -50,7 +50,8 @@ from .onnx_definitions import ENGINE as DEFINITIONS
 from .onnx_definitions import DefinitionsRegion
 from .oracle_control_flow import BodyEvaluators, HostRegion
 from .ort_messages import parse_provider_failure
-from .ort_providers import SessionSettings, few_elements, make_session
+from onnx_dml_lowering.runtime.ort.sessions import few_elements, make_session
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .ort_values import run_session
 from .ort_deviations import region_reason
 from .ort_workarounds import loops_as_onnx_defines

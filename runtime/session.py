@@ -139,7 +139,7 @@ class EmulatorSession:
     def __init__(self, compiled, operators=None, providers: "list[str] | None" = None,
                  settings=None) -> None:
         self.compiled = compiled
-        self.settings = settings          # ort_providers.SessionSettings for every region session
+        self.settings = settings          # ort.settings.SessionSettings for every region session
         self.operators = operators            # None: the numpy kernels; else runtime.ort_operators
         self.providers = providers
         self.log: "list[str]" = []

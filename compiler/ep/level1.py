@@ -32,7 +32,7 @@ def level1_model(model: onnx.ModelProto, model_dir: "str | None") -> "tuple[onnx
     import onnxruntime as ort
 
     from onnx_dml_lowering.runtime import ort_crash
-    from onnx_dml_lowering.runtime.ort_providers import EXTERNAL_FOLDER_OPTION, ort_model
+    from onnx_dml_lowering.runtime.ort.model import EXTERNAL_FOLDER_OPTION, ort_model
     # the one way a ModelProto reaches onnxruntime: weights load_model left in the user's files
     # (a model optimize --for dml loaded) become external initializers in those files; serialised
     # as they are, onnxruntime refused them and the prediction ran on no graph at all

@@ -400,7 +400,7 @@ def bit_identical(original: "str | bytes | onnx.ModelProto", rewritten: "str | b
     everywhere). With `feeds`, on those feeds only; otherwise over seeded random feeds, the
     symbolic dimensions named in `dims` at those sizes and every other one at each of `sizes`."""
     from onnx_dml_lowering.runtime.feeds import random_feeds
-    from onnx_dml_lowering.runtime.ort_providers import make_session   # logs nothing: errors are our one line
+    from onnx_dml_lowering.runtime.ort.sessions import make_session   # logs nothing: errors are our one line
     from onnx_dml_lowering.runtime import ort_crash
     sessions = []
     for model, label in ((original, "the original model"), (rewritten, "the rewritten model")):

@@ -13,8 +13,8 @@ import onnx
 
 from onnx_dml_lowering.ir import DEFAULT_LEVEL, FeatureLevel, Graph, parse_level
 
-from .frontend import (ModelLike, check_and_infer, graph_inputs, initializer_arrays, load_model,
-                       mark_outputs, overridable_inputs, value_types)
+from .frontend import ModelLike, check_and_infer, load_model, mark_outputs
+from onnx_dml_lowering.runtime.model_facts import graph_inputs, initializer_arrays, overridable_inputs, value_types
 from .node_ids import identify_nodes
 from .functions import inline_functions
 from .partition import Partition, Placement, partition
@@ -150,3 +150,10 @@ def _cycle_collector_paused():
     finally:
         if enabled:
             gc.enable()
+
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.runtime.compiled_view import LoweredView
+
+    def _what_runtime_reads(compiled: CompiledModel) -> LoweredView:
+        return compiled        # make typecheck: CompiledModel has everything runtime reads of it

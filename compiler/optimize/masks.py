@@ -19,7 +19,7 @@ from onnx_dml_lowering.lowering.registry import first_pattern
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 
 from ..generators import TRILU_OPSET, TRILU_TYPES
-from ..frontend import value_types
+from onnx_dml_lowering.runtime.model_facts import value_types
 from ..graph_view import OnnxGraphView
 
 INT64 = TensorProto.INT64

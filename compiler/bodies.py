@@ -13,7 +13,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import graph_captures
 # lowered run and the oracle alike
 from onnx_dml_lowering.runtime.control_flow import host_construct as construct_of  # noqa: F401  (partition.py reads it from here)
 
-from .frontend import value_types
+from onnx_dml_lowering.runtime.model_facts import value_types
 
 
 @dataclass

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import onnx
 
-from onnx_dml_lowering.lowering.onnx_graphs import node_bodies
+from onnx_dml_lowering.lowering.onnx_graphs import iter_graphs, node_bodies
 
 
-def _all_names(graph: onnx.GraphProto, into: "set[str]") -> None:
-    into.update(v.name for v in list(graph.input) + list(graph.output) + list(graph.value_info))
-    into.update(t.name for t in graph.initializer)
-    into.update(t.values.name for t in graph.sparse_initializer)
-    for node in graph.node:
-        into.update(node.input)
-        into.update(node.output)
-        for body in node_bodies(node):
-            _all_names(body, into)
+def _all_names(graph: onnx.GraphProto) -> "set[str]":
+    """Every name the graph and its bodies (at any depth) spell."""
+    into: "set[str]" = set()
+    for each, _ in iter_graphs(graph):
+        into.update(v.name for v in list(each.input) + list(each.output) + list(each.value_info))
+        into.update(t.name for t in each.initializer)
+        into.update(t.values.name for t in each.sparse_initializer)
+        for node in each.node:
+            into.update(node.input)
+            into.update(node.output)
+    return into
 
 
 def _defined(graph: onnx.GraphProto) -> "list[str]":
@@ -38,8 +40,7 @@ def distinct_body_names(model: onnx.ModelProto) -> "dict[str, str]":
     if not any(node_bodies(node) for node in model.graph.node):
         return {}
     seen = set(_defined(model.graph))
-    taken: "set[str]" = set()
-    _all_names(model.graph, taken)
+    taken = _all_names(model.graph)
     restore: "dict[str, str]" = {}
 
     def fresh(name: str) -> str:
@@ -51,19 +52,20 @@ def distinct_body_names(model: onnx.ModelProto) -> "dict[str, str]":
         restore[new] = name
         return new
 
-    def visit(graph: onnx.GraphProto, outer: "dict[str, str]") -> None:
-        scope = dict(outer)
-        for name in _defined(graph):
-            if name in seen:
-                scope[name] = fresh(name)
-            else:
-                seen.add(name)
-                scope.pop(name, None)          # defined here: it shadows an outer renaming
-        _rename_graph(graph, scope, visit)
-
-    for node in model.graph.node:
-        for body in node_bodies(node):
-            visit(body, {})
+    # each graph's renamings, by id (the graph held beside them, so no id is reused); a body
+    # starts from its enclosing graph's (the main graph renames nothing)
+    scopes: "dict[int, tuple[onnx.GraphProto, dict[str, str]]]" = {}
+    for graph, outer in iter_graphs(model.graph):
+        scope = dict(scopes[id(outer)][1]) if outer is not None else {}
+        if outer is not None:
+            for name in _defined(graph):
+                if name in seen:
+                    scope[name] = fresh(name)
+                else:
+                    seen.add(name)
+                    scope.pop(name, None)          # defined here: it shadows an outer renaming
+            _rename_graph(graph, scope)
+        scopes[id(graph)] = (graph, scope)
     return restore
 
 
@@ -71,21 +73,14 @@ def restore_names(model: onnx.ModelProto, restore: "dict[str, str]") -> None:
     """Undo distinct_body_names in `model` (every temporary name is unique to the whole model)."""
     if not restore:
         return
-
-    def visit(graph: onnx.GraphProto, outer: "dict[str, str]") -> None:
-        _rename_graph(graph, outer, visit)
-
-    for node in model.graph.node:
-        for body in node_bodies(node):
-            visit(body, restore)
+    for graph, outer in iter_graphs(model.graph):
+        if outer is not None:
+            _rename_graph(graph, restore)
 
 
-def _rename_graph(graph: onnx.GraphProto, names: "dict[str, str]", visit) -> None:
-    """Apply `names` to every place a graph spells a value name; `visit` walks its subgraphs."""
+def _rename_graph(graph: onnx.GraphProto, names: "dict[str, str]") -> None:
+    """Apply `names` to every place a graph (its bodies aside) spells a value name."""
     if not names:
-        for node in graph.node:
-            for body in node_bodies(node):
-                visit(body, names)
         return
     for value in list(graph.input) + list(graph.output) + list(graph.value_info):
         value.name = names.get(value.name, value.name)
@@ -100,5 +95,3 @@ def _rename_graph(graph: onnx.GraphProto, names: "dict[str, str]", visit) -> Non
         for i, name in enumerate(node.output):
             if name in names:
                 node.output[i] = names[name]
-        for body in node_bodies(node):
-            visit(body, names)

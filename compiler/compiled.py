@@ -13,8 +13,8 @@ import onnx
 
 from onnx_dml_lowering.ir import DEFAULT_LEVEL, FeatureLevel, Graph, parse_level
 
-from .frontend import (ModelLike, check_and_infer, graph_inputs, initializer_arrays, load_model,
-                       mark_outputs, overridable_inputs, value_types)
+from .frontend import ModelLike, check_and_infer, load_model, mark_outputs
+from onnx_dml_lowering.runtime.model_facts import graph_inputs, initializer_arrays, overridable_inputs, value_types
 from .node_ids import identify_nodes
 from .functions import inline_functions
 from .partition import Partition, Placement, partition
@@ -78,7 +78,7 @@ class CompiledModel:
         return self._shared_sessions
 
     def session(self, backend: str = "cpu", providers: "list[str] | None" = None, session_settings=None):
-        """The cached execution state of one backend; `session_settings` (a runtime.ort_providers
+        """The cached execution state of one backend; `session_settings` (a runtime.ort.settings
         SessionSettings) applies to every onnxruntime session it creates."""
         key = (backend, tuple(providers or ()), session_settings)
         if key not in self._sessions:
@@ -109,7 +109,7 @@ class CompiledModel:
         each DirectML operator run by Microsoft's DirectML.dll (the DirectML host; make directml).
         memory_limit (bytes or a size like "512MiB"; default three quarters of physical memory)
         bounds the buffers a run allocates, summed before allocating: over it, DmlLowerError.
-        session_settings: a runtime.ort_providers.SessionSettings for every onnxruntime session.
+        session_settings: a runtime.ort.settings.SessionSettings for every onnxruntime session.
         """
         return self.session(backend, providers, session_settings).run(feeds, strict=strict, memory_limit=memory_limit)
 
@@ -150,3 +150,10 @@ def _cycle_collector_paused():
     finally:
         if enabled:
             gc.enable()
+
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.runtime.compiled_view import LoweredView
+
+    def _what_runtime_reads(compiled: CompiledModel) -> LoweredView:
+        return compiled        # make typecheck: CompiledModel has everything runtime reads of it

@@ -23,7 +23,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
-from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes
+from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, is_standard, prefixed_graphs
 
 if TYPE_CHECKING:
     from model_explorer.node_data_builder import ModelNodeData
@@ -88,24 +88,27 @@ def adapter_node_ids(model_path: str) -> "tuple[dict[str, tuple[str, str]], set[
     identify_nodes(model)
     ids: "dict[str, tuple[str, str]]" = {}
     walked: "set[str]" = set()
-    _match(model.graph, "", "", by_tag, ids, walked)
+    # the prefix the adapter gives the values of an If body it folds into its parent, by body path
+    embedded: "dict[str, str]" = {}
+    for prefix, graph in prefixed_graphs(model.graph):
+        for node in graph.node:
+            _match(node, prefix, embedded.get(prefix, ""), by_tag, ids, walked, embedded)
     return ids, walked
 
 
-def _match(graph: onnx.GraphProto, prefix: str, embedded: str, by_tag: "dict[str, tuple[str, str]]",
-           ids: "dict[str, tuple[str, str]]", walked: "set[str]") -> None:
-    """`embedded`: the prefix the adapter gives the values of an If body it folds into its parent."""
-    for node in graph.node:
-        path = prefix + node.name
-        walked.add(path)
-        # the adapter gives an If's outputs to a (Phi) node after its folded branches and renames its own '<out>_if_'
-        suffix = "_if_" if node.op_type == "If" and node.domain in ("", "ai.onnx") else ""
-        hit = next((by_tag[embedded + o + suffix] for o in node.output if o and embedded + o + suffix in by_tag), None)
-        if hit:
-            ids[path] = hit
-        for attribute, sub in graph_attributes(node):
-            inner = f"{hit[1]}/{attribute}/" if hit and node.op_type == "If" and node.domain in ("", "ai.onnx") else ""
-            _match(sub, f"{path}/{attribute}/", inner, by_tag, ids, walked)
+def _match(node: onnx.NodeProto, prefix: str, embedded: str, by_tag: "dict[str, tuple[str, str]]",
+           ids: "dict[str, tuple[str, str]]", walked: "set[str]", bodies: "dict[str, str]") -> None:
+    """The node's Model Explorer id into `ids`; into `bodies`, its If bodies' `embedded` prefix."""
+    path = prefix + node.name
+    walked.add(path)
+    if_node = node.op_type == "If" and is_standard(node)
+    # the adapter gives an If's outputs to a (Phi) node after its folded branches and renames its own '<out>_if_'
+    suffix = "_if_" if if_node else ""
+    hit = next((by_tag[embedded + o + suffix] for o in node.output if o and embedded + o + suffix in by_tag), None)
+    if hit:
+        ids[path] = hit
+    for attribute, _ in graph_attributes(node):
+        bodies[f"{path}/{attribute}/"] = f"{hit[1]}/{attribute}/" if hit and if_node else ""
 
 
 def node_data(overlay: Overlay, ids: "dict[str, tuple[str, str]]") -> "ModelNodeData":

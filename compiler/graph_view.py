@@ -13,7 +13,8 @@ from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 from onnx_dml_lowering.lowering.schedule import is_constant
 from onnx_dml_lowering.runtime.weights import tensor_array
 
-from .frontend import default_opset, node_info, value_types
+from .frontend import default_opset, node_info
+from onnx_dml_lowering.runtime.model_facts import value_types
 
 
 class OnnxGraphView:

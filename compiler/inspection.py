@@ -13,7 +13,7 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.dtypes import onnx_type_name
-from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, node_paths, prefixed_graphs
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_nodes, node_paths, prefixed_graphs
 from onnx_dml_lowering.lowering.owned_ops import owned
 from onnx_dml_lowering.runtime.inline_weights import in_model_file
 from onnx_dml_lowering.runtime.weights import data_bytes
@@ -28,16 +28,13 @@ from .partition import Placement
 
 
 def _op_key(node: onnx.NodeProto) -> str:
-    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+    return node.op_type if is_standard(node) else f"{node.domain}:{node.op_type}"
 
 
 def count_ops(graph: "onnx.GraphProto | onnx.FunctionProto", counts: "Counter | None" = None) -> Counter:
     """Nodes by op type (custom domains as DOMAIN:OP), every If / Loop / Scan body included."""
     counts = Counter() if counts is None else counts
-    for node in graph.node:
-        counts[_op_key(node)] += 1
-        for _, sub in graph_attributes(node):
-            count_ops(sub, counts)
+    counts.update(_op_key(node) for node in iter_nodes(graph))
     return counts
 
 

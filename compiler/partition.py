@@ -22,7 +22,7 @@ import onnx
 from onnx_dml_lowering.ir import ControlFlow, FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import IDIOMS, Declined, Match, idioms_for
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
-from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, node_bodies
+from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, is_standard, node_bodies
 from onnx_dml_lowering.lowering.schedule import grouped_order, is_constant
 
 from .bodies import BodyModel, body_model, construct_of
@@ -397,7 +397,6 @@ def control_flow_step(state: PartitionState, node: onnx.NodeProto) -> ControlFlo
 PASSES = (generate_constants, compile_bodies, match_idioms, lower_static, schedule, defer_run_time_sized,
           build_regions)
 
-_STANDARD = ("", "ai.onnx")
 
 
 def lowers_no_node(nodes: "list[onnx.NodeProto]") -> bool:
@@ -406,7 +405,7 @@ def lowers_no_node(nodes: "list[onnx.NodeProto]") -> bool:
     One read of op_type per node; domain and attributes only where they could matter."""
     anchors = IDIOMS.keys()
     for node in nodes:
-        if node.op_type in anchors and node.domain in _STANDARD:
+        if node.op_type in anchors and is_standard(node):
             return False
         if node_bodies(node):
             return False

@@ -16,7 +16,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError, Graph, LowerAtRunTime, graph_to_dict
 from onnx_dml_lowering.lowering import Declined
-from onnx_dml_lowering.lowering.onnx_graphs import subgraph_reads
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard, subgraph_reads
 
 from .compiled import CompiledModel
 from .partition import RUN_TIME_NOTE
@@ -47,7 +47,7 @@ def data_dependence(graph: onnx.GraphProto, free: Iterable[str]) -> "tuple[set[s
     values, shapes = set(free), set()
     for node in graph.node:
         reads = [n for n in node.input if n] + subgraph_reads(node)
-        known = node.domain in ("", "ai.onnx")
+        known = is_standard(node)
         op = node.op_type
         if known and op in ("Shape", "Size"):
             value, shape = bool(reads) and reads[0] in shapes, False

@@ -21,7 +21,7 @@ so neither onnx nor onnxruntime can read bodies nested past MAX_BODY_DEPTH; a mo
 memory deeper than that is refused here with one line, not a RecursionError."""
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence, Union
 
 import onnx
 
@@ -37,6 +37,20 @@ STANDARD_WITH_BODIES = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 # The deepest body protobuf (upb and C++, so onnx, its checker and onnxruntime) can parse.
 MAX_BODY_DEPTH = 32
+
+
+# What iter_nodes walks: a graph's or function's nodes, or a list of nodes (a region's).
+Nodes = Union[onnx.GraphProto, onnx.FunctionProto, Iterable[onnx.NodeProto]]
+
+
+def is_standard(item: "onnx.NodeProto | onnx.OperatorSetIdProto | str") -> bool:
+    """A node (or opset import, or domain) of the standard ONNX domain, spelled "" or "ai.onnx"."""
+    return (item if isinstance(item, str) else item.domain) in STANDARD
+
+
+def standard_opset(model: onnx.ModelProto, default: int = 0) -> int:
+    """The version the model imports of the standard domain, `default` when it imports none."""
+    return next((o.version for o in model.opset_import if o.domain in STANDARD), default)
 
 
 def may_hold_bodies(node: onnx.NodeProto) -> bool:
@@ -81,6 +95,66 @@ def node_bodies(node: onnx.NodeProto, trust_schema: bool = True) -> "list[onnx.G
         elif attr.type == onnx.AttributeProto.GRAPHS:
             bodies.extend(attr.graphs)
     return bodies
+
+
+def _nodes_of(nodes: Nodes) -> "Iterable[onnx.NodeProto]":
+    return nodes.node if isinstance(nodes, (onnx.GraphProto, onnx.FunctionProto)) else nodes
+
+
+def iter_nodes(nodes: Nodes, recursive: bool = True, *, bodies_first: bool = False,
+               _depth: int = 0) -> "Iterator[onnx.NodeProto]":
+    """Every node of a graph (function, node list), each followed by its bodies' nodes at any
+    depth (both attribute kinds, depth-first); recursive=False: the graph's own nodes only.
+    bodies_first: each node after its bodies' nodes (a rewrite that must see its bodies done)."""
+    for node in _nodes_of(nodes):
+        if not bodies_first:
+            yield node
+        if recursive:
+            yield from body_nodes(node, bodies_first=bodies_first, _depth=_depth)
+        if bodies_first:
+            yield node
+
+
+def body_nodes(node: onnx.NodeProto, *, bodies_first: bool = False,
+               _depth: int = 0) -> "Iterator[onnx.NodeProto]":
+    """The nodes of a node's bodies at any depth, in iter_nodes' order (none for most nodes)."""
+    bodies = node_bodies(node) if node.attribute else []
+    if bodies:
+        deeper = _deeper(node, _depth)
+        for sub in bodies:
+            yield from iter_nodes(sub, bodies_first=bodies_first, _depth=deeper)
+
+
+def any_node(nodes: Nodes, pred: "Callable[[onnx.NodeProto], object]", recursive: bool = True) -> bool:
+    """Does pred hold for some node of the graph (its bodies' too unless recursive=False)?"""
+    return any(pred(node) for node in iter_nodes(nodes, recursive))
+
+
+def iter_graphs(graph: onnx.GraphProto, _depth: int = 0,
+                _outer: "onnx.GraphProto | None" = None) -> "Iterator[tuple[onnx.GraphProto, onnx.GraphProto | None]]":
+    """(graph, the graph whose node holds it, None for `graph` itself) for the graph and every
+    body at any depth (both attribute kinds), each graph before its bodies, bodies in node order:
+    the order a scoped walk (names a body shadows, values it sees from outside) needs."""
+    yield graph, _outer
+    for node in graph.node:
+        bodies = node_bodies(node) if node.attribute else []
+        if bodies:
+            deeper = _deeper(node, _depth)
+            for sub in bodies:
+                yield from iter_graphs(sub, deeper, graph)
+
+
+def iter_scoped(nodes: Nodes, _depth: int = 0, _scopes: "tuple[onnx.GraphProto, ...]" = ()
+                ) -> "Iterator[tuple[onnx.NodeProto, tuple[onnx.GraphProto, ...]]]":
+    """(node, the bodies enclosing it, outermost first; () for the walked nodes themselves), in
+    iter_nodes' order: for a walk whose facts (ranks, constants) a body inherits from outside."""
+    for node in _nodes_of(nodes):
+        yield node, _scopes
+        bodies = node_bodies(node) if node.attribute else []
+        if bodies:
+            deeper = _deeper(node, _depth)
+            for sub in bodies:
+                yield from iter_scoped(sub, deeper, (*_scopes, sub))
 
 
 def node_paths(graph: onnx.GraphProto, prefix: str = "",

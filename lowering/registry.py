@@ -9,6 +9,7 @@ from typing import Any, Mapping, Union
 
 from onnx_dml_lowering.ir import FeatureLevel, Graph
 from onnx_dml_lowering.ir.support import OPERATORS
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 
 from .common import level_reason
 from .match import Declined, Found, Fragment, GraphView, IdiomRule, Match, verified
@@ -81,7 +82,7 @@ def register_idiom(name: str, anchor: str, priority: int, rule: IdiomRule) -> Id
 
 
 def idioms_for(op_type: str, domain: str = "") -> "list[Idiom]":
-    if domain not in ("", "ai.onnx"):
+    if not is_standard(domain):
         return []
     return IDIOMS.get(op_type, [])
 

@@ -14,12 +14,12 @@ from typing import Callable, Hashable, Sequence, TypeVar
 
 import onnx
 
-from .onnx_graphs import node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard, node_reads
 
 
 def is_constant(node: onnx.NodeProto) -> bool:
     """A Constant node: no inputs, so it can run anywhere before its users (grouped_order's lazy)."""
-    return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+    return node.op_type == "Constant" and is_standard(node)
 
 
 def grouped_order(labels: "Sequence[Hashable]", deps: "Sequence[Sequence[int]]",

@@ -33,12 +33,16 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 
+from onnx_dml_lowering.runtime.compiled_view import CompiledView, LoweredView, lowered_view
+
 from .directml.dml_host import DirectMLRefused
 from .directml.home import DirectMLUnavailable, find_home
 from .feeds import restore_declared
 from .ort_messages import ProviderLoadError, ProviderRunError, parse_provider_failure
-from .ort_providers import (ProviderSpec, SessionSettings, backend_hint, make_provider_session,
-                            describe_findings, node_providers, placement_findings, resolve, resolve_provider)
+from onnx_dml_lowering.runtime.ort.assignment import describe_findings, node_providers, placement_findings
+from onnx_dml_lowering.runtime.ort.providers import ProviderSpec, backend_hint, resolve, resolve_provider
+from onnx_dml_lowering.runtime.ort.sessions import make_provider_session
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .ort_values import run_session
 from .saved_outputs import PREFIX as SAVED_PREFIX
 from .saved_outputs import LoadedOutputs, describe_saved
@@ -155,7 +159,7 @@ class Backend(Protocol):
 class Lowered:
     """cpu / ort: the lowered graph on the emulator, or its DirectML operators on onnxruntime."""
 
-    def __init__(self, compiled, name: str, options: BackendOptions) -> None:
+    def __init__(self, compiled: LoweredView, name: str, options: BackendOptions) -> None:
         self.compiled, self.name, self.options = compiled, name, options
         self.providers = (options.providers or ["cpu"]) if name == "ort" else None
 
@@ -192,7 +196,7 @@ class Lowered:
 class Saved:
     """saved:<LABEL>: outputs an earlier check or run saved, read back for the first feed set."""
 
-    def __init__(self, compiled, name: str, loaded: LoadedOutputs) -> None:
+    def __init__(self, compiled: CompiledView, name: str, loaded: LoadedOutputs) -> None:
         self.compiled, self.name, self.loaded = compiled, name, loaded
 
     def prepare(self) -> Prepared:
@@ -203,9 +207,9 @@ class Saved:
                            for n, v in self.loaded.by_backend[self.name].items()})
 
 
-def _shipped(compiled) -> "tuple[object, str]":
+def _shipped(compiled: CompiledView) -> "tuple[object, str]":
     """What onnxruntime is given for the model as the user shipped it, and how to say it."""
-    source = getattr(compiled, "source", None)
+    source = compiled.source
     if isinstance(source, onnx.ModelProto):
         if any(map(is_lazy, source.graph.initializer)):
             # weights left in the user's files (a sub-model reduce or the zoo built from a loaded
@@ -225,7 +229,7 @@ class Provider:
     """The model on one onnxruntime execution provider: the file as shipped, or (provider_model
     "modified") our shape-inferred copy with each node the provider has no kernel for cut out."""
 
-    def __init__(self, compiled, name: str, spec: ProviderSpec, options: BackendOptions) -> None:
+    def __init__(self, compiled: CompiledView, name: str, spec: ProviderSpec, options: BackendOptions) -> None:
         self.compiled, self.name, self.spec, self.options = compiled, name, spec, options
         self.modified = options.provider_model == "modified"
         self.unsupported: "dict[str, str]" = {}     # node -> onnxruntime's reason
@@ -328,7 +332,7 @@ class Provider:
         return result
 
 
-def make_backends(compiled, names: "list[str]", options: BackendOptions) -> "tuple[list[Backend], dict[str, str]]":
+def make_backends(compiled: CompiledView, names: "list[str]", options: BackendOptions) -> "tuple[list[Backend], dict[str, str]]":
     """(the backends to run, in order; {name: why it is unavailable here}).
 
     An unknown backend or provider name is a usage error; so is a list where no backend is
@@ -360,7 +364,7 @@ def make_backends(compiled, names: "list[str]", options: BackendOptions) -> "tup
                 except DirectMLUnavailable as exc:
                     unavailable[p.name] = str(exc)
                     continue
-            backends.append(Lowered(compiled, p.name, options))
+            backends.append(Lowered(lowered_view(compiled, p.name), p.name, options))
         elif p.kind == "saved":
             if options.loaded is None or p.name not in options.loaded.by_backend:
                 raise DmlLowerError(f"backend {p.name!r}: no saved outputs under that label were loaded")

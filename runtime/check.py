@@ -22,7 +22,7 @@ import numpy as np
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import MemoryLimitExceeded, ModelContradiction
 from onnx_dml_lowering.ir.printer import name_list as node_list
-from onnx_dml_lowering.lowering.onnx_graphs import node_bodies
+from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, is_standard
 
 from .backends import BackendOptions, describe_backend, is_provider, make_backends, parse_backend
 from .compare import BackendReport, OutputResult, compare, is_float
@@ -31,7 +31,8 @@ from .feeds import check_feeds, dimension_notes, with_defaults
 from .nondeterminism import random_values
 from .oracle import Oracle
 from .ort_reading import OrtReading
-from .ort_providers import SessionSettings
+from onnx_dml_lowering.runtime.compiled_view import CompiledView
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .saved_outputs import LoadedOutputs, verify_feeds
 
 __all__ = ["BackendOptions", "CheckReport", "LoadedOutputs", "Tolerances", "check", "describe_backend"]
@@ -69,7 +70,7 @@ class Tolerances:
             base = (self.atol, default_rtol(dtype) if self.rtol is None else self.rtol)
         return (base[0] if atol is None else atol, base[1] if rtol is None else rtol)
 
-    def for_model(self, compiled) -> "Tolerances":
+    def for_model(self, compiled: CompiledView) -> "Tolerances":
         """These tolerances checked against the model's outputs, with its lowered nodes' outputs exact."""
         self.check_names(compiled.output_names)
         return replace(self, exact=lowered_outputs(compiled))
@@ -128,7 +129,7 @@ def default_rtol(dtype) -> float:
     return max(DEFAULT_RTOL, float(ml_dtypes.finfo(dtype).eps))      # numpy's finfo knows no float8
 
 
-def lowered_outputs(compiled) -> "dict[str, str]":
+def lowered_outputs(compiled: CompiledView) -> "dict[str, str]":
     """The model's outputs that a node this project lowers produces (NonZero, EyeLike, the eye /
     mask / Trilu idioms, a generated constant), directly or through nodes that only move values,
     each with that node: their values are exact."""
@@ -144,7 +145,7 @@ def lowered_outputs(compiled) -> "dict[str, str]":
             elif name in nodes:                   # a body's node (a path) is not the main graph's
                 produced.update((value, name) for value in nodes[name].output if value)
     for node in graph.node:                       # in topological order: one pass follows chains
-        if node.op_type in _MOVES and node.domain in ("", "ai.onnx") and node.input and node.input[0] in produced:
+        if node.op_type in _MOVES and is_standard(node) and node.input and node.input[0] in produced:
             produced[node.output[0]] = produced[node.input[0]]
     return {name: produced[name] for name in compiled.output_names if name in produced}
 
@@ -218,17 +219,15 @@ class CheckReport:
 
 
 def _is_nonzero(node) -> bool:
-    return node.op_type == "NonZero" and node.domain in ("", "ai.onnx")
+    return node.op_type == "NonZero" and is_standard(node)
 
 
 def _nonzero_in_bodies(model) -> bool:
     """A NonZero inside an If / Loop / Scan body, at any depth."""
-    def walk(nodes, inside: bool) -> bool:
-        return any((inside and _is_nonzero(n)) or any(walk(g.node, True) for g in node_bodies(n)) for n in nodes)
-    return walk(model.graph.node, False)
+    return any(_is_nonzero(inner) for node in model.graph.node for inner in body_nodes(node))
 
 
-def scalar_nonzero_outputs(compiled) -> "dict[str, str]":
+def scalar_nonzero_outputs(compiled: CompiledView) -> "dict[str, str]":
     """Outputs produced directly by a NonZero over a 0-d input: node name by output name."""
     out = {}
     for node in compiled.model.graph.node:
@@ -239,23 +238,23 @@ def scalar_nonzero_outputs(compiled) -> "dict[str, str]":
     return out
 
 
-def _semantic_nodes(compiled) -> "set[str]":
+def _semantic_nodes(compiled: CompiledView) -> "set[str]":
     return {n for p in compiled.placement for n in p.onnx_nodes if not n.startswith("initializer:")}
 
 
-def make_oracle(compiled, kind: str = "hybrid", settings: "SessionSettings | None" = None,
+def make_oracle(compiled: CompiledView, kind: str = "hybrid", settings: "SessionSettings | None" = None,
                 ort_reading: bool = False, memory_limit: "int | str | None" = None) -> Oracle:
     """The oracle of `compiled`; `memory_limit` (--memory-limit, a size) bounds what its control
     flow accumulates on the host, as it bounds the lowered run's. onnxruntime's reading
     (ort_reading.py) shares no sessions: it runs other regions, rarely."""
     from .memory import parse_size
     return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled), settings,
-                  None if ort_reading else getattr(compiled, "shared_sessions", None),
+                  None if ort_reading else compiled.shared_sessions,
                   passed=compiled.partition.generated, ort_reading=ort_reading,
                   memory_limit=None if memory_limit is None else parse_size(memory_limit))
 
 
-def lazy_oracle(compiled, feeds: Mapping[str, np.ndarray], needs: "set[str]",
+def lazy_oracle(compiled: CompiledView, feeds: Mapping[str, np.ndarray], needs: "set[str]",
                 settings: "SessionSettings | None" = None, memory_limit: "int | str | None" = None
                 ) -> Callable[[str], np.ndarray]:
     """oracle_value for a backend run outside check (run, conformance run): the hybrid oracle,
@@ -276,7 +275,7 @@ class FeedsFailed(DmlLowerError):
     failure of these feeds, which the caller may explain by how they were made (random sizes)."""
 
 
-def check(compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
+def check(compiled: CompiledView, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
           options: "BackendOptions | None" = None, *, oracle: "str | Oracle" = "hybrid",
           more_feeds: "Iterable[Mapping[str, object]] | None" = None, model_name: str = "",
           feed_label: "Callable[[int], str] | None" = None,
@@ -445,7 +444,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
 
     for name, values in fed.items():
         reports[name].fed_from_oracle = sorted(values)
-    check_report = CheckReport(model_name, compiled.feature_level.name, compiled.placement, regions,
+    check_report = CheckReport(model_name, compiled.feature_level.name, list(compiled.placement), regions,
                                list(reports.values()), the_oracle.to_dict(), checked, unavailable,
                                expected=first_expected, interrupted=interrupted, stopped=stopped,
                                empty_nonzero=list(still_empty) if nonzero_nodes and len(still_empty) == nonzero_nodes else [],
@@ -456,7 +455,7 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
     return first, check_report
 
 
-def _known_deviation(compiled, backend: str, feeds, name: str, got, reading: "OrtReading | None",
+def _known_deviation(compiled: CompiledView, backend: str, feeds, name: str, got, reading: "OrtReading | None",
                      tolerances: Tolerances, spec_values: Mapping[str, np.ndarray]) -> "str | None":
     """The named deviation a provider backend's mismatching output is: the DML EP's own (bit for
     bit its documented answer), or onnxruntime's reading of a node it deviates on (within the

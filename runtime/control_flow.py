@@ -20,6 +20,7 @@ from onnx import helper
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
 from onnx_dml_lowering.ir.dtypes import onnx_to_numpy
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 from .memory import default_limit, format_size
 
 # The standard control-flow operators the host runs, by the construct name run_control_flow takes.
@@ -33,7 +34,7 @@ OutputTypes = Sequence["tuple[int, tuple | None]"]
 def host_construct(node: onnx.NodeProto, opset: int) -> "str | None":
     """"if" / "loop" / "scan" for a control-flow node the host can run, else None. Scan-8 (with a
     batch axis) is not one."""
-    if node.domain not in ("", "ai.onnx") or node.op_type not in CONSTRUCTS:
+    if not is_standard(node) or node.op_type not in CONSTRUCTS:
         return None
     if node.op_type == "Scan" and opset < 9:
         return None

@@ -28,6 +28,7 @@ import onnx
 
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.printer import name_list
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard, standard_opset
 
 INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
 
@@ -199,7 +200,7 @@ def _constants(graph: onnx.GraphProto) -> "dict[str, np.ndarray]":
         if tensor.data_type == onnx.TensorProto.INT64 and tensor.data_location != onnx.TensorProto.EXTERNAL:
             found[name] = numpy_helper.to_array(tensor)
     for node in graph.node:
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+        if node.op_type == "Constant" and is_standard(node) and node.output:
             for attr in node.attribute:
                 if attr.name == "value" and attr.t.data_type == onnx.TensorProto.INT64:
                     found[node.output[0]] = numpy_helper.to_array(attr.t)
@@ -221,12 +222,12 @@ def _may_hold_minus_one(graph: onnx.GraphProto, value: str, constants: "dict[str
 
 def failing_nodes(model: onnx.ModelProto) -> "list[FailingNode]":
     """The nodes of the main graph the DML EP claims and fails on (FAILURES), in graph order."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = standard_opset(model, 0)
     graph = model.graph
     constants = None
     found = []
     for node in graph.node:
-        if node.op_type != "Reshape" or node.domain not in ("", "ai.onnx") or opset < 14 or len(node.input) < 2:
+        if node.op_type != "Reshape" or not is_standard(node) or opset < 14 or len(node.input) < 2:
             continue
         allowzero = next((a.i for a in node.attribute if a.name == "allowzero"), 0)
         if allowzero != 1:

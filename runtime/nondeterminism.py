@@ -4,7 +4,7 @@ from __future__ import annotations
 import onnx
 from onnx import numpy_helper
 
-from onnx_dml_lowering.lowering.onnx_graphs import node_bodies, node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, is_standard, node_reads
 
 from .weights import tensor_array
 
@@ -24,15 +24,19 @@ def _constant_false(model: onnx.ModelProto, name: str) -> bool:
     return False
 
 
-def is_random(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
+def _random_itself(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
     """A random operator; Dropout only in training mode (a training_mode input not constant false)."""
-    if node.domain not in ("", "ai.onnx"):
+    if not is_standard(node):
         return False
     if node.op_type in RANDOM_OPS:
         return True
-    if node.op_type == "Dropout":
-        return len(node.input) > 2 and bool(node.input[2]) and not _constant_false(model, node.input[2])
-    return any(is_random(inner, model) for body in node_bodies(node) for inner in body.node)
+    return (node.op_type == "Dropout" and len(node.input) > 2 and bool(node.input[2])
+            and not _constant_false(model, node.input[2]))
+
+
+def is_random(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
+    """A random operator (see _random_itself), or a control-flow node with one in its bodies."""
+    return _random_itself(node, model) or any(_random_itself(inner, model) for inner in body_nodes(node))
 
 
 def random_values(model: onnx.ModelProto) -> "dict[str, str]":

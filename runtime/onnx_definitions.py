@@ -25,6 +25,7 @@ import onnx
 from onnx import helper
 
 from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE, numpy_to_onnx, onnx_to_numpy
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 
 ENGINE = "numpy ONNX definitions"
 _NATIVE_ONNX = frozenset(numpy_to_onnx(dtype) for dtype in NUMPY_NATIVE)
@@ -263,7 +264,7 @@ def defines(node: onnx.NodeProto, input_types: "Sequence[int]" = (),
     """These definitions evaluate `node` (default domain, known op, known attributes, no input of a
     type numpy does not hold natively where the type is known: 0 = unknown, no NonZero of a
     scalar where the rank is known)."""
-    if node.domain not in ("", "ai.onnx") or node.op_type not in DEFINITIONS:
+    if not is_standard(node) or node.op_type not in DEFINITIONS:
         return False
     if any(a.name not in _ATTRIBUTES.get(node.op_type, ()) for a in node.attribute):
         return False

@@ -15,7 +15,7 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError, OnnxRegion
 from onnx_dml_lowering.ir.errors import first_line
 
-from .ort_providers import SessionSettings
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .oracle import HybridSession, ReferenceSession
 from .region_engine import HYBRID, ORT, REFERENCE, REFERENCE_ORACLE, Region, RegionEngine, SessionCache
 

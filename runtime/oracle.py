@@ -27,7 +27,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.lowering.onnx_graphs import node_bodies, node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, node_reads, standard_opset
 from onnx_dml_lowering.lowering.owned_ops import owned
 from onnx_dml_lowering.lowering.schedule import engine_runs
 
@@ -37,7 +37,8 @@ from .onnx_definitions import NotDefined, defines
 from .ort_deviations import deviating_nodes
 from .oracle_control_flow import body_model, body_types
 from .control_flow import host_construct
-from .ort_providers import SessionSettings, make_session
+from onnx_dml_lowering.runtime.ort.sessions import make_session
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .weights import reference_evaluator, tensor_array
 from .ort_values import run_session
 from .region_engine import (HOST, ORT, REFERENCE, Region, RegionEngine, SessionCache,  # noqa: F401
@@ -55,7 +56,7 @@ def holds_semantic_op(node: onnx.NodeProto) -> bool:
     or a control-flow node with one inside."""
     if owned(node.op_type, node.domain):
         return True
-    return any(holds_semantic_op(inner) for body in node_bodies(node) for inner in body.node)
+    return any(owned(inner.op_type, inner.domain) for inner in body_nodes(node))
 
 
 @dataclass
@@ -107,7 +108,7 @@ class Oracle:
         self._regions: "dict[tuple, Region]" = {}
         # the oracles of the bodies the host runs, by (control-flow node, attribute)
         self._bodies: "dict[tuple[str, str], Oracle]" = {}
-        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        self.opset = standard_opset(model, 1)
         self._hosts: "bool | None" = None            # reference kind: does a node run on the host?
         self._reference: Any = None                  # reference kind: the whole model's evaluator
         self.hint = " (the default hybrid oracle falls back node by node)"     # after onnx.reference's failures

@@ -9,7 +9,7 @@ when the session holds one, the providers) and clears it afterwards; when the ch
 signal, the parent reads the page and prints the one line. The writes are two slice assignments
 of bytes made once per session, so a run costs no more than a dictionary look-up.
 
-Sessions are created only in ort_providers (`_session`, and compiler/ep/level1's level-1 pass)
+Sessions are created only in runtime/ort/sessions.py (`create_session`, and compiler/ep/level1's level-1 pass)
 and run only through ort_values.run_session and ort_operators: these are the only callers.
 Unarmed (the Python API, the test suite's in-process runs, Windows), everything here is a no-op.
 """

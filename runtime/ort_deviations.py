@@ -25,9 +25,8 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 import onnx
 
-from onnx_dml_lowering.lowering.onnx_graphs import may_hold_bodies, node_bodies
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_scoped, may_hold_bodies
 
-_STANDARD = ("", "ai.onnx")
 # value name -> its rank where known (None or absent: unknown)
 Ranks = Mapping[str, "int | None"]
 
@@ -103,7 +102,7 @@ def deviation(node: onnx.NodeProto, ranks: Ranks, constants: "Mapping[str, onnx.
               ) -> "OrtDeviation | None":
     """The table's entry whose condition this node meets (default domain), or None."""
     entry = _BY_OP.get(node.op_type)
-    if entry is None or node.domain not in _STANDARD:
+    if entry is None or not is_standard(node):
         return None
     return entry if entry.applies(node, ranks, constants or {}) else None
 
@@ -122,23 +121,29 @@ def first_deviation(nodes: "Iterable[onnx.NodeProto]", ranks: Ranks,
                     constants: "Mapping[str, onnx.TensorProto] | None" = None) -> "tuple[onnx.NodeProto, OrtDeviation] | None":
     """The first node (If / Loop / Scan bodies looked into, at any depth) the table names."""
     nodes = list(nodes)
-    constants = _with_constant_nodes(nodes, constants)
-    for node in nodes:
-        entry = deviation(node, ranks, constants)
+    # (ranks, constants) a node sees, by the ids of the bodies enclosing it (each kept alive in
+    # `held`, so no id is reused): a body sees its enclosing graphs' and its own
+    facts: "dict[tuple[int, ...], tuple[Ranks, Mapping[str, onnx.TensorProto]]]" = {
+        (): (ranks, _with_constant_nodes(nodes, constants))}
+    held = []
+    for node, scopes in iter_scoped(nodes):
+        key = tuple(map(id, scopes))
+        if key not in facts:
+            held.append(scopes)
+            outer_ranks, outer_constants = facts[key[:-1]]
+            body = scopes[-1]
+            facts[key] = (_body_ranks(body, outer_ranks),
+                          _with_constant_nodes(body.node, {**outer_constants, **{t.name: t for t in body.initializer}}))
+        entry = deviation(node, *facts[key])
         if entry is not None:
             return node, entry
-        for body in node_bodies(node) if may_hold_bodies(node) else ():
-            inner = first_deviation(body.node, _body_ranks(body, ranks),
-                                    {**(constants or {}), **{t.name: t for t in body.initializer}})
-            if inner is not None:
-                return inner
     return None
 
 
 def constant_nodes(nodes: "Iterable[onnx.NodeProto]") -> "dict[str, onnx.TensorProto]":
     """The tensors Constant nodes among `nodes` hold (exporters write a Resize's scales so)."""
     return {node.output[0]: node.attribute[0].t for node in nodes
-            if node.op_type == "Constant" and node.domain in _STANDARD and len(node.attribute) == 1
+            if node.op_type == "Constant" and is_standard(node) and len(node.attribute) == 1
             and node.attribute[0].name == "value" and node.output}
 
 

@@ -29,7 +29,9 @@ from . import ort_crash
 from .kernels import POISON_WORD, scalar_for
 from .interrupt import stoppable_run
 from .ort_messages import parse_provider_failure
-from .ort_providers import SessionSettings, make_session, resolve
+from onnx_dml_lowering.runtime.ort.providers import resolve
+from onnx_dml_lowering.runtime.ort.sessions import make_session
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 
 
 # NonZero on these element types runs on an exact widening where the provider has no kernel.

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import onnx
 
-from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, may_hold_bodies, node_bodies
+from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, graph_attributes, is_standard, iter_nodes, may_hold_bodies, node_bodies
 
-_STANDARD = ("", "ai.onnx")
 
 
 def _loop_body(node: onnx.NodeProto) -> "onnx.GraphProto | None":
-    if node.op_type != "Loop" or node.domain not in _STANDARD:
+    if node.op_type != "Loop" or not is_standard(node):
         return None
     return dict(graph_attributes(node)).get("body")
 
@@ -28,37 +27,43 @@ def _counter_outputs(node: onnx.NodeProto) -> "list[int]":
 def _for_loop(node: onnx.NodeProto) -> bool:
     """A Loop given M and no cond input: ONNX runs it M times whatever the body's cond says
     ("cond = ...; // ignored"); onnxruntime stops when that turns false."""
-    return (node.op_type == "Loop" and node.domain in _STANDARD and len(node.input) > 0 and bool(node.input[0])
+    return (node.op_type == "Loop" and is_standard(node) and len(node.input) > 0 and bool(node.input[0])
             and (len(node.input) < 2 or not node.input[1]))
+
+
+def _fixed_here(node: onnx.NodeProto) -> bool:
+    """A Loop this module rewrites itself (its bodies aside)."""
+    return bool(_counter_outputs(node)) or _for_loop(node)
 
 
 def _needs(node: onnx.NodeProto) -> bool:
     if not may_hold_bodies(node):   # op type and domain: most nodes end here
         return False
-    return (bool(_counter_outputs(node)) or _for_loop(node)
-            or any(_needs(n) for g in node_bodies(node) for n in g.node))
+    return _fixed_here(node) or any(_fixed_here(n) for n in body_nodes(node))
 
 
-def _names(nodes, into: "set[str]") -> "set[str]":
+def _names(nodes: "list[onnx.NodeProto]", into: "set[str]") -> "set[str]":
     """Every value name the nodes and their bodies (at any depth) read, write or declare."""
-    for node in nodes:
+    for node in iter_nodes(nodes):
         into.update(node.input)
         into.update(node.output)
         for graph in node_bodies(node):
             into.update(v.name for v in list(graph.input) + list(graph.output) + list(graph.value_info))
             into.update(t.name for t in graph.initializer)
-            _names(graph.node, into)
     return into
 
 
 def _rewrite(node: onnx.NodeProto, taken: "set[str]") -> None:
-    """In place, bodies first: a body output that is the Loop's iteration count becomes an
-    Identity of it (the same value, a buffer of its own); an M-only Loop's body cond output
-    becomes a constant true."""
-    for graph in node_bodies(node):
-        for inner in graph.node:
-            if _needs(inner):
-                _rewrite(inner, taken)
+    """In place, bodies first (a Loop after the Loops inside it): see _rewrite_loop."""
+    for inner in body_nodes(node, bodies_first=True):
+        if _fixed_here(inner):
+            _rewrite_loop(inner, taken)
+    _rewrite_loop(node, taken)
+
+
+def _rewrite_loop(node: onnx.NodeProto, taken: "set[str]") -> None:
+    """A body output that is the Loop's iteration count becomes an Identity of it (the same value,
+    a buffer of its own); an M-only Loop's body cond output becomes a constant true."""
     body = _loop_body(node)
     for k in _counter_outputs(node):
         assert body is not None         # _counter_outputs found them in it

@@ -43,14 +43,15 @@ from onnx import helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.lowering.onnx_graphs import node_bodies, node_reads
+from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, is_standard, node_reads, standard_opset
 
 from .nondeterminism import is_random
 from .onnx_definitions import ENGINE as DEFINITIONS
 from .onnx_definitions import DefinitionsRegion
 from .oracle_control_flow import BodyEvaluators, HostRegion
 from .ort_messages import parse_provider_failure
-from .ort_providers import SessionSettings, few_elements, make_session
+from onnx_dml_lowering.runtime.ort.sessions import few_elements, make_session
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .ort_values import run_session
 from .ort_deviations import region_reason
 from .ort_workarounds import loops_as_onnx_defines
@@ -157,7 +158,7 @@ class SessionCache:
 def reference_deviation(node: onnx.NodeProto) -> "str | None":
     """Why onnx.reference (onnx 1.23) must not evaluate this node itself, or None: it gets the node
     wrong or cannot evaluate it, where the host runs it as ONNX defines it."""
-    if node.domain not in ("", "ai.onnx"):
+    if not is_standard(node):
         return None
     if node.op_type == "Loop" and (len(node.input) < 2 or not node.input[1]):
         # its Loop loops `while cond`, and an absent cond is None
@@ -178,11 +179,10 @@ def reference_gets_wrong(node: onnx.NodeProto) -> "str | None":
     reason = reference_deviation(node)
     if reason is not None:
         return reason
-    for body in node_bodies(node):
-        for inner in body.node:
-            reason = reference_gets_wrong(inner)
-            if reason is not None:
-                return reason if reason.startswith("node ") else f"node {inner.name!r}: {reason}"
+    for inner in body_nodes(node):
+        reason = reference_deviation(inner)
+        if reason is not None:
+            return f"node {inner.name!r}: {reason}"
     return None
 
 
@@ -219,7 +219,7 @@ class RegionEngine:
         self.reference_oracle = reference_oracle
         self.hybrid_oracle = hybrid_oracle
         self.memory_limit = memory_limit
-        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        self.opset = standard_opset(model, 1)
         fed = {vi.name for vi in model.graph.input} | set(passed)
         self.inits = {i.name: i for i in model.graph.initializer if i.name not in fed}
         self.inits.update(_identity_aliases(model, self.inits, fed))
@@ -410,7 +410,7 @@ def _identity_aliases(model: onnx.ModelProto, inits: "Mapping[str, onnx.TensorPr
     the bias as constant there (a plain FusedConv instead of its NCHWc Conv: other rounding)."""
     aliases: "dict[str, onnx.TensorProto]" = {}
     for node in model.graph.node:
-        if (node.op_type != "Identity" or node.domain not in ("", "ai.onnx") or len(node.input) != 1
+        if (node.op_type != "Identity" or not is_standard(node) or len(node.input) != 1
                 or len(node.output) != 1 or not node.output[0] or node.output[0] in fed):
             continue
         source = aliases.get(node.input[0]) or inits.get(node.input[0])

@@ -20,6 +20,7 @@ from .memory import buffer_bytes, check_memory, default_limit, parse_size
 from .onnx_regions import RegionRunner
 from .ort_operators import OrtOperators
 from .weights import tensor_array
+from onnx_dml_lowering.runtime.compiled_view import LoweredView
 
 
 def strict_default() -> bool:
@@ -136,10 +137,10 @@ class EmulatorSession:
     run-time specialisations) and what runs report: a log of run-time declines and
     `lowered_iterations`, how many control-flow branches / iterations ran a lowered body."""
 
-    def __init__(self, compiled, operators=None, providers: "list[str] | None" = None,
+    def __init__(self, compiled: LoweredView, operators=None, providers: "list[str] | None" = None,
                  settings=None) -> None:
         self.compiled = compiled
-        self.settings = settings          # ort_providers.SessionSettings for every region session
+        self.settings = settings          # ort.settings.SessionSettings for every region session
         self.operators = operators            # None: the numpy kernels; else runtime.ort_operators
         self.providers = providers
         self.log: "list[str]" = []
@@ -150,7 +151,7 @@ class EmulatorSession:
         self.memory_limit = default_limit()
         # The main graph's region sessions are shared with the hybrid oracle (runtime/region_engine).
         self.main = GraphRunner(self, compiled.partition, compiled.model, compiled.types, compiled.initializers,
-                                getattr(compiled, "shared_sessions", None))
+                                compiled.shared_sessions)
         self.regions = self.main.regions
         self.specialised = self.main.specialised
 

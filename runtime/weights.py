@@ -8,7 +8,7 @@ must lie inside it), nor anything but a regular file, nor past the bytes its ten
 a large tensor with a `basepath` entry (the checked file's real folder, onnx's own ExternalDataInfo
 key) next to its `location`, `offset` and `length`; everything that reads an
 initializer's value goes through tensor_array, which maps the file at that offset. onnxruntime gets
-these tensors as external initializers (ort_providers.ort_model), onnx.reference as feeds
+these tensors as external initializers (ort.model.ort_model), onnx.reference as feeds
 (reference_evaluator), the ONNX checker as typed graph inputs (lifted)."""
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from onnx_dml_lowering.ir import FeatureLevel
     from onnx_dml_lowering.runtime.backends import BackendOptions
     from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances
-    from onnx_dml_lowering.runtime.ort_providers import SessionSettings
+    from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 
 # A parser's record of which group declared each of its option strings (test_groups.py reads it).
 DECLARED_BY = "dml_lower_declared_by"
@@ -398,7 +398,6 @@ class SessionArgs(ArgGroup):
 
     def parse(self, args: argparse.Namespace) -> "SessionSettings | None":
         """The SessionSettings, or None when none was given; a bad one is one error line."""
-        from onnx_dml_lowering.runtime.ort_providers import parse_session_settings
         settings = parse_session_settings(args.session_config, args.graph_optimization_level, args.threads)
         return None if settings.empty else settings
 
@@ -412,6 +411,47 @@ class SessionArgs(ArgGroup):
             for item in value if isinstance(value, list) else [value] if value is not None else []:
                 words += [option, str(item)]
         return words
+
+
+def parse_session_settings(config: "list[str] | None" = None, optimization_level: "str | None" = None,
+                           threads: "str | int | None" = None) -> "SessionSettings":
+    """--session-config KEY=VALUE..., --graph-optimization-level, --threads -> SessionSettings
+    (validated against onnxruntime), or one line naming the option and its bad value."""
+    from onnx_dml_lowering.runtime.ort.sessions import validate_settings
+    from onnx_dml_lowering.runtime.ort.settings import GRAPH_OPTIMIZATION_LEVELS, SessionSettingRejected, SessionSettings
+    pairs = []
+    for pair in config or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise DmlLowerError(f"--session-config {pair!r} is not KEY=VALUE")
+        pairs.append((key.strip(), value.strip()))
+    level = None
+    if optimization_level is not None:
+        level = optimization_level.strip().lower()
+        if level not in GRAPH_OPTIMIZATION_LEVELS:
+            raise DmlLowerError(f"--graph-optimization-level {optimization_level!r} is unknown; choose from "
+                                f"{', '.join(GRAPH_OPTIMIZATION_LEVELS)}")
+    settings = SessionSettings(tuple(pairs), level, _thread_count(threads))
+    try:
+        return settings if settings.empty else validate_settings(settings)
+    except SessionSettingRejected as exc:
+        what = f"--session-config {exc.key}={exc.value}" if exc.key else "the session options"
+        reason = exc.reason
+        if exc.key == "session.disable_cpu_ep_fallback":      # every command has CPU sessions too
+            reason += " (for the provider under test, --no-fallback sets it on its sessions alone)"
+        raise DmlLowerError(f"onnxruntime rejects {what}: {reason}") from None
+
+
+def _thread_count(threads: "str | int | None") -> "int | None":
+    if threads is None:
+        return None
+    try:
+        count = int(str(threads).strip())
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise DmlLowerError(f"--threads {threads!r} is not a non-negative integer (0: onnxruntime's default)")
+    return count
 
 
 # -- the comparison ---------------------------------------------------------------------------------

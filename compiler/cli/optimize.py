@@ -39,7 +39,8 @@ def add_optimize_parser(sub) -> None:
 
 
 def cmd_optimize(args) -> int:
-    from ..frontend import check_and_infer, graph_inputs, load_model
+    from ..frontend import check_and_infer, load_model
+    from onnx_dml_lowering.runtime.model_facts import graph_inputs
     from ..optimize import bit_identical, external_initializers, optimize_model, save_model
     check_outputs(("-o", args.output))          # before the work, not after it
     if args.min_bytes < 0:
@@ -94,7 +95,7 @@ def _check_feeds(args, model) -> "tuple[dict | None, dict, tuple[int, ...] | Non
     from onnx_dml_lowering.runtime.feeds import check_feed_headers, check_feeds
     from onnx_dml_lowering.runtime.npz import load_npz
 
-    from ..frontend import graph_inputs, overridable_inputs
+    from onnx_dml_lowering.runtime.model_facts import graph_inputs, overridable_inputs
     swept = args.sweep is not None
     given = "--inputs" if args.inputs else "--dim" if args.dim else "--sweep" if swept else None
     if not args.check and given:

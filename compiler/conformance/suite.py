@@ -17,7 +17,7 @@ from onnx import numpy_helper
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.runtime import ort_providers
+from onnx_dml_lowering.runtime.ort.providers import resolve_provider
 from onnx_dml_lowering.runtime.backends import (CHOICES, BackendOptions, make_backends, parse_backend,
                                                 provider_backend)
 from onnx_dml_lowering.runtime.check import lazy_oracle
@@ -123,8 +123,7 @@ class CaseRunner:
             raise DmlLowerError(f"conformance backend {spec!r}: saved outputs are not a backend here; "
                                 f"choose from {CHOICES}")
         # an unknown or absent provider is one line before any case runs
-        self.provider = (ort_providers.resolve_provider(parsed.provider, self.options.provider_options,
-                                                        self.options.ep_libraries)
+        self.provider = (resolve_provider(parsed.provider, self.options.provider_options, self.options.ep_libraries)
                          if parsed.kind == "provider" else None)
 
     @property

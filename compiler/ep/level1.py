@@ -32,7 +32,7 @@ def level1_model(model: onnx.ModelProto, model_dir: "str | None") -> "tuple[onnx
     import onnxruntime as ort
 
     from onnx_dml_lowering.runtime import ort_crash
-    from onnx_dml_lowering.runtime.ort_providers import EXTERNAL_FOLDER_OPTION, ort_model
+    from onnx_dml_lowering.runtime.ort.model import EXTERNAL_FOLDER_OPTION, ort_model
     # the one way a ModelProto reaches onnxruntime: weights load_model left in the user's files
     # (a model optimize --for dml loaded) become external initializers in those files; serialised
     # as they are, onnxruntime refused them and the prediction ran on no graph at all
@@ -65,6 +65,12 @@ CPU_CAST_PREFIX = "InsertedPrecisionFreeCast_"
 
 
 def undo_cpu_casts(graph: onnx.GraphProto, original: "dict[str, onnx.NodeProto]") -> int:
+    """_undo_casts in the graph and every body at any depth; how many casts were removed."""
+    from onnx_dml_lowering.lowering.onnx_graphs import iter_graphs
+    return sum(_undo_casts(each, original) for each, _ in iter_graphs(graph))
+
+
+def _undo_casts(graph: onnx.GraphProto, original: "dict[str, onnx.NodeProto]") -> int:
     """Remove the casts a CPU-only session inserts around float16 nodes its CPU EP has no kernel
     for (onnxruntime's InsertCastTransformer runs after partitioning and cannot be disabled): a
     session with the DML EP inserts them only around the float16 nodes no provider took, which
@@ -72,8 +78,7 @@ def undo_cpu_casts(graph: onnx.GraphProto, original: "dict[str, onnx.NodeProto]"
     output-side cast gives its name back to the
     node it follows; an input-side cast is bypassed, and one that replaced a Cast of the model
     (`original`: value -> the node producing it in the model as stored) becomes that Cast again.
-    Returns how many were removed, bodies included."""
-    from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes
+    Returns how many were removed from this graph (its bodies aside)."""
     removed = 0
     casts = [n for n in graph.node if n.op_type == "Cast" and n.name.startswith(CPU_CAST_PREFIX)]
     outputs = {o.name for o in graph.output}
@@ -106,7 +111,4 @@ def undo_cpu_casts(graph: onnx.GraphProto, original: "dict[str, onnx.NodeProto]"
                 continue   # a graph output stays produced by its cast
         graph.node.remove(cast)
         removed += 1
-    for node in graph.node:
-        for _, sub in graph_attributes(node):
-            removed += undo_cpu_casts(sub, original)
     return removed

@@ -16,7 +16,7 @@ from importlib import resources
 import onnx
 
 from onnx_dml_lowering.ir.display import display, html_text, script_json
-from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes
+from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, standard_opset
 
 from .overview import Block, Overview, build
 from .placement import CPU, DML, NONE, REMOVED
@@ -173,7 +173,7 @@ def page_data(report: dict, graph_model: onnx.ModelProto, view: Overview, lowere
     placement = report["ep_placement"]
     by_node = {n["node"]: n for n in placement["nodes"]}
     graph = graph_model.graph
-    opset = next((o.version for o in graph_model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = standard_opset(graph_model, 0)
     providers = [DML, CPU, NONE, "?"]
     reasons: "dict[str, int]" = {}
     nodes = []

@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, node_paths, prefixed_graphs, subgraph_reads
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard, node_paths, prefixed_graphs, subgraph_reads
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES, failing_nodes
 
 from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
@@ -47,13 +47,9 @@ _SEQUENCE_OPS = ("SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceLe
                  "SequenceInsert", "ConcatFromSequence", "OptionalHasElement", "OptionalGetElement")
 
 
-def _is_onnx(domain: str) -> bool:
-    return domain in ("", "ai.onnx")
-
-
 def _value_types(model: onnx.ModelProto, into: "dict[str, str]") -> None:
     """value name -> element type name ('seq', 'optional', ... for non-tensors), bodies included."""
-    def graph_types(graph: onnx.GraphProto) -> None:
+    for _, graph in prefixed_graphs(model.graph):
         for init in graph.initializer:
             into.setdefault(init.name, type_name(init.data_type))
         for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
@@ -65,13 +61,10 @@ def _value_types(model: onnx.ModelProto, into: "dict[str, str]") -> None:
             elif kind and kind != "tensor_type":
                 into.setdefault(vi.name, kind.replace("_type", ""))
         for node in graph.node:
-            if _is_onnx(node.domain) and node.op_type == "Constant":
+            if is_standard(node.domain) and node.op_type == "Constant":
                 for attr in node.attribute:
                     if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
                         into.setdefault(node.output[0], type_name(attr.t.data_type))
-            for _, sub in graph_attributes(node):
-                graph_types(sub)
-    graph_types(model.graph)
 
 
 def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -83,16 +76,11 @@ def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _ranks(model: onnx.ModelProto) -> "dict[str, int]":
     out: "dict[str, int]" = {}
-
-    def walk(graph: onnx.GraphProto) -> None:
+    for _, graph in prefixed_graphs(model.graph):
         for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
             t = vi.type.tensor_type
             if vi.type.WhichOneof("value") == "tensor_type" and t.HasField("shape"):
                 out.setdefault(vi.name, len(t.shape.dim))
-        for node in graph.node:
-            for _, sub in graph_attributes(node):
-                walk(sub)
-    walk(model.graph)
     return out
 
 
@@ -172,7 +160,12 @@ class Predictor:
         return {"node": path, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
                 "since_version": since, "provider": provider, "reason": reason}
 
-    def place(self, graph: onnx.GraphProto, prefix: str = "") -> None:
+    def place(self, graph: onnx.GraphProto) -> None:
+        """Place the graph's nodes, then each body's (at any depth, named by path)."""
+        for prefix, each in prefixed_graphs(graph):
+            self._place_graph(each, prefix)
+
+    def _place_graph(self, graph: onnx.GraphProto, prefix: str) -> None:
         g = _Graph(graph)
         schemas = [schema(n.op_type, n.domain, self.opsets.get(n.domain or "ai.onnx", 0)) for n in g.nodes]
         kernel: "dict[int, DmlKernel]" = {}
@@ -207,7 +200,7 @@ class Predictor:
                     queued.add(c)
                     heapq.heappush(queue, c)
         for i in kernel:
-            if _is_onnx(g.nodes[i].domain) and g.nodes[i].op_type in _SHAPE_SEEDS:
+            if is_standard(g.nodes[i].domain) and g.nodes[i].op_type in _SHAPE_SEEDS:
                 for out in g.nodes[i].output:
                     if out:
                         reach(out, i)
@@ -264,9 +257,6 @@ class Predictor:
                 self.warnings.append(f"{path} ({node.op_type}): no provider has a kernel for it; the session fails "
                                      "with NOT_IMPLEMENTED")
         self._copies(g, prefix, provider, kernel)
-        for node in g.nodes:
-            for attribute, sub in graph_attributes(node):
-                self.place(sub, f"{prefix}{node.name}/{attribute}/")
 
     def _dml_reject(self, g: _Graph, i: int, k: DmlKernel) -> "str | None":
         node = g.nodes[i]
@@ -321,7 +311,7 @@ class Predictor:
 
     def _warn_dml(self, path: str, node: onnx.NodeProto) -> None:
         """What is placed on DML but may fail there or differ from ONNX: said, not hidden."""
-        if not _is_onnx(node.domain):
+        if not is_standard(node.domain):
             return
         rank = self.ranks.get(node.output[0]) if node.output else None
         out_type = self.types.get(node.output[0]) if node.output else None
@@ -355,7 +345,7 @@ class Predictor:
             if value in g.producer:
                 p = g.producer[value]
                 pnode = g.nodes[p]
-                on_gpu = provider.get(p) == DML and not (_is_onnx(pnode.domain) and pnode.op_type in ("Shape", "Size"))
+                on_gpu = provider.get(p) == DML and not (is_standard(pnode.domain) and pnode.op_type in ("Shape", "Size"))
                 source = prefix + pnode.name
             elif value in g.inputs and needs["gpu"] and needs["cpu"]:
                 on_gpu, source = False, f"graph input {value!r}"
@@ -380,11 +370,11 @@ def _removed_reason(node: onnx.NodeProto, folded: "set[str]", functions: "set[tu
     if (node.domain, node.op_type) in functions:
         return (f"a call of the model-local function {node.domain}:{node.op_type}: onnxruntime inlines it at load "
                 f"(its nodes are listed as _inlfunc_{node.op_type}_<node>)")
-    if _is_onnx(node.domain) and node.op_type == "Constant":
+    if is_standard(node.domain) and node.op_type == "Constant":
         return "a Constant: onnxruntime turns it into an initializer at load"
     if any(o in folded for o in node.output if o):
         return "constant-folded by onnxruntime's level-1 optimisations (its output is an initializer now)"
-    if _is_onnx(node.domain) and node.op_type in ("Identity", "Dropout"):
+    if is_standard(node.domain) and node.op_type in ("Identity", "Dropout"):
         return f"removed by onnxruntime's level-1 {node.op_type} elimination"
     now = [producers[o] for o in node.output if o in producers]
     if now:

@@ -11,6 +11,8 @@ from importlib import resources
 
 import onnx
 
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard
+
 TABLE_FILE = "dml_ep_registrations_ort1.27.json"
 MODELLED_ORT = "1.27.0"
 
@@ -53,7 +55,7 @@ class DmlKernel:
 
 
 def _domain(domain: str) -> str:
-    return "ai.onnx" if domain in ("", "ai.onnx") else domain
+    return "ai.onnx" if is_standard(domain) else domain
 
 
 @lru_cache(maxsize=1)

@@ -27,7 +27,7 @@ from onnx import TensorProto
 from onnx import helper as oh
 from onnx import numpy_helper
 
-from onnx_dml_lowering.lowering.onnx_graphs import all_nodes, prefixed_graphs
+from onnx_dml_lowering.lowering.onnx_graphs import all_nodes, is_standard, prefixed_graphs, standard_opset
 from onnx_dml_lowering.runtime.weights import lifted
 
 from ..ep.placement import DML, _inferred, _value_types, predict_placement, type_mismatch
@@ -104,7 +104,7 @@ def _registered(op: str, opset: int, types: "dict[str, str]") -> bool:
 class _DmlOptimizer:
     def __init__(self, model: onnx.ModelProto) -> None:
         self.model = model
-        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        self.opset = standard_opset(model, 0)
         self.names = _Names(model)
         self.types: "dict[str, str]" = {}
         self.elem: "dict[str, int]" = {}
@@ -125,7 +125,7 @@ class _DmlOptimizer:
             nodes = list(graph.node)
             out = []
             for node in nodes:
-                if node.domain in ("", "ai.onnx") and match(node):
+                if is_standard(node) and match(node):
                     new = build(graph, node)
                     rewrite.nodes.append(prefix + node.name)
                     rewrite.created[prefix + node.name] = [(n.op_type, prefix + n.name) for n in new]
@@ -231,7 +231,7 @@ def downconvert_blockers(model: onnx.ModelProto, target: int = TARGET_OPSET) -> 
     _value_types(_inferred(model), types)
     out = []
     for _, node in all_nodes(model):
-        if node.domain not in ("", "ai.onnx"):
+        if not is_standard(node):
             continue
         try:
             old = onnx.defs.get_schema(node.op_type, target, "")
@@ -258,7 +258,7 @@ def _schema_of(s):
 
 
 def _downconvert(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, DmlRewrite | None, str]":
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = standard_opset(model, 0)
     if opset <= TARGET_OPSET:
         return model, None, ""
     blockers = downconvert_blockers(model)
@@ -276,7 +276,7 @@ def _downconvert(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, DmlRewrite |
         return model, None, f"opset {opset} kept (onnx's version converter changed the nodes, not only their version)"
     rewrite = DmlRewrite(f"opset {opset} -> {TARGET_OPSET} (every node's opset-{TARGET_OPSET} schema takes it as it is)")
     rewrite.nodes = [prefix + n.name for prefix, g in prefixed_graphs(model.graph) for n in g.node
-                     if n.domain in ("", "ai.onnx") and onnx.defs.get_schema(n.op_type, opset).since_version > TARGET_OPSET]
+                     if is_standard(n) and onnx.defs.get_schema(n.op_type, opset).since_version > TARGET_OPSET]
     ops = {prefix + n.name: n.op_type for prefix, g in prefixed_graphs(model.graph) for n in g.node}
     rewrite.created = {n: [(f"{ops[n]}-{_since(ops[n], TARGET_OPSET)}", n)] for n in rewrite.nodes}
     return converted, rewrite, ""

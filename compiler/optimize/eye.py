@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.lowering.common import EXACT_INTEGER_LIMIT
 from onnx_dml_lowering.lowering.diagonal_idioms import range_length
-from onnx_dml_lowering.lowering.onnx_graphs import subgraph_reads
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard, subgraph_reads
 
 from ..generators import EYELIKE_OPSET, EYELIKE_TYPES
 from ..graph_view import OnnxGraphView
@@ -106,7 +106,7 @@ def replace_unread(graph: onnx.GraphProto, removed: "set[str]", added: "list[onn
         read = _reads(probe) | kept_names
         fed = {i for n in graph.node if n.name in gone for i in n.input}    # read by what went
         new = {a.name for a in added}
-        dead = [n for n in nodes if n.name not in new and n.domain in ("", "ai.onnx") and n.output
+        dead = [n for n in nodes if n.name not in new and is_standard(n) and n.output
                 and not any(o in read for o in n.output) and any(o in fed for o in n.output)]
         unread = [t for t in inits if t.name not in read and t.name in fed]
         if not dead and not unread:

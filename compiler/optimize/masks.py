@@ -16,9 +16,10 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_dml_lowering.lowering.diagonal_idioms import range_length
 from onnx_dml_lowering.lowering.mask_idioms import INF, RULE, Affine, COMPARISONS, Index, leaves
 from onnx_dml_lowering.lowering.registry import first_pattern
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 
 from ..generators import TRILU_OPSET, TRILU_TYPES
-from ..frontend import value_types
+from onnx_dml_lowering.runtime.model_facts import value_types
 from ..graph_view import OnnxGraphView
 
 INT64 = TensorProto.INT64
@@ -253,7 +254,7 @@ def rewrite_masks(opt: Any) -> None:
     view = inferred_view(model)
     seen: "set[str]" = set()
     for node in list(graph.node):
-        if node.op_type not in COMPARISONS or node.domain not in ("", "ai.onnx") or node.name in seen:
+        if node.op_type not in COMPARISONS or not is_standard(node) or node.name in seen:
             continue
         if node.name not in {n.name for n in graph.node}:      # removed by an earlier rewrite
             continue

@@ -21,7 +21,7 @@ from onnx_dml_lowering.ir.errors import brief
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.lowering import Declined
 from onnx_dml_lowering.lowering.diagonal import find_band
-from onnx_dml_lowering.lowering.onnx_graphs import all_nodes
+from onnx_dml_lowering.lowering.onnx_graphs import all_nodes, is_standard
 from onnx_dml_lowering.lowering.schedule import is_constant
 from onnx_dml_lowering.lowering.common import EXACT_INTEGER_LIMIT
 from onnx_dml_lowering.lowering.diagonal_idioms import EyeFromRanges, match_initializer, range_length
@@ -161,7 +161,7 @@ class _Optimizer:
         view = inferred_view(self.model)
         rule = EyeFromRanges()
         for node in list(graph.node):
-            if node.op_type != "Equal" or node.domain not in ("", "ai.onnx"):
+            if node.op_type != "Equal" or not is_standard(node):
                 continue
             if node.name not in {n.name for n in graph.node}:      # removed by an earlier rewrite
                 continue
@@ -400,7 +400,7 @@ def bit_identical(original: "str | bytes | onnx.ModelProto", rewritten: "str | b
     everywhere). With `feeds`, on those feeds only; otherwise over seeded random feeds, the
     symbolic dimensions named in `dims` at those sizes and every other one at each of `sizes`."""
     from onnx_dml_lowering.runtime.feeds import random_feeds
-    from onnx_dml_lowering.runtime.ort_providers import make_session   # logs nothing: errors are our one line
+    from onnx_dml_lowering.runtime.ort.sessions import make_session   # logs nothing: errors are our one line
     from onnx_dml_lowering.runtime import ort_crash
     sessions = []
     for model, label in ((original, "the original model"), (rewritten, "the rewritten model")):

@@ -9,7 +9,8 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
-from onnx_dml_lowering.compiler.frontend import check_and_infer, value_types
+from onnx_dml_lowering.compiler.frontend import check_and_infer
+from onnx_dml_lowering.runtime.model_facts import value_types
 from onnx_dml_lowering.compiler.node_ids import identify_nodes
 from onnx_dml_lowering.compiler.partition import (PASSES, build_regions, defer_run_time_sized,
                                                   generate_constants, lower_static, match_idioms,

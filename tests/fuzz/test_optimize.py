@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import event, given
 from onnx import helper
 
-from onnx_dml_lowering.compiler.frontend import graph_inputs
+from onnx_dml_lowering.runtime.model_facts import graph_inputs
 from onnx_dml_lowering.compiler.optimize import bit_identical, optimize_model
 from tests.optimize_models import bands, stored_model
 

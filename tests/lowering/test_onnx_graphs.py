@@ -13,9 +13,10 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.lowering.onnx_graphs import (MAX_BODY_DEPTH, all_graphs, all_nodes, graph_attributes,
-                                                    graph_captures, node_bodies, node_paths, node_reads,
-                                                    prefixed_graphs, subgraph_reads)
+from onnx_dml_lowering.lowering.onnx_graphs import (MAX_BODY_DEPTH, all_graphs, all_nodes, any_node, body_nodes,
+                                                    graph_attributes, graph_captures, is_standard, iter_graphs,
+                                                    iter_nodes, iter_scoped, node_bodies, node_paths, node_reads,
+                                                    prefixed_graphs, standard_opset, subgraph_reads)
 from onnx_dml_lowering.runtime.weights import all_tensors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +81,66 @@ def test_paths_and_order_at_any_depth():
         ("loop/body/if/then_branch/", "then")]
     assert [(i, n.name) for i, n in all_nodes(model)] == [
         (0, "loop"), (0, "if"), (0, "e"), (0, "t"), (1, "a"), (1, "s"), (0, "fexp")]
+
+
+def scan_model():
+    """Scan `scan` whose body holds Loop `inner` (body: Identity `id`), then Relu `r`."""
+    loop_body = body("inner_body", [h.make_node("Identity", ["v"], ["out"], name="id")], inputs=("i", "c"))
+    scan_body = body("scan_body", [h.make_node("Loop", ["m", ""], ["out"], name="inner", body=loop_body)],
+                     inputs=("x",))
+    scan = h.make_node("Scan", ["x"], ["y"], name="scan", body=scan_body, num_scan_inputs=1)
+    return h.make_model(h.make_graph([scan, h.make_node("Relu", ["y"], ["z"], name="r")], "main", [], []))
+
+
+def node_names(nodes):
+    return [n.name for n in nodes]
+
+
+def test_iter_nodes_walks_if_loop_and_scan_bodies_in_order():
+    model = nested_model()
+    assert node_names(iter_nodes(model.graph)) == ["loop", "if", "e", "t", "a", "s"]
+    assert node_names(iter_nodes(model.graph, recursive=False)) == ["loop", "s"]
+    assert node_names(iter_nodes(model.graph, bodies_first=True)) == ["e", "t", "if", "a", "loop", "s"]
+    assert node_names(iter_nodes(list(model.graph.node)[1:])) == ["s"]            # a node list
+    assert node_names(iter_nodes(model.functions[0])) == ["fexp"]                  # a function
+    assert node_names(body_nodes(model.graph.node[0])) == ["if", "e", "t", "a"]
+    assert node_names(body_nodes(model.graph.node[1])) == []
+    # the same nodes, in the same order, as the identity walk of the main graph
+    assert node_names(iter_nodes(model.graph)) == [n.name for _, n in all_nodes(model)][:-1]
+    scan = scan_model()
+    assert node_names(iter_nodes(scan.graph)) == ["scan", "inner", "id", "r"]
+    assert node_names(iter_nodes(scan.graph, bodies_first=True)) == ["id", "inner", "scan", "r"]
+
+
+def test_any_node_looks_into_bodies_unless_told_not_to():
+    model = scan_model()
+    assert any_node(model.graph, lambda n: n.op_type == "Identity")
+    assert not any_node(model.graph, lambda n: n.op_type == "Identity", recursive=False)
+    assert not any_node(model.graph, lambda n: n.op_type == "Trilu")
+
+
+def test_iter_graphs_and_iter_scoped_name_the_enclosing_graphs():
+    model = nested_model()
+    assert [(g.name, outer.name if outer is not None else None) for g, outer in iter_graphs(model.graph)] == [
+        ("main", None), ("loop_body", "main"), ("else", "loop_body"), ("then", "loop_body")]
+    assert [(n.name, names(scopes)) for n, scopes in iter_scoped(model.graph)] == [
+        ("loop", []), ("if", ["loop_body"]), ("e", ["loop_body", "else"]), ("t", ["loop_body", "then"]),
+        ("a", ["loop_body"]), ("s", [])]
+    # a GRAPHS body is a scope too
+    custom = h.make_node("Fused", ["x"], ["y"], name="f", domain="com.example")
+    custom.attribute.append(h.make_attribute("branches", [body("b", [h.make_node("Relu", ["w"], ["out"], name="w")])]))
+    assert [(n.name, names(scopes)) for n, scopes in iter_scoped([custom])] == [("f", []), ("w", ["b"])]
+
+
+def test_is_standard_and_standard_opset():
+    assert is_standard(h.make_node("Relu", ["x"], ["y"])) and is_standard(h.make_node("Relu", ["x"], ["y"], domain="ai.onnx"))
+    assert not is_standard(h.make_node("Relu", ["x"], ["y"], domain="com.microsoft"))
+    assert is_standard("") and is_standard(h.make_opsetid("ai.onnx", 17)) and not is_standard("ai.onnx.ml")
+    model = h.make_model(h.make_graph([], "main", [], []), opset_imports=[h.make_opsetid("com.x", 1),
+                                                                          h.make_opsetid("ai.onnx", 13)])
+    assert standard_opset(model) == 13
+    del model.opset_import[1]
+    assert standard_opset(model) == 0 and standard_opset(model, 1) == 1
 
 
 def test_reads_from_outer_scopes_through_nested_bodies():
@@ -176,6 +237,11 @@ WALKS = {
     "all_graphs": all_graphs,
     "node_reads": lambda m: node_reads(m.graph.node[0]),
     "graph_captures": lambda m: graph_captures(m.graph),
+    "iter_nodes": lambda m: list(iter_nodes(m.graph)),
+    "iter_nodes, bodies first": lambda m: list(iter_nodes(m.graph, bodies_first=True)),
+    "any_node": lambda m: any_node(m.graph, lambda n: n.op_type == "Identity"),
+    "iter_graphs": lambda m: list(iter_graphs(m.graph)),
+    "iter_scoped": lambda m: list(iter_scoped(m.graph)),
 }
 
 
@@ -259,3 +325,64 @@ def test_no_module_but_the_walker_reads_bodies_out_of_attributes():
     assert WALKER in sources and body_reads(WALKER)          # the check sees what it looks for
     assert [found for path in sources if path != WALKER for found in body_reads(path)] == []
 
+
+
+# The standard domain is tested by is_standard only, and bodies are walked by the iterators only:
+# a function that takes a node's bodies (node_bodies / graph_attributes) and calls itself, directly
+# or through other functions of its module, is a hand-written recursion (without the depth guard).
+BODY_ACCESSORS = {"node_bodies", "graph_attributes"}
+
+
+def _called(call: ast.Call) -> "str | None":
+    """The module-level function or own method a call names (`f(...)`, `self.f(...)`), else None."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
+        return func.attr
+    return None
+
+
+def hand_written_walks(source: str, name: str) -> "list[str]":
+    """`name:line: what` for each inline standard-domain tuple and each body recursion."""
+    tree = ast.parse(source, name)
+    found = [f"{name}:{n.lineno}: ('', 'ai.onnx')" for n in ast.walk(tree) if isinstance(n, ast.Tuple)
+             and {e.value for e in n.elts if isinstance(e, ast.Constant)} == {"", "ai.onnx"}]
+    calls: "dict[str, set[str]]" = {}
+    takes_bodies: "dict[str, int]" = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            called = {_called(c) for c in ast.walk(fn) if isinstance(c, ast.Call)}
+            calls.setdefault(fn.name, set()).update(c for c in called if c)
+            if called & BODY_ACCESSORS:
+                takes_bodies[fn.name] = fn.lineno
+    for fn, line in takes_bodies.items():
+        seen, todo = set(), list(calls[fn])
+        while todo:
+            callee = todo.pop()
+            if callee == fn:
+                found.append(f"{name}:{line}: {fn} recurses into bodies")
+                break
+            if callee in calls and callee not in seen:
+                seen.add(callee)
+                todo.extend(calls[callee])
+    return found
+
+
+def test_no_hand_written_walk_outside_the_walker():
+    sources = sorted(p for package in ("ir", "lowering", "runtime", "compiler") for p in (ROOT / package).rglob("*.py"))
+    found = [f for path in sources if path != WALKER
+             for f in hand_written_walks(path.read_text(), str(path.relative_to(ROOT)))]
+    assert found == []
+
+
+@pytest.mark.parametrize("source", [
+    "def f(node):\n    return node.domain in ('', 'ai.onnx')\n",
+    "def walk(graph):\n    for node in graph.node:\n        for body in node_bodies(node):\n            walk(body)\n",
+    "class P:\n    def place(self, g, prefix):\n        for node in g.node:\n"
+    "            for a, sub in graph_attributes(node):\n                self.place(sub, prefix + a)\n",
+    "def outer(graph):\n    for node in graph.node:\n        inner(node)\n"
+    "def inner(node):\n    for body in node_bodies(node):\n        outer(body)\n",
+])
+def test_the_walk_check_sees_what_it_forbids(source):
+    assert hand_written_walks(source, "example.py")

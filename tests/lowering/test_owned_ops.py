@@ -6,7 +6,7 @@ from onnx import helper as h
 from onnx_dml_lowering.lowering import IDIOMS
 from onnx_dml_lowering.lowering.owned_ops import OWNED_OPS, owned
 from onnx_dml_lowering.runtime.oracle import holds_semantic_op
-from onnx_dml_lowering.runtime.ort_providers import placement_findings
+from onnx_dml_lowering.runtime.ort.assignment import placement_findings
 
 
 def test_owned_ops_are_the_ops_lowered_by_a_node_of_their_own():

@@ -14,7 +14,7 @@ import pytest
 
 from onnx_dml_lowering.compiler import compile_model, conformance, examples
 from onnx_dml_lowering.compiler.conformance.cases import all_cases, nonzero_cases
-from onnx_dml_lowering.runtime import ort_providers
+from onnx_dml_lowering.runtime.ort.model import MAX_IR_VERSION
 
 OPENVINO = "OpenVINOExecutionProvider"
 pytestmark = [pytest.mark.openvino, pytest.mark.skipif(
@@ -201,7 +201,7 @@ def example_outcome(path, backend, seed=0):
     compiled = compile_model(path)
     model = onnx.ModelProto()
     model.CopyFrom(compiled.model)
-    model.ir_version = min(model.ir_version, ort_providers.MAX_IR_VERSION)
+    model.ir_version = min(model.ir_version, MAX_IR_VERSION)
     feeds = random_feeds(compiled.inputs, seed)
     expected = [[np.asarray(v) for v in ReferenceEvaluator(compiled.model).run(None, feeds)]]
     return conformance.judge(backend, os.path.basename(path), model, [feeds], expected, None)

@@ -15,7 +15,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-from onnx_dml_lowering.compiler import compile_model
+from onnx_dml_lowering.runtime.compiled_view import ModelView
 from onnx_dml_lowering.runtime.onnx_definitions import DEFINITIONS, NotDefined, defines, evaluate
 from onnx_dml_lowering.runtime.oracle import ORT_CPU, REFERENCE, Oracle
 from onnx_dml_lowering.runtime.onnx_definitions import ENGINE as DEFINITIONS_ENGINE
@@ -312,7 +312,7 @@ def _nonzero_chain(in_type: int, shape) -> onnx.ModelProto:
 def test_oracle_evaluates_semantic_nodes_by_definition():
     model = _nonzero_chain(T.FLOAT, [3, 4])
     x = values(T.FLOAT, (3, 4))
-    oracle = Oracle(model, compile_model(model).types, semantic_nodes={"t"})
+    oracle = Oracle(model, ModelView(model).types, semantic_nodes={"t"})
     got = oracle.run({"x": x})
     engines = oracle.node_engines()
     assert engines == {"nz": DEFINITIONS_ENGINE, "t": DEFINITIONS_ENGINE, "neg": ORT_CPU}
@@ -327,7 +327,7 @@ def test_oracle_leaves_a_scalar_nonzero_to_reference():
     model = _nonzero_chain(T.FLOAT, [])
     x = {"x": np.array(2.0, np.float32)}
     want = reference(model, x)
-    planned = Oracle(model, compile_model(model).types, semantic_nodes={"t"})
+    planned = Oracle(model, ModelView(model).types, semantic_nodes={"t"})
     got = planned.run(x)
     assert planned.node_engines()["nz"] == REFERENCE and not planned.fallbacks
     for name in want:

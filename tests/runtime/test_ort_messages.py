@@ -13,7 +13,8 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.runtime.ort_messages import (FailureKind, ProviderLoadError, binding_cannot_convert,
                                                     parse_provider_failure)
 from onnx_dml_lowering.runtime.ort_operators import NoKernel, OrtOperators
-from onnx_dml_lowering.runtime.ort_providers import make_provider_session, resolve_provider
+from onnx_dml_lowering.runtime.ort.providers import resolve_provider
+from onnx_dml_lowering.runtime.ort.sessions import make_provider_session
 from tests.builders import graph_model
 
 INT_MAX = 2 ** 31 - 1

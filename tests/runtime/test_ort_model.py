@@ -1,4 +1,4 @@
-"""The one way a ModelProto reaches onnxruntime (ort_providers.ort_model): ir_version capped at
+"""The one way a ModelProto reaches onnxruntime (ort.model.ort_model): ir_version capped at
 MAX_IR_VERSION for every session check and run build, weights kept in external files (never inside
 the proto), big inline initializers moved out when the proto would pass 2 GB."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
-from onnx_dml_lowering.runtime.ort_providers import MAX_IR_VERSION
+from onnx_dml_lowering.runtime.ort.model import MAX_IR_VERSION
 from tests.builders import graph_model
 from tests.oracle import reference
 

@@ -8,7 +8,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.runtime import ort_providers as P
+from onnx_dml_lowering.runtime.ort import assignment, libraries, providers, sessions, settings
 
 
 def watched_model():
@@ -29,7 +29,7 @@ def watched_model():
     ("OpenVINOExecutionProvider", "OpenVINOExecutionProvider"), ("cpu", "CPUExecutionProvider"),
     ("dml", "DmlExecutionProvider"), (" WebGpuExecutionProvider", "WebGpuExecutionProvider")])
 def test_provider_names(text, name):
-    assert P.provider_name(text) == name
+    assert providers.provider_name(text) == name
 
 
 @pytest.mark.parametrize("text, kind, provider", [
@@ -53,7 +53,7 @@ def test_bad_backend_names_are_one_line(text, message):
 
 
 def test_cpu_backend_with_options():
-    spec = P.resolve_provider("CPUExecutionProvider", ["foo = bar", "a=b=c"])
+    spec = providers.resolve_provider("CPUExecutionProvider", ["foo = bar", "a=b=c"])
     assert spec.name == "CPUExecutionProvider" and spec.device is None
     assert spec.options == {"foo": "bar", "a": "b=c"}
     assert spec.description == "CPUExecutionProvider with foo=bar, a=b=c"
@@ -62,7 +62,7 @@ def test_cpu_backend_with_options():
 @pytest.mark.parametrize("bad", ["novalue", "=x"])
 def test_provider_option_must_be_name_value(bad):
     with pytest.raises(DmlLowerError, match="is not NAME=VALUE"):
-        P.parse_provider_options([bad])
+        providers.parse_provider_options([bad])
 
 
 def one_line(exc_info) -> str:
@@ -73,7 +73,7 @@ def one_line(exc_info) -> str:
 
 def test_unknown_provider_lists_what_is_offered():
     with pytest.raises(DmlLowerError) as exc:
-        P.resolve_provider("NoSuchExecutionProvider")
+        providers.resolve_provider("NoSuchExecutionProvider")
     text = one_line(exc)
     assert "'NoSuchExecutionProvider' is unknown" in text
     for name in ort.get_available_providers():
@@ -83,7 +83,7 @@ def test_unknown_provider_lists_what_is_offered():
 @pytest.mark.skipif("DmlExecutionProvider" in ort.get_available_providers(), reason="DirectML is here")
 def test_dml_says_it_needs_windows_and_the_extra():
     with pytest.raises(DmlLowerError) as exc:
-        P.resolve_provider("DmlExecutionProvider")
+        providers.resolve_provider("DmlExecutionProvider")
     text = one_line(exc)
     assert "needs Windows" in text and "'directml' extra" in text and "CPUExecutionProvider" in text
 
@@ -92,14 +92,14 @@ def test_known_but_absent_provider_says_so():
     absent = next(n for n in ("CoreMLExecutionProvider", "QNNExecutionProvider")
                   if n not in ort.get_available_providers())
     with pytest.raises(DmlLowerError) as exc:
-        P.resolve_provider(absent)
+        providers.resolve_provider(absent)
     assert f"{absent} is not available in this onnxruntime build" in one_line(exc)
 
 
 def test_op_by_op_resolve_takes_provider_names():
-    assert P.resolve(["CPUExecutionProvider", "cpu"]) == ["CPUExecutionProvider"] * 2
+    assert providers.resolve(["CPUExecutionProvider", "cpu"]) == ["CPUExecutionProvider"] * 2
     with pytest.raises(DmlLowerError, match="is unknown"):
-        P.resolve(["Nope"])
+        providers.resolve(["Nope"])
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -107,14 +107,14 @@ def test_op_by_op_resolve_takes_provider_names():
     ("lib=/no/such/libep.so", "does not exist")])
 def test_ep_library_spec_errors(spec, message):
     with pytest.raises(DmlLowerError, match=message):
-        P.register_ep_libraries([spec])
+        libraries.register_ep_libraries([spec])
 
 
 def test_ep_library_that_is_not_a_library(tmp_path):
     junk = tmp_path / "libjunk_ep.so"
     junk.write_bytes(b"not a shared object")
     with pytest.raises(DmlLowerError) as exc:
-        P.register_ep_libraries([f"junk={junk}"])
+        libraries.register_ep_libraries([f"junk={junk}"])
     assert one_line(exc).startswith("--ep-library junk: onnxruntime cannot load")
 
 
@@ -123,9 +123,9 @@ def test_ep_library_that_offers_no_device(tmp_path, monkeypatch):
     library = tmp_path / "libempty_ep.so"
     library.write_bytes(b"")
     monkeypatch.setattr(ort, "register_execution_provider_library", lambda name, path: None)
-    monkeypatch.setattr(P, "_REGISTERED_LIBRARIES", {})
+    monkeypatch.setattr(libraries, "_REGISTERED_LIBRARIES", {})
     with pytest.raises(DmlLowerError) as exc:
-        P.resolve_provider("EmptyExecutionProvider", ep_libraries=[f"empty={library}"])
+        providers.resolve_provider("EmptyExecutionProvider", ep_libraries=[f"empty={library}"])
     text = one_line(exc)
     assert "library empty offers no device for EmptyExecutionProvider on this machine" in text
     assert "CPUExecutionProvider (CPU)" in text
@@ -134,66 +134,66 @@ def test_ep_library_that_offers_no_device(tmp_path, monkeypatch):
 def test_a_provider_on_an_ep_device_runs_through_add_provider_for_devices():
     """The plugin path (a device from get_ep_devices) on the one device every build lists."""
     (device,) = [d for d in ort.get_ep_devices() if d.ep_name == "CPUExecutionProvider"]
-    spec = P.ProviderSpec("CPUExecutionProvider", {}, device, "builtin")
+    spec = providers.ProviderSpec("CPUExecutionProvider", {}, device, "builtin")
     assert "on CPU device" in spec.description
-    session = P.make_provider_session(watched_model().SerializeToString(), spec)
+    session = sessions.make_provider_session(watched_model().SerializeToString(), spec)
     assert session.get_providers()[0] == "CPUExecutionProvider"
     x = np.eye(3, 4, dtype=np.float32)
     assert session.run(["nz"], {"x": x})[0].tolist() == [[0, 1, 2], [0, 1, 2]]
-    assert P.node_providers(session)["nonzero"] == "CPUExecutionProvider"
+    assert assignment.node_providers(session)["nonzero"] == "CPUExecutionProvider"
 
 
 def test_node_providers_and_findings_on_cpu():
     model = watched_model()
-    session = P.make_provider_session(model.SerializeToString(), P.resolve_provider("cpu"))
-    assignment = P.node_providers(session)
-    assert assignment == {"nonzero": "CPUExecutionProvider", "eye_of_input": "CPUExecutionProvider",
-                          "relu": "CPUExecutionProvider"}
-    (finding,) = P.placement_findings(model, assignment, "CPUExecutionProvider")
+    session = sessions.make_provider_session(model.SerializeToString(), providers.resolve_provider("cpu"))
+    ran = assignment.node_providers(session)
+    assert ran == {"nonzero": "CPUExecutionProvider", "eye_of_input": "CPUExecutionProvider",
+                   "relu": "CPUExecutionProvider"}
+    (finding,) = assignment.placement_findings(model, ran, "CPUExecutionProvider")
     assert (finding.node, finding.op_type, finding.provider) == ("eye_of_constant", "EyeLike", None)
     assert "removed by onnxruntime's constant folding" in finding.describe("CPUExecutionProvider")
 
 
 def test_findings_name_a_fallback():
-    assignment = {"nonzero": "CPUExecutionProvider", "eye_of_input": "OpenVINOExecutionProvider",
-                  "relu": "CPUExecutionProvider"}
-    findings = P.placement_findings(watched_model(), assignment, "OpenVINOExecutionProvider")
+    ran = {"nonzero": "CPUExecutionProvider", "eye_of_input": "OpenVINOExecutionProvider",
+           "relu": "CPUExecutionProvider"}
+    findings = assignment.placement_findings(watched_model(), ran, "OpenVINOExecutionProvider")
     assert [f.describe("OpenVINOExecutionProvider") for f in findings] == [
         "NonZero node nonzero: fell back to CPUExecutionProvider (requested OpenVINOExecutionProvider)",
         "EyeLike node eye_of_constant: removed by onnxruntime's constant folding (no provider ran it)"]
 
 
 def test_no_assignment_without_recording():
-    session = P.make_session(watched_model().SerializeToString(), ["CPUExecutionProvider"])
-    assert P.node_providers(session) is None
+    session = sessions.make_session(watched_model().SerializeToString(), ["CPUExecutionProvider"])
+    assert assignment.node_providers(session) is None
 
 
 def test_no_fallback_sets_the_session_option():
-    options = P.session_options(no_fallback=True)
-    assert options.get_session_config_entry(P.FALLBACK_OPTION) == "1"
-    assert options.get_session_config_entry(P.RECORD_ASSIGNMENT_OPTION) == "1"
+    options = settings.session_options(no_fallback=True)
+    assert options.get_session_config_entry(settings.FALLBACK_OPTION) == "1"
+    assert options.get_session_config_entry(settings.RECORD_ASSIGNMENT_OPTION) == "1"
 
 
 def test_no_fallback_on_cpu_itself_is_not_a_conflict():
-    session = P.make_provider_session(watched_model().SerializeToString(), P.resolve_provider("cpu"),
-                                      no_fallback=True)
+    session = sessions.make_provider_session(watched_model().SerializeToString(), providers.resolve_provider("cpu"),
+                                             no_fallback=True)
     assert session.get_providers() == ["CPUExecutionProvider"]
 
 
 def test_no_fallback_makes_an_unplaceable_node_an_error():
     """Without the CPU provider to fall back to, a provider lacking a kernel fails to load."""
-    providers = [p for p in ort.get_available_providers() if p not in ("CPUExecutionProvider",)]
-    if not providers:
+    others = [p for p in ort.get_available_providers() if p not in ("CPUExecutionProvider",)]
+    if not others:
         pytest.skip("no provider besides CPUExecutionProvider here")
-    spec = P.ProviderSpec(providers[0])
+    spec = providers.ProviderSpec(others[0])
     with pytest.raises(DmlLowerError) as exc:
-        P.make_provider_session(watched_model().SerializeToString(), spec, no_fallback=True)
+        sessions.make_provider_session(watched_model().SerializeToString(), spec, no_fallback=True)
     assert "with CPU fallback disabled" in one_line(exc)
 
 
 def test_a_vanished_node_that_reads_an_input_is_not_blamed_on_constant_folding():
     model = watched_model()
-    findings = P.placement_findings(model, {}, "CPUExecutionProvider")
+    findings = assignment.placement_findings(model, {}, "CPUExecutionProvider")
     described = {f.node: f.describe("CPUExecutionProvider") for f in findings}
     assert "constant folding" in described["eye_of_constant"]
     assert "constant folding" not in described["nonzero"] and "optimized graph" in described["nonzero"]
@@ -207,9 +207,10 @@ def test_region_sessions_share_one_cpu_arena_and_provider_sessions_keep_their_ow
     import numpy as np
     from onnx import TensorProto, helper
 
-    from onnx_dml_lowering.runtime.ort_providers import (SHARED_ARENA_OPTION, SessionSettings,
-                                                         make_provider_session, make_session, resolve_provider,
-                                                         shared_cpu_arena)
+    from onnx_dml_lowering.runtime.ort.providers import resolve_provider
+    from onnx_dml_lowering.runtime.ort.sessions import (SHARED_ARENA_OPTION, make_provider_session, make_session,
+                                                        shared_cpu_arena)
+    from onnx_dml_lowering.runtime.ort.settings import SessionSettings
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])

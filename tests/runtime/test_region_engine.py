@@ -16,7 +16,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.node import TensorInfo
 from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
 from onnx_dml_lowering.runtime.oracle import ReferenceSession
-from onnx_dml_lowering.runtime.ort_providers import TINY_ELEMENTS
+from onnx_dml_lowering.runtime.ort.sessions import TINY_ELEMENTS
 from onnx_dml_lowering.runtime.region_engine import (ORT, REFERENCE, REFERENCE_ORACLE, RegionEngine,
                                                       SessionCache)
 from tests.oracle import reference

@@ -104,7 +104,7 @@ def test_weights_reach_onnxruntime_as_external_data_in_the_users_file(tmp_path, 
     raw_data); on a machine that cannot load misaligned data, a weight lying misaligned is fed an
     aligned copy instead (onnxruntime would use its map as it lies)."""
     from onnx_dml_lowering.runtime import weights
-    from onnx_dml_lowering.runtime.ort_providers import ort_model
+    from onnx_dml_lowering.runtime.ort.model import ort_model
     model, _ = fused_model(matmul_add, 0)
     path = tmp_path / "m.onnx"
     for pad in range(4):              # the doc string (before the graph) moves the weight's bytes

@@ -6,7 +6,7 @@ from onnx import TensorProto as TP
 from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
-from onnx_dml_lowering.runtime.ort_providers import TINY_ELEMENTS, few_elements
+from onnx_dml_lowering.runtime.ort.sessions import TINY_ELEMENTS, few_elements
 
 
 def relu_nonzero(side: int):

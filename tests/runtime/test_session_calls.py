@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper as h
 
-from onnx_dml_lowering.runtime.ort_providers import WeightedSession
+from onnx_dml_lowering.runtime.ort.model import WeightedSession
 from onnx_dml_lowering.runtime.ort_values import run_session
 
 

@@ -14,9 +14,11 @@ from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
+from onnx_dml_lowering.compiler.cli.groups import parse_session_settings
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
-from onnx_dml_lowering.runtime.ort_providers import SessionSettings, parse_session_settings
+from onnx_dml_lowering.runtime.ort.sessions import validate_settings
+from onnx_dml_lowering.runtime.ort.settings import SessionSettingRejected, SessionSettings
 
 # The runtime modules that create sessions, named by who asked for one.
 CREATORS = {"oracle.py": "oracle", "onnx_regions.py": "regions", "ort_operators.py": "ort operators",
@@ -151,3 +153,14 @@ def test_parse_gives_a_validated_hashable_setting():
     assert parse_session_settings().empty
     with pytest.raises(DmlLowerError, match="not KEY=VALUE"):
         parse_session_settings(["=1"])
+
+
+def test_runtime_says_which_entry_onnxruntime_rejects_without_option_words():
+    """The runtime layer names the entry (typed: key, value, reason); the option it came from is
+    the CLI's to say (parse_session_settings above)."""
+    with pytest.raises(SessionSettingRejected) as caught:
+        validate_settings(SessionSettings((("session.intra_op_thread_affinities", "zz"),)))
+    assert (caught.value.key, caught.value.value) == ("session.intra_op_thread_affinities", "zz")
+    assert str(caught.value) == ("onnxruntime rejects session config entry session.intra_op_thread_affinities=zz: "
+                                 f"{caught.value.reason}")
+    assert "--" not in str(caught.value) and caught.value.reason

@@ -11,7 +11,7 @@ from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
 from onnx_dml_lowering.runtime.feeds import random_feeds
 from onnx_dml_lowering.runtime.oracle import Oracle
-from onnx_dml_lowering.runtime.ort_providers import SessionSettings
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from onnx_dml_lowering.runtime.region_engine import SessionCache as SharedSessions, region_key
 
 REAL = Path(__file__).parent.parent / "models" / "real"

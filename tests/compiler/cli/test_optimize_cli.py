@@ -14,7 +14,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.compiler.cli import main
-from onnx_dml_lowering.compiler.frontend import check_and_infer, graph_inputs, load_model
+from onnx_dml_lowering.compiler.frontend import check_and_infer, load_model
+from onnx_dml_lowering.runtime.model_facts import graph_inputs
 from onnx_dml_lowering.compiler.optimize import bit_identical
 from onnx_dml_lowering.ir import DmlLowerError
 from tests.optimize_models import band_array, stored_model

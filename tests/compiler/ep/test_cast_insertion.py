@@ -14,7 +14,9 @@ from onnx import helper as h
 from onnx_dml_lowering.compiler.ep.placement import CPU, DML, NONE, predict_placement
 from onnx_dml_lowering.compiler.optimize.dml import optimize_for_dml
 from onnx_dml_lowering.runtime.ort_messages import ProviderLoadError
-from onnx_dml_lowering.runtime.ort_providers import make_provider_session, node_providers, resolve_provider
+from onnx_dml_lowering.runtime.ort.assignment import node_providers
+from onnx_dml_lowering.runtime.ort.providers import resolve_provider
+from onnx_dml_lowering.runtime.ort.sessions import make_provider_session
 
 
 def _eyelike(elem: int, around: bool) -> onnx.ModelProto:

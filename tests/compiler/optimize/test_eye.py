@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_dml_lowering.compiler.frontend import graph_inputs
+from onnx_dml_lowering.runtime.model_facts import graph_inputs
 from onnx_dml_lowering.compiler.optimize import bit_identical, optimize_model
 from tests import paths
 

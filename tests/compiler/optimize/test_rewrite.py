@@ -11,7 +11,7 @@ from hypothesis import given
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.compiler.cli import main
-from onnx_dml_lowering.compiler.frontend import graph_inputs
+from onnx_dml_lowering.runtime.model_facts import graph_inputs
 from onnx_dml_lowering.compiler.optimize import GenerateBands, bit_identical, optimize_model  # as README shows it
 from onnx_dml_lowering.ir import parse_level
 from tests import paths

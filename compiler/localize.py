@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from onnx_dml_lowering.ir import DmlLowerError
 
 if TYPE_CHECKING:
-    from onnx_dml_lowering.runtime.check import CheckReport
+    from onnx_dml_lowering.runtime.check_report import CheckReport
     from onnx_dml_lowering.runtime.compare import BackendReport
 
     from .compiled import CompiledModel

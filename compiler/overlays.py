@@ -9,7 +9,7 @@ from .ep.placement import CPU, DML, NONE, REMOVED
 from .explorer import BLUE, GREEN, GREY, LARGEST, LIGHT_GREEN, ORANGE, RED, Overlay
 
 if TYPE_CHECKING:
-    from onnx_dml_lowering.runtime.check import CheckReport
+    from onnx_dml_lowering.runtime.check_report import CheckReport
 
     from .compiled import CompiledModel
 

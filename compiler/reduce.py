@@ -30,7 +30,9 @@ from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 from onnx_dml_lowering.lowering.schedule import engine_runs
-from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check, make_oracle
+from onnx_dml_lowering.runtime.check import BackendOptions, check
+from onnx_dml_lowering.runtime.oracle import make_oracle
+from onnx_dml_lowering.runtime.tolerances import Tolerances
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES, stored_bytes
 

@@ -15,7 +15,7 @@ import numpy as np
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import brief
 from onnx_dml_lowering.runtime.backends import BackendOptions, is_provider, make_backends
-from onnx_dml_lowering.runtime.check import lazy_oracle
+from onnx_dml_lowering.runtime.oracle import lazy_oracle
 from onnx_dml_lowering.runtime.compare import partial_clause
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 

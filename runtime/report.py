@@ -4,8 +4,8 @@ from __future__ import annotations
 from onnx_dml_lowering.ir.display import display, markdown_cell
 from onnx_dml_lowering.ir.printer import name_list
 
-from .backends import is_provider
-from .check import CheckReport, describe_backend
+from .backends import describe_backend, is_provider
+from .check_report import CheckReport
 from .compare import OutputResult, partial_reasons
 
 

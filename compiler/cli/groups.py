@@ -17,7 +17,8 @@ from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError
 if TYPE_CHECKING:
     from onnx_dml_lowering.ir import FeatureLevel
     from onnx_dml_lowering.runtime.backends import BackendOptions
-    from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances
+    from onnx_dml_lowering.runtime.saved_outputs import LoadedOutputs
+    from onnx_dml_lowering.runtime.tolerances import Tolerances
     from onnx_dml_lowering.runtime.ort_providers import SessionSettings
 
 # A parser's record of which group declared each of its option strings (test_groups.py reads it).
@@ -430,7 +431,7 @@ class OracleArgs(ArgGroup):
 
 
 class ToleranceArgs(ArgGroup):
-    """--atol / --rtol of check and reduce (runtime.check.Tolerances.parse reads them)."""
+    """--atol / --rtol of check and reduce (runtime.tolerances.Tolerances.parse reads them)."""
 
     def add(self, parser: argparse.ArgumentParser) -> None:
         self._add(parser, "--atol", action="append", metavar="[OUTPUT=]A",
@@ -439,5 +440,5 @@ class ToleranceArgs(ArgGroup):
                   help="relative tolerance for floats, global or per output (repeatable; default: 1e-5)")
 
     def parse(self, args: argparse.Namespace) -> Tolerances:
-        from onnx_dml_lowering.runtime.check import Tolerances
+        from onnx_dml_lowering.runtime.tolerances import Tolerances
         return Tolerances.parse(args.atol, args.rtol)

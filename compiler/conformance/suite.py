@@ -20,7 +20,7 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.runtime import ort_providers
 from onnx_dml_lowering.runtime.backends import (CHOICES, BackendOptions, make_backends, parse_backend,
                                                 provider_backend)
-from onnx_dml_lowering.runtime.check import lazy_oracle
+from onnx_dml_lowering.runtime.oracle import lazy_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.dml_deviations import describe, dml_outputs
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults

@@ -179,7 +179,7 @@ class ModelResult:
 def backend_lines(report: dict, backend: dict) -> "list[str]":
     """The text report's result lines for one backend of a check --json document (the very
     lines `dml-lower check` printed for it), rebuilt through the report's own formatter."""
-    from onnx_dml_lowering.runtime.check import CheckReport
+    from onnx_dml_lowering.runtime.check_report import CheckReport
     from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
     from onnx_dml_lowering.runtime.report import format_results
     from onnx_dml_lowering.ir.display import json_float

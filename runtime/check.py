@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -28,10 +28,11 @@ from onnx_dml_lowering.ir.errors import MemoryLimitExceeded, ModelContradiction
 from onnx_dml_lowering.ir.printer import name_list as node_list
 from onnx_dml_lowering.lowering.onnx_graphs import node_bodies
 
-from .backends import Backend, BackendOptions, BackendRun, describe_backend, make_backends, parse_backend
+from .backend_names import BackendLike, BackendName, describe_backend
+from .backends import Backend, BackendOptions, BackendRun, make_backends
 from .check_report import CheckReport
 from .compare import BackendReport, OutputResult, compare
-from .dml_deviations import from_dml_ep, recognise
+from .dml_deviations import recognise
 from .feeds import check_feeds, dimension_notes, with_defaults
 from .memory import parse_size
 from .nondeterminism import random_values
@@ -72,7 +73,7 @@ class CheckedSet:
     index: int
     feeds: "Mapping[str, np.ndarray]"
     expected: "dict[str, np.ndarray]"
-    actuals: "dict[str, dict[str, np.ndarray]]"
+    actuals: "dict[BackendName, dict[str, np.ndarray]]"
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ class CheckRun:
     `stopped` says which set failed and why.
     """
 
-    def __init__(self, compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
+    def __init__(self, compiled, feeds: Mapping[str, object], backends: "Sequence[BackendLike]", tolerances: Tolerances,
                  options: "BackendOptions | None" = None, *, oracle: "str | Oracle" = "hybrid",
                  more_feeds: "Iterable[Mapping[str, object]] | None" = None, about: CheckAbout = CheckAbout()) -> None:
         self.compiled, self.names, self.about = compiled, backends, about
@@ -199,8 +200,8 @@ class CheckRun:
                 self.oracle.keep.update(prepared.needs)
             report.seconds += time.perf_counter() - started
         bodies = bool(self.compiled.partition.bodies)
-        self._flow = {b.name: 0 for b in self._runners if bodies and parse_backend(b.name).kind == "lowered"}
-        self._fed: "dict[str, set[str]]" = {b.name: set() for b in self._runners}
+        self._flow = {b.name: 0 for b in self._runners if bodies and b.name.is_lowered}
+        self._fed: "dict[BackendName, set[str]]" = {b.name: set() for b in self._runners}
         self._regions: "dict[str, str]" = {}
         self._first_expected: "dict[str, np.ndarray]" = {}
 
@@ -274,7 +275,7 @@ class CheckRun:
             return None
         if index == 0:
             self._first_expected = expected
-        actuals: "dict[str, dict]" = {}
+        actuals: "dict[BackendName, dict]" = {}
         for backend in self._runners:
             ran = self._run_backend(backend, feed_set)
             if ran is not None:
@@ -309,7 +310,7 @@ class CheckRun:
                                 "to feed a node the provider lacks; use the default hybrid oracle")
         return self.oracle.values[name]
 
-    def _record(self, backend: str, ran: BackendRun, index: int, feed_set: Mapping[str, np.ndarray],
+    def _record(self, backend: BackendName, ran: BackendRun, index: int, feed_set: Mapping[str, np.ndarray],
                 expected: "dict[str, np.ndarray]") -> None:
         report = self._reports[backend]
         if index == 0:
@@ -325,7 +326,7 @@ class CheckRun:
             report.outputs.append(result)
 
     # -- the status rules ---------------------------------------------------------------------
-    def classify(self, name: str, backend: str, want: np.ndarray, ran: BackendRun,
+    def classify(self, name: str, backend: BackendName, want: np.ndarray, ran: BackendRun,
                  feeds: Mapping[str, np.ndarray]) -> OutputResult:
         """Output `name` of `backend` against the oracle's `want`, every status rule in order:
         NONDETERMINISTIC (a random node's), UNSUPPORTED (the backend did not produce it itself),
@@ -335,12 +336,12 @@ class CheckRun:
         if name in self._randoms or name in ran.not_compared:
             status, detail = (("nondeterministic", f"computed from random node {self._randoms[name]}: not compared")
                               if name in self._randoms else ("unsupported", ran.not_compared[name]))
-            result = OutputResult(name, backend, status, list(want.shape), None, str(want.dtype), None)
+            result = OutputResult(name, backend.text, status, list(want.shape), None, str(want.dtype), None)
             result.detail = detail
             return result
         atol, rtol = self.tolerances.for_output(name, want.dtype)
         got = ran.outputs.get(name)
-        result = compare(name, backend, want, got, atol, rtol, exact=self.tolerances.is_exact(name))
+        result = compare(name, backend.text, want, got, atol, rtol, exact=self.tolerances.is_exact(name))
         if result.status != "mismatch":
             return result
         if result.exact and result.first_mismatch is not None:
@@ -350,20 +351,18 @@ class CheckRun:
             result.status, result.detail = "deviation", named
         return result
 
-    def _deviation(self, name: str, backend: str, want: np.ndarray, got, feeds) -> "str | None":
+    def _deviation(self, name: str, backend: BackendName, want: np.ndarray, got, feeds) -> "str | None":
         """The named deviation a mismatching output is: onnxruntime's scalar NonZero, the DML EP's
         own (bit for bit its documented answer), or onnxruntime's reading of a node it deviates
         on (within the tolerances); None: a plain mismatch."""
-        parsed = parse_backend(backend)
-        provider = parsed.provider if parsed.kind == "provider" else None
-        if (provider is not None and name in self._scalar_nonzero and got is not None
+        if (backend.is_provider and name in self._scalar_nonzero and got is not None
                 and want.shape[:1] == (0,) and np.shape(got) == (1,) + want.shape[1:]):
             return f"{SCALAR_NONZERO_DEVIATION} (node {self._scalar_nonzero[name]}; got {list(np.shape(got))})"
-        if from_dml_ep(backend, provider):
+        if backend.from_dml_ep:
             named = recognise(self.compiled.model, feeds, name, got)
             if named:
                 return named
-        if self._reading is None or got is None or provider is None:
+        if self._reading is None or got is None or not backend.is_provider:
             return None
         atol, rtol = self.tolerances.for_output(name, np.asarray(got).dtype)
         return self._reading.recognise(feeds, name, got, atol, rtol, self.tolerances.is_exact(name),
@@ -387,7 +386,8 @@ class CheckRun:
         return CheckReport(
             about.model_name, compiled.feature_level.name, compiled.placement, self._regions,
             list(self._reports.values()), self.oracle.to_dict(), self._checked, self._unavailable,
-            expected=self._first_expected, control_flow_iterations=self._flow,
+            expected=self._first_expected,
+            control_flow_iterations={b.text: count for b, count in self._flow.items()},
             defaults={name: self.first[name] for name in self._defaulted},
             interrupted=self._interrupted, stopped=self._stopped,
             empty_nonzero=list(self._still_empty) if empty else [], dims=dict(about.dims),
@@ -396,7 +396,7 @@ class CheckRun:
             feeds=feeds)
 
 
-def check(compiled, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
+def check(compiled, feeds: Mapping[str, object], backends: "Sequence[BackendLike]", tolerances: Tolerances,
           options: "BackendOptions | None" = None, *, oracle: "str | Oracle" = "hybrid",
           more_feeds: "Iterable[Mapping[str, object]] | None" = None, model_name: str = "",
           feed_label: "Callable[[int], str] | None" = None,

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .backends import describe_backend
 from .compare import BackendReport
 
 __all__ = ["CheckReport"]
@@ -73,4 +72,4 @@ class CheckReport:
                 "feed_notes": list(self.feed_notes),
                 "initializer_defaults": {name: {"dtype": str(v.dtype), "shape": list(v.shape)}
                                          for name, v in self.defaults.items()},
-                "backends": [b.to_dict(describe_backend(b.backend)) for b in self.backends]}
+                "backends": [b.to_dict() for b in self.backends]}

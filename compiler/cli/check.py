@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from onnx_dml_lowering.ir import DmlLowerError
 
@@ -14,6 +14,8 @@ from .groups import BackendArgs, FeedArgs, ModelArgs, OracleArgs, SessionArgs, T
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from onnx_dml_lowering.runtime.backend_names import BackendLike, BackendName
 
     from ..compiled import CompiledModel
     from .groups import Feeds
@@ -188,22 +190,22 @@ def _outputs_arg(args) -> "list[str] | str | None":
     return "all" if args.outputs == ["all"] else list(args.outputs)
 
 
-def _saved_outputs(expected: dict, actuals: dict, feeds) -> "dict[str, np.ndarray]":
+def _saved_outputs(expected: dict, actuals: "dict[BackendName, dict]", feeds) -> "dict[str, np.ndarray]":
     """The oracle's outputs as OUTPUT (a golden file for --oracle) and each backend's as
     BACKEND:OUTPUT (for --load-outputs), of one feed set, with that set's fingerprint."""
     import numpy as np
 
-    from onnx_dml_lowering.runtime.saved_outputs import PREFIX, metadata, saved_file
+    from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file
     groups = [(lambda key: f"the model's output {key!r}", expected),
               (lambda key: f"the file's own {key!r} entry", metadata(feeds, "check"))]
     for backend, values in actuals.items():
-        if not backend.startswith(PREFIX):
+        if not backend.is_saved:
             groups.append((lambda key: f"backend {key.partition(':')[0]}'s output {key.partition(':')[2]!r}",
                            {f"{backend}:{name}": np.asarray(value) for name, value in values.items()}))
     return saved_file(*groups)
 
 
-def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: float, rtol: float,
+def check_model(compiled: CompiledModel, feeds, backends: "Sequence[BackendLike]", atol: float, rtol: float,
                 strict: "bool | None" = None):
     """Every backend against the oracle on the same feeds; returns (feeds, backend reports)."""
     from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check

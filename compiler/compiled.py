@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Callable, Mapping
 import numpy as np
 import onnx
 
-from onnx_dml_lowering.ir import DEFAULT_LEVEL, FeatureLevel, Graph, parse_level
+from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError, FeatureLevel, Graph, parse_level
+from onnx_dml_lowering.runtime.backend_names import Lowering, parse_backend
 
 from .frontend import ModelLike, check_and_infer, load_model, mark_outputs
 from onnx_dml_lowering.runtime.model_facts import graph_inputs, initializer_arrays, overridable_inputs, value_types
@@ -77,29 +78,17 @@ class CompiledModel:
             self._shared_sessions = SessionCache()
         return self._shared_sessions
 
-    def session(self, backend: str = "cpu", providers: "list[str] | None" = None, session_settings=None):
-        """The cached execution state of one backend; `session_settings` (a runtime.ort.settings
-        SessionSettings) applies to every onnxruntime session it creates."""
-        key = (backend, tuple(providers or ()), session_settings)
+    def session(self, backend: "str | Lowering" = "cpu", providers: "list[str] | None" = None, session_settings=None):
+        """The cached execution state of one lowered backend (a name the Python API gives, or its
+        Lowering); `session_settings` (a runtime.ort.settings SessionSettings) applies to every
+        onnxruntime session it creates."""
+        lowering = _lowering(backend)
+        key = (lowering, tuple(providers or ()), session_settings)
         if key not in self._sessions:
-            from onnx_dml_lowering.runtime.session import EmulatorSession
-            if backend == "cpu":
-                self._sessions[key] = EmulatorSession(self, settings=session_settings)
-            elif backend == "ort":
-                from onnx_dml_lowering.runtime.ort_operators import OrtOperators
-                operators = OrtOperators(providers, session_settings)
-                self._sessions[key] = EmulatorSession(self, operators, operators.providers, session_settings)
-            elif backend == "dml":
-                from onnx_dml_lowering.runtime.directml.kernels import DirectMLKernels
-                self._sessions[key] = EmulatorSession(self, DirectMLKernels(), settings=session_settings)
-            else:
-                from onnx_dml_lowering.ir import DmlLowerError
-                raise DmlLowerError(f"CompiledModel.run backend {backend!r}: it runs the lowered graph, 'cpu' (the "
-                                    "DirectML emulator), 'ort' (each DirectML operator on onnxruntime) or 'dml' "
-                                    "(each DirectML operator on DirectML.dll: make directml)")
+            self._sessions[key] = _SESSIONS[lowering](self, providers, session_settings)
         return self._sessions[key]
 
-    def run(self, feeds: Mapping[str, object], backend: str = "cpu",
+    def run(self, feeds: Mapping[str, object], backend: "str | Lowering" = "cpu",
             providers: "list[str] | None" = None, strict: "bool | None" = None,
             memory_limit: "int | str | None" = None, session_settings=None) -> "dict[str, np.ndarray]":
         """Execute on host feeds (name -> array); returns every graph output by name.
@@ -112,6 +101,43 @@ class CompiledModel:
         session_settings: a runtime.ort.settings.SessionSettings for every onnxruntime session.
         """
         return self.session(backend, providers, session_settings).run(feeds, strict=strict, memory_limit=memory_limit)
+
+
+def _lowering(backend: "str | Lowering") -> Lowering:
+    """What runs the DirectML operators of the lowered backend `backend` names."""
+    if isinstance(backend, Lowering):
+        return backend
+    try:
+        lowering = parse_backend(backend).lowering
+    except DmlLowerError:
+        lowering = None
+    if lowering is None:
+        raise DmlLowerError(f"CompiledModel.run backend {backend!r}: it runs the lowered graph, 'cpu' (the "
+                            "DirectML emulator), 'ort' (each DirectML operator on onnxruntime) or 'dml' "
+                            "(each DirectML operator on DirectML.dll: make directml)")
+    return lowering
+
+
+def _emulator(compiled: CompiledModel, providers, settings):
+    from onnx_dml_lowering.runtime.session import EmulatorSession
+    return EmulatorSession(compiled, settings=settings)
+
+
+def _stand_ins(compiled: CompiledModel, providers, settings):
+    from onnx_dml_lowering.runtime.ort_operators import OrtOperators
+    from onnx_dml_lowering.runtime.session import EmulatorSession
+    operators = OrtOperators(providers, settings)
+    return EmulatorSession(compiled, operators, operators.providers, settings)
+
+
+def _directml(compiled: CompiledModel, providers, settings):
+    from onnx_dml_lowering.runtime.directml.kernels import DirectMLKernels
+    from onnx_dml_lowering.runtime.session import EmulatorSession
+    return EmulatorSession(compiled, DirectMLKernels(), settings=settings)
+
+
+# the execution state of each lowered backend, by what runs its DirectML operators
+_SESSIONS = {Lowering.EMULATOR: _emulator, Lowering.STAND_INS: _stand_ins, Lowering.DIRECTML: _directml}
 
 
 def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = DEFAULT_LEVEL,

@@ -12,12 +12,13 @@ them, so the difference may not come back: that is said, not hidden."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 if TYPE_CHECKING:
-    from onnx_dml_lowering.runtime.check import CheckReport
+    from onnx_dml_lowering.runtime.backend_names import BackendName
+    from onnx_dml_lowering.runtime.check_report import CheckReport
     from onnx_dml_lowering.runtime.compare import BackendReport
 
     from .compiled import CompiledModel
@@ -59,7 +60,7 @@ def localize_backend(backend: BackendReport, compiled: CompiledModel) -> Localiz
     graph = compiled.model.graph
     status = _status(backend)
     produced = {o for n in graph.node for o in n.output if o}
-    found = Localized(backend.backend, any(s == "mismatch" for s, _ in status.values()))
+    found = Localized(backend.backend.text, any(s == "mismatch" for s, _ in status.values()))
     found.not_compared = sorted(v for v in produced if status.get(v, ("other", None))[0] == "other")
     for node in graph.node:
         bad = {o: status[o][1] for o in node.output if o and status.get(o, ("", None))[0] == "mismatch"}
@@ -75,7 +76,7 @@ def localize_backend(backend: BackendReport, compiled: CompiledModel) -> Localiz
     return found
 
 
-def localize(report_all: CheckReport, compiled_all: CompiledModel, backends: "list[str]") -> "list[Localized]":
+def localize(report_all: CheckReport, compiled_all: CompiledModel, backends: "Sequence[BackendName]") -> "list[Localized]":
     """The findings for `backends` (the ones that mismatched) in the report of the run with every
     value an output (a saved-outputs file adds its other backends there: they are left out)."""
     return [localize_backend(b, compiled_all) for b in report_all.backends if b.backend in backends and not b.error]

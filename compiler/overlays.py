@@ -9,7 +9,7 @@ from .ep.placement import CPU, DML, NONE, REMOVED
 from .explorer import BLUE, GREEN, GREY, LARGEST, LIGHT_GREEN, ORANGE, RED, Overlay
 
 if TYPE_CHECKING:
-    from onnx_dml_lowering.runtime.check import CheckReport
+    from onnx_dml_lowering.runtime.check_report import CheckReport
 
     from .compiled import CompiledModel
 
@@ -63,7 +63,7 @@ def error_overlays(report: CheckReport, compiled: CompiledModel, intermediates: 
         atol = max((o.atol for o in backend.outputs if o.atol is not None), default=0.0)
         title = (f"largest |error| against the oracle, {backend.backend}: {where}; green 0, light green within "
                  f"atol {atol:g}, red beyond ({LARGEST:g}: no error to compute, a shape, type or missing output)")
-        out.append(Overlay(f"error-{backend.backend.replace(':', '-')}", title, values,
+        out.append(Overlay(f"error-{backend.backend.text.replace(':', '-')}", title, values,
                            [(0, GREEN), (atol, LIGHT_GREEN), (LARGEST, RED)]))
     return out
 

@@ -30,7 +30,10 @@ from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 from onnx_dml_lowering.lowering.schedule import engine_runs
-from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check, make_oracle
+from onnx_dml_lowering.runtime.backend_names import BackendLike, BackendName, as_backend_name
+from onnx_dml_lowering.runtime.check import BackendOptions, check
+from onnx_dml_lowering.runtime.oracle import make_oracle
+from onnx_dml_lowering.runtime.tolerances import Tolerances
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES, stored_bytes
 
@@ -90,7 +93,7 @@ class Reducer:
     """Builds and checks sub-models of one compiled model (nodes are scheduled positions)."""
 
     def __init__(self, compiled: CompiledModel, values: Mapping[str, object], fed: Iterable[str],
-                 backend: str, status: str, tolerances: Tolerances, check_options: "BackendOptions | None" = None,
+                 backend: BackendName, status: str, tolerances: Tolerances, check_options: "BackendOptions | None" = None,
                  oracle: str = "hybrid") -> None:
         self.compiled = compiled
         self.nodes = scheduled_nodes(compiled)
@@ -199,7 +202,7 @@ class Reducer:
                          f"checks {' / '.join(statuses) or 'nothing'} on {self.backend}")
         if self.status == "error":
             same = errors and error_signature(errors[0]) == self.signature
-            return errored(outputs, self.backend, errors[0]) if same else []
+            return errored(outputs, self.backend.text, errors[0]) if same else []
         return [o for o in results if o.status == self.status]
 
     def whole_model_why(self) -> str:
@@ -289,13 +292,14 @@ def sub_model_oracle(oracle: str) -> str:
     return "hybrid" if oracle.endswith(".npz") else oracle
 
 
-def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: str, status: str = "mismatch",
+def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: BackendLike, status: str = "mismatch",
                  tolerances: "Tolerances | None" = None, check_options: "BackendOptions | None" = None,
                  oracle: str = "hybrid") -> "tuple[BackendReport, Reduction | None]":
     """Check `compiled` on `backend` against `oracle` (hybrid, reference, ort-cpu or a golden
     FILE.npz, as check's); if outputs have `status` there, find a small sub-model that shows it
     too. The values fed to a cut always come from the hybrid oracle (ONNX semantics).
     Returns (the backend's report on the whole model, the Reduction or None)."""
+    backend = as_backend_name(backend)
     status = status.lower()
     if status not in STATUSES:
         raise DmlLowerError(f"--status {status.upper()}: reduce looks for {' or '.join(s.upper() for s in STATUSES)}")
@@ -307,7 +311,7 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
     checked, report = check(compiled, feeds, [backend], tolerances, check_options, oracle=oracle)
     whole = report.backends[0]
     if status == "error":
-        original = errored(compiled.output_names, backend, whole.error) if whole.error else []
+        original = errored(compiled.output_names, backend.text, whole.error) if whole.error else []
     else:
         original = [o for o in whole.outputs if o.status == status]
     if not original:

@@ -9,13 +9,15 @@ is PARTIAL, said as check says it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import brief
-from onnx_dml_lowering.runtime.backends import BackendOptions, is_provider, make_backends
-from onnx_dml_lowering.runtime.check import lazy_oracle
+from onnx_dml_lowering.runtime.backend_names import BackendLike, BackendName, as_backend_name
+from onnx_dml_lowering.runtime.backends import BackendOptions, Prepared, make_backends
+from onnx_dml_lowering.runtime.oracle import lazy_oracle
 from onnx_dml_lowering.runtime.compare import partial_clause
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 
@@ -48,21 +50,23 @@ class RunBackends:
     one this machine lacks is one UNAVAILABLE line while the rest run; one that cannot load the
     model is its ERROR, as in check) and run on each feed set."""
 
-    def __init__(self, compiled, backends: "list[str]", options: "BackendOptions | None" = None) -> None:
+    def __init__(self, compiled, backends: "Sequence[BackendLike]", options: "BackendOptions | None" = None) -> None:
         self.compiled = compiled
         self.options = options or BackendOptions()
         self.runners, self.unavailable = make_backends(compiled, backends, self.options)
         self.backends = [b.name for b in self.runners]
-        self.prepared, self.errors = {}, {}
+        self.prepared: "dict[BackendName, Prepared]" = {}
+        self.errors: "dict[BackendName, str]" = {}
         for runner in self.runners:
             try:
                 self.prepared[runner.name] = runner.prepare()
             except DmlLowerError as exc:
                 self.errors[runner.name] = str(exc)
 
-    def run(self, backend: str, feeds: "dict[str, np.ndarray]") -> RunResult:
+    def run(self, backend: BackendLike, feeds: "dict[str, np.ndarray]") -> RunResult:
+        backend = as_backend_name(backend)
         if backend in self.errors:
-            return RunResult(backend, error=self.errors[backend])
+            return RunResult(backend.text, error=self.errors[backend])
         runner = next(r for r in self.runners if r.name == backend)
         prepared = self.prepared[backend]
         compiled = self.compiled
@@ -72,9 +76,9 @@ class RunBackends:
         # its one line, as before any backend existed; only loading the model is a backend's ERROR.
         oracle_value = lazy_oracle(compiled, full, prepared.needs, self.options.settings, self.options.memory_limit)
         done = runner.run(full, oracle_value)
-        result = RunResult(backend, {n: done.outputs[n] for n in compiled.output_names if n in done.outputs},
+        result = RunResult(backend.text, {n: done.outputs[n] for n in compiled.output_names if n in done.outputs},
                            {n: why for n, why in done.not_compared.items() if n not in done.outputs},
-                           partial=dict(prepared.partial), ran=prepared.ran if is_provider(backend) else "")
+                           partial=dict(prepared.partial), ran=prepared.ran if backend.is_provider else "")
         unvalidated = {n: why for n, why in done.not_compared.items() if n in done.outputs}
         for name, why in unvalidated.items():    # produced, but not by the backend's own kernels
             result.notes.append(f"{name}: {why}")

@@ -1,5 +1,5 @@
 """The backends a model runs on, for check, run, reduce, conformance run and the zoo alike: one
-table of the names a user can give (the only place a backend name is decoded) and one protocol.
+table of the names a user can give (parsed once, by runtime/backend_names.py) and one protocol.
 
     cpu                 the lowered graph, DirectML operators on the numpy emulator
     ort                 the lowered graph, each DirectML operator on onnxruntime (stand-ins)
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 import onnx
@@ -39,72 +39,20 @@ from .directml.dml_host import DirectMLRefused
 from .directml.home import DirectMLUnavailable, find_home
 from .feeds import restore_declared
 from .ort_messages import ProviderLoadError, ProviderRunError, parse_provider_failure
+from .backend_names import (CHOICES, PROVIDER_ALIASES, PROVIDER_PREFIX, BackendLike, BackendName, Lowering,
+                            as_backend_name, describe_backend, is_provider, parse_backend, provider_backend)
 from onnx_dml_lowering.runtime.ort.assignment import describe_findings, node_providers, placement_findings
-from onnx_dml_lowering.runtime.ort.providers import ProviderSpec, backend_hint, resolve, resolve_provider
+from onnx_dml_lowering.runtime.ort.providers import ProviderSpec, resolve, resolve_provider
 from onnx_dml_lowering.runtime.ort.sessions import make_provider_session
 from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .ort_values import run_session
-from .saved_outputs import PREFIX as SAVED_PREFIX
-from .saved_outputs import LoadedOutputs, describe_saved
+from .saved_outputs import LoadedOutputs
 from .weights import is_lazy
 
-LOWERED = {
-    "cpu": "lowered graph, DirectML operators on the numpy emulator",
-    "ort": "lowered graph, DirectML operators on onnxruntime CPUExecutionProvider",
-    "dml": "lowered graph, DirectML operators on DirectML.dll",
-}
-# Provider backends named without PROVIDER_PREFIX.
-PROVIDER_ALIASES = {"ort-cpu": "CPUExecutionProvider", "ort-dml": "DmlExecutionProvider"}
-PROVIDER_PREFIX = "ort:"
-CHOICES = ", ".join([*LOWERED, *PROVIDER_ALIASES, PROVIDER_PREFIX + "<ProviderName>"])
 PROVIDER_MODELS = ("shipped", "modified")
-
-
-@dataclass(frozen=True)
-class BackendName:
-    """A backend name decoded: kind "lowered" (cpu, ort), "provider" or "saved"."""
-    name: str
-    kind: str
-    provider: str = ""         # a provider backend's full onnxruntime provider name
-
-
-def parse_backend(name: str) -> BackendName:
-    """The one decoder of backend names; an unknown one is one line listing the known ones."""
-    if name in LOWERED:
-        return BackendName(name, "lowered")
-    if name in PROVIDER_ALIASES:
-        return BackendName(name, "provider", PROVIDER_ALIASES[name])
-    if name.startswith(PROVIDER_PREFIX):
-        provider = name[len(PROVIDER_PREFIX):].strip()
-        if not provider:
-            raise DmlLowerError(f"backend {name!r} names no execution provider (e.g. "
-                                f"{PROVIDER_PREFIX}OpenVINOExecutionProvider)")
-        return BackendName(name, "provider", provider)
-    if name.startswith(SAVED_PREFIX):
-        return BackendName(name, "saved")
-    raise DmlLowerError(f"unknown backend {name!r}{backend_hint(name)}; choose from {CHOICES}")
-
-
-def provider_backend(provider: str) -> str:
-    """The backend name that runs the model on onnxruntime provider `provider` (full name)."""
-    return PROVIDER_PREFIX + provider
-
-
-def is_provider(name: str) -> bool:
-    """`name` runs the model on an onnxruntime execution provider (an unknown name is not one)."""
-    try:
-        return parse_backend(name).kind == "provider"
-    except DmlLowerError:
-        return False
-
-
-def describe_backend(name: str) -> str:
-    parsed = parse_backend(name)
-    if parsed.kind == "provider":
-        return f"the model as shipped on onnxruntime {parsed.provider}"
-    if parsed.kind == "saved":
-        return describe_saved(name)
-    return LOWERED[name]
+# the backend names' parser and table (backend_names.py), offered here as ever
+__all__ = ["CHOICES", "Backend", "BackendName", "BackendOptions", "BackendRun", "Prepared", "describe_backend",
+           "is_provider", "make_backends", "parse_backend", "provider_backend"]
 
 
 @dataclass
@@ -147,7 +95,7 @@ OracleValue = Callable[[str], np.ndarray]
 
 
 class Backend(Protocol):
-    name: str
+    name: BackendName
 
     def prepare(self) -> Prepared:
         """Build what runs; a DmlLowerError here is the backend's ERROR."""
@@ -157,54 +105,85 @@ class Backend(Protocol):
 
 
 class Lowered:
-    """cpu / ort: the lowered graph on the emulator, or its DirectML operators on onnxruntime."""
+    """The lowered graph, its DirectML operators on one kernel set (a subclass per Lowering)."""
+    LOWERING: Lowering
 
-    def __init__(self, compiled: LoweredView, name: str, options: BackendOptions) -> None:
+    def __init__(self, compiled: LoweredView, name: BackendName, options: BackendOptions) -> None:
         self.compiled, self.name, self.options = compiled, name, options
-        self.providers = (options.providers or ["cpu"]) if name == "ort" else None
+        self.providers: "list[str] | None" = None
 
     def prepare(self) -> Prepared:
-        return Prepared(LOWERED[self.name])
+        return Prepared(self.name.description)
 
     def _session(self):
-        return self.compiled.session(self.name, self.providers, self.options.settings)
+        return self.compiled.session(self.LOWERING, self.providers, self.options.settings)
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
-        if self.name == "dml":
-            try:
-                return self._run(feeds)
-            except DirectMLRefused as exc:
-                # the device does not take a descriptor the lowering emitted: nothing after it ran
-                why = f"the DirectML device refuses it: {exc}"
-                return BackendRun(not_compared={n: why for n in self.compiled.output_names})
-        return self._run(feeds)
-
-    def _run(self, feeds: Mapping[str, np.ndarray]) -> BackendRun:
         before = self._session().lowered_iterations
-        outputs = self.compiled.run(feeds, backend=self.name, providers=self.providers, strict=self.options.strict,
+        outputs = self.compiled.run(feeds, backend=self.LOWERING, providers=self.providers, strict=self.options.strict,
                                     memory_limit=self.options.memory_limit, session_settings=self.options.settings)
         session = self._session()
-        # the stand-ins ran some operator on numpy (no onnxruntime kernel): what depends on it is not theirs
-        not_compared = {n: f"computed by the numpy kernel: {why}" for n, why in session.unvalidated_outputs.items()} \
-            if self.name == "ort" else {}
-        regions = {name: ([n.name for n in session.regions.regions[name]], str(engine))
-                   for name, engine in session.regions.engines.items()} if self.name == "cpu" else {}
-        return BackendRun(dict(outputs), not_compared, lowered_iterations=session.lowered_iterations - before,
-                          regions=regions)
+        return BackendRun(dict(outputs), self._not_compared(session), lowered_iterations=session.lowered_iterations - before,
+                          regions=self._regions(session))
+
+    def _not_compared(self, session) -> "dict[str, str]":
+        return {}
+
+    def _regions(self, session) -> "dict[str, tuple[list[str], str]]":
+        return {}
+
+
+class Emulator(Lowered):
+    """cpu: the lowered graph on the numpy emulator; it names the engine of each ONNX region."""
+    LOWERING = Lowering.EMULATOR
+
+    def _regions(self, session) -> "dict[str, tuple[list[str], str]]":
+        return {name: ([n.name for n in session.regions.regions[name]], str(engine))
+                for name, engine in session.regions.engines.items()}
+
+
+class StandIns(Lowered):
+    """ort: each DirectML operator as its minimal ONNX sub-graph on onnxruntime (--providers)."""
+    LOWERING = Lowering.STAND_INS
+
+    def __init__(self, compiled: LoweredView, name: BackendName, options: BackendOptions) -> None:
+        super().__init__(compiled, name, options)
+        self.providers = options.providers or ["cpu"]
+
+    def _not_compared(self, session) -> "dict[str, str]":
+        # some operator ran on numpy (no onnxruntime kernel): what depends on it is not theirs
+        return {n: f"computed by the numpy kernel: {why}" for n, why in session.unvalidated_outputs.items()}
+
+
+class DirectML(Lowered):
+    """dml: each DirectML operator on Microsoft's DirectML.dll (runtime/directml)."""
+    LOWERING = Lowering.DIRECTML
+
+    def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
+        try:
+            return super().run(feeds, oracle_value)
+        except DirectMLRefused as exc:
+            # the device does not take a descriptor the lowering emitted: nothing after it ran
+            why = f"the DirectML device refuses it: {exc}"
+            return BackendRun(not_compared={n: why for n in self.compiled.output_names})
+
+
+LOWERED_BACKENDS: "dict[Lowering, type[Lowered]]" = {
+    Lowering.EMULATOR: Emulator, Lowering.STAND_INS: StandIns, Lowering.DIRECTML: DirectML}
 
 
 class Saved:
     """saved:<LABEL>: outputs an earlier check or run saved, read back for the first feed set."""
 
-    def __init__(self, compiled: CompiledView, name: str, loaded: LoadedOutputs) -> None:
+    def __init__(self, compiled: CompiledView, name: BackendName, loaded: LoadedOutputs) -> None:
         self.compiled, self.name, self.loaded = compiled, name, loaded
 
     def prepare(self) -> Prepared:
-        return Prepared(describe_saved(self.name))
+        return Prepared(self.name.description)
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
         return BackendRun({n: restore_declared(self.compiled.types, n, v)
-                           for n, v in self.loaded.by_backend[self.name].items()})
+                           for n, v in self.loaded.by_backend[self.name.text].items()})
 
 
 def _shipped(compiled: CompiledView) -> "tuple[object, str]":
@@ -229,7 +208,7 @@ class Provider:
     """The model on one onnxruntime execution provider: the file as shipped, or (provider_model
     "modified") our shape-inferred copy with each node the provider has no kernel for cut out."""
 
-    def __init__(self, compiled: CompiledView, name: str, spec: ProviderSpec, options: BackendOptions) -> None:
+    def __init__(self, compiled: CompiledView, name: BackendName, spec: ProviderSpec, options: BackendOptions) -> None:
         self.compiled, self.name, self.spec, self.options = compiled, name, spec, options
         self.modified = options.provider_model == "modified"
         self.unsupported: "dict[str, str]" = {}     # node -> onnxruntime's reason
@@ -332,55 +311,67 @@ class Provider:
         return result
 
 
-def make_backends(compiled: CompiledView, names: "list[str]", options: BackendOptions) -> "tuple[list[Backend], dict[str, str]]":
+def make_backends(compiled: CompiledView, names: "Sequence[BackendLike]",
+                  options: BackendOptions) -> "tuple[list[Backend], dict[str, str]]":
     """(the backends to run, in order; {name: why it is unavailable here}).
 
     An unknown backend or provider name is a usage error; so is a list where no backend is
     available, and a provider option given with no provider backend. A provider onnxruntime knows
     but this machine lacks (DirectML on Linux) is unavailable while the others run.
     """
-    import onnxruntime as ort
     if not names:
         raise DmlLowerError(f"no backend to run; choose from {CHOICES}")
     if options.provider_model not in PROVIDER_MODELS:
         raise DmlLowerError(f"provider model {options.provider_model!r} is unknown; choose from "
                             f"{', '.join(PROVIDER_MODELS)}")
-    parsed = [parse_backend(n) for n in names]
-    if not any(p.kind == "provider" for p in parsed):
+    parsed = [as_backend_name(n) for n in names]
+    if not any(p.is_provider for p in parsed):
         for what, given in (("provider option", options.provider_options), ("provider library", options.ep_libraries)):
             if given:
                 raise DmlLowerError(f"{what} {given[0]}: no requested backend runs on a provider (it applies to "
                                     f"{', '.join(PROVIDER_ALIASES)}, {PROVIDER_PREFIX}<ProviderName>; backends "
-                                    f"{','.join(names)})")
+                                    f"{','.join(p.text for p in parsed)})")
     backends: "list[Backend]" = []
     unavailable: "dict[str, str]" = {}
     for p in parsed:
-        if p.kind == "lowered":
-            if p.name == "ort":
-                resolve(options.providers)          # a provider this machine lacks: one line, before any run
-            if p.name == "dml":
-                try:
-                    find_home()
-                except DirectMLUnavailable as exc:
-                    unavailable[p.name] = str(exc)
-                    continue
-            backends.append(Lowered(lowered_view(compiled, p.name), p.name, options))
-        elif p.kind == "saved":
-            if options.loaded is None or p.name not in options.loaded.by_backend:
-                raise DmlLowerError(f"backend {p.name!r}: no saved outputs under that label were loaded")
-            backends.append(Saved(compiled, p.name, options.loaded))
-        else:
-            try:
-                spec = resolve_provider(p.provider, options.provider_options, options.ep_libraries)
-            except DmlLowerError as exc:
-                if p.provider not in ort.get_all_providers():
-                    raise
-                unavailable[p.name] = str(exc)
-                continue
-            backends.append(Provider(compiled, p.name, spec, options))
+        try:
+            made = _make_backend(compiled, p, options)
+        except _Unavailable as exc:
+            unavailable[p.text] = str(exc)
+            continue
+        backends.append(made)
     if not backends:
         raise DmlLowerError(next(iter(unavailable.values())))
     if options.loaded is not None:
-        backends += [Saved(compiled, name, options.loaded) for name in options.loaded.by_backend
-                     if name not in names]
+        asked = {p.text for p in parsed}
+        backends += [Saved(compiled, parse_backend(label), options.loaded) for label in options.loaded.by_backend
+                     if label not in asked]
     return backends, unavailable
+
+
+class _Unavailable(Exception):
+    """A backend this machine lacks (its one line): reported while the others run."""
+
+
+def _make_backend(compiled: CompiledView, name: BackendName, options: BackendOptions) -> Backend:
+    import onnxruntime as ort
+    if name.lowering is not None:
+        if name.lowering is Lowering.STAND_INS:
+            resolve(options.providers)          # a provider this machine lacks: one line, before any run
+        if name.lowering is Lowering.DIRECTML:
+            try:
+                find_home()
+            except DirectMLUnavailable as exc:
+                raise _Unavailable(str(exc)) from None
+        return LOWERED_BACKENDS[name.lowering](lowered_view(compiled, name.text), name, options)
+    if name.is_saved:
+        if options.loaded is None or name.text not in options.loaded.by_backend:
+            raise DmlLowerError(f"backend {name.text!r}: no saved outputs under that label were loaded")
+        return Saved(compiled, name, options.loaded)
+    try:
+        spec = resolve_provider(name.provider, options.provider_options, options.ep_libraries)
+    except DmlLowerError as exc:
+        if name.provider not in ort.get_all_providers():
+            raise
+        raise _Unavailable(str(exc)) from None
+    return Provider(compiled, name, spec, options)

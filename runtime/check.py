@@ -7,215 +7,82 @@ nondeterministic (computed from a random operator: not compared), error (the bac
 A backend that ran part of the model (a node cut out or run by another provider, an output not
 compared) is PARTIAL; `fail_partial` makes that a failure. A backend that is not available here
 is reported and skipped while the others run.
+
+The loop is an object, `CheckRun`: `prepare()` (backends made and prepared, the first feed set
+validated, the oracle made), `sets()` (one `CheckedSet` per feed set, as each is compared: the
+caller saves from those), `run_set()` (one set on the oracle and every backend), `classify()`
+(every status rule of one output, in one place) and `report()` (the frozen CheckReport, built
+once). `check()` is the whole run in one call.
 """
 from __future__ import annotations
 
 import itertools
-import math
 import time
-from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-import ml_dtypes
 import numpy as np
 
+from onnx_dml_lowering.runtime.compiled_view import CompiledView
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import MemoryLimitExceeded, ModelContradiction
 from onnx_dml_lowering.ir.printer import name_list as node_list
 from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, is_standard
 
-from .backends import BackendOptions, describe_backend, is_provider, make_backends, parse_backend
-from .compare import BackendReport, OutputResult, compare, is_float
-from .dml_deviations import from_dml_ep, recognise
+from .backend_names import BackendLike, BackendName, describe_backend
+from .backends import Backend, BackendOptions, BackendRun, make_backends
+from .check_report import CheckReport
+from .compare import BackendReport, OutputResult, compare
+from .dml_deviations import recognise
 from .feeds import check_feeds, dimension_notes, with_defaults
+from .memory import parse_size
 from .nondeterminism import random_values
-from .oracle import Oracle
+from .oracle import Oracle, lazy_oracle, make_oracle
 from .ort_reading import OrtReading
-from onnx_dml_lowering.runtime.compiled_view import CompiledView
-from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .saved_outputs import LoadedOutputs, verify_feeds
+from .tolerances import DEFAULT_ATOL, DEFAULT_RTOL, Tolerances, default_rtol, lowered_outputs
 
-__all__ = ["BackendOptions", "CheckReport", "LoadedOutputs", "Tolerances", "check", "describe_backend"]
+# the names this module has always offered (the Python API: docs/python-api.md)
+__all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "BackendOptions", "CheckAbout", "CheckReport", "CheckRun",
+           "CheckedSet", "FeedsFailed", "LoadedOutputs", "Tolerances", "check", "default_rtol",
+           "describe_backend", "lazy_oracle", "lowered_outputs", "make_oracle"]
 
 SCALAR_NONZERO_DEVIATION = "known onnxruntime deviation: a scalar NonZero gives (1, nnz); ONNX says (0, nnz)"
 
 
-DEFAULT_ATOL = DEFAULT_RTOL = 1e-5
+class FeedsFailed(DmlLowerError):
+    """The oracle could not evaluate the model on the first feed set (the message is its own): a
+    failure of these feeds, which the caller may explain by how they were made (random sizes)."""
 
 
-@dataclass
-class Tolerances:
-    """The tolerance policy for float outputs (runtime/compare.py has the comparison rule): an
-    element passes when |actual - expected| <= atol + rtol * |expected|. Defaults atol 1e-5 and rtol
-    1e-5 (Polygraphy's): float32 results that differ only in the order of their roundings
-    (onnxruntime fusing a whole graph, the oracle running regions) stay within them at values of
-    order 1, and rtol scales the allowance with each element's magnitude. The default rtol is never
-    below the output type's machine epsilon (one unit in the last place: float16 9.8e-4, bfloat16
-    7.8e-3), since a difference of one rounding would otherwise always fail there. No tolerance
-    scales with an output's overall magnitude: one masked entry at float32's lowest value would
-    loosen every element. `exact` outputs (produced by a node this project lowers; set by
-    `for_model`) are compared with atol = rtol = 0 unless `per_output` names them: the global values
-    never loosen them."""
-    atol: float = DEFAULT_ATOL
-    rtol: "float | None" = None          # None: the default (DEFAULT_RTOL or the type's epsilon)
-    per_output: "dict[str, tuple[float | None, float | None]]" = field(default_factory=dict)
-    exact: "dict[str, str]" = field(default_factory=dict)     # output -> the lowered node producing it
-
-    def for_output(self, name: str, dtype=None) -> "tuple[float, float]":
-        """(atol, rtol) for output `name`, whose type is `dtype` (for the default rtol)."""
-        atol, rtol = self.per_output.get(name, (None, None))
-        if name in self.exact:
-            base = (0.0, 0.0)
-        else:
-            base = (self.atol, default_rtol(dtype) if self.rtol is None else self.rtol)
-        return (base[0] if atol is None else atol, base[1] if rtol is None else rtol)
-
-    def for_model(self, compiled: CompiledView) -> "Tolerances":
-        """These tolerances checked against the model's outputs, with its lowered nodes' outputs exact."""
-        self.check_names(compiled.output_names)
-        return replace(self, exact=lowered_outputs(compiled))
-
-    def is_exact(self, name: str) -> bool:
-        """Compared with atol = rtol = 0 because a lowered node produces it (no tolerance named for it)."""
-        return name in self.exact and name not in self.per_output
-
-    def check_names(self, outputs: "list[str]") -> None:
-        """A tolerance naming no output of the model is a usage error, not silently ignored; so is
-        a NaN or infinite one, which would let every comparison pass."""
-        values: "list[tuple[str, str | None, float | None]]" = [("atol", None, self.atol), ("rtol", None, self.rtol)]
-        values += [(kind, name, pair[i]) for name, pair in self.per_output.items()
-                   for i, kind in enumerate(("atol", "rtol"))]
-        for kind, name, value in values:
-            if value is not None:
-                _finite(value, f"{kind} {name + '=' if name else ''}{value}")
-        for name in self.per_output:
-            if name not in outputs:
-                raise DmlLowerError(f"tolerance for {name!r}: the model has no output of that name "
-                                    f"(outputs: {', '.join(outputs)})")
-
-    @staticmethod
-    def parse(atols: "list[str] | None", rtols: "list[str] | None") -> "Tolerances":
-        """From CLI values: a bare number sets the global value, NAME=NUMBER one output's."""
-        tol = Tolerances()
-        for values, index in ((atols or [], 0), (rtols or [], 1)):
-            for text in values:
-                name, _, number = text.rpartition("=")
-                try:
-                    value = float(number)
-                except ValueError:
-                    raise DmlLowerError(f"tolerance {text!r} is not NUMBER or OUTPUT=NUMBER") from None
-                _finite(value, repr(text))
-                if value < 0:
-                    raise DmlLowerError(f"tolerance {text!r} is negative")
-                if name:
-                    atol, rtol = tol.per_output.get(name, (None, None))
-                    tol.per_output[name] = (value, rtol) if index == 0 else (atol, value)
-                elif index == 0:
-                    tol.atol = value
-                else:
-                    tol.rtol = value
-        return tol
+@dataclass(frozen=True)
+class CheckAbout:
+    """What the caller knows of a run that its report carries (the CLI's model path, how its
+    feeds were made); given to CheckRun, so the report is complete when it is built."""
+    model_name: str = ""
+    feed_label: "Callable[[int], str] | None" = None   # names feed set #i (its seed) in `stopped`
+    fail_partial: bool = False                         # a PARTIAL backend fails the check
+    dims: "Mapping[str, int]" = field(default_factory=dict)   # the --dim sizes random feeds were drawn at
+    # where the feeds came from (report.feeds_line); an "iterations" entry is replaced by the
+    # number of sets checked
+    feeds: "Mapping[str, object]" = field(default_factory=dict)
 
 
-# ONNX operators that only move their first input's values (an exporter's trailing Identity or
-# Reshape): a lowered node's value through them is still that node's exact value.
-_MOVES = frozenset(("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Expand"))
+@dataclass(frozen=True)
+class CheckedSet:
+    """One feed set compared: its (validated) feeds, the oracle's outputs, each backend's."""
+    index: int
+    feeds: "Mapping[str, np.ndarray]"
+    expected: "dict[str, np.ndarray]"
+    actuals: "dict[BackendName, dict[str, np.ndarray]]"
 
 
-def default_rtol(dtype) -> float:
-    """DEFAULT_RTOL, or the float type's machine epsilon where that is larger."""
-    if dtype is None or not is_float(dtype):
-        return DEFAULT_RTOL
-    return max(DEFAULT_RTOL, float(ml_dtypes.finfo(dtype).eps))      # numpy's finfo knows no float8
-
-
-def lowered_outputs(compiled: CompiledView) -> "dict[str, str]":
-    """The model's outputs that a node this project lowers produces (NonZero, EyeLike, the eye /
-    mask / Trilu idioms, a generated constant), directly or through nodes that only move values,
-    each with that node: their values are exact."""
-    graph = compiled.model.graph
-    nodes = {n.name: n for n in graph.node}
-    produced = {}
-    for p in compiled.placement:
-        if p.status != "lowered":
-            continue
-        for name in p.onnx_nodes:
-            if name.startswith("initializer:"):
-                produced[name[len("initializer:"):]] = name
-            elif name in nodes:                   # a body's node (a path) is not the main graph's
-                produced.update((value, name) for value in nodes[name].output if value)
-    for node in graph.node:                       # in topological order: one pass follows chains
-        if node.op_type in _MOVES and is_standard(node) and node.input and node.input[0] in produced:
-            produced[node.output[0]] = produced[node.input[0]]
-    return {name: produced[name] for name in compiled.output_names if name in produced}
-
-
-def _finite(value: float, text: str) -> None:
-    if not math.isfinite(value):
-        raise DmlLowerError(f"tolerance {text} is not a finite number: a NaN or infinite tolerance "
-                            "would let every comparison pass")
-
-
-@dataclass
-class CheckReport:
-    model: str
-    feature_level: str
-    placement: list
-    regions: "dict[str, str]"
-    backends: "list[BackendReport]"
-    oracle: "dict" = field(default_factory=lambda: {"kind": "reference", "description": "onnx.reference"})
-    iterations: int = 1
-    unavailable: "dict[str, str]" = field(default_factory=dict)
-    expected: "dict" = field(default_factory=dict, repr=False)    # the oracle's, first feed set
-    # control flow (issue 11): per lowered backend, If branches / Loop and Scan iterations that
-    # ran a body's lowered graph, summed over the feed sets (EmulatorSession.lowered_iterations)
-    control_flow_iterations: "dict[str, int]" = field(default_factory=dict)
-    # initializers that are also graph inputs and were not fed: their stored value was used
-    defaults: "dict[str, np.ndarray]" = field(default_factory=dict, repr=False)
-    # Ctrl-C: the feed sets fully checked before it (`iterations`) are the report; the one under
-    # way when it came is dropped.
-    interrupted: bool = False
-    # A later feed set that could not be checked (the oracle failed on it, or it did not fit the
-    # inputs): its one-line error; the report covers the `iterations` sets before it.
-    stopped: str = ""
-    # The main graph's NonZero nodes when every one of them returned no coordinate at every feed
-    # set checked (known with the hybrid oracle): no coordinate was compared.
-    empty_nonzero: "list[str]" = field(default_factory=list)
-    # The --dim sizes the random feeds were drawn at (set by the CLI; a zoo reads them back).
-    dims: "dict[str, int]" = field(default_factory=dict)
-    # A PARTIAL backend (it ran only part of the model) fails the check (check(fail_partial=True)).
-    fail_partial: bool = False
-    # Feeds of the first set that depart from the model's dimension names (feeds.dimension_notes).
-    feed_notes: "list[str]" = field(default_factory=list)
-    # Where the feeds came from and what the first set holds (set by the CLI; report.feeds_line).
-    feeds: dict = field(default_factory=dict)
-
-    @property
-    def partial(self) -> "list[BackendReport]":
-        """The backends that ran without error but not the whole model themselves."""
-        return [b for b in self.backends if not b.error and b.is_partial]
-
-    @property
-    def ok(self) -> bool:
-        """No MISMATCH and no backend ERROR (nor PARTIAL when it fails), and every feed set asked
-        for was checked (a run a later set stopped, or Ctrl-C cut short, is not a pass)."""
-        return (all(b.ok for b in self.backends) and not self.stopped and not self.interrupted
-                and not (self.fail_partial and self.partial))
-
-    def to_dict(self) -> dict:
-        return {"model": self.model, "feature_level": self.feature_level, "ok": self.ok,
-                "fail_partial": self.fail_partial,
-                "oracle": self.oracle, "iterations": self.iterations, "interrupted": self.interrupted,
-                "stopped": self.stopped, "empty_nonzero": list(self.empty_nonzero), "dims": dict(self.dims),
-                "feeds": dict(self.feeds),
-                "placement": [p.to_dict() for p in self.placement],
-                "onnx_regions": dict(self.regions),
-                "unavailable_backends": dict(self.unavailable),
-                "control_flow_iterations": dict(self.control_flow_iterations),
-                "feed_notes": list(self.feed_notes),
-                "initializer_defaults": {name: {"dtype": str(v.dtype), "shape": list(v.shape)}
-                                         for name, v in self.defaults.items()},
-                "backends": [b.to_dict(describe_backend(b.backend)) for b in self.backends]}
+@dataclass(frozen=True)
+class UnderWay:
+    """The feed set drawn and not yet fully checked (as the caller gave it): the one to save
+    when the run fails or stops on it."""
+    index: int
+    feeds: "Mapping[str, object]"
 
 
 def _is_nonzero(node) -> bool:
@@ -238,265 +105,306 @@ def scalar_nonzero_outputs(compiled: CompiledView) -> "dict[str, str]":
     return out
 
 
-def _semantic_nodes(compiled: CompiledView) -> "set[str]":
-    return {n for p in compiled.placement for n in p.onnx_nodes if not n.startswith("initializer:")}
+class CheckRun:
+    """Every backend (built from `options`) against the oracle on the same (validated) feeds.
 
-
-def make_oracle(compiled: CompiledView, kind: str = "hybrid", settings: "SessionSettings | None" = None,
-                ort_reading: bool = False, memory_limit: "int | str | None" = None) -> Oracle:
-    """The oracle of `compiled`; `memory_limit` (--memory-limit, a size) bounds what its control
-    flow accumulates on the host, as it bounds the lowered run's. onnxruntime's reading
-    (ort_reading.py) shares no sessions: it runs other regions, rarely."""
-    from .memory import parse_size
-    return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled), settings,
-                  None if ort_reading else compiled.shared_sessions,
-                  passed=compiled.partition.generated, ort_reading=ort_reading,
-                  memory_limit=None if memory_limit is None else parse_size(memory_limit))
-
-
-def lazy_oracle(compiled: CompiledView, feeds: Mapping[str, np.ndarray], needs: "set[str]",
-                settings: "SessionSettings | None" = None, memory_limit: "int | str | None" = None
-                ) -> Callable[[str], np.ndarray]:
-    """oracle_value for a backend run outside check (run, conformance run): the hybrid oracle,
-    evaluated on `feeds` the first time a value is asked for (a cut node's), never otherwise."""
-    made: "list[Oracle]" = []
-
-    def value(name: str) -> np.ndarray:
-        if not made:
-            made.append(make_oracle(compiled, settings=settings, memory_limit=memory_limit))
-            made[0].keep.update(needs)
-            made[0].run(feeds)
-        return made[0].values[name]
-    return value
-
-
-class FeedsFailed(DmlLowerError):
-    """The oracle could not evaluate the model on the first feed set (the message is its own): a
-    failure of these feeds, which the caller may explain by how they were made (random sizes)."""
-
-
-def check(compiled: CompiledView, feeds: Mapping[str, object], backends: "list[str]", tolerances: Tolerances,
-          options: "BackendOptions | None" = None, *, oracle: "str | Oracle" = "hybrid",
-          more_feeds: "Iterable[Mapping[str, object]] | None" = None, model_name: str = "",
-          feed_label: "Callable[[int], str] | None" = None,
-          fail_partial: bool = False,
-          on_set: "Callable[[int, Mapping[str, np.ndarray], dict, dict], None] | None" = None
-          ) -> "tuple[dict, CheckReport]":
-    """Every backend (runtime/backends.py, built from `options`) against the oracle on the same
-    (validated) feeds.
-
-    `more_feeds`: further feed sets (--iterations), any iterable; every set is checked the same
-    way, drawn one at a time and dropped once checked (a generator keeps memory flat in their
-    number). KeyboardInterrupt (Ctrl-C) after at least one set was checked ends the loop: the
-    report covers the sets checked (`report.interrupted`, not ok); before that it propagates. So
-    does a later set the oracle cannot evaluate or that does not fit the inputs: the report covers
-    the sets before it and `report.stopped` says which set failed and why (`feed_label(i)` names
-    set #i, e.g. its seed). `fail_partial`: a PARTIAL backend makes the report not ok.
-    `on_set(i, feeds, expected, {backend: outputs})` is called once set #i is compared (to save
-    every set as it goes: --save-inputs / --save-outputs).
+    `more_feeds`: further feed sets (--iterations), any iterable, drawn one at a time and dropped
+    once checked (a generator keeps memory flat in their number). KeyboardInterrupt (Ctrl-C) after
+    at least one set was checked ends the sets: the report covers the sets checked (`interrupted`,
+    not ok); before that it propagates. A later set the oracle cannot evaluate, that does not fit
+    the inputs or that cannot be drawn ends them too: the report covers the sets before it and
+    `stopped` says which set failed and why.
     """
-    options = options or BackendOptions()
-    tolerances = tolerances.for_model(compiled)
-    if options.memory_limit is not None:
-        from .memory import parse_size
-        parse_size(options.memory_limit)        # a bad size is a usage error, before any run
-    runners, unavailable = make_backends(compiled, backends, options)
-    # an initializer that is also an input is its default unless fed: every engine gets it
-    first, defaulted = with_defaults(check_feeds(compiled.inputs, feeds, compiled.optional_inputs),
-                                     compiled.optional_inputs, compiled.initializers)
-    more = iter(more_feeds or ())
-    the_oracle = (oracle if isinstance(oracle, Oracle)
-                  else make_oracle(compiled, oracle, options.settings, memory_limit=options.memory_limit))
-    loaded = options.loaded
-    if the_oracle.golden is not None or loaded is not None:
-        if next(more, None) is not None:
-            raise DmlLowerError("saved outputs hold one feed set: use them with --iterations 1")
-    if the_oracle.golden is not None:
-        verify_feeds("--oracle", the_oracle.kind, the_oracle.golden_meta, first)
-    if loaded is not None:
-        verify_feeds("--load-outputs", loaded.path, loaded.meta, first)
-    deviations = scalar_nonzero_outputs(compiled)
-    # onnxruntime's reading of the nodes it deviates on, for provider outputs that mismatch the spec
-    reading = (OrtReading(lambda **kw: make_oracle(compiled, settings=options.settings, **kw), compiled.model,
-                          compiled.types) if the_oracle.golden is None and the_oracle.kind != "ort-cpu" else None)
-    randoms = random_values(compiled.model)
-    reports = {b.name: BackendReport(b.name) for b in runners}
-    for backend in runners:
-        started = time.perf_counter()
-        report = reports[backend.name]
+
+    def __init__(self, compiled: CompiledView, feeds: Mapping[str, object], backends: "Sequence[BackendLike]", tolerances: Tolerances,
+                 options: "BackendOptions | None" = None, *, oracle: "str | Oracle" = "hybrid",
+                 more_feeds: "Iterable[Mapping[str, object]] | None" = None, about: CheckAbout = CheckAbout()) -> None:
+        self.compiled, self.names, self.about = compiled, backends, about
+        self.options = options or BackendOptions()
+        self.tolerances = tolerances
+        self._oracle_asked = oracle
+        self._more = iter(more_feeds or ())
+        self.under_way: "UnderWay | None" = UnderWay(0, feeds)
+        self.first: "dict[str, np.ndarray]" = {}        # feed set #0, validated, defaults included
+        self._prepared = False
+        self._report: "CheckReport | None" = None
+        self._checked = 0
+        self._interrupted = False
+        self._stopped = ""
+
+    # -- prepare ------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Validates what the run was given (each a usage error before any run: tolerances, the
+        memory limit, the backends, feed set #0, saved outputs) and prepares every backend."""
+        if self._prepared:
+            return
+        compiled, options = self.compiled, self.options
+        self.tolerances = self.tolerances.for_model(compiled)
+        if options.memory_limit is not None:
+            parse_size(options.memory_limit)        # a bad size is a usage error, before any run
+        self._runners, self._unavailable = make_backends(compiled, self.names, options)
+        # an initializer that is also an input is its default unless fed: every engine gets it
+        assert self.under_way is not None
+        self.first, self._defaulted = with_defaults(
+            check_feeds(compiled.inputs, self.under_way.feeds, compiled.optional_inputs),
+            compiled.optional_inputs, compiled.initializers)
+        asked = self._oracle_asked
+        self.oracle = asked if isinstance(asked, Oracle) else make_oracle(
+            compiled, asked, options.settings, memory_limit=options.memory_limit)
+        self._verify_saved()
+        self._prepare_classifier()
+        self._prepare_backends()
+        self._prepared = True
+
+    def _verify_saved(self) -> None:
+        """Saved outputs (a golden oracle, --load-outputs) hold one feed set: these feeds'."""
+        loaded = self.options.loaded
+        if self.oracle.golden is not None or loaded is not None:
+            if next(self._more, None) is not None:
+                raise DmlLowerError("saved outputs hold one feed set: use them with --iterations 1")
+        if self.oracle.golden is not None:
+            verify_feeds("--oracle", self.oracle.kind, self.oracle.golden_meta, self.first)
+        if loaded is not None:
+            verify_feeds("--load-outputs", loaded.path, loaded.meta, self.first)
+
+    def _prepare_classifier(self) -> None:
+        compiled, oracle = self.compiled, self.oracle
+        self._scalar_nonzero = scalar_nonzero_outputs(compiled)
+        # onnxruntime's reading of the nodes it deviates on, for provider outputs that mismatch the spec
+        self._reading = (OrtReading(lambda **kw: make_oracle(compiled, settings=self.options.settings, **kw),
+                                    compiled.model, compiled.types)
+                         if oracle.golden is None and oracle.kind != "ort-cpu" else None)
+        self._randoms = random_values(compiled.model)
+        # NonZero node -> its output; dropped once it returns a coordinate (or its value is not kept).
+        # Only when every NonZero is in the main graph: one in a body may well have compared some.
+        self._still_empty = {n.name: n.output[0] for n in compiled.model.graph.node if _is_nonzero(n)} \
+            if oracle.kind == "hybrid" and oracle.golden is None and not _nonzero_in_bodies(compiled.model) else {}
+        self._nonzero_nodes = len(self._still_empty)
+        self._returned: "list[str]" = []
+        oracle.keep.update(self._still_empty.values())       # the oracle's run may hold them inside
+
+    def _prepare_backends(self) -> None:
+        self._reports = {b.name: BackendReport(b.name) for b in self._runners}
+        for backend in self._runners:
+            started = time.perf_counter()
+            report = self._reports[backend.name]
+            try:
+                prepared = backend.prepare()
+            except DmlLowerError as exc:
+                report.error = str(exc)
+            else:
+                report.ran, report.partial = prepared.ran, dict(prepared.partial)
+                report.unsupported_nodes = dict(prepared.unsupported_nodes)
+                report.node_providers, report.placement_notes = prepared.node_providers, list(prepared.placement_notes)
+                self.oracle.keep.update(prepared.needs)
+            report.seconds += time.perf_counter() - started
+        bodies = bool(self.compiled.partition.bodies)
+        self._flow = {b.name: 0 for b in self._runners if bodies and b.name.is_lowered}
+        self._fed: "dict[BackendName, set[str]]" = {b.name: set() for b in self._runners}
+        self._regions: "dict[str, str]" = {}
+        self._first_expected: "dict[str, np.ndarray]" = {}
+
+    # -- the feed sets ------------------------------------------------------------------------
+    def sets(self) -> Iterator[CheckedSet]:
+        """Each feed set checked, in turn (prepare() first). A Ctrl-C while one is under way drops
+        that set's results; the caller's own work on a yielded set is the caller's."""
+        self.prepare()
         try:
-            prepared = backend.prepare()
-        except DmlLowerError as exc:
-            report.error = str(exc)
-        else:
-            report.ran, report.partial = prepared.ran, dict(prepared.partial)
-            report.unsupported_nodes = dict(prepared.unsupported_nodes)
-            report.node_providers, report.placement_notes = prepared.node_providers, list(prepared.placement_notes)
-            the_oracle.keep.update(prepared.needs)
-        report.seconds += time.perf_counter() - started
-    flow = {b.name: 0 for b in runners if compiled.partition.bodies and parse_backend(b.name).kind == "lowered"}
-    fed: "dict[str, set[str]]" = {b.name: set() for b in runners}
-    regions: "dict[str, str]" = {}
-    first_expected: "dict[str, np.ndarray]" = {}
-    checked = 0
-    interrupted = False
-    stopped = ""
-    # NonZero node -> its output; dropped once it returns a coordinate (or its value is not kept).
-    # Only when every NonZero is in the main graph: one in a body may well have compared some.
-    still_empty = {n.name: n.output[0] for n in compiled.model.graph.node if _is_nonzero(n)} \
-        if the_oracle.kind == "hybrid" and the_oracle.golden is None and not _nonzero_in_bodies(compiled.model) else {}
-    nonzero_nodes = len(still_empty)
-    the_oracle.keep.update(still_empty.values())       # the oracle's run may hold them inside
+            for index, raw in self._drawn():
+                marks = {b: len(r.outputs) for b, r in self._reports.items()}
+                try:
+                    done = self.run_set(index, raw)
+                except KeyboardInterrupt:
+                    for name, report in self._reports.items():       # the feed set under way is dropped
+                        del report.outputs[marks[name]:]
+                    raise
+                if done is None:
+                    return
+                self._count_checked()
+                yield done
+                self.under_way = None                              # the caller is done with it too
+                del done, raw                                      # one feed set alive at a time
+        except KeyboardInterrupt:
+            if self._checked == 0:
+                raise
+            self._interrupted = True
 
-    def stop(iteration: int, exc: DmlLowerError) -> str:
-        label = f" ({feed_label(iteration)})" if feed_label is not None else ""
-        return f"feed set #{iteration}{label}: {exc}"
-
-    def feed_sets() -> "Iterator[tuple[int, Mapping[str, object]]]":
+    def _drawn(self) -> "Iterator[tuple[int, Mapping[str, object]]]":
         """The sets in turn; one that cannot be drawn (a data loader's error) ends them as a set the
         oracle cannot evaluate does: the report covers the sets before it."""
-        nonlocal stopped
-        sets = itertools.chain([first], more)
-        for iteration in itertools.count():
+        assert self.under_way is not None
+        sets = itertools.chain([self.under_way.feeds], self._more)
+        for index in itertools.count():
             try:
                 raw = next(sets)
             except StopIteration:
                 return
             except DmlLowerError as exc:
-                if iteration == 0:
+                if index == 0:
                     raise
-                stopped = stop(iteration, exc)
+                self._stopped = self._stop_line(index, exc)
                 return
-            yield iteration, raw
+            self.under_way = UnderWay(index, raw)
+            yield index, raw
 
-    def oracle_value(name: str) -> np.ndarray:
-        if name not in the_oracle.values:
-            raise DmlLowerError(f"the {the_oracle.kind} oracle keeps no intermediate value {name!r} "
+    def _count_checked(self) -> None:
+        """Set `under_way` is checked: counted (a set Ctrl-C drops clears nothing)."""
+        self._checked += 1
+        for node in self._returned:
+            del self._still_empty[node]
+        self._returned = []
+
+    def _stop_line(self, index: int, exc: DmlLowerError) -> str:
+        label = f" ({self.about.feed_label(index)})" if self.about.feed_label is not None else ""
+        return f"feed set #{index}{label}: {exc}"
+
+    def run_set(self, index: int, raw: Mapping[str, object]) -> "CheckedSet | None":
+        """Feed set #`index` on the oracle and every backend not in ERROR, each output classified;
+        None: the set stopped the run (`stopped` says why)."""
+        try:
+            feed_set = self.first if index == 0 else self._validated(raw)
+            expected = self.oracle.run(feed_set)
+            values = self.oracle.values
+            self._returned = [node for node, value in self._still_empty.items()
+                              if values.get(value) is None or np.shape(values[value])[-1]]
+        except DmlLowerError as exc:
+            if index == 0:
+                raise FeedsFailed(str(exc)) from exc
+            self._stopped = self._stop_line(index, exc)
+            return None
+        if index == 0:
+            self._first_expected = expected
+        actuals: "dict[BackendName, dict]" = {}
+        for backend in self._runners:
+            ran = self._run_backend(backend, feed_set)
+            if ran is not None:
+                actuals[backend.name] = ran.outputs
+                self._record(backend.name, ran, index, feed_set, expected)
+        return CheckedSet(index, feed_set, expected, actuals)
+
+    def _validated(self, raw: Mapping[str, object]) -> "dict[str, np.ndarray]":
+        compiled = self.compiled
+        return with_defaults(check_feeds(compiled.inputs, raw, compiled.optional_inputs),
+                             compiled.optional_inputs, compiled.initializers)[0]
+
+    def _run_backend(self, backend: Backend, feed_set: Mapping[str, np.ndarray]) -> "BackendRun | None":
+        """One backend on one set; None: it is in ERROR (now or before)."""
+        report = self._reports[backend.name]
+        if report.error:
+            return None
+        started = time.perf_counter()
+        try:
+            return backend.run(feed_set, self._oracle_value)
+        except (MemoryLimitExceeded, ModelContradiction):
+            raise           # a limit the user set, or the model's own fault: not a backend's failure
+        except DmlLowerError as exc:
+            report.error = str(exc)
+            return None
+        finally:
+            report.seconds += time.perf_counter() - started
+
+    def _oracle_value(self, name: str) -> np.ndarray:
+        if name not in self.oracle.values:
+            raise DmlLowerError(f"the {self.oracle.kind} oracle keeps no intermediate value {name!r} "
                                 "to feed a node the provider lacks; use the default hybrid oracle")
-        return the_oracle.values[name]
+        return self.oracle.values[name]
 
-    try:
-        for iteration, raw in feed_sets():
-            marks = {b: len(r.outputs) for b, r in reports.items()}
-            try:
-                try:
-                    feed_set = first if iteration == 0 else with_defaults(      # set 0 is `first`
-                        check_feeds(compiled.inputs, raw, compiled.optional_inputs), compiled.optional_inputs,
-                        compiled.initializers)[0]
-                    expected = the_oracle.run(feed_set)
-                    # counted once the set is checked (a set Ctrl-C drops clears nothing)
-                    returned = [node for node, value in still_empty.items()
-                                if the_oracle.values.get(value) is None or np.shape(the_oracle.values[value])[-1]]
-                except DmlLowerError as exc:
-                    if iteration == 0:
-                        raise FeedsFailed(str(exc)) from exc
-                    stopped = stop(iteration, exc)
-                    break
-                if iteration == 0:
-                    first_expected = expected
-                actuals: "dict[str, dict]" = {}
-                for backend in runners:
-                    report = reports[backend.name]
-                    if report.error:
-                        continue
-                    started = time.perf_counter()
-                    try:
-                        ran = backend.run(feed_set, oracle_value)
-                    except DmlLowerError as exc:
-                        if isinstance(exc, (MemoryLimitExceeded, ModelContradiction)):
-                            raise           # a limit the user set, or the model's own fault: not a backend's failure
-                        report.error = str(exc)
-                        continue
-                    finally:
-                        report.seconds += time.perf_counter() - started
-                    if iteration == 0:
-                        report.values = {k: np.asarray(v) for k, v in ran.outputs.items()}
-                    actuals[backend.name] = ran.outputs
-                    fed[backend.name].update(ran.fed)
-                    if backend.name in flow:
-                        flow[backend.name] += ran.lowered_iterations
-                    if ran.regions:
-                        regions = {name: f"[{node_list(nodes)}] {engine}" for name, (nodes, engine) in ran.regions.items()}
-                    for name, want in expected.items():
-                        result = _compare_one(name, backend.name, want, ran.outputs, tolerances, deviations,
-                                              randoms, ran.not_compared)
-                        if result.status == "mismatch":
-                            named = _known_deviation(compiled, backend.name, feed_set, name, ran.outputs.get(name),
-                                                     reading, tolerances, the_oracle.values)
-                            if named:
-                                result.status, result.detail = "deviation", named
-                        result.iteration = iteration
-                        report.outputs.append(result)
-                if on_set is not None:
-                    on_set(iteration, feed_set, expected, actuals)
-            except KeyboardInterrupt:
-                for name, backend_report in reports.items():       # the feed set under way is dropped
-                    del backend_report.outputs[marks[name]:]
-                raise
-            checked += 1
-            for node in returned:
-                del still_empty[node]
-            del feed_set, raw                                   # one feed set alive at a time
-    except KeyboardInterrupt:
-        if checked == 0:
-            raise
-        interrupted = True
+    def _record(self, backend: BackendName, ran: BackendRun, index: int, feed_set: Mapping[str, np.ndarray],
+                expected: "dict[str, np.ndarray]") -> None:
+        report = self._reports[backend]
+        if index == 0:
+            report.values = {k: np.asarray(v) for k, v in ran.outputs.items()}
+        self._fed[backend].update(ran.fed)
+        if backend in self._flow:
+            self._flow[backend] += ran.lowered_iterations
+        if ran.regions:
+            self._regions = {name: f"[{node_list(nodes)}] {engine}" for name, (nodes, engine) in ran.regions.items()}
+        for name, want in expected.items():
+            result = self.classify(name, backend, want, ran, feed_set)
+            result.iteration = index
+            report.outputs.append(result)
 
-    for name, values in fed.items():
-        reports[name].fed_from_oracle = sorted(values)
-    check_report = CheckReport(model_name, compiled.feature_level.name, list(compiled.placement), regions,
-                               list(reports.values()), the_oracle.to_dict(), checked, unavailable,
-                               expected=first_expected, interrupted=interrupted, stopped=stopped,
-                               empty_nonzero=list(still_empty) if nonzero_nodes and len(still_empty) == nonzero_nodes else [],
-                               fail_partial=fail_partial)
-    check_report.defaults = {name: first[name] for name in defaulted}
-    check_report.feed_notes = dimension_notes(compiled.inputs + compiled.optional_inputs, first)
-    check_report.control_flow_iterations = flow
-    return first, check_report
-
-
-def _known_deviation(compiled: CompiledView, backend: str, feeds, name: str, got, reading: "OrtReading | None",
-                     tolerances: Tolerances, spec_values: Mapping[str, np.ndarray]) -> "str | None":
-    """The named deviation a provider backend's mismatching output is: the DML EP's own (bit for
-    bit its documented answer), or onnxruntime's reading of a node it deviates on (within the
-    tolerances); None: a plain mismatch."""
-    if from_dml_ep(backend, _provider(backend)):
-        named = recognise(compiled.model, feeds, name, got)
+    # -- the status rules ---------------------------------------------------------------------
+    def classify(self, name: str, backend: BackendName, want: np.ndarray, ran: BackendRun,
+                 feeds: Mapping[str, np.ndarray]) -> OutputResult:
+        """Output `name` of `backend` against the oracle's `want`, every status rule in order:
+        NONDETERMINISTIC (a random node's), UNSUPPORTED (the backend did not produce it itself),
+        MATCH / MISMATCH (compare.py, within the tolerances; a lowered node's output exactly),
+        and a MISMATCH that is a known one named DEVIATION."""
+        want = np.asarray(want)
+        if name in self._randoms or name in ran.not_compared:
+            status, detail = (("nondeterministic", f"computed from random node {self._randoms[name]}: not compared")
+                              if name in self._randoms else ("unsupported", ran.not_compared[name]))
+            result = OutputResult(name, backend.text, status, list(want.shape), None, str(want.dtype), None)
+            result.detail = detail
+            return result
+        atol, rtol = self.tolerances.for_output(name, want.dtype)
+        got = ran.outputs.get(name)
+        result = compare(name, backend.text, want, got, atol, rtol, exact=self.tolerances.is_exact(name))
+        if result.status != "mismatch":
+            return result
+        if result.exact and result.first_mismatch is not None:
+            result.detail += f"; compared exactly: the output of lowered node {self.tolerances.exact[name]}"
+        named = self._deviation(name, backend, want, got, feeds)
         if named:
-            return named
-    if reading is None or got is None or not is_provider(backend):
-        return None
-    atol, rtol = tolerances.for_output(name, np.asarray(got).dtype)
-    return reading.recognise(feeds, name, got, atol, rtol, tolerances.is_exact(name), spec_values)
-
-
-def _provider(backend: str) -> "str | None":
-    """The onnxruntime provider a backend runs on (None: not a provider backend)."""
-    parsed = parse_backend(backend)
-    return parsed.provider if parsed.kind == "provider" else None
-
-
-def _compare_one(name: str, backend: str, want: np.ndarray, actual: Mapping[str, np.ndarray],
-                 tolerances: Tolerances, deviations: "dict[str, str]", randoms: "dict[str, str]",
-                 unsupported: "dict[str, str]") -> OutputResult:
-    want = np.asarray(want)
-    if name in randoms:
-        result = OutputResult(name, backend, "nondeterministic", list(want.shape), None, str(want.dtype), None)
-        result.detail = f"computed from random node {randoms[name]}: not compared"
+            result.status, result.detail = "deviation", named
         return result
-    if name in unsupported:
-        result = OutputResult(name, backend, "unsupported", list(want.shape), None, str(want.dtype), None)
-        result.detail = unsupported[name]
-        return result
-    atol, rtol = tolerances.for_output(name, want.dtype)
-    got = actual.get(name)
-    exact = tolerances.is_exact(name)
-    result = compare(name, backend, want, got, atol, rtol, exact=exact)
-    if result.exact and result.status == "mismatch" and result.first_mismatch is not None:
-        result.detail += f"; compared exactly: the output of lowered node {tolerances.exact[name]}"
-    if (result.status == "mismatch" and is_provider(backend)
-            and name in deviations and got is not None and want.shape[:1] == (0,)
-            and np.shape(got) == (1,) + want.shape[1:]):
-        result.status = "deviation"
-        result.detail = f"{SCALAR_NONZERO_DEVIATION} (node {deviations[name]}; got {list(np.shape(got))})"
-    return result
+
+    def _deviation(self, name: str, backend: BackendName, want: np.ndarray, got, feeds) -> "str | None":
+        """The named deviation a mismatching output is: onnxruntime's scalar NonZero, the DML EP's
+        own (bit for bit its documented answer), or onnxruntime's reading of a node it deviates
+        on (within the tolerances); None: a plain mismatch."""
+        if (backend.is_provider and name in self._scalar_nonzero and got is not None
+                and want.shape[:1] == (0,) and np.shape(got) == (1,) + want.shape[1:]):
+            return f"{SCALAR_NONZERO_DEVIATION} (node {self._scalar_nonzero[name]}; got {list(np.shape(got))})"
+        if backend.from_dml_ep:
+            named = recognise(self.compiled.model, feeds, name, got)
+            if named:
+                return named
+        if self._reading is None or got is None or not backend.is_provider:
+            return None
+        atol, rtol = self.tolerances.for_output(name, np.asarray(got).dtype)
+        return self._reading.recognise(feeds, name, got, atol, rtol, self.tolerances.is_exact(name),
+                                       self.oracle.values)
+
+    # -- the report ---------------------------------------------------------------------------
+    def report(self) -> CheckReport:
+        """The report of the sets checked (after sets()), built once."""
+        if self._report is None:
+            self._report = self._build_report()
+        return self._report
+
+    def _build_report(self) -> CheckReport:
+        compiled, about = self.compiled, self.about
+        for name, values in self._fed.items():
+            self._reports[name].fed_from_oracle = sorted(values)
+        empty = self._nonzero_nodes and len(self._still_empty) == self._nonzero_nodes
+        feeds = dict(about.feeds)
+        if "iterations" in feeds:
+            feeds["iterations"] = self._checked
+        return CheckReport(
+            about.model_name, compiled.feature_level.name, list(compiled.placement), self._regions,
+            list(self._reports.values()), self.oracle.to_dict(), self._checked, self._unavailable,
+            expected=self._first_expected,
+            control_flow_iterations={b.text: count for b, count in self._flow.items()},
+            defaults={name: self.first[name] for name in self._defaulted},
+            interrupted=self._interrupted, stopped=self._stopped,
+            empty_nonzero=list(self._still_empty) if empty else [], dims=dict(about.dims),
+            fail_partial=about.fail_partial,
+            feed_notes=dimension_notes(compiled.inputs + compiled.optional_inputs, self.first),
+            feeds=feeds)
+
+
+def check(compiled: CompiledView, feeds: Mapping[str, object], backends: "Sequence[BackendLike]", tolerances: Tolerances,
+          options: "BackendOptions | None" = None, *, oracle: "str | Oracle" = "hybrid",
+          more_feeds: "Iterable[Mapping[str, object]] | None" = None, model_name: str = "",
+          feed_label: "Callable[[int], str] | None" = None,
+          fail_partial: bool = False) -> "tuple[dict, CheckReport]":
+    """The whole CheckRun in one call: (feed set #0 as checked, the report). `feed_label(i)` names
+    set #i (its seed) where a later set stops the run; `fail_partial`: a PARTIAL backend makes
+    the report not ok."""
+    run = CheckRun(compiled, feeds, backends, tolerances, options, oracle=oracle, more_feeds=more_feeds,
+                   about=CheckAbout(model_name, feed_label, fail_partial))
+    for _ in run.sets():
+        pass
+    return run.first, run.report()

@@ -29,12 +29,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_CEILING, Context
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import ml_dtypes
 import numpy as np
 
 from onnx_dml_lowering.ir.printer import name_list
+
+if TYPE_CHECKING:
+    from .backend_names import BackendName
 
 BLOCK = 1 << 20          # elements per block: float64 temporaries stay at a few MB whatever the output's size
 
@@ -345,7 +348,7 @@ class _Errors:
 
 @dataclass
 class BackendReport:
-    backend: str
+    backend: BackendName               # parsed where the user's text entered (backend_names.py)
     outputs: "list[OutputResult]" = field(default_factory=list)
     error: str = ""                    # the backend crashed: status ERROR, a failure
     seconds: float = 0.0               # wall time of its runs (all iterations)
@@ -395,8 +398,10 @@ class BackendReport:
             shown.append(partial_clause([], list(self.not_compared), "not compared"))
         return "; ".join(shown)
 
-    def to_dict(self, description: str) -> dict:
-        data = {"backend": self.backend, "description": description, "ok": self.ok,
+    def to_dict(self, description: "str | None" = None) -> dict:
+        """Its entry of check --json; `description` defaults to the backend's own."""
+        data = {"backend": self.backend.text,
+                "description": self.backend.description if description is None else description, "ok": self.ok,
                 "status": self.status, "ran": self.ran, "partial": dict(self.partial),
                 "not_compared": self.not_compared,
                 "error": self.error, "seconds": round(self.seconds, 6),

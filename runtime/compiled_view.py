@@ -21,6 +21,8 @@ from onnx_dml_lowering.runtime.model_facts import graph_inputs, initializer_arra
 if TYPE_CHECKING:
     import numpy as np
 
+    from onnx_dml_lowering.runtime.backend_names import Lowering
+
     from onnx_dml_lowering.ir import Graph
     from onnx_dml_lowering.lowering import TensorInfo
     from onnx_dml_lowering.runtime.region_engine import SessionCache
@@ -78,10 +80,10 @@ class LoweredView(CompiledView, Protocol):
     @property
     def graph(self) -> "Graph": ...
 
-    def session(self, backend: str = "cpu", providers: "list[str] | None" = None,
+    def session(self, backend: "str | Lowering" = "cpu", providers: "list[str] | None" = None,
                 session_settings: Any = None) -> Any: ...
 
-    def run(self, feeds: "Mapping[str, object]", backend: str = "cpu", providers: "list[str] | None" = None,
+    def run(self, feeds: "Mapping[str, object]", backend: "str | Lowering" = "cpu", providers: "list[str] | None" = None,
             strict: "bool | None" = None, memory_limit: "int | str | None" = None,
             session_settings: Any = None) -> "dict[str, np.ndarray]": ...
 

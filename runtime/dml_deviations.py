@@ -160,14 +160,6 @@ def recognise(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", name: str,
     return describe(fired)
 
 
-DML_PROVIDER = "DmlExecutionProvider"
-
-
-def from_dml_ep(backend: str, provider: "str | None") -> bool:
-    """Results of onnxruntime's DML EP: run here (`provider`), or saved by a check / run on
-    Windows and loaded (`saved:ort-dml`, `saved:run-ort-dml`, `saved:ort:DmlExecutionProvider`)."""
-    label = backend.removeprefix("saved:").removeprefix("run-")
-    return provider == DML_PROVIDER or label in ("ort-dml", f"ort:{DML_PROVIDER}")
 
 
 # -- failures: nodes the DML EP claims (so onnxruntime gives them to it) and then cannot run ----------

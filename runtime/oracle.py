@@ -20,11 +20,12 @@ Kinds (`check --oracle`):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import onnx
 
+from onnx_dml_lowering.runtime.compiled_view import CompiledView
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, node_reads, standard_opset
@@ -32,6 +33,7 @@ from onnx_dml_lowering.lowering.owned_ops import owned
 from onnx_dml_lowering.lowering.schedule import engine_runs
 
 from .feeds import restore_declared
+from .memory import parse_size
 from .onnx_definitions import ENGINE as DEFINITIONS
 from .onnx_definitions import NotDefined, defines
 from .ort_deviations import deviating_nodes
@@ -404,6 +406,39 @@ def _named(nodes: "list[onnx.NodeProto]") -> str:
     if len(nodes) == 1:
         return f"node {nodes[0].name!r} ({nodes[0].op_type})"
     return f"nodes [{', '.join(n.name for n in nodes)}]"
+
+
+# -- the factories (check, run, conformance run, reduce) --------------------------------------
+
+def _semantic_nodes(compiled: CompiledView) -> "set[str]":
+    return {n for p in compiled.placement for n in p.onnx_nodes if not n.startswith("initializer:")}
+
+
+def make_oracle(compiled: CompiledView, kind: str = "hybrid", settings: "SessionSettings | None" = None,
+                ort_reading: bool = False, memory_limit: "int | str | None" = None) -> Oracle:
+    """The oracle of `compiled`; `memory_limit` (--memory-limit, a size) bounds what its control
+    flow accumulates on the host, as it bounds the lowered run's. onnxruntime's reading
+    (ort_reading.py) shares no sessions: it runs other regions, rarely."""
+    return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled), settings,
+                  None if ort_reading else compiled.shared_sessions,
+                  passed=compiled.partition.generated, ort_reading=ort_reading,
+                  memory_limit=None if memory_limit is None else parse_size(memory_limit))
+
+
+def lazy_oracle(compiled: CompiledView, feeds: Mapping[str, np.ndarray], needs: "set[str]",
+                settings: "SessionSettings | None" = None, memory_limit: "int | str | None" = None
+                ) -> Callable[[str], np.ndarray]:
+    """oracle_value for a backend run outside check (run, conformance run): the hybrid oracle,
+    evaluated on `feeds` the first time a value is asked for (a cut node's), never otherwise."""
+    made: "list[Oracle]" = []
+
+    def value(name: str) -> np.ndarray:
+        if not made:
+            made.append(make_oracle(compiled, settings=settings, memory_limit=memory_limit))
+            made[0].keep.update(needs)
+            made[0].run(feeds)
+        return made[0].values[name]
+    return value
 
 
 def reference_outputs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":

@@ -4,8 +4,7 @@ from __future__ import annotations
 from onnx_dml_lowering.ir.display import display, markdown_cell
 from onnx_dml_lowering.ir.printer import name_list
 
-from .backends import is_provider
-from .check import CheckReport, describe_backend
+from .check_report import CheckReport
 from .compare import OutputResult, partial_reasons
 
 
@@ -109,9 +108,9 @@ def format_results(report: CheckReport, matches: bool = True) -> str:
     many = report.iterations > 1
     for backend in report.backends:
         if backend.error:
-            lines.append(f"  [{display(backend.backend)}] ERROR {display(backend.error)}")
+            lines.append(f"  [{display(backend.backend.text)}] ERROR {display(backend.error)}")
         elif backend.is_partial:
-            lines.append(f"  [{display(backend.backend)}] PARTIAL: {display(backend.partial_text())}"
+            lines.append(f"  [{display(backend.backend.text)}] PARTIAL: {display(backend.partial_text())}"
                          + (" (fails the check)" if report.fail_partial else ""))
         for o in backend.outputs:
             if o.status == "match" and not matches:
@@ -189,19 +188,19 @@ def format_text(report: CheckReport) -> str:
     lines.append("results:")
     lines.append(format_results(report))
     for backend in report.backends:
-        if backend.ran and is_provider(backend.backend):
+        if backend.ran and backend.backend.is_provider:
             lines.append(f"  [{backend.backend}] ran {backend.ran}")
         reasons = partial_reasons(backend.partial)
         for why, nodes in reasons[:_PARTIAL_LINES]:     # one line per reason
-            lines.append(f"  [{display(backend.backend)}] PARTIAL: node{'s' if len(nodes) > 1 else ''} "
+            lines.append(f"  [{display(backend.backend.text)}] PARTIAL: node{'s' if len(nodes) > 1 else ''} "
                          f"{name_list(nodes, 4)}: {display(why)}")
         if len(reasons) > _PARTIAL_LINES:
             rest = sum(len(nodes) for _, nodes in reasons[_PARTIAL_LINES:])
-            lines.append(f"  [{display(backend.backend)}] PARTIAL: ... {rest} more nodes (--json lists every one)")
+            lines.append(f"  [{display(backend.backend.text)}] PARTIAL: ... {rest} more nodes (--json lists every one)")
         for note in backend.placement_notes:
-            lines.append(f"  [{display(backend.backend)}] {display(note)}")
+            lines.append(f"  [{display(backend.backend.text)}] {display(note)}")
         if backend.fed_from_oracle:
-            lines.append(f"  [{display(backend.backend)}] nodes it has no kernel for "
+            lines.append(f"  [{display(backend.backend.text)}] nodes it has no kernel for "
                          f"({', '.join(map(display, backend.unsupported_nodes))}) were cut out; their values "
                          f"{', '.join(map(display, backend.fed_from_oracle))} came from the oracle")
     lines += control_flow_lines(report)
@@ -239,7 +238,7 @@ def control_flow_lines(report: CheckReport) -> "list[str]":
 
 
 def format_timing(report: CheckReport) -> str:
-    parts = [f"{b.backend} {b.seconds:.3f} s" for b in report.backends if not b.backend.startswith("saved:")]
+    parts = [f"{b.backend} {b.seconds:.3f} s" for b in report.backends if not b.backend.is_saved]
     return "time: " + ", ".join(parts)
 
 
@@ -255,9 +254,9 @@ def format_markdown(report: CheckReport) -> str:
              "|---|" + ("---|" if many else "") + "---|---|---|---|---|---|---|"]
     for backend in report.backends:
         if backend.error:
-            lines.append(f"| {markdown_cell(backend.backend)} | " + ("| " if many else "") + f"- | ERROR | | | | | {markdown_cell(backend.error)} |")
+            lines.append(f"| {markdown_cell(backend.backend.text)} | " + ("| " if many else "") + f"- | ERROR | | | | | {markdown_cell(backend.error)} |")
         elif backend.is_partial:
-            lines.append(f"| {markdown_cell(backend.backend)} | " + ("| " if many else "") +
+            lines.append(f"| {markdown_cell(backend.backend.text)} | " + ("| " if many else "") +
                          f"- | PARTIAL | | | | | {markdown_cell(backend.partial_text())} |")
         for o in backend.outputs:
             abs_err = "" if o.max_abs_error is None else f"{o.max_abs_error:.3g}"
@@ -273,7 +272,7 @@ def format_markdown(report: CheckReport) -> str:
     for p in report.placement:
         what = " + ".join(p.dml_operators) or "none (empty result)" if p.status == "lowered" else p.reason
         lines.append(f"| {markdown_cell(', '.join(p.onnx_nodes))} | {p.status} | {p.rule} | {markdown_cell(what)} |")
-    lines += ["", "Backends: " + "; ".join(f"`{markdown_cell(b.backend)}` = {markdown_cell(describe_backend(b.backend))}"
-                                            + (f" (ran {markdown_cell(b.ran)})" if b.ran and is_provider(b.backend) else "")
+    lines += ["", "Backends: " + "; ".join(f"`{markdown_cell(b.backend.text)}` = {markdown_cell(b.backend.description)}"
+                                            + (f" (ran {markdown_cell(b.ran)})" if b.ran and b.backend.is_provider else "")
                                             for b in report.backends)]
     return "\n".join(lines) + "\n"

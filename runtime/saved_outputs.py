@@ -19,13 +19,14 @@ import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
 
+from .backend_names import SAVED_PREFIX
 from .npz import load_npz
 from .output_target import sibling
 
 FEEDS_KEY = "__feeds_sha256__"
 SAVED_BY_KEY = "__saved_by__"
 RESERVED = (FEEDS_KEY, SAVED_BY_KEY)
-PREFIX = "saved:"
+PREFIX = SAVED_PREFIX        # the labels of loaded results are backend names (backend_names.py)
 
 
 def set_path(path: str, index: int) -> str:
@@ -135,14 +136,3 @@ def _split_key(key: str, keys, known: bool) -> "tuple[str, str]":
         return "", key
     backend, sep, output = key.rpartition(":")
     return (backend, output) if sep else ("", key)
-
-
-def describe_saved(label: str) -> str:
-    source = label[len(PREFIX):]
-    if source == "oracle":
-        return "the oracle's outputs saved by check --save-outputs (--load-outputs)"
-    if source.startswith("run-"):
-        return f"outputs saved by run --backend {source[4:]} --save-outputs (--load-outputs)"
-    if source == "outputs":
-        return "outputs loaded from a file that does not say who saved them (--load-outputs)"
-    return f"outputs of backend {source} saved by check --save-outputs (--load-outputs)"

@@ -1,8 +1,9 @@
 """dml-lower check: every backend against the oracle, for one model or (zoo.py) many."""
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from onnx_dml_lowering.ir import DmlLowerError
 
@@ -13,6 +14,8 @@ from .groups import BackendArgs, FeedArgs, ModelArgs, OracleArgs, SessionArgs, T
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from onnx_dml_lowering.runtime.backend_names import BackendLike, BackendName
 
     from ..compiled import CompiledModel
     from .groups import Feeds
@@ -75,9 +78,9 @@ def check_models(args, parser) -> int:
 def cmd_check(args) -> int:
     from ..compiled import compile_model
 
-    from onnx_dml_lowering.runtime.check import FeedsFailed, LoadedOutputs, check
+    from onnx_dml_lowering.runtime.check import CheckAbout, CheckRun, LoadedOutputs
     from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
-    from onnx_dml_lowering.runtime.saved_outputs import set_path, wrote_line
+    from onnx_dml_lowering.runtime.saved_outputs import wrote_line
     feed_options = FEEDS.parse(args)
     if args.model_explorer:
         from ..explorer import require_view
@@ -92,49 +95,19 @@ def cmd_check(args) -> int:
     compiled = compile_model(model.path, feature_level=model.feature_level, outputs=_outputs_arg(args))
     backends = BACKENDS.parse(args)
     tolerances = TOLERANCES.parse(args)
-    sets = feed_sets(compiled, feed_options)
+    sets = feed_sets(compiled, feed_options)     # a generator: the feed sets are drawn as the run takes them
     feeds = next(sets)
     described = describe_feeds(feed_options, feeds)     # now: a data loader may reuse (and change) its arrays
-    under_way: "list[Any]" = [0, feeds]      # the set being checked and its index, saved by --save-inputs if check fails on it
-
-    def drawn():                # a generator: the feed sets are drawn as check consumes them
-        for feed_set in sets:
-            under_way[:] = [under_way[0] + 1, feed_set]
-            yield feed_set
-    more = drawn()
-    saved = {"inputs": 0, "outputs": 0}
-
-    def save_set(index: int, feed_set, expected: dict, actuals: dict) -> None:
-        """Every set as it is checked, one file each (saved_outputs.set_path): memory stays flat."""
-        if args.save_inputs:
-            save_npz_file(set_path(args.save_inputs, index), feed_set, "the inputs")
-            saved["inputs"] = index + 1
-        if args.save_outputs:
-            save_npz_file(set_path(args.save_outputs, index), _saved_outputs(expected, actuals, feed_set),
-                          "the outputs")
-            saved["outputs"] = index + 1
+    about = CheckAbout(str(args.model), _seed_label(feed_options), backends.fail_on_partial,
+                       known_dims(compiled, feed_options.dims, feed_options.names_where_present)
+                       if feed_options.dims else {}, described)
     loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
-    try:
-        feeds, report = check(compiled, feeds, backends.names, tolerances,
-                              backends.options(settings, loaded=loaded), oracle=ORACLE.parse(args),
-                              more_feeds=more, model_name=str(args.model), feed_label=_seed_label(feed_options),
-                              fail_partial=backends.fail_on_partial, on_set=save_set)
-    except DmlLowerError as exc:
-        hint = drawn_sizes_hint(compiled, feed_options) if isinstance(exc, FeedsFailed) else ""
-        if not args.save_inputs:
-            if hint:
-                raise DmlLowerError(f"{exc}{hint}") from None
-            raise
-        # the feeds of a failed check (the set under way) are the ones needed to reproduce it
-        path = set_path(args.save_inputs, under_way[0])
-        save_npz_file(path, under_way[1], "the inputs")
-        raise DmlLowerError(f"{exc}{hint} (the inputs are saved in {path})") from None
-    if feed_options.dims:
-        report.dims = known_dims(compiled, feed_options.dims, feed_options.names_where_present)
-    report.feeds = {**described, "iterations": report.iterations} if "iterations" in described else described
-    if report.stopped and args.save_inputs and under_way[0] >= saved["inputs"]:
-        save_npz_file(set_path(args.save_inputs, under_way[0]), under_way[1], "the inputs")   # the set it stopped at
-        saved["inputs"] = under_way[0] + 1
+    run = CheckRun(compiled, feeds, backends.names, tolerances, backends.options(settings, loaded=loaded),
+                   oracle=ORACLE.parse(args), more_feeds=sets, about=about)
+    saved = {"inputs": 0, "outputs": 0}
+    _check_sets(args, run, compiled, feed_options, saved)
+    report = run.report()
+    feeds = run.first
     print(format_quiet(report) if args.quiet else format_text(report))
     if not args.quiet:
         print(format_timing(report))
@@ -167,6 +140,45 @@ def cmd_check(args) -> int:
     return 0 if report.ok else 1
 
 
+def _check_sets(args, run, compiled: CompiledModel, feed_options: Feeds, saved: "dict[str, int]") -> None:
+    """The run's feed sets, each saved as it is checked (--save-inputs / --save-outputs: one file a
+    set, so memory stays flat); the set under way when the run fails or stops is saved too, as
+    the one needed to reproduce it."""
+    from onnx_dml_lowering.runtime.check import FeedsFailed
+    from onnx_dml_lowering.runtime.saved_outputs import set_path
+    checking = run.sets()
+    try:
+        for done in checking:
+            try:
+                _save_set(args, done, saved)
+            except KeyboardInterrupt as exc:    # the run ends as a Ctrl-C inside the set ends it
+                with contextlib.suppress(StopIteration):
+                    checking.throw(exc)
+    except DmlLowerError as exc:
+        hint = drawn_sizes_hint(compiled, feed_options) if isinstance(exc, FeedsFailed) else ""
+        if not args.save_inputs or run.under_way is None:
+            if hint:
+                raise DmlLowerError(f"{exc}{hint}") from None
+            raise
+        path = set_path(args.save_inputs, run.under_way.index)
+        save_npz_file(path, run.under_way.feeds, "the inputs")
+        raise DmlLowerError(f"{exc}{hint} (the inputs are saved in {path})") from None
+    if run.report().stopped and args.save_inputs and run.under_way is not None:
+        save_npz_file(set_path(args.save_inputs, run.under_way.index), run.under_way.feeds, "the inputs")
+        saved["inputs"] = run.under_way.index + 1        # the set it stopped at
+
+
+def _save_set(args, done, saved: "dict[str, int]") -> None:
+    from onnx_dml_lowering.runtime.saved_outputs import set_path
+    if args.save_inputs:
+        save_npz_file(set_path(args.save_inputs, done.index), done.feeds, "the inputs")
+        saved["inputs"] = done.index + 1
+    if args.save_outputs:
+        save_npz_file(set_path(args.save_outputs, done.index), _saved_outputs(done.expected, done.actuals, done.feeds),
+                      "the outputs")
+        saved["outputs"] = done.index + 1
+
+
 def _seed_label(feeds: Feeds) -> "Callable[[int], str] | None":
     """Names random feed set #i by its seed (--iterations N draws seeds SEED .. SEED+N-1)."""
     return (lambda index: f"seed {feeds.seed + index}") if feeds.random else None
@@ -178,22 +190,22 @@ def _outputs_arg(args) -> "list[str] | str | None":
     return "all" if args.outputs == ["all"] else list(args.outputs)
 
 
-def _saved_outputs(expected: dict, actuals: dict, feeds) -> "dict[str, np.ndarray]":
+def _saved_outputs(expected: dict, actuals: "dict[BackendName, dict]", feeds) -> "dict[str, np.ndarray]":
     """The oracle's outputs as OUTPUT (a golden file for --oracle) and each backend's as
     BACKEND:OUTPUT (for --load-outputs), of one feed set, with that set's fingerprint."""
     import numpy as np
 
-    from onnx_dml_lowering.runtime.saved_outputs import PREFIX, metadata, saved_file
+    from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file
     groups = [(lambda key: f"the model's output {key!r}", expected),
               (lambda key: f"the file's own {key!r} entry", metadata(feeds, "check"))]
     for backend, values in actuals.items():
-        if not backend.startswith(PREFIX):
+        if not backend.is_saved:
             groups.append((lambda key: f"backend {key.partition(':')[0]}'s output {key.partition(':')[2]!r}",
                            {f"{backend}:{name}": np.asarray(value) for name, value in values.items()}))
     return saved_file(*groups)
 
 
-def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: float, rtol: float,
+def check_model(compiled: CompiledModel, feeds, backends: "Sequence[BackendLike]", atol: float, rtol: float,
                 strict: "bool | None" = None):
     """Every backend against the oracle on the same feeds; returns (feeds, backend reports)."""
     from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check

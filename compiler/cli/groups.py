@@ -16,8 +16,10 @@ from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError
 
 if TYPE_CHECKING:
     from onnx_dml_lowering.ir import FeatureLevel
+    from onnx_dml_lowering.runtime.backend_names import BackendName
     from onnx_dml_lowering.runtime.backends import BackendOptions
-    from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances
+    from onnx_dml_lowering.runtime.saved_outputs import LoadedOutputs
+    from onnx_dml_lowering.runtime.tolerances import Tolerances
     from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 
 # A parser's record of which group declared each of its option strings (test_groups.py reads it).
@@ -301,8 +303,9 @@ BACKENDS_HELP = {
 
 @dataclass(frozen=True)
 class Backends:
-    """The backends a command runs and how their onnxruntime providers are set up."""
-    names: "list[str]"
+    """The backends a command runs (parsed here, where the user's text enters) and how their
+    onnxruntime providers are set up."""
+    names: "list[BackendName]"
     text: str
     providers: "list[str] | None" = None
     provider_options: "list[str] | None" = None
@@ -317,12 +320,12 @@ class Backends:
                 loaded: "LoadedOutputs | None" = None) -> BackendOptions:
         """The runtime's BackendOptions; a provider option given with no provider backend is a
         usage error naming the option and --backends."""
-        from onnx_dml_lowering.runtime.backends import BackendOptions, is_provider
-        if not any(is_provider(b) for b in self.names):
+        from onnx_dml_lowering.runtime.backends import BackendOptions
+        if not any(b.is_provider for b in self.names):
             for option, given in (("--provider-option", self.provider_options), ("--ep-library", self.ep_libraries)):
                 if given:
                     raise DmlLowerError(f"{option} {given[0]}: no requested backend uses it (it applies to "
-                                        f"ort-cpu, ort-dml, ort:<ProviderName>; --backends {','.join(self.names)})")
+                                        f"ort-cpu, ort-dml, ort:<ProviderName>; --backends {','.join(n.text for n in self.names)})")
         return BackendOptions(providers=self.providers, provider_options=self.provider_options,
                               ep_libraries=self.ep_libraries, no_fallback=self.no_fallback,
                               provider_model=self.provider_model, settings=settings,
@@ -366,12 +369,14 @@ class BackendArgs(ArgGroup):
                        "compared) fails the command (exit 1)")
 
     def parse(self, args: argparse.Namespace) -> Backends:
-        names = [b.strip() for b in args.backends.split(",") if b.strip()]
-        if self.use == "reduce" and len(names) != 1:
+        from onnx_dml_lowering.runtime.backend_names import Lowering, parse_backend
+        texts = [b.strip() for b in args.backends.split(",") if b.strip()]
+        if self.use == "reduce" and len(texts) != 1:
             raise DmlLowerError(f"--backends {args.backends!r}: reduce takes exactly one backend")
         providers = getattr(args, "providers", None)
         providers = [p.strip() for p in providers.split(",")] if providers else None
-        if providers and "ort" not in names:
+        names = [parse_backend(b) for b in texts]
+        if providers and not any(n.lowering is Lowering.STAND_INS for n in names):
             raise DmlLowerError("--providers applies to the ort backend only (--backends ort)")
         return Backends(names=names, text=args.backends, providers=providers,
                         provider_options=args.provider_option, ep_libraries=args.ep_library,
@@ -470,7 +475,7 @@ class OracleArgs(ArgGroup):
 
 
 class ToleranceArgs(ArgGroup):
-    """--atol / --rtol of check and reduce (runtime.check.Tolerances.parse reads them)."""
+    """--atol / --rtol of check and reduce (runtime.tolerances.Tolerances.parse reads them)."""
 
     def add(self, parser: argparse.ArgumentParser) -> None:
         self._add(parser, "--atol", action="append", metavar="[OUTPUT=]A",
@@ -479,5 +484,5 @@ class ToleranceArgs(ArgGroup):
                   help="relative tolerance for floats, global or per output (repeatable; default: 1e-5)")
 
     def parse(self, args: argparse.Namespace) -> Tolerances:
-        from onnx_dml_lowering.runtime.check import Tolerances
+        from onnx_dml_lowering.runtime.tolerances import Tolerances
         return Tolerances.parse(args.atol, args.rtol)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
@@ -9,6 +10,9 @@ from onnx_dml_lowering.ir.display import display
 from ..output_files import check_outputs, load_npz_file
 from .feeds import first_feeds
 from .groups import BackendArgs, FeedArgs, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.runtime.backend_names import BackendName
 
 MODEL, FEEDS, BACKENDS = ModelArgs(), FeedArgs(), BackendArgs("reduce")
 ORACLE, SESSION, TOLERANCES = OracleArgs(), SessionArgs(), ToleranceArgs()
@@ -34,9 +38,9 @@ def add_reduce_parser(sub) -> None:
     p.set_defaults(func=cmd_reduce)
 
 
-def _rerun_command(args, npz: Path, backend: str, outputs: "list[str]") -> str:
+def _rerun_command(args, npz: Path, backend: BackendName, outputs: "list[str]") -> str:
     from ..reduce import sub_model_oracle
-    words = ["check", args.output, "--inputs", str(npz), "--backends", backend]
+    words = ["check", args.output, "--inputs", str(npz), "--backends", backend.text]
     oracle = sub_model_oracle(args.oracle)
     words += ["--oracle", oracle] if oracle != "hybrid" else []
     words += SessionArgs.tokens(args)
@@ -88,7 +92,7 @@ def cmd_reduce(args) -> int:
     return 0
 
 
-def _recheck(args, reduction, out: Path, npz: Path, backend: str, settings, feature_level) -> None:
+def _recheck(args, reduction, out: Path, npz: Path, backend: BackendName, settings, feature_level) -> None:
     """The files as written, checked as a user would: that is the repro (what went to a device or
     FIFO cannot be read back: then the model and feeds written). Printed as check prints it."""
     from onnx_dml_lowering.runtime.check import check

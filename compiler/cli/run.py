@@ -53,8 +53,8 @@ def cmd_run(args) -> int:
     if args.save_outputs and len(backends.names) > 1:
         raise DmlLowerError(f"--save-outputs saves one backend's outputs: give one backend, not {backends.text!r}")
     runner = RunBackends(compiled, backends.names, backends.options(settings))
-    for backend, why in runner.unavailable.items():
-        print(f"{backend}: UNAVAILABLE: {why}")
+    for unavailable, why in runner.unavailable.items():
+        print(f"{unavailable}: UNAVAILABLE: {why}")
     failed = False
     first_feeds = None
     described: dict = {}

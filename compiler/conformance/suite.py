@@ -8,6 +8,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import onnx
@@ -18,9 +19,9 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.runtime.ort.providers import resolve_provider
-from onnx_dml_lowering.runtime.backends import (CHOICES, BackendOptions, make_backends, parse_backend,
-                                                provider_backend)
-from onnx_dml_lowering.runtime.check import lazy_oracle
+from onnx_dml_lowering.runtime.backend_names import CHOICES, BackendLike, as_backend_name, provider_backend
+from onnx_dml_lowering.runtime.backends import BackendOptions, make_backends
+from onnx_dml_lowering.runtime.oracle import lazy_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.dml_deviations import describe, dml_outputs
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
@@ -114,17 +115,18 @@ class CaseRunner:
     'cpu' / 'ort' (our lowered graph) or an onnxruntime provider running the case's model file as
     shipped. (Not a runtime.backends.Backend, nor onnx's Backend: it runs a conformance case.)"""
 
-    def __init__(self, spec: str, feature_level: str = "5_1", options: "BackendOptions | None" = None) -> None:
-        self.spec, self.feature_level = spec, feature_level
+    def __init__(self, spec: BackendLike, feature_level: str = "5_1", options: "BackendOptions | None" = None) -> None:
+        self.name = as_backend_name(spec)
+        self.spec, self.feature_level = self.name.text, feature_level
         self.options = options or BackendOptions()
         self.assignment: "dict[str, str] | None" = None     # who ran each node in the last run
-        parsed = parse_backend(spec)
-        if parsed.kind == "saved":
+        parsed = self.name
+        if parsed.is_saved:
             raise DmlLowerError(f"conformance backend {spec!r}: saved outputs are not a backend here; "
                                 f"choose from {CHOICES}")
         # an unknown or absent provider is one line before any case runs
         self.provider = (resolve_provider(parsed.provider, self.options.provider_options, self.options.ep_libraries)
-                         if parsed.kind == "provider" else None)
+                         if parsed.is_provider else None)
 
     @property
     def deviation_key(self) -> str:
@@ -135,13 +137,13 @@ class CaseRunner:
         """(outputs per data set, error, placement notes, what it did not run itself: '' or the PARTIAL text)."""
         try:
             compiled = compile_model(model, feature_level=self.feature_level)
-            runners, _ = make_backends(compiled, [self.spec], self.options)
+            runners, _ = make_backends(compiled, [self.name], self.options)
             prepared = runners[0].prepare()
         except DmlLowerError as exc:
             return None, exc, [], ""
         self.assignment = prepared.node_providers
         names = compiled.output_names
-        report = BackendReport(self.spec, partial=dict(prepared.partial))
+        report = BackendReport(self.name, partial=dict(prepared.partial))
         runs = []
         try:
             for feeds in data_sets:
@@ -384,7 +386,7 @@ def _read_tensor(path: str) -> np.ndarray:
     return numpy_helper.to_array(tensor)
 
 
-def run(directory: str, backends: "list[str]", options: "BackendOptions | None" = None,
+def run(directory: str, backends: "Sequence[BackendLike]", options: "BackendOptions | None" = None,
         pattern: "str | None" = None) -> "dict[str, dict[str, list[tuple[str, Outcome]]]]":
     """{backend: {status: [(case, outcome)]}} for every case of the folder (those matching the
     fnmatch glob `pattern`, if given); `options` are the backends' (runtime.backends)."""

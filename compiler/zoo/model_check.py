@@ -179,7 +179,8 @@ class ModelResult:
 def backend_lines(report: dict, backend: dict) -> "list[str]":
     """The text report's result lines for one backend of a check --json document (the very
     lines `dml-lower check` printed for it), rebuilt through the report's own formatter."""
-    from onnx_dml_lowering.runtime.check import CheckReport
+    from onnx_dml_lowering.runtime.backend_names import parse_backend
+    from onnx_dml_lowering.runtime.check_report import CheckReport
     from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
     from onnx_dml_lowering.runtime.report import format_results
     from onnx_dml_lowering.ir.display import json_float
@@ -187,7 +188,7 @@ def backend_lines(report: dict, backend: dict) -> "list[str]":
     outputs = [OutputResult(**{k: json_float(v) if k in floats else v for k, v in o.items()})
                for o in backend.get("outputs", [])]
     one = CheckReport(report.get("model", ""), report.get("feature_level", ""), [], {},
-                      [BackendReport(backend["backend"], outputs, error=backend.get("error") or "",
+                      [BackendReport(parse_backend(backend["backend"]), outputs, error=backend.get("error") or "",
                                      partial=dict(backend.get("partial") or {}))],
                       iterations=report.get("iterations", 1), fail_partial=bool(report.get("fail_partial")))
     text = format_results(one)

@@ -26,19 +26,18 @@ def provider_name(text: str) -> str:
 _SHORT_NAMES = {"trt": "tensorrt"}
 
 
-def backend_hint(backend: str) -> str:
-    """For an unknown backend spelt ort-<provider> as Polygraphy does (ort-cuda, ort-trt,
-    ort-openvino, ort-coreml), ' (... is ort:<ProviderName>)' naming the provider onnxruntime
-    calls so, from its own list of every provider it knows; else ''."""
+def backend_hint(spelt: str) -> str:
+    """For a provider spelt in a backend ort-<provider> as Polygraphy does (ort-cuda, ort-trt,
+    ort-openvino, ort-coreml; backend_names passes what follows ort-), ' (... is
+    ort:<ProviderName>)' naming the provider onnxruntime calls so, from its own list of every
+    provider it knows; else ''."""
     import onnxruntime as ort
-    if not backend.lower().startswith("ort-"):
-        return ""
-    key = "".join(c for c in backend[4:].lower() if c.isalnum())
+    key = "".join(c for c in spelt.lower() if c.isalnum())
     key = _SHORT_NAMES.get(key, key)
     names = {name: name.lower().removesuffix("executionprovider") for name in ort.get_all_providers()}
     exact = [name for name, short in names.items() if short == key]
     found = exact or [name for name, short in names.items() if key and short.startswith(key)]
-    return f" (onnxruntime's {backend[4:]} provider is ort:{found[0]})" if len(found) == 1 else ""
+    return f" (onnxruntime's {spelt} provider is ort:{found[0]})" if len(found) == 1 else ""
 
 
 def _offered() -> str:

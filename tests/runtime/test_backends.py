@@ -18,7 +18,7 @@ from onnx_dml_lowering.compiler import conformance
 from onnx_dml_lowering.compiler.examples import example_paths
 from onnx_dml_lowering.compiler.reduce import reduce_model
 from onnx_dml_lowering.compiler.run_backends import RunBackends
-from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
+from onnx_dml_lowering.runtime.check import BackendOptions, CheckRun, Tolerances, check
 from onnx_dml_lowering.runtime.feeds import random_feeds
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -224,10 +224,9 @@ def test_a_provider_runs_a_loaded_model_whose_weights_stay_in_its_file(tmp_path)
     model = load_model(str(path))
     assert any(map(is_lazy, model.graph.initializer))
     feeds = {"x": rng.standard_normal((1, 64, 8, 8)).astype(np.float32)}
-    seen: dict = {}
-    _, report = check(compile_model(model), feeds, ["ort-cpu"], Tolerances(0.0, 0.0),
-                      on_set=lambda index, feed_set, expected, actuals: seen.update(actuals))
-    (backend,) = report.backends
+    run = CheckRun(compile_model(model), feeds, ["ort-cpu"], Tolerances(0.0, 0.0))
+    seen = {name.text: outputs for done in run.sets() for name, outputs in done.actuals.items()}
+    (backend,) = run.report().backends
     assert backend.error == "" and [o.status for o in backend.outputs] == ["match"]
     expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     (got,) = [outputs["y"] for outputs in seen.values()]

@@ -10,7 +10,8 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx.reference import ReferenceEvaluator
 
-from onnx_dml_lowering.runtime.dml_deviations import NAMES, dml_outputs, from_dml_ep, int32, recognise
+from onnx_dml_lowering.runtime.backend_names import parse_backend
+from onnx_dml_lowering.runtime.dml_deviations import NAMES, dml_outputs, int32, recognise
 from tests.cli_runner import cli
 
 
@@ -83,13 +84,12 @@ def test_recognise_only_the_exact_dml_answer():
     assert recognise(trilu(1, 1), {"x": x}, "y", np.zeros((3, 4), np.float32)) is None   # nothing deviates
 
 
-@pytest.mark.parametrize("backend,provider,expected", [
-    ("ort-dml", "DmlExecutionProvider", True), ("ort:X", "DmlExecutionProvider", True),
-    ("saved:ort-dml", None, True), ("saved:run-ort-dml", None, True),
-    ("saved:ort:DmlExecutionProvider", None, True), ("ort-cpu", "CPUExecutionProvider", False),
-    ("saved:ort-cpu", None, False), ("cpu", None, False)])
-def test_from_dml_ep(backend, provider, expected):
-    assert from_dml_ep(backend, provider) is expected
+@pytest.mark.parametrize("backend,expected", [
+    ("ort-dml", True), ("ort:DmlExecutionProvider", True), ("saved:ort-dml", True), ("saved:run-ort-dml", True),
+    ("saved:ort:DmlExecutionProvider", True), ("ort-cpu", False), ("ort:X", False), ("saved:ort-cpu", False),
+    ("saved:run-cpu", False), ("saved:oracle", False), ("saved:outputs", False), ("cpu", False), ("dml", False)])
+def test_from_dml_ep(backend, expected):
+    assert parse_backend(backend).from_dml_ep is expected
 
 
 def _saved_dml_check(tmp_path, capsys, saved_value):

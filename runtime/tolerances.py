@@ -1,0 +1,136 @@
+"""The tolerance policy of float outputs (runtime/compare.py has the comparison rule): the
+global and per-output atol / rtol the user gives, each type's default rtol, and the outputs a
+lowered node produces, compared exactly."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import ml_dtypes
+
+from onnx_dml_lowering.ir import DmlLowerError
+
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.runtime.compiled_view import CompiledView
+
+from .compare import is_float
+
+__all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "Tolerances", "default_rtol", "lowered_outputs"]
+
+DEFAULT_ATOL = DEFAULT_RTOL = 1e-5
+
+
+@dataclass
+class Tolerances:
+    """The tolerance policy for float outputs (runtime/compare.py has the comparison rule): an
+    element passes when |actual - expected| <= atol + rtol * |expected|. Defaults atol 1e-5 and rtol
+    1e-5 (Polygraphy's): float32 results that differ only in the order of their roundings
+    (onnxruntime fusing a whole graph, the oracle running regions) stay within them at values of
+    order 1, and rtol scales the allowance with each element's magnitude. The default rtol is never
+    below the output type's machine epsilon (one unit in the last place: float16 9.8e-4, bfloat16
+    7.8e-3), since a difference of one rounding would otherwise always fail there. No tolerance
+    scales with an output's overall magnitude: one masked entry at float32's lowest value would
+    loosen every element. `exact` outputs (produced by a node this project lowers; set by
+    `for_model`) are compared with atol = rtol = 0 unless `per_output` names them: the global values
+    never loosen them."""
+    atol: float = DEFAULT_ATOL
+    rtol: "float | None" = None          # None: the default (DEFAULT_RTOL or the type's epsilon)
+    per_output: "dict[str, tuple[float | None, float | None]]" = field(default_factory=dict)
+    exact: "dict[str, str]" = field(default_factory=dict)     # output -> the lowered node producing it
+
+    def for_output(self, name: str, dtype=None) -> "tuple[float, float]":
+        """(atol, rtol) for output `name`, whose type is `dtype` (for the default rtol)."""
+        atol, rtol = self.per_output.get(name, (None, None))
+        if name in self.exact:
+            base = (0.0, 0.0)
+        else:
+            base = (self.atol, default_rtol(dtype) if self.rtol is None else self.rtol)
+        return (base[0] if atol is None else atol, base[1] if rtol is None else rtol)
+
+    def for_model(self, compiled: CompiledView) -> "Tolerances":
+        """These tolerances checked against the model's outputs, with its lowered nodes' outputs exact."""
+        self.check_names(compiled.output_names)
+        return replace(self, exact=lowered_outputs(compiled))
+
+    def is_exact(self, name: str) -> bool:
+        """Compared with atol = rtol = 0 because a lowered node produces it (no tolerance named for it)."""
+        return name in self.exact and name not in self.per_output
+
+    def check_names(self, outputs: "list[str]") -> None:
+        """A tolerance naming no output of the model is a usage error, not silently ignored; so is
+        a NaN or infinite one, which would let every comparison pass."""
+        values: "list[tuple[str, str | None, float | None]]" = [("atol", None, self.atol), ("rtol", None, self.rtol)]
+        values += [(kind, name, pair[i]) for name, pair in self.per_output.items()
+                   for i, kind in enumerate(("atol", "rtol"))]
+        for kind, name, value in values:
+            if value is not None:
+                _finite(value, f"{kind} {name + '=' if name else ''}{value}")
+        for name in self.per_output:
+            if name not in outputs:
+                raise DmlLowerError(f"tolerance for {name!r}: the model has no output of that name "
+                                    f"(outputs: {', '.join(outputs)})")
+
+    @staticmethod
+    def parse(atols: "list[str] | None", rtols: "list[str] | None") -> "Tolerances":
+        """From CLI values: a bare number sets the global value, NAME=NUMBER one output's."""
+        tol = Tolerances()
+        for values, index in ((atols or [], 0), (rtols or [], 1)):
+            for text in values:
+                name, _, number = text.rpartition("=")
+                try:
+                    value = float(number)
+                except ValueError:
+                    raise DmlLowerError(f"tolerance {text!r} is not NUMBER or OUTPUT=NUMBER") from None
+                _finite(value, repr(text))
+                if value < 0:
+                    raise DmlLowerError(f"tolerance {text!r} is negative")
+                if name:
+                    atol, rtol = tol.per_output.get(name, (None, None))
+                    tol.per_output[name] = (value, rtol) if index == 0 else (atol, value)
+                elif index == 0:
+                    tol.atol = value
+                else:
+                    tol.rtol = value
+        return tol
+
+
+# ONNX operators that only move their first input's values (an exporter's trailing Identity or
+# Reshape): a lowered node's value through them is still that node's exact value.
+_MOVES = frozenset(("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Expand"))
+
+
+def default_rtol(dtype) -> float:
+    """DEFAULT_RTOL, or the float type's machine epsilon where that is larger."""
+    if dtype is None or not is_float(dtype):
+        return DEFAULT_RTOL
+    return max(DEFAULT_RTOL, float(ml_dtypes.finfo(dtype).eps))      # numpy's finfo knows no float8
+
+
+def lowered_outputs(compiled: CompiledView) -> "dict[str, str]":
+    """The model's outputs that a node this project lowers produces (NonZero, EyeLike, the eye /
+    mask / Trilu idioms, a generated constant), directly or through nodes that only move values,
+    each with that node: their values are exact."""
+    graph = compiled.model.graph
+    nodes = {n.name: n for n in graph.node}
+    produced = {}
+    for p in compiled.placement:
+        if p.status != "lowered":
+            continue
+        for name in p.onnx_nodes:
+            if name.startswith("initializer:"):
+                produced[name[len("initializer:"):]] = name
+            elif name in nodes:                   # a body's node (a path) is not the main graph's
+                produced.update((value, name) for value in nodes[name].output if value)
+    for node in graph.node:                       # in topological order: one pass follows chains
+        if node.op_type in _MOVES and is_standard(node) and node.input and node.input[0] in produced:
+            produced[node.output[0]] = produced[node.input[0]]
+    return {name: produced[name] for name in compiled.output_names if name in produced}
+
+
+def _finite(value: float, text: str) -> None:
+    if not math.isfinite(value):
+        raise DmlLowerError(f"tolerance {text} is not a finite number: a NaN or infinite tolerance "
+                            "would let every comparison pass")

@@ -132,6 +132,7 @@ class CheckRun:
         self._checked = 0
         self._interrupted = False
         self._stopped = ""
+        self._sets = "not started"        # -> "under way" -> "done"
 
     # -- prepare ------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -211,6 +212,7 @@ class CheckRun:
         """Each feed set checked, in turn (prepare() first). A Ctrl-C while one is under way drops
         that set's results; the caller's own work on a yielded set is the caller's."""
         self.prepare()
+        self._sets = "under way"
         try:
             for index, raw in self._drawn():
                 marks = {b: len(r.outputs) for b, r in self._reports.items()}
@@ -221,7 +223,7 @@ class CheckRun:
                         del report.outputs[marks[name]:]
                     raise
                 if done is None:
-                    return
+                    break
                 self._count_checked()
                 yield done
                 self.under_way = None                              # the caller is done with it too
@@ -230,6 +232,7 @@ class CheckRun:
             if self._checked == 0:
                 raise
             self._interrupted = True
+        self._sets = "done"
 
     def _drawn(self) -> "Iterator[tuple[int, Mapping[str, object]]]":
         """The sets in turn; one that cannot be drawn (a data loader's error) ends them as a set the
@@ -371,7 +374,13 @@ class CheckRun:
 
     # -- the report ---------------------------------------------------------------------------
     def report(self) -> CheckReport:
-        """The report of the sets checked (after sets()), built once."""
+        """The report of the sets checked, built once: after sets() has ended (run whole here
+        when it was never started)."""
+        if self._sets == "not started":
+            for _ in self.sets():
+                pass
+        if self._sets != "done":
+            raise RuntimeError("CheckRun.report() while its feed sets are under way: finish sets() first")
         if self._report is None:
             self._report = self._build_report()
         return self._report
@@ -407,6 +416,5 @@ def check(compiled, feeds: Mapping[str, object], backends: "Sequence[BackendLike
     the report not ok."""
     run = CheckRun(compiled, feeds, backends, tolerances, options, oracle=oracle, more_feeds=more_feeds,
                    about=CheckAbout(model_name, feed_label, fail_partial))
-    for _ in run.sets():
-        pass
-    return run.first, run.report()
+    report = run.report()
+    return run.first, report

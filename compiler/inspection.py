@@ -86,8 +86,7 @@ def anchors(compiled: CompiledModel) -> "list[dict]":
         for member in p.onnx_nodes[1:]:
             covered.setdefault(member, (anchor, p))
         node = nodes.get(anchor)
-        op_type = _op_key(node) if node is not None else ("initializer" if anchor.startswith("initializer:")
-                                                          else "unknown")
+        op_type = _op_key(node) if node is not None else ("initializer" if p.initializer else "unknown")
         out.append({"node": anchor, "op_type": op_type, "rule": p.rule, "lowers": p.status == "lowered",
                     "reason": p.reason, "nodes": list(p.onnx_nodes), "dml_operators": list(p.dml_operators),
                     "note": p.note})

@@ -19,6 +19,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 if TYPE_CHECKING:
     from onnx_dml_lowering.runtime.backend_names import BackendName
     from onnx_dml_lowering.runtime.check_report import CheckReport
+    from onnx_dml_lowering.runtime.oracle import OracleName
     from onnx_dml_lowering.runtime.compare import BackendReport
 
     from .compiled import CompiledModel
@@ -37,9 +38,10 @@ class Localized:
                 "candidates": self.candidates, "not_compared": self.not_compared}
 
 
-def refuse_golden(oracle: str) -> None:
+def refuse_golden(oracle: OracleName) -> None:
     """A golden file holds the graph's outputs only: nothing to compare the intermediates with."""
-    if oracle.endswith(".npz"):
+    from onnx_dml_lowering.runtime.oracle import OracleKind
+    if oracle.kind is OracleKind.GOLDEN:
         raise DmlLowerError(f"--localize compares every intermediate value with the oracle's, which --oracle "
                             f"{oracle} (graph outputs only) does not hold: use --oracle hybrid, reference or ort-cpu")
 

@@ -42,6 +42,9 @@ class Placement:
     reason: str = ""
     note: str = ""
     extra: dict = field(default_factory=dict)
+    # The main graph's initializer this entry generates instead of storing (its one onnx_nodes
+    # entry is then the label "initializer:NAME", as the JSON and text show it); "" for nodes.
+    initializer: str = ""
 
     def to_dict(self) -> dict:
         out = {"onnx_nodes": list(self.onnx_nodes), "status": self.status, "rule": self.rule,
@@ -152,13 +155,13 @@ def generate_constants(state: PartitionState) -> None:
         result = match if isinstance(match, Declined) else match.build({}, {}, state.level)
         if isinstance(result, Declined):
             state.generated_placement.append(Placement(label, "onnx", "constant_diagonal", [], result.reason,
-                                                       extra={"initializer": init.name}))
+                                                       extra={"initializer": init.name}, initializer=init.name))
             continue
         assert not isinstance(match, Declined)     # else result is that Declined
         state.graph.merge(result)
         state.generated.add(init.name)
         state.generated_placement.append(Placement(label, "lowered", match.rule, result.dml_operators,
-                                                   note=match.note, extra=dict(match.extra)))
+                                                   note=match.note, extra=dict(match.extra), initializer=init.name))
     state.graph.inputs = [name for name in state.graph.inputs if name not in state.generated]
 
 

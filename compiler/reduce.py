@@ -32,7 +32,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 from onnx_dml_lowering.lowering.schedule import engine_runs
 from onnx_dml_lowering.runtime.backend_names import BackendLike, BackendName, as_backend_name
 from onnx_dml_lowering.runtime.check import BackendOptions, check
-from onnx_dml_lowering.runtime.oracle import make_oracle
+from onnx_dml_lowering.runtime.oracle import OracleKind, OracleName, make_oracle, parse_oracle
 from onnx_dml_lowering.runtime.tolerances import Tolerances
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES, stored_bytes
@@ -94,7 +94,7 @@ class Reducer:
 
     def __init__(self, compiled: CompiledModel, values: Mapping[str, object], fed: Iterable[str],
                  backend: BackendName, status: str, tolerances: Tolerances, check_options: "BackendOptions | None" = None,
-                 oracle: str = "hybrid") -> None:
+                 oracle: "str | OracleName" = "hybrid") -> None:
         self.compiled = compiled
         self.nodes = scheduled_nodes(compiled)
         self.values = values                      # the oracle's: graph feeds and every node output
@@ -285,21 +285,22 @@ class Reducer:
         return members[low:]
 
 
-def sub_model_oracle(oracle: str) -> str:
+def sub_model_oracle(oracle: "str | OracleName") -> OracleName:
     """The oracle sub-models are checked against: the one asked for, but a golden-outputs file
     holds the whole model's outputs only, so its sub-models are checked against ONNX semantics
     (the hybrid oracle)."""
-    return "hybrid" if oracle.endswith(".npz") else oracle
+    name = parse_oracle(oracle)
+    return OracleName(OracleKind.HYBRID) if name.kind is OracleKind.GOLDEN else name
 
 
 def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: BackendLike, status: str = "mismatch",
                  tolerances: "Tolerances | None" = None, check_options: "BackendOptions | None" = None,
-                 oracle: str = "hybrid") -> "tuple[BackendReport, Reduction | None]":
+                 oracle: "str | OracleName" = "hybrid") -> "tuple[BackendReport, Reduction | None]":
     """Check `compiled` on `backend` against `oracle` (hybrid, reference, ort-cpu or a golden
     FILE.npz, as check's); if outputs have `status` there, find a small sub-model that shows it
     too. The values fed to a cut always come from the hybrid oracle (ONNX semantics).
     Returns (the backend's report on the whole model, the Reduction or None)."""
-    backend = as_backend_name(backend)
+    backend, oracle = as_backend_name(backend), parse_oracle(oracle)
     status = status.lower()
     if status not in STATUSES:
         raise DmlLowerError(f"--status {status.upper()}: reduce looks for {' or '.join(s.upper() for s in STATUSES)}")
@@ -324,7 +325,7 @@ def reduce_model(compiled: CompiledModel, feeds: Mapping[str, object], backend: 
                       sub_model_oracle(oracle))
     reducer.signature = error_signature(whole.error)
     found = reducer.reduce()
-    if found is None and oracle.endswith(".npz"):
+    if found is None and oracle.kind is OracleKind.GOLDEN:
         raise DmlLowerError(f"the {status.upper()} on {backend} is against the golden outputs of {oracle}, but on this "
                             f"machine {backend} agrees with ONNX semantics (the hybrid oracle), which the sub-models "
                             "are checked against: nothing here reproduces it")

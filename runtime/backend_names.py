@@ -59,9 +59,11 @@ DML_PROVIDER = "DmlExecutionProvider"
 CHOICES = ", ".join([*(k.value for k in Lowering), *PROVIDER_ALIASES, PROVIDER_PREFIX + "<ProviderName>"])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BackendName:
-    """A backend name parsed (parse_backend): `text` as the user wrote it (what reports show)."""
+    """A backend name parsed (parse_backend): `text` as the user wrote it (what reports show). It
+    equals (and hashes as) that text, so a caller of the Python API that keys reports by the
+    names it gave ("cpu", "ort-cpu") keeps working; our code asks the object instead."""
     text: str
     kind: BackendKind
     lowering: "Lowering | None" = None      # LOWERED: what runs its operators
@@ -71,6 +73,14 @@ class BackendName:
 
     def __str__(self) -> str:
         return self.text
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BackendName):
+            return self.text == other.text
+        return isinstance(other, str) and self.text == other
+
+    def __hash__(self) -> int:
+        return hash(self.text)
 
     @property
     def is_lowered(self) -> bool:

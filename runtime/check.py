@@ -37,7 +37,7 @@ from .dml_deviations import recognise
 from .feeds import check_feeds, dimension_notes, with_defaults
 from .memory import parse_size
 from .nondeterminism import random_values
-from .oracle import Oracle, lazy_oracle, make_oracle
+from .oracle import GoldenOracle, HybridOracle, Oracle, OracleName, lazy_oracle, make_oracle
 from .ort_reading import OrtReading
 from .saved_outputs import LoadedOutputs, verify_feeds
 from .tolerances import DEFAULT_ATOL, DEFAULT_RTOL, Tolerances, default_rtol, lowered_outputs
@@ -117,7 +117,7 @@ class CheckRun:
     """
 
     def __init__(self, compiled: CompiledView, feeds: Mapping[str, object], backends: "Sequence[BackendLike]", tolerances: Tolerances,
-                 options: "BackendOptions | None" = None, *, oracle: "str | Oracle" = "hybrid",
+                 options: "BackendOptions | None" = None, *, oracle: "str | OracleName | Oracle" = "hybrid",
                  more_feeds: "Iterable[Mapping[str, object]] | None" = None, about: CheckAbout = CheckAbout()) -> None:
         self.compiled, self.names, self.about = compiled, backends, about
         self.options = options or BackendOptions()
@@ -131,6 +131,7 @@ class CheckRun:
         self._checked = 0
         self._interrupted = False
         self._stopped = ""
+        self._sets = "not started"        # -> "under way" -> "done"
 
     # -- prepare ------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -159,11 +160,12 @@ class CheckRun:
     def _verify_saved(self) -> None:
         """Saved outputs (a golden oracle, --load-outputs) hold one feed set: these feeds'."""
         loaded = self.options.loaded
-        if self.oracle.golden is not None or loaded is not None:
+        golden = self.oracle if isinstance(self.oracle, GoldenOracle) else None
+        if golden is not None or loaded is not None:
             if next(self._more, None) is not None:
                 raise DmlLowerError("saved outputs hold one feed set: use them with --iterations 1")
-        if self.oracle.golden is not None:
-            verify_feeds("--oracle", self.oracle.kind, self.oracle.golden_meta, self.first)
+        if golden is not None:
+            verify_feeds("--oracle", golden.path, golden.golden_meta, self.first)
         if loaded is not None:
             verify_feeds("--load-outputs", loaded.path, loaded.meta, self.first)
 
@@ -173,12 +175,12 @@ class CheckRun:
         # onnxruntime's reading of the nodes it deviates on, for provider outputs that mismatch the spec
         self._reading = (OrtReading(lambda **kw: make_oracle(compiled, settings=self.options.settings, **kw),
                                     compiled.model, compiled.types)
-                         if oracle.golden is None and oracle.kind != "ort-cpu" else None)
+                         if oracle.COMPUTES_SPEC else None)
         self._randoms = random_values(compiled.model)
         # NonZero node -> its output; dropped once it returns a coordinate (or its value is not kept).
         # Only when every NonZero is in the main graph: one in a body may well have compared some.
         self._still_empty = {n.name: n.output[0] for n in compiled.model.graph.node if _is_nonzero(n)} \
-            if oracle.kind == "hybrid" and oracle.golden is None and not _nonzero_in_bodies(compiled.model) else {}
+            if isinstance(oracle, HybridOracle) and not _nonzero_in_bodies(compiled.model) else {}
         self._nonzero_nodes = len(self._still_empty)
         self._returned: "list[str]" = []
         oracle.keep.update(self._still_empty.values())       # the oracle's run may hold them inside
@@ -209,6 +211,7 @@ class CheckRun:
         """Each feed set checked, in turn (prepare() first). A Ctrl-C while one is under way drops
         that set's results; the caller's own work on a yielded set is the caller's."""
         self.prepare()
+        self._sets = "under way"
         try:
             for index, raw in self._drawn():
                 marks = {b: len(r.outputs) for b, r in self._reports.items()}
@@ -219,7 +222,7 @@ class CheckRun:
                         del report.outputs[marks[name]:]
                     raise
                 if done is None:
-                    return
+                    break
                 self._count_checked()
                 yield done
                 self.under_way = None                              # the caller is done with it too
@@ -228,6 +231,7 @@ class CheckRun:
             if self._checked == 0:
                 raise
             self._interrupted = True
+        self._sets = "done"
 
     def _drawn(self) -> "Iterator[tuple[int, Mapping[str, object]]]":
         """The sets in turn; one that cannot be drawn (a data loader's error) ends them as a set the
@@ -305,7 +309,7 @@ class CheckRun:
 
     def _oracle_value(self, name: str) -> np.ndarray:
         if name not in self.oracle.values:
-            raise DmlLowerError(f"the {self.oracle.kind} oracle keeps no intermediate value {name!r} "
+            raise DmlLowerError(f"the {self.oracle.label} oracle keeps no intermediate value {name!r} "
                                 "to feed a node the provider lacks; use the default hybrid oracle")
         return self.oracle.values[name]
 
@@ -369,7 +373,13 @@ class CheckRun:
 
     # -- the report ---------------------------------------------------------------------------
     def report(self) -> CheckReport:
-        """The report of the sets checked (after sets()), built once."""
+        """The report of the sets checked, built once: after sets() has ended (run whole here
+        when it was never started)."""
+        if self._sets == "not started":
+            for _ in self.sets():
+                pass
+        if self._sets != "done":
+            raise RuntimeError("CheckRun.report() while its feed sets are under way: finish sets() first")
         if self._report is None:
             self._report = self._build_report()
         return self._report
@@ -396,7 +406,7 @@ class CheckRun:
 
 
 def check(compiled: CompiledView, feeds: Mapping[str, object], backends: "Sequence[BackendLike]", tolerances: Tolerances,
-          options: "BackendOptions | None" = None, *, oracle: "str | Oracle" = "hybrid",
+          options: "BackendOptions | None" = None, *, oracle: "str | OracleName | Oracle" = "hybrid",
           more_feeds: "Iterable[Mapping[str, object]] | None" = None, model_name: str = "",
           feed_label: "Callable[[int], str] | None" = None,
           fail_partial: bool = False) -> "tuple[dict, CheckReport]":
@@ -405,6 +415,5 @@ def check(compiled: CompiledView, feeds: Mapping[str, object], backends: "Sequen
     the report not ok."""
     run = CheckRun(compiled, feeds, backends, tolerances, options, oracle=oracle, more_feeds=more_feeds,
                    about=CheckAbout(model_name, feed_label, fail_partial))
-    for _ in run.sets():
-        pass
-    return run.first, run.report()
+    report = run.report()
+    return run.first, report

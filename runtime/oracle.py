@@ -19,6 +19,7 @@ Kinds (`check --oracle`):
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
@@ -50,7 +51,43 @@ from .saved_outputs import load_golden, split_metadata
 ORT_CPU = "onnxruntime CPUExecutionProvider"     # the region engine's ORT on the CPU provider
 # REFERENCE, DEFINITIONS and HOST (If / Loop / Scan run as ONNX defines them, bodies on nested
 # oracles) are the region engine's names.
-ORACLE_KINDS = ("hybrid", "reference", "ort-cpu")
+
+
+class OracleKind(enum.Enum):
+    HYBRID = "hybrid"
+    REFERENCE = "reference"
+    ORT_CPU = "ort-cpu"
+    GOLDEN = "golden"        # outputs saved elsewhere (a FILE.npz): never spelt so by the user
+
+
+ORACLE_KINDS = tuple(k.value for k in OracleKind if k is not OracleKind.GOLDEN)
+
+
+@dataclass(frozen=True)
+class OracleName:
+    """--oracle parsed (parse_oracle): a kind, and a golden oracle's file."""
+    kind: OracleKind
+    path: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.path if self.kind is OracleKind.GOLDEN else self.kind.value
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_oracle(text: "str | OracleName") -> OracleName:
+    """The one reader of an oracle's name (--oracle, the Python API's oracle=)."""
+    if isinstance(text, OracleName):
+        return text
+    kind = next((k for k in OracleKind if k.value == text and k is not OracleKind.GOLDEN), None)
+    if kind is not None:
+        return OracleName(kind)
+    if text.endswith(".npz"):
+        return OracleName(OracleKind.GOLDEN, text)
+    raise DmlLowerError(f"unknown oracle {text!r}; choose from {', '.join(ORACLE_KINDS)} "
+                        "or a golden-outputs FILE.npz")
 
 
 def holds_semantic_op(node: onnx.NodeProto) -> bool:
@@ -77,12 +114,15 @@ class _Run:
 
 
 class Oracle:
-    """Evaluates a (checked, shape-inferred) model with ONNX semantics; see the module docstring."""
+    """Evaluates a (checked, shape-inferred) model with ONNX semantics; a subclass per kind (see the
+    module docstring; make_oracle picks it). This base holds what the planned kinds (hybrid,
+    reference) share: regions of nodes, each on its engine, control flow on the host."""
+    KIND: OracleKind
+    COMPUTES_SPEC = True       # ONNX semantics computed here (not onnxruntime's reading, not a file)
 
-    def __init__(self, model: onnx.ModelProto, types: Mapping, kind: str = "hybrid",
-                 semantic_nodes: Iterable[str] = (), settings: "SessionSettings | None" = None,
-                 shared: "SessionCache | None" = None, passed: Iterable[str] = (),
-                 ort_reading: bool = False, memory_limit: "int | None" = None) -> None:
+    def __init__(self, model: onnx.ModelProto, types: Mapping, semantic_nodes: Iterable[str] = (),
+                 settings: "SessionSettings | None" = None, shared: "SessionCache | None" = None,
+                 passed: Iterable[str] = (), ort_reading: bool = False, memory_limit: "int | None" = None) -> None:
         self.model = model
         self.settings = settings          # the user's onnxruntime session settings (--threads ...)
         self.memory_limit = memory_limit  # bytes (--memory-limit) the host's control flow may hold
@@ -95,14 +135,6 @@ class Oracle:
                                    bodies=self._body_oracle, passed=passed, memory_limit=memory_limit)
         self._passed = [t for t in model.graph.initializer if t.name in set(passed)]
         self.types = types
-        self.kind = kind
-        self.golden: "dict[str, np.ndarray] | None" = None
-        self.golden_meta: "dict[str, str]" = {}      # its feeds' fingerprint, who saved it
-        if kind not in ORACLE_KINDS:
-            if not kind.endswith(".npz"):
-                raise DmlLowerError(f"unknown oracle {kind!r}; choose from {', '.join(ORACLE_KINDS)} "
-                                    "or a golden-outputs FILE.npz")
-            self.golden, self.golden_meta = split_metadata(load_golden(kind))
         self.output_names = [o.name for o in model.graph.output]
         self.semantic = set(semantic_nodes)
         self.forced_reference: "set[str]" = set()   # nodes onnxruntime's CPU provider cannot load
@@ -111,59 +143,32 @@ class Oracle:
         # the oracles of the bodies the host runs, by (control-flow node, attribute)
         self._bodies: "dict[tuple[str, str], Oracle]" = {}
         self.opset = standard_opset(model, 1)
-        self._hosts: "bool | None" = None            # reference kind: does a node run on the host?
-        self._reference: Any = None                  # reference kind: the whole model's evaluator
         self.hint = " (the default hybrid oracle falls back node by node)"     # after onnx.reference's failures
         self._runs: "list[_Run] | None" = None
         self._planned_keep: "set[str]" = set()
         self._inits = self.engine.inits
-        # nodes onnxruntime is known to compute otherwise than ONNX (ort_deviations.TABLE), which
-        # the hybrid oracle evaluates by their definitions; `ort_reading`: onnxruntime's reading of
-        # them instead (what a provider backend showing the deviation gives: ort_reading.py)
+        # onnxruntime's reading of the nodes it deviates on instead of their definitions (what a
+        # provider backend showing the deviation gives: ort_reading.py); the hybrid kind's
         self.ort_reading = ort_reading
-        # (the operators this project owns are evaluated by their definitions anyway: not listed)
-        self.ort_deviations = {} if ort_reading or kind != "hybrid" else {
-            node: entry for node, entry in deviating_nodes(model.graph, self.engine.ranks, self._inits,
-                                                           lambda name: name in types).items()
-            if not owned(entry.op_type, "")}
-        self.values: "dict[str, np.ndarray]" = {}    # the values of the last hybrid run
+        self.ort_deviations: "dict[str, Any]" = {}
+        self.values: "dict[str, np.ndarray]" = {}    # the values of the last planned run
         self.keep: "set[str]" = set()                # intermediate values a caller needs in .values
 
     @property
+    def label(self) -> str:
+        """How messages name it: its kind (a golden oracle: its file)."""
+        return self.KIND.value
+
+    @property
     def description(self) -> str:
-        if self.golden is not None:
-            return f"golden outputs from {self.kind}"
-        deviating = sorted({entry.key for entry in self.ort_deviations.values()})
-        known = f" and the nodes onnxruntime deviates on ({', '.join(deviating)})" if deviating else ""
-        return {"hybrid": f"{DEFINITIONS} ({REFERENCE} where they stop) for NonZero / EyeLike / Trilu / idiom nodes"
-                          f"{known}, {ORT_CPU} for the rest",
-                "reference": f"{REFERENCE} (whole model)", "ort-cpu": f"{ORT_CPU} (whole model)"}[self.kind]
+        raise NotImplementedError
+
+    def engine_of(self, node: onnx.NodeProto) -> str:
+        raise NotImplementedError
 
     # -- the evaluation ---------------------------------------------------------------------
     def run(self, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
-        if self.golden is not None:
-            missing = [n for n in self.output_names if n not in self.golden]
-            if missing:
-                raise DmlLowerError(f"oracle file {self.kind!r} has no output {missing[0]!r} "
-                                    f"(it holds: {', '.join(sorted(self.golden)) or 'nothing'})")
-            return {n: restore_declared(self.types, n, np.asarray(self.golden[n])) for n in self.output_names}
-        if self.kind == "ort-cpu":
-            return self._whole_on_ort(feeds)
-        if self.kind == "reference":
-            if self._hosts is None:
-                self._hosts = any(self.engine_of(node) == HOST for node in self.model.graph.node)
-            if not self._hosts:
-                return self._whole_on_reference(feeds)
         return self._planned(feeds)
-
-    def _whole_on_reference(self, feeds) -> "dict[str, np.ndarray]":
-        try:
-            if self._reference is None:     # once: a body's runs once per iteration
-                self._reference = reference_evaluator(self.model)
-            results = self._reference.run(None, dict(feeds))
-        except Exception as exc:
-            raise DmlLowerError(self._reference_failure(self.model.graph.node, feeds, exc)) from None
-        return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
 
     def _reference_failure(self, nodes, env, exc: Exception) -> str:
         """The line for onnx.reference failing on `nodes`: it names the first node it fails on, run
@@ -179,34 +184,7 @@ class Oracle:
                 break
         return f"onnx.reference cannot evaluate {where or 'the model'}: {type(exc).__name__}: {first_line(exc)}{self.hint}"
 
-    def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
-        try:
-            session = make_session(self.model, ["CPUExecutionProvider"], settings=self.settings,
-                                   label="the model (the ort-cpu oracle)")
-            results = run_session(session, self.output_names, feeds)
-        except Exception as exc:
-            raise DmlLowerError(f"the ort-cpu oracle cannot evaluate the model: {first_line(exc)}") from None
-        return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
-
-    # -- hybrid -----------------------------------------------------------------------------
-    def engine_of(self, node: onnx.NodeProto) -> str:
-        hosted = host_construct(node, self.opset) is not None
-        if self.kind == "reference":
-            return HOST if hosted and reference_gets_wrong(node) is not None else REFERENCE
-        if (node.name in self.semantic or node.name in self.forced_reference or holds_semantic_op(node)
-                or node.name in self.ort_deviations or (hosted and self._holds_semantic_path(node))):
-            if hosted:       # control flow: its bodies' nodes each get their own engine
-                return HOST
-            infos = [self.types.get(name) for name in node.input if name]
-            if defines(node, [getattr(i, "onnx_type", 0) or 0 for i in infos], [getattr(i, "rank", None) for i in infos]):
-                return DEFINITIONS
-            return REFERENCE
-        return ORT_CPU
-
-    def _holds_semantic_path(self, node: onnx.NodeProto) -> bool:
-        """A node an idiom covers sits in one of the node's bodies (placement names it by its path)."""
-        return any(p.startswith(f"{node.name}/{a.name}/") for a in node.attribute for p in self.semantic)
-
+    # -- the plan ----------------------------------------------------------------------------
     def node_engines(self) -> "dict[str, str]":
         """Which engine evaluates each node (after any fallback)."""
         engines = {n.name: self.engine_of(n) for n in self.model.graph.node}
@@ -222,10 +200,7 @@ class Oracle:
         reads = [node_reads(node) for node in nodes]          # once per node: protobuf reads are slow
         reads_of = {node.name: r for node, r in zip(nodes, reads)}
         runs = [_Run(engine, members) for engine, members in engine_runs(nodes, self.engine_of, reads)]
-        if self.kind == "reference":        # what the host evaluates instead is named
-            for run in runs:
-                for node in run.nodes if run.engine == HOST else ():
-                    self._fell_back(node, HOST, reference_gets_wrong(node) or "")
+        self._planned_runs(runs)
         last_read: "dict[str, int]" = {n: len(runs) for n in list(self.output_names) + sorted(self.keep)}
         for index, run in enumerate(runs):
             for node in run.nodes:
@@ -243,6 +218,9 @@ class Oracle:
             run.outputs = [o for node in run.nodes for o in node.output if o and last_read.get(o, -1) > index]
         # a run nothing reads from (dead nodes; a body's often) is not run: ONNX nodes have no effects
         return [run for run in runs if run.outputs]
+
+    def _planned_runs(self, runs: "list[_Run]") -> None:
+        """What a kind says of its plan (the reference oracle names what the host runs instead)."""
 
     def _region(self, nodes, inputs, outputs) -> Region:
         # made once per run of the plan (its identity reads every node's name: slow on protobuf);
@@ -263,9 +241,9 @@ class Oracle:
         if key not in self._bodies:
             types = body_types(graph, self.types, feeds)
             prefix = f"{node.name}/{attribute}/"
-            body = Oracle(body_model(self.model, node, attribute, graph, types), types, self.kind,
-                          {p[len(prefix):] for p in self.semantic if p.startswith(prefix)}, self.settings,
-                          ort_reading=self.ort_reading, memory_limit=self.memory_limit)
+            body = type(self)(body_model(self.model, node, attribute, graph, types), types,
+                              {p[len(prefix):] for p in self.semantic if p.startswith(prefix)}, self.settings,
+                              ort_reading=self.ort_reading, memory_limit=self.memory_limit)
             body.fallbacks = self.fallbacks
             body.hint = self.hint
             self._bodies[key] = body
@@ -330,8 +308,10 @@ class Oracle:
         if run.engine == HOST:
             raise DmlLowerError(f"the oracle cannot evaluate {_named(run.nodes)}: {type(failed).__name__}: "
                                 f"{first_line(failed)}") from None
-        if self.kind == "reference":    # independent of onnxruntime: nothing to fall back to
-            raise DmlLowerError(self._reference_failure(run.nodes, env, failed)) from None
+        return self._fall_back(run, env, failed)
+
+    def _fall_back(self, run: _Run, env, failed: Exception) -> "dict[str, np.ndarray]":
+        """A run its engine failed on, node by node on the next engine of the chain."""
         if len(run.nodes) == 1 and run.engine == ORT_CPU and host_construct(run.nodes[0], self.opset) is None:
             raise DmlLowerError(f"the oracle cannot evaluate {_named(run.nodes)}: {first_line(failed)}") from None
         # Node by node, so one node the engine cannot evaluate moves to the other engine alone.
@@ -362,26 +342,172 @@ class Oracle:
         return {n: local[n] for n in wanted}
 
     def to_dict(self) -> dict:
-        data: "dict[str, object]" = {"kind": self.kind if self.golden is None else "golden",
-                                     "description": self.description}
-        if self.golden is None and self.kind == "hybrid":
-            engines = self.node_engines()
-            data["node_engines"] = engines
-            data["ort_deviations"] = {node: entry.key for node, entry in self.ort_deviations.items()}
-            data["regions"] = [{"engine": r.engine, "nodes": [n.name for n in r.nodes]} for r in self._runs or []]
-        if self.golden is None and self.kind in ("hybrid", "reference"):
-            data["fallbacks"] = [{"node": f.node, "engine": f.engine, "reason": f.reason} for f in self.fallbacks]
-        return data
+        return {"kind": self.KIND.value, "description": self.description}
+
+
+class HybridOracle(Oracle):
+    """ONNX semantics where this project owns the node or onnxruntime deviates or lacks a kernel
+    (definitions, onnx.reference), onnxruntime's CPU provider for the rest."""
+    KIND = OracleKind.HYBRID
+
+    def __init__(self, model: onnx.ModelProto, types: Mapping, semantic_nodes: Iterable[str] = (),
+                 settings: "SessionSettings | None" = None, shared: "SessionCache | None" = None,
+                 passed: Iterable[str] = (), ort_reading: bool = False, memory_limit: "int | None" = None) -> None:
+        super().__init__(model, types, semantic_nodes, settings, shared, passed, ort_reading, memory_limit)
+        # nodes onnxruntime is known to compute otherwise than ONNX (ort_deviations.TABLE), which
+        # this oracle evaluates by their definitions (the operators this project owns are
+        # evaluated by their definitions anyway: not listed)
+        self.ort_deviations = {} if ort_reading else {
+            node: entry for node, entry in deviating_nodes(model.graph, self.engine.ranks, self._inits,
+                                                           lambda name: name in types).items()
+            if not owned(entry.op_type, "")}
+
+    @property
+    def description(self) -> str:
+        deviating = sorted({entry.key for entry in self.ort_deviations.values()})
+        known = f" and the nodes onnxruntime deviates on ({', '.join(deviating)})" if deviating else ""
+        return (f"{DEFINITIONS} ({REFERENCE} where they stop) for NonZero / EyeLike / Trilu / idiom nodes"
+                f"{known}, {ORT_CPU} for the rest")
+
+    def engine_of(self, node: onnx.NodeProto) -> str:
+        hosted = host_construct(node, self.opset) is not None
+        if (node.name in self.semantic or node.name in self.forced_reference or holds_semantic_op(node)
+                or node.name in self.ort_deviations or (hosted and self._holds_semantic_path(node))):
+            if hosted:       # control flow: its bodies' nodes each get their own engine
+                return HOST
+            infos = [self.types.get(name) for name in node.input if name]
+            if defines(node, [getattr(i, "onnx_type", 0) or 0 for i in infos], [getattr(i, "rank", None) for i in infos]):
+                return DEFINITIONS
+            return REFERENCE
+        return ORT_CPU
+
+    def _holds_semantic_path(self, node: onnx.NodeProto) -> bool:
+        """A node an idiom covers sits in one of the node's bodies (placement names it by its path)."""
+        return any(p.startswith(f"{node.name}/{a.name}/") for a in node.attribute for p in self.semantic)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "node_engines": self.node_engines(),
+                "ort_deviations": {node: entry.key for node, entry in self.ort_deviations.items()},
+                "regions": [{"engine": r.engine, "nodes": [n.name for n in r.nodes]} for r in self._runs or []],
+                "fallbacks": _fallbacks(self.fallbacks)}
+
+
+class ReferenceOracle(Oracle):
+    """The whole model on onnx.reference, except an If / Loop / Scan it gets wrong: that one on the
+    host, its bodies on onnx.reference (independent of onnxruntime: nothing else to fall back to)."""
+    KIND = OracleKind.REFERENCE
+
+    def __init__(self, model: onnx.ModelProto, types: Mapping, semantic_nodes: Iterable[str] = (),
+                 settings: "SessionSettings | None" = None, shared: "SessionCache | None" = None,
+                 passed: Iterable[str] = (), ort_reading: bool = False, memory_limit: "int | None" = None) -> None:
+        super().__init__(model, types, semantic_nodes, settings, shared, passed, ort_reading, memory_limit)
+        self._hosts: "bool | None" = None            # does a node run on the host?
+        self._reference: Any = None                  # the whole model's evaluator
+
+    @property
+    def description(self) -> str:
+        return f"{REFERENCE} (whole model)"
+
+    def engine_of(self, node: onnx.NodeProto) -> str:
+        hosted = host_construct(node, self.opset) is not None
+        return HOST if hosted and reference_gets_wrong(node) is not None else REFERENCE
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
+        if self._hosts is None:
+            self._hosts = any(self.engine_of(node) == HOST for node in self.model.graph.node)
+        return self._planned(feeds) if self._hosts else self._whole_on_reference(feeds)
+
+    def _whole_on_reference(self, feeds) -> "dict[str, np.ndarray]":
+        try:
+            if self._reference is None:     # once: a body's runs once per iteration
+                self._reference = reference_evaluator(self.model)
+            results = self._reference.run(None, dict(feeds))
+        except Exception as exc:
+            raise DmlLowerError(self._reference_failure(self.model.graph.node, feeds, exc)) from None
+        return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
+
+    def _planned_runs(self, runs: "list[_Run]") -> None:
+        for run in runs:                # what the host evaluates instead is named
+            for node in run.nodes if run.engine == HOST else ():
+                self._fell_back(node, HOST, reference_gets_wrong(node) or "")
+
+    def _fall_back(self, run: _Run, env, failed: Exception) -> "dict[str, np.ndarray]":
+        raise DmlLowerError(self._reference_failure(run.nodes, env, failed)) from None
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "fallbacks": _fallbacks(self.fallbacks)}
+
+
+class OrtCpuOracle(Oracle):
+    """The whole model on onnxruntime's CPU provider."""
+    KIND = OracleKind.ORT_CPU
+    COMPUTES_SPEC = False
+
+    @property
+    def description(self) -> str:
+        return f"{ORT_CPU} (whole model)"
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
+        return self._whole_on_ort(feeds)
+
+    def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
+        try:
+            session = make_session(self.model, ["CPUExecutionProvider"], settings=self.settings,
+                                   label="the model (the ort-cpu oracle)")
+            results = run_session(session, self.output_names, feeds)
+        except Exception as exc:
+            raise DmlLowerError(f"the ort-cpu oracle cannot evaluate the model: {first_line(exc)}") from None
+        return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
+
+
+
+class GoldenOracle(Oracle):
+    """Golden outputs saved elsewhere (check --save-outputs on another machine): one feed set's."""
+    KIND = OracleKind.GOLDEN
+    COMPUTES_SPEC = False
+
+    def __init__(self, model: onnx.ModelProto, types: Mapping, path: str) -> None:
+        # nothing is evaluated here: none of the planned state
+        self.model, self.types, self.path = model, types, path
+        self.output_names = [o.name for o in model.graph.output]
+        self.golden, self.golden_meta = split_metadata(load_golden(path))   # meta: its feeds' fingerprint, who saved it
+        self.values: "dict[str, np.ndarray]" = {}
+        self.keep: "set[str]" = set()
+        self.fallbacks = []
+
+    @property
+    def label(self) -> str:
+        return self.path
+
+    @property
+    def description(self) -> str:
+        return f"golden outputs from {self.path}"
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
+        missing = [n for n in self.output_names if n not in self.golden]
+        if missing:
+            raise DmlLowerError(f"oracle file {self.path!r} has no output {missing[0]!r} "
+                                f"(it holds: {', '.join(sorted(self.golden)) or 'nothing'})")
+        return {n: restore_declared(self.types, n, np.asarray(self.golden[n])) for n in self.output_names}
+
+
+# the class of each kind that evaluates a model (the golden one reads a file instead)
+EVALUATING: "dict[OracleKind, type[Oracle]]" = {
+    OracleKind.HYBRID: HybridOracle, OracleKind.REFERENCE: ReferenceOracle, OracleKind.ORT_CPU: OrtCpuOracle}
+
+
+def _fallbacks(fallbacks: "list[Fallback]") -> "list[dict]":
+    return [{"node": f.node, "engine": f.engine, "reason": f.reason} for f in fallbacks]
 
 
 class _OracleSession:
     """A sub-model as one oracle kind runs it, with the session interface `run(outputs, feeds)`.
     `types`: the sub-model's values (TensorInfo), for the bodies the host runs; `memory_limit`:
     the bytes (--memory-limit) its control flow may hold on the host."""
-    KIND = ""
+    ORACLE: "type[Oracle]"
 
     def __init__(self, model: onnx.ModelProto, types: Mapping, memory_limit: "int | None" = None) -> None:
-        self.oracle = Oracle(model, types, self.KIND, memory_limit=memory_limit)
+        self.oracle = self.ORACLE(model, types, memory_limit=memory_limit)
         self.oracle.hint = ""         # not the oracle: no --oracle advice
 
     def run(self, outputs: "Iterable[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
@@ -393,13 +519,13 @@ class HybridSession(_OracleSession):
     """The hybrid oracle's run (onnxruntime's CPU provider except the nodes it deviates on,
     NonZero / EyeLike / Trilu by their definitions): the lowered run's ONNX regions holding a
     node onnxruntime deviates on run so, the rest of the region staying on onnxruntime."""
-    KIND = "hybrid"
+    ORACLE = HybridOracle
 
 
 class ReferenceSession(_OracleSession):
     """onnx.reference, as the reference oracle runs it (the If / Loop / Scan it gets wrong on the
     host): the lowered run's ONNX regions fall back to it where onnxruntime cannot load them."""
-    KIND = "reference"
+    ORACLE = ReferenceOracle
 
 
 def _named(nodes: "list[onnx.NodeProto]") -> str:
@@ -411,18 +537,22 @@ def _named(nodes: "list[onnx.NodeProto]") -> str:
 # -- the factories (check, run, conformance run, reduce) --------------------------------------
 
 def _semantic_nodes(compiled: CompiledView) -> "set[str]":
-    return {n for p in compiled.placement for n in p.onnx_nodes if not n.startswith("initializer:")}
+    return {n for p in compiled.placement if not p.initializer for n in p.onnx_nodes}
 
 
-def make_oracle(compiled: CompiledView, kind: str = "hybrid", settings: "SessionSettings | None" = None,
+def make_oracle(compiled: CompiledView, kind: "str | OracleName" = "hybrid", settings: "SessionSettings | None" = None,
                 ort_reading: bool = False, memory_limit: "int | str | None" = None) -> Oracle:
-    """The oracle of `compiled`; `memory_limit` (--memory-limit, a size) bounds what its control
-    flow accumulates on the host, as it bounds the lowered run's. onnxruntime's reading
+    """The one factory: the oracle of `compiled` of kind `kind` (a name, parsed here when the
+    Python API gives text); `memory_limit` (--memory-limit, a size) bounds what its control flow
+    accumulates on the host, as it bounds the lowered run's. onnxruntime's reading
     (ort_reading.py) shares no sessions: it runs other regions, rarely."""
-    return Oracle(compiled.model, compiled.types, kind, _semantic_nodes(compiled), settings,
-                  None if ort_reading else compiled.shared_sessions,
-                  passed=compiled.partition.generated, ort_reading=ort_reading,
-                  memory_limit=None if memory_limit is None else parse_size(memory_limit))
+    name = parse_oracle(kind)
+    if name.kind is OracleKind.GOLDEN:
+        return GoldenOracle(compiled.model, compiled.types, name.path)
+    return EVALUATING[name.kind](compiled.model, compiled.types, _semantic_nodes(compiled), settings,
+                                 None if ort_reading else compiled.shared_sessions,
+                                 passed=compiled.partition.generated, ort_reading=ort_reading,
+                                 memory_limit=None if memory_limit is None else parse_size(memory_limit))
 
 
 def lazy_oracle(compiled: CompiledView, feeds: Mapping[str, np.ndarray], needs: "set[str]",
@@ -443,4 +573,4 @@ def lazy_oracle(compiled: CompiledView, feeds: Mapping[str, np.ndarray], needs: 
 
 def reference_outputs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
     """The whole model on onnx.reference (the independent oracle)."""
-    return Oracle(model, {}, "reference").run(feeds)
+    return ReferenceOracle(model, {}).run(feeds)

@@ -119,10 +119,11 @@ def lowered_outputs(compiled: CompiledView) -> "dict[str, str]":
     for p in compiled.placement:
         if p.status != "lowered":
             continue
+        if p.initializer:                         # generated: named by its placement label
+            produced[p.initializer] = p.onnx_nodes[0]
+            continue
         for name in p.onnx_nodes:
-            if name.startswith("initializer:"):
-                produced[name[len("initializer:"):]] = name
-            elif name in nodes:                   # a body's node (a path) is not the main graph's
+            if name in nodes:                     # a body's node (a path) is not the main graph's
                 produced.update((value, name) for value in nodes[name].output if value)
     for node in graph.node:                       # in topological order: one pass follows chains
         if node.op_type in _MOVES and is_standard(node) and node.input and node.input[0] in produced:

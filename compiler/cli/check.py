@@ -126,6 +126,12 @@ def cmd_check(args) -> int:
     if args.model_explorer:
         # after --localize, every value's error (the run with every value an output)
         _write_explorer(args, model.path, compiled, report, localized[1] if localized else None)
+    return _exit_code(report, args.iterations)
+
+
+def _exit_code(report, asked: int) -> int:
+    """0 / 1 by the verdict; a run a later feed set stopped (2, or 1 with a failure before it) or
+    a signal cut short (130 / 143) says so on stderr first."""
     if report.stopped:
         covered = "feed set #0" if report.iterations == 1 else f"feed sets #0-#{report.iterations - 1}"
         print(f"dml-lower: error: {report.stopped} (the report covers {covered})", file=sys.stderr)
@@ -134,7 +140,7 @@ def cmd_check(args) -> int:
     if report.interrupted:
         from onnx_dml_lowering.runtime.interrupt import terminated
         how = ("terminated", "SIGTERM", 143) if terminated() else ("interrupted", "Ctrl-C", 130)
-        print(f"dml-lower: {how[0]}: the report covers the {report.iterations} of {args.iterations} feed sets "
+        print(f"dml-lower: {how[0]}: the report covers the {report.iterations} of {asked} feed sets "
               f"checked before {how[1]}", file=sys.stderr)
         return how[2]
     return 0 if report.ok else 1

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from onnx_dml_lowering.runtime.backends import BackendOptions
     from onnx_dml_lowering.runtime.saved_outputs import LoadedOutputs
     from onnx_dml_lowering.runtime.tolerances import Tolerances
+    from onnx_dml_lowering.runtime.oracle import OracleName
     from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 
 # A parser's record of which group declared each of its option strings (test_groups.py reads it).
@@ -462,7 +463,7 @@ def _thread_count(threads: "str | int | None") -> "int | None":
 # -- the comparison ---------------------------------------------------------------------------------
 
 class OracleArgs(ArgGroup):
-    """--oracle of check and reduce (runtime.oracle.Oracle reads it)."""
+    """--oracle of check and reduce (runtime.oracle.parse_oracle reads it)."""
 
     def add(self, parser: argparse.ArgumentParser) -> None:
         self._add(parser, "--oracle", default="hybrid", metavar="ORACLE",
@@ -470,8 +471,9 @@ class OracleArgs(ArgGroup):
                        "onnx.reference where they stop; onnxruntime CPU for the rest), reference (whole model on "
                        "onnx.reference), ort-cpu, or FILE.npz of golden outputs")
 
-    def parse(self, args: argparse.Namespace) -> str:
-        return str(args.oracle)
+    def parse(self, args: argparse.Namespace) -> OracleName:
+        from onnx_dml_lowering.runtime.oracle import parse_oracle
+        return parse_oracle(str(args.oracle))
 
 
 class ToleranceArgs(ArgGroup):

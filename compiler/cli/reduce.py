@@ -41,8 +41,9 @@ def add_reduce_parser(sub) -> None:
 def _rerun_command(args, npz: Path, backend: BackendName, outputs: "list[str]") -> str:
     from ..reduce import sub_model_oracle
     words = ["check", args.output, "--inputs", str(npz), "--backends", backend.text]
-    oracle = sub_model_oracle(args.oracle)
-    words += ["--oracle", oracle] if oracle != "hybrid" else []
+    from onnx_dml_lowering.runtime.oracle import OracleKind
+    oracle = sub_model_oracle(ORACLE.parse(args))
+    words += ["--oracle", oracle.text] if oracle.kind is not OracleKind.HYBRID else []
     words += SessionArgs.tokens(args)
     for flag in ("atol", "rtol"):
         for value in getattr(args, flag) or []:
@@ -106,7 +107,7 @@ def _recheck(args, reduction, out: Path, npz: Path, backend: BackendName, settin
     minimal = compile_model(reduction.model if kept else out, feature_level=feature_level)
     outputs = [o.name for o in graph.output]
     _, report = check(minimal, reduction.feeds if kept else load_npz_file(str(npz)), [backend],
-                      sub_tolerances(tolerances, outputs), options, oracle=sub_model_oracle(args.oracle))
+                      sub_tolerances(tolerances, outputs), options, oracle=sub_model_oracle(ORACLE.parse(args)))
     print(f"{_rerun_command(args, npz, backend, outputs)}:" if not kept else
           f"check of the minimal model and inputs as written to {args.output} (a device, FIFO or descriptor: "
           "checked from memory):")

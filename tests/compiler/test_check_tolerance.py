@@ -168,3 +168,21 @@ def test_one_rounding_apart_in_half_precision_matches_by_default(dtype):
     atol, rtol = Tolerances().for_output("y", want.dtype)
     assert compare("y", "b", want, got, atol, rtol).status == "match"
     assert compare("y", "b", want, got, 1e-5, 1e-5).status == "mismatch"
+
+
+def test_a_generated_initializer_output_is_exact_and_not_a_semantic_node():
+    """An eye initializer the lowering generates instead of storing, passed through an Identity to
+    the output: its value is the generator's, exact; the placement entry carries the initializer
+    by name (its label 'initializer:w' is what the reports show, never decoded)."""
+    from onnx_dml_lowering.runtime.oracle import make_oracle
+    eye = h.make_tensor("w", T.FLOAT, [3, 3], np.eye(3, dtype=np.float32).reshape(-1).tolist())
+    compiled = compile_model(graph_model([h.make_node("Identity", ["w"], ["y"], name="copy"),
+                                          h.make_node("Relu", ["x"], ["z"], name="relu")],
+                                         [h.make_tensor_value_info("x", T.FLOAT, [3])],
+                                         [h.make_tensor_value_info("y", T.FLOAT, [3, 3]),
+                                          h.make_tensor_value_info("z", T.FLOAT, [3])], [eye]))
+    (generated,) = [p for p in compiled.placement if p.initializer]
+    assert generated.initializer == "w" and generated.onnx_nodes == ["initializer:w"]
+    assert generated.to_dict()["onnx_nodes"] == ["initializer:w"]
+    assert lowered_outputs(compiled) == {"y": "initializer:w"}
+    assert "initializer:w" not in make_oracle(compiled).semantic

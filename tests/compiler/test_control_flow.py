@@ -10,7 +10,7 @@ from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.ir import ALL_LEVELS, ControlFlow, DmlLowerError, format_graph, graph_from_dict, graph_to_dict
-from onnx_dml_lowering.runtime.oracle import Oracle
+from onnx_dml_lowering.runtime.oracle import HybridOracle, OrtCpuOracle
 from tests.builders import graph_model, tensor
 from tests.oracle import assert_outputs_same, differential
 
@@ -175,10 +175,10 @@ def test_loop_with_an_empty_condition_input():
         want = ort_cpu(loop_model(), {**feeds, "c": np.array(True), "limit": np.array(10, np.int64)})
         compiled = compile_model(model)
         assert_outputs_same(compiled.run(feeds, strict=True), want)
-        assert_outputs_same(dict(Oracle(compiled.model, compiled.types, "hybrid").run(feeds)), want)
+        assert_outputs_same(dict(HybridOracle(compiled.model, compiled.types).run(feeds)), want)
         if 0 < limit < trips:              # onnxruntime as it is (and the ort-cpu oracle): the deviation
             assert ort_cpu(model, feeds)["counts"].shape[0] == limit + 1 < trips
-            assert Oracle(compiled.model, compiled.types, "ort-cpu").run(feeds)["counts"].shape[0] == limit + 1
+            assert OrtCpuOracle(compiled.model, compiled.types).run(feeds)["counts"].shape[0] == limit + 1
 
 
 @pytest.mark.parametrize("axes", [(0, 0, 0, 0), (1, 1, 0, 1), (-1, 0, 2, 0), (2, 1, -1, 1)])

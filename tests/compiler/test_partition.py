@@ -76,6 +76,7 @@ def test_generate_constants_replaces_an_identity_initializer():
     assert state.graph.inputs == ["x", "v"]                   # v is no band: still an input
     assert [type(s) for s in state.graph.steps] == [DiagonalMatrix, Download]
     assert [(p.onnx_nodes, p.status) for p in state.generated_placement] == [(["initializer:w"], "lowered")]
+    assert [p.initializer for p in state.generated_placement] == ["w"]        # typed: nothing decodes the label
     assert not state.matches and not state.placement          # no other pass ran
 
 

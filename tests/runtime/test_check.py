@@ -137,3 +137,43 @@ def test_markdown_renders_every_output():
     for backend in ("cpu", "ort", "ort-cpu"):
         for output in ("coords", "selected"):
             assert f"| {backend} | `{output}` | match |" in text
+
+
+def test_a_check_run_yields_each_set_and_builds_one_frozen_report():
+    """CheckRun step by step: one CheckedSet per feed set as it is compared (its validated feeds,
+    the oracle's outputs, each backend's by BackendName), the report built once, after the sets,
+    and frozen; what the caller knows (CheckAbout) is in it from the start."""
+    import dataclasses
+
+    from onnx_dml_lowering.runtime.check import CheckAbout, CheckRun
+    compiled = compile_model(scalar_nonzero_model())
+    sets = [{"x": np.array(float(v), np.float32)} for v in (5, 0, 2)]
+    run = CheckRun(compiled, sets[0], ["cpu", "ort-cpu"], Tolerances(), more_feeds=iter(sets[1:]),
+                   about=CheckAbout("scalar.onnx", dims={"n": 3}, feeds={"source": "test", "iterations": 3}))
+    seen = []
+    for done in run.sets():
+        assert run.under_way is not None and run.under_way.index == done.index
+        with pytest.raises(RuntimeError, match="under way"):
+            run.report()
+        assert [(n.text, n.is_provider) for n in done.actuals] == [("cpu", False), ("ort-cpu", True)]
+        assert_same(done.actuals["cpu"]["y"], done.expected["y"])
+        seen.append((done.index, float(done.feeds["x"])))
+    assert seen == [(0, 5.0), (1, 0.0), (2, 2.0)] and run.under_way is None
+    report = run.report()
+    assert report is run.report() and report.iterations == 3 and report.model == "scalar.onnx"
+    assert report.dims == {"n": 3} and report.feeds == {"source": "test", "iterations": 3}
+    assert [o.status for o in report.backends[1].outputs] == ["deviation"] * 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.stopped = "changed"                  # type: ignore[misc]
+
+
+def test_a_set_the_oracle_cannot_evaluate_stops_the_run_and_stays_under_way():
+    from onnx_dml_lowering.runtime.check import CheckAbout, CheckRun
+    compiled = compile_model(scalar_nonzero_model())
+    bad = {"x": np.zeros(3, np.float32)}            # not the scalar the model takes
+    run = CheckRun(compiled, {"x": np.array(1.0, np.float32)}, ["cpu"], Tolerances(), more_feeds=[bad],
+                   about=CheckAbout(feed_label=lambda i: f"seed {10 + i}"))
+    assert [done.index for done in run.sets()] == [0]
+    report = run.report()
+    assert report.stopped.startswith("feed set #1 (seed 11): ") and report.iterations == 1 and not report.ok
+    assert run.under_way is not None and run.under_way.index == 1 and run.under_way.feeds is bad

@@ -17,7 +17,7 @@ from onnx import numpy_helper
 
 from onnx_dml_lowering.runtime.compiled_view import ModelView
 from onnx_dml_lowering.runtime.onnx_definitions import DEFINITIONS, NotDefined, defines, evaluate
-from onnx_dml_lowering.runtime.oracle import ORT_CPU, REFERENCE, Oracle
+from onnx_dml_lowering.runtime.oracle import ORT_CPU, REFERENCE, HybridOracle
 from onnx_dml_lowering.runtime.onnx_definitions import ENGINE as DEFINITIONS_ENGINE
 from tests.builders import graph_model
 from tests.oracle import assert_same, reference
@@ -312,7 +312,7 @@ def _nonzero_chain(in_type: int, shape) -> onnx.ModelProto:
 def test_oracle_evaluates_semantic_nodes_by_definition():
     model = _nonzero_chain(T.FLOAT, [3, 4])
     x = values(T.FLOAT, (3, 4))
-    oracle = Oracle(model, ModelView(model).types, semantic_nodes={"t"})
+    oracle = HybridOracle(model, ModelView(model).types, semantic_nodes={"t"})
     got = oracle.run({"x": x})
     engines = oracle.node_engines()
     assert engines == {"nz": DEFINITIONS_ENGINE, "t": DEFINITIONS_ENGINE, "neg": ORT_CPU}
@@ -327,14 +327,14 @@ def test_oracle_leaves_a_scalar_nonzero_to_reference():
     model = _nonzero_chain(T.FLOAT, [])
     x = {"x": np.array(2.0, np.float32)}
     want = reference(model, x)
-    planned = Oracle(model, ModelView(model).types, semantic_nodes={"t"})
+    planned = HybridOracle(model, ModelView(model).types, semantic_nodes={"t"})
     got = planned.run(x)
     assert planned.node_engines()["nz"] == REFERENCE and not planned.fallbacks
     for name in want:
         assert_same(got[name], want[name], name)
     nodes = [h.make_node("NonZero", ["x"], ["nz"], name="nz"), h.make_node("Transpose", ["nz"], ["t"], name="t")]
     untyped = graph_model(nodes, [("x", T.FLOAT, None)], [("t", T.INT64, 2)])
-    moved = Oracle(untyped, {}, semantic_nodes={"t"})
+    moved = HybridOracle(untyped, {}, semantic_nodes={"t"})
     got = moved.run(x)
     (fallback,) = moved.fallbacks
     assert fallback.node == "nz" and fallback.engine == REFERENCE and "scalar" in fallback.reason

@@ -14,7 +14,7 @@ from onnx_dml_lowering.runtime.check import make_oracle
 from onnx_dml_lowering.runtime.compiled_view import ModelView
 from onnx_dml_lowering.runtime import oracle as oracle_module
 from onnx_dml_lowering.runtime.onnx_definitions import DefinitionsRegion
-from onnx_dml_lowering.runtime.oracle import DEFINITIONS, HOST, ORT_CPU, REFERENCE, Oracle
+from onnx_dml_lowering.runtime.oracle import DEFINITIONS, HOST, ORT_CPU, REFERENCE, HybridOracle
 from tests.builders import graph_model, interleaved_chains
 from tests.oracle import assert_outputs_same, reference
 
@@ -56,7 +56,7 @@ def test_a_node_onnxruntime_cannot_load_moves_to_onnx_reference(rng):
                          h.make_node("Neg", ["r"], ["y"], name="neg")],
                         [("x", T.INT16, [6])], [("y", T.INT16, [6])], opset=14)
     view = ModelView(model)
-    oracle = Oracle(view.model, view.types)
+    oracle = HybridOracle(view.model, view.types)
     x = rng.integers(-100, 100, 6).astype(np.int16)
     assert_outputs_same(oracle.run({"x": x}), reference(model, {"x": x}))
     engines = oracle.node_engines()

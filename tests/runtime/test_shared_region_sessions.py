@@ -10,7 +10,7 @@ from onnx import helper
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
 from onnx_dml_lowering.runtime.feeds import random_feeds
-from onnx_dml_lowering.runtime.oracle import Oracle
+from onnx_dml_lowering.runtime.oracle import HybridOracle
 from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from onnx_dml_lowering.runtime.region_engine import SessionCache as SharedSessions, region_key
 
@@ -51,7 +51,7 @@ def test_check_builds_each_region_session_once(name, regions):
     alone = compile_model(str(REAL / name))
     alone._shared_sessions = _Unshared()
     lowered = alone.run(feeds)
-    own_oracle = Oracle(alone.model, alone.types, "hybrid", make_oracle(alone).semantic, shared=None)
+    own_oracle = HybridOracle(alone.model, alone.types, make_oracle(alone).semantic, shared=None)
     expected = own_oracle.run(feeds)
     again = compiled.run(feeds)          # a warm run outside check: nothing left to take
     assert compiled.shared_sessions.reused == regions

@@ -31,7 +31,7 @@ def _check(path, backends):
 @pytest.mark.parametrize("path", [*example_paths(), *REAL_EXPORTS], ids=lambda p: Path(p).name)
 def test_dml_equals_the_emulator_byte_for_byte_and_matches_onnx(path):
     report = _check(path, ["cpu", "dml"])
-    cpu, dml = (next(b for b in report.backends if b.backend == name) for name in ("cpu", "dml"))
+    cpu, dml = (next(b for b in report.backends if str(b.backend) == name) for name in ("cpu", "dml"))
     assert dml.error == "" and dml.status == "ok", (dml.error, [o.detail for o in dml.outputs])
     assert cpu.values.keys() == dml.values.keys()
     for name, value in cpu.values.items():

@@ -36,6 +36,7 @@ class PlacementView(Protocol):
     dml_operators: "list[str]"
     reason: str
     note: str
+    initializer: str                 # the initializer it generates instead of storing, or ""
 
     def to_dict(self) -> dict: ...
 

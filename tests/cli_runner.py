@@ -5,8 +5,12 @@ from onnx_dml_lowering.compiler.cli import main
 
 
 def cli(argv, capsys) -> "tuple[int, str, str]":
-    """(exit code, stdout, stderr) of `dml-lower ARGV`, earlier captured output dropped."""
+    """(exit code, stdout, stderr) of `dml-lower ARGV`, earlier captured output dropped; argparse's
+    exits (a usage error, --help) count as exit codes, as they do for the console script."""
     capsys.readouterr()
-    code = main([str(a) for a in argv])
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 2
     out, err = capsys.readouterr()
     return code, out, err

@@ -5,12 +5,18 @@ from onnx_dml_lowering.compiler.cli import main
 
 
 def cli(argv, capsys) -> "tuple[int, str, str]":
-    """(exit code, stdout, stderr) of `dml-lower ARGV`, earlier captured output dropped; argparse's
-    exits (a usage error, --help) count as exit codes, as they do for the console script."""
+    """(exit code, stdout, stderr) of `dml-lower ARGV`, earlier captured output dropped. argparse's
+    exits (a usage error, --help) raise SystemExit, as from main()."""
     capsys.readouterr()
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 2
+    code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def cli_exits(argv, capsys) -> "tuple[int, str, str]":
+    """cli(), with argparse's exits counted as exit codes too, as the console script's are."""
+    try:
+        return cli(argv, capsys)
+    except SystemExit as exc:
+        out, err = capsys.readouterr()
+        return exc.code if isinstance(exc.code, int) else 2, out, err

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from onnx_dml_lowering.compiler.cli import main
-from tests.cli_runner import cli
+from tests.cli_runner import cli_exits as cli
 from tests import paths
 from tests.compiler.zoo.zoo_models import (BACKENDS, BROKEN, CRASH, check_junit, crash_env, expected_statuses,
                                        load_json, placement_counts, summary_rows, summary_without_times,

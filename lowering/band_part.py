@@ -19,7 +19,7 @@ from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
 
 from .common import EXACT_INTEGER_LIMIT, broadcast, cast_expand_tail
 from .diagonal import emit_band
-from .mask_idioms import FLIPPED, INF, Expr, as_band, describe, diagonals, leaves
+from .diagonal_sets import FLIPPED, INF, Expr, as_band, describe, diagonals, leaves
 from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_scalar, sole_consumer
 from .node import NodeInfo, TensorInfo
 from .registry import register_idiom

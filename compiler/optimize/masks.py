@@ -14,7 +14,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.lowering.diagonal_idioms import range_length
-from onnx_dml_lowering.lowering.mask_idioms import INF, RULE, Affine, COMPARISONS, Index, leaves
+from onnx_dml_lowering.lowering.diagonal_sets import COMPARISONS, INF, Affine, leaves
+from onnx_dml_lowering.lowering.mask_idioms import RULE, Index
 from onnx_dml_lowering.lowering.registry import first_pattern
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 

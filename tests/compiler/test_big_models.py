@@ -12,7 +12,7 @@ import pytest
 
 from onnx_dml_lowering.runtime.saved_outputs import split_metadata
 from onnx_dml_lowering.compiler import compile_model
-from onnx_dml_lowering.compiler.cli import main
+from tests.cli_runner import cli
 from tests.big_models import WEIGHT_ELEMENTS, expected_outputs, write_big_model
 from tests.runtime.test_ort_model import SessionSpy
 
@@ -42,13 +42,6 @@ def big(tmp_path_factory):
     for file in folder.iterdir():
         file.unlink()
     folder.rmdir()
-
-
-def cli(argv, capsys) -> "tuple[int, str, str]":
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_exact(actual: "dict[str, np.ndarray]", expected: "dict[str, np.ndarray]") -> None:

@@ -13,7 +13,7 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 from onnx_dml_lowering.compiler import compile_model
-from onnx_dml_lowering.compiler.cli import main
+from tests.cli_runner import cli
 from onnx_dml_lowering.ir.tensor_desc import min_size_bytes
 from onnx_dml_lowering.ir import DataType
 from tests.builders import graph_model
@@ -21,13 +21,6 @@ from tests.builders import graph_model
 REAL = Path(__file__).parent.parent / "models" / "real"
 MASK_MODELS = ["gpt2.dynamo.onnx", "gpt2.torchscript.onnx", "llama.dynamo.onnx", "llama.torchscript.onnx",
                "mistral_sliding.dynamo.onnx", "mistral_sliding.torchscript.onnx"]
-
-
-def cli(argv, capsys):
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def compile_dims(path, dims, tmp_path, capsys):

@@ -12,7 +12,7 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 from onnx_dml_lowering.compiler import compile_model
-from onnx_dml_lowering.compiler.cli import main
+from tests.cli_runner import cli
 from tests.builders import graph_model
 from tests.compiler.test_control_flow import function_model, if_model, loop_model, nested_model, scan_model
 
@@ -20,13 +20,6 @@ REAL = Path(__file__).parent.parent / "models" / "real"
 REAL_MODELS = ["gpt2.dynamo.onnx", "gpt2.torchscript.onnx", "llama.torchscript.onnx",
                "ssdlite320_mobilenet_v3.torchscript.onnx"]
 ALWAYS = ("NonZero", "EyeLike", "Trilu")
-
-
-def cli(argv, capsys):
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def every_node(graph: onnx.GraphProto, path=""):

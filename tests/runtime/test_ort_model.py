@@ -13,8 +13,8 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_dml_lowering.compiler import compile_model
-from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.runtime.ort.model import MAX_IR_VERSION
+from tests.cli_runner import cli
 from tests.builders import graph_model
 from tests.oracle import reference
 
@@ -34,13 +34,6 @@ class SessionSpy:
             return real(model, *args, **kwargs)
 
         monkeypatch.setattr(ort, "InferenceSession", spy)
-
-
-def cli(argv, capsys) -> "tuple[int, str, str]":
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _eye_model(ir_version: int) -> onnx.ModelProto:

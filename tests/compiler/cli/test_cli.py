@@ -14,6 +14,7 @@ from onnx import TensorProto as T
 
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
+from tests.cli_runner import cli
 from onnx_dml_lowering.runtime.saved_outputs import FEEDS_KEY, SAVED_BY_KEY, feeds_fingerprint
 from onnx_dml_lowering.compiler.examples import example_paths
 from onnx_dml_lowering.runtime.feeds import feed_summary, random_feeds
@@ -24,13 +25,6 @@ from onnx_dml_lowering.ir import graph_to_dict, graph_from_dict, format_graph
 EXAMPLES = example_paths()
 LEVELS = ["2_1", "3_0", "4_0", "5_1", "6_4"]
 PLACEMENT_KEYS = {"onnx_nodes", "status", "rule", "dml_operators", "reason"}
-
-
-def cli(argv, capsys) -> "tuple[int, str, str]":
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def lowered_op_nodes(model: onnx.ModelProto) -> "set[str]":
@@ -260,7 +254,6 @@ def test_demo(capsys):
 
 
 def test_dim_names_must_exist(capfd):
-    from onnx_dml_lowering.compiler.cli import main
     model = str(Path(__file__).resolve().parents[2] / "models" / "eye.torchscript.onnx")
     assert main(["run", model, "--dim", "n=2", "--dim", "m=5"]) == 0
     assert main(["run", model, "--dim", "batch=3"]) == 2

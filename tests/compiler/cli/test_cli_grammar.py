@@ -18,6 +18,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from onnx_dml_lowering.compiler.cli import build_parser, main
+from tests.cli_runner import cli
 from onnx_dml_lowering.runtime.feeds import random_feeds
 from tests.builders import graph_model, single_node_model
 
@@ -26,12 +27,6 @@ def nonzero_path(tmp_path: Path) -> str:
     path = tmp_path / "nz.onnx"
     onnx.save(single_node_model("NonZero", T.FLOAT, [3, 4], T.INT64), str(path))
     return str(path)
-
-
-def cli(argv, capsys):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # -- run --backends -----------------------------------------------------------------------------

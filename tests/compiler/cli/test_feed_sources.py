@@ -10,16 +10,9 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from onnx_dml_lowering.compiler.cli import main
+from tests.cli_runner import cli
 from tests.builders import graph_model
 from tests.oracle import reference
-
-
-def cli(argv, capsys):
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

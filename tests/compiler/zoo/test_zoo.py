@@ -23,23 +23,13 @@ from pathlib import Path
 import pytest
 
 from onnx_dml_lowering.compiler.cli import main
+from tests.cli_runner import cli_exits as cli
 from tests import paths
 from tests.compiler.zoo.zoo_models import (BACKENDS, BROKEN, CRASH, check_junit, crash_env, expected_statuses,
                                        load_json, placement_counts, summary_rows, summary_without_times,
                                        without_times, write_zoo)
 
 MODELS_DIR = paths.MODELS
-
-
-def cli(argv, capsys) -> "tuple[int, str, str]":
-    """main() on these arguments: (exit code, stdout, stderr); argparse's exits count as codes."""
-    capsys.readouterr()
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,9 @@
-"""The option groups of dml-lower's commands, after Polygraphy's tools/args: each group declares its
-options once (add) and reads them once (parse) into a small typed object the command uses. A
-command takes the groups it needs and declares none of their options itself; where commands use an
-option differently, the variant is a parameter of the group, and its help text lives here beside
-the declaration (test_groups.py walks every subparser to hold both).
+"""The option groups several dml-lower commands share, after Polygraphy's tools/args: each group
+declares its options once (add), reads them once (parse, through command.Parsed) into a small typed
+object the command uses, and writes that object back as command-line words (tokens). A command
+(command.Command) lists the groups it takes and declares none of their options itself; where
+commands use an option differently, the variant is a parameter of the group, and its help text
+lives here beside the declaration (test_groups.py walks every subparser to hold both).
 
 A group may add its options in more than one place of a command's --help (add_... methods), so the
 help of every command reads as it always has."""
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError
+
+from .command import DECLARED_BY, ArgGroup, Parsed, Word, each, flag, option_value
 
 if TYPE_CHECKING:
     from onnx_dml_lowering.ir import FeatureLevel
@@ -20,24 +23,13 @@ if TYPE_CHECKING:
     from onnx_dml_lowering.runtime.check import LoadedOutputs, Tolerances
     from onnx_dml_lowering.runtime.ort_providers import SessionSettings
 
-# A parser's record of which group declared each of its option strings (test_groups.py reads it).
-DECLARED_BY = "dml_lower_declared_by"
-
-
-class ArgGroup:
-    """A group of options: declared on a parser by add (recording the group), read by parse."""
-
-    def _add(self, parser: argparse.ArgumentParser, *names: str, **kwargs: Any) -> argparse.Action:
-        action = parser.add_argument(*names, **kwargs)
-        record = parser.__dict__.setdefault(DECLARED_BY, {})
-        for name in action.option_strings or [action.dest]:
-            record[name] = type(self).__name__
-        return action
+__all__ = ["DECLARED_BY", "ArgGroup", "BackendArgs", "DimArgs", "FeatureLevelArgs", "FeedArgs", "ModelArgs",
+           "OracleArgs", "SessionArgs", "ToleranceArgs", "VerboseArgs"]
 
 
 # -- the model --------------------------------------------------------------------------------------
 
-class VerboseArgs(ArgGroup):
+class VerboseArgs(ArgGroup[bool]):
     """-v, before the command (`program`) or after it; a command's leaves the program's value
     alone unless given (default SUPPRESS)."""
 
@@ -52,6 +44,13 @@ class VerboseArgs(ArgGroup):
             self._add(parser, "-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                       help="on an unexpected error, print the traceback")
 
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> bool:
+        """Given before or after the command (the program's -v sets the same value)."""
+        return bool(vars(args).get("verbose", False))
+
+    def tokens(self, value: bool) -> "list[Word]":
+        return flag("--verbose", value)
+
 
 # --feature-level: the level a command lowers at, or (filter=True) an optional filter whose absence
 # means every level. The help says what the level does for that command.
@@ -64,7 +63,7 @@ LEVEL_HELP = {
 }
 
 
-class FeatureLevelArgs(ArgGroup):
+class FeatureLevelArgs(ArgGroup["FeatureLevel | None"]):
     """--feature-level. `use` picks the help text (LEVEL_HELP); `filter` makes it optional (no
     default: every level), as capabilities and optimize take it."""
 
@@ -75,31 +74,46 @@ class FeatureLevelArgs(ArgGroup):
         self._add(parser, "--feature-level", metavar="L", help=LEVEL_HELP[self.use],
                   **({} if self.filter else {"default": str(DEFAULT_LEVEL)}))
 
-    def parse(self, args: argparse.Namespace) -> "FeatureLevel | None":
-        """The level (ir.parse_level; a bad one is one error line), None for an absent filter."""
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> "FeatureLevel | None":
+        """The level (ir.parse_level; a bad one is one error line); None for an absent filter, and
+        for a level that is not a filter, its default."""
         from onnx_dml_lowering.ir import parse_level
-        return parse_level(args.feature_level) if args.feature_level else None
+        if not args.feature_level:
+            return None if self.filter else DEFAULT_LEVEL
+        return parse_level(args.feature_level)
 
     def required(self, args: argparse.Namespace) -> FeatureLevel:
         """The level of a command that lowers at one (not a filter: it has a default)."""
         return self.parse(args) or DEFAULT_LEVEL
 
+    def tokens(self, value: "FeatureLevel | None") -> "list[Word]":
+        return _level_words(value, None if self.filter else DEFAULT_LEVEL)
+
+
+def _level_words(level: "FeatureLevel | None", default: "FeatureLevel | None") -> "list[Word]":
+    return [] if level is None or level == default else [Word("--feature-level", (str(level),))]
+
 
 @dataclass(frozen=True)
 class Model:
-    """The model file a command reads and the level it lowers at."""
+    """The model file a command reads and the level it lowers at (the default level where the
+    command takes its level elsewhere); a zoo's files and directories in `paths`."""
     path: str
     feature_level: FeatureLevel
+    verbose: bool = False
+    paths: "tuple[str, ...]" = ()
 
 
-class ModelArgs(ArgGroup):
+class ModelArgs(ArgGroup[Model]):
     """The model argument (one file, or with `many` the zoo's files and directories), then -v and
-    --feature-level as the commands that lower a model take them."""
+    --feature-level as the commands that lower a model take them (`level` False: the command places
+    its own FeatureLevelArgs)."""
 
-    def __init__(self, many: bool = False, verbose: bool = True, level: "FeatureLevelArgs | None" = None) -> None:
-        self.many, self.verbose, self.level = many, verbose, level or FeatureLevelArgs()
+    def __init__(self, many: bool = False, verbose: bool = True, level: bool = True) -> None:
+        self.many, self.verbose = many, verbose
+        self.level = FeatureLevelArgs() if level else None
 
-    def add(self, parser: argparse.ArgumentParser, level: bool = True) -> None:
+    def add(self, parser: argparse.ArgumentParser) -> None:
         if self.many:
             self._add(parser, "model", nargs="+", metavar="MODEL_OR_DIR",
                       help="an .onnx model; several, or a directory (every *.onnx below it), check a zoo")
@@ -107,14 +121,20 @@ class ModelArgs(ArgGroup):
             self._add(parser, "model", help="path to an .onnx model")
         if self.verbose:
             VerboseArgs().add(parser)
-        if level:
+        if self.level is not None:
             self.level.add(parser)
 
-    def parse(self, args: argparse.Namespace) -> Model:
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Model:
         """The model path and the feature level (a bad level is one error line). A zoo's paths are
         the zoo runner's (check hands one model at a time here)."""
-        path = args.model[0] if isinstance(args.model, list) else args.model
-        return Model(path=path, feature_level=self.level.required(args))
+        paths = tuple(args.model) if isinstance(args.model, list) else ()
+        level = self.level.required(args) if self.level is not None else DEFAULT_LEVEL
+        return Model(path=paths[0] if paths else args.model, feature_level=level,
+                     verbose=self.verbose and VerboseArgs().parse(args), paths=paths)
+
+    def tokens(self, model: Model) -> "list[Word]":
+        words = [Word("", model.paths or (model.path,)), *VerboseArgs().tokens(model.verbose)]
+        return words + (self.level.tokens(model.feature_level) if self.level is not None else [])
 
 
 # -- symbolic dimension sizes ---------------------------------------------------------------------
@@ -130,7 +150,7 @@ DIM_HELP = {
 }
 
 
-class DimArgs(ArgGroup):
+class DimArgs(ArgGroup["dict[str, int]"]):
     """--dim NAME=SIZE (repeatable): the size one symbolic input dimension takes."""
 
     def __init__(self, use: str = "feeds", several: str = "") -> None:
@@ -141,15 +161,29 @@ class DimArgs(ArgGroup):
     def add(self, parser: argparse.ArgumentParser) -> None:
         self._add(parser, "--dim", action="append", metavar="NAME=SIZE", help=DIM_HELP[self.use])
 
-    def add_sweep(self, parser: argparse.ArgumentParser) -> None:
-        """optimize --check's sizes: one list for every dimension --dim leaves free, which all take
-        each size in turn (one run per size and seed, not a product over dimensions)."""
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> "dict[str, int]":
+        """NAME -> SIZE, in the order given. A malformed one, or one name given two different
+        sizes, is one error line (the same size twice is fine)."""
+        return parse_dim_sizes(args.dim, self.several)
+
+    def tokens(self, dims: "dict[str, int]") -> "list[Word]":
+        return dim_words(dims)
+
+
+def dim_words(dims: "dict[str, int]") -> "list[Word]":
+    return each("--dim", (f"{name}={size}" for name, size in dims.items()))
+
+
+class SweepArgs(ArgGroup["tuple[int, ...] | None"]):
+    """optimize --check's --sweep: one list of sizes for every dimension --dim leaves free, which
+    all take each size in turn (one run per size and seed, not a product over dimensions)."""
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
         self._add(parser, "--sweep", metavar="SIZES",
                   help="with --check: comma-separated sizes every symbolic input dimension not fixed by "
                        "--dim takes in turn (default: 1,3,8)")
 
-    @staticmethod
-    def parse_sweep(args: argparse.Namespace) -> "tuple[int, ...] | None":
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> "tuple[int, ...] | None":
         """The --sweep sizes, in order, once each; None when not given (optimize.bit_identical's
         own default, 1, 3 and 8)."""
         if args.sweep is None:
@@ -159,10 +193,8 @@ class DimArgs(ArgGroup):
             raise DmlLowerError(f"--sweep {args.sweep!r}: expected SIZE[,SIZE...] of non-negative integers")
         return tuple(dict.fromkeys(int(s) for s in sizes))
 
-    def parse(self, args: argparse.Namespace) -> "dict[str, int]":
-        """NAME -> SIZE, in the order given. A malformed one, or one name given two different
-        sizes, is one error line (the same size twice is fine)."""
-        return parse_dim_sizes(args.dim, self.several)
+    def tokens(self, sizes: "tuple[int, ...] | None") -> "list[Word]":
+        return [] if sizes is None else [Word("--sweep", (",".join(map(str, sizes)),))]
 
 
 def parse_dim_sizes(texts: "list[str] | None", several: str = "") -> "dict[str, int]":
@@ -196,6 +228,7 @@ class Feeds:
     feed_initializers: bool = False
     names_where_present: bool = False
     memory_limit: "str | None" = None
+    strict: bool = False
 
     @property
     def random(self) -> bool:
@@ -210,12 +243,20 @@ INPUTS_HELP = {
 }
 
 
-class FeedArgs(ArgGroup):
+class FeedArgs(ArgGroup[Feeds]):
     """The feed options of run / check / reduce (and --strict / --memory-limit, which bound the
-    run they feed); --iterations where the command takes several feed sets; demo's --seed."""
+    run they feed); --iterations where the command takes several feed sets (add_iterations).
+    `only` "seed" is demo's --seed alone, "inputs" optimize's --inputs alone (`use` its help)."""
+
+    def __init__(self, only: str = "", use: str = "feeds") -> None:
+        self.only, self.use = only, use
 
     def add(self, parser: argparse.ArgumentParser) -> None:
-        self.add_inputs(parser)
+        if self.only == "seed":
+            return self.add_seed(parser)
+        self.add_inputs(parser, self.use)
+        if self.only == "inputs":
+            return None
         self.add_seed(parser)
         DimArgs().add(parser)
         # a zoo's per-model checks: a --dim, --val-range NAME: or --zero-fraction NAME: applies to
@@ -252,10 +293,14 @@ class FeedArgs(ArgGroup):
         self._add(parser, "--iterations", type=int, default=1, metavar="N",
                   help="check N seeded random feed sets (seeds SEED .. SEED+N-1)")
 
-    def parse(self, args: argparse.Namespace) -> Feeds:
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Feeds:
         """The feed options, their combinations checked: one error line for a pair that does not
         combine or a value out of range."""
-        iterations = getattr(args, "iterations", 1)
+        if self.only == "seed":
+            return Feeds(seed=args.seed)
+        if self.only == "inputs":
+            return Feeds(inputs=args.inputs)
+        iterations = vars(args).get("iterations", 1)
         if iterations < 1:
             raise DmlLowerError(f"--iterations {iterations}: must be at least 1")
         if args.data_loader_script:
@@ -278,7 +323,14 @@ class FeedArgs(ArgGroup):
                      dims=DimArgs().parse(args) if random else {},
                      val_range=list(args.val_range or []), zero_fraction=list(args.zero_fraction or []),
                      feed_initializers=args.feed_initializers, names_where_present=args.names_where_present,
-                     memory_limit=args.memory_limit)
+                     memory_limit=args.memory_limit, strict=args.strict)
+
+    def tokens(self, feeds: Feeds) -> "list[Word]":
+        return [*option_value("--inputs", feeds.inputs), *option_value("--seed", feeds.seed, 0), *dim_words(feeds.dims),
+                *flag("--names-where-present", feeds.names_where_present), *flag("--strict", feeds.strict),
+                *each("--zero-fraction", feeds.zero_fraction), *each("--val-range", feeds.val_range),
+                *option_value("--data-loader-script", feeds.script), *flag("--feed-initializers", feeds.feed_initializers),
+                *option_value("--memory-limit", feeds.memory_limit), *option_value("--iterations", feeds.iterations, 1)]
 
 
 # -- backends ---------------------------------------------------------------------------------------
@@ -303,7 +355,7 @@ BACKENDS_HELP = {
 class Backends:
     """The backends a command runs and how their onnxruntime providers are set up."""
     names: "list[str]"
-    text: str
+    text: str = field(compare=False)     # as typed, for messages
     providers: "list[str] | None" = None
     provider_options: "list[str] | None" = None
     ep_libraries: "list[str] | None" = None
@@ -329,7 +381,7 @@ class Backends:
                               strict=self.strict or None, memory_limit=self.memory_limit, loaded=loaded)
 
 
-class BackendArgs(ArgGroup):
+class BackendArgs(ArgGroup[Backends]):
     """--backends (`use`: the command, for its help; reduce's is required and takes one backend),
     run's --providers; the provider options and --fail-on-partial, added where each command lists
     them."""
@@ -365,24 +417,42 @@ class BackendArgs(ArgGroup):
                   help="a PARTIAL backend (a node cut out or run by another provider, an output not "
                        "compared) fails the command (exit 1)")
 
-    def parse(self, args: argparse.Namespace) -> Backends:
-        names = [b.strip() for b in args.backends.split(",") if b.strip()]
-        if self.use == "reduce" and len(names) != 1:
-            raise DmlLowerError(f"--backends {args.backends!r}: reduce takes exactly one backend")
-        providers = getattr(args, "providers", None)
-        providers = [p.strip() for p in providers.split(",")] if providers else None
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Backends:
+        """The backends and their provider options; --strict / --memory-limit are the feed group's
+        (the run they bound), read from its value where the command takes it."""
+        names = parse_backend_names(args.backends, self.use)
+        given = vars(args)              # --providers and --fail-on-partial: the commands that take them
+        providers = [p.strip() for p in given["providers"].split(",")] if given.get("providers") else None
         if providers and "ort" not in names:
             raise DmlLowerError("--providers applies to the ort backend only (--backends ort)")
+        feeds = parsed.get(FeedArgs) if parsed is not None else None
         return Backends(names=names, text=args.backends, providers=providers,
                         provider_options=args.provider_option, ep_libraries=args.ep_library,
                         no_fallback=args.no_fallback, provider_model=args.provider_model,
-                        fail_on_partial=getattr(args, "fail_on_partial", False),
-                        strict=getattr(args, "strict", False), memory_limit=getattr(args, "memory_limit", None))
+                        fail_on_partial=given.get("fail_on_partial", False),
+                        strict=feeds.strict if feeds else False, memory_limit=feeds.memory_limit if feeds else None)
+
+    def tokens(self, backends: Backends) -> "list[Word]":
+        """Its own options only (--strict / --memory-limit are the feed group's words)."""
+        return [*option_value("--backends", ",".join(backends.names), None if self.use == "reduce" else "cpu"),
+                *option_value("--providers", ",".join(backends.providers) if backends.providers else None),
+                *each("--provider-option", backends.provider_options), *each("--ep-library", backends.ep_libraries),
+                *flag("--no-fallback", backends.no_fallback),
+                *option_value("--provider-model", backends.provider_model, "shipped"),
+                *flag("--fail-on-partial", backends.fail_on_partial)]
+
+
+def parse_backend_names(text: str, use: str = "check") -> "list[str]":
+    """The one reader of --backends: the names, in order (reduce: exactly one)."""
+    names = [b.strip() for b in text.split(",") if b.strip()]
+    if use == "reduce" and len(names) != 1:
+        raise DmlLowerError(f"--backends {text!r}: reduce takes exactly one backend")
+    return names
 
 
 # -- onnxruntime sessions ---------------------------------------------------------------------------
 
-class SessionArgs(ArgGroup):
+class SessionArgs(ArgGroup["SessionSettings | None"]):
     """Settings of every onnxruntime session the command creates (as onnx_test_runner -C)."""
 
     def add(self, parser: argparse.ArgumentParser) -> None:
@@ -396,27 +466,23 @@ class SessionArgs(ArgGroup):
                   help="intra-op threads of every onnxruntime session (0: onnxruntime's default; "
                        "wins over the one thread small region sessions get)")
 
-    def parse(self, args: argparse.Namespace) -> "SessionSettings | None":
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> "SessionSettings | None":
         """The SessionSettings, or None when none was given; a bad one is one error line."""
         from onnx_dml_lowering.runtime.ort_providers import parse_session_settings
         settings = parse_session_settings(args.session_config, args.graph_optimization_level, args.threads)
         return None if settings.empty else settings
 
-    @staticmethod
-    def tokens(args: argparse.Namespace) -> "list[str]":
-        """The session options as given, as command-line tokens (reduce's rerun line)."""
-        words: "list[str]" = []
-        for option, value in (("--session-config", args.session_config),
-                              ("--graph-optimization-level", args.graph_optimization_level),
-                              ("--threads", args.threads)):
-            for item in value if isinstance(value, list) else [value] if value is not None else []:
-                words += [option, str(item)]
-        return words
+    def tokens(self, settings: "SessionSettings | None") -> "list[Word]":
+        if settings is None:
+            return []
+        return [*each("--session-config", (f"{key}={entry}" for key, entry in settings.config)),
+                *option_value("--graph-optimization-level", settings.optimization_level),
+                *option_value("--threads", settings.threads)]
 
 
 # -- the comparison ---------------------------------------------------------------------------------
 
-class OracleArgs(ArgGroup):
+class OracleArgs(ArgGroup[str]):
     """--oracle of check and reduce (runtime.oracle.Oracle reads it)."""
 
     def add(self, parser: argparse.ArgumentParser) -> None:
@@ -425,11 +491,14 @@ class OracleArgs(ArgGroup):
                        "onnx.reference where they stop; onnxruntime CPU for the rest), reference (whole model on "
                        "onnx.reference), ort-cpu, or FILE.npz of golden outputs")
 
-    def parse(self, args: argparse.Namespace) -> str:
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> str:
         return str(args.oracle)
 
+    def tokens(self, oracle: str) -> "list[Word]":
+        return option_value("--oracle", oracle, "hybrid")
 
-class ToleranceArgs(ArgGroup):
+
+class ToleranceArgs(ArgGroup["Tolerances"]):
     """--atol / --rtol of check and reduce (runtime.check.Tolerances.parse reads them)."""
 
     def add(self, parser: argparse.ArgumentParser) -> None:
@@ -438,6 +507,20 @@ class ToleranceArgs(ArgGroup):
         self._add(parser, "--rtol", action="append", metavar="[OUTPUT=]R",
                   help="relative tolerance for floats, global or per output (repeatable; default: 1e-5)")
 
-    def parse(self, args: argparse.Namespace) -> Tolerances:
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Tolerances:
         from onnx_dml_lowering.runtime.check import Tolerances
         return Tolerances.parse(args.atol, args.rtol)
+
+    def tokens(self, tolerances: Tolerances) -> "list[Word]":
+        """The global values where not the defaults, then one per output (repr: exact floats)."""
+        from onnx_dml_lowering.runtime.check import DEFAULT_ATOL
+        words = {"--atol": option_value("--atol", _number(tolerances.atol), _number(DEFAULT_ATOL)),
+                 "--rtol": option_value("--rtol", _number(tolerances.rtol))}
+        for name, pair in tolerances.per_output.items():
+            for option, tolerance in zip(("--atol", "--rtol"), pair):
+                words[option] += option_value(option, None if tolerance is None else f"{name}={_number(tolerance)}")
+        return words["--atol"] + words["--rtol"]
+
+
+def _number(value: "float | None") -> "str | None":
+    return None if value is None else repr(float(value))

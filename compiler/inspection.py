@@ -192,35 +192,35 @@ def format_inspect(report: dict) -> str:
     return "\n".join(map(display, lines))
 
 
-def cmd_inspect(args) -> int:
+def inspect_command(path: str, feature_level: str, ep: "str | None" = None, device_lacks: "tuple[str, ...]" = (),
+                    verify: bool = False, ort_version: "str | None" = None,
+                    out: "tuple[str | None, str | None, str | None]" = (None, None, None)) -> int:
+    """dml-lower inspect: the report printed, and written to `out`: (--json, --html, --model-explorer)."""
     from .output_files import check_outputs, write_json, write_text
-    html_out = getattr(args, "html", None)
-    if html_out and getattr(args, "ep", None) != "dml":
+    json_out, html_out, explorer_out = out
+    if html_out and ep != "dml":
         raise DmlLowerError("--html draws the DML EP placement: add --ep dml")
-    if getattr(args, "device_lacks", None) and getattr(args, "ep", None) != "dml":
+    if device_lacks and ep != "dml":
         raise DmlLowerError("--device-lacks is an assumption of the DML EP placement: add --ep dml")
-    verify = bool(getattr(args, "verify", False))
-    if verify and getattr(args, "ep", None) != "dml":
+    if verify and ep != "dml":
         raise DmlLowerError("--verify checks the DML EP placement on the real EP: add --ep dml")
-    _ort_version(getattr(args, "ort_version", None))
-    explorer_out = getattr(args, "model_explorer", None)
+    _ort_version(ort_version)
     if explorer_out:
         from .explorer import require_view
         require_view("--model-explorer")
-    check_outputs(("--json", args.json), ("--html", html_out), ("--model-explorer", explorer_out))   # before the work
-    report, graph = _inspect(args.model, args.feature_level, getattr(args, "ep", None),
-                             tuple(getattr(args, "device_lacks", ()) or ()), verify)
+    check_outputs(("--json", json_out), ("--html", html_out), ("--model-explorer", explorer_out))   # before the work
+    report, graph = _inspect(path, feature_level, ep, device_lacks, verify)
     print(format_inspect(report))
-    if args.json:
-        write_json(args.json, "the inspect JSON", report)
-        print(f"\nwrote {args.json}")
+    if json_out:
+        write_json(json_out, "the inspect JSON", report)
+        print(f"\nwrote {json_out}")
     if html_out:
         from .ep.picture import render
         assert graph is not None            # --html needs --ep dml, whose placement has its graph
-        write_text(html_out, "the placement picture", render(report, graph, str(args.model)))
+        write_text(html_out, "the placement picture", render(report, graph, str(path)))
         print(f"\nwrote {html_out}")
     if explorer_out:
-        _write_explorer(args.model, explorer_out, report)
+        _write_explorer(path, explorer_out, report)
     return 0
 
 

@@ -3,135 +3,278 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import TYPE_CHECKING, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 from ..output_files import check_outputs, save_npz_file, write_json, write_text
-from ..zoo import add_zoo_options
+from ..zoo import ZooRun
+from .command import ArgGroup, Command, Parsed, Word, flag, option_value
 from .feeds import describe_feeds, drawn_sizes_hint, feed_sets, known_dims, named_options
 from .groups import BackendArgs, FeedArgs, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
+from .output_groups import ExplorerArgs, JsonArgs, QuietArgs, SaveArgs
+from .zoo_options import ZooArgs, forwarded_options, refuse_one_model_files
 
 if TYPE_CHECKING:
+    import argparse
+
     import numpy as np
 
     from onnx_dml_lowering.runtime.backend_names import BackendLike, BackendName
+    from onnx_dml_lowering.runtime.backends import BackendOptions
+    from onnx_dml_lowering.runtime.check import CheckedSet, CheckReport, CheckRun
 
     from ..compiled import CompiledModel
-    from .groups import Feeds
-
-MODEL, FEEDS, BACKENDS = ModelArgs(many=True), FeedArgs(), BackendArgs("check")
-ORACLE, SESSION, TOLERANCES = OracleArgs(), SessionArgs(), ToleranceArgs()
+    from .groups import Feeds, Model
 
 
-def add_check_parser(sub) -> None:
-    """The check subcommand (one model, or a zoo)."""
-    p = sub.add_parser("check", help="compare every backend with ONNX semantics (the oracle)")
-    MODEL.add(p)
-    FEEDS.add(p)
-    BACKENDS.add(p)
-    ORACLE.add(p)
-    FEEDS.add_iterations(p)
-    p.add_argument("--outputs", nargs="+", metavar="NAME",
-                   help="also compare these intermediate values by name ('all': every typed value)")
-    p.add_argument("--save-outputs", metavar="F.npz",
-                   help="write the oracle's outputs (OUTPUT) and each backend's (BACKEND:OUTPUT); several feed "
-                        "sets: set #i to F.i.npz beside F.npz (set #0)")
-    p.add_argument("--load-outputs", metavar="F.npz",
-                   help="compare outputs saved by --save-outputs (or run --save-outputs) from the same feeds with "
-                        "the oracle, as backends saved:BACKEND, saved:oracle, saved:run-BACKEND")
-    BACKENDS.add_provider_options(p)
-    BACKENDS.add_fail_on_partial(p)
-    SESSION.add(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the lines that are not MATCH (and UNAVAILABLE backends) and the verdict")
-    TOLERANCES.add(p)
-    p.add_argument("--json", metavar="F.json", help="write the report as JSON here")
-    p.add_argument("--markdown", metavar="F.md", help="write the report as a Markdown table here")
-    p.add_argument("--localize", action="store_true",
-                   help="for a MISMATCH: check again with every value an output and name the node(s) where the "
-                        "difference starts (outputs differ, inputs agree)")
-    p.add_argument("--model-explorer", metavar="F.json",
-                   help="also write Model Explorer node data: the lowering here, each backend's largest error "
-                        "per node beside it as F.error-BACKEND.json (open with dml-lower view; extra [view])")
-    p.add_argument("--save-inputs", metavar="F.npz",
-                   help="write the feeds used to this .npz (replay with --inputs); several feed sets: set #i to "
-                        "F.i.npz beside F.npz (set #0)")
-    add_zoo_options(p)
-    p.set_defaults(func=lambda args, parser=p: check_models(args, parser))
+@dataclass(frozen=True)
+class Compared:
+    """--outputs (intermediate values compared too; ("all",): every typed value) and --load-outputs."""
+    outputs: "tuple[str, ...] | None" = None
+    load: "str | None" = None
+
+    @property
+    def requested(self) -> "list[str] | str | None":
+        """compile_model's `outputs`: None, "all" or the names."""
+        if not self.outputs:
+            return None
+        return "all" if self.outputs == ("all",) else list(self.outputs)
 
 
-def check_models(args, parser) -> int:
-    """One model file: cmd_check as ever. Several, a directory or a zoo option: the zoo (zoo.py)."""
-    from ..zoo import is_zoo, run_zoo
-    if is_zoo(args):
-        if args.model_explorer or args.localize:
-            option = "--model-explorer" if args.model_explorer else "--localize"
-            raise DmlLowerError(f"{option} works on one model's graph: check one model file with it")
-        SESSION.parse(args)             # bad session options: one line here, not once per model
-        check_outputs(("--json", args.json), ("--junit", args.junit))
-        # a malformed --val-range / --zero-fraction: one line before any model runs
-        return run_zoo(args, parser, named_options(args), random_feeds=not (args.inputs or args.data_loader_script))
-    args.model = args.model[0]
-    return cmd_check(args)
+class CompareArgs(ArgGroup[Compared]):
+    """check's --outputs and --load-outputs, each where check's --help lists it."""
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self.add_outputs(parser)
+        self.add_load(parser)
+
+    def add_outputs(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--outputs", nargs="+", metavar="NAME",
+                  help="also compare these intermediate values by name ('all': every typed value)")
+
+    def add_load(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--load-outputs", metavar="F.npz",
+                  help="compare outputs saved by --save-outputs (or run --save-outputs) from the same feeds with "
+                       "the oracle, as backends saved:BACKEND, saved:oracle, saved:run-BACKEND")
+
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Compared:
+        return Compared(outputs=tuple(args.outputs) if args.outputs else None, load=args.load_outputs)
+
+    def tokens(self, compared: Compared) -> "list[Word]":
+        return ([Word("--outputs", compared.outputs)] if compared.outputs else []) + \
+            option_value("--load-outputs", compared.load)
 
 
-def cmd_check(args) -> int:
-    from ..compiled import compile_model
+@dataclass(frozen=True)
+class Findings:
+    """--markdown (the report as a Markdown table) and --localize (where a MISMATCH starts)."""
+    markdown: "str | None" = None
+    localize: bool = False
 
-    from onnx_dml_lowering.runtime.check import CheckAbout, CheckRun, LoadedOutputs
-    from onnx_dml_lowering.runtime.report import format_markdown, format_quiet, format_text, format_timing
-    from onnx_dml_lowering.runtime.saved_outputs import wrote_line
-    feed_options = FEEDS.parse(args)
-    if args.model_explorer:
+
+class FindingsArgs(ArgGroup[Findings]):
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--markdown", metavar="F.md", help="write the report as a Markdown table here")
+        self._add(parser, "--localize", action="store_true",
+                  help="for a MISMATCH: check again with every value an output and name the node(s) where the "
+                       "difference starts (outputs differ, inputs agree)")
+
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Findings:
+        return Findings(markdown=args.markdown, localize=args.localize)
+
+    def tokens(self, findings: Findings) -> "list[Word]":
+        return option_value("--markdown", findings.markdown) + flag("--localize", findings.localize)
+
+
+# The groups of check a zoo hands each model's check (the rest are the zoo's own, or write one
+# model's file and are refused with several models).
+FORWARDED: "tuple[type[ArgGroup], ...]" = (ModelArgs, FeedArgs, BackendArgs, OracleArgs, CompareArgs, SessionArgs,
+                                           ToleranceArgs)
+
+
+class Check(Command):
+    name, help = "check", "compare every backend with ONNX semantics (the oracle)"
+
+    def __init__(self) -> None:
+        self.feeds, self.backends, self.compare, self.save = FeedArgs(), BackendArgs("check"), CompareArgs(), \
+            SaveArgs("check")
+        super().__init__(ModelArgs(many=True), self.feeds, self.backends, OracleArgs(), self.compare, self.save,
+                         SessionArgs(), QuietArgs("check"), ToleranceArgs(), JsonArgs("check"), FindingsArgs(),
+                         ExplorerArgs("check"), ZooArgs())
+
+    def layout(self) -> "list[Callable[[argparse.ArgumentParser], None]]":
+        model, _, _, oracle, _, _, session, quiet, tolerances, json, findings, explorer, zoo = self.groups
+        return [model.add, self.feeds.add, self.backends.add, oracle.add, self.feeds.add_iterations,
+                self.compare.add_outputs, self.save.add_outputs, self.compare.add_load,
+                self.backends.add_provider_options, self.backends.add_fail_on_partial, session.add, quiet.add,
+                tolerances.add, json.add, findings.add, explorer.add, self.save.add_inputs, zoo.add]
+
+    def run(self, parsed: Parsed) -> int:
+        """One model file: cmd_check as ever. Several, a directory or a zoo option: the zoo."""
+        if parsed[ZooArgs].chosen(list(parsed[ModelArgs].paths)):
+            return check_zoo(parsed)
+        return cmd_check(parsed)
+
+
+def check_zoo(parsed: Parsed) -> int:
+    from ..zoo import run_zoo
+    from ..zoo.runner import check_zoo as check_zoo_options
+    findings, explorer = parsed[FindingsArgs], parsed[ExplorerArgs]
+    if explorer or findings.localize:
+        option = "--model-explorer" if explorer else "--localize"
+        raise DmlLowerError(f"{option} works on one model's graph: check one model file with it")
+    parsed[SessionArgs]             # bad session options: one line here, not once per model
+    zoo, json_out = parsed[ZooArgs], parsed[JsonArgs]
+    check_outputs(("--json", json_out), ("--junit", zoo.junit))
+    # a malformed --val-range / --zero-fraction: one line before any model runs
+    named = tuple(named_options(parsed.args))
+    check_zoo_options(zoo)
+    saved = parsed[SaveArgs]
+    refuse_one_model_files([("--markdown", findings.markdown), ("--save-inputs", saved.inputs),
+                            ("--save-outputs", saved.outputs)])
+    run = ZooRun(paths=list(parsed[ModelArgs].paths), options=forwarded_options(parsed, FORWARDED),
+                 backends=parsed[BackendArgs].names, json=json_out, named=named,
+                 random_feeds=parsed[FeedArgs].random)
+    return run_zoo(zoo, run)
+
+
+class _SetSaver:
+    """check --save-inputs / --save-outputs: every feed set as it is checked, one file each
+    (saved_outputs.set_path), so memory stays flat; the set under way when the run fails or stops
+    is saved too, as the one needed to reproduce it."""
+
+    def __init__(self, parsed: Parsed) -> None:
+        self.paths = parsed[SaveArgs]
+        self.saved = {"inputs": 0, "outputs": 0}
+
+    def save_set(self, done: CheckedSet) -> None:
+        from onnx_dml_lowering.runtime.saved_outputs import set_path
+        if self.paths.inputs:
+            save_npz_file(set_path(self.paths.inputs, done.index), done.feeds, "the inputs")
+            self.saved["inputs"] = done.index + 1
+        if self.paths.outputs:
+            save_npz_file(set_path(self.paths.outputs, done.index),
+                          _saved_outputs(done.expected, done.actuals, done.feeds), "the outputs")
+            self.saved["outputs"] = done.index + 1
+
+    def save_under_way(self, run: CheckRun) -> str:
+        """The set under way saved (--save-inputs); its path."""
+        from onnx_dml_lowering.runtime.saved_outputs import set_path
+        assert self.paths.inputs is not None and run.under_way is not None
+        path = set_path(self.paths.inputs, run.under_way.index)
+        save_npz_file(path, run.under_way.feeds, "the inputs")
+        return path
+
+
+@dataclass
+class _Checked:
+    """One model's check: what --localize, the files and the exit code read after the report."""
+    model: Model
+    compiled: CompiledModel
+    feeds: "dict[str, np.ndarray]"            # feed set #0
+    report: CheckReport
+    options: BackendOptions
+    saved: "dict[str, int]"                   # how many sets --save-inputs / --save-outputs wrote
+
+
+def cmd_check(parsed: Parsed) -> int:
+    from onnx_dml_lowering.runtime.report import format_quiet, format_text, format_timing
+    feed_options = parsed[FeedArgs]
+    _refuse_early(parsed)
+    done = _run_check(parsed, feed_options)
+    quiet = parsed[QuietArgs]
+    print(format_quiet(done.report) if quiet else format_text(done.report))
+    if not quiet:
+        print(format_timing(done.report))
+    return _finish(parsed, done)
+
+
+def _refuse_early(parsed: Parsed) -> None:
+    """What check refuses before any work: --model-explorer without its extra, --localize with a
+    golden oracle, an output file it cannot write."""
+    explorer, findings, saved = parsed[ExplorerArgs], parsed[FindingsArgs], parsed[SaveArgs]
+    if explorer:
         from ..explorer import require_view
         require_view("--model-explorer")
-    if args.localize:
+    if findings.localize:
         from ..localize import refuse_golden
-        refuse_golden(ORACLE.parse(args))
-    check_outputs(*((option, getattr(args, option[2:].replace("-", "_")))
-                    for option in ("--json", "--markdown", "--save-outputs", "--save-inputs", "--model-explorer")))
-    settings = SESSION.parse(args)
-    model = MODEL.parse(args)
-    compiled = compile_model(model.path, feature_level=model.feature_level, outputs=_outputs_arg(args))
-    backends = BACKENDS.parse(args)
-    tolerances = TOLERANCES.parse(args)
+        refuse_golden(parsed[OracleArgs])
+    check_outputs(("--json", parsed[JsonArgs]), ("--markdown", findings.markdown), ("--save-outputs", saved.outputs),
+                  ("--save-inputs", saved.inputs), ("--model-explorer", explorer))
+
+
+def _run_check(parsed: Parsed, feed_options: Feeds) -> _Checked:
+    """The check over every feed set (a CheckRun), each saved as it is checked."""
+    from onnx_dml_lowering.runtime.check import CheckAbout, CheckRun, LoadedOutputs
+
+    from ..compiled import compile_model
+    model, backends = parsed[ModelArgs], parsed[BackendArgs]
+    compiled = compile_model(model.path, feature_level=model.feature_level, outputs=parsed[CompareArgs].requested)
     sets = feed_sets(compiled, feed_options)     # a generator: the feed sets are drawn as the run takes them
     feeds = next(sets)
     described = describe_feeds(feed_options, feeds)     # now: a data loader may reuse (and change) its arrays
-    about = CheckAbout(str(args.model), _seed_label(feed_options), backends.fail_on_partial,
+    about = CheckAbout(str(model.path), _seed_label(feed_options), backends.fail_on_partial,
                        known_dims(compiled, feed_options.dims, feed_options.names_where_present)
                        if feed_options.dims else {}, described)
-    loaded = LoadedOutputs.load(args.load_outputs) if args.load_outputs else None
-    run = CheckRun(compiled, feeds, backends.names, tolerances, backends.options(settings, loaded=loaded),
-                   oracle=ORACLE.parse(args), more_feeds=sets, about=about)
-    saved = {"inputs": 0, "outputs": 0}
-    _check_sets(args, run, compiled, feed_options, saved)
-    report = run.report()
-    feeds = run.first
-    print(format_quiet(report) if args.quiet else format_text(report))
-    if not args.quiet:
-        print(format_timing(report))
-    localized = _localize(args, model, feeds, report, backends.options(settings, loaded=loaded), tolerances) \
-        if args.localize else None
-    for option, what in (("save_inputs", "inputs"), ("save_outputs", "outputs")):
-        if getattr(args, option) and saved[what]:
-            print(wrote_line(getattr(args, option), saved[what]))
-    if args.json:
+    load = parsed[CompareArgs].load
+    options = backends.options(parsed[SessionArgs], loaded=LoadedOutputs.load(load) if load else None)
+    run = CheckRun(compiled, feeds, backends.names, parsed[ToleranceArgs], options, oracle=parsed[OracleArgs],
+                   more_feeds=sets, about=about)
+    saver = _SetSaver(parsed)
+    _check_sets(run, saver, compiled, feed_options)
+    return _Checked(model, compiled, run.first, run.report(), options, saver.saved)
+
+
+def _check_sets(run: CheckRun, saver: _SetSaver, compiled: CompiledModel, feed_options: Feeds) -> None:
+    """The run's feed sets, each saved as it is checked; the set under way when the run fails or
+    stops is saved too, as the one needed to reproduce it."""
+    from onnx_dml_lowering.runtime.check import FeedsFailed
+    checking = run.sets()
+    try:
+        for done in checking:
+            try:
+                saver.save_set(done)
+            except KeyboardInterrupt as exc:    # the run ends as a Ctrl-C inside the set ends it
+                with contextlib.suppress(StopIteration):
+                    checking.throw(exc)
+    except DmlLowerError as exc:
+        hint = drawn_sizes_hint(compiled, feed_options) if isinstance(exc, FeedsFailed) else ""
+        if not saver.paths.inputs or run.under_way is None:
+            if hint:
+                raise DmlLowerError(f"{exc}{hint}") from None
+            raise
+        raise DmlLowerError(f"{exc}{hint} (the inputs are saved in {saver.save_under_way(run)})") from None
+    if run.report().stopped and saver.paths.inputs and run.under_way is not None:
+        saver.save_under_way(run)                           # the set it stopped at
+        saver.saved["inputs"] = run.under_way.index + 1
+
+
+def _finish(parsed: Parsed, done: _Checked) -> int:
+    """After the report is printed: --localize, the files written, the exit code."""
+    from onnx_dml_lowering.runtime.report import format_markdown
+    from onnx_dml_lowering.runtime.saved_outputs import wrote_line
+    report = done.report
+    findings, saved, json_out, explorer = parsed[FindingsArgs], parsed[SaveArgs], parsed[JsonArgs], parsed[ExplorerArgs]
+    localized = _localize(parsed, done) if findings.localize else None
+    for path, count in ((saved.inputs, done.saved["inputs"]), (saved.outputs, done.saved["outputs"])):
+        if path and count:
+            print(wrote_line(path, count))
+    if json_out:
         data = report.to_dict()
         if localized is not None:
             data["localized"] = [f.to_dict() for f in localized[0]]
-        write_json(args.json, "the JSON report", data)
-    if args.markdown:
-        write_text(args.markdown, "the Markdown report", format_markdown(report))
-    if args.model_explorer:
+        write_json(json_out, "the JSON report", data)
+    if findings.markdown:
+        write_text(findings.markdown, "the Markdown report", format_markdown(report))
+    if explorer:
         # after --localize, every value's error (the run with every value an output)
-        _write_explorer(args, model.path, compiled, report, localized[1] if localized else None)
-    return _exit_code(report, args.iterations)
+        _write_explorer(parsed, done, localized[1] if localized else None)
+    return _exit_code(report, parsed[FeedArgs].iterations)
 
 
-def _exit_code(report, asked: int) -> int:
-    """0 / 1 by the verdict; a run a later feed set stopped (2, or 1 with a failure before it) or
-    a signal cut short (130 / 143) says so on stderr first."""
+def _exit_code(report: CheckReport, requested: int) -> int:
     if report.stopped:
         covered = "feed set #0" if report.iterations == 1 else f"feed sets #0-#{report.iterations - 1}"
         print(f"dml-lower: error: {report.stopped} (the report covers {covered})", file=sys.stderr)
@@ -140,49 +283,10 @@ def _exit_code(report, asked: int) -> int:
     if report.interrupted:
         from onnx_dml_lowering.runtime.interrupt import terminated
         how = ("terminated", "SIGTERM", 143) if terminated() else ("interrupted", "Ctrl-C", 130)
-        print(f"dml-lower: {how[0]}: the report covers the {report.iterations} of {asked} feed sets "
+        print(f"dml-lower: {how[0]}: the report covers the {report.iterations} of {requested} feed sets "
               f"checked before {how[1]}", file=sys.stderr)
         return how[2]
     return 0 if report.ok else 1
-
-
-def _check_sets(args, run, compiled: CompiledModel, feed_options: Feeds, saved: "dict[str, int]") -> None:
-    """The run's feed sets, each saved as it is checked (--save-inputs / --save-outputs: one file a
-    set, so memory stays flat); the set under way when the run fails or stops is saved too, as
-    the one needed to reproduce it."""
-    from onnx_dml_lowering.runtime.check import FeedsFailed
-    from onnx_dml_lowering.runtime.saved_outputs import set_path
-    checking = run.sets()
-    try:
-        for done in checking:
-            try:
-                _save_set(args, done, saved)
-            except KeyboardInterrupt as exc:    # the run ends as a Ctrl-C inside the set ends it
-                with contextlib.suppress(StopIteration):
-                    checking.throw(exc)
-    except DmlLowerError as exc:
-        hint = drawn_sizes_hint(compiled, feed_options) if isinstance(exc, FeedsFailed) else ""
-        if not args.save_inputs or run.under_way is None:
-            if hint:
-                raise DmlLowerError(f"{exc}{hint}") from None
-            raise
-        path = set_path(args.save_inputs, run.under_way.index)
-        save_npz_file(path, run.under_way.feeds, "the inputs")
-        raise DmlLowerError(f"{exc}{hint} (the inputs are saved in {path})") from None
-    if run.report().stopped and args.save_inputs and run.under_way is not None:
-        save_npz_file(set_path(args.save_inputs, run.under_way.index), run.under_way.feeds, "the inputs")
-        saved["inputs"] = run.under_way.index + 1        # the set it stopped at
-
-
-def _save_set(args, done, saved: "dict[str, int]") -> None:
-    from onnx_dml_lowering.runtime.saved_outputs import set_path
-    if args.save_inputs:
-        save_npz_file(set_path(args.save_inputs, done.index), done.feeds, "the inputs")
-        saved["inputs"] = done.index + 1
-    if args.save_outputs:
-        save_npz_file(set_path(args.save_outputs, done.index), _saved_outputs(done.expected, done.actuals, done.feeds),
-                      "the outputs")
-        saved["outputs"] = done.index + 1
 
 
 def _seed_label(feeds: Feeds) -> "Callable[[int], str] | None":
@@ -190,13 +294,8 @@ def _seed_label(feeds: Feeds) -> "Callable[[int], str] | None":
     return (lambda index: f"seed {feeds.seed + index}") if feeds.random else None
 
 
-def _outputs_arg(args) -> "list[str] | str | None":
-    if not getattr(args, "outputs", None):
-        return None
-    return "all" if args.outputs == ["all"] else list(args.outputs)
-
-
-def _saved_outputs(expected: dict, actuals: "dict[BackendName, dict]", feeds) -> "dict[str, np.ndarray]":
+def _saved_outputs(expected: dict, actuals: "dict[BackendName, dict]", feeds: "Mapping[str, np.ndarray]"
+                   ) -> "dict[str, np.ndarray]":
     """The oracle's outputs as OUTPUT (a golden file for --oracle) and each backend's as
     BACKEND:OUTPUT (for --load-outputs), of one feed set, with that set's fingerprint."""
     import numpy as np
@@ -219,7 +318,7 @@ def check_model(compiled: CompiledModel, feeds, backends: "Sequence[BackendLike]
     return feeds, report.backends
 
 
-def _localize(args, model, feeds, report, options, tolerances) -> "tuple[list, tuple | None]":
+def _localize(parsed: Parsed, done: _Checked) -> "tuple[list, tuple | None]":
     """check --localize: the backends with a MISMATCH checked again on feed set #0 with every value
     an output; the lines printed, (the findings, (that model, that report) or None)."""
     from onnx_dml_lowering.ir.display import display
@@ -227,20 +326,21 @@ def _localize(args, model, feeds, report, options, tolerances) -> "tuple[list, t
 
     from ..compiled import compile_model
     from ..localize import format_localized, localize
-    failing = [b.backend for b in report.backends if not b.error and not b.ok]
+    model = done.model
+    failing = [b.backend for b in done.report.backends if not b.error and not b.ok]
     if not failing:
         print("localize: no MISMATCH to localize")
         return [], None
     compiled_all = compile_model(model.path, feature_level=model.feature_level, outputs="all")
-    _, again = check(compiled_all, feeds, failing, tolerances, options, oracle=ORACLE.parse(args),
-                     model_name=str(args.model))
+    _, again = check(compiled_all, done.feeds, failing, parsed[ToleranceArgs], done.options,
+                     oracle=parsed[OracleArgs], model_name=str(model.path))
     found = localize(again, compiled_all, failing)
     for line in format_localized(found):
         print(display(line))
     return found, (compiled_all, again)
 
 
-def _write_explorer(args, path: str, compiled: CompiledModel, report, every_value: "tuple | None") -> None:
+def _write_explorer(parsed: Parsed, done: _Checked, every_value: "tuple | None") -> None:
     """check --model-explorer: the lowering, and per backend its largest error on each node (from
     --localize's run with every value an output when it ran)."""
     from onnx_dml_lowering.ir.display import display
@@ -248,7 +348,9 @@ def _write_explorer(args, path: str, compiled: CompiledModel, report, every_valu
     from ..explorer import write_overlays
     from ..overlays import compiled_lowering, error_overlays
     errors = error_overlays(every_value[1], every_value[0], True) if every_value else \
-        error_overlays(report, compiled, bool(_outputs_arg(args)))
-    overlays = [compiled_lowering(compiled), *errors]
-    for line in write_overlays(path, args.model_explorer, overlays):
+        error_overlays(done.report, done.compiled, bool(parsed[CompareArgs].requested))
+    overlays = [compiled_lowering(done.compiled), *errors]
+    out = parsed[ExplorerArgs]
+    assert out is not None                  # called for --model-explorer
+    for line in write_overlays(done.model.path, out, overlays):
         print(display(line))

@@ -5,25 +5,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..output_files import check_outputs, write_json
+from .command import Command, Parsed
 from .feeds import known_dims
 from .groups import DimArgs, ModelArgs
+from .output_groups import ExplorerArgs, JsonArgs
 
 if TYPE_CHECKING:
     from ..compiled import CompiledModel
 
-MODEL, DIMS = ModelArgs(), DimArgs("compile")
 
+class Compile(Command):
+    name, help = "compile", "lower and print the graph and the placement report"
 
-def add_compile_parser(sub) -> None:
-    """The compile subcommand."""
-    p = sub.add_parser("compile", help="lower and print the graph and the placement report")
-    MODEL.add(p)
-    p.add_argument("--json", metavar="F.json", help="write placement and graph as JSON here")
-    p.add_argument("--model-explorer", metavar="F.json",
-                   help="also write the lowering as Model Explorer node data here (open with dml-lower view; "
-                        "extra [view])")
-    DIMS.add(p)
-    p.set_defaults(func=cmd_compile)
+    def __init__(self) -> None:
+        super().__init__(ModelArgs(), JsonArgs("compile"), ExplorerArgs("compile"), DimArgs("compile"))
+
+    def run(self, parsed: Parsed) -> int:
+        return cmd_compile(parsed)
 
 
 def format_placement(compiled: CompiledModel) -> str:
@@ -31,34 +29,35 @@ def format_placement(compiled: CompiledModel) -> str:
     return fmt(compiled.placement, compiled.feature_level)
 
 
-def cmd_compile(args) -> int:
-    if args.model_explorer:
+def cmd_compile(parsed: Parsed) -> int:
+    json_out, explorer_out = parsed[JsonArgs], parsed[ExplorerArgs]
+    if explorer_out:
         from ..explorer import require_view
         require_view("--model-explorer")
-    check_outputs(("--json", args.json), ("--model-explorer", args.model_explorer))
-    dims = DIMS.parse(args)
+    check_outputs(("--json", json_out), ("--model-explorer", explorer_out))
+    dims = parsed[DimArgs]
     from onnx_dml_lowering.ir import format_graph
 
     from ..compiled import compile_model
-    model = MODEL.parse(args)
+    model = parsed[ModelArgs]
     compiled = compile_model(model.path, feature_level=model.feature_level)
     dims = known_dims(compiled, dims)       # a name no input dimension has: refused before any output
     print(format_graph(compiled.graph))
     print()
     print(format_placement(compiled))
     data = compiled.to_dict()
-    if args.dim:
+    if parsed[DimArgs]:
         data["specialised"] = _specialised(compiled, dims)
-    if args.json:
-        write_json(args.json, "the compile JSON", data)
-        print(f"\nwrote {args.json}")
-    if args.model_explorer:
+    if json_out:
+        write_json(json_out, "the compile JSON", data)
+        print(f"\nwrote {json_out}")
+    if explorer_out:
         from onnx_dml_lowering.ir.display import display
 
         from ..explorer import write_overlays
         from ..overlays import compiled_lowering
         print()
-        for line in write_overlays(model.path, args.model_explorer, [compiled_lowering(compiled)]):
+        for line in write_overlays(model.path, explorer_out, [compiled_lowering(compiled)]):
             print(display(line))
     return 0
 

@@ -1,8 +1,9 @@
-"""The option groups of dml-lower's commands, after Polygraphy's tools/args: each group declares its
-options once (add) and reads them once (parse) into a small typed object the command uses. A
-command takes the groups it needs and declares none of their options itself; where commands use an
-option differently, the variant is a parameter of the group, and its help text lives here beside
-the declaration (test_groups.py walks every subparser to hold both).
+"""The option groups several dml-lower commands share, after Polygraphy's tools/args: each group
+declares its options once (add), reads them once (parse, through command.Parsed) into a small typed
+object the command uses, and writes that object back as command-line words (tokens). A command
+(command.Command) lists the groups it takes and declares none of their options itself; where
+commands use an option differently, the variant is a parameter of the group, and its help text
+lives here beside the declaration (test_groups.py walks every subparser to hold both).
 
 A group may add its options in more than one place of a command's --help (add_... methods), so the
 help of every command reads as it always has."""
@@ -10,37 +11,28 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError
 
+from .command import DECLARED_BY, ArgGroup, Parsed, Word, each, flag, option_value
+
 if TYPE_CHECKING:
     from onnx_dml_lowering.ir import FeatureLevel
-    from onnx_dml_lowering.runtime.backend_names import BackendName
     from onnx_dml_lowering.runtime.backends import BackendOptions
+    from onnx_dml_lowering.runtime.backend_names import BackendName
+    from onnx_dml_lowering.runtime.oracle import OracleName
     from onnx_dml_lowering.runtime.saved_outputs import LoadedOutputs
     from onnx_dml_lowering.runtime.tolerances import Tolerances
-    from onnx_dml_lowering.runtime.oracle import OracleName
     from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 
-# A parser's record of which group declared each of its option strings (test_groups.py reads it).
-DECLARED_BY = "dml_lower_declared_by"
-
-
-class ArgGroup:
-    """A group of options: declared on a parser by add (recording the group), read by parse."""
-
-    def _add(self, parser: argparse.ArgumentParser, *names: str, **kwargs: Any) -> argparse.Action:
-        action = parser.add_argument(*names, **kwargs)
-        record = parser.__dict__.setdefault(DECLARED_BY, {})
-        for name in action.option_strings or [action.dest]:
-            record[name] = type(self).__name__
-        return action
+__all__ = ["DECLARED_BY", "ArgGroup", "BackendArgs", "DimArgs", "FeatureLevelArgs", "FeedArgs", "ModelArgs",
+           "OracleArgs", "SessionArgs", "ToleranceArgs", "VerboseArgs"]
 
 
 # -- the model --------------------------------------------------------------------------------------
 
-class VerboseArgs(ArgGroup):
+class VerboseArgs(ArgGroup[bool]):
     """-v, before the command (`program`) or after it; a command's leaves the program's value
     alone unless given (default SUPPRESS)."""
 
@@ -55,6 +47,13 @@ class VerboseArgs(ArgGroup):
             self._add(parser, "-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                       help="on an unexpected error, print the traceback")
 
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> bool:
+        """Given before or after the command (the program's -v sets the same value)."""
+        return bool(vars(args).get("verbose", False))
+
+    def tokens(self, value: bool) -> "list[Word]":
+        return flag("--verbose", value)
+
 
 # --feature-level: the level a command lowers at, or (filter=True) an optional filter whose absence
 # means every level. The help says what the level does for that command.
@@ -67,7 +66,7 @@ LEVEL_HELP = {
 }
 
 
-class FeatureLevelArgs(ArgGroup):
+class FeatureLevelArgs(ArgGroup["FeatureLevel | None"]):
     """--feature-level. `use` picks the help text (LEVEL_HELP); `filter` makes it optional (no
     default: every level), as capabilities and optimize take it."""
 
@@ -78,31 +77,46 @@ class FeatureLevelArgs(ArgGroup):
         self._add(parser, "--feature-level", metavar="L", help=LEVEL_HELP[self.use],
                   **({} if self.filter else {"default": str(DEFAULT_LEVEL)}))
 
-    def parse(self, args: argparse.Namespace) -> "FeatureLevel | None":
-        """The level (ir.parse_level; a bad one is one error line), None for an absent filter."""
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> "FeatureLevel | None":
+        """The level (ir.parse_level; a bad one is one error line); None for an absent filter, and
+        for a level that is not a filter, its default."""
         from onnx_dml_lowering.ir import parse_level
-        return parse_level(args.feature_level) if args.feature_level else None
+        if not args.feature_level:
+            return None if self.filter else DEFAULT_LEVEL
+        return parse_level(args.feature_level)
 
     def required(self, args: argparse.Namespace) -> FeatureLevel:
         """The level of a command that lowers at one (not a filter: it has a default)."""
         return self.parse(args) or DEFAULT_LEVEL
 
+    def tokens(self, value: "FeatureLevel | None") -> "list[Word]":
+        return _level_words(value, None if self.filter else DEFAULT_LEVEL)
+
+
+def _level_words(level: "FeatureLevel | None", default: "FeatureLevel | None") -> "list[Word]":
+    return [] if level is None or level == default else [Word("--feature-level", (str(level),))]
+
 
 @dataclass(frozen=True)
 class Model:
-    """The model file a command reads and the level it lowers at."""
+    """The model file a command reads and the level it lowers at (the default level where the
+    command takes its level elsewhere); a zoo's files and directories in `paths`."""
     path: str
     feature_level: FeatureLevel
+    verbose: bool = False
+    paths: "tuple[str, ...]" = ()
 
 
-class ModelArgs(ArgGroup):
+class ModelArgs(ArgGroup[Model]):
     """The model argument (one file, or with `many` the zoo's files and directories), then -v and
-    --feature-level as the commands that lower a model take them."""
+    --feature-level as the commands that lower a model take them (`level` False: the command places
+    its own FeatureLevelArgs)."""
 
-    def __init__(self, many: bool = False, verbose: bool = True, level: "FeatureLevelArgs | None" = None) -> None:
-        self.many, self.verbose, self.level = many, verbose, level or FeatureLevelArgs()
+    def __init__(self, many: bool = False, verbose: bool = True, level: bool = True) -> None:
+        self.many, self.verbose = many, verbose
+        self.level = FeatureLevelArgs() if level else None
 
-    def add(self, parser: argparse.ArgumentParser, level: bool = True) -> None:
+    def add(self, parser: argparse.ArgumentParser) -> None:
         if self.many:
             self._add(parser, "model", nargs="+", metavar="MODEL_OR_DIR",
                       help="an .onnx model; several, or a directory (every *.onnx below it), check a zoo")
@@ -110,14 +124,20 @@ class ModelArgs(ArgGroup):
             self._add(parser, "model", help="path to an .onnx model")
         if self.verbose:
             VerboseArgs().add(parser)
-        if level:
+        if self.level is not None:
             self.level.add(parser)
 
-    def parse(self, args: argparse.Namespace) -> Model:
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Model:
         """The model path and the feature level (a bad level is one error line). A zoo's paths are
         the zoo runner's (check hands one model at a time here)."""
-        path = args.model[0] if isinstance(args.model, list) else args.model
-        return Model(path=path, feature_level=self.level.required(args))
+        paths = tuple(args.model) if isinstance(args.model, list) else ()
+        level = self.level.required(args) if self.level is not None else DEFAULT_LEVEL
+        return Model(path=paths[0] if paths else args.model, feature_level=level,
+                     verbose=self.verbose and VerboseArgs().parse(args), paths=paths)
+
+    def tokens(self, model: Model) -> "list[Word]":
+        words = [Word("", model.paths or (model.path,)), *VerboseArgs().tokens(model.verbose)]
+        return words + (self.level.tokens(model.feature_level) if self.level is not None else [])
 
 
 # -- symbolic dimension sizes ---------------------------------------------------------------------
@@ -133,7 +153,7 @@ DIM_HELP = {
 }
 
 
-class DimArgs(ArgGroup):
+class DimArgs(ArgGroup["dict[str, int]"]):
     """--dim NAME=SIZE (repeatable): the size one symbolic input dimension takes."""
 
     def __init__(self, use: str = "feeds", several: str = "") -> None:
@@ -144,15 +164,29 @@ class DimArgs(ArgGroup):
     def add(self, parser: argparse.ArgumentParser) -> None:
         self._add(parser, "--dim", action="append", metavar="NAME=SIZE", help=DIM_HELP[self.use])
 
-    def add_sweep(self, parser: argparse.ArgumentParser) -> None:
-        """optimize --check's sizes: one list for every dimension --dim leaves free, which all take
-        each size in turn (one run per size and seed, not a product over dimensions)."""
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> "dict[str, int]":
+        """NAME -> SIZE, in the order given. A malformed one, or one name given two different
+        sizes, is one error line (the same size twice is fine)."""
+        return parse_dim_sizes(args.dim, self.several)
+
+    def tokens(self, dims: "dict[str, int]") -> "list[Word]":
+        return dim_words(dims)
+
+
+def dim_words(dims: "dict[str, int]") -> "list[Word]":
+    return each("--dim", (f"{name}={size}" for name, size in dims.items()))
+
+
+class SweepArgs(ArgGroup["tuple[int, ...] | None"]):
+    """optimize --check's --sweep: one list of sizes for every dimension --dim leaves free, which
+    all take each size in turn (one run per size and seed, not a product over dimensions)."""
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
         self._add(parser, "--sweep", metavar="SIZES",
                   help="with --check: comma-separated sizes every symbolic input dimension not fixed by "
                        "--dim takes in turn (default: 1,3,8)")
 
-    @staticmethod
-    def parse_sweep(args: argparse.Namespace) -> "tuple[int, ...] | None":
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> "tuple[int, ...] | None":
         """The --sweep sizes, in order, once each; None when not given (optimize.bit_identical's
         own default, 1, 3 and 8)."""
         if args.sweep is None:
@@ -162,10 +196,8 @@ class DimArgs(ArgGroup):
             raise DmlLowerError(f"--sweep {args.sweep!r}: expected SIZE[,SIZE...] of non-negative integers")
         return tuple(dict.fromkeys(int(s) for s in sizes))
 
-    def parse(self, args: argparse.Namespace) -> "dict[str, int]":
-        """NAME -> SIZE, in the order given. A malformed one, or one name given two different
-        sizes, is one error line (the same size twice is fine)."""
-        return parse_dim_sizes(args.dim, self.several)
+    def tokens(self, sizes: "tuple[int, ...] | None") -> "list[Word]":
+        return [] if sizes is None else [Word("--sweep", (",".join(map(str, sizes)),))]
 
 
 def parse_dim_sizes(texts: "list[str] | None", several: str = "") -> "dict[str, int]":
@@ -199,6 +231,7 @@ class Feeds:
     feed_initializers: bool = False
     names_where_present: bool = False
     memory_limit: "str | None" = None
+    strict: bool = False
 
     @property
     def random(self) -> bool:
@@ -213,12 +246,20 @@ INPUTS_HELP = {
 }
 
 
-class FeedArgs(ArgGroup):
+class FeedArgs(ArgGroup[Feeds]):
     """The feed options of run / check / reduce (and --strict / --memory-limit, which bound the
-    run they feed); --iterations where the command takes several feed sets; demo's --seed."""
+    run they feed); --iterations where the command takes several feed sets (add_iterations).
+    `only` "seed" is demo's --seed alone, "inputs" optimize's --inputs alone (`use` its help)."""
+
+    def __init__(self, only: str = "", use: str = "feeds") -> None:
+        self.only, self.use = only, use
 
     def add(self, parser: argparse.ArgumentParser) -> None:
-        self.add_inputs(parser)
+        if self.only == "seed":
+            return self.add_seed(parser)
+        self.add_inputs(parser, self.use)
+        if self.only == "inputs":
+            return None
         self.add_seed(parser)
         DimArgs().add(parser)
         # a zoo's per-model checks: a --dim, --val-range NAME: or --zero-fraction NAME: applies to
@@ -255,10 +296,14 @@ class FeedArgs(ArgGroup):
         self._add(parser, "--iterations", type=int, default=1, metavar="N",
                   help="check N seeded random feed sets (seeds SEED .. SEED+N-1)")
 
-    def parse(self, args: argparse.Namespace) -> Feeds:
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Feeds:
         """The feed options, their combinations checked: one error line for a pair that does not
         combine or a value out of range."""
-        iterations = getattr(args, "iterations", 1)
+        if self.only == "seed":
+            return Feeds(seed=args.seed)
+        if self.only == "inputs":
+            return Feeds(inputs=args.inputs)
+        iterations = vars(args).get("iterations", 1)
         if iterations < 1:
             raise DmlLowerError(f"--iterations {iterations}: must be at least 1")
         if args.data_loader_script:
@@ -281,7 +326,14 @@ class FeedArgs(ArgGroup):
                      dims=DimArgs().parse(args) if random else {},
                      val_range=list(args.val_range or []), zero_fraction=list(args.zero_fraction or []),
                      feed_initializers=args.feed_initializers, names_where_present=args.names_where_present,
-                     memory_limit=args.memory_limit)
+                     memory_limit=args.memory_limit, strict=args.strict)
+
+    def tokens(self, feeds: Feeds) -> "list[Word]":
+        return [*option_value("--inputs", feeds.inputs), *option_value("--seed", feeds.seed, 0), *dim_words(feeds.dims),
+                *flag("--names-where-present", feeds.names_where_present), *flag("--strict", feeds.strict),
+                *each("--zero-fraction", feeds.zero_fraction), *each("--val-range", feeds.val_range),
+                *option_value("--data-loader-script", feeds.script), *flag("--feed-initializers", feeds.feed_initializers),
+                *option_value("--memory-limit", feeds.memory_limit), *option_value("--iterations", feeds.iterations, 1)]
 
 
 # -- backends ---------------------------------------------------------------------------------------
@@ -307,7 +359,7 @@ class Backends:
     """The backends a command runs (parsed here, where the user's text enters) and how their
     onnxruntime providers are set up."""
     names: "list[BackendName]"
-    text: str
+    text: str = field(compare=False)     # as typed, for messages
     providers: "list[str] | None" = None
     provider_options: "list[str] | None" = None
     ep_libraries: "list[str] | None" = None
@@ -333,7 +385,7 @@ class Backends:
                               strict=self.strict or None, memory_limit=self.memory_limit, loaded=loaded)
 
 
-class BackendArgs(ArgGroup):
+class BackendArgs(ArgGroup[Backends]):
     """--backends (`use`: the command, for its help; reduce's is required and takes one backend),
     run's --providers; the provider options and --fail-on-partial, added where each command lists
     them."""
@@ -369,55 +421,43 @@ class BackendArgs(ArgGroup):
                   help="a PARTIAL backend (a node cut out or run by another provider, an output not "
                        "compared) fails the command (exit 1)")
 
-    def parse(self, args: argparse.Namespace) -> Backends:
-        from onnx_dml_lowering.runtime.backend_names import Lowering, parse_backend
-        texts = [b.strip() for b in args.backends.split(",") if b.strip()]
-        if self.use == "reduce" and len(texts) != 1:
-            raise DmlLowerError(f"--backends {args.backends!r}: reduce takes exactly one backend")
-        providers = getattr(args, "providers", None)
-        providers = [p.strip() for p in providers.split(",")] if providers else None
-        names = [parse_backend(b) for b in texts]
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Backends:
+        """The backends and their provider options; --strict / --memory-limit are the feed group's
+        (the run they bound), read from its value where the command takes it."""
+        from onnx_dml_lowering.runtime.backend_names import Lowering
+        names = parse_backend_names(args.backends, self.use)
+        given = vars(args)              # --providers and --fail-on-partial: the commands that take them
+        providers = [p.strip() for p in given["providers"].split(",")] if given.get("providers") else None
         if providers and not any(n.lowering is Lowering.STAND_INS for n in names):
             raise DmlLowerError("--providers applies to the ort backend only (--backends ort)")
+        feeds = parsed.get(FeedArgs) if parsed is not None else None
         return Backends(names=names, text=args.backends, providers=providers,
                         provider_options=args.provider_option, ep_libraries=args.ep_library,
                         no_fallback=args.no_fallback, provider_model=args.provider_model,
-                        fail_on_partial=getattr(args, "fail_on_partial", False),
-                        strict=getattr(args, "strict", False), memory_limit=getattr(args, "memory_limit", None))
+                        fail_on_partial=given.get("fail_on_partial", False),
+                        strict=feeds.strict if feeds else False, memory_limit=feeds.memory_limit if feeds else None)
+
+    def tokens(self, backends: Backends) -> "list[Word]":
+        """Its own options only (--strict / --memory-limit are the feed group's words)."""
+        return [*option_value("--backends", ",".join(n.text for n in backends.names), None if self.use == "reduce" else "cpu"),
+                *option_value("--providers", ",".join(backends.providers) if backends.providers else None),
+                *each("--provider-option", backends.provider_options), *each("--ep-library", backends.ep_libraries),
+                *flag("--no-fallback", backends.no_fallback),
+                *option_value("--provider-model", backends.provider_model, "shipped"),
+                *flag("--fail-on-partial", backends.fail_on_partial)]
+
+
+def parse_backend_names(text: str, use: str = "check") -> "list[BackendName]":
+    """The one reader of --backends: the names, in order (reduce: exactly one), parsed once here
+    where the user's text enters (runtime.backend_names)."""
+    from onnx_dml_lowering.runtime.backend_names import parse_backend
+    names = [b.strip() for b in text.split(",") if b.strip()]
+    if use == "reduce" and len(names) != 1:
+        raise DmlLowerError(f"--backends {text!r}: reduce takes exactly one backend")
+    return [parse_backend(name) for name in names]
 
 
 # -- onnxruntime sessions ---------------------------------------------------------------------------
-
-class SessionArgs(ArgGroup):
-    """Settings of every onnxruntime session the command creates (as onnx_test_runner -C)."""
-
-    def add(self, parser: argparse.ArgumentParser) -> None:
-        self._add(parser, "--session-config", action="append", metavar="KEY=VALUE",
-                  help="an onnxruntime session config entry for every session (repeatable), "
-                       "e.g. session.intra_op.allow_spinning=0")
-        self._add(parser, "--graph-optimization-level", metavar="LEVEL",
-                  help="onnxruntime graph optimizations of every session: disable, basic, extended or all "
-                       "(default: onnxruntime's, all)")
-        self._add(parser, "--threads", metavar="N",
-                  help="intra-op threads of every onnxruntime session (0: onnxruntime's default; "
-                       "wins over the one thread small region sessions get)")
-
-    def parse(self, args: argparse.Namespace) -> "SessionSettings | None":
-        """The SessionSettings, or None when none was given; a bad one is one error line."""
-        settings = parse_session_settings(args.session_config, args.graph_optimization_level, args.threads)
-        return None if settings.empty else settings
-
-    @staticmethod
-    def tokens(args: argparse.Namespace) -> "list[str]":
-        """The session options as given, as command-line tokens (reduce's rerun line)."""
-        words: "list[str]" = []
-        for option, value in (("--session-config", args.session_config),
-                              ("--graph-optimization-level", args.graph_optimization_level),
-                              ("--threads", args.threads)):
-            for item in value if isinstance(value, list) else [value] if value is not None else []:
-                words += [option, str(item)]
-        return words
-
 
 def parse_session_settings(config: "list[str] | None" = None, optimization_level: "str | None" = None,
                            threads: "str | int | None" = None) -> "SessionSettings":
@@ -460,9 +500,36 @@ def _thread_count(threads: "str | int | None") -> "int | None":
     return count
 
 
+class SessionArgs(ArgGroup["SessionSettings | None"]):
+    """Settings of every onnxruntime session the command creates (as onnx_test_runner -C)."""
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--session-config", action="append", metavar="KEY=VALUE",
+                  help="an onnxruntime session config entry for every session (repeatable), "
+                       "e.g. session.intra_op.allow_spinning=0")
+        self._add(parser, "--graph-optimization-level", metavar="LEVEL",
+                  help="onnxruntime graph optimizations of every session: disable, basic, extended or all "
+                       "(default: onnxruntime's, all)")
+        self._add(parser, "--threads", metavar="N",
+                  help="intra-op threads of every onnxruntime session (0: onnxruntime's default; "
+                       "wins over the one thread small region sessions get)")
+
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> "SessionSettings | None":
+        """The SessionSettings, or None when none was given; a bad one is one error line."""
+        settings = parse_session_settings(args.session_config, args.graph_optimization_level, args.threads)
+        return None if settings.empty else settings
+
+    def tokens(self, settings: "SessionSettings | None") -> "list[Word]":
+        if settings is None:
+            return []
+        return [*each("--session-config", (f"{key}={entry}" for key, entry in settings.config)),
+                *option_value("--graph-optimization-level", settings.optimization_level),
+                *option_value("--threads", settings.threads)]
+
+
 # -- the comparison ---------------------------------------------------------------------------------
 
-class OracleArgs(ArgGroup):
+class OracleArgs(ArgGroup["OracleName"]):
     """--oracle of check and reduce (runtime.oracle.parse_oracle reads it)."""
 
     def add(self, parser: argparse.ArgumentParser) -> None:
@@ -471,12 +538,15 @@ class OracleArgs(ArgGroup):
                        "onnx.reference where they stop; onnxruntime CPU for the rest), reference (whole model on "
                        "onnx.reference), ort-cpu, or FILE.npz of golden outputs")
 
-    def parse(self, args: argparse.Namespace) -> OracleName:
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> OracleName:
         from onnx_dml_lowering.runtime.oracle import parse_oracle
         return parse_oracle(str(args.oracle))
 
+    def tokens(self, oracle: OracleName) -> "list[Word]":
+        return option_value("--oracle", oracle.text, "hybrid")
 
-class ToleranceArgs(ArgGroup):
+
+class ToleranceArgs(ArgGroup["Tolerances"]):
     """--atol / --rtol of check and reduce (runtime.tolerances.Tolerances.parse reads them)."""
 
     def add(self, parser: argparse.ArgumentParser) -> None:
@@ -485,6 +555,20 @@ class ToleranceArgs(ArgGroup):
         self._add(parser, "--rtol", action="append", metavar="[OUTPUT=]R",
                   help="relative tolerance for floats, global or per output (repeatable; default: 1e-5)")
 
-    def parse(self, args: argparse.Namespace) -> Tolerances:
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Tolerances:
         from onnx_dml_lowering.runtime.tolerances import Tolerances
         return Tolerances.parse(args.atol, args.rtol)
+
+    def tokens(self, tolerances: Tolerances) -> "list[Word]":
+        """The global values where not the defaults, then one per output (repr: exact floats)."""
+        from onnx_dml_lowering.runtime.tolerances import DEFAULT_ATOL
+        words = {"--atol": option_value("--atol", _number(tolerances.atol), _number(DEFAULT_ATOL)),
+                 "--rtol": option_value("--rtol", _number(tolerances.rtol))}
+        for name, pair in tolerances.per_output.items():
+            for option, tolerance in zip(("--atol", "--rtol"), pair):
+                words[option] += option_value(option, None if tolerance is None else f"{name}={_number(tolerance)}")
+        return words["--atol"] + words["--rtol"]
+
+
+def _number(value: "float | None") -> "str | None":
+    return None if value is None else repr(float(value))

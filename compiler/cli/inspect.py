@@ -1,35 +1,59 @@
 """dml-lower inspect: what a model holds and what would lower (the report is compiler/inspection.py)."""
 from __future__ import annotations
 
+import argparse
+from dataclasses import dataclass
+
+from .command import ArgGroup, Command, Parsed, Word, each, flag, option_value
 from .groups import ModelArgs
-
-MODEL = ModelArgs(verbose=False)
-
-
-def add_inspect_parser(sub) -> None:
-    """The inspect subcommand."""
-    p = sub.add_parser("inspect", help="summarise a model and say which anchors would lower at a level")
-    MODEL.add(p)
-    p.add_argument("--json", metavar="F.json", help="write the report as JSON here")
-    p.add_argument("--ep", choices=["dml"], help="also predict which nodes onnxruntime's DirectML EP runs and "
-                   "which fall back to the CPU, why, and the copies between them (onnxruntime 1.27's table)")
-    p.add_argument("--device-lacks", action="append", default=[], metavar="TYPE",
-                   choices=["int64", "uint64", "double", "float16"],
-                   help="with --ep dml: assume the GPU lacks this data type (repeatable; default: it has all)")
-    p.add_argument("--verify", action="store_true",
-                   help="with --ep dml: also run the model on the real DML EP (onnxruntime.dll; under Wine off Windows, "
-                   "make directml) and show its provider beside the predicted one for every node")
-    p.add_argument("--ort-version", metavar="V",
-                   help="with --ep dml: the onnxruntime whose DML registration table is modelled (default and only "
-                   "table here: 1.27.0)")
-    p.add_argument("--html", metavar="F.html",
-                   help="with --ep dml: also draw the placement as a self-contained HTML/SVG page here")
-    p.add_argument("--model-explorer", metavar="F.json",
-                   help="also write Model Explorer node data here: the lowering, and with --ep dml the predicted "
-                        "placement beside it as F.placement.json (open with dml-lower view; extra [view])")
-    p.set_defaults(func=cmd_inspect)
+from .output_groups import ExplorerArgs, JsonArgs
 
 
-def cmd_inspect(args) -> int:
-    from ..inspection import cmd_inspect as run
-    return run(args)
+@dataclass(frozen=True)
+class EpQuery:
+    """--ep dml and what it assumes of the device (--device-lacks), checks on the real EP
+    (--verify), models (--ort-version) and draws (--html)."""
+    ep: "str | None" = None
+    device_lacks: "tuple[str, ...]" = ()
+    verify: bool = False
+    ort_version: "str | None" = None
+    html: "str | None" = None
+
+
+class EpArgs(ArgGroup[EpQuery]):
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--ep", choices=["dml"], help="also predict which nodes onnxruntime's DirectML EP runs and "
+                  "which fall back to the CPU, why, and the copies between them (onnxruntime 1.27's table)")
+        self._add(parser, "--device-lacks", action="append", default=[], metavar="TYPE",
+                  choices=["int64", "uint64", "double", "float16"],
+                  help="with --ep dml: assume the GPU lacks this data type (repeatable; default: it has all)")
+        self._add(parser, "--verify", action="store_true",
+                  help="with --ep dml: also run the model on the real DML EP (onnxruntime.dll; under Wine off Windows, "
+                  "make directml) and show its provider beside the predicted one for every node")
+        self._add(parser, "--ort-version", metavar="V",
+                  help="with --ep dml: the onnxruntime whose DML registration table is modelled (default and only "
+                  "table here: 1.27.0)")
+        self._add(parser, "--html", metavar="F.html",
+                  help="with --ep dml: also draw the placement as a self-contained HTML/SVG page here")
+
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> EpQuery:
+        return EpQuery(ep=args.ep, device_lacks=tuple(args.device_lacks), verify=args.verify,
+                       ort_version=args.ort_version, html=args.html)
+
+    def tokens(self, query: EpQuery) -> "list[Word]":
+        return [*option_value("--ep", query.ep), *each("--device-lacks", query.device_lacks),
+                *flag("--verify", query.verify), *option_value("--ort-version", query.ort_version),
+                *option_value("--html", query.html)]
+
+
+class Inspect(Command):
+    name, help = "inspect", "summarise a model and say which anchors would lower at a level"
+
+    def __init__(self) -> None:
+        super().__init__(ModelArgs(verbose=False), JsonArgs("inspect"), EpArgs(), ExplorerArgs("inspect"))
+
+    def run(self, parsed: Parsed) -> int:
+        from ..inspection import inspect_command
+        model, query = parsed[ModelArgs], parsed[EpArgs]
+        return inspect_command(model.path, str(model.feature_level), query.ep, query.device_lacks, query.verify,
+                               query.ort_version, (parsed[JsonArgs], query.html, parsed[ExplorerArgs]))

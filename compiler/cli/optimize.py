@@ -1,93 +1,129 @@
 """The `dml-lower optimize` subcommand: its arguments and handler (the rewrite is optimize.py)."""
 from __future__ import annotations
 
+import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 from ..output_files import check_outputs
-from .groups import DimArgs, FeatureLevelArgs, FeedArgs, ModelArgs, VerboseArgs
+from .command import ArgGroup, Command, Parsed, Word, flag, option_value
+from .groups import DimArgs, FeatureLevelArgs, FeedArgs, ModelArgs, SweepArgs, VerboseArgs
+from .output_groups import OutputArgs
 
-LEVEL = FeatureLevelArgs("optimize", filter=True)
-MODEL, FEEDS = ModelArgs(verbose=False, level=LEVEL), FeedArgs()
-DIMS = DimArgs("optimize", several="to check {name} at several sizes write --sweep {sizes} (the sizes every "
-                                   "dimension --dim does not fix takes in turn)")
-
-
-def add_optimize_parser(sub) -> None:
-    """The optimize subcommand; --check's --inputs and --dim are read as run / check read them."""
-    p = sub.add_parser("optimize", help="rewrite stored identities, bands and triangles (and torch.eye "
-                                        "Range/Equal/Cast, static or run-time sized) into the ONNX nodes that generate them")
-    MODEL.add(p, level=False)
-    p.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="where to write the optimized .onnx")
-    LEVEL.add(p)
-    p.add_argument("--min-bytes", type=int, default=0, metavar="N",
-                   help="leave constants smaller than N bytes alone (0: any that shrinks the file; default: 0)")
-    p.add_argument("--for", dest="target", choices=["dml"],
-                   help="instead: the exact rewrites that keep NonZero / eye / mask nodes on onnxruntime's "
-                        "DirectML EP (opset down-conversion, NonZero over int64, Cast to bool, bool Equal, "
-                        "EyeLike-22), with each one's predicted placement effect")
-    p.add_argument("--check", action="store_true",
-                   help="run original and optimized on onnxruntime CPU over seeded feeds; exit 1 unless "
-                        "bit-identical")
-    FEEDS.add_inputs(p, "optimize")
-    DIMS.add(p)
-    DIMS.add_sweep(p)
-    VerboseArgs().add(p)
-    p.set_defaults(func=cmd_optimize)
+if TYPE_CHECKING:
+    import onnx
 
 
-def cmd_optimize(args) -> int:
+@dataclass(frozen=True)
+class Rewrites:
+    """Which rewrites optimize makes (--min-bytes, --for) and whether it checks them (--check)."""
+    min_bytes: int = 0
+    target: "str | None" = None
+    check: bool = False
+
+
+class RewriteArgs(ArgGroup[Rewrites]):
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--min-bytes", type=int, default=0, metavar="N",
+                  help="leave constants smaller than N bytes alone (0: any that shrinks the file; default: 0)")
+        self._add(parser, "--for", dest="target", choices=["dml"],
+                  help="instead: the exact rewrites that keep NonZero / eye / mask nodes on onnxruntime's "
+                       "DirectML EP (opset down-conversion, NonZero over int64, Cast to bool, bool Equal, "
+                       "EyeLike-22), with each one's predicted placement effect")
+        self._add(parser, "--check", action="store_true",
+                  help="run original and optimized on onnxruntime CPU over seeded feeds; exit 1 unless "
+                       "bit-identical")
+
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Rewrites:
+        if args.min_bytes < 0:
+            raise DmlLowerError(f"--min-bytes {args.min_bytes}: must be a non-negative number of bytes")
+        return Rewrites(min_bytes=args.min_bytes, target=args.target, check=args.check)
+
+    def tokens(self, rewrites: Rewrites) -> "list[Word]":
+        return [*option_value("--min-bytes", rewrites.min_bytes, 0), *option_value("--for", rewrites.target),
+                *flag("--check", rewrites.check)]
+
+
+class Optimize(Command):
+    """--check's --inputs and --dim are read as run / check read them."""
+    name, help = "optimize", "rewrite stored identities, bands and triangles (and torch.eye Range/Equal/Cast, " \
+                             "static or run-time sized) into the ONNX nodes that generate them"
+
+    def __init__(self) -> None:
+        super().__init__(ModelArgs(verbose=False, level=False), OutputArgs("optimize"),
+                         FeatureLevelArgs("optimize", filter=True), RewriteArgs(), FeedArgs(only="inputs", use="optimize"),
+                         DimArgs("optimize", several="to check {name} at several sizes write --sweep {sizes} (the "
+                                                     "sizes every dimension --dim does not fix takes in turn)"),
+                         SweepArgs(), VerboseArgs())
+
+    def run(self, parsed: Parsed) -> int:
+        return cmd_optimize(parsed)
+
+
+def cmd_optimize(parsed: Parsed) -> int:
     from ..frontend import check_and_infer, load_model
-    from onnx_dml_lowering.runtime.model_facts import graph_inputs
-    from ..optimize import bit_identical, external_initializers, optimize_model, save_model
-    check_outputs(("-o", args.output))          # before the work, not after it
-    if args.min_bytes < 0:
-        raise DmlLowerError(f"--min-bytes {args.min_bytes}: must be a non-negative number of bytes")
-    if args.target and (args.feature_level or args.min_bytes):
-        raise DmlLowerError(f"{'--feature-level' if args.feature_level else '--min-bytes'} chooses the generator "
+    from ..optimize import external_initializers
+    output = parsed[OutputArgs]
+    check_outputs(("-o", output))          # before the work, not after it
+    rewrites = parsed[RewriteArgs]
+    level = parsed[FeatureLevelArgs]
+    if rewrites.target and (level or rewrites.min_bytes):
+        raise DmlLowerError(f"{'--feature-level' if level else '--min-bytes'} chooses the generator "
                             "rewrites; --for dml does not take it")
-    level = LEVEL.parse(args)
-    model = load_model(args.model)
+    path = parsed[ModelArgs].path
+    model = load_model(path)
     check_and_infer(model)          # an invalid model is refused, as by every other command
-    feeds, dims, sizes = _check_feeds(args, model)
-    external = external_initializers(args.model)
-    if args.target == "dml":
-        from ..optimize.dml import optimize_for_dml
-        optimized, dml_rewrites, notes = optimize_for_dml(model, str(Path(args.model).resolve().parent))
-        for line in notes:
-            print(line)
-        if not dml_rewrites:
-            print(f"{args.model}: nothing to rewrite for the DML EP")
-        for rewrite in dml_rewrites:
-            print("\n".join(rewrite.lines()))
-    else:
-        optimized, rewrites, declined = optimize_model(model, args.min_bytes, level)
-        for line in declined:
-            print(line)
-        if not rewrites:
-            print(f"{args.model}: nothing to rewrite")
-        for change in rewrites:
-            print(change.line())
-    before = _file_bytes(args.model)
-    if args.check:              # before writing: an output the check refuses is not written
+    feeds, dims, sizes = _check_feeds(parsed, model)
+    external = external_initializers(path)
+    optimized = _rewrite(path, model, rewrites, level)
+    before = _file_bytes(path)
+    if rewrites.check:              # before writing: an output the check refuses is not written
+        from onnx_dml_lowering.runtime.model_facts import graph_inputs
+        from ..optimize import bit_identical
         swept = {} if sizes is None else {"sizes": sizes}
-        problems = bit_identical(args.model, optimized, graph_inputs(model), feeds=feeds, dims=dims, **swept)
+        problems = bit_identical(path, optimized, graph_inputs(model), feeds=feeds, dims=dims, **swept)
         for line in problems:
             print(f"check: {line}")
         if problems:
-            print(f"check: NOT bit-identical: {args.output} not written")
+            print(f"check: NOT bit-identical: {output} not written")
             return 1
         print("check: bit-identical on onnxruntime CPU")
-    saved = save_model(optimized, args.output, external)
-    print(f"wrote {args.output}" + (f" (external data {saved.location})" if saved.location else "") +
+    from ..optimize import save_model
+    saved = save_model(optimized, output, external)
+    print(f"wrote {output}" + (f" (external data {saved.location})" if saved.location else "") +
           f": {before} -> {saved.size} bytes ({_saved(before, saved.size)}), "
           f"{len(model.graph.node)} -> {len(optimized.graph.node)} nodes")
     return 0
 
 
-def _check_feeds(args, model) -> "tuple[dict | None, dict, tuple[int, ...] | None]":
+def _rewrite(path: str, model: onnx.ModelProto, rewrites: Rewrites, level) -> onnx.ModelProto:
+    """The rewritten model, each rewrite (or why none) printed."""
+    if rewrites.target == "dml":
+        from ..optimize.dml import optimize_for_dml
+        optimized, dml_rewrites, notes = optimize_for_dml(model, str(Path(path).resolve().parent))
+        for line in notes:
+            print(line)
+        if not dml_rewrites:
+            print(f"{path}: nothing to rewrite for the DML EP")
+        for rewrite in dml_rewrites:
+            print("\n".join(rewrite.lines()))
+        return optimized
+    from ..optimize import optimize_model
+    optimized, changes, declined = optimize_model(model, rewrites.min_bytes, level)
+    for line in declined:
+        print(line)
+    if not changes:
+        print(f"{path}: nothing to rewrite")
+    for change in changes:
+        print(change.line())
+    return optimized
+
+
+def _check_feeds(parsed: Parsed, model: onnx.ModelProto) -> "tuple[dict | None, dict, tuple[int, ...] | None]":
     """--inputs / --dim / --sweep, validated before anything is written: the feeds, the fixed
     dimension sizes and the sizes the other dimensions sweep."""
     from types import SimpleNamespace
@@ -96,21 +132,21 @@ def _check_feeds(args, model) -> "tuple[dict | None, dict, tuple[int, ...] | Non
     from onnx_dml_lowering.runtime.npz import load_npz
 
     from onnx_dml_lowering.runtime.model_facts import graph_inputs, overridable_inputs
-    swept = args.sweep is not None
-    given = "--inputs" if args.inputs else "--dim" if args.dim else "--sweep" if swept else None
-    if not args.check and given:
+    inputs_file, given_dims, sizes = parsed[FeedArgs].inputs, parsed[DimArgs], parsed[SweepArgs]
+    swept = sizes is not None
+    given = "--inputs" if inputs_file else "--dim" if given_dims else "--sweep" if swept else None
+    if not parsed[RewriteArgs].check and given:
         raise DmlLowerError(f"{given} gives the feeds of --check: add --check")
-    if args.inputs and (args.dim or swept):
-        raise DmlLowerError(f"{'--dim' if args.dim else '--sweep'} sizes the random feeds: it does not combine "
+    if inputs_file and (given_dims or swept):
+        raise DmlLowerError(f"{'--dim' if given_dims else '--sweep'} sizes the random feeds: it does not combine "
                             "with --inputs")
     inputs = graph_inputs(model)
     from .feeds import known_dims
-    dims = known_dims(SimpleNamespace(inputs=inputs, optional_inputs=overridable_inputs(model)), DIMS.parse(args))
-    sizes = DIMS.parse_sweep(args)
-    if not args.inputs:
+    dims = known_dims(SimpleNamespace(inputs=inputs, optional_inputs=overridable_inputs(model)), given_dims)
+    if not inputs_file:
         return None, dims, sizes
     optional = overridable_inputs(model)
-    arrays = load_npz(args.inputs, "inputs file", check=lambda headers: check_feed_headers(inputs, headers, optional))
+    arrays = load_npz(inputs_file, "inputs file", check=lambda headers: check_feed_headers(inputs, headers, optional))
     return check_feeds(inputs, arrays, optional), dims, sizes
 
 

@@ -13,24 +13,24 @@ import threading
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .capabilities import add_capabilities_parser
-from .check import add_check_parser
-from .compile import add_compile_parser
-from .conformance import add_conformance_parser
-from .demo import add_demo_parser
+from .capabilities import Capabilities
+from .check import Check
+from .command import Command, add_command, parsed_command
+from .compile import Compile
+from .conformance import Conformance
+from .demo import Demo
 from .feeds import attach_signed_values
 from .groups import VerboseArgs
-from .inspect import add_inspect_parser
-from .optimize import add_optimize_parser
+from .inspect import Inspect
+from .optimize import Optimize
 from .options import Parser
-from .reduce import add_reduce_parser
-from .run import add_run_parser
-from .view import add_view_parser
+from .reduce import Reduce
+from .run import Run
+from .view import View
 
 # Every command, in the order --help lists them.
-COMMANDS = (add_compile_parser, add_run_parser, add_check_parser, add_capabilities_parser,
-            add_conformance_parser, add_optimize_parser, add_inspect_parser, add_reduce_parser, add_view_parser,
-            add_demo_parser)
+COMMANDS: "tuple[Command, ...]" = (Compile(), Run(), Check(), Capabilities(), Conformance(), Optimize(), Inspect(),
+                                   Reduce(), View(), Demo())
 
 
 def build_parser() -> Parser:
@@ -41,8 +41,8 @@ def build_parser() -> Parser:
     VerboseArgs(program=True).add(parser)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
-    for add in COMMANDS:
-        add(sub)
+    for command in COMMANDS:
+        add_command(sub, command, Parser)
     return parser
 
 
@@ -94,10 +94,11 @@ class DisplayedStream:
         return getattr(self._stream, name)
 
 
-def _run(args) -> int:
+def _run(args: argparse.Namespace) -> int:
     from onnx_dml_lowering.ir.display import display
     try:
-        return args.func(args)
+        parsed = parsed_command(args)
+        return parsed.command.run(parsed)
     except DmlLowerError as exc:
         print(f"dml-lower: error: {exc}", file=sys.stderr)
         return 2

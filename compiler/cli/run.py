@@ -1,119 +1,157 @@
 """dml-lower run: the model on one or more backends, its outputs printed (and saved)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 
 from ..output_files import check_outputs, save_npz_file, write_json
+from .command import Command, Parsed
 from .feeds import describe_feeds, feed_sets
 from .groups import BackendArgs, FeedArgs, ModelArgs, SessionArgs
+from .output_groups import JsonArgs, QuietArgs, SaveArgs
 
 if TYPE_CHECKING:
+    import argparse
+
     import numpy as np
 
-MODEL, FEEDS, BACKENDS, SESSION = ModelArgs(), FeedArgs(), BackendArgs("run"), SessionArgs()
+    from ..compiled import CompiledModel
+    from ..run_backends import RunBackends
+    from .groups import Backends, Feeds
+    from .output_groups import Saved
 
 
-def add_run_parser(sub) -> None:
-    """The run subcommand."""
-    p = sub.add_parser("run", help="run the model on one or more backends and print its outputs")
-    MODEL.add(p)
-    FEEDS.add(p)
-    BACKENDS.add(p)
-    BACKENDS.add_provider_options(p)
-    BACKENDS.add_fail_on_partial(p)
-    SESSION.add(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="print one line per backend: its outputs' dtypes and shapes")
-    p.add_argument("--save-inputs", metavar="F.npz",
-                   help="write the feeds used to this .npz (replay with --inputs); several sets: F.npz, F.1.npz, ...")
-    p.add_argument("--save-outputs", metavar="F.npz",
-                   help="write the outputs to this .npz (one backend); several feed sets: F.npz, F.1.npz, ...")
-    p.add_argument("--json", metavar="F.json",
-                   help="write per backend its outputs (dtype, shape, first values), the feeds and the "
-                        "initializer defaults used")
-    p.set_defaults(func=cmd_run)
+class Run(Command):
+    name, help = "run", "run the model on one or more backends and print its outputs"
+
+    def __init__(self) -> None:
+        self.backends, self.save = BackendArgs("run"), SaveArgs("run")
+        super().__init__(ModelArgs(), FeedArgs(), self.backends, SessionArgs(), QuietArgs("run"), self.save,
+                         JsonArgs("run"))
+
+    def layout(self) -> "list[Callable[[argparse.ArgumentParser], None]]":
+        model, feeds, backends, session, quiet, save, json = self.groups
+        return [model.add, feeds.add, backends.add, self.backends.add_provider_options,
+                self.backends.add_fail_on_partial, session.add, quiet.add, self.save.add_inputs, self.save.add_outputs,
+                json.add]
+
+    def run(self, parsed: Parsed) -> int:
+        return cmd_run(parsed)
 
 
-def cmd_run(args) -> int:
-    check_outputs(*((option, getattr(args, option[2:].replace("-", "_")))
-                    for option in ("--save-outputs", "--save-inputs", "--json")))
-    from onnx_dml_lowering.runtime.feeds import check_feeds, dimension_notes, with_defaults
-    from onnx_dml_lowering.runtime.report import defaults_line, feeds_line
-    from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file, set_path, wrote_line
+@dataclass
+class _Progress:
+    """What run has done over its feed sets: for the lines after them and the JSON."""
+    failed: bool = False
+    described: dict = field(default_factory=dict)
+    sets: int = 0
+    records: list = field(default_factory=list)
 
+
+def cmd_run(parsed: Parsed) -> int:
+    saved, json_out = parsed[SaveArgs], parsed[JsonArgs]
+    check_outputs(("--save-outputs", saved.outputs), ("--save-inputs", saved.inputs), ("--json", json_out))
     from ..compiled import compile_model
-    from ..run_backends import RunBackends, run_record
-    feed_options = FEEDS.parse(args)
-    settings = SESSION.parse(args)
-    model = MODEL.parse(args)
+    from ..run_backends import RunBackends
+    feed_options = parsed[FeedArgs]
+    settings = parsed[SessionArgs]
+    model = parsed[ModelArgs]
     compiled = compile_model(model.path, feature_level=model.feature_level)
-    backends = BACKENDS.parse(args)
-    if args.save_outputs and len(backends.names) > 1:
+    backends = parsed[BackendArgs]
+    if saved.outputs and len(backends.names) > 1:
         raise DmlLowerError(f"--save-outputs saves one backend's outputs: give one backend, not {backends.text!r}")
     runner = RunBackends(compiled, backends.names, backends.options(settings))
     for unavailable, why in runner.unavailable.items():
         print(f"{unavailable}: UNAVAILABLE: {why}")
-    failed = False
-    first_feeds = None
-    described: dict = {}
-    sets = 0
-    records = []
+    done = _Progress()
     for index, feeds in enumerate(feed_sets(compiled, feed_options)):
-        which = f" (iteration #{index} of {feed_options.script})" if feed_options.script else ""
-        _, unfed = with_defaults(feeds, compiled.optional_inputs, compiled.initializers)
-        defaults = {name: compiled.initializers[name] for name in unfed}
-        if first_feeds is None:
-            first_feeds, described = feeds, describe_feeds(feed_options, feeds)
-        if args.save_inputs:        # every set, one file each (saved_outputs.set_path)
-            save_npz_file(set_path(args.save_inputs, index), feeds, "the inputs")
-        sets = index + 1
-        if not args.quiet:
-            print(feeds_line(described if index == 0 else describe_feeds(feed_options, feeds))
-                  + (f" (iteration #{index})" if which else ""))
-        for backend in runner.backends:
-            done = runner.run(backend, feeds)
-            failed |= done.status == "error" or (done.status == "partial" and backends.fail_on_partial)
-            if args.save_outputs and not done.error:
-                meta = metadata(check_feeds(compiled.inputs, feeds, compiled.optional_inputs), f"run:{backend}")
-                save_npz_file(set_path(args.save_outputs, index),
-                              saved_file((lambda key: f"the model's output {key!r}", done.outputs),
-                                         (lambda key: f"the file's own {key!r} entry", meta)), "the outputs")
-            records.append(dict(run_record(done, feeds, defaults), **({"iteration": index} if which else {})))
-            if args.quiet:
-                print(_quiet_line(done, which))
-                continue
-            if done.error:
-                print(f"{backend}{which}: ERROR {display(done.error)}")
-                continue
-            print(f"ran {display(args.model)} on backend {backend} (feature level {compiled.feature_level}){which}")
-            if done.ran:
-                print(f"ran {display(done.ran)}")
-            if defaults:
-                print(defaults_line(defaults))
-            for note in [*dimension_notes(compiled.inputs + compiled.optional_inputs, feeds), *done.notes]:
-                print(display(note))
-            if done.status == "partial":
-                print(f"PARTIAL: {done.partial_text()}")
-            for name in compiled.output_names:
-                if name in done.outputs:
-                    print(_summary(name, done.outputs[name]) + (f"  [not computed by the backend: "
-                                                                 f"{done.unvalidated[name]}]"
-                                                                 if name in done.unvalidated else ""))
-                elif name in done.not_run:
-                    print(f"  {display(name)}: not run ({display(done.not_run[name])})")
-    if args.save_inputs:
-        print(wrote_line(args.save_inputs, sets))
-    if args.save_outputs and runner.backends:
-        print(wrote_line(args.save_outputs, sets))
-    if args.json:
-        data = {"model": str(args.model), "feature_level": str(compiled.feature_level),
-                "feeds": {**described, "iterations": sets} if "iterations" in described else described,
-                "backends": records, "unavailable": dict(runner.unavailable)}
-        write_json(args.json, "the run JSON", data)
-        print(f"wrote {args.json}")
-    return 1 if failed else 0
+        _run_set(parsed, compiled, runner, (feed_options, backends), index, feeds, done)
+    from onnx_dml_lowering.runtime.saved_outputs import wrote_line
+    if saved.inputs:
+        print(wrote_line(saved.inputs, done.sets))
+    if saved.outputs and runner.backends:
+        print(wrote_line(saved.outputs, done.sets))
+    if json_out:
+        described = done.described
+        data = {"model": str(model.path), "feature_level": str(compiled.feature_level),
+                "feeds": {**described, "iterations": done.sets} if "iterations" in described else described,
+                "backends": done.records, "unavailable": dict(runner.unavailable)}
+        write_json(json_out, "the run JSON", data)
+        print(f"wrote {json_out}")
+    return 1 if done.failed else 0
+
+
+def _run_set(parsed: Parsed, compiled: CompiledModel, runner: RunBackends, options: "tuple[Feeds, Backends]",
+             index: int, feeds: "dict[str, np.ndarray]", done: _Progress) -> None:
+    """Feed set #index on every backend: its lines printed, its files saved, its records kept."""
+    from onnx_dml_lowering.runtime.feeds import with_defaults
+    from onnx_dml_lowering.runtime.report import feeds_line
+
+    from ..run_backends import run_record
+    feed_options, backends = options
+    saved, quiet = parsed[SaveArgs], parsed[QuietArgs]
+    which = f" (iteration #{index} of {feed_options.script})" if feed_options.script else ""
+    _, unfed = with_defaults(feeds, compiled.optional_inputs, compiled.initializers)
+    defaults = {name: compiled.initializers[name] for name in unfed}
+    if index == 0:
+        done.described = describe_feeds(feed_options, feeds)
+    if saved.inputs:        # every set, one file each (saved_outputs.set_path)
+        from onnx_dml_lowering.runtime.saved_outputs import set_path
+        save_npz_file(set_path(saved.inputs, index), feeds, "the inputs")
+    done.sets = index + 1
+    if not quiet:
+        print(feeds_line(done.described if index == 0 else describe_feeds(feed_options, feeds))
+              + (f" (iteration #{index})" if which else ""))
+    for backend in runner.backends:
+        result = runner.run(backend, feeds)
+        done.failed |= result.status == "error" or (result.status == "partial" and backends.fail_on_partial)
+        if saved.outputs and not result.error:
+            _save_outputs(compiled, saved, index, feeds, result)
+        done.records.append(dict(run_record(result, feeds, defaults), **({"iteration": index} if which else {})))
+        if quiet:
+            print(_quiet_line(result, which))
+        else:
+            _print_result(parsed[ModelArgs].path, compiled, result, which, (feeds, defaults))
+
+
+def _save_outputs(compiled: CompiledModel, saved: Saved, index: int, feeds: "dict[str, np.ndarray]", result) -> None:
+    from onnx_dml_lowering.runtime.feeds import check_feeds
+    from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file, set_path
+    assert saved.outputs is not None
+    meta = metadata(check_feeds(compiled.inputs, feeds, compiled.optional_inputs), f"run:{result.backend}")
+    save_npz_file(set_path(saved.outputs, index),
+                  saved_file((lambda key: f"the model's output {key!r}", result.outputs),
+                             (lambda key: f"the file's own {key!r} entry", meta)), "the outputs")
+
+
+def _print_result(path: str, compiled: CompiledModel, done, which: str, fed: "tuple[dict, dict]") -> None:
+    """One backend's run of one feed set, as run prints it without -q."""
+    from onnx_dml_lowering.runtime.feeds import dimension_notes
+    from onnx_dml_lowering.runtime.report import defaults_line
+    feeds, defaults = fed
+    backend = done.backend
+    if done.error:
+        print(f"{backend}{which}: ERROR {display(done.error)}")
+        return
+    print(f"ran {display(path)} on backend {backend} (feature level {compiled.feature_level}){which}")
+    if done.ran:
+        print(f"ran {display(done.ran)}")
+    if defaults:
+        print(defaults_line(defaults))
+    for note in [*dimension_notes(compiled.inputs + compiled.optional_inputs, feeds), *done.notes]:
+        print(display(note))
+    if done.status == "partial":
+        print(f"PARTIAL: {done.partial_text()}")
+    for name in compiled.output_names:
+        if name in done.outputs:
+            print(_summary(name, done.outputs[name]) + (f"  [not computed by the backend: "
+                                                         f"{done.unvalidated[name]}]"
+                                                         if name in done.unvalidated else ""))
+        elif name in done.not_run:
+            print(f"  {display(name)}: not run ({display(done.not_run[name])})")
 
 
 def _summary(name: str, value: np.ndarray) -> str:

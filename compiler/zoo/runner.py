@@ -1,13 +1,13 @@
 """`dml-lower check MODEL_OR_DIR ...`: a whole zoo of models, one process per model.
 
 Discovery (a directory means every *.onnx below it, recursively, sorted), the per-model options
-forwarded to each `check` subprocess, the scheduling (at most --jobs at a time here, or Ray
+(rendered by the CLI's option groups) handed to each `check` subprocess, the scheduling (at most --jobs at a time here, or Ray
 tasks), a live progress bar on a terminal, and the summary table / JSON / JUnit at the end.
 """
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,27 +18,32 @@ from onnx_dml_lowering.runtime.interrupt import Terminated
 if TYPE_CHECKING:        # the CLI imports this module for its options: the rest loads when a zoo runs
     from .model_check import ModelResult
 
-# Options of the zoo itself, not forwarded to the per-model checks (--json is the zoo's own).
-_ZOO_DESTS = {"model", "jobs", "junit", "executor", "ray_address", "json", "quiet"}
-# Options that write one model's file: several models would overwrite each other's.
-_ONE_MODEL_ONLY = {"markdown": "--markdown", "save_inputs": "--save-inputs", "save_outputs": "--save-outputs"}
+@dataclass(frozen=True)
+class Zoo:
+    """How a zoo runs (the zoo's own options: cli/zoo_options.py reads them): at most `jobs` checks
+    at a time, on `executor` (local processes or Ray at `ray_address`), a JUnit report to `junit`."""
+    jobs: "int | None" = None
+    junit: "str | None" = None
+    executor: "str | None" = None
+    ray_address: "str | None" = None
+
+    def chosen(self, paths: "list[str]") -> bool:
+        """Several models, a directory, or a zoo option: the zoo. One model file alone: check as ever."""
+        return (len(paths) > 1 or Path(paths[0]).is_dir() or self.jobs is not None or self.junit is not None
+                or self.executor is not None or self.ray_address is not None)
 
 
-def add_zoo_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--jobs", type=int, metavar="N",
-                   help="several models: check at most N at a time, each in its own process (default: 1)")
-    p.add_argument("--junit", metavar="OUT.xml",
-                   help="write a JUnit XML report: one testcase per model x backend")
-    p.add_argument("--executor", choices=("local", "ray"),
-                   help="where the per-model checks run: local processes or Ray tasks (default: local)")
-    p.add_argument("--ray-address", metavar="ADDR",
-                   help="with --executor ray: the cluster to join (default: a local Ray instance, 2 CPUs)")
-
-
-def is_zoo(args: argparse.Namespace) -> bool:
-    """Several models, a directory, or a zoo option: the zoo. One model file alone: check as ever."""
-    return (len(args.model) > 1 or Path(args.model[0]).is_dir() or args.jobs is not None
-            or args.junit is not None or args.executor is not None or args.ray_address is not None)
+@dataclass(frozen=True)
+class ZooRun:
+    """One zoo command: its paths, the per-model check options as words for each subprocess, the
+    backends (the JUnit report's rows), --json, and the per-input names to report as unused (the
+    (option, name) pairs of --dim / --val-range / --zero-fraction; `random_feeds`: feeds are drawn)."""
+    paths: "list[str]"
+    options: "list[str]"
+    backends: "list[str]"
+    json: "str | None" = None
+    named: "tuple[tuple[str, str], ...]" = ()
+    random_feeds: bool = True
 
 
 def discover(paths: "list[str]") -> "list[str]":
@@ -66,75 +71,45 @@ def discover(paths: "list[str]") -> "list[str]":
     return unique
 
 
-def forwarded_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> "list[str]":
-    """The per-model check options the user gave, as command-line tokens for each subprocess.
-
-    Built from the check parser's own option table, so an option added to `check` later is
-    forwarded without touching this list.
-    """
-    for dest, option in _ONE_MODEL_ONLY.items():
-        if getattr(args, dest, None):
-            raise DmlLowerError(f"{option} writes one model's file: with several models use --json / --junit, "
-                                "or check that model alone")
-    tokens: "list[str]" = []
-    for action in parser._actions:
-        if not action.option_strings or action.dest in _ZOO_DESTS \
-                or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
-            continue
-        value = getattr(args, action.dest, action.default)   # -v's default is SUPPRESS: absent
-        if value is None or value is False or value == action.default:
-            continue
-        option = max(action.option_strings, key=len)
-        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreConstAction)):
-            tokens.append(option)
-        elif isinstance(action, argparse._CountAction):
-            tokens += [option] * value
-        elif isinstance(action, argparse._AppendAction):
-            tokens += [f"{option}={item}" for item in value]
-        elif isinstance(action, argparse._StoreAction) and isinstance(value, list):
-            tokens += [option, *map(str, value)]
-        elif isinstance(action, argparse._StoreAction):
-            tokens.append(f"{option}={value}")   # '=' keeps a value such as -1 from reading as an option
-        else:
-            raise TypeError(f"check option {option}: {type(action).__name__} is not forwarded to the zoo's checks")
-    return tokens
-
-
-def run_zoo(args: argparse.Namespace, parser: argparse.ArgumentParser, named: "list[tuple[str, str]]",
-            random_feeds: bool) -> int:
-    """The zoo's checks; `named` are the (option, name) pairs of the per-input feed options (the CLI
-    reads them, cli.feeds.named_options) and `random_feeds` says the checks draw random feeds."""
-    import time
-
-    from ..output_files import write_file, write_json
-    if args.jobs is not None and args.jobs < 1:
-        raise DmlLowerError(f"--jobs {args.jobs}: must be at least 1")
-    executor = args.executor or "local"
-    if args.ray_address and executor != "ray":
+def check_zoo(zoo: Zoo) -> str:
+    """The zoo's own options checked (one line each, before any model runs); the executor."""
+    if zoo.jobs is not None and zoo.jobs < 1:
+        raise DmlLowerError(f"--jobs {zoo.jobs}: must be at least 1")
+    executor = zoo.executor or "local"
+    if zoo.ray_address and executor != "ray":
         raise DmlLowerError("--ray-address applies to --executor ray")
     if executor == "ray":
         from .ray_executor import import_ray
         import_ray()   # a missing extra is a usage error before any model runs
-    models = discover(args.model)
-    options = forwarded_options(parser, args)
-    if named:
+    return executor
+
+
+def run_zoo(zoo: Zoo, run: ZooRun) -> int:
+    """The zoo's checks, their summary and reports, and the exit code."""
+    import time
+
+    from ..output_files import write_file, write_json
+    executor = check_zoo(zoo)
+    models = discover(run.paths)
+    options = list(run.options)
+    if run.named:
         options.append("--names-where-present")  # a text model's --dim is no error for a detector
     start = time.perf_counter()
-    results, stopped = _schedule(models, options, executor, args)
+    results, stopped = _schedule(models, options, executor, zoo)
     seconds = time.perf_counter() - start
     print(format_summary(results))
-    unused = unused_names(named, results) if random_feeds else []
+    unused = unused_names(list(run.named), results) if run.random_feeds else []
     for option, name in unused:
         what = "an input dimension" if option == "--dim" else "an input"
         print(f"zoo: {option} {display(name)}: no model checked has {what} of that name", file=sys.stderr)
-    if args.json:
+    if run.json:
         document = {"models": [r.to_dict() for r in results],
                     **({"interrupted": True, "models_requested": len(models)} if stopped else {})}
-        write_json(args.json, "the JSON report", document)
-    if args.junit:
+        write_json(run.json, "the JSON report", document)
+    if zoo.junit:
         from .junit import write_junit
-        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-        write_file(args.junit, "the JUnit report", lambda p: write_junit(p, results, backends, seconds))
+        junit = zoo.junit
+        write_file(junit, "the JUnit report", lambda p: write_junit(p, results, run.backends, seconds))
     if stopped is not None:
         print(f"dml-lower: {'terminated' if isinstance(stopped, Terminated) else 'interrupted'}: the reports "
               f"cover the {len(results)} of {len(models)} models checked before it", file=sys.stderr)
@@ -162,7 +137,7 @@ def exit_code(results: "list[ModelResult]") -> int:
     return 2 if any(r.status == "exit-2" for r in results) else 0
 
 
-def _schedule(models: "list[str]", options: "list[str]", executor: str, args
+def _schedule(models: "list[str]", options: "list[str]", executor: str, zoo: Zoo
               ) -> "tuple[list[ModelResult], KeyboardInterrupt | None]":
     """Results in the models' order, whatever order they finish in, and the Ctrl-C / SIGTERM that
     stopped the zoo (None when every model was checked; the results are then those finished)."""
@@ -180,13 +155,13 @@ def _schedule(models: "list[str]", options: "list[str]", executor: str, args
         if executor == "ray":
             from .ray_executor import run_on_ray
             try:
-                run_on_ray(models, options, args.ray_address, args.jobs, done)
+                run_on_ray(models, options, zoo.ray_address, zoo.jobs, done)
             except KeyboardInterrupt as exc:      # its tasks cancelled and ended: report those finished
                 # Ray's wait turns our Terminated into a plain KeyboardInterrupt: the signal says which
                 from onnx_dml_lowering.runtime.interrupt import terminated
                 stopped = Terminated() if terminated() else exc
         else:
-            pool = ThreadPoolExecutor(max_workers=args.jobs or 1)
+            pool = ThreadPoolExecutor(max_workers=zoo.jobs or 1)
             try:
                 futures = {pool.submit(run_one, model, options): index for index, model in enumerate(models)}
                 for future in as_completed(futures):

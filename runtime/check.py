@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -207,7 +207,7 @@ class CheckRun:
         self._first_expected: "dict[str, np.ndarray]" = {}
 
     # -- the feed sets ------------------------------------------------------------------------
-    def sets(self) -> Iterator[CheckedSet]:
+    def sets(self) -> Generator[CheckedSet, None, None]:
         """Each feed set checked, in turn (prepare() first). A Ctrl-C while one is under way drops
         that set's results; the caller's own work on a yielded set is the caller's."""
         self.prepare()

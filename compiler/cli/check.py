@@ -135,7 +135,7 @@ def check_zoo(parsed: Parsed) -> int:
     refuse_one_model_files([("--markdown", findings.markdown), ("--save-inputs", saved.inputs),
                             ("--save-outputs", saved.outputs)])
     run = ZooRun(paths=list(parsed[ModelArgs].paths), options=forwarded_options(parsed, FORWARDED),
-                 backends=parsed[BackendArgs].names, json=json_out, named=named,
+                 backends=[n.text for n in parsed[BackendArgs].names], json=json_out, named=named,
                  random_feeds=parsed[FeedArgs].random)
     return run_zoo(zoo, run)
 

@@ -4,7 +4,7 @@ idiom the lowering recognises. Deterministic: the same seeds give the same cases
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import onnx
@@ -140,6 +140,13 @@ def idiom_cases(seeds: int) -> "list[Case]":
         cases.append(Case(f"test_idiom_{name}", _model(nodes, inputs, outputs, inits, opset),
                           [feeds_of(rng) for _ in range(seeds)], what))
 
+    _nonzero_idioms(add)
+    _diagonal_idioms(add)
+    return cases
+
+
+def _nonzero_idioms(add: Callable[..., None]) -> None:
+    """idiom_cases' NonZero ones: argwhere, columns by Slice or Split, masked select."""
     for rank, shape in ((0, ()), (2, (3, 4)), (4, (2, 3, 1, 2))):
         add(f"nonzero_transpose_rank{rank}",
             [h.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
@@ -170,6 +177,10 @@ def idiom_cases(seeds: int) -> "list[Case]":
         [_vi("x", T.FLOAT, (3, 4)), _vi("mask", T.BOOL, (3, 4))], [_vi("y", T.FLOAT, [None])], [],
         lambda rng: {"x": rng.standard_normal((3, 4)).astype(np.float32),
                      "mask": nonzero_input(T.BOOL, (3, 4), rng)}, "nonzero_transpose (x[mask])")
+
+
+def _diagonal_idioms(add: Callable[..., None]) -> None:
+    """idiom_cases' diagonal ones: eyes, triangles of a fill, a stored band."""
     for k in (0, 2, -(2 ** 40)):
         add(f"eyelike_of_fill_k{k}".replace("-", "m"),
             [h.make_node("ConstantOfShape", ["shape"], ["fill"], name="fill",
@@ -208,7 +219,6 @@ def idiom_cases(seeds: int) -> "list[Case]":
         [h.make_node("Add", ["x", "band"], ["y"], name="add")],
         [_vi("x", T.FLOAT, (4, 6))], [_vi("y", T.FLOAT, (4, 6))], [numpy_helper.from_array(band, "band")],
         lambda rng: {"x": rng.standard_normal((4, 6)).astype(np.float32)}, "constant_diagonal (initializer)")
-    return cases
 
 
 # 64-bit values whose low 32-bit word is zero (a NonZero that looks at one word misses them),

@@ -9,6 +9,8 @@ already defined in another scope, and gives back the map to undo it with `restor
 model and on shape inference's result, whose new value_info entries carry the temporary names)."""
 from __future__ import annotations
 
+from typing import Callable
+
 import onnx
 
 from onnx_dml_lowering.lowering.onnx_graphs import node_bodies
@@ -80,7 +82,7 @@ def restore_names(model: onnx.ModelProto, restore: "dict[str, str]") -> None:
             visit(body, restore)
 
 
-def _rename_graph(graph: onnx.GraphProto, names: "dict[str, str]", visit) -> None:
+def _rename_graph(graph: onnx.GraphProto, names: "dict[str, str]", visit: "Callable[[onnx.GraphProto, dict[str, str]], None]") -> None:
     """Apply `names` to every place a graph spells a value name; `visit` walks its subgraphs."""
     if not names:
         for node in graph.node:

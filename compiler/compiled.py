@@ -6,7 +6,7 @@ import functools
 import gc
 import json
 import os
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -21,7 +21,9 @@ from .partition import Partition, Placement, partition
 from onnx_dml_lowering.ir import graph_to_dict
 
 if TYPE_CHECKING:
+    from onnx_dml_lowering.runtime.ort_providers import SessionSettings
     from onnx_dml_lowering.runtime.region_engine import SessionCache
+    from onnx_dml_lowering.runtime.session import EmulatorSession
 
 
 class CompiledModel:
@@ -69,7 +71,7 @@ class CompiledModel:
         return json.dumps(self.to_dict(), indent=1)
 
     @property
-    def shared_sessions(self):
+    def shared_sessions(self) -> SessionCache:
         """onnxruntime region sessions (and results) the lowered runs and the hybrid oracle share
         (runtime/region_engine: the one cache their region engines open sessions through)."""
         if self._shared_sessions is None:
@@ -77,7 +79,8 @@ class CompiledModel:
             self._shared_sessions = SessionCache()
         return self._shared_sessions
 
-    def session(self, backend: str = "cpu", providers: "list[str] | None" = None, session_settings=None):
+    def session(self, backend: str = "cpu", providers: "list[str] | None" = None,
+                session_settings: "SessionSettings | None" = None) -> EmulatorSession:
         """The cached execution state of one backend; `session_settings` (a runtime.ort_providers
         SessionSettings) applies to every onnxruntime session it creates."""
         key = (backend, tuple(providers or ()), session_settings)
@@ -101,7 +104,8 @@ class CompiledModel:
 
     def run(self, feeds: Mapping[str, object], backend: str = "cpu",
             providers: "list[str] | None" = None, strict: "bool | None" = None,
-            memory_limit: "int | str | None" = None, session_settings=None) -> "dict[str, np.ndarray]":
+            memory_limit: "int | str | None" = None,
+            session_settings: "SessionSettings | None" = None) -> "dict[str, np.ndarray]":
         """Execute on host feeds (name -> array); returns every graph output by name.
 
         backend "cpu": the numpy emulator of the DirectML operators; "ort": the same lowered
@@ -138,7 +142,7 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
 
 
 @contextlib.contextmanager
-def _cycle_collector_paused():
+def _cycle_collector_paused() -> Iterator[None]:
     """Compile allocates hundreds of thousands of small containers that all stay alive until it
     returns, so every cyclic collection it triggers finds nothing, yet walks them all (10-25% of
     compile at 10,000 nodes). Reference counting still frees everything; the collector resumes

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable, Union
+from typing import TYPE_CHECKING, Callable, Union
 
 import onnx
 
@@ -29,6 +29,12 @@ from onnx_dml_lowering.lowering.schedule import grouped_order, is_constant
 from .bodies import BodyModel, body_model, construct_of
 from .frontend import default_opset
 from .graph_view import OnnxGraphView
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.lowering.node import TensorInfo
+
+    # the types OnnxGraphView takes: the model's, or a function that reads them when first asked
+    TypesLike = dict[str, TensorInfo] | Callable[[], dict[str, TensorInfo]] | None
 
 RUN_TIME_NOTE = "sizes are bound at run time; specialised per input shape"
 EMPTY_NOTE = "empty result: a zero-sized tensor needs no DirectML operator"
@@ -128,7 +134,7 @@ class PartitionState:
                          self.deferred, self.by_name, self.generated, self.fallbacks, self.bodies)
 
 
-def start(model: onnx.ModelProto, level: FeatureLevel, types=None) -> PartitionState:
+def start(model: onnx.ModelProto, level: FeatureLevel, types: "TypesLike" = None) -> PartitionState:
     """The state every pass works on: the graph view and an IR graph with the model's interface."""
     view = OnnxGraphView(model, types)
     graph = Graph(level)
@@ -348,7 +354,7 @@ def _last_reads(state: PartitionState) -> "dict[str, int]":
     return last_read
 
 
-def _place_match(state: PartitionState, match, pending: "list[onnx.NodeProto]", close: "Callable[[], None]") -> None:
+def _place_match(state: PartitionState, match: Match, pending: "list[onnx.NodeProto]", close: "Callable[[], None]") -> None:
     """One match of the order: a run-time step, its nodes left to ONNX (declined), or its built
     fragment; `close` ends the region pending before it."""
     anchor = match.nodes[0]
@@ -452,7 +458,7 @@ def one_region(state: PartitionState) -> None:
     state.graph.add(OnnxRegion(name, tuple(n.name for n in nodes), tuple(reads), tuple(outputs)))
 
 
-def partition(model: onnx.ModelProto, level: FeatureLevel, types=None, fast: bool = True) -> Partition:
+def partition(model: onnx.ModelProto, level: FeatureLevel, types: "TypesLike" = None, fast: bool = True) -> Partition:
     """`fast` takes the no-anchor path when it applies (tests compare it with the full passes)."""
     state = start(model, level, types)
     if fast and lowers_no_node(state.nodes):

@@ -95,7 +95,8 @@ def check_feed_headers(inputs: "list[onnx.ValueInfoProto]", headers: "Mapping[st
         _check_declared(vi, elem, dims, restored_dtype(dtype, onnx_to_numpy(elem)), tuple(shape))
 
 
-def _named(inputs, feeds: Mapping, optional) -> "list[tuple[onnx.ValueInfoProto, int, tuple | None]]":
+def _named(inputs: "Sequence[onnx.ValueInfoProto]", feeds: Mapping, optional: "Sequence[onnx.ValueInfoProto]"
+           ) -> "list[tuple[onnx.ValueInfoProto, int, tuple | None]]":
     """(input, declared element type, declared dims) for every input to check, in order; an extra
     feed, an input no feed can satisfy or a missing feed is one line."""
     names = [vi.name for vi in inputs]

@@ -3,6 +3,8 @@ the sub-models the oracle and the lowered run's ONNX regions hand it. Never to t
 `ort-*` backend validates: there the deviation is the finding (a MISMATCH against the oracle)."""
 from __future__ import annotations
 
+from typing import Iterable
+
 import onnx
 
 from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, may_hold_bodies, node_bodies
@@ -39,7 +41,7 @@ def _needs(node: onnx.NodeProto) -> bool:
             or any(_needs(n) for g in node_bodies(node) for n in g.node))
 
 
-def _names(nodes, into: "set[str]") -> "set[str]":
+def _names(nodes: "Iterable[onnx.NodeProto]", into: "set[str]") -> "set[str]":
     """Every value name the nodes and their bodies (at any depth) read, write or declare."""
     for node in nodes:
         into.update(node.input)

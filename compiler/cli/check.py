@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from onnx_dml_lowering.runtime.backends import BackendOptions
     from onnx_dml_lowering.runtime.check import CheckReport
+    from onnx_dml_lowering.runtime.compare import BackendReport
 
     from ..compiled import CompiledModel
     from .groups import Feeds, Model
@@ -292,7 +293,7 @@ def _seed_label(feeds: Feeds) -> "Callable[[int], str] | None":
     return (lambda index: f"seed {feeds.seed + index}") if feeds.random else None
 
 
-def _saved_outputs(expected: dict, actuals: dict, feeds) -> "dict[str, np.ndarray]":
+def _saved_outputs(expected: dict, actuals: dict, feeds: "Mapping[str, np.ndarray]") -> "dict[str, np.ndarray]":
     """The oracle's outputs as OUTPUT (a golden file for --oracle) and each backend's as
     BACKEND:OUTPUT (for --load-outputs), of one feed set, with that set's fingerprint."""
     import numpy as np
@@ -307,8 +308,8 @@ def _saved_outputs(expected: dict, actuals: dict, feeds) -> "dict[str, np.ndarra
     return saved_file(*groups)
 
 
-def check_model(compiled: CompiledModel, feeds, backends: "list[str]", atol: float, rtol: float,
-                strict: "bool | None" = None):
+def check_model(compiled: CompiledModel, feeds: "Mapping[str, np.ndarray]", backends: "list[str]", atol: float,
+                rtol: float, strict: "bool | None" = None) -> "tuple[dict[str, np.ndarray], list[BackendReport]]":
     """Every backend against the oracle on the same feeds; returns (feeds, backend reports)."""
     from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
     feeds, report = check(compiled, feeds, backends, Tolerances(atol, rtol), BackendOptions(strict=strict))

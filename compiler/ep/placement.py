@@ -29,7 +29,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, node_paths,
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES, failing_nodes
 
 from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
-from .registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, cpu_kernels, dml_kernels,
+from .registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, Schema, cpu_kernels, dml_kernels,
                           schema, type_name)
 from .queries import support_query
 from ..node_ids import identify_nodes
@@ -128,7 +128,7 @@ def _formal(params: "tuple[tuple[str, str], ...]", index: int) -> "str | None":
     return None
 
 
-def type_mismatch(node: onnx.NodeProto, sch, kernel_types: "dict[str, tuple[str, ...]]",
+def type_mismatch(node: onnx.NodeProto, sch: Schema, kernel_types: "dict[str, tuple[str, ...]]",
                   types: "dict[str, str]") -> "str | None":
     """onnxruntime's MatchKernelDefTypes: per type constraint, only the first present argument
     bound to it is checked. The reason a kernel does not match, or None."""
@@ -168,7 +168,7 @@ class Predictor:
         self.warnings: "list[str]" = []
         self.unknown_types: "set[str]" = set()
 
-    def _entry(self, path: str, node: onnx.NodeProto, since, provider: str, reason: str) -> dict:
+    def _entry(self, path: str, node: onnx.NodeProto, since: "int | None", provider: str, reason: str) -> dict:
         return {"node": path, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
                 "since_version": since, "provider": provider, "reason": reason}
 
@@ -267,7 +267,7 @@ class Predictor:
                 return f"{reject} ({kind} {j} {name!r})"
         return None
 
-    def _cpu_kernel(self, node: onnx.NodeProto, sch, types: "dict[str, str] | None" = None) -> "str | None":
+    def _cpu_kernel(self, node: onnx.NodeProto, sch: "Schema | None", types: "dict[str, str] | None" = None) -> "str | None":
         """None when the CPU EP has a kernel for the node (its values of `types`, default the
         graph's), else why not."""
         if sch is None:
@@ -280,7 +280,7 @@ class Predictor:
             return f"the CPU EP's kernel {(reasons[0] or '').removeprefix('the kernel ')} too"
         return None
 
-    def _cast_to_float(self, node: onnx.NodeProto, sch) -> bool:
+    def _cast_to_float(self, node: onnx.NodeProto, sch: "Schema | None") -> bool:
         """onnxruntime's InsertCastTransformer takes the node: it runs after partitioning, in every
         session, on each node no provider took that reads a float16 tensor, casting its float16
         inputs and outputs to and from float32 and assigning it to the CPU EP, whose float32 kernel

@@ -11,7 +11,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 __all__ = ["CompiledModel", "compile_model", "DmlLowerError"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name in ("CompiledModel", "compile_model"):
         from . import compiled
         return getattr(compiled, name)

@@ -2,7 +2,7 @@
 `onnx.backend.test.BackendTest(onnx_dml_lowering.compiler.backend, __name__)` runs onnx's own node tests."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import onnx
@@ -12,10 +12,13 @@ from onnx.backend.base import Backend, BackendRep, namedtupledict
 from onnx_dml_lowering.ir import DEFAULT_LEVEL
 
 
+if TYPE_CHECKING:
+    from .compiled import CompiledModel
+
 class EmulatorRep(BackendRep):
     """A compiled model ready to run repeatedly."""
 
-    def __init__(self, compiled) -> None:
+    def __init__(self, compiled: CompiledModel) -> None:
         self.compiled = compiled
 
     def run(self, inputs: Any, **kwargs: Any) -> "tuple[Any, ...]":
@@ -42,12 +45,12 @@ class EmulatorBackend(Backend):
         return EmulatorRep(compile_model(model, feature_level=kwargs.get("feature_level", DEFAULT_LEVEL)))
 
     @classmethod
-    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any):
+    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> Any:
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod
     def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
-                 outputs_info: "Sequence[tuple[np.dtype, tuple[int, ...]]] | None" = None, **kwargs: Any):
+                 outputs_info: "Sequence[tuple[np.dtype, tuple[int, ...]]] | None" = None, **kwargs: Any) -> Any:
         """Wrap one node in a model typed from the inputs and outputs_info, and run it.
 
         A node with subgraphs (If / Loop / Scan) takes, after its own inputs, the outer values its

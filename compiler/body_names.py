@@ -9,6 +9,7 @@ already defined in another scope, and gives back the map to undo it with `restor
 model and on shape inference's result, whose new value_info entries carry the temporary names)."""
 from __future__ import annotations
 
+
 import onnx
 
 from onnx_dml_lowering.lowering.onnx_graphs import iter_graphs, node_bodies

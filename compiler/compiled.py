@@ -6,7 +6,7 @@ import functools
 import gc
 import json
 import os
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -22,7 +22,9 @@ from .partition import Partition, Placement, partition
 from onnx_dml_lowering.ir import graph_to_dict
 
 if TYPE_CHECKING:
+    from onnx_dml_lowering.runtime.ort.settings import SessionSettings
     from onnx_dml_lowering.runtime.region_engine import SessionCache
+    from onnx_dml_lowering.runtime.session import EmulatorSession
 
 
 class CompiledModel:
@@ -70,7 +72,7 @@ class CompiledModel:
         return json.dumps(self.to_dict(), indent=1)
 
     @property
-    def shared_sessions(self):
+    def shared_sessions(self) -> SessionCache:
         """onnxruntime region sessions (and results) the lowered runs and the hybrid oracle share
         (runtime/region_engine: the one cache their region engines open sessions through)."""
         if self._shared_sessions is None:
@@ -78,7 +80,8 @@ class CompiledModel:
             self._shared_sessions = SessionCache()
         return self._shared_sessions
 
-    def session(self, backend: "str | Lowering" = "cpu", providers: "list[str] | None" = None, session_settings=None):
+    def session(self, backend: "str | Lowering" = "cpu", providers: "list[str] | None" = None,
+                session_settings: "SessionSettings | None" = None) -> EmulatorSession:
         """The cached execution state of one lowered backend (a name the Python API gives, or its
         Lowering); `session_settings` (a runtime.ort.settings SessionSettings) applies to every
         onnxruntime session it creates."""
@@ -90,7 +93,8 @@ class CompiledModel:
 
     def run(self, feeds: Mapping[str, object], backend: "str | Lowering" = "cpu",
             providers: "list[str] | None" = None, strict: "bool | None" = None,
-            memory_limit: "int | str | None" = None, session_settings=None) -> "dict[str, np.ndarray]":
+            memory_limit: "int | str | None" = None,
+            session_settings: "SessionSettings | None" = None) -> "dict[str, np.ndarray]":
         """Execute on host feeds (name -> array); returns every graph output by name.
 
         backend "cpu": the numpy emulator of the DirectML operators; "ort": the same lowered
@@ -118,19 +122,22 @@ def _lowering(backend: "str | Lowering") -> Lowering:
     return lowering
 
 
-def _emulator(compiled: CompiledModel, providers, settings):
+def _emulator(compiled: CompiledModel, providers: "list[str] | None",
+              settings: "SessionSettings | None") -> EmulatorSession:
     from onnx_dml_lowering.runtime.session import EmulatorSession
     return EmulatorSession(compiled, settings=settings)
 
 
-def _stand_ins(compiled: CompiledModel, providers, settings):
+def _stand_ins(compiled: CompiledModel, providers: "list[str] | None",
+               settings: "SessionSettings | None") -> EmulatorSession:
     from onnx_dml_lowering.runtime.ort_operators import OrtOperators
     from onnx_dml_lowering.runtime.session import EmulatorSession
     operators = OrtOperators(providers, settings)
     return EmulatorSession(compiled, operators, operators.providers, settings)
 
 
-def _directml(compiled: CompiledModel, providers, settings):
+def _directml(compiled: CompiledModel, providers: "list[str] | None",
+              settings: "SessionSettings | None") -> EmulatorSession:
     from onnx_dml_lowering.runtime.directml.kernels import DirectMLKernels
     from onnx_dml_lowering.runtime.session import EmulatorSession
     return EmulatorSession(compiled, DirectMLKernels(), settings=settings)
@@ -164,7 +171,7 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
 
 
 @contextlib.contextmanager
-def _cycle_collector_paused():
+def _cycle_collector_paused() -> Iterator[None]:
     """Compile allocates hundreds of thousands of small containers that all stay alive until it
     returns, so every cyclic collection it triggers finds nothing, yet walks them all (10-25% of
     compile at 10,000 nodes). Reference counting still frees everything; the collector resumes

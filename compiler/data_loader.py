@@ -4,6 +4,8 @@ one iteration). Feed sets come out one at a time, checked against the model's in
 failure of the script is one line naming it (and the iteration)."""
 from __future__ import annotations
 
+from typing import Callable
+
 import hashlib
 import importlib.util
 import re
@@ -42,7 +44,7 @@ def _failure(exc: BaseException, path: Path) -> str:
     return f"{type(exc).__name__}{': ' + message if message else ''}{_where(exc, path)}"
 
 
-def load_function(spec: str):
+def load_function(spec: str) -> "tuple[Callable[[], object], str, Path]":
     """The script's function, or DmlLowerError naming the script."""
     path, function = parse_spec(spec)
     what = f"data loader script {str(path)!r}"

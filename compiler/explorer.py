@@ -62,7 +62,7 @@ def overlay_paths(out: str, overlays: "list[Overlay]") -> "list[str]":
                     for o in overlays[1:]]
 
 
-def _tags(node) -> "list[str]":
+def _tags(node: Any) -> "list[str]":
     return [a.value for m in node.outputsMetadata for a in m.attrs if a.key == "__tensor_tag" and a.value != "None"]
 
 

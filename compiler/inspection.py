@@ -69,7 +69,7 @@ def initializer_bytes(model: onnx.ModelProto, file_name: str = "") -> dict:
     return out
 
 
-def _shape_text(shape) -> str:
+def _shape_text(shape: "list | None") -> str:
     if shape is None:
         return "unknown rank"
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
@@ -144,7 +144,7 @@ def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tup
     return report, graph
 
 
-def _load_raw(path) -> onnx.ModelProto:
+def _load_raw(path: str) -> onnx.ModelProto:
     """The file as stored: external data is left where it is (only its size is reported)."""
     return load_stored(path)      # large inline weights point at their bytes in the file
 

@@ -3,18 +3,26 @@ rules of runtime.output_target, no two options naming the same file), then writt
 runtime.output_file, the one writer. The CLI, the zoo and inspect write through these."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
 import os
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 
-def write_file(path: str, what: str, write) -> None:
+if TYPE_CHECKING:
+    import numpy as np
+
+    from onnx_dml_lowering.runtime.output_target import OutputTarget
+
+
+def write_file(path: str, what: str, write: Callable[[str], object]) -> None:
     """`write(temp)` writes the whole file at a temporary name; then it lands at `path` (runtime.output_file)."""
     from onnx_dml_lowering.runtime.output_file import write_output
     write_output(path, what, write)
 
 
-def write_json(path: str, what: str, data) -> None:
+def write_json(path: str, what: str, data: Any) -> None:
     """A --json document, strict RFC 8259: NaN / Infinity / -Infinity are the strings "NaN",
     "Infinity", "-Infinity" (ir.display.json_safe); written by the one writer."""
     import json
@@ -24,7 +32,7 @@ def write_json(path: str, what: str, data) -> None:
     write_text(path, what, json.dumps(json_safe(data), indent=1, allow_nan=False))
 
 
-def save_npz_file(path: str, arrays, what: str) -> None:
+def save_npz_file(path: str, arrays: "Mapping[str, np.ndarray]", what: str) -> None:
     from onnx_dml_lowering.runtime.npz import save_npz
     save_npz(path, arrays, what)
 
@@ -47,7 +55,7 @@ def check_writable(option: str, path: "str | None") -> None:
         _target(option, path)
 
 
-def _target(option: str, path: str):
+def _target(option: str, path: str) -> OutputTarget:
     from onnx_dml_lowering.runtime.output_target import Unwritable, resolve
     try:
         return resolve(path)

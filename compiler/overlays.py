@@ -9,6 +9,7 @@ from .ep.placement import CPU, DML, NONE, REMOVED
 from .explorer import BLUE, GREEN, GREY, LARGEST, LIGHT_GREEN, ORANGE, RED, Overlay
 
 if TYPE_CHECKING:
+    from onnx_dml_lowering.runtime.compare import OutputResult
     from onnx_dml_lowering.runtime.check_report import CheckReport
 
     from .compiled import CompiledModel
@@ -68,7 +69,7 @@ def error_overlays(report: CheckReport, compiled: CompiledModel, intermediates: 
     return out
 
 
-def _error(o) -> "float | None":
+def _error(o: OutputResult) -> "float | None":
     """An output's largest absolute error: 0 when it matched exactly (integers say none then),
     LARGEST when it mismatched without one (shape, type, missing); None when not compared."""
     if o.max_abs_error is not None:

@@ -15,7 +15,8 @@ in parallel threads."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Union
 
 import onnx
 
@@ -28,6 +29,12 @@ from onnx_dml_lowering.lowering.schedule import grouped_order, is_constant
 from .bodies import BodyModel, body_model, construct_of
 from .frontend import default_opset
 from .graph_view import OnnxGraphView
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.lowering.node import TensorInfo
+
+    # the types OnnxGraphView takes: the model's, or a function that reads them when first asked
+    TypesLike = dict[str, TensorInfo] | Callable[[], dict[str, TensorInfo]] | None
 
 RUN_TIME_NOTE = "sizes are bound at run time; specialised per input shape"
 EMPTY_NOTE = "empty result: a zero-sized tensor needs no DirectML operator"
@@ -130,7 +137,7 @@ class PartitionState:
                          self.deferred, self.by_name, self.generated, self.fallbacks, self.bodies)
 
 
-def start(model: onnx.ModelProto, level: FeatureLevel, types=None) -> PartitionState:
+def start(model: onnx.ModelProto, level: FeatureLevel, types: "TypesLike" = None) -> PartitionState:
     """The state every pass works on: the graph view and an IR graph with the model's interface."""
     view = OnnxGraphView(model, types)
     graph = Graph(level)
@@ -319,73 +326,85 @@ def build_regions(state: PartitionState) -> None:
     """Walk the order: emit lowered fragments and run-time steps, gather everything left to ONNX
     (unmatched nodes and declined matches) into maximal consecutive regions, and record placement."""
     order = state.order
-    # The last position that reads each value: a region hands out what is read after it.
-    last_read: "dict[str, int]" = {}
-    for index, item in enumerate(order):
-        for member in state.members(item):
-            for name in state.reads(member):
-                last_read[name] = index
-    for name in state.graph.outputs:
-        last_read[name] = len(order)
+    last_read = _last_reads(state)
     pending: "list[onnx.NodeProto]" = []
-
-    def flush(index: int) -> None:
-        """Close the region of the pending nodes; `index` is the position of the last of them."""
-        if not pending:
-            return
-        produced: "set[str]" = set()
-        reads: "dict[str, None]" = {}         # ordered, with constant-time membership
-        io = state.view.io()
-        for node in pending:
-            node_in, node_out = io[node.name]
-            for n in node_in:
-                if n not in produced:
-                    reads.setdefault(n)
-            produced.update(node_out)
-        outputs = [o for node in pending for o in io[node.name][1] if last_read.get(o, -1) > index]
-        if not outputs:
-            # Dead nodes (tf2onnx leaves a Shape nothing reads): nothing to run, and onnxruntime
-            # refuses a run that requests no output.
-            pending.clear()
-            return
-        name = f"onnx_region_{len(state.regions)}"
-        state.regions[name] = list(pending)
-        state.graph.add(OnnxRegion(name, tuple(n.name for n in pending), tuple(reads), tuple(outputs)))
-        pending.clear()
-
     for index, item in enumerate(order):
         if isinstance(item, onnx.NodeProto) and item.name in state.bodies:
-            flush(index - 1)
+            _close_region(state, pending, last_read, index - 1)
             state.graph.add(control_flow_step(state, item))
             state.placement.extend(state.body_placement[item.name])
-            continue
-        if isinstance(item, onnx.NodeProto):
+        elif isinstance(item, onnx.NodeProto):
             state.placement.extend(state.body_placement.get(item.name, ()))
             pending.append(item)
             if item.name in state.declines:
                 rule, reason = state.declines[item.name]
                 state.placement.append(Placement([item.name], "onnx", rule, [], reason))
-            continue
-        match, anchor = item, item.nodes[0]
-        if anchor in state.deferred:
-            flush(index - 1)
-            state.graph.add(LowerAtRunTime(anchor, match.rule, tuple(t.name for t in match.inputs),
-                                           tuple(match.outputs)))
-            state.placement.append(Placement(list(match.nodes), "lowered", match.rule, list(match.operators),
-                                             note=_join(match.note, RUN_TIME_NOTE), extra=dict(match.extra)))
-            continue
-        result = state.built[anchor]
-        if isinstance(result, Declined):
-            state.placement.append(Placement(list(match.nodes), "onnx", match.rule, [], result.reason))
-            pending.extend(sorted(state.members(match), key=lambda n: state.position[n.name]))
-            continue
-        flush(index - 1)
-        state.graph.merge(result)
-        ops = result.dml_operators
-        note = match.note if ops else _join(match.note, EMPTY_NOTE)
-        state.placement.append(Placement(list(match.nodes), "lowered", match.rule, ops, note=note,
-                                         extra=dict(match.extra)))
-    flush(len(order) - 1)
+        else:
+            _place_match(state, item, pending, partial(_close_region, state, pending, last_read, index - 1))
+    _close_region(state, pending, last_read, len(order) - 1)
+
+
+def _last_reads(state: PartitionState) -> "dict[str, int]":
+    """The last position that reads each value (the graph's outputs: after the end): a region
+    hands out what is read after it."""
+    last_read: "dict[str, int]" = {}
+    for index, item in enumerate(state.order):
+        for member in state.members(item):
+            for name in state.reads(member):
+                last_read[name] = index
+    for name in state.graph.outputs:
+        last_read[name] = len(state.order)
+    return last_read
+
+
+def _place_match(state: PartitionState, match: Match, pending: "list[onnx.NodeProto]", close: "Callable[[], None]") -> None:
+    """One match of the order: a run-time step, its nodes left to ONNX (declined), or its built
+    fragment; `close` ends the region pending before it."""
+    anchor = match.nodes[0]
+    if anchor in state.deferred:
+        close()
+        state.graph.add(LowerAtRunTime(anchor, match.rule, tuple(t.name for t in match.inputs),
+                                       tuple(match.outputs)))
+        state.placement.append(Placement(list(match.nodes), "lowered", match.rule, list(match.operators),
+                                         note=_join(match.note, RUN_TIME_NOTE), extra=dict(match.extra)))
+        return
+    result = state.built[anchor]
+    if isinstance(result, Declined):
+        state.placement.append(Placement(list(match.nodes), "onnx", match.rule, [], result.reason))
+        pending.extend(sorted(state.members(match), key=lambda n: state.position[n.name]))
+        return
+    close()
+    state.graph.merge(result)
+    ops = result.dml_operators
+    note = match.note if ops else _join(match.note, EMPTY_NOTE)
+    state.placement.append(Placement(list(match.nodes), "lowered", match.rule, ops, note=note,
+                                     extra=dict(match.extra)))
+
+
+def _close_region(state: PartitionState, pending: "list[onnx.NodeProto]", last_read: "dict[str, int]",
+                  index: int) -> None:
+    """Close the region of the pending nodes; `index` is the position of the last of them."""
+    if not pending:
+        return
+    produced: "set[str]" = set()
+    reads: "dict[str, None]" = {}         # ordered, with constant-time membership
+    io = state.view.io()
+    for node in pending:
+        node_in, node_out = io[node.name]
+        for n in node_in:
+            if n not in produced:
+                reads.setdefault(n)
+        produced.update(node_out)
+    outputs = [o for node in pending for o in io[node.name][1] if last_read.get(o, -1) > index]
+    if not outputs:
+        # Dead nodes (tf2onnx leaves a Shape nothing reads): nothing to run, and onnxruntime
+        # refuses a run that requests no output.
+        pending.clear()
+        return
+    name = f"onnx_region_{len(state.regions)}"
+    state.regions[name] = list(pending)
+    state.graph.add(OnnxRegion(name, tuple(n.name for n in pending), tuple(reads), tuple(outputs)))
+    pending.clear()
 
 
 def control_flow_step(state: PartitionState, node: onnx.NodeProto) -> ControlFlow:
@@ -441,7 +460,7 @@ def one_region(state: PartitionState) -> None:
     state.graph.add(OnnxRegion(name, tuple(n.name for n in nodes), tuple(reads), tuple(outputs)))
 
 
-def partition(model: onnx.ModelProto, level: FeatureLevel, types=None, fast: bool = True) -> Partition:
+def partition(model: onnx.ModelProto, level: FeatureLevel, types: "TypesLike" = None, fast: bool = True) -> Partition:
     """`fast` takes the no-anchor path when it applies (tests compare it with the full passes)."""
     state = start(model, level, types)
     if fast and lowers_no_node(state.nodes):

@@ -8,6 +8,8 @@ is PARTIAL, said as check says it.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -21,6 +23,9 @@ from onnx_dml_lowering.runtime.oracle import lazy_oracle
 from onnx_dml_lowering.runtime.compare import partial_clause
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 
+
+if TYPE_CHECKING:
+    from .compiled import CompiledModel
 
 @dataclass
 class RunResult:
@@ -50,7 +55,7 @@ class RunBackends:
     one this machine lacks is one UNAVAILABLE line while the rest run; one that cannot load the
     model is its ERROR, as in check) and run on each feed set."""
 
-    def __init__(self, compiled, backends: "Sequence[BackendLike]", options: "BackendOptions | None" = None) -> None:
+    def __init__(self, compiled: CompiledModel, backends: "Sequence[BackendLike]", options: "BackendOptions | None" = None) -> None:
         self.compiled = compiled
         self.options = options or BackendOptions()
         self.runners, self.unavailable = make_backends(compiled, backends, self.options)
@@ -101,7 +106,7 @@ def preview(value: np.ndarray, count: int = 8) -> "list":
 
 def run_record(run: RunResult, feeds: "dict[str, np.ndarray]", defaults: "dict[str, np.ndarray]") -> dict:
     """One backend's entry of `run --json`."""
-    def described(value) -> dict:
+    def described(value: object) -> dict:
         value = np.asarray(value)
         return {"dtype": str(value.dtype), "shape": list(value.shape), "preview": preview(value)}
     return {"backend": run.backend, "status": run.status, "error": run.error, "ran": run.ran,

@@ -14,8 +14,9 @@ from typing import Iterable
 
 import onnx
 
-from onnx_dml_lowering.ir import DmlLowerError, Graph, LowerAtRunTime, graph_to_dict
+from onnx_dml_lowering.ir import DmlLowerError, Graph, LowerAtRunTime, TensorDesc, graph_to_dict
 from onnx_dml_lowering.lowering import Declined
+from onnx_dml_lowering.lowering.match import Match
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, subgraph_reads
 
 from .compiled import CompiledModel
@@ -73,7 +74,7 @@ def data_dependence(graph: onnx.GraphProto, free: Iterable[str]) -> "tuple[set[s
     return values, shapes
 
 
-def _dependence_reason(match, values: "set[str]", shapes: "set[str]") -> "str | None":
+def _dependence_reason(match: Match, values: "set[str]", shapes: "set[str]") -> "str | None":
     for t in match.inputs:
         if t.name in shapes:
             return f"the shape of its input {t.name!r} depends on feed values (e.g. a NonZero count)"
@@ -83,7 +84,7 @@ def _dependence_reason(match, values: "set[str]", shapes: "set[str]") -> "str | 
     return None
 
 
-def _dims_text(desc) -> str:
+def _dims_text(desc: TensorDesc) -> str:
     return "{" + ",".join(str(s) for s in desc.sizes) + "}"
 
 

@@ -6,7 +6,7 @@ first use (PEP 562), so `dml-lower --version` or an error path does not pay for 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import DmlLowerError
 
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module, attr = _WHERE[name]

@@ -9,6 +9,8 @@ file ill-formed XML.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import math
 import re
@@ -56,7 +58,7 @@ def xml_text(text: object) -> str:
 NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
-def json_safe(value):
+def json_safe(value: Any) -> Any:
     """`value` with every non-finite float (anywhere in dicts, lists, tuples) replaced by the
     string "NaN", "Infinity" or "-Infinity": json.dumps(..., allow_nan=False) then succeeds and
     the document is strict RFC 8259 JSON."""
@@ -69,7 +71,7 @@ def json_safe(value):
     return value
 
 
-def json_float(value):
+def json_float(value: Any) -> Any:
     """A float field read back from such a document: "NaN" / "Infinity" / "-Infinity" as floats."""
     return float(value) if isinstance(value, str) and value in NON_FINITE.values() else value
 
@@ -86,7 +88,7 @@ def html_text(text: object) -> str:
 _SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
-def script_json(value) -> str:
+def script_json(value: Any) -> str:
     """`value` as strict JSON safe to place inside an HTML <script> element. Names inside it
     must already be displayed (the caller's data); this guards the markup, not the terminal."""
     text = json.dumps(json_safe(value), allow_nan=False, separators=(",", ":"), ensure_ascii=False)

@@ -1,6 +1,8 @@
 """Lossless JSON-ready (de)serialisation of ir.Graph."""
 from __future__ import annotations
 
+from typing import Any
+
 import dataclasses
 import math
 
@@ -12,13 +14,13 @@ from .operators import STEP_TYPES, Step
 from .tensor_desc import TensorDesc
 
 
-def _scalar_out(value):
+def _scalar_out(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return {"float": repr(value)}
     return value
 
 
-def _scalar_in(value):
+def _scalar_in(value: Any) -> Any:
     if isinstance(value, dict) and "float" in value:
         return float(value["float"])
     return value

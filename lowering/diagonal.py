@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 
 from onnx_dml_lowering.ir import DiagonalMatrix, DiagonalMatrix1, Download, EmptyTensor, Graph, TensorDesc
-from onnx_dml_lowering.ir.dtypes import from_onnx, onnx_to_numpy, onnx_type_name
+from onnx_dml_lowering.ir.dtypes import DataType, from_onnx, onnx_to_numpy, onnx_type_name
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX, DIAGONAL_MATRIX1
+from onnx_dml_lowering.ir.tensor_desc import Dim
 
 from .common import carried, dims_for, pad_sizes
 from .match import Decline
@@ -121,7 +122,7 @@ def emit_band(graph: Graph, names: Names, y: str, onnx_type: int, shape: "tuple[
     return graph
 
 
-def _output(graph: Graph, names: Names, dtype, sizes) -> str:
+def _output(graph: Graph, names: Names, dtype: DataType, sizes: "tuple[Dim, ...]") -> str:
     desc = TensorDesc(dtype, sizes)
     buf, view = names("out"), names("out.view")
     graph.add_buffer(buf, desc.min_total_size)

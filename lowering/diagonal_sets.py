@@ -6,7 +6,7 @@ band or the outside of one (as_band)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from .node import NodeInfo, TensorInfo
 
@@ -57,7 +57,7 @@ def leaves(expr: Expr) -> "list[Expr]":
 Intervals = "list[tuple[int, int]]"            # sorted, disjoint, half-open [lo, hi)
 
 
-def normal(spans) -> "list[tuple[int, int]]":
+def normal(spans: "Iterable[tuple[int, int]]") -> "list[tuple[int, int]]":
     out: "list[tuple[int, int]]" = []
     for lo, hi in sorted(s for s in spans if s[0] < s[1]):
         if out and lo <= out[-1][1]:
@@ -67,11 +67,11 @@ def normal(spans) -> "list[tuple[int, int]]":
     return out
 
 
-def intersect(a, b) -> "list[tuple[int, int]]":
+def intersect(a: "list[tuple[int, int]]", b: "list[tuple[int, int]]") -> "list[tuple[int, int]]":
     return normal([(max(x0, y0), min(x1, y1)) for x0, x1 in a for y0, y1 in b])
 
 
-def complement(a, universe: "tuple[int, int]") -> "list[tuple[int, int]]":
+def complement(a: "list[tuple[int, int]]", universe: "tuple[int, int]") -> "list[tuple[int, int]]":
     lo, hi = universe
     out, at = [], lo
     for x0, x1 in a:
@@ -100,7 +100,7 @@ def diagonals(expr: Expr, gaps: "dict[int, int]", universe: "tuple[int, int]") -
     return normal(parts[0] + parts[1])
 
 
-def as_band(spans, universe: "tuple[int, int]") -> "tuple[int, int, bool] | None":
+def as_band(spans: "list[tuple[int, int]]", universe: "tuple[int, int]") -> "tuple[int, int, bool] | None":
     """(begin, end, inverted) of a set of diagonals inside `universe`, None when it is no band."""
     if not spans:
         return universe[1] + 1, universe[1] + 2, False            # empty: a diagonal off the matrix

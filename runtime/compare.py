@@ -37,6 +37,7 @@ import numpy as np
 from onnx_dml_lowering.ir.printer import name_list
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
     from .backend_names import BackendName
 
 BLOCK = 1 << 20          # elements per block: float64 temporaries stay at a few MB whatever the output's size
@@ -47,7 +48,7 @@ _ML_FLOATS = frozenset(np.dtype(t) for t in (
     ml_dtypes.float8_e5m2fnuz, ml_dtypes.float8_e8m0fnu, ml_dtypes.float4_e2m1fn))
 
 
-def is_float(dtype) -> bool:
+def is_float(dtype: npt.DTypeLike) -> bool:
     dtype = np.dtype(dtype)
     return dtype.kind == "f" or dtype in _ML_FLOATS
 
@@ -137,7 +138,7 @@ def compare(output: str, backend: str, expected: np.ndarray, actual: "np.ndarray
     return result
 
 
-def value_text(value) -> str:
+def value_text(value: object) -> str:
     """One element as a person writes it: 1.5, -0.0, nan, 7 (never np.float32(1.5))."""
     value = np.asarray(value)
     return str(value.item()) if value.dtype.kind in "iub" else str(value)

@@ -11,7 +11,7 @@ neither M nor a condition input, which the spec makes an endless loop, it stops 
 condition output turns false, as onnxruntime does."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import onnx
@@ -41,7 +41,7 @@ def host_construct(node: onnx.NodeProto, opset: int) -> "str | None":
     return CONSTRUCTS[node.op_type]
 
 
-def _scalar(value: np.ndarray, what: str, node: onnx.NodeProto):
+def _scalar(value: np.ndarray, what: str, node: onnx.NodeProto) -> Any:
     array = np.asarray(value)
     if array.size != 1:
         raise DmlLowerError(f"node {node.name}: {what} must hold one element, got shape {list(array.shape)}")
@@ -75,7 +75,7 @@ class _ScanStacks:
         self.lists: "list[list[np.ndarray]]" = [[] for _ in range(count)]
         self.bytes = 0
 
-    def add(self, values, iteration: int) -> None:
+    def add(self, values: "Sequence[np.ndarray]", iteration: int) -> None:
         for stack, value in zip(self.lists, values):
             value = np.asarray(value)
             stack.append(value)

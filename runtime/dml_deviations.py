@@ -64,7 +64,11 @@ def _ops(fired: "list[tuple[str, str]]"):
     `fired` when its answer differs from ONNX's."""
     # onnx.reference's operator list costs ~0.1 s to import: only a DML EP run needs it
     from onnx.reference.op_run import OpRun
-    from onnx.reference.ops.op_cast import cast_to
+    return [*_index_ops(fired, OpRun), _cast_op(fired, OpRun)]
+
+
+def _index_ops(fired: "list[tuple[str, str]]", OpRun: type) -> "list[type]":
+    """NonZero, EyeLike and Trilu as the DML EP runs them (_ops)."""
 
     class NonZero(OpRun):
         op_domain = ""
@@ -106,6 +110,13 @@ def _ops(fired: "list[tuple[str, str]]"):
                              else ("trilu_k", f"k {k} acts as {narrow}"))
             return (out,)
 
+    return [NonZero, EyeLike, Trilu]
+
+
+def _cast_op(fired: "list[tuple[str, str]]", OpRun: type) -> type:
+    """Cast to bool as the DML EP runs it, through uint8 (_ops)."""
+    from onnx.reference.ops.op_cast import cast_to
+
     class Cast(OpRun):
         op_domain = ""
 
@@ -121,7 +132,7 @@ def _ops(fired: "list[tuple[str, str]]"):
                 fired.append(("cast_bool_clip", ""))
             return (out,)
 
-    return [NonZero, EyeLike, Trilu, Cast]
+    return Cast
 
 
 def dml_outputs(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]"

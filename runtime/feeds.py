@@ -95,7 +95,8 @@ def check_feed_headers(inputs: "list[onnx.ValueInfoProto]", headers: "Mapping[st
         _check_declared(vi, elem, dims, restored_dtype(dtype, onnx_to_numpy(elem)), tuple(shape))
 
 
-def _named(inputs, feeds: Mapping, optional) -> "list[tuple[onnx.ValueInfoProto, int, tuple | None]]":
+def _named(inputs: "Sequence[onnx.ValueInfoProto]", feeds: Mapping, optional: "Sequence[onnx.ValueInfoProto]"
+           ) -> "list[tuple[onnx.ValueInfoProto, int, tuple | None]]":
     """(input, declared element type, declared dims) for every input to check, in order; an extra
     feed, an input no feed can satisfy or a missing feed is one line."""
     names = [vi.name for vi in inputs]
@@ -310,7 +311,20 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
     `memory_limit` (bytes; default three quarters of physical memory): feeds that would not fit
     are refused in one line before anything is drawn.
     """
-    names = [vi.name for vi in inputs]
+    _check_feed_options([vi.name for vi in inputs], (zero_fraction, input_zero_fraction),
+                        (value_range, input_value_range))
+    rng = np.random.default_rng(seed)
+    shapes = feed_shapes(inputs, dims, dim_default)
+    check_feed_sizes(inputs, shapes, default_limit() if memory_limit is None else memory_limit)
+    return {vi.name: _draw(vi, shapes[vi.name], rng, (input_zero_fraction or {}).get(vi.name, zero_fraction),
+                           (input_value_range or {}).get(vi.name, value_range))
+            for vi in inputs}
+
+
+def _check_feed_options(names: "list[str]", fractions: tuple, ranges: tuple) -> None:
+    """random_feeds' (global, per-input) zero fractions and value ranges: one line for a name no
+    input has, a fraction outside [0, 1] or a range that is none."""
+    (zero_fraction, input_zero_fraction), (value_range, input_value_range) = fractions, ranges
     for what, per_input in (("zero fraction", input_zero_fraction), ("value range", input_value_range)):
         unknown = [n for n in per_input or {} if n not in names]
         if unknown:
@@ -326,56 +340,56 @@ def random_feeds(inputs: "list[onnx.ValueInfoProto]", seed: int = 0, dim_default
         if problem:
             what = f"value range {bounds[0]},{bounds[1]}" + (f" for {name!r}" if name is not None else "")
             raise DmlLowerError(f"{what}: {problem}")
-    rng = np.random.default_rng(seed)
-    global_fraction, global_range = zero_fraction, value_range
-    shapes = feed_shapes(inputs, dims, dim_default)
-    check_feed_sizes(inputs, shapes, default_limit() if memory_limit is None else memory_limit)
-    feeds = {}
-    for vi in inputs:
-        zero_fraction = (input_zero_fraction or {}).get(vi.name, global_fraction)
-        value_range = (input_value_range or {}).get(vi.name, global_range)
-        elem, _ = _declared(vi)
-        shape = shapes[vi.name]
-        dtype = onnx_to_numpy(elem)
-        # an explicit range holds: zeros outside it only when a zero fraction asks for them too
-        default_keep = 1.0 if value_range is not None and dtype != np.bool_ else 0.5
-        keep_share = default_keep if zero_fraction is None else 1.0 - zero_fraction
-        keep = np.asarray(rng.random(shape) < keep_share)      # 0-d too: numpy hands a scalar back
-        if dtype == _E8M0:
-            lo, hi = (2.0 ** -8, 2.0 ** 8) if value_range is None else value_range
-            if hi <= 0:
-                raise DmlLowerError(f"value range holds no {onnx_type_name(elem)} value (it has no zero and no sign)")
-            low = int(np.ceil(np.log2(max(lo, float(ml_dtypes.finfo(dtype).tiny)))))
-            high = min(int(np.floor(np.log2(hi))), 127)
-            if low > high:
-                raise DmlLowerError(f"value range holds no {onnx_type_name(elem)} value (only powers of two)")
-            exponents = rng.integers(low, high, shape, endpoint=True)
-            feeds[vi.name] = np.asarray(np.exp2(exponents).astype(np.float32).astype(dtype))
-            continue
-        if dtype == np.bool_:
-            array = keep
-        elif _is_float(dtype):
-            values = rng.standard_normal(shape) if value_range is None else rng.uniform(*value_range, shape)
-            array = (values * keep).astype(np.float32 if dtype.kind == "V" else dtype).astype(dtype)
-            if array.size >= 4 and zero_fraction is None and value_range is None:
-                flat = array.reshape(-1)
-                flat[rng.integers(0, flat.size)] = -0.0
-        else:
-            info = ml_dtypes.iinfo(dtype)
-            lo, hi = (max(info.min, -100), min(info.max, 100)) if value_range is None else (
-                max(info.min, int(np.ceil(value_range[0]))), min(info.max, int(np.floor(value_range[1]))))
-            if lo > hi and value_range is not None:          # the default range always holds values
-                raise DmlLowerError(f"value range {value_range[0]},{value_range[1]} of input {vi.name!r} "
-                                    f"holds no {dtype} value")
-            array = (rng.integers(lo, hi, shape, endpoint=True) * keep).astype(dtype)
-        if np.ndim(array) == 0:
-            array = np.array(array, dtype=dtype)              # a writable 0-d array, not a numpy scalar
-        if zero_fraction is not None and dtype != np.bool_:
-            # Kept elements that came out zero anyway would make "full" less than full.
-            filler = np.asarray(value_range[1] if value_range and value_range[1] != 0 else 1).astype(dtype)
-            array[keep & (array == 0)] = filler
-        feeds[vi.name] = np.asarray(array, dtype=dtype)
-    return feeds
+
+
+def _draw(vi: onnx.ValueInfoProto, shape: "tuple[int, ...]", rng: np.random.Generator, zero_fraction: "float | None",
+          value_range: "tuple[float, float] | None") -> np.ndarray:
+    """One input's random feed (random_feeds' rules), drawn from `rng` in the order it always was."""
+    elem, _ = _declared(vi)
+    dtype = onnx_to_numpy(elem)
+    # an explicit range holds: zeros outside it only when a zero fraction asks for them too
+    default_keep = 1.0 if value_range is not None and dtype != np.bool_ else 0.5
+    keep_share = default_keep if zero_fraction is None else 1.0 - zero_fraction
+    keep = np.asarray(rng.random(shape) < keep_share)      # 0-d too: numpy hands a scalar back
+    if dtype == _E8M0:
+        return _draw_e8m0(elem, dtype, shape, rng, value_range)
+    if dtype == np.bool_:
+        array = keep
+    elif _is_float(dtype):
+        values = rng.standard_normal(shape) if value_range is None else rng.uniform(*value_range, shape)
+        array = (values * keep).astype(np.float32 if dtype.kind == "V" else dtype).astype(dtype)
+        if array.size >= 4 and zero_fraction is None and value_range is None:
+            flat = array.reshape(-1)
+            flat[rng.integers(0, flat.size)] = -0.0
+    else:
+        info = ml_dtypes.iinfo(dtype)
+        lo, hi = (max(info.min, -100), min(info.max, 100)) if value_range is None else (
+            max(info.min, int(np.ceil(value_range[0]))), min(info.max, int(np.floor(value_range[1]))))
+        if lo > hi and value_range is not None:          # the default range always holds values
+            raise DmlLowerError(f"value range {value_range[0]},{value_range[1]} of input {vi.name!r} "
+                                f"holds no {dtype} value")
+        array = (rng.integers(lo, hi, shape, endpoint=True) * keep).astype(dtype)
+    if np.ndim(array) == 0:
+        array = np.array(array, dtype=dtype)              # a writable 0-d array, not a numpy scalar
+    if zero_fraction is not None and dtype != np.bool_:
+        # Kept elements that came out zero anyway would make "full" less than full.
+        filler = np.asarray(value_range[1] if value_range and value_range[1] != 0 else 1).astype(dtype)
+        array[keep & (array == 0)] = filler
+    return np.asarray(array, dtype=dtype)
+
+
+def _draw_e8m0(elem: int, dtype: np.dtype, shape: "tuple[int, ...]", rng: np.random.Generator,
+               value_range: "tuple[float, float] | None") -> np.ndarray:
+    """float8e8m0 has no zero and no sign: powers of two within the range."""
+    lo, hi = (2.0 ** -8, 2.0 ** 8) if value_range is None else value_range
+    if hi <= 0:
+        raise DmlLowerError(f"value range holds no {onnx_type_name(elem)} value (it has no zero and no sign)")
+    low = int(np.ceil(np.log2(max(lo, float(ml_dtypes.finfo(dtype).tiny)))))
+    high = min(int(np.floor(np.log2(hi))), 127)
+    if low > high:
+        raise DmlLowerError(f"value range holds no {onnx_type_name(elem)} value (only powers of two)")
+    exponents = rng.integers(low, high, shape, endpoint=True)
+    return np.asarray(np.exp2(exponents).astype(np.float32).astype(dtype))
 
 
 def feed_summary(feeds: "Mapping[str, np.ndarray]") -> "dict[str, dict]":

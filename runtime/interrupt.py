@@ -56,7 +56,7 @@ def terminated() -> bool:
         return _SIGNALLED == [signal.SIGTERM]
 
 
-def _raise_terminated(signum, frame) -> None:
+def _raise_terminated(signum: int, frame: object) -> None:
     # recorded here too (no lock: this runs in the main thread, which may hold it): the watcher
     # thread may not have read the signal yet when the caller asks terminated()
     _SIGNALLED[:] = [signal.SIGTERM]

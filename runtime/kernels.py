@@ -8,6 +8,8 @@ written straight into the strided coordinates view (no full-size mask or index t
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import math
 
 import numpy as np
@@ -254,7 +256,7 @@ def diagonal_matrix(out: np.ndarray, offset: int, value: float) -> None:
         _diagonal(out, first, offset, length)[...] = scalar_for(out.dtype, value)
 
 
-def diagonal_matrix1(source: "np.ndarray | None", out: np.ndarray, value, begin: int, end: int) -> None:
+def diagonal_matrix1(source: "np.ndarray | None", out: np.ndarray, value: object, begin: int, end: int) -> None:
     """Value where (End >= Begin) ^ (x - y >= Begin) ^ (x - y < End), else Input (or 0)."""
     height, width = out.shape[-2:]
     use = _band_test(height, width, begin, end)
@@ -270,7 +272,7 @@ def diagonal_matrix1(source: "np.ndarray | None", out: np.ndarray, value, begin:
         np.copyto(out, fill, where=use)     # only the band is written: no full-size temporary
 
 
-def diagonal1_fill(dtype: np.dtype, value) -> np.ndarray:
+def diagonal1_fill(dtype: np.dtype, value: object) -> np.ndarray:
     """DIAGONAL_MATRIX1's Value as the output type holds it (its DML_SCALAR_UNION): exact for
     integers, one line when it does not fit."""
     try:
@@ -302,7 +304,7 @@ def _band_test(height: int, width: int, begin: int, end: int) -> "np.ndarray | b
 SLAB = 4 << 20
 
 
-def identity(source: np.ndarray, out: np.ndarray, release=None) -> None:
+def identity(source: np.ndarray, out: np.ndarray, release: "Callable[[int], None] | None" = None) -> None:
     """out = source through both views' strides.
 
     release(address), given by the emulator when the source's buffer dies with this copy, is
@@ -325,7 +327,7 @@ def _ascending(a: np.ndarray) -> bool:
     return True
 
 
-def _copy_releasing(source: np.ndarray, out: np.ndarray, release) -> None:
+def _copy_releasing(source: np.ndarray, out: np.ndarray, release: Callable[[int], None]) -> None:
     if source.ndim == 0 or source.nbytes <= SLAB:
         out[...] = source
         return

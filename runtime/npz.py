@@ -15,7 +15,7 @@ import re
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, IO, Mapping
 
 import numpy as np
 
@@ -33,7 +33,7 @@ _MAGIC = b"\x93NUMPY"
 _ENTRY_NAME_BYTES = 0xFFFF - len(".npy")
 
 
-def _storable(name: str, value, what: str, path: str) -> np.ndarray:
+def _storable(name: str, value: object, what: str, path: str) -> np.ndarray:
     """`value` as an array np.load reads back without pickle: ml_dtypes arrays as raw records,
     strings (onnxruntime returns them as Python objects) as fixed-width Unicode."""
     label = f"cannot write {what} to {display(path)!r}: entry {display(name[:80])!r}"
@@ -64,7 +64,7 @@ def save_npz(path: str, arrays: Mapping[str, np.ndarray], what: str) -> None:
                     np.lib.format.write_array(entry, np.asanyarray(value), allow_pickle=False)
 
 
-def _header(entry, what: str) -> "tuple[np.dtype, tuple, bool]":
+def _header(entry: IO[bytes], what: str) -> "tuple[np.dtype, tuple, bool]":
     """(dtype, shape, fortran_order) of one .npy member; a descriptor numpy cannot parse (an
     ml_dtypes type such as '<f1') becomes raw void records of its size."""
     if entry.read(6) != _MAGIC:

@@ -20,7 +20,7 @@ Sources searched: onnxruntime's GitHub issues and the ONNX backend tests its CI 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import onnx
@@ -45,7 +45,7 @@ class OrtDeviation:
         return f"known onnxruntime deviation ({self.key}): {self.reading}"
 
 
-def _attribute(node: onnx.NodeProto, name: str, default):
+def _attribute(node: onnx.NodeProto, name: str, default: Any) -> Any:
     for a in node.attribute:
         if a.name == name:
             return onnx.helper.get_attribute_value(a)
@@ -56,17 +56,17 @@ def _input(node: onnx.NodeProto, index: int) -> str:
     return node.input[index] if len(node.input) > index else ""
 
 
-def _scalar_nonzero(node, ranks, constants) -> bool:
+def _scalar_nonzero(node: onnx.NodeProto, ranks: Ranks, constants: Mapping[str, onnx.TensorProto]) -> bool:
     return ranks.get(node.input[0]) in (None, 0)
 
 
-def _split_to_sequence(node, ranks, constants) -> bool:
+def _split_to_sequence(node: onnx.NodeProto, ranks: Ranks, constants: Mapping[str, onnx.TensorProto]) -> bool:
     # a split input that is (or may be) a scalar, with keepdims=0 (ONNX ignores keepdims then)
     split = _input(node, 1)
     return bool(split) and _attribute(node, "keepdims", 1) == 0 and ranks.get(split) in (None, 0)
 
 
-def _resize_align_corners(node, ranks, constants) -> bool:
+def _resize_align_corners(node: onnx.NodeProto, ranks: Ranks, constants: Mapping[str, onnx.TensorProto]) -> bool:
     # sizes given (input 3): the output lengths are the sizes themselves, and both agree
     scales, sizes = _input(node, 2), _input(node, 3)
     if _attribute(node, "coordinate_transformation_mode", b"half_pixel") != b"align_corners" or not scales or sizes:
@@ -147,7 +147,7 @@ def constant_nodes(nodes: "Iterable[onnx.NodeProto]") -> "dict[str, onnx.TensorP
             and node.attribute[0].name == "value" and node.output}
 
 
-def _with_constant_nodes(nodes, constants: "Mapping[str, onnx.TensorProto] | None") -> "Mapping[str, onnx.TensorProto]":
+def _with_constant_nodes(nodes: "Iterable[onnx.NodeProto]", constants: "Mapping[str, onnx.TensorProto] | None") -> "Mapping[str, onnx.TensorProto]":
     """`constants` and, where an operator whose condition reads constants is among the nodes, the
     Constant nodes' tensors (read only then: a large export holds thousands of Constant nodes)."""
     if not any(node.op_type in _READS_CONSTANTS for node in nodes):

@@ -9,7 +9,7 @@ of the table's nodes are set beside the oracle's to name only the deviations tha
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
@@ -17,11 +17,14 @@ from .compare import compare
 from .ort_deviations import OrtDeviation, deviating_nodes
 from .oracle import Oracle
 
+if TYPE_CHECKING:
+    import onnx
+
 
 class OrtReading:
     """The ort-reading oracle of one check, made the first time a provider output mismatches."""
 
-    def __init__(self, make: Callable[..., Oracle], model, types) -> None:
+    def __init__(self, make: Callable[..., Oracle], model: onnx.ModelProto, types: "Mapping[str, object]") -> None:
         self._make = make           # (ort_reading=True) -> an Oracle of the check's model
         self.nodes = deviating_nodes(model.graph, {n: getattr(i, "rank", None) for n, i in types.items()},
                                      {t.name: t for t in model.graph.initializer}, lambda name: name in types)
@@ -47,7 +50,7 @@ class OrtReading:
                if out in values and out in spec_values and not _same(values[out], spec_values[out])}
         return sorted(hit or set(self.nodes.values()), key=lambda e: e.key)
 
-    def recognise(self, feeds: Mapping[str, np.ndarray], name: str, got, atol: float, rtol: float,
+    def recognise(self, feeds: Mapping[str, np.ndarray], name: str, got: np.ndarray, atol: float, rtol: float,
                   exact: bool, spec_values: Mapping[str, np.ndarray]) -> "str | None":
         """The named deviation(s) when `got` (output `name` of a provider backend) is onnxruntime's
         reading within the tolerances; else None."""
@@ -66,6 +69,6 @@ class OrtReading:
         return "; ".join(e.name for e in fired) + f" (node {where}; got {list(np.shape(got))})"
 
 
-def _same(a, b) -> bool:
+def _same(a: object, b: object) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()

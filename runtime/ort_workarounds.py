@@ -3,6 +3,8 @@ the sub-models the oracle and the lowered run's ONNX regions hand it. Never to t
 `ort-*` backend validates: there the deviation is the finding (a MISMATCH against the oracle)."""
 from __future__ import annotations
 
+from typing import Iterable
+
 import onnx
 
 from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, graph_attributes, is_standard, iter_nodes, may_hold_bodies, node_bodies
@@ -42,7 +44,7 @@ def _needs(node: onnx.NodeProto) -> bool:
     return _fixed_here(node) or any(_fixed_here(n) for n in body_nodes(node))
 
 
-def _names(nodes: "list[onnx.NodeProto]", into: "set[str]") -> "set[str]":
+def _names(nodes: "Iterable[onnx.NodeProto]", into: "set[str]") -> "set[str]":
     """Every value name the nodes and their bodies (at any depth) read, write or declare."""
     for node in iter_nodes(nodes):
         into.update(node.input)

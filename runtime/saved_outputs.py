@@ -123,7 +123,7 @@ class LoadedOutputs:
         return LoadedOutputs(groups, path, meta)
 
 
-def _split_key(key: str, keys, known: bool) -> "tuple[str, str]":
+def _split_key(key: str, keys: "Mapping[str, object]", known: bool) -> "tuple[str, str]":
     """(backend, output) of a saved key: BACKEND:OUTPUT where OUTPUT is itself a key of the file (a
     check file holds the oracle's value of every output it holds a backend's of), the longest such;
     else a plain output ('', key), whatever colons its name has (tf2onnx's 'y:0'). A file that does

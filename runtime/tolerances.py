@@ -14,6 +14,8 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 
 if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
     from onnx_dml_lowering.runtime.compiled_view import CompiledView
 
 from .compare import is_float
@@ -41,7 +43,7 @@ class Tolerances:
     per_output: "dict[str, tuple[float | None, float | None]]" = field(default_factory=dict)
     exact: "dict[str, str]" = field(default_factory=dict)     # output -> the lowered node producing it
 
-    def for_output(self, name: str, dtype=None) -> "tuple[float, float]":
+    def for_output(self, name: str, dtype: "DTypeLike | None" = None) -> "tuple[float, float]":
         """(atol, rtol) for output `name`, whose type is `dtype` (for the default rtol)."""
         atol, rtol = self.per_output.get(name, (None, None))
         if name in self.exact:
@@ -102,7 +104,7 @@ class Tolerances:
 _MOVES = frozenset(("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Expand"))
 
 
-def default_rtol(dtype) -> float:
+def default_rtol(dtype: "DTypeLike | None") -> float:
     """DEFAULT_RTOL, or the float type's machine epsilon where that is larger."""
     if dtype is None or not is_float(dtype):
         return DEFAULT_RTOL

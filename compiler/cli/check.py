@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
 
 from onnx_dml_lowering.ir import DmlLowerError
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from onnx_dml_lowering.runtime.backend_names import BackendLike, BackendName
     from onnx_dml_lowering.runtime.backends import BackendOptions
     from onnx_dml_lowering.runtime.check import CheckedSet, CheckReport, CheckRun
+    from onnx_dml_lowering.runtime.compare import BackendReport
 
     from ..compiled import CompiledModel
     from .groups import Feeds, Model
@@ -164,7 +165,7 @@ class _SetSaver:
         from onnx_dml_lowering.runtime.saved_outputs import set_path
         assert self.paths.inputs is not None and run.under_way is not None
         path = set_path(self.paths.inputs, run.under_way.index)
-        save_npz_file(path, run.under_way.feeds, "the inputs")
+        save_npz_file(path, cast("Mapping[str, np.ndarray]", run.under_way.feeds), "the inputs")
         return path
 
 
@@ -310,8 +311,9 @@ def _saved_outputs(expected: dict, actuals: "dict[BackendName, dict]", feeds: "M
     return saved_file(*groups)
 
 
-def check_model(compiled: CompiledModel, feeds, backends: "Sequence[BackendLike]", atol: float, rtol: float,
-                strict: "bool | None" = None):
+def check_model(compiled: CompiledModel, feeds: "Mapping[str, np.ndarray]", backends: "Sequence[BackendLike]",
+                atol: float, rtol: float, strict: "bool | None" = None
+                ) -> "tuple[dict[str, np.ndarray], list[BackendReport]]":
     """Every backend against the oracle on the same feeds; returns (feeds, backend reports)."""
     from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
     feeds, report = check(compiled, feeds, backends, Tolerances(atol, rtol), BackendOptions(strict=strict))

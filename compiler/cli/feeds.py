@@ -2,6 +2,7 @@
 script, or seeded random feeds shaped by --dim / --val-range / --zero-fraction, one set at a time."""
 from __future__ import annotations
 
+import argparse
 import re
 from typing import TYPE_CHECKING, Iterator, Protocol
 
@@ -110,7 +111,7 @@ def known_dims(compiled: ModelInputs, dims: "dict[str, int]", names_where_presen
     return dims
 
 
-def named_options(args) -> "list[tuple[str, str]]":
+def named_options(args: argparse.Namespace) -> "list[tuple[str, str]]":
     """(option, name) of every --dim NAME=SIZE, --val-range NAME:LO,HI and --zero-fraction NAME:F,
     in order, once each: what each model of a zoo applies where it has that name."""
     control = value_control(args.val_range, args.zero_fraction)
@@ -157,7 +158,7 @@ def value_control(val_range: "list[str] | None", zero_fraction: "list[str] | Non
     return control
 
 
-def _listed(value) -> "list[str]":
+def _listed(value: "list[str] | None") -> "list[str]":
     if value is None:
         return []
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]

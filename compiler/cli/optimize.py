@@ -17,6 +17,8 @@ from .output_groups import OutputArgs
 if TYPE_CHECKING:
     import onnx
 
+    from onnx_dml_lowering.ir import FeatureLevel
+
 
 @dataclass(frozen=True)
 class Rewrites:
@@ -100,7 +102,7 @@ def cmd_optimize(parsed: Parsed) -> int:
     return 0
 
 
-def _rewrite(path: str, model: onnx.ModelProto, rewrites: Rewrites, level) -> onnx.ModelProto:
+def _rewrite(path: str, model: onnx.ModelProto, rewrites: Rewrites, level: "FeatureLevel | None") -> onnx.ModelProto:
     """The rewritten model, each rewrite (or why none) printed."""
     if rewrites.target == "dml":
         from ..optimize.dml import optimize_for_dml

@@ -2,6 +2,8 @@
 in --help) and the options of other tools users type by habit."""
 from __future__ import annotations
 
+from typing import Any, NoReturn
+
 import argparse
 
 
@@ -24,7 +26,7 @@ class Parser(argparse.ArgumentParser):
     """Usage errors are one line, `dml-lower: error: ...` exit 2, from every (sub)command, pointing
     at its --help instead of printing usage; every --help shows the defaults (HelpFormatter)."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
@@ -46,7 +48,7 @@ class Parser(argparse.ArgumentParser):
                 return parser
             parser = chooser.choices[name]
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         from onnx_dml_lowering.ir.display import display   # the message quotes what was typed
         if message.startswith("unrecognized arguments: "):
             for token in message.split()[2:]:

@@ -5,6 +5,8 @@ in feeds); this module builds the parser from them and turns every error into on
 exit code."""
 from __future__ import annotations
 
+from typing import Any, TextIO
+
 import argparse
 import atexit
 import os
@@ -49,7 +51,8 @@ def build_parser() -> Parser:
 class _VersionAction(argparse.Action):
     """--version, looked up only when asked (importlib.metadata costs ~0.1 s on every command)."""
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: "str | None" = None) -> None:
         print(f"{parser.prog} {_version()}")
         parser.exit()
 
@@ -82,7 +85,7 @@ class DisplayedStream:
     each name themselves (so a line feed in a name does not split a line); this is the guard for
     every print of every command."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
@@ -90,7 +93,7 @@ class DisplayedStream:
         self._stream.write(display_lines(text))
         return len(text)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from onnx_dml_lowering.runtime.backend_names import BackendName
     from onnx_dml_lowering.runtime.tolerances import Tolerances
 
+    from ..reduce import Reduction
+
 
 class StatusArgs(ArgGroup[str]):
     """--status: the failure to reproduce, upper case as typed and printed."""
@@ -110,7 +112,7 @@ def cmd_reduce(parsed: Parsed) -> int:
     return 0
 
 
-def _recheck(parsed: Parsed, reduction, written: "tuple[Path, Path]", settings: "tuple[Tolerances, BackendOptions]") -> None:
+def _recheck(parsed: Parsed, reduction: Reduction, written: "tuple[Path, Path]", settings: "tuple[Tolerances, BackendOptions]") -> None:
     """The files as written, checked as a user would: that is the repro (what went to a device or
     FIFO cannot be read back: then the model and feeds written). Printed as check prints it."""
     from onnx_dml_lowering.runtime.check import check

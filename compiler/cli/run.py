@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..compiled import CompiledModel
-    from ..run_backends import RunBackends
+    from ..run_backends import RunBackends, RunResult
     from .groups import Backends, Feeds
     from .output_groups import Saved
 
@@ -117,7 +117,8 @@ def _run_set(parsed: Parsed, compiled: CompiledModel, runner: RunBackends, optio
             _print_result(parsed[ModelArgs].path, compiled, result, which, (feeds, defaults))
 
 
-def _save_outputs(compiled: CompiledModel, saved: Saved, index: int, feeds: "dict[str, np.ndarray]", result) -> None:
+def _save_outputs(compiled: CompiledModel, saved: Saved, index: int, feeds: "dict[str, np.ndarray]",
+                  result: RunResult) -> None:
     from onnx_dml_lowering.runtime.feeds import check_feeds
     from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file, set_path
     assert saved.outputs is not None
@@ -127,7 +128,7 @@ def _save_outputs(compiled: CompiledModel, saved: Saved, index: int, feeds: "dic
                              (lambda key: f"the file's own {key!r} entry", meta)), "the outputs")
 
 
-def _print_result(path: str, compiled: CompiledModel, done, which: str, fed: "tuple[dict, dict]") -> None:
+def _print_result(path: str, compiled: CompiledModel, done: RunResult, which: str, fed: "tuple[dict, dict]") -> None:
     """One backend's run of one feed set, as run prints it without -q."""
     from onnx_dml_lowering.runtime.feeds import dimension_notes
     from onnx_dml_lowering.runtime.report import defaults_line
@@ -162,7 +163,7 @@ def _summary(name: str, value: np.ndarray) -> str:
     return f"  {display(name)}: {value.dtype} {list(value.shape)} {preview}{more}"
 
 
-def _quiet_line(done, which: str) -> str:
+def _quiet_line(done: RunResult, which: str) -> str:
     """run -q: one line per backend (and feed set), PARTIAL and ERROR said as check -q says them."""
     if done.error:
         return f"{done.backend}{which}: ERROR {display(done.error)}"

@@ -22,6 +22,7 @@ is set (a debugger wants the one process), the command runs in the one process a
 """
 from __future__ import annotations
 
+import mmap
 import os
 import signal
 import threading
@@ -73,7 +74,7 @@ def supervised(work: Callable[[], int]) -> int:
     _supervise(pid, page, watched)
 
 
-def _supervise(pid: int, page, watched: "set[signal.Signals]") -> NoReturn:
+def _supervise(pid: int, page: mmap.mmap, watched: "set[signal.Signals]") -> NoReturn:
     """Wait for the child, forwarding the signals another process sent; then end as it ended."""
     while True:
         info = signal.sigwaitinfo(watched)
@@ -96,7 +97,7 @@ def _supervise(pid: int, page, watched: "set[signal.Signals]") -> NoReturn:
     _die_of(signum)
 
 
-def crash_line(signum: int, page) -> "tuple[str, int]":
+def crash_line(signum: int, page: "mmap.mmap | bytes") -> "tuple[str, int]":
     """The one line and exit code of a child dead of the fatal signal `signum`, from its page."""
     from onnx_dml_lowering.runtime import ort_crash
     name = signal.Signals(signum).name

@@ -4,7 +4,7 @@ idiom the lowering recognises. Deterministic: the same seeds give the same cases
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import onnx
@@ -32,13 +32,14 @@ class Case:
     what: str
 
 
-def _model(nodes, inputs, outputs, inits=(), opset: int = OPSET) -> onnx.ModelProto:
+def _model(nodes: "list[onnx.NodeProto]", inputs: "list[onnx.ValueInfoProto]", outputs: "list[onnx.ValueInfoProto]",
+           inits: "Sequence[onnx.TensorProto]" = (), opset: int = OPSET) -> onnx.ModelProto:
     graph = h.make_graph(nodes, "conformance", inputs, outputs, list(inits))
     return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=IR_VERSION,
                         producer_name="dml-lower conformance")
 
 
-def _vi(name: str, elem: int, shape) -> onnx.ValueInfoProto:
+def _vi(name: str, elem: int, shape: "Sequence[int | None] | None") -> onnx.ValueInfoProto:
     return h.make_tensor_value_info(name, elem, None if shape is None else list(shape))
 
 
@@ -46,7 +47,7 @@ def _short(onnx_type: int) -> str:
     return onnx_type_name(onnx_type).split(" ")[0].lower()
 
 
-def nonzero_input(onnx_type: int, shape, rng: np.random.Generator) -> np.ndarray:
+def nonzero_input(onnx_type: int, shape: "tuple[int, ...]", rng: np.random.Generator) -> np.ndarray:
     """Mixed density with the values that decide NonZero: -0.0 (zero), NaN and denormals
     (non-zero), integer extremes, 64-bit values non-zero in their high word only."""
     dtype = onnx_to_numpy(onnx_type)
@@ -93,7 +94,7 @@ def nonzero_cases(seeds: int) -> "list[Case]":
     return cases
 
 
-def _eyelike(in_type: int, shape, k: "int | None", dtype: "int | None") -> onnx.ModelProto:
+def _eyelike(in_type: int, shape: "tuple[int, ...]", k: "int | None", dtype: "int | None") -> onnx.ModelProto:
     attrs: "dict[str, Any]" = {} if k is None else {"k": k}
     if dtype is not None:
         attrs["dtype"] = dtype
@@ -102,7 +103,7 @@ def _eyelike(in_type: int, shape, k: "int | None", dtype: "int | None") -> onnx.
                   [_vi("x", in_type, shape)], [_vi("y", out_type, shape)])
 
 
-def _eye_sets(in_type: int, shape, seeds: int) -> "list[dict[str, np.ndarray]]":
+def _eye_sets(in_type: int, shape: "tuple[int, ...]", seeds: int) -> "list[dict[str, np.ndarray]]":
     rng = np.random.default_rng([in_type, *shape])
     return [{"x": nonzero_input(in_type, shape, rng)} for _ in range(seeds)]
 
@@ -126,7 +127,7 @@ def eyelike_cases(seeds: int) -> "list[Case]":
     return cases
 
 
-def _ints(name: str, values) -> onnx.TensorProto:
+def _ints(name: str, values: object) -> onnx.TensorProto:
     return numpy_helper.from_array(np.asarray(values, np.int64), name)
 
 
@@ -134,12 +135,21 @@ def idiom_cases(seeds: int) -> "list[Case]":
     """One model per idiom rule of lowering/*_idioms.py, each as the exporters emit it."""
     cases: "list[Case]" = []
 
-    def add(name, nodes, inputs, outputs, inits, feeds_of, what):
+    def add(name: str, nodes: "list[onnx.NodeProto]", inputs: "list[onnx.ValueInfoProto]",
+            outputs: "list[onnx.ValueInfoProto]", inits: "list[onnx.TensorProto]",
+            feeds_of: "Callable[[np.random.Generator], dict[str, np.ndarray]]", what: str) -> None:
         rng = np.random.default_rng(len(cases))
         opset = 14 if any(n.op_type == "Trilu" for n in nodes) else OPSET
         cases.append(Case(f"test_idiom_{name}", _model(nodes, inputs, outputs, inits, opset),
                           [feeds_of(rng) for _ in range(seeds)], what))
 
+    _nonzero_idioms(add)
+    _diagonal_idioms(add)
+    return cases
+
+
+def _nonzero_idioms(add: Callable[..., None]) -> None:
+    """idiom_cases' NonZero ones: argwhere, columns by Slice or Split, masked select."""
     for rank, shape in ((0, ()), (2, (3, 4)), (4, (2, 3, 1, 2))):
         add(f"nonzero_transpose_rank{rank}",
             [h.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
@@ -170,6 +180,10 @@ def idiom_cases(seeds: int) -> "list[Case]":
         [_vi("x", T.FLOAT, (3, 4)), _vi("mask", T.BOOL, (3, 4))], [_vi("y", T.FLOAT, [None])], [],
         lambda rng: {"x": rng.standard_normal((3, 4)).astype(np.float32),
                      "mask": nonzero_input(T.BOOL, (3, 4), rng)}, "nonzero_transpose (x[mask])")
+
+
+def _diagonal_idioms(add: Callable[..., None]) -> None:
+    """idiom_cases' diagonal ones: eyes, triangles of a fill, a stored band."""
     for k in (0, 2, -(2 ** 40)):
         add(f"eyelike_of_fill_k{k}".replace("-", "m"),
             [h.make_node("ConstantOfShape", ["shape"], ["fill"], name="fill",
@@ -208,7 +222,6 @@ def idiom_cases(seeds: int) -> "list[Case]":
         [h.make_node("Add", ["x", "band"], ["y"], name="add")],
         [_vi("x", T.FLOAT, (4, 6))], [_vi("y", T.FLOAT, (4, 6))], [numpy_helper.from_array(band, "band")],
         lambda rng: {"x": rng.standard_normal((4, 6)).astype(np.float32)}, "constant_diagonal (initializer)")
-    return cases
 
 
 # 64-bit values whose low 32-bit word is zero (a NonZero that looks at one word misses them),
@@ -262,7 +275,7 @@ def trilu_cases(seeds: int) -> "list[Case]":
     return cases
 
 
-def _const(name: str, value, dtype=np.int64) -> onnx.NodeProto:
+def _const(name: str, value: object, dtype: type = np.int64) -> onnx.NodeProto:
     return h.make_node("Constant", [], [name], name=f"c_{name}",
                        value=numpy_helper.from_array(np.asarray(value, dtype), name))
 

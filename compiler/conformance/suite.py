@@ -133,7 +133,8 @@ class CaseRunner:
         return self.provider.name if self.provider is not None else self.spec
 
     def run(self, model: "str | onnx.ModelProto",
-            data_sets) -> "tuple[list[list[np.ndarray | None]] | None, DmlLowerError | None, list[str], str]":
+            data_sets: "list[dict[str, np.ndarray]]"
+            ) -> "tuple[list[list[np.ndarray | None]] | None, DmlLowerError | None, list[str], str]":
         """(outputs per data set, error, placement notes, what it did not run itself: '' or the PARTIAL text)."""
         try:
             compiled = compile_model(model, feature_level=self.feature_level)
@@ -160,7 +161,8 @@ class CaseRunner:
         return runs, None, prepared.placement_notes, report.partial_why() if report.is_partial else ""
 
 
-def judge(backend: CaseRunner, case_name: str, model, data_sets, expected, known: "dict | None",
+def judge(backend: CaseRunner, case_name: str, model: onnx.ModelProto, data_sets: "list[dict[str, np.ndarray]]",
+          expected: "list[list[np.ndarray]]", known: "dict | None",
           dml_placement: "dict[str, str] | None" = None, path: "str | None" = None) -> Outcome:
     """pass / deviation (listed in the manifest for this provider and case, and seen again; a
     predicted DML EP deviation is said by its name) / unsupported (no kernel) / fail; partial:
@@ -178,7 +180,8 @@ def judge(backend: CaseRunner, case_name: str, model, data_sets, expected, known
     return outcome
 
 
-def _judge(backend: CaseRunner, model, data_sets, expected, known: "dict | None",
+def _judge(backend: CaseRunner, model: onnx.ModelProto, data_sets: "list[dict[str, np.ndarray]]",
+           expected: "list[list[np.ndarray]]", known: "dict | None",
            dml_placement: "dict[str, str] | None", path: "str | None") -> Outcome:
     names = [o.name for o in model.graph.output]
     outputs, error, notes, partial = backend.run(path or model, data_sets)

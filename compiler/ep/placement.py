@@ -29,7 +29,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import is_standard, node_paths, pref
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES, failing_nodes
 
 from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
-from .registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, cpu_kernels, dml_kernels,
+from .registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, Schema, cpu_kernels, dml_kernels,
                           schema, type_name)
 from .queries import support_query
 from ..node_ids import identify_nodes
@@ -116,7 +116,7 @@ def _formal(params: "tuple[tuple[str, str], ...]", index: int) -> "str | None":
     return None
 
 
-def type_mismatch(node: onnx.NodeProto, sch, kernel_types: "dict[str, tuple[str, ...]]",
+def type_mismatch(node: onnx.NodeProto, sch: Schema, kernel_types: "dict[str, tuple[str, ...]]",
                   types: "dict[str, str]") -> "str | None":
     """onnxruntime's MatchKernelDefTypes: per type constraint, only the first present argument
     bound to it is checked. The reason a kernel does not match, or None."""
@@ -156,7 +156,7 @@ class Predictor:
         self.warnings: "list[str]" = []
         self.unknown_types: "set[str]" = set()
 
-    def _entry(self, path: str, node: onnx.NodeProto, since, provider: str, reason: str) -> dict:
+    def _entry(self, path: str, node: onnx.NodeProto, since: "int | None", provider: str, reason: str) -> dict:
         return {"node": path, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
                 "since_version": since, "provider": provider, "reason": reason}
 
@@ -168,9 +168,16 @@ class Predictor:
     def _place_graph(self, graph: onnx.GraphProto, prefix: str) -> None:
         g = _Graph(graph)
         schemas = [schema(n.op_type, n.domain, self.opsets.get(n.domain or "ai.onnx", 0)) for n in g.nodes]
+        kernel, why = self._kernels(g, schemas)
+        preferred = _cpu_preferred(g, kernel, self.types)
+        provider = self._providers(g, prefix, schemas, (kernel, why, preferred))
+        self._copies(g, prefix, provider, kernel)
+
+    def _kernels(self, g: _Graph, schemas: list) -> "tuple[dict[int, DmlKernel], dict[int, str]]":
+        """A. kernel lookup: exact since-version, first-argument types. The DML kernel of each node
+        that has one, and why each other has none."""
         kernel: "dict[int, DmlKernel]" = {}
         why: "dict[int, str]" = {}
-        # A. kernel lookup: exact since-version, first-argument types.
         for i, (node, sch) in enumerate(zip(g.nodes, schemas)):
             kernels = dml_kernels(node.op_type, node.domain)
             if sch is None:
@@ -188,47 +195,13 @@ class Predictor:
                     why[i] = f"DML's {node.op_type}-{k.since_version} kernel: {mismatch}"
                 else:
                     kernel[i] = k
-        # B. GetCpuPreferredNodes.
-        cpu_values: "dict[str, int]" = {}
-        queue: "list[int]" = []
-        queued: "set[int]" = set()
+        return kernel, why
 
-        def reach(value: str, producer: int) -> None:
-            cpu_values[value] = producer
-            for c in g.consumers.get(value, []):
-                if c not in queued:
-                    queued.add(c)
-                    heapq.heappush(queue, c)
-        for i in kernel:
-            if is_standard(g.nodes[i].domain) and g.nodes[i].op_type in _SHAPE_SEEDS:
-                for out in g.nodes[i].output:
-                    if out:
-                        reach(out, i)
-        preferred: "dict[int, str]" = {}
-        while queue:
-            i = heapq.heappop(queue)
-            node = g.nodes[i]
-            if i not in kernel:
-                for out in node.output:
-                    if out:
-                        reach(out, i)
-                continue
-            via = []
-            for j, name in enumerate(node.input):
-                if not name or self.types.get(name) in _HALF_TYPES:
-                    break
-                if g.small_initializer(name) or name in g.inputs:
-                    continue
-                if name not in cpu_values or j in kernel[i].cpu_inputs:
-                    break
-                via.append(f"{name!r} from {g.nodes[cpu_values[name]].name}")
-            else:
-                preferred[i] = ("shape sub-graph: onnxruntime's CPU preference pass takes it (it reads "
-                                + ", ".join(via) + " on the CPU)")
-                for out in node.output:
-                    if out:
-                        reach(out, i)
-        # C. support query and device data types; D. the CPU EP or nothing.
+    def _providers(self, g: _Graph, prefix: str, schemas: list,
+                   found: "tuple[dict[int, DmlKernel], dict[int, str], dict[int, str]]") -> "dict[int, str]":
+        """C. support query and device data types; D. the CPU EP or nothing. Each node's provider,
+        its entry (and a warning for a node no provider takes) recorded."""
+        kernel, why, preferred = found
         provider: "dict[int, str]" = {}
         for i, node in enumerate(g.nodes):
             path = prefix + node.name
@@ -256,7 +229,7 @@ class Predictor:
                                                f"{reason}; and {on_cpu}: onnxruntime cannot create the session"))
                 self.warnings.append(f"{path} ({node.op_type}): no provider has a kernel for it; the session fails "
                                      "with NOT_IMPLEMENTED")
-        self._copies(g, prefix, provider, kernel)
+        return provider
 
     def _dml_reject(self, g: _Graph, i: int, k: DmlKernel) -> "str | None":
         node = g.nodes[i]
@@ -284,7 +257,7 @@ class Predictor:
                 return f"{reject} ({kind} {j} {name!r})"
         return None
 
-    def _cpu_kernel(self, node: onnx.NodeProto, sch, types: "dict[str, str] | None" = None) -> "str | None":
+    def _cpu_kernel(self, node: onnx.NodeProto, sch: "Schema | None", types: "dict[str, str] | None" = None) -> "str | None":
         """None when the CPU EP has a kernel for the node (its values of `types`, default the
         graph's), else why not."""
         if sch is None:
@@ -297,7 +270,7 @@ class Predictor:
             return f"the CPU EP's kernel {(reasons[0] or '').removeprefix('the kernel ')} too"
         return None
 
-    def _cast_to_float(self, node: onnx.NodeProto, sch) -> bool:
+    def _cast_to_float(self, node: onnx.NodeProto, sch: "Schema | None") -> bool:
         """onnxruntime's InsertCastTransformer takes the node: it runs after partitioning, in every
         session, on each node no provider took that reads a float16 tensor, casting its float16
         inputs and outputs to and from float32 and assigning it to the CPU EP, whose float32 kernel
@@ -394,6 +367,51 @@ def predict_placement(raw: onnx.ModelProto, model_dir: "str | None",
     return predict_with_graph(raw, model_dir, device_lacks)[0]
 
 
+def _cpu_preferred(g: _Graph, kernel: "dict[int, DmlKernel]", types: "dict[str, str]") -> "dict[int, str]":
+    """B. GetCpuPreferredNodes: the DML-capable nodes onnxruntime's CPU preference pass takes (a
+    shape sub-graph read on the CPU), each with why."""
+    cpu_values: "dict[str, int]" = {}
+    queue: "list[int]" = []
+    queued: "set[int]" = set()
+
+    def reach(value: str, producer: int) -> None:
+        cpu_values[value] = producer
+        for c in g.consumers.get(value, []):
+            if c not in queued:
+                queued.add(c)
+                heapq.heappush(queue, c)
+    for i in kernel:
+        if is_standard(g.nodes[i].domain) and g.nodes[i].op_type in _SHAPE_SEEDS:
+            for out in g.nodes[i].output:
+                if out:
+                    reach(out, i)
+    preferred: "dict[int, str]" = {}
+    while queue:
+        i = heapq.heappop(queue)
+        node = g.nodes[i]
+        if i not in kernel:
+            for out in node.output:
+                if out:
+                    reach(out, i)
+            continue
+        via = []
+        for j, name in enumerate(node.input):
+            if not name or types.get(name) in _HALF_TYPES:
+                break
+            if g.small_initializer(name) or name in g.inputs:
+                continue
+            if name not in cpu_values or j in kernel[i].cpu_inputs:
+                break
+            via.append(f"{name!r} from {g.nodes[cpu_values[name]].name}")
+        else:
+            preferred[i] = ("shape sub-graph: onnxruntime's CPU preference pass takes it (it reads "
+                            + ", ".join(via) + " on the CPU)")
+            for out in node.output:
+                if out:
+                    reach(out, i)
+    return preferred
+
+
 def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lacks: "tuple[str, ...]" = (),
                        level1: "Level1 | None" = None) -> "tuple[dict, onnx.ModelProto]":
     """The report and the graph it was predicted on (after level 1, nodes named by identity).
@@ -408,6 +426,39 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     identify_nodes(model)
     warnings: "list[str]" = []
     level1 = level1 if level1 is not None else Level1(level1_model, f"onnxruntime {ort.__version__} installed here")
+    optimised = _level1_optimised(model, model_dir, level1, warnings)
+    predictor = _placed(model, optimised, lacks)
+    dml_nodes = {e["node"] for e in predictor.placed if e["provider"] == DML}
+    warnings += [f"{f.node} ({f.op_type}): {FAILURES[f.key].removeprefix('DML EP deviation: ')}, measured on "
+                 "onnxruntime-directml 1.24.4 (a named DML EP deviation)"
+                 for f in failing_nodes(optimised) if f.node in dml_nodes]
+    nodes = _node_entries(model, optimised, predictor)
+    if predictor.unknown_types:
+        warnings.append(f"{len(predictor.unknown_types)} value types are unknown offline (e.g. "
+                        f"{sorted(predictor.unknown_types)[0]!r}); their nodes are assumed to pass the device type check")
+    warnings.append("not knowable off Windows: the device's data-type support (assumed above), the DirectML.dll "
+                    "actually loaded, and kernel-creation failures; session options that change constant folding "
+                    "(free dimension overrides) are not modelled")
+    return {
+        "ep": DML,
+        "onnxruntime": MODELLED_ORT,
+        "assumptions": {
+            "registration_table": f"onnxruntime {MODELLED_ORT} DirectML EP (OperatorRegistration.cpp)",
+            "level1_optimisations": f"{level1.by}, ORT_ENABLE_BASIC",
+            "cpu_kernels": f"onnxruntime {ort.__version__} installed here",
+            "device_types": {t: t not in lacks for t in DEVICE_DEPENDENT},
+            "directml": ASSUMED_REDIST,
+        },
+        "nodes": nodes,
+        "copies": predictor.copies,
+        "warnings": predictor.warnings + warnings,
+    }, optimised
+
+
+def _level1_optimised(model: onnx.ModelProto, model_dir: "str | None", level1: Level1,
+                      warnings: "list[str]") -> onnx.ModelProto:
+    """The model after level 1 (as stored when onnxruntime refuses it), its nodes named; what
+    happened said in `warnings`."""
     optimised, refused = level1.optimise(model, model_dir)
     if optimised is None:
         warnings.append(f"{level1.by.removesuffix(' installed here')} refuses the model here ({refused}); placement "
@@ -419,6 +470,11 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
                         "around the nodes its CPU EP took through them; they are taken out, and a DML session "
                         "casts only the float16 nodes DML does not take (placed on the CPU EP below)")
     identify_nodes(optimised)    # onnxruntime leaves the nodes it creates unnamed
+    return optimised
+
+
+def _placed(model: onnx.ModelProto, optimised: onnx.ModelProto, lacks: "frozenset[str]") -> Predictor:
+    """The Predictor, having placed the optimised graph (types and ranks from both models)."""
     opsets = {o.domain or "ai.onnx": o.version for o in optimised.opset_import}
     types: "dict[str, str]" = {}
     inferred = _inferred(optimised)
@@ -430,10 +486,12 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
         ranks.setdefault(name, rank)
     predictor = Predictor(opsets, types, ranks, lacks)
     predictor.place(optimised.graph)
-    dml_nodes = {e["node"] for e in predictor.placed if e["provider"] == DML}
-    warnings += [f"{f.node} ({f.op_type}): {FAILURES[f.key].removeprefix('DML EP deviation: ')}, measured on "
-                 "onnxruntime-directml 1.24.4 (a named DML EP deviation)"
-                 for f in failing_nodes(optimised) if f.node in dml_nodes]
+    return predictor
+
+
+def _node_entries(model: onnx.ModelProto, optimised: onnx.ModelProto, predictor: Predictor) -> "list[dict]":
+    """One entry per node of the stored model (placed, or why level 1 removed it), then the nodes
+    level 1 created."""
     placed = {e["node"]: e for e in predictor.placed}
     folded = _initializer_names(optimised) - _initializer_names(model)
     functions = {(f.domain, f.name) for f in model.functions}
@@ -457,26 +515,7 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
                 else "created by onnxruntime's level-1 optimisations"
             entry["reason"] = created + (f"; {entry['reason']}" if entry["reason"] else "")
             nodes.append(entry)
-    if predictor.unknown_types:
-        warnings.append(f"{len(predictor.unknown_types)} value types are unknown offline (e.g. "
-                        f"{sorted(predictor.unknown_types)[0]!r}); their nodes are assumed to pass the device type check")
-    warnings.append("not knowable off Windows: the device's data-type support (assumed above), the DirectML.dll "
-                    "actually loaded, and kernel-creation failures; session options that change constant folding "
-                    "(free dimension overrides) are not modelled")
-    return {
-        "ep": DML,
-        "onnxruntime": MODELLED_ORT,
-        "assumptions": {
-            "registration_table": f"onnxruntime {MODELLED_ORT} DirectML EP (OperatorRegistration.cpp)",
-            "level1_optimisations": f"{level1.by}, ORT_ENABLE_BASIC",
-            "cpu_kernels": f"onnxruntime {ort.__version__} installed here",
-            "device_types": {t: t not in lacks for t in DEVICE_DEPENDENT},
-            "directml": ASSUMED_REDIST,
-        },
-        "nodes": nodes,
-        "copies": predictor.copies,
-        "warnings": predictor.warnings + warnings,
-    }, optimised
+    return nodes
 
 
 def placement_for_file(path: str, device_lacks: "tuple[str, ...]" = (), raw: "onnx.ModelProto | None" = None,

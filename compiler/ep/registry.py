@@ -4,6 +4,8 @@ see shared/spec/DML_EP_PLACEMENT.md), the CPU EP's kernels of the onnxruntime in
 and the operator schemas that resolve a node's since-version and its type constraints."""
 from __future__ import annotations
 
+from typing import Any
+
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -92,7 +94,7 @@ class Schema:
     outputs: "tuple[tuple[str, str], ...]"
 
 
-def _option(p) -> str:
+def _option(p: Any) -> str:
     name = str(p.option).split(".")[-1]
     return name
 

@@ -4,6 +4,8 @@ Regenerate with `python -m onnx_dml_lowering.compiler.examples`; a test checks t
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from pathlib import Path
 
 import onnx
@@ -15,7 +17,8 @@ OPSET = 13
 IR_VERSION = 8
 
 
-def _model(name: str, nodes, inputs, outputs, initializers=(), opset: int = OPSET) -> onnx.ModelProto:
+def _model(name: str, nodes: "list[onnx.NodeProto]", inputs: "list[onnx.ValueInfoProto]", outputs: "list[onnx.ValueInfoProto]",
+           initializers: "Sequence[onnx.TensorProto]" = (), opset: int = OPSET) -> onnx.ModelProto:
     graph = h.make_graph(nodes, name, inputs, outputs, list(initializers))
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=IR_VERSION,
                          producer_name="onnx-dml-lowering examples")

@@ -13,7 +13,7 @@ from .rewrite import Rewrite, bit_identical, external_initializers, optimize_mod
 __all__ = ["GenerateBands", "Rewrite", "bit_identical", "external_initializers", "optimize_model", "save_model"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name == "GenerateBands":
         from .passes import GenerateBands
         return GenerateBands

@@ -18,6 +18,8 @@ report says, per rewrite, which nodes it replaced, where the prediction placed t
 their replacements after, and how the predicted copies changed."""
 from __future__ import annotations
 
+from typing import Any, Callable, Iterator
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,7 +33,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import all_nodes, is_standard, prefi
 from onnx_dml_lowering.runtime.weights import lifted
 
 from ..ep.placement import DML, _inferred, _value_types, predict_placement, type_mismatch
-from ..ep.registry import dml_kernels, schema
+from ..ep.registry import Schema, dml_kernels, schema
 from ..node_ids import identify_nodes
 
 TARGET_OPSET = 21
@@ -83,7 +85,7 @@ class _Names:
         return name
 
 
-def _graphs(graph: onnx.GraphProto):
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     for _, g in prefixed_graphs(graph):
         yield g
 
@@ -118,7 +120,8 @@ class _DmlOptimizer:
                 self.elem.setdefault(init.name, init.data_type)
         self.rewrites: "list[DmlRewrite]" = []
 
-    def _each(self, kind: str, match, build) -> None:
+    def _each(self, kind: str, match: Callable[[onnx.NodeProto], bool],
+              build: "Callable[[onnx.GraphProto, onnx.NodeProto], list[onnx.NodeProto]]") -> None:
         """Apply `build(graph, node) -> new nodes` to every node `match(node)` takes, in every graph."""
         rewrite = DmlRewrite(kind)
         for prefix, graph in list(prefixed_graphs(self.model.graph)):
@@ -145,11 +148,11 @@ class _DmlOptimizer:
 
     # NonZero over int64 / uint64 -> NonZero(Not(Equal(x, 0)))
     def nonzero_64(self) -> None:
-        def match(node):
+        def match(node: onnx.NodeProto) -> bool:
             return node.op_type == "NonZero" and self.types.get(node.input[0]) in ("int64", "uint64") \
                 and _registered("Equal", self.opset, {"T": self.types[node.input[0]]})
 
-        def build(graph, node):
+        def build(graph: onnx.GraphProto, node: onnx.NodeProto) -> "list[onnx.NodeProto]":
             x = node.input[0]
             zero = self._const(graph, f"{node.name}_zero",
                                np.zeros((), oh.tensor_dtype_to_np_dtype(self.elem[x])))
@@ -161,14 +164,14 @@ class _DmlOptimizer:
 
     # Cast(x -> bool) -> Not(Equal(x, 0))
     def cast_to_bool(self) -> None:
-        def match(node):
+        def match(node: onnx.NodeProto) -> bool:
             if node.op_type != "Cast":
                 return False
             to = next((a.i for a in node.attribute if a.name == "to"), None)
             src = self.types.get(node.input[0])
             return to == TensorProto.BOOL and src not in (None, "bool") and _registered("Equal", self.opset, {"T": src})
 
-        def build(graph, node):
+        def build(graph: onnx.GraphProto, node: onnx.NodeProto) -> "list[onnx.NodeProto]":
             x = node.input[0]
             zero = self._const(graph, f"{node.name}_zero", np.zeros((), oh.tensor_dtype_to_np_dtype(self.elem[x])))
             eq = self.names(f"{node.name}_is_zero")
@@ -180,10 +183,10 @@ class _DmlOptimizer:
 
     # Equal over bool -> Not(Xor(a, b))
     def bool_equal(self) -> None:
-        def match(node):
+        def match(node: onnx.NodeProto) -> bool:
             return node.op_type == "Equal" and self.types.get(node.input[0]) == "bool"
 
-        def build(graph, node):
+        def build(graph: onnx.GraphProto, node: onnx.NodeProto) -> "list[onnx.NodeProto]":
             xor = self.names(f"{node.name}_differ")
             return [oh.make_node("Xor", list(node.input), [xor], name=self.names(f"{node.name}_xor")),
                     oh.make_node("Not", [xor], list(node.output), name=node.name)]
@@ -195,10 +198,10 @@ class _DmlOptimizer:
             return
         producers = {o: n for g in _graphs(self.model.graph) for n in g.node for o in n.output}
 
-        def match(node):
+        def match(node: onnx.NodeProto) -> bool:
             return node.op_type == "EyeLike" and node.input[0] in self.elem
 
-        def build(graph, node):
+        def build(graph: onnx.GraphProto, node: onnx.NodeProto) -> "list[onnx.NodeProto]":
             attrs = {a.name: oh.get_attribute_value(a) for a in node.attribute}
             k = int(np.clip(attrs.get("k", 0), -INT32_SAFE, INT32_SAFE))   # saturated beyond any matrix
             elem = attrs.get("dtype", self.elem[node.input[0]])
@@ -251,8 +254,8 @@ def downconvert_blockers(model: onnx.ModelProto, target: int = TARGET_OPSET) -> 
     return out
 
 
-def _schema_of(s):
-    from ..ep.registry import Schema, _option
+def _schema_of(s: Any) -> Schema:
+    from ..ep.registry import _option
     return Schema(s.since_version, tuple((p.type_str, _option(p)) for p in s.inputs),
                   tuple((p.type_str, _option(p)) for p in s.outputs))
 

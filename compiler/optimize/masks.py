@@ -14,7 +14,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.lowering.diagonal_idioms import range_length
-from onnx_dml_lowering.lowering.diagonal_sets import COMPARISONS, INF, Affine, leaves
+from onnx_dml_lowering.lowering.diagonal_sets import COMPARISONS, INF, Affine, Expr, leaves
 from onnx_dml_lowering.lowering.mask_idioms import RULE, Index
 from onnx_dml_lowering.lowering.registry import first_pattern
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard
@@ -78,7 +78,7 @@ def index_length(view: OnnxGraphView, ix: Index) -> Length:
     return Length(shape_of=rng.outputs[0].name)
 
 
-def run_time_offsets(expr) -> "list[str]":
+def run_time_offsets(expr: Expr) -> "list[str]":
     cmps = [leaf for leaf in leaves(expr) if leaf.kind == "cmp"]
     return [name for leaf in cmps for ix in (leaf.column, leaf.row)
             for step in ix.steps if step.op == "offset" and step.offset.terms for name, _ in step.offset.terms] + \

@@ -12,7 +12,7 @@ import os
 import signal
 import socket
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
@@ -25,7 +25,7 @@ CONNECT_TIMEOUT = 10.0   # seconds for the address's TCP port to answer
 CANCEL_WAIT = 60.0       # seconds the cancelled tasks get to end their checks and remove their folders
 
 
-def import_ray():
+def import_ray() -> Any:
     try:
         import ray
     except ImportError:
@@ -93,7 +93,7 @@ def run_on_ray(models: "list[str]", options: "list[str]", address: "str | None",
         ray.shutdown()
 
 
-def _take_back(signum: int, handler) -> None:
+def _take_back(signum: int, handler: object) -> None:
     """Reinstall our handler of `signum`: ray.init installs its C++ failure handler for SIGTERM in
     the driver, which prints a stack and kills the process at once, so the tasks were never
     cancelled and their checks' folders stayed (runtime/interrupt.py's handler ends the zoo)."""
@@ -101,7 +101,7 @@ def _take_back(signum: int, handler) -> None:
         signal.signal(signum, handler)
 
 
-def _cancel(ray, refs: list) -> None:
+def _cancel(ray: Any, refs: list) -> None:
     """End the tasks of `refs`: ray.shutdown alone leaves a cluster's tasks running after the driver
     is gone, and a local instance's workers die without ending the check each started. A cancelled
     task gets a KeyboardInterrupt, on which run_one ends its check (SIGTERM) and removes its folder;

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
@@ -180,7 +180,7 @@ def _schedule(models: "list[str]", options: "list[str]", executor: str, zoo: Zoo
     return [ModelResult.from_dict(records[i]) for i in sorted(records)], stopped
 
 
-def _progress(total: int):
+def _progress(total: int) -> Any:
     """A live progress bar on a terminal; nothing at all when output goes to a file or a pipe."""
     from tqdm import tqdm
     quiet = not (sys.stdout.isatty() and sys.stderr.isatty())

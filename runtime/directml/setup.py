@@ -14,6 +14,8 @@ self-test, so a HOME with setup.json is a complete one. Where each piece comes f
 """
 from __future__ import annotations
 
+from typing import Any
+
 import hashlib
 import json
 import os
@@ -73,7 +75,7 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def run_quiet(command: "list[str]", what: str, **kwargs) -> str:
+def run_quiet(command: "list[str]", what: str, **kwargs: Any) -> str:
     """Run `command`; its failure is a SetupError with the last line it printed."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, **kwargs)

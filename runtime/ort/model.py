@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
+    import onnx
 
 # The newest IR version onnxruntime 1.2x/1.3x reads; models handed to it never need more.
 MAX_IR_VERSION = 10
@@ -58,11 +59,9 @@ def ort_model(model) -> OrtModel:
     would use the map as it lies; tensor_array gives an aligned copy)."""
     import os
 
-    import onnx
     from onnx import helper
 
-    from onnx_dml_lowering.runtime.weights import (PROTO_LIMIT, UNALIGNED_LOADS, copy_without, data_bytes, external_path,
-                                                   is_lazy, mappable_dtype, tensor_array)
+    from onnx_dml_lowering.runtime.weights import PROTO_LIMIT, copy_without, external_path, is_lazy, tensor_array
     if model.ir_version == ort_ir_version(model.ir_version) and not any(map(is_lazy, model.graph.initializer)):
         # The common case: nothing to move or change, so no copy (the ByteSize walk and the copy of
         # every node cost as much as serialising the model again).
@@ -73,13 +72,8 @@ def ort_model(model) -> OrtModel:
     else:
         oversized = model.ByteSize() > PROTO_LIMIT - _PROTO_HEADROOM
 
-    def fed(tensor) -> bool:
-        if is_lazy(tensor):
-            offset, dtype = external_path(tensor)[1], mappable_dtype(tensor.data_type)
-            # a lazy tensor's type is mappable (the loader leaves only those in their files)
-            return not UNALIGNED_LOADS and dtype is not None and offset % dtype.alignment != 0
-        return (oversized and tensor.data_location != onnx.TensorProto.EXTERNAL
-                and tensor.ByteSize() >= _INLINE_MOVE_BYTES and tensor.data_type != onnx.TensorProto.STRING)
+    def fed(tensor: "onnx.TensorProto") -> bool:
+        return _fed(tensor, oversized)
 
     proto = copy_without(model, "graph")
     proto.graph.CopyFrom(copy_without(model.graph, "initializer"))
@@ -91,13 +85,7 @@ def ort_model(model) -> OrtModel:
     weights, added = {}, set()
     for tensor in model.graph.initializer:
         if tensor.name in files:
-            path, offset = files[tensor.name]
-            external = proto.graph.initializer.add()
-            external.CopyFrom(copy_without(tensor, "external_data"))
-            for key, value in (("location", os.path.relpath(path, folder)), ("offset", str(offset)),
-                               ("length", str(data_bytes(tensor)))):
-                entry = external.external_data.add()
-                entry.key, entry.value = key, value
+            _point_into_file(proto.graph.initializer.add(), tensor, files[tensor.name], folder)
         elif fed(tensor):
             if tensor.name not in inputs:
                 proto.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
@@ -106,6 +94,33 @@ def ort_model(model) -> OrtModel:
         else:
             proto.graph.initializer.add().CopyFrom(tensor)
     return OrtModel(proto.SerializeToString(), weights, added, folder)
+
+
+def _fed(tensor: "onnx.TensorProto", oversized: bool) -> bool:
+    """The initializer goes to onnxruntime as a graph input bound to its array (ort_model says when)."""
+    import onnx
+
+    from onnx_dml_lowering.runtime.weights import UNALIGNED_LOADS, external_path, is_lazy, mappable_dtype
+    if is_lazy(tensor):
+        offset, dtype = external_path(tensor)[1], mappable_dtype(tensor.data_type)
+        # a lazy tensor's type is mappable (the loader leaves only those in their files)
+        return not UNALIGNED_LOADS and dtype is not None and offset % dtype.alignment != 0
+    return (oversized and tensor.data_location != onnx.TensorProto.EXTERNAL
+            and tensor.ByteSize() >= _INLINE_MOVE_BYTES and tensor.data_type != onnx.TensorProto.STRING)
+
+
+def _point_into_file(external: "onnx.TensorProto", tensor: "onnx.TensorProto", where: "tuple[str, int]",
+                     folder: "str | None") -> None:
+    """`external`: `tensor` as an external initializer reading its bytes where they lie in its file."""
+    import os
+
+    from onnx_dml_lowering.runtime.weights import copy_without, data_bytes
+    path, offset = where
+    external.CopyFrom(copy_without(tensor, "external_data"))
+    for key, value in (("location", os.path.relpath(path, folder)), ("offset", str(offset)),
+                       ("length", str(data_bytes(tensor)))):
+        entry = external.external_data.add()
+        entry.key, entry.value = key, value
 
 
 def _serialised_below_limit(model) -> "bytes | None":

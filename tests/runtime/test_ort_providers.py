@@ -41,7 +41,7 @@ def test_provider_names(text, name):
 def test_backend_names_are_decoded_in_one_table(text, kind, provider):
     from onnx_dml_lowering.runtime.backends import parse_backend
     parsed = parse_backend(text)
-    assert (parsed.kind, parsed.provider) == (kind, provider)
+    assert (parsed.kind.value, parsed.provider) == (kind, provider)
 
 
 @pytest.mark.parametrize("text, message", [("ort:", "names no execution provider"),

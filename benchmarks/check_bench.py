@@ -6,7 +6,9 @@
    fresh process (imports, compile, the lowered run on the emulator, the oracle, the comparison)
    against a fresh Python process that imports onnxruntime, creates the session and runs the
    model once on the same feeds (an .npz both read). Best of N each, the two sides interleaved.
-   Target: check <= 2.0x onnxruntime on every model; the median and the worst are printed.
+   Target: check <= 2.0x onnxruntime on every model; the median and the worst are printed. The
+   CPU time (user + system) of both sides is printed beside the wall time, with the 1-minute load:
+   on a shared machine the load inflates wall times far more than CPU times.
 2. warm, the 91-class SSDlite320 MobileNetV3 (benchmarks/models, 180 NonZero) and the Mixtral
    MoE routers (tests/models/real, both exporters: the per-expert NonZero of the router lowered)
    at the export's 3 x 11 tokens and at a prefill of 4 x 512 tokens: the warm lowered run (`compiled.run(feeds)`, compiled once) against onnxruntime's warm
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,15 +63,18 @@ def dims_for(path: Path) -> "dict[str, int]":
     return next((d for key, d in DIMS.items() if path.name.startswith(key)), TEXT_DIMS)
 
 
-def timed_process(argv: "list[str]") -> float:
+def timed_process(argv: "list[str]") -> "tuple[float, float]":
+    """(wall seconds, CPU seconds: user + system) of one process."""
     env = dict(os.environ)
     env.pop("DML_LOWER_STRICT", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:5])} ... failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
-    return elapsed
+    return elapsed, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def feeds_file(path: Path, sizes: "dict[str, int] | None" = None) -> Path:
@@ -87,26 +93,32 @@ def feeds_file(path: Path, sizes: "dict[str, int] | None" = None) -> Path:
 
 
 def check_rows(args) -> "list[tuple[str, bool, str]]":
-    print(f"{'check (fresh process each)':44} {'check s':>8} {'ort s':>7} {'ratio':>6}  target <= {CHECK_TARGET:g}")
-    ratios = []
+    print(f"{'check (fresh process each)':44} {'check s':>8} {'ort s':>7} {'ratio':>6}  target <= {CHECK_TARGET:g}"
+          "     CPU: check s, ort s, ratio; load")
+    ratios, cpu_ratios = [], []
     verdicts = []
     for path in [Path(m) for m in args.models] if args.models else models():
         feeds = feeds_file(path)
         check_argv = [sys.executable, "-m", "onnx_dml_lowering.compiler", "check", str(path),
                       "--inputs", str(feeds), "-q"]
         ort_argv = [sys.executable, "-c", ORT_PROCESS, str(path), str(feeds)]
-        ours, theirs = [], []
+        ours, theirs, ours_cpu, theirs_cpu = [], [], [], []
         for _ in range(args.repeat):
-            ours.append(timed_process(check_argv))
-            theirs.append(timed_process(ort_argv))
+            for times, cpus, argv in ((ours, ours_cpu, check_argv), (theirs, theirs_cpu, ort_argv)):
+                wall, cpu = timed_process(argv)
+                times.append(wall)
+                cpus.append(cpu)
         ratio = min(ours) / min(theirs)
         ratios.append(ratio)
+        cpu_ratios.append(min(ours_cpu) / min(theirs_cpu))
         met = ratio <= CHECK_TARGET
-        print(f"{path.name:44} {min(ours):8.2f} {min(theirs):7.2f} {ratio:6.2f}  {'met' if met else 'NOT met'}",
+        print(f"{path.name:44} {min(ours):8.2f} {min(theirs):7.2f} {ratio:6.2f}  {'met' if met else 'NOT met':7}"
+              f"    {min(ours_cpu):.2f} {min(theirs_cpu):.2f} {cpu_ratios[-1]:.2f}; {os.getloadavg()[0]:.1f}",
               flush=True)
         verdicts.append((f"check {path.name}", met, f"{ratio:.2f} <= {CHECK_TARGET:g}"))
     median, worst = statistics.median(ratios), max(ratios)
-    print(f"    check / onnxruntime create+run over {len(ratios)} models: median {median:.2f}, worst {worst:.2f}")
+    print(f"    check / onnxruntime create+run over {len(ratios)} models: median {median:.2f}, worst {worst:.2f}; "
+          f"CPU time median {statistics.median(cpu_ratios):.2f}, worst {max(cpu_ratios):.2f}")
     verdicts.append(("check on every model", worst <= CHECK_TARGET,
                      f"worst {worst:.2f} (median {median:.2f}) <= {CHECK_TARGET:g}"))
     return verdicts

@@ -138,7 +138,8 @@ def realsize_models(folder: "Path | None", only: "list[str] | None") -> "list[tu
     for name in realsize_bench.ORDER:
         model, spec = folder / f"{name}.onnx", folder / f"{name}.json"
         if model.exists() and spec.exists() and (not only or name in only):
-            feeds = folder / f"{name}.feeds.npz"
+            realsize_bench.FEEDS_DIR.mkdir(parents=True, exist_ok=True)
+            feeds = realsize_bench.FEEDS_DIR / f"{name}.feeds.npz"     # never into the models' folder
             realsize_bench.make_feeds(json.loads(spec.read_text()), feeds)
             out.append((model, feeds))
     return out

@@ -8,7 +8,10 @@ The models come from benchmarks/realsize_models.py (`make bench-realsize` export
 runs as a fresh process on the same feeds (an .npz made from the model's `<name>.json`: token ids
 over the vocabulary, an all-ones attention mask, images in [0, 1]) and is measured by its wall
 time and its peak resident set size (os.wait4's ru_maxrss, file-backed pages of memory maps
-included). Best of N, every side of a model interleaved in each round:
+included). Best of N, every side of a model interleaved in each round. The feeds are written under
+build/realsize_feeds, never into the models' folder (a shared export is read-only to its readers).
+Each row records the 1-minute load average before and after its model was measured: on a shared
+machine the wall times of both sides inflate under load, and the ratios get noisier.
 
   ort create+run   a Python process that imports onnxruntime, creates a CPU session on the file
                    (default options) and runs it once: the reference for check and run
@@ -40,6 +43,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODELS = Path(os.environ.get("DML_LOWER_REALSIZE", Path.home() / ".cache" / "onnx-dml-lowering" / "realsize"))
+FEEDS_DIR = ROOT / "build" / "realsize_feeds"
 ORDER = ["gpt2", "bert", "llama", "llama_external", "whisper_small", "mask_rcnn", "ssdlite"]
 BEGIN, END = "<!-- realsize:begin -->", "<!-- realsize:end -->"
 DOCS_PAGE = ROOT / "docs" / "performance.md"
@@ -151,13 +155,14 @@ def ratio(value: float, reference: float, target: "float | None") -> str:
 
 
 def table(results: "dict[str, dict[str, tuple[float, int, int]]]", sizes: "dict[str, int]",
-          commands: "list[str]", repeat: int) -> str:
+          commands: "list[str]", repeat: int, loads: "dict[str, tuple[float, float]] | None" = None) -> str:
     import onnxruntime
     lines = [f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC at commit {commit()} on {machine()}, "
              f"onnxruntime {onnxruntime.__version__}, best of {repeat}. Each cell: time ratio, peak RSS ratio "
              "against the reference process; (miss) where a target is missed; * where check reported a "
              "MISMATCH (exit 1).", ""]
-    header = ["model", "weights", "ort create+run", "ort create"] + commands
+    loads = loads or {}
+    header = ["model", "weights", "ort create+run", "ort create"] + commands + ["load 1 min (before / after)"]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for name, result in results.items():
@@ -171,6 +176,8 @@ def table(results: "dict[str, dict[str, tuple[float, int, int]]]", sizes: "dict[
             ref_seconds, ref_rss, _ = result[reference]
             row.append(f"{ratio(seconds, ref_seconds, time_target)}, {ratio(rss, ref_rss, memory_target)}"
                        + (" *" if code else ""))
+        before, after = loads.get(name, (float("nan"), float("nan")))
+        row.append(f"{before:.1f} / {after:.1f}")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -201,27 +208,31 @@ def main(argv: "list[str] | None" = None) -> None:
     args = parse_args(argv)
     results: "dict[str, dict[str, tuple[float, int, int]]]" = {}
     sizes: "dict[str, int]" = {}
+    loads: "dict[str, tuple[float, float]]" = {}
     for name in args.only:
         model, spec_file = args.models / f"{name}.onnx", args.models / f"{name}.json"
         if not model.exists() or not spec_file.exists():
             raise SystemExit(f"{model} is missing: export it with `make bench-realsize` "
                              "(or benchmarks/realsize_models.py)")
-        feeds = args.models / f"{name}.feeds.npz"
+        FEEDS_DIR.mkdir(parents=True, exist_ok=True)
+        feeds = FEEDS_DIR / f"{name}.feeds.npz"
         make_feeds(json.loads(spec_file.read_text()), feeds)
         sizes[name] = weights_bytes(model)
         argvs = sides(model, feeds, args.commands)
         measure(argvs["ort create"])                     # the page cache warm for every side
         measure(argvs[args.commands[0]])                 # and our bytecode cached
         best: "dict[str, tuple[float, int, int]]" = {}
+        before = os.getloadavg()[0]
         for _ in range(args.repeat):
             for side, argv in argvs.items():
                 seconds, rss, code = measure(argv)
                 old = best.get(side)
                 best[side] = (min(seconds, old[0]), min(rss, old[1]), code) if old else (seconds, rss, code)
         results[name] = best
+        loads[name] = (before, os.getloadavg()[0])
         print(f"{name}: " + ", ".join(f"{s} {t:.2f} s {r / 2**30:.2f} GiB" for s, (t, r, _) in best.items()),
               flush=True)
-    text = table(results, sizes, args.commands, args.repeat)
+    text = table(results, sizes, args.commands, args.repeat, loads)
     print()
     print(text)
     if args.write_docs is not None:

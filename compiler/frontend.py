@@ -149,21 +149,60 @@ def _infer(model: onnx.ModelProto, defaults: "Sequence[onnx.TensorProto]" = ()) 
     # only when no rank-1 value is that large.
     # Data propagation keys what it derives by value name for the whole model: subgraphs that
     # reuse a name (an If's two decoders) collide, so they get distinct names for the passes.
-    restore = distinct_body_names(model)
+    large = any(math.prod(t.dims) > DATA_PROP_ELEMENTS for t in [*model.graph.initializer, *defaults])
+    view, lifted = _without_float_weights(model)
+    restore = distinct_body_names(view)
     try:
-        if any(math.prod(t.dims) > DATA_PROP_ELEMENTS for t in [*model.graph.initializer, *defaults]):
-            plain = shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        if large:
+            plain = shape_inference.infer_shapes(view, check_type=True, strict_mode=True)
             if _large_flat_value(plain):
-                restore_names(plain, restore)
-                return plain
-            del plain                   # a copy of every inline weight: not kept through the next pass
-        inferred = _with_data_propagation(model)
-        restore_names(inferred, restore)
-        return inferred
+                return _with_weights(plain, model, lifted, restore)
+            del plain                   # a copy of the view: not kept through the next pass
+        inferred = _with_data_propagation(view)
+        return _with_weights(inferred, model, lifted, restore)
     except INFERENCE_ERRORS as exc:
         raise DmlLowerError(f"ONNX shape inference failed: {onnx_message(exc, restore)}") from None
     finally:
-        restore_names(model, restore)
+        restore_names(view, restore)            # the model itself when nothing was lifted
+
+
+# A floating-point initializer of at least this many bytes is given to shape inference as a typed
+# graph input: inference never reads such a value (data propagation reads integers; the scales of a
+# Resize are a few floats), and onnx copies the whole model four times to infer it (serialised,
+# parsed in C++, serialised back, parsed): SSDlite320's 11 MB of sub-megabyte weights took its
+# compile from 77 to 144 MB of peak RSS. The weights go back, in their order, into the result.
+VIEW_FLOAT_BYTES = 4096
+_FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
+
+
+def _without_float_weights(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, list[str]]":
+    """The model for shape inference: its inline floating-point weights of VIEW_FLOAT_BYTES or more
+    (not lazy: those hold no bytes) as typed graph inputs appended last, and their names; the model
+    itself when it has none."""
+    def weight(t: onnx.TensorProto) -> bool:
+        return (t.data_type in _FLOATS and not is_lazy(t) and t.name not in inputs
+                and t.ByteSize() >= VIEW_FLOAT_BYTES)
+    inputs = {vi.name for vi in model.graph.input}
+    if not any(weight(t) for t in model.graph.initializer):
+        return model, []
+    view, moved = split_initializers(model, weight)
+    view.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in moved)
+    return view, [t.name for t in moved]
+
+
+def _with_weights(inferred: onnx.ModelProto, model: onnx.ModelProto, lifted: "list[str]",
+                  restore: "dict[str, str]") -> onnx.ModelProto:
+    """The inferred view with the body names restored and, where weights were lifted, the
+    initializers of `model` back in their order and the lifted inputs gone."""
+    restore_names(inferred, restore)
+    if lifted:
+        count = len(inferred.graph.input) - len(lifted)
+        if [vi.name for vi in inferred.graph.input[count:]] != lifted:
+            raise RuntimeError("shape inference reordered the graph inputs: the lifted weights cannot be put back")
+        del inferred.graph.input[count:]
+        del inferred.graph.initializer[:]
+        inferred.graph.initializer.extend(model.graph.initializer)
+    return inferred
 
 
 INFERENCE_ERRORS = (shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError)

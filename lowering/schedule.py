@@ -91,11 +91,13 @@ Engine = TypeVar("Engine", bound=Hashable)
 
 
 def engine_runs(nodes: Sequence[onnx.NodeProto], engine: Callable[[onnx.NodeProto], Engine],
-                reads: "Sequence[list[str]] | None" = None) -> "list[tuple[Engine, list[onnx.NodeProto]]]":
+                reads: "Sequence[list[str]] | None" = None,
+                labels: "Sequence[Engine] | None" = None) -> "list[tuple[Engine, list[onnx.NodeProto]]]":
     """A topological order of `nodes` cut into maximal runs of one engine: [(engine, nodes)].
 
     A graph that needs no reordering keeps its order (see grouped_order); a graph with a cycle
-    keeps the model's order. `reads`: node_reads of each node, when the caller has them.
+    keeps the model's order. `reads`: node_reads of each node, `labels`: engine(node) of each
+    node, when the caller has them.
     """
     producer: "dict[str, int]" = {}
     for index, node in enumerate(nodes):
@@ -105,7 +107,7 @@ def engine_runs(nodes: Sequence[onnx.NodeProto], engine: Callable[[onnx.NodeProt
     if reads is None:
         reads = [node_reads(node) for node in nodes]
     deps = [[producer[r] for r in read if r in producer] for read in reads]
-    labels = [engine(n) for n in nodes]
+    labels = list(labels) if labels is not None else [engine(n) for n in nodes]
     order = grouped_order(labels, deps, list(range(len(nodes))), [is_constant(n) for n in nodes])
     runs: "list[tuple[Engine, list[onnx.NodeProto]]]" = []
     for index in order if order is not None else range(len(nodes)):

@@ -1,11 +1,18 @@
 """Text and Markdown renderings of a placement and a check report."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onnx_dml_lowering.ir.display import display, markdown_cell
 from onnx_dml_lowering.ir.printer import name_list
 
-from .check_report import CheckReport
-from .compare import OutputResult, partial_reasons
+if TYPE_CHECKING:
+    from .check_report import CheckReport
+    from .compare import OutputResult
+
+# The check's modules (backends, oracle, region engine, compare) are imported by the functions that
+# render a check report, not here: compile and inspect print a placement only, and importing them
+# cost those commands ~25 ms of CPU.
 
 
 # Placements that read the same (status, rule, operators, reason, note) share one line from this many on.
@@ -172,6 +179,7 @@ _PARTIAL_LINES = 20
 
 
 def format_text(report: CheckReport) -> str:
+    from .compare import partial_reasons
     lines = [f"check {display(report.model)} (feature level {report.feature_level}, oracle {report.oracle['description']})",
              format_placement(report.placement, report.feature_level)]
     if report.regions:

@@ -153,3 +153,13 @@ def test_a_measured_row_reads_back(polygraphy_bench):
         assert cells[command].startswith(polygraphy_bench.cell(time_ratio) + ", " + polygraphy_bench.cell(rss_ratio))
     text = polygraphy_bench.table([row], 1, polygraphy_bench.versions(POLYGRAPHY), "")
     assert polygraphy_rows(text) == [polygraphy_bench.row_line(row)]
+
+
+def test_the_table_records_each_models_load_beside_it(bench):
+    """A shared machine's load inflates wall times: each row says what it was measured under."""
+    side = (1.0, 2**30, 0)
+    results = {"gpt2": {s: side for s in ("ort create+run", "ort create", "check")}}
+    text = bench.table(results, {"gpt2": 2**20}, ["check"], 3, {"gpt2": (2.5, 3.25)})
+    header, _, row = text.splitlines()[2:5]
+    assert header.endswith("| load 1 min (before / after) |")
+    assert row.endswith("| 2.5 / 3.2 |") and "| 1.00x, 1.00x |" in row

@@ -38,3 +38,21 @@ def test_a_plain_command_leaves_unneeded_modules_unimported(tmp_path, argv):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "0", result.stdout
+
+
+# What a command that prints a placement (no backend, no oracle) never needs: onnxruntime itself,
+# and the check's modules behind runtime.report's check renderings (~25 ms of CPU together).
+NOT_NEEDED_FOR_A_PLACEMENT = ("onnxruntime", "onnx_dml_lowering.runtime.check", "onnx_dml_lowering.runtime.oracle",
+                              "onnx_dml_lowering.runtime.backends", "onnx_dml_lowering.runtime.region_engine")
+
+
+@pytest.mark.parametrize("command", ["compile", "inspect"])
+def test_compile_and_inspect_leave_onnxruntime_and_the_check_unimported(tmp_path, command):
+    model = graph_model([h.make_node("NonZero", ["x"], ["nz"], name="nz")],
+                        [("x", T.FLOAT, [3, 4])], [("nz", T.INT64, 2)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    result = subprocess.run([sys.executable, "-c", PROBE.format(names=set(NOT_NEEDED_FOR_A_PLACEMENT)), command,
+                             str(path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "0", result.stdout

@@ -33,7 +33,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 
-from .directml.dml_host import DirectMLRefused
+from .directml.dml_host import DirectMLRefused, shared_host
 from .directml.home import DirectMLUnavailable, find_home
 from .feeds import restore_declared
 from .ort_messages import ProviderLoadError, ProviderRunError, parse_provider_failure
@@ -160,6 +160,10 @@ class Lowered:
         self.providers = (options.providers or ["cpu"]) if name == "ort" else None
 
     def prepare(self) -> Prepared:
+        if self.name == "dml":
+            # the host's start-up (Wine, the devices: seconds) runs while the other backends and the
+            # oracle do; the first DirectML operator waits for its hello
+            shared_host().process.spawn()
         return Prepared(LOWERED[self.name])
 
     def _session(self):

@@ -177,6 +177,14 @@ class HostProcess:
 
     def start(self) -> None:
         """Start the host (if not running) and read its hello frame."""
+        if self._writer is not None and self.hello:
+            return
+        self.spawn()
+        self.hello = self._read_frame().decode("utf-8", "replace")
+
+    def spawn(self) -> None:
+        """Start the host's process without waiting for its hello: its start-up (seconds of Wine and
+        device creation) then runs beside the caller's own work until the first request."""
         if self._writer is not None:
             return
         command, env = self._command()
@@ -192,7 +200,6 @@ class HostProcess:
         _log_start(self.name)
         self._stderr_thread = threading.Thread(target=self._collect_stderr, args=(self._process.stderr,), daemon=True)
         self._stderr_thread.start()
-        self.hello = self._read_frame().decode("utf-8", "replace")
 
     def _collect_stderr(self, stream: "IO[bytes]") -> None:
         kept = 0

@@ -7,13 +7,20 @@ Measures, each figure with the 1-minute load average beside it (the machine may 
     its highest level, the shader-visible descriptor heap, the known-answer self-test);
   - one operator in a warm host: the first run of a descriptor (create, compile, initialise,
     dispatch, read back) and the median of later runs (the compiled operator cached);
+  - where the start-up goes: the Xvfb, Wine's own start, the D3D12 device, the DirectML device and
+    the self-test (the host prints its part on stderr under DML_LOWER_HOST_TIMING=1);
   - check: the `dml` backend against `cpu` on the bundled examples and the committed exports
-    (tests/models/*.onnx), each backend's own time in check, the host already warm, as a ratio.
+    (tests/models/*.onnx), each backend's own time in check, the host already warm, as a ratio;
+  - --compare: whole commands as the user runs them, each a fresh process, `check --backends
+    cpu,dml` against `check --backends cpu,ort` (same feeds; interleaved, best of --repeat) on the
+    bundled examples and the real-size set (benchmarks/realsize_models.py, `make bench-realsize`),
+    as time ratios; --write-docs puts that table and the figures above into docs/performance.md.
 No figure is asserted: this prints what it measured.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import struct
@@ -31,7 +38,19 @@ from onnx_dml_lowering.ir import DataType, TensorDesc                         # 
 from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check  # noqa: E402
 from onnx_dml_lowering.runtime.directml.dml_host import DmlHost, shared_host  # noqa: E402
 from onnx_dml_lowering.runtime.directml.home import find_home                 # noqa: E402
+from onnx_dml_lowering.runtime.directml import wine                           # noqa: E402
 from onnx_dml_lowering.runtime.feeds import random_feeds                      # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import realsize_bench  # noqa: E402  (the one-process measure, the feeds, the machine and commit lines, the page writer)
+
+BEGIN, END = "<!-- directml:begin -->", "<!-- directml:end -->"
+LINES: "list[str]" = []          # what --write-docs writes: every figure printed, in order
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+    LINES.append(line)
 
 
 def load() -> str:
@@ -40,11 +59,30 @@ def load() -> str:
 
 def host_start(starts: int) -> None:
     home = find_home()
-    for _ in range(starts):
+    os.environ["DML_LOWER_HOST_TIMING"] = "1"
+    xvfb_seconds: "list[float]" = []
+    make_xvfb = wine.Xvfb.__init__
+
+    def timed_xvfb(self, *args, **kwargs):
         began = time.perf_counter()
-        with DmlHost(home) as host:
-            host.start()
-            print(f"host start-up (Wine, device, heap, self-test): {time.perf_counter() - began:.2f} s {load()}")
+        make_xvfb(self, *args, **kwargs)
+        xvfb_seconds.append(time.perf_counter() - began)
+    wine.Xvfb.__init__ = timed_xvfb             # type: ignore[method-assign]
+    try:
+        for _ in range(starts):
+            time.sleep(4)                       # Wine's wineserver leaves 3 s after its last client: a cold start
+            began = time.perf_counter()
+            with DmlHost(home) as host:
+                host.start()
+                total = time.perf_counter() - began
+                time.sleep(0.2)                 # the stderr reader has the host's timing line
+                said = host.process.stderr_line().removeprefix("dml_host start-up: ")
+            xvfb = xvfb_seconds[-1] if xvfb_seconds else 0.0
+            say(f"host start-up: {total:.2f} s (Xvfb {xvfb:.2f} s; in the host: {said}; the rest is Wine starting "
+                f"the process) {load()}")
+    finally:
+        wine.Xvfb.__init__ = make_xvfb          # type: ignore[method-assign]
+        os.environ.pop("DML_LOWER_HOST_TIMING", None)
 
 
 def operators(repeats: int) -> None:
@@ -69,8 +107,8 @@ def operators(repeats: int) -> None:
             began = time.perf_counter()
             host.execute(operator, tensors, fields, buffers)
             times.append(time.perf_counter() - began)
-        print(f"{label}: first {first * 1e3:.1f} ms, cached median {statistics.median(times) * 1e3:.2f} ms "
-              f"(of {repeats}) {load()}")
+        say(f"{label}: first {first * 1e3:.1f} ms, cached median {statistics.median(times) * 1e3:.2f} ms "
+            f"(of {repeats}) {load()}")
 
 
 def backend_seconds(path: Path, backend: str) -> float:
@@ -89,17 +127,61 @@ def checks() -> None:
     for path in paths:
         cpu = min(backend_seconds(path, "cpu") for _ in range(3))
         dml = min(backend_seconds(path, "dml") for _ in range(3))
-        print(f"check {path.name}: cpu {cpu * 1e3:.1f} ms, dml {dml * 1e3:.1f} ms, dml/cpu {dml / cpu:.1f}x {load()}")
+        say(f"check {path.name}: cpu {cpu * 1e3:.1f} ms, dml {dml * 1e3:.1f} ms, dml/cpu {dml / cpu:.1f}x {load()}")
+
+
+def compare_models(realsize: Path, only: "list[str]") -> "list[tuple[str, Path, Path | None]]":
+    """(name, model, feeds or None for random ones) of the bundled examples and the real-size set."""
+    models: "list[tuple[str, Path, Path | None]]" = [(p.stem, Path(p), None) for p in example_paths()]
+    for name in only:
+        model, spec = realsize / f"{name}.onnx", realsize / f"{name}.json"
+        if not model.exists() or not spec.exists():
+            raise SystemExit(f"{model} is missing: export it with `make bench-realsize` (or pass --only)")
+        feeds = realsize / f"{name}.feeds.npz"
+        realsize_bench.make_feeds(json.loads(spec.read_text()), feeds)
+        models.append((name, model, feeds))
+    return models
+
+
+def compare(realsize: Path, only: "list[str]", repeat: int) -> None:
+    """check --backends cpu,dml against check --backends cpu,ort, whole processes, interleaved."""
+    cli = str(Path(sys.executable).with_name("dml-lower"))
+    say("")
+    say("| model | check cpu,ort | check cpu,dml | dml / ort | load |")
+    say("|---|---|---|---|---|")
+    for name, model, feeds in compare_models(realsize, only):
+        argv = [cli, "check", str(model), "-q"] + (["--inputs", str(feeds)] if feeds else [])
+        best = {"cpu,ort": float("inf"), "cpu,dml": float("inf")}
+        for _ in range(repeat):
+            for backends in best:
+                seconds, _, _ = realsize_bench.measure(argv + ["--backends", backends])
+                best[backends] = min(best[backends], seconds)
+        say(f"| {name} | {best['cpu,ort']:.2f} s | {best['cpu,dml']:.2f} s | "
+            f"{best['cpu,dml'] / best['cpu,ort']:.2f}x | {os.getloadavg()[0]:.1f} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=3, help="host start-ups to time")
     parser.add_argument("--repeats", type=int, default=200, help="runs of each cached operator")
+    parser.add_argument("--compare", action="store_true", help="also time check cpu,dml against check cpu,ort")
+    parser.add_argument("--models", type=Path, default=realsize_bench.DEFAULT_MODELS, help="the real-size set")
+    parser.add_argument("--only", nargs="*", choices=realsize_bench.ORDER, default=realsize_bench.ORDER)
+    parser.add_argument("--repeat", type=int, default=2, help="--compare: best of this many runs of each")
+    parser.add_argument("--write-docs", type=Path, nargs="?", const=realsize_bench.DOCS_PAGE, metavar="FILE",
+                        help="write what was measured between the directml lines of docs/performance.md (or FILE)")
     args = parser.parse_args()
+    say(f"Measured {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC at commit {realsize_bench.commit()} on "
+        f"{realsize_bench.machine()}; the 1-minute load average beside each figure.")
+    say("")
     host_start(args.starts)
     operators(args.repeats)
     checks()
+    if args.compare:
+        compare(args.models, args.only, args.repeat)
+    if args.write_docs:
+        text = "\n".join(f"- {line}" if line and not line.startswith(("|", "Measured")) else line for line in LINES)
+        realsize_bench.write_table(args.write_docs, text, BEGIN, END)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 
 from onnx_dml_lowering.runtime.compiled_view import CompiledView, LoweredView, lowered_view
 
-from .directml.dml_host import DirectMLRefused
+from .directml.dml_host import DirectMLRefused, shared_host
 from .directml.home import DirectMLUnavailable, find_home
 from .feeds import restore_declared
 from .ort_messages import ProviderLoadError, ProviderRunError, parse_provider_failure
@@ -158,6 +158,12 @@ class StandIns(Lowered):
 class DirectML(Lowered):
     """dml: each DirectML operator on Microsoft's DirectML.dll (runtime/directml)."""
     LOWERING = Lowering.DIRECTML
+
+    def prepare(self) -> Prepared:
+        # the host's start-up (Wine, the devices: seconds) runs while the other backends and the
+        # oracle do; the first DirectML operator waits for its hello
+        shared_host().process.spawn()
+        return super().prepare()
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
         try:

@@ -6,12 +6,18 @@ mismatch nor hidden:
 - NonZero of a scalar gives [1, N] (ONNX says [0, N]); onnxruntime's CPU EP does the same;
 - EyeLike's k and Trilu's k are narrowed to int32 without clamping (k = 2^40 acts as 0), and a
   lower Trilu computes k + 1 in int32, so k = INT32_MAX zeroes everything;
-- Cast to bool is a cast to uint8 followed by a clip to [0, 1]: fractions, negatives and NaN come
-  out false. How DML converts out-of-range values to uint8 is not documented; this emulation
-  truncates toward zero and saturates (HLSL's conversion), which is unverified on hardware.
+- Cast to bool from a float type (float32, float16, double) is a cast to uint8 followed by a clip
+  to [0, 1]: fractions, negatives, -inf and NaN come out false;
+- Cast to bool from int64 / uint64 reads only the low 32 bits: 2^32 comes out false.
+Cast to bool from int8 / int16 / int32 / uint8 / uint16 / uint32 gives ONNX's answer. The Cast
+entries are measured on the real onnxruntime-directml 1.24.4 (docs/directml-ep-on-linux.md, the
+directml tests of tests/runtime/directml/test_dml_deviations_real.py); a source type not measured
+(bfloat16) is not predicted to deviate.
 
-`dml_outputs(model, feeds)` runs the model on onnx.reference with those operators replaced and
-says which deviation changed which node's result.
+`dml_outputs(model, feeds, providers)` runs the model on onnx.reference with those operators
+replaced and says which deviation changed which node's result. `providers` (node name -> provider)
+says which nodes the DML EP runs; a node it leaves to the CPU EP gets the CPU EP's answer, which is
+ONNX's but for a scalar NonZero ([1, N] there too).
 
 Apart from those answers, FAILURES are nodes the DML EP claims (onnxruntime gives them to it) and
 then cannot run, measured on the real onnxruntime-directml 1.24.4 (docs/directml-on-linux.md):
@@ -20,6 +26,7 @@ one in onnxruntime's message (the ort-dml backend's ERROR names it and the node)
 from __future__ import annotations
 
 import re
+from typing import Any, Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +46,17 @@ NAMES = {
     "trilu_k_overflow": "DML EP deviation: a lower Trilu at k = INT32_MAX computes k + 1 in int32 and zeroes everything",
     "cast_bool_clip": "DML EP deviation: Cast to bool is a cast to uint8 clipped to [0, 1] (fractions, negatives and "
                       "NaN give false)",
+    "cast_bool_low_word": "DML EP deviation: Cast from int64 / uint64 to bool reads only the low 32 bits "
+                          "(2^32 gives false)",
+    "scalar_nonzero_cpu": "onnxruntime deviation: a scalar NonZero the DML EP leaves to the CPU EP gives [1, N] "
+                          "there too (ONNX says [0, N])",
 }
+# Cast to bool's source types that deviate on the DML EP, as measured (1.24.4): the rest give ONNX's answer
+CAST_BOOL_CLIPPED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+CAST_BOOL_LOW_WORD = (np.dtype(np.int64), np.dtype(np.uint64))
+CAST_BOOL_BY_TYPE = {"float": "cast_bool_clip", "float16": "cast_bool_clip", "double": "cast_bool_clip",
+                     "int64": "cast_bool_low_word", "uint64": "cast_bool_low_word"}
+DML_PROVIDER = "DmlExecutionProvider"
 
 
 def int32(k: int) -> int:
@@ -59,23 +76,55 @@ def _band(shape, low: "int | None", high: "int | None") -> np.ndarray:
     return np.broadcast_to(keep, shape)
 
 
-def _ops(fired: "list[tuple[str, str]]"):
-    """onnx.reference operators with the DML EP's semantics; each appends (deviation, detail) to
-    `fired` when its answer differs from ONNX's."""
+def cast_bool_deviation(source: "str | None") -> "str | None":
+    """The deviation (a key of NAMES) of the DML EP's Cast to bool from an ONNX type named
+    ('float', 'int64', ...), or None where it gives ONNX's answer (or the type is unknown)."""
+    return CAST_BOOL_BY_TYPE.get(source or "")
+
+
+def cast_to_bool(x: np.ndarray) -> "tuple[np.ndarray, str | None]":
+    """(the DML EP's Cast of `x` to bool, the deviation key when its answer can differ from ONNX's)."""
+    values = np.asarray(x)
+    if values.dtype in CAST_BOOL_CLIPPED:
+        values = np.where(np.isnan(values), 0, np.trunc(values))
+        return np.clip(np.clip(values.astype(np.float64), 0, 255), 0, 1).astype(np.bool_), "cast_bool_clip"
+    if values.dtype in CAST_BOOL_LOW_WORD:
+        return (values.astype(np.uint64) & np.uint64(0xFFFFFFFF)) != 0, "cast_bool_low_word"
+    return values != 0, None
+
+
+def _ops(fired: "list[tuple[str, str]]", providers: "dict[str, str] | None"):
+    """onnx.reference operators with the DML EP's semantics (on the nodes `providers` gives it: all
+    when None); each appends (deviation, detail) to `fired` when its answer differs from ONNX's."""
     # onnx.reference's operator list costs ~0.1 s to import: only a DML EP run needs it
     from onnx.reference.op_run import OpRun
-    return [*_index_ops(fired, OpRun), _cast_op(fired, OpRun)]
+    on_dml = _on_dml(providers)
+    return [*_index_ops(fired, OpRun, on_dml), _cast_op(fired, OpRun, on_dml)]
 
 
-def _index_ops(fired: "list[tuple[str, str]]", OpRun: type) -> "list[type]":
+def _on_dml(providers: "dict[str, str] | None") -> "Callable[[Any], bool]":
+    """Whether an onnx.reference operator's node runs on the DML EP. A body's node is named by its
+    path in the placement ("loop/body/name"); a node the placement does not name (removed by
+    onnxruntime's optimisations) keeps the DML EP's semantics."""
+    by_name: "dict[str, set[str]]" = {}
+    for path, provider in (providers or {}).items():
+        by_name.setdefault(path.rsplit("/", 1)[-1], set()).add(provider)
+
+    def on_dml(op: Any) -> bool:
+        seen = by_name.get(op.onnx_node.name)
+        return providers is None or not seen or DML_PROVIDER in seen
+    return on_dml
+
+
+def _index_ops(fired: "list[tuple[str, str]]", OpRun: type, on_dml: "Callable[[Any], bool]") -> "list[type]":
     """NonZero, EyeLike and Trilu as the DML EP runs them (_ops)."""
 
     class NonZero(OpRun):
         op_domain = ""
 
         def _run(self, x):
-            if np.ndim(x) == 0:
-                fired.append(("scalar_nonzero", ""))
+            if np.ndim(x) == 0:         # the CPU EP, where the DML EP leaves it, answers the same
+                fired.append(("scalar_nonzero" if on_dml(self) else "scalar_nonzero_cpu", ""))
                 return (np.zeros((1, int(bool(x))), np.int64),)
             return (np.array(np.nonzero(x), dtype=np.int64),)
 
@@ -84,7 +133,7 @@ def _index_ops(fired: "list[tuple[str, str]]", OpRun: type) -> "list[type]":
 
         def _run(self, x, dtype=None, k=None):
             k = 0 if k is None else int(k)
-            narrow = int32(k)
+            narrow = int32(k) if on_dml(self) else k
             out_type = onnx.helper.tensor_dtype_to_np_dtype(dtype) if dtype else x.dtype
             out = _band(x.shape, narrow, narrow).astype(out_type)
             if narrow != k and not np.array_equal(out, _band(x.shape, k, k).astype(out_type)):
@@ -97,7 +146,7 @@ def _index_ops(fired: "list[tuple[str, str]]", OpRun: type) -> "list[type]":
         def _run(self, x, k=None, upper=None):
             k = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
             upper = 1 if upper is None else int(upper)
-            narrow = int32(k)
+            narrow = int32(k) if on_dml(self) else k
             if upper:
                 keep, onnx_keep = _band(x.shape, narrow, None), _band(x.shape, k, None)
             elif narrow == INT32_MAX:
@@ -113,7 +162,7 @@ def _index_ops(fired: "list[tuple[str, str]]", OpRun: type) -> "list[type]":
     return [NonZero, EyeLike, Trilu]
 
 
-def _cast_op(fired: "list[tuple[str, str]]", OpRun: type) -> type:
+def _cast_op(fired: "list[tuple[str, str]]", OpRun: type, on_dml: "Callable[[Any], bool]") -> type:
     """Cast to bool as the DML EP runs it, through uint8 (_ops)."""
     from onnx.reference.ops.op_cast import cast_to
 
@@ -121,27 +170,24 @@ def _cast_op(fired: "list[tuple[str, str]]", OpRun: type) -> type:
         op_domain = ""
 
         def _run(self, x, to=None, saturate=None, round_mode=None):
-            if to != onnx.TensorProto.BOOL or x.dtype == np.bool_:
+            if to != onnx.TensorProto.BOOL or x.dtype == np.bool_ or not on_dml(self):
                 return (cast_to(x, to, saturate if saturate is not None else True, round_mode or "up"),)
-            values = np.asarray(x)
-            if values.dtype.kind == "f":
-                values = np.where(np.isnan(values), 0, np.trunc(values))
-            as_uint8 = np.clip(values.astype(np.float64), 0, 255)
-            out = np.clip(as_uint8, 0, 1).astype(np.bool_)
-            if not np.array_equal(out, np.asarray(x) != 0):
-                fired.append(("cast_bool_clip", ""))
+            out, key = cast_to_bool(x)
+            if key is not None and not np.array_equal(out, np.asarray(x) != 0):
+                fired.append((key, ""))
             return (out,)
 
     return Cast
 
 
-def dml_outputs(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]"
+def dml_outputs(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", providers: "dict[str, str] | None" = None
                 ) -> "tuple[dict[str, np.ndarray], list[tuple[str, str]]]":
     """(the outputs the DML EP's lowering gives, the deviations that changed a result on the
-    way: (key of NAMES, detail)). Raises what onnx.reference raises for a model it cannot run."""
+    way: (key of NAMES, detail)); `providers`: the provider of each node (None: all on the DML EP).
+    Raises what onnx.reference raises for a model it cannot run."""
     from onnx.reference import ReferenceEvaluator
     fired: "list[tuple[str, str]]" = []
-    evaluator = ReferenceEvaluator(model, new_ops=_ops(fired))
+    evaluator = ReferenceEvaluator(model, new_ops=_ops(fired, providers))
     names = [o.name for o in model.graph.output]
     values = evaluator.run(None, feeds)
     return dict(zip(names, values)), fired

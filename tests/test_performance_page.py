@@ -163,3 +163,16 @@ def test_the_table_records_each_models_load_beside_it(bench):
     header, _, row = text.splitlines()[2:5]
     assert header.endswith("| load 1 min (before / after) |")
     assert row.endswith("| 2.5 / 3.2 |") and "| 1.00x, 1.00x |" in row
+
+
+# The dml backend's costs (benchmarks/directml_bench.py --compare --write-docs): its own markers.
+def test_the_page_has_one_directml_block_written_by_its_script(bench):
+    text = bench.DOCS_PAGE.read_text()
+    begin, end = "<!-- directml:begin -->", "<!-- directml:end -->"
+    assert text.count(begin) == 1 and text.count(end) == 1
+    block = text.split(begin, 1)[1].split(end, 1)[0]
+    assert block.strip().startswith("Measured ") and " at commit " in block
+    assert "host start-up: " in block and "cached median" in block          # the start-up and per-operator cost
+    assert "| model | check cpu,ort | check cpu,dml | dml / ort | load |" in block
+    script = (ROOT / "benchmarks" / "directml_bench.py").read_text()
+    assert f'BEGIN, END = "{begin}", "{end}"' in script

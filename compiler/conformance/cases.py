@@ -385,7 +385,8 @@ def control_flow_cases(seeds: int) -> "list[Case]":
 def dml_ep_cases(seeds: int) -> "list[Case]":
     """Where onnxruntime's DML EP deviates from ONNX (DML_EP_PLACEMENT.md §5c) and the grids above
     do not already reach: Trilu's k narrowed to int32 (2^31 acts as INT32_MIN) and k + 1
-    overflowing at INT32_MAX, and Cast to bool (fractions, negatives, NaN; integers past 255)."""
+    overflowing at INT32_MAX, and Cast to bool (fractions, negatives, NaN; int32 past 255, which the
+    DML EP gets right; int64 past 2^32, which it does not)."""
     cases = []
     for k, upper in ((2 ** 31, 1), (2 ** 31 - 1, 0)):
         model = _model([h.make_node("Trilu", ["x", "k"], ["y"], name="trilu", upper=upper)],
@@ -394,8 +395,12 @@ def dml_ep_cases(seeds: int) -> "list[Case]":
         cases.append(Case(f"test_trilu_float_{'upper' if upper else 'lower'}_k{k}", model,
                           [{"x": nonzero_input(T.FLOAT, TRILU_SHAPE, rng)} for _ in range(seeds)],
                           f"Trilu upper={upper} k={k} (the DML EP narrows k to int32)"))
+    # float: clipped; int32: ONNX's answer (measured: negatives and 256 stay true); int64: its low word
     edges = {T.FLOAT: [0.0, -0.0, 0.5, -0.5, 1.0, 2.5, -3.0, np.nan, np.inf, -np.inf, 1e-45, 256.0],
-             T.INT32: [0, 1, -1, 2, 255, 256, -256, 2 ** 31 - 1, -2 ** 31, 7, 0, 3]}
+             T.INT32: [0, 1, -1, 2, 255, 256, -256, 2 ** 31 - 1, -2 ** 31, 7, 0, 3],
+             T.INT64: [0, 1, -1, 2 ** 32, 2 ** 40, -2 ** 63, 2 ** 32 + 1, -2 ** 32, 2 ** 63 - 1, 256, 0, 3]}
+    what = {T.FLOAT: "the DML EP clips to [0, 1]", T.INT32: "the DML EP gives ONNX's answer",
+            T.INT64: "the DML EP reads the low 32 bits"}
     for onnx_type, values in edges.items():
         dtype = onnx_to_numpy(onnx_type)
         model = _model([h.make_node("Cast", ["x"], ["y"], name="cast", to=T.BOOL)],
@@ -404,7 +409,7 @@ def dml_ep_cases(seeds: int) -> "list[Case]":
         sets = [{"x": np.array(values, dtype)}] + [{"x": rng.permutation(np.array(values, dtype))}
                                                   for _ in range(seeds - 1)]
         cases.append(Case(f"test_cast_{_short(onnx_type)}_to_bool", model, sets,
-                          f"Cast {onnx_type_name(onnx_type)} to bool (the DML EP clips to [0, 1])"))
+                          f"Cast {onnx_type_name(onnx_type)} to bool ({what[onnx_type]})"))
     return cases
 
 

@@ -26,7 +26,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, node_paths, prefixed_graphs, subgraph_reads
-from onnx_dml_lowering.runtime.dml_deviations import FAILURES, failing_nodes
+from onnx_dml_lowering.runtime.dml_deviations import FAILURES, cast_bool_deviation, failing_nodes
 
 from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
 from .registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, Schema, cpu_kernels, dml_kernels,
@@ -299,9 +299,15 @@ class Predictor:
         if node.op_type == "EyeLike" and out_type in ("int64", "uint64", "double"):
             self.warnings.append(f"{path} (EyeLike): an {out_type} output needs DirectML feature level 5.1; an older "
                                  "DirectML.dll loaded at run time fails, it does not fall back")
-        if node.op_type == "Cast" and out_type == "bool":
+        deviation = cast_bool_deviation(self.types.get(node.input[0])) if node.op_type == "Cast" and \
+            out_type == "bool" and node.input else None
+        if deviation == "cast_bool_clip":
             self.warnings.append(f"{path} (Cast to bool): DML casts to bool by clipping to [0, 1], so fractions, "
                                  "negatives and NaN come out false (optimize --for dml rewrites it as a comparison)")
+        elif deviation == "cast_bool_low_word":
+            self.warnings.append(f"{path} (Cast to bool): DML casts {self.types.get(node.input[0])} to bool from its "
+                                 "low 32 bits only, so 2^32 comes out false (optimize --for dml rewrites it as a "
+                                 "comparison)")
 
     def _copies(self, g: _Graph, prefix: str, provider: "dict[int, str]", kernel: "dict[int, DmlKernel]") -> None:
         """MemcpyToHost / MemcpyFromHost per value crossing sides (transformer_memcpy.cc)."""

@@ -6,8 +6,11 @@ onnxruntime's DirectML EP, each exact under ONNX semantics (DML_EP_PLACEMENT.md 
   Unsqueeze / Transpose / Shape to the CPU, because DML registers none of those since-versions;
 - NonZero over int64 / uint64 (unregistered types) -> NonZero(Not(Equal(x, 0))): the output
   depends only on the predicate x != 0;
-- Cast to bool -> Not(Equal(x, 0)): ONNX casts every non-zero (NaN included) to true, DML's cast
-  clips to [0, 1] after a float -> uint8 conversion, so fractions, negatives and NaN come out false;
+- Cast to bool -> Not(Equal(x, 0)), from float / float16 / double and int64 / uint64 only: ONNX
+  casts every non-zero (NaN included) to true; DML's cast clips a float to [0, 1] after a float ->
+  uint8 conversion, so fractions, negatives and NaN come out false, and reads only the low 32 bits
+  of a 64-bit integer, so 2^32 comes out false (measured on 1.24.4; DML's Equal compares all 64);
+  the other integer types already give ONNX's answer and are left alone;
 - Equal over bool (unregistered) -> Not(Xor(a, b)): the truth table;
 - EyeLike at opset >= 22 (unregistered) -> Where(Trilu(Trilu(Expand(true, S), k, 1), k, 0), 1, 0):
   the two triangles keep exactly j - i = k; S is the shape the input was built from.
@@ -30,6 +33,7 @@ from onnx import helper as oh
 from onnx import numpy_helper
 
 from onnx_dml_lowering.lowering.onnx_graphs import all_nodes, is_standard, prefixed_graphs, standard_opset
+from onnx_dml_lowering.runtime.dml_deviations import cast_bool_deviation
 from onnx_dml_lowering.runtime.weights import lifted
 
 from ..ep.placement import DML, _inferred, _value_types, predict_placement, type_mismatch
@@ -169,7 +173,9 @@ class _DmlOptimizer:
                 return False
             to = next((a.i for a in node.attribute if a.name == "to"), None)
             src = self.types.get(node.input[0])
-            return to == TensorProto.BOOL and src not in (None, "bool") and _registered("Equal", self.opset, {"T": src})
+            # only the source types whose cast the DML EP gets wrong (measured): the rest are ONNX's already
+            return to == TensorProto.BOOL and src is not None and cast_bool_deviation(src) is not None \
+                and _registered("Equal", self.opset, {"T": src})
 
         def build(graph: onnx.GraphProto, node: onnx.NodeProto) -> "list[onnx.NodeProto]":
             x = node.input[0]
@@ -179,7 +185,8 @@ class _DmlOptimizer:
                     oh.make_node("Not", [eq], list(node.output), name=node.name)]
         self._each("Cast to bool -> Not(Equal(x, 0))", match, build)
         if self.rewrites and self.rewrites[-1].kind.startswith("Cast"):
-            self.rewrites[-1].note = ("exact where DML's cast clips: fractions, negatives and NaN are true again")
+            self.rewrites[-1].note = ("exact where DML's cast is not: a float's fractions, negatives and NaN, an "
+                                      "int64's high 32 bits")
 
     # Equal over bool -> Not(Xor(a, b))
     def bool_equal(self) -> None:

@@ -33,7 +33,11 @@ def run_one(model: str, options: "list[str]", cwd: "str | None" = None) -> dict:
         # '--' before the model: a forwarded `--outputs a b` would otherwise swallow it.
         command = [sys.executable, "-m", "onnx_dml_lowering.compiler", "check", *options,
                    "--json", out, "--", model]
-        proc = _run_child(command, cwd)
+        handed = _dml_host_handover(options)
+        proc = _run_child(command, cwd, *(handed or ({}, ())))
+        if handed is not None and proc.returncode not in (PASSED, FAILED, USAGE):
+            from onnx_dml_lowering.runtime.directml.dml_host import drop_shared_host
+            drop_shared_host()      # the check died, perhaps mid-request: its pipe's framing is not trusted
         report = None
         if proc.returncode in (PASSED, FAILED) and os.path.isfile(out):
             try:
@@ -51,10 +55,23 @@ _CHILDREN_LOCK = threading.Lock()
 STOPPING = threading.Event()
 
 
-def _run_child(command: "list[str]", cwd: "str | None") -> subprocess.CompletedProcess:
-    """subprocess.run, the process registered so that stop_children can end it."""
+def _dml_host_handover(options: "list[str]") -> "tuple[dict[str, str], tuple[int, int]] | None":
+    """When the checks run the `dml` backend: this worker's DirectML host (started once, on its
+    first model) to hand to the check, so a zoo starts one host per worker, not one per model."""
+    backends = next((o.split("=", 1)[1] for o in options if o.startswith("--backends=")), "")
+    if "dml" not in [b.strip() for b in backends.split(",")]:
+        return None
+    from onnx_dml_lowering.runtime.directml.dml_host import handover
+    return handover()
+
+
+def _run_child(command: "list[str]", cwd: "str | None", env: "dict[str, str] | None" = None,
+               fds: "tuple[int, ...]" = ()) -> subprocess.CompletedProcess:
+    """subprocess.run, the process registered so that stop_children can end it; `env` entries are
+    added to this process's environment and `fds` stay open in the child."""
     with subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, errors="replace") as proc:
+                          stderr=subprocess.PIPE, text=True, errors="replace", pass_fds=fds,
+                          env={**os.environ, **env} if env else None) as proc:
         with _CHILDREN_LOCK:
             _CHILDREN.add(proc)
             if STOPPING.is_set():       # started as the zoo was being stopped

@@ -8,7 +8,9 @@ E_NOTIMPL when the operator is created or compiled) is DirectMLRefused, the back
 any other failure DirectMLCallFailed, its ERROR. Both name the operator, descriptors and HRESULT.
 
 `shared_host()` is this thread's host, started on first use and closed at exit: one per command,
-one per worker thread."""
+one per worker thread. A zoo worker hands its host to each model's check process in turn
+(`handover`): the check finds it in HANDED_ENV and uses it instead of starting one, so a zoo starts
+one host per worker, not one per model."""
 from __future__ import annotations
 
 import atexit
@@ -85,10 +87,10 @@ class Executed:
 
 
 class DmlHost:
-    """One dml_host process (started on first use)."""
+    """One dml_host process (started on first use; or handed over by the process that started it)."""
 
-    def __init__(self, home: "DirectMLHome | None" = None) -> None:
-        self.process = HostProcess(home or find_home(), EXE)
+    def __init__(self, home: "DirectMLHome | None" = None, process: "HostProcess | None" = None) -> None:
+        self.process = process or HostProcess(home or find_home(), EXE)
 
     def close(self) -> None:
         self.process.close()
@@ -158,16 +160,53 @@ _started: "list[tuple[int, DmlHost]]" = []
 _lock = threading.Lock()
 
 
+HANDED_ENV = "DML_LOWER_DML_HOST_PIPE"   # "<host's stdin fd>,<host's stdout fd>,<its hello>"
+
+
 def shared_host() -> DmlHost:
     """This thread's host, started on first use: one per command, one per zoo worker (a thread
     of the zoo's pool, or a process of its own; a forked child never shares its parent's pipe).
-    A host dies with the thread that started it (wine.HostProcess)."""
+    A host dies with the thread that started it (wine.HostProcess). The first thread of a process
+    whose parent handed it a host (HANDED_ENV) uses that one."""
     mine = getattr(_local, "host", None)
     if mine is None or mine[0] != os.getpid():
-        mine = _local.host = (os.getpid(), DmlHost())
+        mine = _local.host = (os.getpid(), _handed_over() or DmlHost())
         with _lock:
             _started.append(mine)
     return mine[1]
+
+
+def _handed_over() -> "DmlHost | None":
+    handed = os.environ.pop(HANDED_ENV, None)       # one user of the pipe: the first thread asking
+    if not handed:
+        return None
+    write_fd, read_fd, hello = handed.split(",", 2)
+    return DmlHost(process=HostProcess.attached(find_home(), EXE, int(write_fd), int(read_fd), hello))
+
+
+def handover() -> "tuple[dict[str, str], tuple[int, int]] | None":
+    """(the environment entry, the fds to pass) that hand this thread's host to one child process,
+    started here if it is not running; None where it cannot start (the child then says why itself)."""
+    host = shared_host()
+    try:
+        host.start()
+        fds = host.process.pipe_fds()
+    except DmlLowerError:
+        drop_shared_host()
+        return None
+    return {HANDED_ENV: f"{fds[0]},{fds[1]},{host.hello}"}, fds
+
+
+def drop_shared_host() -> None:
+    """Close this thread's host and forget it (a child that used it died mid-request, perhaps
+    mid-frame): the next use starts a new one."""
+    mine = getattr(_local, "host", None)
+    _local.host = None
+    if mine is not None and mine[0] == os.getpid():
+        with _lock:
+            if mine in _started:
+                _started.remove(mine)
+        mine[1].close()
 
 
 def _close_shared() -> None:

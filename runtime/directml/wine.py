@@ -38,6 +38,9 @@ MAX_FRAME = 1 << 34          # 16 GiB: a length past it is a broken host, not a 
 STDERR_KEEP = 64 * 1024      # bytes of a host's stderr kept for its failure line
 CLOSE_WAIT = 10.0            # seconds a host gets to exit once its stdin is closed
 RUN_ENV = "DML_LOWER_HOST_RUN"   # tags every process of one HostProcess (tests find them by it)
+# Test hook: a file to which every host start appends one line (its program's name), in whichever
+# process starts it: the zoo's test counts the hosts of a whole zoo run, its checks' processes too.
+START_LOG_ENV = "DML_LOWER_TEST_HOST_START_LOG"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -123,7 +126,9 @@ def wine_environment(home: DirectMLHome, display: str, run_id: str) -> "dict[str
 
 
 class HostProcess:
-    """One host program, started on first use; `request(payload) -> payload`."""
+    """One host program, started on first use; `request(payload) -> payload`. `attached(...)`: a
+    host another process started and handed over (its pipe's two ends and its hello): used, never
+    started nor stopped here."""
 
     def __init__(self, home: DirectMLHome, exe_name: str) -> None:
         self.home = home
@@ -131,11 +136,29 @@ class HostProcess:
         self.name = self.exe.name
         self.run_id = uuid.uuid4().hex
         self.hello = ""
+        self.requests = 0                 # requests sent (tests: what a refused host never got)
         self._process: "subprocess.Popen[bytes] | None" = None
+        self._writer: "IO[bytes] | None" = None     # the host's stdin
+        self._reader: "IO[bytes] | None" = None     # the host's stdout
         self._xvfb: "Xvfb | None" = None
         self._stderr: "deque[bytes]" = deque()
         self._stderr_thread: "threading.Thread | None" = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def attached(cls, home: DirectMLHome, exe_name: str, write_fd: int, read_fd: int, hello: str) -> "HostProcess":
+        """The host whose stdin is `write_fd` and stdout `read_fd` here, already started (`hello`)."""
+        host = cls(home, exe_name)
+        host._writer, host._reader = os.fdopen(write_fd, "wb"), os.fdopen(read_fd, "rb")
+        host.hello = hello
+        return host
+
+    def pipe_fds(self) -> "tuple[int, int]":
+        """(the host's stdin, its stdout) as file descriptors of this process, to hand the host over
+        to a child process (which must be its only user until it exits)."""
+        self.start()
+        assert self._writer is not None and self._reader is not None
+        return self._writer.fileno(), self._reader.fileno()
 
     # -- life cycle ---------------------------------------------------------------------------
     def _command(self) -> "tuple[list[str], dict[str, str]]":
@@ -154,7 +177,15 @@ class HostProcess:
 
     def start(self) -> None:
         """Start the host (if not running) and read its hello frame."""
-        if self._process is not None:
+        if self._writer is not None and self.hello:
+            return
+        self.spawn()
+        self.hello = self._read_frame().decode("utf-8", "replace")
+
+    def spawn(self) -> None:
+        """Start the host's process without waiting for its hello: its start-up (seconds of Wine and
+        device creation) then runs beside the caller's own work until the first request."""
+        if self._writer is not None:
             return
         command, env = self._command()
         try:
@@ -165,9 +196,10 @@ class HostProcess:
         except OSError as exc:
             self.close()
             raise HostFailed(f"cannot start DirectML host {self.name}: {exc}") from None
+        self._writer, self._reader = self._process.stdin, self._process.stdout
+        _log_start(self.name)
         self._stderr_thread = threading.Thread(target=self._collect_stderr, args=(self._process.stderr,), daemon=True)
         self._stderr_thread.start()
-        self.hello = self._read_frame().decode("utf-8", "replace")
 
     def _collect_stderr(self, stream: "IO[bytes]") -> None:
         kept = 0
@@ -184,15 +216,17 @@ class HostProcess:
         return brief(lines[-1]) if lines else ""
 
     def close(self) -> None:
-        """Close stdin (the host exits), wait for it, kill it if it does not; stop our Xvfb."""
+        """Close stdin (the host exits), wait for it, kill it if it does not; stop our Xvfb. An
+        attached host only loses this process's ends of its pipe (its starter keeps it)."""
         process, self._process = self._process, None
+        streams, self._writer, self._reader = (self._writer, self._reader), None, None
+        for stream in streams:
+            try:
+                if stream:
+                    stream.close()
+            except OSError:
+                pass
         if process is not None:
-            for stream in (process.stdin, process.stdout):
-                try:
-                    if stream:
-                        stream.close()
-                except OSError:
-                    pass
             try:
                 process.wait(CLOSE_WAIT)
             except subprocess.TimeoutExpired:
@@ -234,8 +268,8 @@ class HostProcess:
                           else f"DirectML host {self.name} {what} ({status})")
 
     def _read_exact(self, size: int) -> bytes:
-        assert self._process is not None and self._process.stdout is not None
-        data = self._process.stdout.read(size)
+        assert self._reader is not None
+        data = self._reader.read(size)
         if data is None or len(data) != size:
             raise self._failed("stopped answering")
         return data
@@ -250,11 +284,19 @@ class HostProcess:
         """Send one frame, return the host's answer frame (the host is started on first use)."""
         with self._lock:
             self.start()
-            assert self._process is not None and self._process.stdin is not None
+            assert self._writer is not None
             try:
-                self._process.stdin.write(HEADER.pack(len(payload)))
-                self._process.stdin.write(payload)
-                self._process.stdin.flush()
+                self._writer.write(HEADER.pack(len(payload)))
+                self._writer.write(payload)
+                self._writer.flush()
             except (BrokenPipeError, OSError):
                 raise self._failed("stopped reading") from None
+            self.requests += 1
             return self._read_frame()
+
+
+def _log_start(name: str) -> None:
+    log = os.environ.get(START_LOG_ENV)
+    if log:
+        with open(log, "a", encoding="utf-8") as stream:
+            stream.write(name + "\n")

@@ -70,6 +70,32 @@ def test_cast_to_bool_clips():
     assert fired == []                 # whole non-negative values: DML agrees with ONNX
 
 
+def test_cast_int64_to_bool_reads_the_low_word():
+    m = single(h.make_node("Cast", ["x"], ["y"], to=T.BOOL), [vi("x", T.INT64, [5])], [vi("y", T.BOOL, [5])], 13)
+    outputs, fired = dml_outputs(m, {"x": np.array([0, -1, 2**32, 2**32 + 1, -2**63], np.int64)})
+    assert outputs["y"].tolist() == [False, True, False, True, False]
+    assert fired == [("cast_bool_low_word", "")]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32])
+def test_cast_to_bool_from_narrow_integers_is_onnx(dtype):
+    x = np.array([0, 1, 7, np.iinfo(dtype).max, np.iinfo(dtype).min], dtype)
+    m = single(h.make_node("Cast", ["x"], ["y"], to=T.BOOL), [vi("x", onnx.helper.np_dtype_to_tensor_dtype(x.dtype),
+               [5])], [vi("y", T.BOOL, [5])], 13)
+    outputs, fired = dml_outputs(m, {"x": x})
+    assert outputs["y"].tolist() == (x != 0).tolist() and fired == []
+
+
+def test_a_node_left_to_the_cpu_ep_keeps_onnx_semantics_but_a_scalar_nonzero():
+    cast = single(h.make_node("Cast", ["x"], ["y"], to=T.BOOL, name="cast"), [vi("x", T.FLOAT, [2])],
+                  [vi("y", T.BOOL, [2])], 13)
+    outputs, fired = dml_outputs(cast, {"x": np.array([0.5, -1], np.float32)}, {"cast": "CPUExecutionProvider"})
+    assert outputs["y"].tolist() == [True, True] and fired == []
+    nz = single(h.make_node("NonZero", ["x"], ["y"], name="nz"), [vi("x", T.INT64, [])], [vi("y", T.INT64, [None, None])], 13)
+    outputs, fired = dml_outputs(nz, {"x": np.array(3, np.int64)}, {"nz": "CPUExecutionProvider"})
+    assert outputs["y"].shape == (1, 1) and fired == [("scalar_nonzero_cpu", "")]
+
+
 def test_scalar_nonzero():
     m = single(h.make_node("NonZero", ["x"], ["y"]), [vi("x", T.FLOAT, [])], [vi("y", T.INT64, [None, None])], 13)
     outputs, fired = dml_outputs(m, {"x": np.array(3.0, np.float32)})

@@ -76,3 +76,21 @@ def test_conformance_run_on_dml_passes_what_the_emulator_passes(tmp_path, capsys
     cpu, dml = (line for line in out.splitlines() if line.startswith(("[cpu] ", "[dml] ")))
     assert code == 0 and err == ""
     assert dml.replace("[dml]", "[cpu]") == cpu and " 0 fail" in dml and not dml.startswith("[dml] 0 pass")
+
+
+@pytest.mark.directml
+def test_the_dml_backend_starts_its_host_when_prepared_and_waits_for_it_at_the_first_operator(monkeypatch):
+    """The host's start-up (seconds) runs beside the other backends and the oracle: prepare starts
+    the process without reading its hello; the first operator reads it."""
+    from onnx_dml_lowering.runtime.backends import make_backends
+    monkeypatch.setattr(dml_host_module, "_local", threading.local())
+    compiled = compile_model(str(next(iter(example_paths()))))
+    runners, _ = make_backends(compiled, ["dml"], BackendOptions())
+    runners[0].prepare()
+    host = dml_host_module.shared_host()
+    try:
+        assert host.process.pid is not None and host.process.hello == "" and host.process.requests == 0
+        report = _check(next(iter(example_paths())), ["dml"])
+        assert report.backends[0].status == "ok" and host.process.hello.startswith("ok DirectML ")
+    finally:
+        host.close()

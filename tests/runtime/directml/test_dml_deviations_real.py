@@ -1,0 +1,122 @@
+"""Each DML EP deviation runtime/dml_deviations.py predicts, proven on the real onnxruntime.dll
+1.24.4 DirectML EP (ort_host): the answer is the emulation's bit for bit and differs from ONNX's,
+and the source types predicted to give ONNX's answer give it. One host for the module (each DML EP
+session holds its device heaps; every session here is released before the next)."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx.reference import ReferenceEvaluator
+
+from onnx_dml_lowering.runtime.directml.ort_host import OrtHost
+from onnx_dml_lowering.runtime.directml.placement_log import node_providers
+from onnx_dml_lowering.runtime.dml_deviations import CAST_BOOL_BY_TYPE, dml_outputs
+
+pytestmark = pytest.mark.directml
+DML, CPU = "DmlExecutionProvider", "CPUExecutionProvider"
+
+
+@pytest.fixture(scope="module")
+def ort_host():
+    with OrtHost() as host:
+        yield host
+
+
+def _model(nodes, inputs, outputs, opset=19, inits=()):
+    model = h.make_model(h.make_graph(nodes, "g", inputs, outputs, list(inits)),
+                         opset_imports=[h.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _real(host: OrtHost, model: onnx.ModelProto, feeds):
+    """(outputs, {node: provider}) of one run on the real DML EP."""
+    session = host.create_session(model.SerializeToString())
+    try:
+        values = session.run(None, feeds)
+        return values, node_providers(session.log, [n.name for n in model.graph.node])
+    finally:
+        session.release()
+
+
+def _cast(elem, n):
+    return _model([h.make_node("Cast", ["x"], ["y"], to=T.BOOL, name="cast")], [h.make_tensor_value_info("x", elem, [n])],
+                  [h.make_tensor_value_info("y", T.BOOL, [n])])
+
+
+FLOATS = [0.0, -0.0, 0.5, -0.5, 1.0, 2.5, -3.0, np.nan, np.inf, -np.inf, 256.0, 255.5, -1e10, 0.999]
+
+
+def _integers(dtype):
+    info = np.iinfo(dtype)
+    wanted = [0, 1, 7, 255, 256, 65536, -1, -256, 2**31 - 1, -2**31, 2**32, 2**32 + 1, 2**40, -2**32,
+              info.max, info.min]
+    return np.array([v for v in wanted if info.min <= v <= info.max], dtype)
+
+
+@pytest.mark.parametrize("elem,dtype", [(T.FLOAT, np.float32), (T.FLOAT16, np.float16), (T.DOUBLE, np.float64),
+                                        (T.INT8, np.int8), (T.INT16, np.int16), (T.INT32, np.int32),
+                                        (T.INT64, np.int64), (T.UINT8, np.uint8), (T.UINT16, np.uint16),
+                                        (T.UINT32, np.uint32), (T.UINT64, np.uint64)],
+                         ids=lambda v: T.DataType.Name(v).lower() if isinstance(v, int) else None)
+def test_cast_to_bool_is_the_emulation_on_the_real_ep(ort_host, elem, dtype):
+    with np.errstate(over="ignore"):          # -1e10 is -inf in float16
+        x = np.array(FLOATS, dtype) if np.dtype(dtype).kind == "f" else _integers(dtype)
+    model = _cast(elem, len(x))
+    (got,), placed = _real(ort_host, model, {"x": x})
+    assert placed == {"cast": DML}
+    want, fired = dml_outputs(model, {"x": x})
+    assert got.dtype == np.bool_ and got.tolist() == want["y"].tolist()
+    name = onnx.helper.tensor_dtype_to_string(elem).removeprefix("TensorProto.").lower()
+    deviation = CAST_BOOL_BY_TYPE.get(name)
+    # a deviating type shows it on these values; the others give ONNX's answer (int32 included)
+    assert [key for key, _ in fired] == ([deviation] if deviation else [])
+    assert (got.tolist() == (x != 0).tolist()) == (deviation is None)
+
+
+def test_int32_cast_to_bool_gives_onnx_answer(ort_host):
+    x = np.array([0, 1, -1, 2, 255, 256, -256, 2**31 - 1, -2**31, 7, 0, 3], np.int32)
+    (got,), _ = _real(ort_host, _cast(T.INT32, len(x)), {"x": x})
+    assert got.tolist() == (x != 0).tolist()
+
+
+@pytest.mark.parametrize("elem,dtype,provider", [(T.FLOAT, np.float32, DML), (T.INT32, np.int32, DML),
+                                                 (T.UINT8, np.uint8, DML), (T.INT64, np.int64, CPU)])
+def test_scalar_nonzero_gives_one_row_on_the_dml_ep_and_its_cpu_fallback(ort_host, elem, dtype, provider):
+    model = _model([h.make_node("NonZero", ["x"], ["y"], name="nz")], [h.make_tensor_value_info("x", elem, [])],
+                   [h.make_tensor_value_info("y", T.INT64, None)], opset=13)
+    for value in (0, 3):
+        x = np.array(value, dtype)
+        (got,), placed = _real(ort_host, model, {"x": x})
+        want, fired = dml_outputs(model, {"x": x}, placed)
+        assert placed == {"nz": provider}
+        assert got.shape == want["y"].shape == (1, int(bool(value))) and got.tobytes() == want["y"].tobytes()
+        assert fired == [("scalar_nonzero" if provider == DML else "scalar_nonzero_cpu", "")]
+
+
+@pytest.mark.parametrize("k", [2**31, 2**40, -2**40, 2**32 + 1])
+def test_eyelike_k_is_narrowed_to_int32(ort_host, k):
+    model = _model([h.make_node("EyeLike", ["x"], ["y"], k=k, name="eye")], [h.make_tensor_value_info("x", T.FLOAT, [4, 5])],
+                   [h.make_tensor_value_info("y", T.FLOAT, [4, 5])], opset=13)
+    x = np.zeros((4, 5), np.float32)
+    (got,), placed = _real(ort_host, model, {"x": x})
+    want, fired = dml_outputs(model, {"x": x})
+    assert placed == {"eye": DML} and got.tobytes() == want["y"].tobytes()
+    onnx_answer = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    assert bool(fired) == (got.tobytes() != onnx_answer.tobytes())
+
+
+@pytest.mark.parametrize("k,upper,key", [(2**31, 1, "trilu_k"), (2**40, 1, "trilu_k"), (-2**40, 0, "trilu_k"),
+                                         (2**31 - 1, 0, "trilu_k_overflow")])
+def test_trilu_k_is_narrowed_to_int32(ort_host, k, upper, key):
+    model = _model([h.make_node("Trilu", ["x", "k"], ["y"], upper=upper, name="trilu")],
+                   [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 4])], [h.make_tensor_value_info("y", T.FLOAT, [2, 3, 4])],
+                   opset=14, inits=[onnx.numpy_helper.from_array(np.array(k, np.int64), "k")])
+    x = np.arange(1, 25, dtype=np.float32).reshape(2, 3, 4)
+    (got,), placed = _real(ort_host, model, {"x": x})
+    want, fired = dml_outputs(model, {"x": x})
+    assert placed.get("trilu") == DML and got.tobytes() == want["y"].tobytes()
+    assert [f[0] for f in fired] == [key]

@@ -59,7 +59,8 @@ def _dml_host_handover(options: "list[str]") -> "tuple[dict[str, str], tuple[int
     """When the checks run the `dml` backend: this worker's DirectML host (started once, on its
     first model) to hand to the check, so a zoo starts one host per worker, not one per model."""
     backends = next((o.split("=", 1)[1] for o in options if o.startswith("--backends=")), "")
-    if "dml" not in [b.strip() for b in backends.split(",")]:
+    from onnx_dml_lowering.runtime.backend_names import Lowering, parse_backend
+    if not any(parse_backend(b.strip()).lowering is Lowering.DIRECTML for b in backends.split(",") if b.strip()):
         return None
     from onnx_dml_lowering.runtime.directml.dml_host import handover
     return handover()

@@ -24,7 +24,9 @@ __all__ = ["BackendKind", "BackendName", "CHOICES", "Lowering", "SavedBy", "as_b
            "provider_backend"]
 
 
-class BackendKind(enum.Enum):
+class BackendKind(str, enum.Enum):
+    """What a backend is. A str enum: it equals the word BackendName.kind always was ("lowered",
+    "provider", "saved"), for callers of the Python API; our code compares members."""
     LOWERED = "lowered"        # our lowered graph (Lowering says on what)
     PROVIDER = "provider"      # the model itself on an onnxruntime execution provider
     SAVED = "saved"            # outputs saved earlier, read back

@@ -10,6 +10,8 @@ Only main-graph initializers stored as `raw_data` of LAZY_MIN_BYTES or more are 
 field, a truncated field, the graph given twice) leaves the file to the ordinary parse."""
 from __future__ import annotations
 
+from typing import Iterator
+
 import mmap
 import os
 
@@ -29,7 +31,7 @@ class _Unexpected(Exception):
     """The bytes are not what this scan reads: the ordinary parse decides."""
 
 
-def _varint(data, pos: int, end: int) -> "tuple[int, int]":
+def _varint(data: "bytes | memoryview", pos: int, end: int) -> "tuple[int, int]":
     value = shift = 0
     while True:
         if pos >= end or shift > 63:
@@ -42,7 +44,7 @@ def _varint(data, pos: int, end: int) -> "tuple[int, int]":
         shift += 7
 
 
-def _fields(data, start: int, end: int):
+def _fields(data: "bytes | memoryview", start: int, end: int) -> "Iterator[tuple[int, int, int, int, int]]":
     """(field number, wire type, start of the whole field, start of its payload, end) per field."""
     pos = start
     while pos < end:
@@ -91,7 +93,7 @@ def _entry(key: str, value: str) -> bytes:
     return _len_field(_EXTERNAL_DATA, _len_field(1, key.encode()) + _len_field(2, value.encode()))
 
 
-def _movable(data, start: int, end: int) -> "tuple[int, int, int] | None":
+def _movable(data: "bytes | memoryview", start: int, end: int) -> "tuple[int, int, int] | None":
     """Where the raw_data field of the initializer at data[start:end] lies (field start, data start,
     data end) when it may be left in the file, else None."""
     dims: "list[int]" = []
@@ -127,7 +129,7 @@ def _movable(data, start: int, end: int) -> "tuple[int, int, int] | None":
     return raw
 
 
-def _graph_without(data, start: int, end: int, location: str) -> "tuple[bytes, int] | None":
+def _graph_without(data: "bytes | memoryview", start: int, end: int, location: str) -> "tuple[bytes, int] | None":
     """The GraphProto payload with every movable initializer's raw_data replaced by a pointer
     into the file, and how many were moved; None when none is."""
     pieces: "list[bytes]" = []
@@ -172,7 +174,7 @@ def parse_without_weights(path: str) -> "onnx.ModelProto | None":
                 view.release()
 
 
-def _parse(data, size: int, location: str) -> "onnx.ModelProto | None":
+def _parse(data: "bytes | memoryview", size: int, location: str) -> "onnx.ModelProto | None":
     graphs = [(first, payload, after) for number, wire, first, payload, after in _fields(data, 0, size)
               if number == _MODEL_GRAPH and wire == _LEN]
     if len(graphs) != 1:

@@ -18,7 +18,7 @@ import platform
 import re
 import stat
 import weakref
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 import onnx
@@ -26,6 +26,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.onnx_graphs import all_graphs
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
 
 BASEPATH = "basepath"
 # protobuf's largest message, in bytes (2 GB - 1): the checker, shape inference and onnxruntime
@@ -60,7 +63,7 @@ _SHAPE_LIKE = {TensorProto.INT64, TensorProto.INT32}
 _PACKED = {getattr(TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2") if hasattr(TensorProto, n)}
 
 
-def stays_inline(data_type: int, dims) -> bool:
+def stays_inline(data_type: int, dims: "Sequence[int]") -> bool:
     """A 1-D (or 0-d) integer tensor: shape inference's data propagation reads its values."""
     return len(dims) <= 1 and data_type in _SHAPE_LIKE
 
@@ -369,12 +372,16 @@ def stored_bytes(tensor: TensorProto) -> int:
     return (data_bytes(tensor) or 0) if is_lazy(tensor) else len(tensor.raw_data) or tensor.ByteSize()
 
 
-def _repeated(field) -> bool:
+def _repeated(field: Any) -> bool:
     repeated = getattr(field, "is_repeated", None)      # protobuf >= 6 drops `label`
     return bool(repeated) if repeated is not None else field.label == field.LABEL_REPEATED
 
 
-def copy_without(message, skip: str):
+# a protobuf message type: copy_without returns the type it was given
+M = TypeVar("M", bound="Message")
+
+
+def copy_without(message: M, skip: str) -> M:
     """A copy of a protobuf message without the repeated field `skip` (so big tensors in it are
     not copied)."""
     out = type(message)()
@@ -425,11 +432,11 @@ class _ReferenceWithWeights:
         self.weights = {t.name: tensor_array(t) for t in lazy}
         self.evaluator = ReferenceEvaluator(proto)
 
-    def run(self, outputs, feeds):
+    def run(self, outputs: "Sequence[str] | None", feeds: "Mapping[str, np.ndarray]") -> Any:
         return self.evaluator.run(outputs, {**self.weights, **dict(feeds)})
 
 
-def reference_evaluator(model: onnx.ModelProto):
+def reference_evaluator(model: onnx.ModelProto) -> Any:
     """An onnx.reference evaluator of `model` that reads lazy initializers from their files."""
     if not any(is_lazy(t) for t in model.graph.initializer):
         from onnx.reference import ReferenceEvaluator

@@ -40,6 +40,8 @@ from .ort_messages import ProviderLoadError, ProviderRunError, parse_provider_fa
 from .ort_providers import (ProviderSpec, SessionSettings, backend_hint, make_provider_session,
                             describe_findings, node_providers, placement_findings, resolve, resolve_provider)
 from .ort_values import run_session
+from .region_cache import ORACLE as ORACLE_PASS
+from .region_cache import RegionResults
 from .saved_outputs import PREFIX as SAVED_PREFIX
 from .saved_outputs import LoadedOutputs, describe_saved
 from .weights import is_lazy
@@ -177,8 +179,10 @@ class Lowered:
 
     def _run(self, feeds: Mapping[str, np.ndarray]) -> BackendRun:
         before = self._session().lowered_iterations
-        outputs = self.compiled.run(feeds, backend=self.name, providers=self.providers, strict=self.options.strict,
-                                    memory_limit=self.options.memory_limit, session_settings=self.options.settings)
+        with _region_results(self.compiled).passing(self.name):   # a pass of check's schedule
+            outputs = self.compiled.run(feeds, backend=self.name, providers=self.providers,
+                                        strict=self.options.strict, memory_limit=self.options.memory_limit,
+                                        session_settings=self.options.settings)
         session = self._session()
         # the stand-ins ran some operator on numpy (no onnxruntime kernel): what depends on it is not theirs
         not_compared = {n: f"computed by the numpy kernel: {why}" for n, why in session.unvalidated_outputs.items()} \
@@ -187,6 +191,26 @@ class Lowered:
                    for name, engine in session.regions.engines.items()} if self.name == "cpu" else {}
         return BackendRun(dict(outputs), not_compared, lowered_iterations=session.lowered_iterations - before,
                           regions=regions)
+
+
+def _region_results(compiled) -> RegionResults:
+    """The region runs the compiled model's region engines share (a model without a shared
+    cache: a store of its own, which no schedule names)."""
+    cache = getattr(compiled, "shared_sessions", None)
+    return cache.results if cache is not None else RegionResults()
+
+
+def schedule_reuse(compiled, oracle, backends: "list[Backend]") -> None:
+    """Tells the compiled model's shared region runs which passes over each feed set may take
+    one (region_cache.py), in check's order: the oracle, when its regions go through that cache
+    (the hybrid kind; onnxruntime's reading has its own), then the lowered backends. Another
+    backend (a provider's file, saved outputs) runs no region of that cache."""
+    engine = getattr(oracle, "engine", None)
+    cache = getattr(compiled, "shared_sessions", None)
+    if cache is None:
+        return
+    first = [ORACLE_PASS] if engine is not None and engine.shares and engine.cache is cache else []
+    cache.results.schedule(first + [b.name for b in backends if isinstance(b, Lowered)])
 
 
 class Saved:

@@ -24,7 +24,8 @@ from onnx_dml_lowering.ir.errors import MemoryLimitExceeded, ModelContradiction
 from onnx_dml_lowering.ir.printer import name_list as node_list
 from onnx_dml_lowering.lowering.onnx_graphs import node_bodies
 
-from .backends import BackendOptions, describe_backend, is_provider, make_backends, parse_backend
+from .backends import (BackendOptions, describe_backend, is_provider, make_backends, parse_backend,
+                       schedule_reuse)
 from .compare import BackendReport, OutputResult, compare, is_float
 from .dml_deviations import from_dml_ep, recognise
 from .feeds import check_feeds, dimension_notes, with_defaults
@@ -335,6 +336,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
             report.node_providers, report.placement_notes = prepared.node_providers, list(prepared.placement_notes)
             the_oracle.keep.update(prepared.needs)
         report.seconds += time.perf_counter() - started
+    # the passes that may take a region run an earlier one did on the same bytes (region_cache.py)
+    schedule_reuse(compiled, the_oracle, [b for b in runners if not reports[b.name].error])
     flow = {b.name: 0 for b in runners if compiled.partition.bodies and parse_backend(b.name).kind == "lowered"}
     fed: "dict[str, set[str]]" = {b.name: set() for b in runners}
     regions: "dict[str, str]" = {}
@@ -442,6 +445,8 @@ def check(compiled, feeds: Mapping[str, object], backends: "list[str]", toleranc
         if checked == 0:
             raise
         interrupted = True
+    finally:
+        schedule_reuse(compiled, None, [])             # nothing is kept past the check
 
     for name, values in fed.items():
         reports[name].fed_from_oracle = sorted(values)

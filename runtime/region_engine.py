@@ -106,6 +106,7 @@ class SessionCache:
 
     def __init__(self) -> None:
         self._sessions: dict = {}
+        self._verdicts: dict = {}
         self.results = RegionResults()
         self.hits = 0
 
@@ -121,6 +122,13 @@ class SessionCache:
             return self._sessions[key]
         session = self._sessions[key] = build()
         return session
+
+    def verdict(self, key: tuple, decide: Callable[[], object]):
+        """What `decide` says of a region under `key`, decided once for every engine on this cache
+        (a region of a large model has thousands of nodes to walk, on every pass over every run)."""
+        if key not in self._verdicts:
+            self._verdicts[key] = decide()
+        return self._verdicts[key]
 
     def sessions(self) -> list:
         return list(self._sessions.values())
@@ -196,6 +204,8 @@ class RegionEngine:
         self.memory_limit = memory_limit
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         fed = {vi.name for vi in model.graph.input} | set(passed)
+        # what a verdict on a region depends on besides its nodes: the model, its types, what is fed
+        self._verdict_key = (id(model), id(types), frozenset(fed))
         self.inits = {i.name: i for i in model.graph.initializer if i.name not in fed}
         self.inits.update(_identity_aliases(model, self.inits, fed))
         self._opened: dict = {}                   # (engine, key) -> the session this side uses
@@ -289,7 +299,13 @@ class RegionEngine:
 
     def deviation(self, engine: str, region: Region) -> "str | None":
         """Why `engine` must not run the region though it could load it, or None."""
-        return ENGINES[engine].deviation(self, region)
+        return self.cache.verdict(("deviation", engine, region.identity, self._verdict_key),
+                                  lambda: ENGINES[engine].deviation(self, region))
+
+    def deterministic(self, region: Region) -> bool:
+        """No random operator among the region's nodes (equal feeds give equal results)."""
+        return bool(self.cache.verdict(("deterministic", region.identity, self._verdict_key),
+                                       lambda: deterministic(region.nodes, self.model)))
 
     def session(self, region: Region, engine: str):
         """The region's session on `engine`, opened once; onnxruntime's come from the shared cache
@@ -364,7 +380,7 @@ class RegionEngine:
             if differ:
                 session = self.cache.get((*self.key(region), frozenset(differ.items())),
                                          lambda: self._ort_session(region, differ))
-        shared = reuse and self.shares and engine == ORT and deterministic(region.nodes, self.model)
+        shared = reuse and self.shares and engine == ORT and self.deterministic(region)
         if shared:
             taken = self.cache.results.take(self.key(region), feeds)
             if taken is not None:

@@ -19,8 +19,11 @@ included). Best of N, every side of a model interleaved in each round:
   compile          dml-lower compile MODEL (its printout to /dev/null)
   inspect          dml-lower inspect MODEL
 
-Targets (issue #28): check, check-3 and run within 1.3x the create+run process in time and 1.2x
-in peak RSS; compile and inspect within 1.0x session creation. `--write-docs` writes the table,
+Targets: check and run within 1.3x the create+run process in time and 1.2x in peak RSS, compile and
+inspect within 1.0x session creation (issue #28); check-3, which runs onnxruntime's work twice by
+design (the oracle's regions and the file as shipped), within 2.0x and 1.6x (issue #38). The
+1-minute load average before and after each model's rounds is in its row: on a shared machine wall
+times are inflated by it, peak RSS is not. `--write-docs` writes the table,
 with the commit and machine it ran on, between the `<!-- realsize:begin -->` and
 `<!-- realsize:end -->` lines of docs/performance.md (or of FILE). Ratios only mean something
 within one run on one machine.
@@ -40,7 +43,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODELS = Path(os.environ.get("DML_LOWER_REALSIZE", Path.home() / ".cache" / "onnx-dml-lowering" / "realsize"))
-ORDER = ["gpt2", "bert", "llama", "llama_external", "whisper_small", "mask_rcnn", "ssdlite"]
+ORDER = ["gpt2", "gpt2_external", "bert", "llama", "llama_external", "whisper_small", "mask_rcnn", "ssdlite"]
 BEGIN, END = "<!-- realsize:begin -->", "<!-- realsize:end -->"
 DOCS_PAGE = ROOT / "docs" / "performance.md"
 
@@ -55,7 +58,7 @@ if sys.argv[2] != "-":
 COMMANDS = {
     "check": (["check", "{model}", "--inputs", "{feeds}", "-q"], "ort create+run", 1.3, 1.2),
     "check-3": (["check", "{model}", "--inputs", "{feeds}", "-q", "--backends", "cpu,ort,ort-cpu"],
-                "ort create+run", 1.3, 1.2),
+                "ort create+run", 2.0, 1.6),
     "run": (["run", "{model}", "--inputs", "{feeds}", "-q"], "ort create+run", 1.3, 1.2),
     "compile": (["compile", "{model}"], "ort create", 1.0, None),
     "inspect": (["inspect", "{model}"], "ort create", 1.0, None),
@@ -151,17 +154,17 @@ def ratio(value: float, reference: float, target: "float | None") -> str:
 
 
 def table(results: "dict[str, dict[str, tuple[float, int, int]]]", sizes: "dict[str, int]",
-          commands: "list[str]", repeat: int) -> str:
+          loads: "dict[str, tuple[float, float]]", commands: "list[str]", repeat: int) -> str:
     import onnxruntime
     lines = [f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC at commit {commit()} on {machine()}, "
              f"onnxruntime {onnxruntime.__version__}, best of {repeat}. Each cell: time ratio, peak RSS ratio "
              "against the reference process; (miss) where a target is missed; * where check reported a "
              "MISMATCH (exit 1).", ""]
-    header = ["model", "weights", "ort create+run", "ort create"] + commands
+    header = ["model", "weights", "load 1 min (before / after)", "ort create+run", "ort create"] + commands
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for name, result in results.items():
-        row = [name, f"{sizes[name] / 2**20:,.0f} MiB"]
+        row = [name, f"{sizes[name] / 2**20:,.0f} MiB", "{:.1f} / {:.1f}".format(*loads[name])]
         for side in ("ort create+run", "ort create"):
             seconds, rss, _ = result[side]
             row.append(f"{seconds:.2f} s, {rss / 2**30:.2f} GiB")
@@ -201,6 +204,7 @@ def main(argv: "list[str] | None" = None) -> None:
     args = parse_args(argv)
     results: "dict[str, dict[str, tuple[float, int, int]]]" = {}
     sizes: "dict[str, int]" = {}
+    loads: "dict[str, tuple[float, float]]" = {}
     for name in args.only:
         model, spec_file = args.models / f"{name}.onnx", args.models / f"{name}.json"
         if not model.exists() or not spec_file.exists():
@@ -213,15 +217,17 @@ def main(argv: "list[str] | None" = None) -> None:
         measure(argvs["ort create"])                     # the page cache warm for every side
         measure(argvs[args.commands[0]])                 # and our bytecode cached
         best: "dict[str, tuple[float, int, int]]" = {}
+        before = os.getloadavg()[0]
         for _ in range(args.repeat):
             for side, argv in argvs.items():
                 seconds, rss, code = measure(argv)
                 old = best.get(side)
                 best[side] = (min(seconds, old[0]), min(rss, old[1]), code) if old else (seconds, rss, code)
         results[name] = best
+        loads[name] = (before, os.getloadavg()[0])
         print(f"{name}: " + ", ".join(f"{s} {t:.2f} s {r / 2**30:.2f} GiB" for s, (t, r, _) in best.items()),
               flush=True)
-    text = table(results, sizes, args.commands, args.repeat)
+    text = table(results, sizes, loads, args.commands, args.repeat)
     print()
     print(text)
     if args.write_docs is not None:

@@ -76,29 +76,37 @@ CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECOD
 # child's ru_maxrss at exec, so a child of the benchmark's own process (numpy, onnx and our
 # compiler imported, ~80 MiB) never reported less than that: every side of a tiny model read ~79
 # MiB. The launcher (`python -S`, ~10 MiB) spawns the command, waits for it with os.wait4 and
-# prints its wall time, peak RSS and exit status; the command's stdout goes to /dev/null and its
-# stderr to ours.
+# prints its wall time, peak RSS, exit status and CPU time (user + system, its threads and children
+# included: a shared machine's load inflates wall time far more than it); the command's stdout goes
+# to /dev/null and its stderr to ours.
 LAUNCHER = """
 import os, sys, time
 start = time.perf_counter()
 pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ,
                      file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
 _, status, usage = os.wait4(pid, 0)
-print(time.perf_counter() - start, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status))
+print(time.perf_counter() - start, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status),
+      usage.ru_utime + usage.ru_stime)
 """
 
 
 def measure(argv: "list[str]") -> "tuple[float, int, int]":
     """(wall seconds, peak RSS in bytes, exit code) of one process. check's exit 1 is a verdict (a
     MISMATCH), measured like a pass and marked in the table; any other failure stops the benchmark."""
+    seconds, rss, code, _ = measure_with_cpu(argv)
+    return seconds, rss, code
+
+
+def measure_with_cpu(argv: "list[str]") -> "tuple[float, int, int, float]":
+    """measure(), and the process's CPU seconds (user + system)."""
     done = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *argv], capture_output=True, env=CHILD_ENV)
     error = done.stderr.decode(errors="replace").strip()
     if done.returncode != 0:
         raise SystemExit(f"the launcher of {' '.join(argv)} failed: {error[-600:]}")
-    seconds, rss, code = done.stdout.decode().split()
+    seconds, rss, code, cpu = done.stdout.decode().split()
     if int(code) != 0 and not (int(code) == 1 and "check" in argv):
         raise SystemExit(f"{' '.join(argv)} exited {code}: {error[-600:]}")
-    return float(seconds), int(rss), int(code)
+    return float(seconds), int(rss), int(code), float(cpu)
 
 
 def make_feeds(spec: dict, path: Path) -> None:
@@ -148,32 +156,35 @@ def commit() -> str:
     return head + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+Measured = "tuple[float, int, int, float]"        # wall seconds, peak RSS bytes, exit code, CPU seconds
+
+
 def ratio(value: float, reference: float, target: "float | None") -> str:
     text = f"{value / reference:.2f}x"
     return text if target is None else text + ("" if value / reference <= target else " (miss)")
 
 
-def table(results: "dict[str, dict[str, tuple[float, int, int]]]", sizes: "dict[str, int]",
+def table(results: "dict[str, dict[str, Measured]]", sizes: "dict[str, int]",
           loads: "dict[str, tuple[float, float]]", commands: "list[str]", repeat: int) -> str:
     import onnxruntime
     lines = [f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC at commit {commit()} on {machine()}, "
-             f"onnxruntime {onnxruntime.__version__}, best of {repeat}. Each cell: time ratio, peak RSS ratio "
-             "against the reference process; (miss) where a target is missed; * where check reported a "
-             "MISMATCH (exit 1).", ""]
+             f"onnxruntime {onnxruntime.__version__}, best of {repeat}. Each cell: time ratio (CPU time ratio), "
+             "peak RSS ratio against the reference process; (miss) where a target is missed (on wall time "
+             "and peak RSS); * where check reported a MISMATCH (exit 1).", ""]
     header = ["model", "weights", "load 1 min (before / after)", "ort create+run", "ort create"] + commands
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for name, result in results.items():
         row = [name, f"{sizes[name] / 2**20:,.0f} MiB", "{:.1f} / {:.1f}".format(*loads[name])]
         for side in ("ort create+run", "ort create"):
-            seconds, rss, _ = result[side]
-            row.append(f"{seconds:.2f} s, {rss / 2**30:.2f} GiB")
+            seconds, rss, _, cpu = result[side]
+            row.append(f"{seconds:.2f} s (CPU {cpu:.2f} s), {rss / 2**30:.2f} GiB")
         for command in commands:
             _, reference, time_target, memory_target = COMMANDS[command]
-            seconds, rss, code = result[command]
-            ref_seconds, ref_rss, _ = result[reference]
-            row.append(f"{ratio(seconds, ref_seconds, time_target)}, {ratio(rss, ref_rss, memory_target)}"
-                       + (" *" if code else ""))
+            seconds, rss, code, cpu = result[command]
+            ref_seconds, ref_rss, _, ref_cpu = result[reference]
+            row.append(f"{ratio(seconds, ref_seconds, time_target)} (CPU {cpu / ref_cpu:.2f}x), "
+                       f"{ratio(rss, ref_rss, memory_target)}" + (" *" if code else ""))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -202,7 +213,7 @@ def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
 
 def main(argv: "list[str] | None" = None) -> None:
     args = parse_args(argv)
-    results: "dict[str, dict[str, tuple[float, int, int]]]" = {}
+    results: "dict[str, dict[str, Measured]]" = {}
     sizes: "dict[str, int]" = {}
     loads: "dict[str, tuple[float, float]]" = {}
     for name in args.only:
@@ -216,16 +227,18 @@ def main(argv: "list[str] | None" = None) -> None:
         argvs = sides(model, feeds, args.commands)
         measure(argvs["ort create"])                     # the page cache warm for every side
         measure(argvs[args.commands[0]])                 # and our bytecode cached
-        best: "dict[str, tuple[float, int, int]]" = {}
+        best: "dict[str, Measured]" = {}
         before = os.getloadavg()[0]
         for _ in range(args.repeat):
             for side, argv in argvs.items():
-                seconds, rss, code = measure(argv)
+                seconds, rss, code, cpu = measure_with_cpu(argv)
                 old = best.get(side)
-                best[side] = (min(seconds, old[0]), min(rss, old[1]), code) if old else (seconds, rss, code)
+                best[side] = ((min(seconds, old[0]), min(rss, old[1]), code, min(cpu, old[3])) if old
+                              else (seconds, rss, code, cpu))
         results[name] = best
         loads[name] = (before, os.getloadavg()[0])
-        print(f"{name}: " + ", ".join(f"{s} {t:.2f} s {r / 2**30:.2f} GiB" for s, (t, r, _) in best.items()),
+        print(f"{name}: " + ", ".join(f"{s} {t:.2f} s (CPU {c:.2f} s) {r / 2**30:.2f} GiB"
+                                      for s, (t, r, _, c) in best.items()),
               flush=True)
     text = table(results, sizes, loads, args.commands, args.repeat)
     print()

@@ -121,3 +121,17 @@ def test_other_providers_or_settings_are_other_keys_so_they_run():
                       region_key([relu], ["x"], [], ["y"], ["CPUExecutionProvider"], SessionSettings(threads=2))):
             assert store.take(other, {"x": x}) is None
         assert store.take(cpu, {"x": x}) is not None
+
+
+def test_run_with_two_lowered_backends_takes_the_first_ones_region_runs():
+    """`run --backends cpu,ort`: no oracle runs, so `ort` takes `cpu`'s runs, and its outputs are
+    bit for bit those of a run with nothing to take."""
+    from onnx_dml_lowering.compiler.run_backends import RunBackends
+    compiled = compile_model(relu_nonzero_sqrt())
+    backends = RunBackends(compiled, ["cpu", "ort"])
+    cpu, ort = backends.run("cpu", FEEDS), backends.run("ort", FEEDS)
+    results = compiled.shared_sessions.results
+    assert (results.reused, results.stored, len(results)) == (2, 2, 0)
+    alone = compile_model(relu_nonzero_sqrt()).run(FEEDS, backend="ort")
+    for name, value in alone.items():
+        assert same_bytes(ort.outputs[name], value) and same_bytes(cpu.outputs[name], value)

@@ -22,8 +22,11 @@ machine the wall times of both sides inflate under load, and the ratios get nois
   compile          dml-lower compile MODEL (its printout to /dev/null)
   inspect          dml-lower inspect MODEL
 
-Targets (issue #28): check, check-3 and run within 1.3x the create+run process in time and 1.2x
-in peak RSS; compile and inspect within 1.0x session creation. `--write-docs` writes the table,
+Targets: check and run within 1.3x the create+run process in time and 1.2x in peak RSS, compile and
+inspect within 1.0x session creation (issue #28); check-3, which runs onnxruntime's work twice by
+design (the oracle's regions and the file as shipped), within 2.0x and 1.6x (issue #38). The
+1-minute load average before and after each model's rounds is in its row: on a shared machine wall
+times are inflated by it, peak RSS is not. `--write-docs` writes the table,
 with the commit and machine it ran on, between the `<!-- realsize:begin -->` and
 `<!-- realsize:end -->` lines of docs/performance.md (or of FILE). Ratios only mean something
 within one run on one machine.
@@ -44,7 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODELS = Path(os.environ.get("DML_LOWER_REALSIZE", Path.home() / ".cache" / "onnx-dml-lowering" / "realsize"))
 FEEDS_DIR = ROOT / "build" / "realsize_feeds"
-ORDER = ["gpt2", "bert", "llama", "llama_external", "whisper_small", "mask_rcnn", "ssdlite"]
+ORDER = ["gpt2", "gpt2_external", "bert", "llama", "llama_external", "whisper_small", "mask_rcnn", "ssdlite"]
 BEGIN, END = "<!-- realsize:begin -->", "<!-- realsize:end -->"
 DOCS_PAGE = ROOT / "docs" / "performance.md"
 
@@ -59,7 +62,7 @@ if sys.argv[2] != "-":
 COMMANDS = {
     "check": (["check", "{model}", "--inputs", "{feeds}", "-q"], "ort create+run", 1.3, 1.2),
     "check-3": (["check", "{model}", "--inputs", "{feeds}", "-q", "--backends", "cpu,ort,ort-cpu"],
-                "ort create+run", 1.3, 1.2),
+                "ort create+run", 2.0, 1.6),
     "run": (["run", "{model}", "--inputs", "{feeds}", "-q"], "ort create+run", 1.3, 1.2),
     "compile": (["compile", "{model}"], "ort create", 1.0, None),
     "inspect": (["inspect", "{model}"], "ort create", 1.0, None),
@@ -77,29 +80,37 @@ CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECOD
 # child's ru_maxrss at exec, so a child of the benchmark's own process (numpy, onnx and our
 # compiler imported, ~80 MiB) never reported less than that: every side of a tiny model read ~79
 # MiB. The launcher (`python -S`, ~10 MiB) spawns the command, waits for it with os.wait4 and
-# prints its wall time, peak RSS and exit status; the command's stdout goes to /dev/null and its
-# stderr to ours.
+# prints its wall time, peak RSS, exit status and CPU time (user + system, its threads and children
+# included: a shared machine's load inflates wall time far more than it); the command's stdout goes
+# to /dev/null and its stderr to ours.
 LAUNCHER = """
 import os, sys, time
 start = time.perf_counter()
 pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ,
                      file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
 _, status, usage = os.wait4(pid, 0)
-print(time.perf_counter() - start, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status))
+print(time.perf_counter() - start, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status),
+      usage.ru_utime + usage.ru_stime)
 """
 
 
 def measure(argv: "list[str]") -> "tuple[float, int, int]":
     """(wall seconds, peak RSS in bytes, exit code) of one process. check's exit 1 is a verdict (a
     MISMATCH), measured like a pass and marked in the table; any other failure stops the benchmark."""
+    seconds, rss, code, _ = measure_with_cpu(argv)
+    return seconds, rss, code
+
+
+def measure_with_cpu(argv: "list[str]") -> "tuple[float, int, int, float]":
+    """measure(), and the process's CPU seconds (user + system)."""
     done = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *argv], capture_output=True, env=CHILD_ENV)
     error = done.stderr.decode(errors="replace").strip()
     if done.returncode != 0:
         raise SystemExit(f"the launcher of {' '.join(argv)} failed: {error[-600:]}")
-    seconds, rss, code = done.stdout.decode().split()
+    seconds, rss, code, cpu = done.stdout.decode().split()
     if int(code) != 0 and not (int(code) == 1 and "check" in argv):
         raise SystemExit(f"{' '.join(argv)} exited {code}: {error[-600:]}")
-    return float(seconds), int(rss), int(code)
+    return float(seconds), int(rss), int(code), float(cpu)
 
 
 def make_feeds(spec: dict, path: Path) -> None:
@@ -149,35 +160,35 @@ def commit() -> str:
     return head + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+Measured = "tuple[float, int, int, float]"        # wall seconds, peak RSS bytes, exit code, CPU seconds
+
+
 def ratio(value: float, reference: float, target: "float | None") -> str:
     text = f"{value / reference:.2f}x"
     return text if target is None else text + ("" if value / reference <= target else " (miss)")
 
 
-def table(results: "dict[str, dict[str, tuple[float, int, int]]]", sizes: "dict[str, int]",
-          commands: "list[str]", repeat: int, loads: "dict[str, tuple[float, float]] | None" = None) -> str:
+def table(results: "dict[str, dict[str, Measured]]", sizes: "dict[str, int]",
+          loads: "dict[str, tuple[float, float]]", commands: "list[str]", repeat: int) -> str:
     import onnxruntime
     lines = [f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC at commit {commit()} on {machine()}, "
-             f"onnxruntime {onnxruntime.__version__}, best of {repeat}. Each cell: time ratio, peak RSS ratio "
-             "against the reference process; (miss) where a target is missed; * where check reported a "
-             "MISMATCH (exit 1).", ""]
-    loads = loads or {}
-    header = ["model", "weights", "ort create+run", "ort create"] + commands + ["load 1 min (before / after)"]
+             f"onnxruntime {onnxruntime.__version__}, best of {repeat}. Each cell: time ratio (CPU time ratio), "
+             "peak RSS ratio against the reference process; (miss) where a target is missed (on wall time "
+             "and peak RSS); * where check reported a MISMATCH (exit 1).", ""]
+    header = ["model", "weights", "load 1 min (before / after)", "ort create+run", "ort create"] + commands
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for name, result in results.items():
-        row = [name, f"{sizes[name] / 2**20:,.0f} MiB"]
+        row = [name, f"{sizes[name] / 2**20:,.0f} MiB", "{:.1f} / {:.1f}".format(*loads[name])]
         for side in ("ort create+run", "ort create"):
-            seconds, rss, _ = result[side]
-            row.append(f"{seconds:.2f} s, {rss / 2**30:.2f} GiB")
+            seconds, rss, _, cpu = result[side]
+            row.append(f"{seconds:.2f} s (CPU {cpu:.2f} s), {rss / 2**30:.2f} GiB")
         for command in commands:
             _, reference, time_target, memory_target = COMMANDS[command]
-            seconds, rss, code = result[command]
-            ref_seconds, ref_rss, _ = result[reference]
-            row.append(f"{ratio(seconds, ref_seconds, time_target)}, {ratio(rss, ref_rss, memory_target)}"
-                       + (" *" if code else ""))
-        before, after = loads.get(name, (float("nan"), float("nan")))
-        row.append(f"{before:.1f} / {after:.1f}")
+            seconds, rss, code, cpu = result[command]
+            ref_seconds, ref_rss, _, ref_cpu = result[reference]
+            row.append(f"{ratio(seconds, ref_seconds, time_target)} (CPU {cpu / ref_cpu:.2f}x), "
+                       f"{ratio(rss, ref_rss, memory_target)}" + (" *" if code else ""))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -206,7 +217,7 @@ def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
 
 def main(argv: "list[str] | None" = None) -> None:
     args = parse_args(argv)
-    results: "dict[str, dict[str, tuple[float, int, int]]]" = {}
+    results: "dict[str, dict[str, Measured]]" = {}
     sizes: "dict[str, int]" = {}
     loads: "dict[str, tuple[float, float]]" = {}
     for name in args.only:
@@ -221,18 +232,20 @@ def main(argv: "list[str] | None" = None) -> None:
         argvs = sides(model, feeds, args.commands)
         measure(argvs["ort create"])                     # the page cache warm for every side
         measure(argvs[args.commands[0]])                 # and our bytecode cached
-        best: "dict[str, tuple[float, int, int]]" = {}
+        best: "dict[str, Measured]" = {}
         before = os.getloadavg()[0]
         for _ in range(args.repeat):
             for side, argv in argvs.items():
-                seconds, rss, code = measure(argv)
+                seconds, rss, code, cpu = measure_with_cpu(argv)
                 old = best.get(side)
-                best[side] = (min(seconds, old[0]), min(rss, old[1]), code) if old else (seconds, rss, code)
+                best[side] = ((min(seconds, old[0]), min(rss, old[1]), code, min(cpu, old[3])) if old
+                              else (seconds, rss, code, cpu))
         results[name] = best
         loads[name] = (before, os.getloadavg()[0])
-        print(f"{name}: " + ", ".join(f"{s} {t:.2f} s {r / 2**30:.2f} GiB" for s, (t, r, _) in best.items()),
+        print(f"{name}: " + ", ".join(f"{s} {t:.2f} s (CPU {c:.2f} s) {r / 2**30:.2f} GiB"
+                                      for s, (t, r, _, c) in best.items()),
               flush=True)
-    text = table(results, sizes, args.commands, args.repeat, loads)
+    text = table(results, sizes, loads, args.commands, args.repeat)
     print()
     print(text)
     if args.write_docs is not None:

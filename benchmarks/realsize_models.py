@@ -14,6 +14,7 @@ Models (TorchScript exporter, opset 17, batch and sequence dynamic; Whisper: dyn
   llama           Llama at TinyLlama-1.1B's widths (hidden 2048, 32 heads, 4 KV heads, MLP 5632,
                   vocab 32000) with 7 of its 22 layers and no LM head: 1.5 GB of float32 weights, inline
   llama_external  the same file with its weights as external data (llama_external.onnx.data)
+  gpt2_external   GPT-2's file likewise (gpt2_external.onnx.data)
   whisper_small   Whisper-small encoder-decoder (d_model 768, 12 + 12 layers), input_features +
                   decoder_input_ids -> logits
   mask_rcnn       torchvision Mask R-CNN R50-FPN, 91 classes (its paste-masks are a Loop)
@@ -153,7 +154,8 @@ EXPORTS = {
     "mask_rcnn": lambda p: export_detector("mask_rcnn", p),
     "ssdlite": lambda p: export_detector("ssdlite", p),
 }
-NAMES = list(EXPORTS) + ["llama_external"]
+EXTERNAL = {"llama_external": "llama", "gpt2_external": "gpt2"}     # name -> the inline model it is made from
+NAMES = list(EXPORTS) + list(EXTERNAL)
 
 
 def export(name: str, out: Path) -> None:
@@ -162,10 +164,11 @@ def export(name: str, out: Path) -> None:
         print(f"{name}: cached ({path})")
         return
     print(f"{name}: exporting ...", flush=True)
-    if name == "llama_external":
-        export("llama", out)
-        write_external(out / "llama.onnx", path)
-        spec = json.loads((out / "llama.json").read_text())
+    if name in EXTERNAL:
+        inline = EXTERNAL[name]
+        export(inline, out)
+        write_external(out / f"{inline}.onnx", path)
+        spec = json.loads((out / f"{inline}.json").read_text())
     else:
         spec = EXPORTS[name](path)
     (out / f"{name}.json").write_text(json.dumps(spec, indent=1))

@@ -18,7 +18,7 @@ import numpy as np
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import brief
 from onnx_dml_lowering.runtime.backend_names import BackendLike, BackendName, as_backend_name
-from onnx_dml_lowering.runtime.backends import BackendOptions, Prepared, make_backends
+from onnx_dml_lowering.runtime.backends import BackendOptions, Prepared, make_backends, schedule_reuse
 from onnx_dml_lowering.runtime.oracle import lazy_oracle
 from onnx_dml_lowering.runtime.compare import partial_clause
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
@@ -67,6 +67,8 @@ class RunBackends:
                 self.prepared[runner.name] = runner.prepare()
             except DmlLowerError as exc:
                 self.errors[runner.name] = str(exc)
+        # a lowered backend takes a region run of the one before it on the same bytes (region_cache.py)
+        schedule_reuse(compiled, None, [r for r in self.runners if r.name not in self.errors])
 
     def run(self, backend: BackendLike, feeds: "dict[str, np.ndarray]") -> RunResult:
         backend = as_backend_name(backend)

@@ -46,6 +46,8 @@ from onnx_dml_lowering.runtime.ort.providers import ProviderSpec, resolve, resol
 from onnx_dml_lowering.runtime.ort.sessions import make_provider_session
 from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .ort_values import run_session
+from .region_cache import ORACLE as ORACLE_PASS
+from .region_cache import RegionResults
 from .saved_outputs import LoadedOutputs
 from .weights import is_lazy
 
@@ -120,8 +122,10 @@ class Lowered:
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
         before = self._session().lowered_iterations
-        outputs = self.compiled.run(feeds, backend=self.LOWERING, providers=self.providers, strict=self.options.strict,
-                                    memory_limit=self.options.memory_limit, session_settings=self.options.settings)
+XX
+            outputs = self.compiled.run(feeds, backend=self.LOWERING, providers=self.providers,
+                                        strict=self.options.strict, memory_limit=self.options.memory_limit,
+                                        session_settings=self.options.settings)
         session = self._session()
         return BackendRun(dict(outputs), self._not_compared(session), lowered_iterations=session.lowered_iterations - before,
                           regions=self._regions(session))
@@ -176,6 +180,26 @@ class DirectML(Lowered):
 
 LOWERED_BACKENDS: "dict[Lowering, type[Lowered]]" = {
     Lowering.EMULATOR: Emulator, Lowering.STAND_INS: StandIns, Lowering.DIRECTML: DirectML}
+
+
+def _region_results(compiled) -> RegionResults:
+    """The region runs the compiled model's region engines share (a model without a shared
+    cache: a store of its own, which no schedule names)."""
+    cache = getattr(compiled, "shared_sessions", None)
+    return cache.results if cache is not None else RegionResults()
+
+
+def schedule_reuse(compiled, oracle, backends: "list[Backend]") -> None:
+    """Tells the compiled model's shared region runs which passes over each feed set may take
+    one (region_cache.py), in check's order: the oracle, when its regions go through that cache
+    (the hybrid kind; onnxruntime's reading has its own), then the lowered backends. Another
+    backend (a provider's file, saved outputs) runs no region of that cache."""
+    engine = getattr(oracle, "engine", None)
+    cache = getattr(compiled, "shared_sessions", None)
+    if cache is None:
+        return
+    first = [ORACLE_PASS] if engine is not None and engine.shares and engine.cache is cache else []
+    cache.results.schedule(first + [b.name.text for b in backends if isinstance(b, Lowered)])
 
 
 class Saved:

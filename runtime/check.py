@@ -30,7 +30,7 @@ from onnx_dml_lowering.ir.printer import name_list as node_list
 from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, is_standard
 
 from .backend_names import BackendLike, BackendName, describe_backend
-from .backends import Backend, BackendOptions, BackendRun, make_backends
+from .backends import Backend, BackendOptions, BackendRun, make_backends, schedule_reuse
 from .check_report import CheckReport
 from .compare import BackendReport, OutputResult, compare
 from .dml_deviations import recognise
@@ -200,6 +200,8 @@ class CheckRun:
                 report.node_providers, report.placement_notes = prepared.node_providers, list(prepared.placement_notes)
                 self.oracle.keep.update(prepared.needs)
             report.seconds += time.perf_counter() - started
+        # the passes that may take a region run an earlier one did on the same bytes (region_cache.py)
+        schedule_reuse(self.compiled, self.oracle, [b for b in self._runners if not self._reports[b.name].error])
         bodies = bool(self.compiled.partition.bodies)
         self._flow = {b.name: 0 for b in self._runners if bodies and b.name.is_lowered}
         self._fed: "dict[BackendName, set[str]]" = {b.name: set() for b in self._runners}
@@ -231,6 +233,8 @@ class CheckRun:
             if self._checked == 0:
                 raise
             self._interrupted = True
+        finally:
+            schedule_reuse(self.compiled, None, [])             # nothing is kept past the check
         self._sets = "done"
 
     def _drawn(self) -> "Iterator[tuple[int, Mapping[str, object]]]":

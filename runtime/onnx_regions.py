@@ -56,8 +56,9 @@ class RegionRunner:
             self.engines[step.name] = (f"onnxruntime {', '.join(self.engine.providers)}" if engine == ORT
                                        else f"{HYBRID} ({reason})" if engine == HYBRID else f"{REFERENCE} ({reason})")
         try:
-            # the oracle's run of this very region on bit-identical feeds (check runs it first)
-            return self.engine.run(region, tensors, CHAIN, recall=True)
+            # an earlier pass's run of this very region on bit-identical feeds (check's oracle, or
+            # the backend before this one) is taken, not run again (region_cache.py)
+            return self.engine.run(region, tensors, CHAIN, reuse=True)
         except Exception as exc:
             nodes = ", ".join(step.onnx_nodes)
             raise DmlLowerError(f"ONNX region {step.name} [{nodes}] failed on "

@@ -20,13 +20,11 @@ differ (region_key); anything else, and the two sides build their own sessions. 
 region gets when the user sets none (`tiny`: one thread for small work) is estimated here, from the
 region and the model's types alone, so it is the same whichever side builds the session first.
 
-The results are shared too, one way and once: the oracle runs first and leaves a region's results
-(`remember`); the lowered run takes them (`recall`) only if its feeds to that region are bit for
-bit the oracle's (same dtypes, shapes and bytes), which for the same deterministic session means
-the same results. The oracle stays independent: what it compares against is always computed from
-its own values; only the lowered run skips re-running a region on identical feeds. A region
-holding a random operator never shares results, and a recalled entry is gone (a warm run outside
-`check` never finds one).
+The runs are shared too: within one feed set of a check, a pass (the oracle's, then each lowered
+backend's) running a deterministic onnxruntime region on feeds bit for bit those of an earlier
+pass's run of it takes that run's outputs (copies) instead of running it again; what differs runs
+for real (region_cache.py: the keys, the schedule and when entries are dropped). The oracle stays
+independent: it runs first, so what it compares against is always computed from its own values.
 
 Sessions on the other engines (the numpy definitions, onnx.reference, the host's control flow)
 hold per-side state (a host region's body oracles) and cost little: each engine keeps its own.
@@ -49,6 +47,7 @@ from .nondeterminism import is_random
 from .onnx_definitions import ENGINE as DEFINITIONS
 from .onnx_definitions import DefinitionsRegion
 from .oracle_control_flow import BodyEvaluators, HostRegion
+from .region_cache import RegionResults
 from .ort_messages import parse_provider_failure
 from onnx_dml_lowering.runtime.ort.sessions import few_elements, make_session
 from onnx_dml_lowering.runtime.ort.settings import SessionSettings
@@ -101,29 +100,21 @@ def deterministic(nodes: "Iterable[onnx.NodeProto]", model: onnx.ModelProto) -> 
     return not any(is_random(n, model) for n in nodes)
 
 
-def _same_bits(a, b) -> bool:
-    if a is b:
-        return True
-    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype.hasobject or a.dtype.kind in "SUV":
-        return False                    # compared by bytes only: numeric and bool arrays
-    if a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.strides == b.strides:
-        return True                     # one memory (a weight's mapped file is not read to learn it)
-    return np.array_equal(np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
-
-
 class SessionCache:
-    """The onnxruntime region sessions of one CompiledModel, shared by its engines; `hits` counts
-    sessions an engine did not build, `reused` the region runs the lowered run took from the oracle."""
+    """The onnxruntime region sessions of one CompiledModel, shared by its engines, and the runs of
+    them a later pass may take (`results`: region_cache.RegionResults); `hits` counts sessions
+    an engine did not build."""
 
     def __init__(self) -> None:
         self._sessions: dict = {}
-        self._results: dict = {}        # key -> (feeds, results) the oracle left for the lowered run
-        # (region identity, model) -> deterministic(): one walk of a region's nodes for both sides
-        self.determinism: "dict[tuple, bool]" = {}
+        self._verdicts: dict = {}
+        self.results = RegionResults()
         self.hits = 0
-        self.reused = 0
+
+    @property
+    def reused(self) -> int:
+        """Region runs taken from an earlier pass instead of run."""
+        return self.results.reused
 
     def get(self, key: tuple, build: Callable[[], object]):
         """The session under `key`, built once (a build that raises caches nothing)."""
@@ -133,22 +124,12 @@ class SessionCache:
         session = self._sessions[key] = build()
         return session
 
-    def remember(self, key: tuple, feeds: "Mapping[str, np.ndarray]", results: "Mapping[str, np.ndarray]") -> None:
-        """The oracle's run of the region under `key`, by output name (the key holds the outputs as a
-        set: the two sides may list them in different orders); deterministic regions, last run only."""
-        self._results[key] = (dict(feeds), dict(results))
-
-    def recall(self, key: tuple, feeds: "Mapping[str, np.ndarray]") -> "dict[str, np.ndarray] | None":
-        """The results remembered under `key`, by output name, if `feeds` are bit for bit the ones
-        they came from."""
-        entry = self._results.pop(key, None)
-        if entry is None:
-            return None
-        known, results = entry
-        if known.keys() != feeds.keys() or not all(_same_bits(known[n], feeds[n]) for n in known):
-            return None
-        self.reused += 1
-        return results
+    def verdict(self, key: tuple, decide: Callable[[], object]):
+        """What `decide` says of a region under `key`, decided once for every engine on this cache
+        (a region of a large model has thousands of nodes to walk, on every pass over every run)."""
+        if key not in self._verdicts:
+            self._verdicts[key] = decide()
+        return self._verdicts[key]
 
     def sessions(self) -> list:
         return list(self._sessions.values())
@@ -223,6 +204,8 @@ class RegionEngine:
         self.memory_limit = memory_limit
         self.opset = standard_opset(model, 1)
         fed = {vi.name for vi in model.graph.input} | set(passed)
+        # what a verdict on a region depends on besides its nodes: the model, its types, what is fed
+        self._verdict_key = (id(model), id(types), frozenset(fed))
         self.inits = {i.name: i for i in model.graph.initializer if i.name not in fed}
         self.inits.update(_identity_aliases(model, self.inits, fed))
         self._opened: dict = {}                   # (engine, key) -> the session this side uses
@@ -316,7 +299,13 @@ class RegionEngine:
 
     def deviation(self, engine: str, region: Region) -> "str | None":
         """Why `engine` must not run the region though it could load it, or None."""
-        return ENGINES[engine].deviation(self, region)
+        return self.cache.verdict(("deviation", engine, region.identity, self._verdict_key),
+                                  lambda: ENGINES[engine].deviation(self, region))
+
+    def deterministic(self, region: Region) -> bool:
+        """No random operator among the region's nodes (equal feeds give equal results)."""
+        return bool(self.cache.verdict(("deterministic", region.identity, self._verdict_key),
+                                       lambda: deterministic(region.nodes, self.model)))
 
     def session(self, region: Region, engine: str):
         """The region's session on `engine`, opened once; onnxruntime's come from the shared cache
@@ -378,21 +367,12 @@ class RegionEngine:
         return bad
 
     # -- runs ---------------------------------------------------------------------------------
-    def _deterministic(self, region: Region) -> bool:
-        """deterministic() of the region's nodes, walked once per model and region for both sides
-        (a 3,000-node region: ~10 ms a walk, on every run)."""
-        key = (region.identity, id(self.model))
-        known = self.cache.determinism.get(key)
-        if known is None:
-            known = self.cache.determinism[key] = deterministic(region.nodes, self.model)
-        return known
-
     def run(self, region: Region, feeds: "Mapping[str, np.ndarray]", chain: Sequence[str],
-            remember: bool = False, recall: bool = False) -> "dict[str, np.ndarray]":
+            reuse: bool = False) -> "dict[str, np.ndarray]":
         """The region's outputs by name, on the first engine of `chain` that takes it. `feeds` hold
-        at least the region's fed values. `remember`: leave deterministic onnxruntime results for
-        the other side; `recall`: take them instead of running when the feeds are bit for bit the
-        same (copies: the other side's values must not alias this side's buffers)."""
+        at least the region's fed values. `reuse`: on onnxruntime, a deterministic region takes the
+        outputs of an earlier pass's run of it on bit-identical feeds, and leaves its own run for a
+        later pass (region_cache.py)."""
         engine, session = self.open(region, chain)
         feeds = {n: feeds[n] for n in region.fed}
         if engine == ORT:
@@ -400,15 +380,15 @@ class RegionEngine:
             if differ:
                 session = self.cache.get((*self.key(region), frozenset(differ.items())),
                                          lambda: self._ort_session(region, differ))
-        shared = self.shares and engine == ORT and self._deterministic(region)
-        if shared and recall:
-            results = self.cache.recall(self.key(region), feeds)
-            if results is not None:
-                return {name: np.array(results[name], copy=True) for name in region.outputs}
-        results = dict(zip(region.outputs, run_session(session, region.outputs, feeds)))
-        if shared and remember:
-            self.cache.remember(self.key(region), feeds, results)
-        return {n: np.asarray(v) for n, v in results.items()}
+        shared = reuse and self.shares and engine == ORT and self.deterministic(region)
+        if shared:
+            taken = self.cache.results.take(self.key(region), feeds)
+            if taken is not None:
+                return taken
+        results = {n: np.asarray(v) for n, v in zip(region.outputs, run_session(session, region.outputs, feeds))}
+        if shared:
+            self.cache.results.keep(self.key(region), feeds, results)
+        return results
 
 
 def _identity_aliases(model: onnx.ModelProto, inits: "Mapping[str, onnx.TensorProto]", fed: "set[str]"

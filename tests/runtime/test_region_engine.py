@@ -105,8 +105,11 @@ def test_results_are_by_name_whatever_order_each_side_lists_them(first, second):
     lowered_side = RegionEngine(compiled.model, compiled.types, cache=cache)
     nodes = list(compiled.model.graph.node)
     x = np.arange(6, dtype=np.float32)
-    kept = oracle_side.run(oracle_side.region(nodes, ["x", "s"], first), {"x": x}, (ORT,), remember=True)
-    taken = lowered_side.run(lowered_side.region(nodes, ["x", "s"], second), {"x": x}, (ORT,), recall=True)
+    cache.results.schedule(["oracle", "lowered"])
+    with cache.results.passing("oracle"):
+        kept = oracle_side.run(oracle_side.region(nodes, ["x", "s"], first), {"x": x}, (ORT,), reuse=True)
+    with cache.results.passing("lowered"):
+        taken = lowered_side.run(lowered_side.region(nodes, ["x", "s"], second), {"x": x}, (ORT,), reuse=True)
     expected = reference(model, {"x": x})
     assert cache.hits == 1 and cache.reused == 1 and len(cache) == 1
     for name in "abc":

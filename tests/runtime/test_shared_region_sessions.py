@@ -12,6 +12,7 @@ from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
 from onnx_dml_lowering.runtime.feeds import random_feeds
 from onnx_dml_lowering.runtime.oracle import HybridOracle
 from onnx_dml_lowering.runtime.ort.settings import SessionSettings
+from onnx_dml_lowering.runtime.region_cache import RegionResults
 from onnx_dml_lowering.runtime.region_engine import SessionCache as SharedSessions, region_key
 
 REAL = Path(__file__).parent.parent / "models" / "real"
@@ -85,6 +86,15 @@ def test_different_sub_models_do_not_share():
     assert built == [1] and cache.hits == 1
 
 
+def kept_for_a_later_pass(key, feeds, results):
+    """A store (region_cache.RegionResults) holding one run made in the first of two passes."""
+    store = RegionResults()
+    store.schedule(["first", "second"])
+    with store.passing("first"):
+        store.keep(key, feeds, results)
+    return store
+
+
 @pytest.mark.parametrize("kept, given, same", [
     (np.array([0.0, 1.0], np.float32), np.array([0.0, 1.0], np.float32), True),
     (np.array([0.0, 1.0], np.float32), np.array([-0.0, 1.0], np.float32), False),    # equal, other bits
@@ -96,14 +106,17 @@ def test_different_sub_models_do_not_share():
     (np.array(["a"], object), np.array(["a"], object), False),                       # not by bytes
 ])
 def test_results_are_taken_only_on_bit_identical_feeds(kept, given, same):
-    cache = SharedSessions()
     key = region_key([helper.make_node("Relu", ["x"], ["y"], name="r")], ["x"], [], ["y"],
                      ["CPUExecutionProvider"])
     results = {"y": np.ones(2, np.float32)}
-    cache.remember(key, {"x": kept}, results)
-    taken = cache.recall(key, {"x": given})
-    assert (taken is not None and taken["y"] is results["y"]) == same
-    assert cache.recall(key, {"x": kept}) is None              # taken (or dropped) once
+    store = kept_for_a_later_pass(key, {"x": kept}, results)
+    with store.passing("second"):
+        taken = store.take(key, {"x": given})
+    assert (taken is not None) == same and store.reused == int(same)
+    if same:        # a copy: the taker's values never alias the producer's
+        np.testing.assert_array_equal(taken["y"], results["y"])
+        assert not np.shares_memory(taken["y"], results["y"])
+    assert len(store) == 0 and store.held == 0              # the last pass passed: dropped
 
 
 def test_random_regions_share_sessions_but_not_results():
@@ -163,29 +176,26 @@ def test_shared_results_are_taken_by_name(name):
     assert wrong == [] and report.ok
 
 
-def test_recalled_results_follow_the_callers_output_order():
-    cache = SharedSessions()
+def test_taken_results_are_by_output_name():
     key = region_key([helper.make_node("Split", ["x"], ["a", "b"], name="s")], ["x"], [], ["b", "a"],
                      ["CPUExecutionProvider"])
     a, b = np.zeros(1, np.float32), np.ones(1, np.float32)
-    cache.remember(key, {"x": np.arange(2.0)}, {"a": a, "b": b})
-    taken = cache.recall(key, {"x": np.arange(2.0)})
-    assert taken["a"] is a and taken["b"] is b
+    store = kept_for_a_later_pass(key, {"x": np.arange(2.0)}, {"a": a, "b": b})
+    taken = store.take(key, {"x": np.arange(2.0)})
+    np.testing.assert_array_equal(taken["a"], a)
+    np.testing.assert_array_equal(taken["b"], b)
 
 
 def test_feeds_over_one_memory_are_the_same_bits_unread():
     """Two array objects over one memory (the lowered run's np.asarray of the oracle's mapped
     weight) are the same bits, decided without reading them: a weight's pages are not touched."""
-    cache = SharedSessions()
     key = region_key([helper.make_node("Relu", ["x"], ["y"], name="r")], ["x"], [], ["y"], ["CPUExecutionProvider"])
     weight = np.arange(12, dtype=np.float32).reshape(3, 4)
-    cache.remember(key, {"x": weight}, {"y": weight})
+    store = kept_for_a_later_pass(key, {"x": weight}, {"y": weight})
     view = np.asarray(weight).view()
-    assert view is not weight and cache.recall(key, {"x": view}) is not None
-    cache.remember(key, {"x": weight}, {"y": weight})
-    assert cache.recall(key, {"x": weight.T.copy().T}) is not None           # other memory, equal bits: read
-    cache.remember(key, {"x": weight}, {"y": weight})
-    assert cache.recall(key, {"x": weight[:, ::-1]}) is None                   # one memory, other strides
+    assert view is not weight and store.take(key, {"x": view}) is not None
+    assert store.take(key, {"x": weight.T.copy().T}) is not None           # other memory, equal bits: read
+    assert store.take(key, {"x": weight[:, ::-1]}) is None                   # one memory, other strides
 
 
 def test_a_generated_initializer_is_fed_by_both_sides_so_the_region_is_shared():

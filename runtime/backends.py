@@ -122,7 +122,7 @@ class Lowered:
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
         before = self._session().lowered_iterations
-XX
+        with _region_results(self.compiled).passing(self.name.text):   # a pass of check's schedule
             outputs = self.compiled.run(feeds, backend=self.LOWERING, providers=self.providers,
                                         strict=self.options.strict, memory_limit=self.options.memory_limit,
                                         session_settings=self.options.settings)

@@ -108,7 +108,7 @@ def test_the_last_pass_drops_everything_and_unscheduled_passes_keep_nothing():
 def test_other_providers_or_settings_are_other_keys_so_they_run():
     """Runs are addressed by the region's session key: another provider list or other session
     settings is another computation, never taken."""
-    from onnx_dml_lowering.runtime.ort_providers import SessionSettings
+    from onnx_dml_lowering.runtime.ort.settings import SessionSettings
     relu = helper.make_node("Relu", ["x"], ["y"], name="r")
     cpu = region_key([relu], ["x"], [], ["y"], ["CPUExecutionProvider"])
     x = np.arange(4, dtype=np.float32)

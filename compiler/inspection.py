@@ -118,7 +118,7 @@ def inspect_model(path: str, feature_level: str = "5_1", ep: "str | None" = None
 
 
 def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tuple[str, ...]",
-             verify: bool = False) -> "tuple[dict, onnx.ModelProto | None]":
+             verify: bool = False, table: "tuple[str, str] | None" = None) -> "tuple[dict, onnx.ModelProto | None]":
     """The report, and with ep="dml" the graph the placement was predicted on (for the picture)."""
     raw = _load_raw(path)
     graph = None
@@ -140,11 +140,12 @@ def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tup
     if raw.functions:
         report["function_op_counts"] = {f"{f.domain}:{f.name}": dict(sorted(count_ops(f).items()))
                                         for f in raw.functions}
+    version, chosen = table if table is not None else _ort_version(None)
     if ep == "dml" and verify:
         from .ep.verify import verify_placement
-        report["ep_placement"], graph = verify_placement(path, tuple(device_lacks), raw)
+        report["ep_placement"], graph = verify_placement(path, tuple(device_lacks), raw, version, chosen)
     elif ep == "dml":
-        report["ep_placement"], graph = placement_for_file(path, tuple(device_lacks), raw)
+        report["ep_placement"], graph = placement_for_file(path, tuple(device_lacks), raw, None, version, chosen)
     return report, graph
 
 
@@ -206,14 +207,16 @@ def cmd_inspect(args) -> int:
     verify = bool(getattr(args, "verify", False))
     if verify and getattr(args, "ep", None) != "dml":
         raise DmlLowerError("--verify checks the DML EP placement on the real EP: add --ep dml")
-    _ort_version(getattr(args, "ort_version", None))
+    if getattr(args, "ort_version", None) and getattr(args, "ep", None) != "dml":
+        raise DmlLowerError("--ort-version names the DML EP registration table the placement models: add --ep dml")
+    table = _ort_version(getattr(args, "ort_version", None)) if getattr(args, "ep", None) == "dml" else None
     explorer_out = getattr(args, "model_explorer", None)
     if explorer_out:
         from .explorer import require_view
         require_view("--model-explorer")
     check_outputs(("--json", args.json), ("--html", html_out), ("--model-explorer", explorer_out))   # before the work
     report, graph = _inspect(args.model, args.feature_level, getattr(args, "ep", None),
-                             tuple(getattr(args, "device_lacks", ()) or ()), verify)
+                             tuple(getattr(args, "device_lacks", ()) or ()), verify, table)
     print(format_inspect(report))
     if args.json:
         write_json(args.json, "the inspect JSON", report)
@@ -240,13 +243,10 @@ def _write_explorer(model: str, out: str, report: dict) -> None:
         print(display(line))
 
 
-def _ort_version(version: "str | None") -> None:
-    """--ort-version: the onnxruntime whose DML registration table the prediction models; the one
-    table the project holds is MODELLED_ORT's (1.24.4's own is not measured yet)."""
-    from .ep.registry import MODELLED_ORT
+def _ort_version(version: "str | None") -> "tuple[str, str]":
+    """--ort-version: (the onnxruntime whose DML registration table the prediction models, why that
+    one); by default the installed DML EP's where its table is held, else the newest."""
+    from .ep.registry import default_version, table_version
     if version is None:
-        return
-    wanted = version.strip()
-    if wanted not in (MODELLED_ORT, MODELLED_ORT.removesuffix(".0")):
-        raise DmlLowerError(f"--ort-version {version}: no DML EP registration table for that onnxruntime here "
-                            f"(tables: {MODELLED_ORT})")
+        return default_version()
+    return table_version(version), "chosen by --ort-version"

@@ -2,8 +2,8 @@
 CPU EP, and where the device-host copies fall (`dml-lower inspect --ep dml`).
 
 The algorithm is onnxruntime 1.27's, as shared/spec/DML_EP_PLACEMENT.md §3 reads it from the
-source: the graph onnxruntime's level-1 optimisations leave (run for real, level1.py), then
-per graph (bodies are partitioned on their own)
+source (with the registration table of the version asked for: registry.TABLES): the graph
+onnxruntime's level-1 optimisations leave (run for real, level1.py), then per graph (bodies are partitioned on their own)
   A. tentative = a DML kernel registered at exactly the node's schema since-version whose types
      match on the first present argument of each type constraint;
   B. GetCpuPreferredNodes: from the CPU outputs of Shape / Size, a node goes to the CPU when every
@@ -29,7 +29,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, node_paths,
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES, failing_nodes
 
 from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
-from .registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, cpu_kernels, dml_kernels,
+from .registry import (DEVICE_DEPENDENT, DML_TYPES, NEWEST_ORT, TABLE_SOURCES, DmlKernel, cpu_kernels, dml_kernels,
                           schema, type_name)
 from .queries import support_query
 from ..node_ids import identify_nodes
@@ -161,8 +161,9 @@ def _since_text(kernels: "dict[int, DmlKernel]") -> str:
 
 class Predictor:
     def __init__(self, opsets: "dict[str, int]", types: "dict[str, str]", ranks: "dict[str, int]",
-                 lacks: "frozenset[str]") -> None:
+                 lacks: "frozenset[str]", version: str = NEWEST_ORT) -> None:
         self.opsets, self.types, self.ranks, self.lacks = opsets, types, ranks, lacks
+        self.version = version        # the onnxruntime whose DML registration table is modelled
         self.placed: "list[dict]" = []
         self.copies: "list[dict]" = []
         self.warnings: "list[str]" = []
@@ -179,7 +180,7 @@ class Predictor:
         why: "dict[int, str]" = {}
         # A. kernel lookup: exact since-version, first-argument types.
         for i, (node, sch) in enumerate(zip(g.nodes, schemas)):
-            kernels = dml_kernels(node.op_type, node.domain)
+            kernels = dml_kernels(node.op_type, node.domain, self.version)
             if sch is None:
                 why[i] = f"no schema for {node.domain or 'ai.onnx'}:{node.op_type} at this opset"
             elif not kernels:
@@ -394,20 +395,24 @@ def _removed_reason(node: onnx.NodeProto, folded: "set[str]", functions: "set[tu
             "folded together with the nodes reading them, or eliminated)")
 
 
-ASSUMED_REDIST = "DirectML redist 1.15.4 (feature level 5.1 or above, as onnxruntime 1.27 ships it)"
+def assumed_redist(version: str) -> str:
+    """The DirectML that onnxruntime version ships (both tables' onnxruntime ship redist 1.15.4)."""
+    return f"DirectML redist 1.15.4 (feature level 5.1 or above, as onnxruntime {version.removesuffix('.0')} ships it)"
 
 
 def predict_placement(raw: onnx.ModelProto, model_dir: "str | None",
-                      device_lacks: "tuple[str, ...]" = ()) -> dict:
+                      device_lacks: "tuple[str, ...]" = (), ort_version: str = NEWEST_ORT) -> dict:
     """The `ep_placement` report (its keys: docs/commands/inspect.md) for a model as stored (weights external
     or inline; this process never loads external weights)."""
-    return predict_with_graph(raw, model_dir, device_lacks)[0]
+    return predict_with_graph(raw, model_dir, device_lacks, ort_version=ort_version)[0]
 
 
 def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lacks: "tuple[str, ...]" = (),
-                       level1: "Level1 | None" = None) -> "tuple[dict, onnx.ModelProto]":
+                       level1: "Level1 | None" = None, ort_version: str = NEWEST_ORT, chosen: str = ""
+                       ) -> "tuple[dict, onnx.ModelProto]":
     """The report and the graph it was predicted on (after level 1, nodes named by identity).
-    `level1`: who runs the level-1 optimisations (default: the onnxruntime installed here)."""
+    `level1`: who runs the level-1 optimisations (default: the onnxruntime installed here);
+    `ort_version`: the registration table modelled (a TABLES key), `chosen`: why that one."""
     import onnxruntime as ort
     bad = [t for t in device_lacks if t not in DEVICE_DEPENDENT]
     if bad:
@@ -438,7 +443,7 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     ranks = _ranks(inferred)
     for name, rank in _ranks(original_inferred).items():
         ranks.setdefault(name, rank)
-    predictor = Predictor(opsets, types, ranks, lacks)
+    predictor = Predictor(opsets, types, ranks, lacks, ort_version)
     predictor.place(optimised.graph)
     dml_nodes = {e["node"] for e in predictor.placed if e["provider"] == DML}
     warnings += [f"{f.node} ({f.op_type}): {FAILURES[f.key].removeprefix('DML EP deviation: ')}, measured on "
@@ -475,13 +480,14 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
                     "(free dimension overrides) are not modelled")
     return {
         "ep": DML,
-        "onnxruntime": MODELLED_ORT,
+        "onnxruntime": ort_version,
         "assumptions": {
-            "registration_table": f"onnxruntime {MODELLED_ORT} DirectML EP (OperatorRegistration.cpp)",
+            "registration_table": f"onnxruntime {ort_version} DirectML EP ({TABLE_SOURCES[ort_version]})"
+                                  + (f"; {chosen}" if chosen else ""),
             "level1_optimisations": f"{level1.by}, ORT_ENABLE_BASIC",
             "cpu_kernels": f"onnxruntime {ort.__version__} installed here",
             "device_types": {t: t not in lacks for t in DEVICE_DEPENDENT},
-            "directml": ASSUMED_REDIST,
+            "directml": assumed_redist(ort_version),
         },
         "nodes": nodes,
         "copies": predictor.copies,
@@ -490,11 +496,12 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
 
 
 def placement_for_file(path: str, device_lacks: "tuple[str, ...]" = (), raw: "onnx.ModelProto | None" = None,
-                       level1: "Level1 | None" = None) -> "tuple[dict, onnx.ModelProto]":
+                       level1: "Level1 | None" = None, ort_version: str = NEWEST_ORT, chosen: str = ""
+                       ) -> "tuple[dict, onnx.ModelProto]":
     """The report for the model file and the graph it was predicted on."""
     if raw is None:
         raw = onnx.load(str(path), load_external_data=False)
-    return predict_with_graph(raw, str(Path(path).resolve().parent), device_lacks, level1)
+    return predict_with_graph(raw, str(Path(path).resolve().parent), device_lacks, level1, ort_version, chosen)
 
 
 def format_placement(report: dict) -> "list[str]":

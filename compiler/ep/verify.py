@@ -22,6 +22,7 @@ from onnx_dml_lowering.runtime.feeds import random_feeds
 
 from .level1 import Level1
 from .placement import CPU, DML, placement_for_file
+from .registry import NEWEST_ORT
 
 # onnxruntime's own copy nodes: predicted apart (copies), not nodes of the model
 _INSERTED = ("MemcpyToHost", "MemcpyFromHost")
@@ -55,13 +56,19 @@ def _host_level1(host: OrtHost, path: str, work: _Workspace) -> Level1:
     return Level1(optimise, f"onnxruntime.dll {host.version()} installed here (the DML EP's own, in ort_host)")
 
 
-def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.ModelProto
-                     ) -> "tuple[dict, onnx.ModelProto]":
-    """The ep_placement report with `verified` {onnxruntime, agree, differ}, and the graph predicted on."""
+def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.ModelProto, ort_version: str = NEWEST_ORT,
+                     chosen: str = "") -> "tuple[dict, onnx.ModelProto]":
+    """The ep_placement report with `verified` {onnxruntime, agree, differ}, and the graph predicted on
+    (with the registration table of `ort_version`)."""
     host = shared_host()
     work = _Workspace()
     try:
-        report, graph = placement_for_file(path, device_lacks, raw, _host_level1(host, path, work))
+        report, graph = placement_for_file(path, device_lacks, raw, _host_level1(host, path, work), ort_version,
+                                           chosen)
+        if host.version() != ort_version:
+            report["warnings"].append(f"verification: the prediction models onnxruntime {ort_version}'s registration "
+                                      f"table and the real DML EP is onnxruntime.dll {host.version()}'s: a difference "
+                                      "may be the versions' (--ort-version)")
         identified = work.path("identified.onnx")      # beside weights.bin, which it refers to
         onnx.save(graph, identified)
         actual, failure = _real_placement(host, identified, graph, "disable")
@@ -81,6 +88,7 @@ def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.Model
 
 
 _LOAD_FAILURE = "session creation: Load model from "
+
 
 
 def _real_placement(host: OrtHost, model_path: str, graph: onnx.ModelProto, level: str

@@ -173,7 +173,8 @@ class Predictor:
         return {"node": path, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
                 "since_version": since, "provider": provider, "reason": reason}
 
-    def place(self, graph: onnx.GraphProto, prefix: str = "") -> None:
+    def place(self, graph: onnx.GraphProto, prefix: str = "", outer_initializers: "frozenset[str]" = frozenset()
+              ) -> None:
         g = _Graph(graph)
         schemas = [schema(n.op_type, n.domain, self.opsets.get(n.domain or "ai.onnx", 0)) for n in g.nodes]
         kernel: "dict[int, DmlKernel]" = {}
@@ -264,10 +265,11 @@ class Predictor:
                                                f"{reason}; and {on_cpu}: onnxruntime cannot create the session"))
                 self.warnings.append(f"{path} ({node.op_type}): no provider has a kernel for it; the session fails "
                                      "with NOT_IMPLEMENTED")
-        self._copies(g, prefix, provider, kernel)
+        self._copies(g, prefix, provider, kernel, outer_initializers)
+        initializers = outer_initializers | frozenset(g.initializers)
         for node in g.nodes:
             for attribute, sub in graph_attributes(node):
-                self.place(sub, f"{prefix}{node.name}/{attribute}/")
+                self.place(sub, f"{prefix}{node.name}/{attribute}/", initializers)
 
     def _dml_reject(self, g: _Graph, i: int, k: DmlKernel) -> "str | None":
         node = g.nodes[i]
@@ -341,12 +343,19 @@ class Predictor:
             self.warnings.append(f"{path} (Cast to bool): DML casts to bool by clipping to [0, 1], so fractions, "
                                  "negatives and NaN come out false (optimize --for dml rewrites it as a comparison)")
 
-    def _copies(self, g: _Graph, prefix: str, provider: "dict[int, str]", kernel: "dict[int, DmlKernel]") -> None:
-        """MemcpyToHost / MemcpyFromHost per value crossing sides (transformer_memcpy.cc)."""
+    def _copies(self, g: _Graph, prefix: str, provider: "dict[int, str]", kernel: "dict[int, DmlKernel]",
+                outer_initializers: "frozenset[str]" = frozenset()) -> None:
+        """MemcpyToHost / MemcpyFromHost per value crossing sides (transformer_memcpy.cc), as
+        onnxruntime 1.24.4 inserts them around control flow (measured: tests/compiler/ep/
+        test_control_flow_copies.py): a value an If / Loop / Scan body reads from outside is not
+        copied for that node, on either provider; inside the body such a value is a graph input,
+        copied to DML when nodes of both sides read it there."""
         for value, consumers in g.consumers.items():
             needs: "dict[str, list[str]]" = {"gpu": [], "cpu": []}
             for c in consumers:
                 node = g.nodes[c]
+                if value not in node.input:
+                    continue        # read only inside its bodies: the body's own copies decide
                 if provider.get(c) == DML:
                     cpu_read = all(j in kernel[c].cpu_inputs for j, n in enumerate(node.input) if n == value) \
                         and value in node.input
@@ -360,8 +369,11 @@ class Predictor:
                 source = prefix + pnode.name
             elif value in g.inputs and needs["gpu"] and needs["cpu"]:
                 on_gpu, source = False, f"graph input {value!r}"
+            elif prefix and value not in g.initializers and value not in outer_initializers \
+                    and needs["gpu"] and needs["cpu"]:
+                on_gpu, source = False, f"outer value {value!r}"
             else:
-                continue        # initializers are duplicated per side; outer values cross in the parent
+                continue        # initializers are duplicated per side
             kind, to = ("MemcpyToHost", needs["cpu"]) if on_gpu else ("MemcpyFromHost", needs["gpu"])
             if to:
                 self.copies.append({"copy": kind, "value": value, "from": source, "to": to})

@@ -114,7 +114,7 @@ def inspect_model(path: str, feature_level: str = "5_1", ep: "str | None" = None
 
 
 def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tuple[str, ...]",
-             verify: bool = False) -> "tuple[dict, onnx.ModelProto | None]":
+             verify: bool = False, table: "tuple[str, str] | None" = None) -> "tuple[dict, onnx.ModelProto | None]":
     """The report, and with ep="dml" the graph the placement was predicted on (for the picture)."""
     raw = _load_raw(path)
     graph = None
@@ -136,11 +136,12 @@ def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tup
     if raw.functions:
         report["function_op_counts"] = {f"{f.domain}:{f.name}": dict(sorted(count_ops(f).items()))
                                         for f in raw.functions}
+    version, chosen = table if table is not None else _ort_version(None)
     if ep == "dml" and verify:
         from .ep.verify import verify_placement
-        report["ep_placement"], graph = verify_placement(path, tuple(device_lacks), raw)
+        report["ep_placement"], graph = verify_placement(path, tuple(device_lacks), raw, version, chosen)
     elif ep == "dml":
-        report["ep_placement"], graph = placement_for_file(path, tuple(device_lacks), raw)
+        report["ep_placement"], graph = placement_for_file(path, tuple(device_lacks), raw, None, version, chosen)
     return report, graph
 
 
@@ -204,12 +205,14 @@ def inspect_command(path: str, feature_level: str, ep: "str | None" = None, devi
         raise DmlLowerError("--device-lacks is an assumption of the DML EP placement: add --ep dml")
     if verify and ep != "dml":
         raise DmlLowerError("--verify checks the DML EP placement on the real EP: add --ep dml")
-    _ort_version(ort_version)
+    if ort_version and ep != "dml":
+        raise DmlLowerError("--ort-version names the DML EP registration table the placement models: add --ep dml")
+    table = _ort_version(ort_version) if ep == "dml" else None
     if explorer_out:
         from .explorer import require_view
         require_view("--model-explorer")
     check_outputs(("--json", json_out), ("--html", html_out), ("--model-explorer", explorer_out))   # before the work
-    report, graph = _inspect(path, feature_level, ep, device_lacks, verify)
+    report, graph = _inspect(path, feature_level, ep, device_lacks, verify, table)
     print(format_inspect(report))
     if json_out:
         write_json(json_out, "the inspect JSON", report)
@@ -236,13 +239,10 @@ def _write_explorer(model: str, out: str, report: dict) -> None:
         print(display(line))
 
 
-def _ort_version(version: "str | None") -> None:
-    """--ort-version: the onnxruntime whose DML registration table the prediction models; the one
-    table the project holds is MODELLED_ORT's (1.24.4's own is not measured yet)."""
-    from .ep.registry import MODELLED_ORT
+def _ort_version(version: "str | None") -> "tuple[str, str]":
+    """--ort-version: (the onnxruntime whose DML registration table the prediction models, why that
+    one); by default the installed DML EP's where its table is held, else the newest."""
+    from .ep.registry import default_version, table_version
     if version is None:
-        return
-    wanted = version.strip()
-    if wanted not in (MODELLED_ORT, MODELLED_ORT.removesuffix(".0")):
-        raise DmlLowerError(f"--ort-version {version}: no DML EP registration table for that onnxruntime here "
-                            f"(tables: {MODELLED_ORT})")
+        return default_version()
+    return table_version(version), "chosen by --ort-version"

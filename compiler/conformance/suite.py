@@ -35,7 +35,7 @@ from .cases import Case, all_cases
 from ..ep.placement import CPU as CPU_PROVIDER
 from ..ep.placement import DML as DML_PROVIDER
 from ..ep.placement import NONE, REMOVED, predict_placement
-from ..ep.registry import MODELLED_ORT
+from ..ep.registry import NEWEST_ORT
 
 MANIFEST = "manifest.json"
 STATUSES = ("pass", "partial", "deviation", "unsupported", "fail")
@@ -243,7 +243,7 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2) -> "dict"
             "onnxruntime": ort.__version__, "verified": "each case run at export", "cases": {}}
     if DML_PROVIDER not in manifest["providers"]:
         manifest["providers"][DML_PROVIDER] = {
-            "onnxruntime": MODELLED_ORT, "cases": {},
+            "onnxruntime": NEWEST_ORT, "cases": {},
             "verified": ("predicted, not run: the DML EP's placement from its registration table and its "
                          "deviations from its source (DML_EP_PLACEMENT.md); conformance run on Windows checks both")}
     try:

@@ -2,8 +2,8 @@
 CPU EP, and where the device-host copies fall (`dml-lower inspect --ep dml`).
 
 The algorithm is onnxruntime 1.27's, as shared/spec/DML_EP_PLACEMENT.md §3 reads it from the
-source: the graph onnxruntime's level-1 optimisations leave (run for real, level1.py), then
-per graph (bodies are partitioned on their own)
+source (with the registration table of the version asked for: registry.TABLES): the graph
+onnxruntime's level-1 optimisations leave (run for real, level1.py), then per graph (bodies are partitioned on their own)
   A. tentative = a DML kernel registered at exactly the node's schema since-version whose types
      match on the first present argument of each type constraint;
   B. GetCpuPreferredNodes: from the CPU outputs of Shape / Size, a node goes to the CPU when every
@@ -25,11 +25,12 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.lowering.onnx_graphs import is_standard, node_paths, prefixed_graphs, subgraph_reads
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_graphs, node_paths, prefixed_graphs, subgraph_reads
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES, cast_bool_deviation, failing_nodes
 
 from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
-from .registry import (DEVICE_DEPENDENT, DML_TYPES, MODELLED_ORT, DmlKernel, Schema, cpu_kernels, dml_kernels,
+from .registry import (DEVICE_DEPENDENT, DML_TYPES, NEWEST_ORT, TABLE_SOURCES, DmlKernel, Schema, cpu_kernels,
+                       dml_kernels,
                           schema, type_name)
 from .queries import support_query
 from ..node_ids import identify_nodes
@@ -149,8 +150,9 @@ def _since_text(kernels: "dict[int, DmlKernel]") -> str:
 
 class Predictor:
     def __init__(self, opsets: "dict[str, int]", types: "dict[str, str]", ranks: "dict[str, int]",
-                 lacks: "frozenset[str]") -> None:
+                 lacks: "frozenset[str]", version: str = NEWEST_ORT) -> None:
         self.opsets, self.types, self.ranks, self.lacks = opsets, types, ranks, lacks
+        self.version = version        # the onnxruntime whose DML registration table is modelled
         self.placed: "list[dict]" = []
         self.copies: "list[dict]" = []
         self.warnings: "list[str]" = []
@@ -161,17 +163,22 @@ class Predictor:
                 "since_version": since, "provider": provider, "reason": reason}
 
     def place(self, graph: onnx.GraphProto) -> None:
-        """Place the graph's nodes, then each body's (at any depth, named by path)."""
+        """Place the graph's nodes, then each body's (at any depth, named by path); a body knows
+        the initializers of the graphs around it (no copy is inserted for those)."""
+        outer: "dict[int, frozenset[str]]" = {}
+        for each, holder in iter_graphs(graph):
+            outer[id(each)] = (outer[id(holder)] | {t.name for t in holder.initializer}) if holder is not None \
+                else frozenset()
         for prefix, each in prefixed_graphs(graph):
-            self._place_graph(each, prefix)
+            self._place_graph(each, prefix, outer.get(id(each), frozenset()))
 
-    def _place_graph(self, graph: onnx.GraphProto, prefix: str) -> None:
+    def _place_graph(self, graph: onnx.GraphProto, prefix: str, outer_initializers: "frozenset[str]") -> None:
         g = _Graph(graph)
         schemas = [schema(n.op_type, n.domain, self.opsets.get(n.domain or "ai.onnx", 0)) for n in g.nodes]
         kernel, why = self._kernels(g, schemas)
         preferred = _cpu_preferred(g, kernel, self.types)
         provider = self._providers(g, prefix, schemas, (kernel, why, preferred))
-        self._copies(g, prefix, provider, kernel)
+        self._copies(g, prefix, provider, kernel, outer_initializers)
 
     def _kernels(self, g: _Graph, schemas: list) -> "tuple[dict[int, DmlKernel], dict[int, str]]":
         """A. kernel lookup: exact since-version, first-argument types. The DML kernel of each node
@@ -179,7 +186,7 @@ class Predictor:
         kernel: "dict[int, DmlKernel]" = {}
         why: "dict[int, str]" = {}
         for i, (node, sch) in enumerate(zip(g.nodes, schemas)):
-            kernels = dml_kernels(node.op_type, node.domain)
+            kernels = dml_kernels(node.op_type, node.domain, self.version)
             if sch is None:
                 why[i] = f"no schema for {node.domain or 'ai.onnx'}:{node.op_type} at this opset"
             elif not kernels:
@@ -309,12 +316,19 @@ class Predictor:
                                  "low 32 bits only, so 2^32 comes out false (optimize --for dml rewrites it as a "
                                  "comparison)")
 
-    def _copies(self, g: _Graph, prefix: str, provider: "dict[int, str]", kernel: "dict[int, DmlKernel]") -> None:
-        """MemcpyToHost / MemcpyFromHost per value crossing sides (transformer_memcpy.cc)."""
+    def _copies(self, g: _Graph, prefix: str, provider: "dict[int, str]", kernel: "dict[int, DmlKernel]",
+                outer_initializers: "frozenset[str]" = frozenset()) -> None:
+        """MemcpyToHost / MemcpyFromHost per value crossing sides (transformer_memcpy.cc), as
+        onnxruntime 1.24.4 inserts them around control flow (measured: tests/compiler/ep/
+        test_control_flow_copies.py): a value an If / Loop / Scan body reads from outside is not
+        copied for that node, on either provider; inside the body such a value is a graph input,
+        copied to DML when nodes of both sides read it there."""
         for value, consumers in g.consumers.items():
             needs: "dict[str, list[str]]" = {"gpu": [], "cpu": []}
             for c in consumers:
                 node = g.nodes[c]
+                if value not in node.input:
+                    continue        # read only inside its bodies: the body's own copies decide
                 if provider.get(c) == DML:
                     cpu_read = all(j in kernel[c].cpu_inputs for j, n in enumerate(node.input) if n == value) \
                         and value in node.input
@@ -328,8 +342,11 @@ class Predictor:
                 source = prefix + pnode.name
             elif value in g.inputs and needs["gpu"] and needs["cpu"]:
                 on_gpu, source = False, f"graph input {value!r}"
+            elif prefix and value not in g.initializers and value not in outer_initializers \
+                    and needs["gpu"] and needs["cpu"]:
+                on_gpu, source = False, f"outer value {value!r}"
             else:
-                continue        # initializers are duplicated per side; outer values cross in the parent
+                continue        # initializers are duplicated per side
             kind, to = ("MemcpyToHost", needs["cpu"]) if on_gpu else ("MemcpyFromHost", needs["gpu"])
             if to:
                 self.copies.append({"copy": kind, "value": value, "from": source, "to": to})
@@ -363,14 +380,16 @@ def _removed_reason(node: onnx.NodeProto, folded: "set[str]", functions: "set[tu
             "folded together with the nodes reading them, or eliminated)")
 
 
-ASSUMED_REDIST = "DirectML redist 1.15.4 (feature level 5.1 or above, as onnxruntime 1.27 ships it)"
+def assumed_redist(version: str) -> str:
+    """The DirectML that onnxruntime version ships (both tables' onnxruntime ship redist 1.15.4)."""
+    return f"DirectML redist 1.15.4 (feature level 5.1 or above, as onnxruntime {version.removesuffix('.0')} ships it)"
 
 
 def predict_placement(raw: onnx.ModelProto, model_dir: "str | None",
-                      device_lacks: "tuple[str, ...]" = ()) -> dict:
+                      device_lacks: "tuple[str, ...]" = (), ort_version: str = NEWEST_ORT) -> dict:
     """The `ep_placement` report (its keys: docs/commands/inspect.md) for a model as stored (weights external
     or inline; this process never loads external weights)."""
-    return predict_with_graph(raw, model_dir, device_lacks)[0]
+    return predict_with_graph(raw, model_dir, device_lacks, ort_version=ort_version)[0]
 
 
 def _cpu_preferred(g: _Graph, kernel: "dict[int, DmlKernel]", types: "dict[str, str]") -> "dict[int, str]":
@@ -419,9 +438,11 @@ def _cpu_preferred(g: _Graph, kernel: "dict[int, DmlKernel]", types: "dict[str, 
 
 
 def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lacks: "tuple[str, ...]" = (),
-                       level1: "Level1 | None" = None) -> "tuple[dict, onnx.ModelProto]":
+                       level1: "Level1 | None" = None, ort_version: str = NEWEST_ORT, chosen: str = ""
+                       ) -> "tuple[dict, onnx.ModelProto]":
     """The report and the graph it was predicted on (after level 1, nodes named by identity).
-    `level1`: who runs the level-1 optimisations (default: the onnxruntime installed here)."""
+    `level1`: who runs the level-1 optimisations (default: the onnxruntime installed here);
+    `ort_version`: the registration table modelled (a TABLES key), `chosen`: why that one."""
     import onnxruntime as ort
     bad = [t for t in device_lacks if t not in DEVICE_DEPENDENT]
     if bad:
@@ -433,7 +454,7 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     warnings: "list[str]" = []
     level1 = level1 if level1 is not None else Level1(level1_model, f"onnxruntime {ort.__version__} installed here")
     optimised = _level1_optimised(model, model_dir, level1, warnings)
-    predictor = _placed(model, optimised, lacks)
+    predictor = _placed(model, optimised, lacks, ort_version)
     dml_nodes = {e["node"] for e in predictor.placed if e["provider"] == DML}
     warnings += [f"{f.node} ({f.op_type}): {FAILURES[f.key].removeprefix('DML EP deviation: ')}, measured on "
                  "onnxruntime-directml 1.24.4 (a named DML EP deviation)"
@@ -447,13 +468,14 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
                     "(free dimension overrides) are not modelled")
     return {
         "ep": DML,
-        "onnxruntime": MODELLED_ORT,
+        "onnxruntime": ort_version,
         "assumptions": {
-            "registration_table": f"onnxruntime {MODELLED_ORT} DirectML EP (OperatorRegistration.cpp)",
+            "registration_table": f"onnxruntime {ort_version} DirectML EP ({TABLE_SOURCES[ort_version]})"
+                                  + (f"; {chosen}" if chosen else ""),
             "level1_optimisations": f"{level1.by}, ORT_ENABLE_BASIC",
             "cpu_kernels": f"onnxruntime {ort.__version__} installed here",
             "device_types": {t: t not in lacks for t in DEVICE_DEPENDENT},
-            "directml": ASSUMED_REDIST,
+            "directml": assumed_redist(ort_version),
         },
         "nodes": nodes,
         "copies": predictor.copies,
@@ -479,7 +501,7 @@ def _level1_optimised(model: onnx.ModelProto, model_dir: "str | None", level1: L
     return optimised
 
 
-def _placed(model: onnx.ModelProto, optimised: onnx.ModelProto, lacks: "frozenset[str]") -> Predictor:
+def _placed(model: onnx.ModelProto, optimised: onnx.ModelProto, lacks: "frozenset[str]", ort_version: str) -> Predictor:
     """The Predictor, having placed the optimised graph (types and ranks from both models)."""
     opsets = {o.domain or "ai.onnx": o.version for o in optimised.opset_import}
     types: "dict[str, str]" = {}
@@ -490,7 +512,7 @@ def _placed(model: onnx.ModelProto, optimised: onnx.ModelProto, lacks: "frozense
     ranks = _ranks(inferred)
     for name, rank in _ranks(original_inferred).items():
         ranks.setdefault(name, rank)
-    predictor = Predictor(opsets, types, ranks, lacks)
+    predictor = Predictor(opsets, types, ranks, lacks, ort_version)
     predictor.place(optimised.graph)
     return predictor
 
@@ -525,11 +547,12 @@ def _node_entries(model: onnx.ModelProto, optimised: onnx.ModelProto, predictor:
 
 
 def placement_for_file(path: str, device_lacks: "tuple[str, ...]" = (), raw: "onnx.ModelProto | None" = None,
-                       level1: "Level1 | None" = None) -> "tuple[dict, onnx.ModelProto]":
+                       level1: "Level1 | None" = None, ort_version: str = NEWEST_ORT, chosen: str = ""
+                       ) -> "tuple[dict, onnx.ModelProto]":
     """The report for the model file and the graph it was predicted on."""
     if raw is None:
         raw = onnx.load(str(path), load_external_data=False)
-    return predict_with_graph(raw, str(Path(path).resolve().parent), device_lacks, level1)
+    return predict_with_graph(raw, str(Path(path).resolve().parent), device_lacks, level1, ort_version, chosen)
 
 
 def format_placement(report: dict) -> "list[str]":

@@ -1,7 +1,8 @@
-"""The kernel tables placement is predicted from: onnxruntime 1.27's DirectML registration table
-(shipped as data, dml_ep_registrations_ort1.27.json, generated from OperatorRegistration.cpp;
-see shared/spec/DML_EP_PLACEMENT.md), the CPU EP's kernels of the onnxruntime installed here,
-and the operator schemas that resolve a node's since-version and its type constraints."""
+"""The kernel tables placement is predicted from: a DirectML EP registration table by onnxruntime
+version (shipped as data: 1.27's generated from OperatorRegistration.cpp, see
+shared/spec/DML_EP_PLACEMENT.md; 1.24.4's measured on the real EP by measure_registrations.py),
+the CPU EP's kernels of the onnxruntime installed here, and the operator schemas that resolve a
+node's since-version and its type constraints."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,9 +15,14 @@ from importlib import resources
 import onnx
 
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard
+from onnx_dml_lowering.ir import DmlLowerError
 
-TABLE_FILE = "dml_ep_registrations_ort1.27.json"
-MODELLED_ORT = "1.27.0"
+# The DML EP registration tables held, by the onnxruntime version they are of (oldest first), and
+# how each was made (docs/directml-ep-on-linux.md)
+TABLES = {"1.24.4": "dml_ep_registrations_ort1.24.4.json", "1.27.0": "dml_ep_registrations_ort1.27.json"}
+TABLE_SOURCES = {"1.24.4": "measured on the real DML EP (onnxruntime.dll 1.24.4)",
+                 "1.27.0": "read from OperatorRegistration.cpp"}
+NEWEST_ORT = "1.27.0"
 
 # ONNX element type -> the type name the registration table (and onnxruntime) use.
 _TYPE_NAMES: "dict[int, str]" = {
@@ -60,14 +66,20 @@ def _domain(domain: str) -> str:
     return "ai.onnx" if is_standard(domain) else domain
 
 
-@lru_cache(maxsize=1)
-def dml_table() -> "dict[tuple[str, str], dict[int, DmlKernel]]":
-    """(domain, op) -> {since_version: kernel}, read once from the packaged table."""
-    text = resources.files("onnx_dml_lowering.compiler.ep").joinpath(TABLE_FILE).read_text(encoding="utf-8")
-    table: "dict[tuple[str, str], dict[int, DmlKernel]]" = {}
+@lru_cache(maxsize=4)
+def table_rows(version: str) -> "tuple[list[dict], dict]":
+    """The rows and meta of the packaged table of that onnxruntime version (a TABLES key)."""
+    text = resources.files("onnx_dml_lowering.compiler.ep").joinpath(TABLES[version]).read_text(encoding="utf-8")
     data = json.loads(text)
-    meta = data["meta"]
-    for row in data["rows"]:
+    return data["rows"], data["meta"]
+
+
+@lru_cache(maxsize=4)
+def dml_table(version: str = NEWEST_ORT) -> "dict[tuple[str, str], dict[int, DmlKernel]]":
+    """(domain, op) -> {since_version: kernel}, read once from the packaged table of that version."""
+    table: "dict[tuple[str, str], dict[int, DmlKernel]]" = {}
+    rows, meta = table_rows(version)
+    for row in rows:
         kernel = DmlKernel(row["op"], row["domain"], row["since_version"],
                            {k: tuple(v) for k, v in (row["type_constraints"] or {}).items()},
                            row["graph_support"], tuple(row["required_cpu_inputs"]), row["support_query"])
@@ -83,8 +95,51 @@ def dml_table() -> "dict[tuple[str, str], dict[int, DmlKernel]]":
     return table
 
 
-def dml_kernels(op: str, domain: str) -> "dict[int, DmlKernel]":
-    return dml_table().get((_domain(domain), op), {})
+def dml_kernels(op: str, domain: str, version: str = NEWEST_ORT) -> "dict[int, DmlKernel]":
+    return dml_table(version).get((_domain(domain), op), {})
+
+
+class UnknownOrtVersion(DmlLowerError):
+    """An onnxruntime version no DML EP registration table is held for."""
+
+
+def table_version(version: str) -> str:
+    """The TABLES key a version names ("1.27" and "1.27.0" alike), or UnknownOrtVersion naming the
+    tables held."""
+    wanted = version.strip()
+    for held in TABLES:
+        if wanted in (held, held.removesuffix(".0")):
+            return held
+    raise UnknownOrtVersion(f"--ort-version {version}: no DML EP registration table for that onnxruntime here "
+                            f"(tables: {', '.join(TABLES)})")
+
+
+def installed_dml_ep() -> "str | None":
+    """The onnxruntime version of the DML EP installed here: make directml's (its setup.json), else an
+    in-process onnxruntime-directml's (Windows), else None."""
+    from onnx_dml_lowering.runtime.directml.home import DirectMLUnavailable, find_home
+    try:
+        version = find_home().info.get("onnxruntime_directml")
+        if isinstance(version, str):
+            return version
+    except DirectMLUnavailable:
+        pass
+    import onnxruntime as ort
+    if "DmlExecutionProvider" in ort.get_available_providers():
+        return str(ort.__version__)
+    return None
+
+
+def default_version() -> "tuple[str, str]":
+    """(the table modelled when --ort-version is not given, why): the installed DML EP's where its
+    table is held, else the newest."""
+    installed = installed_dml_ep()
+    if installed is None:
+        return NEWEST_ORT, "the newest table held; no DML EP installed here"
+    try:
+        return table_version(installed), "the installed DML EP's"
+    except UnknownOrtVersion:
+        return NEWEST_ORT, f"the newest table held; none for the installed DML EP's onnxruntime {installed}"
 
 
 @dataclass(frozen=True)
@@ -158,3 +213,46 @@ def cpu_kernels(op: str, domain: str, since_version: int) -> "list[CpuKernel]":
     run a GlobalLpPool-22)."""
     return [k for k in _cpu_table().get((_domain(domain), op), [])
             if k.start == since_version or (k.end != _OPEN_END and k.start <= since_version <= k.end)]
+
+
+@dataclass(frozen=True)
+class FullSchema:
+    """A schema's arguments, type constraints and attributes, from onnx's or onnxruntime's own."""
+    since_version: int
+    inputs: "list[tuple[str, str]]"                 # (type string, Single|Optional|Variadic)
+    outputs: "list[tuple[str, str]]"
+    constraints: "dict[str, tuple[str, ...]]"        # constraint -> allowed type strings
+    attributes: "dict[str, tuple[bool, int]]"        # name -> (required, onnx.AttributeProto kind)
+
+
+def _full(s: "onnx.defs.OpSchema", type_attr: str) -> FullSchema:
+    def kind(a: "onnx.defs.OpSchema.Attribute") -> int:
+        return int(getattr(onnx.AttributeProto, str(a.type).split(".")[-1]))
+    return FullSchema(s.since_version, [(getattr(p, type_attr), _option(p)) for p in s.inputs],
+                      [(getattr(p, type_attr), _option(p)) for p in s.outputs],
+                      {c.type_param_str: tuple(c.allowed_type_strs) for c in s.type_constraints},
+                      {name: (bool(a.required), kind(a)) for name, a in s.attributes.items()})
+
+
+@lru_cache(maxsize=4096)
+def exact_schema(op: str, domain: str, since_version: int) -> "FullSchema | None":
+    """The schema of that op introduced at exactly that since-version, or None."""
+    try:
+        s = onnx.defs.get_schema(op, since_version, "" if _domain(domain) == "ai.onnx" else domain)
+        return _full(s, "type_str") if s.since_version == since_version and not s.deprecated else None
+    except onnx.defs.SchemaError:
+        pass
+    for s in _ort_schemas().get((_domain(domain), op), []):
+        if s.since_version == since_version and not s.deprecated:
+            return _full(s, "typeStr")
+    return None
+
+
+@lru_cache(maxsize=1024)
+def since_versions(op: str, domain: str, newest_opset: int) -> "list[int]":
+    """Every since-version of the op up to that opset (onnx's history, or onnxruntime's schemas)."""
+    found = {s.since_version for s in onnx.defs.get_all_schemas_with_history()
+             if s.name == op and _domain(s.domain) == _domain(domain) and s.since_version <= newest_opset}
+    found |= {s.since_version for s in _ort_schemas().get((_domain(domain), op), [])
+              if s.since_version <= newest_opset}
+    return sorted(found)

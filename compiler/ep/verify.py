@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.lowering.onnx_graphs import node_paths, prefixed_graphs
 from onnx_dml_lowering.runtime.directml.ort_dml import HostOptions, create, shared_host
 from onnx_dml_lowering.runtime.directml.ort_host import OrtHost, OrtHostError, SessionRequest
 from onnx_dml_lowering.runtime.feeds import random_feeds
 
 from .level1 import Level1
 from .placement import CPU, DML, placement_for_file
+from .registry import NEWEST_ORT
 
 # onnxruntime's own copy nodes: predicted apart (copies), not nodes of the model
 _INSERTED = ("MemcpyToHost", "MemcpyFromHost")
@@ -51,19 +53,49 @@ def _host_level1(host: OrtHost, path: str, work: _Workspace) -> Level1:
         except OrtHostError as exc:
             if not os.path.isfile(out):
                 return None, " ".join(exc.message.split())
-        return onnx.load(out, load_external_data=False), ""
+        written = onnx.load(out, load_external_data=False)
+        _drop_repeated_initializers(written)
+        return written, ""
     return Level1(optimise, f"onnxruntime.dll {host.version()} installed here (the DML EP's own, in ort_host)")
 
 
-def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.ModelProto
-                     ) -> "tuple[dict, onnx.ModelProto]":
-    """The ep_placement report with `verified` {onnxruntime, agree, differ}, and the graph predicted on."""
+def _drop_repeated_initializers(model: onnx.ModelProto) -> int:
+    """onnxruntime.dll 1.24.4 writes some If-body initializers twice, byte for byte the same (seen
+    in SSDlite's and Mask R-CNN's level-1 models), and then refuses the file it wrote ("initializer
+    name is not unique"): the second copy goes, so the very graph predicted on is the one the
+    real EP partitions. Copies that differ are kept (the load then fails and verify says so)."""
+    dropped = 0
+    for _, graph in prefixed_graphs(model.graph):
+        first: "dict[str, bytes]" = {}
+        keep = []
+        for init in graph.initializer:
+            data = init.SerializeToString()
+            if first.get(init.name) == data:
+                dropped += 1
+                continue
+            first.setdefault(init.name, data)
+            keep.append(init)
+        if len(keep) != len(graph.initializer):
+            del graph.initializer[:]
+            graph.initializer.extend(keep)
+    return dropped
+
+
+def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.ModelProto, ort_version: str = NEWEST_ORT,
+                     chosen: str = "") -> "tuple[dict, onnx.ModelProto]":
+    """The ep_placement report with `verified` {onnxruntime, agree, differ}, and the graph predicted on
+    (with the registration table of `ort_version`)."""
     host = shared_host()
     work = _Workspace()
     try:
-        report, graph = placement_for_file(path, device_lacks, raw, _host_level1(host, path, work))
+        report, graph = placement_for_file(path, device_lacks, raw, _host_level1(host, path, work), ort_version,
+                                           chosen)
+        if host.version() != ort_version:
+            report["warnings"].append(f"verification: the prediction models onnxruntime {ort_version}'s registration "
+                                      f"table and the real DML EP is onnxruntime.dll {host.version()}'s: a difference "
+                                      "may be the versions' (--ort-version)")
         identified = work.path("identified.onnx")      # beside weights.bin, which it refers to
-        onnx.save(graph, identified)
+        onnx.save(_named_by_path(graph), identified)
         actual, failure = _real_placement(host, identified, graph, "disable")
         if failure.startswith(_LOAD_FAILURE):
             # onnxruntime cannot read back the level-1 model it wrote (seen: a subgraph initializer
@@ -81,6 +113,18 @@ def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.Model
 
 
 _LOAD_FAILURE = "session creation: Load model from "
+
+
+def _named_by_path(graph: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose every node is named by its path, as the report names it (a body node
+    `loop/body/add`): onnxruntime's placement log names a body's nodes by their own names, which
+    two bodies may share, so the log then names each node once and as the report does."""
+    named = onnx.ModelProto()
+    named.CopyFrom(graph)
+    for path, node in list(node_paths(named.graph)):
+        node.name = path
+    return named
+
 
 
 def _real_placement(host: OrtHost, model_path: str, graph: onnx.ModelProto, level: str

@@ -8,6 +8,7 @@
 HOME is DML_LOWER_DIRECTML_HOME, else ~/.cache/onnx-dml-lowering/directml."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 
 HOME_ENV = "DML_LOWER_DIRECTML_HOME"
 SETUP_HINT = "run `make directml`"
+HOSTS = Path(__file__).resolve().parent / "hosts"          # the host programs' C sources
 DLLS = ("DirectML.dll", "onnxruntime.dll", "d3d12.dll")
 
 
@@ -63,7 +65,17 @@ class DirectMLHome:
         if not path.is_file():
             raise DirectMLUnavailable(f"DirectML host {path.name} is not in {self.bin}; {SETUP_HINT} again "
                                       f"(it compiles every host)")
+        # a host built from other sources than this checkout's speaks another protocol, or lacks a guard
+        if (self.info.get("host_sources") or {}).get(stem) != source_digest(stem):
+            raise DirectMLUnavailable(f"DirectML host {path.name} in {self.bin} was built from another "
+                                      f"hosts/{stem}.c than this checkout's; {SETUP_HINT} again (it compiles every host)")
         return path
+
+
+def source_digest(name: str) -> str:
+    """The sha256 of hosts/NAME.c as this checkout has it ('' where there is none)."""
+    source = HOSTS / f"{name}.c"
+    return hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else ""
 
 
 def _missing(root: Path) -> "str | None":

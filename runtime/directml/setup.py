@@ -30,7 +30,7 @@ from pathlib import Path
 
 from onnx_dml_lowering.ir import DmlLowerError
 
-from .home import DLLS, HOME_ENV, DirectMLHome, default_home, on_windows
+from .home import DLLS, HOME_ENV, DirectMLHome, default_home, on_windows, source_digest
 from .wine import HostProcess, Xvfb, display_answers, wine_environment
 
 ORT_DIRECTML = "onnxruntime-directml==1.24.4"
@@ -272,6 +272,7 @@ def setup(root: Path) -> "dict[str, object]":
         "d3d12_source": str(d3d12), "include_source": str(include),
         "sha256": {dll: sha256(home.bin / dll) for dll in DLLS},
         "vulkan": vulkan_device(), "hosts": tests,
+        "host_sources": {name: source_digest(name) for name in hosts},
         "wine": "" if on_windows() else run_quiet(["wine", "--version"], "wine --version").strip(),
     }
     (root / "setup.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

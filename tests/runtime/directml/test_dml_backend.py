@@ -4,6 +4,7 @@ and match ONNX semantics; without the setup it is one UNAVAILABLE line naming `m
 while the other backends run."""
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def test_a_host_that_cannot_start_is_the_backends_error_in_one_line(tmp_path, mo
             (home / "bin" / item.name).symlink_to(item)
     (home / "bin" / "d3d12.dll").write_bytes(b"not a DLL")
     (home / "prefix").symlink_to(real.prefix)
-    (home / "setup.json").write_text("{}")
+    (home / "setup.json").write_text(json.dumps(real.info))
     monkeypatch.setenv(HOME_ENV, str(home))
     monkeypatch.setattr(dml_host_module, "_local", threading.local())   # this thread's host is the new HOME's
     report = _check(next(iter(example_paths())), ["cpu", "dml"])

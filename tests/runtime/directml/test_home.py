@@ -16,8 +16,11 @@ def complete_home(root):
     for dll in DLLS:
         (root / "bin" / dll).write_bytes(b"MZ")
     (root / "bin" / "dml_host.exe").write_bytes(b"MZ")
-    (root / "setup.json").write_text(json.dumps({"onnxruntime_directml": "1.24.4"}))
+    (root / "setup.json").write_text(json.dumps(INFO))
     return root
+
+
+INFO = {"onnxruntime_directml": "1.24.4", "host_sources": {"dml_host": home_module.source_digest("dml_host")}}
 
 
 @pytest.fixture
@@ -31,7 +34,7 @@ def test_a_complete_home_is_found_with_its_folders_and_info(home_env):
     complete_home(home_env)
     found = find_home()
     assert found.root == home_env and found.bin == home_env / "bin" and found.prefix == home_env / "prefix"
-    assert found.info == {"onnxruntime_directml": "1.24.4"}
+    assert found.info == INFO
     assert found.exe("dml_host") == found.exe("dml_host.exe") == home_env / "bin" / "dml_host.exe"
 
 
@@ -62,3 +65,15 @@ def test_a_missing_host_program_names_it_and_make_directml(home_env):
     found = find_home() if complete_home(home_env) else None
     with pytest.raises(DirectMLUnavailable, match=r"ort_host\.exe is not in .*make directml"):
         found.exe("ort_host")
+
+
+@pytest.mark.parametrize("built", [{"dml_host": "0" * 64}, {}, None])
+def test_a_host_built_from_other_sources_names_make_directml(home_env, built):
+    """A host compiled from another hosts/*.c (an older checkout, or a setup.json that predates the
+    record) is refused in one line, not run: it may speak another protocol or lack a guard."""
+    complete_home(home_env)
+    info = dict(INFO, host_sources=built) if built is not None else {"onnxruntime_directml": "1.24.4"}
+    (home_env / "setup.json").write_text(json.dumps(info))
+    with pytest.raises(DirectMLUnavailable, match=r"^DirectML host dml_host\.exe in .* was built from another "
+                                                  r"hosts/dml_host\.c than this checkout's; run `make directml` again"):
+        find_home().exe("dml_host")

@@ -249,7 +249,9 @@ def vulkan_device() -> "dict[str, str]":
 
 def setup(root: Path) -> "dict[str, object]":
     check_platform()
-    home = DirectMLHome(root, {})
+    # the hosts are compiled from these sources below (exe() holds a host to them, self-test included)
+    sources = {source.stem: source_digest(source.stem) for source in host_sources()}
+    home = DirectMLHome(root, {"host_sources": sources})
     for folder in (home.bin, home.include):
         folder.mkdir(parents=True, exist_ok=True)
     (root / "setup.json").unlink(missing_ok=True)      # incomplete until the end
@@ -272,7 +274,7 @@ def setup(root: Path) -> "dict[str, object]":
         "d3d12_source": str(d3d12), "include_source": str(include),
         "sha256": {dll: sha256(home.bin / dll) for dll in DLLS},
         "vulkan": vulkan_device(), "hosts": tests,
-        "host_sources": {name: source_digest(name) for name in hosts},
+        "host_sources": sources,
         "wine": "" if on_windows() else run_quiet(["wine", "--version"], "wine --version").strip(),
     }
     (root / "setup.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

@@ -136,11 +136,14 @@ def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tup
     if raw.functions:
         report["function_op_counts"] = {f"{f.domain}:{f.name}": dict(sorted(count_ops(f).items()))
                                         for f in raw.functions}
+    if ep != "dml":
+        return report, graph
+    # the default table reads the installed DML EP's version (onnxruntime's import): only with --ep dml
     version, chosen = table if table is not None else _ort_version(None)
-    if ep == "dml" and verify:
+    if verify:
         from .ep.verify import verify_placement
         report["ep_placement"], graph = verify_placement(path, tuple(device_lacks), raw, version, chosen)
-    elif ep == "dml":
+    else:
         report["ep_placement"], graph = placement_for_file(path, tuple(device_lacks), raw, None, version, chosen)
     return report, graph
 

@@ -198,6 +198,19 @@ def parse_provider_failure(message: "BaseException | str") -> "ProviderFailure |
     return None
 
 
+# What onnxruntime says when a session failed after the graph was loaded and its nodes placed: a
+# kernel's constructor threw, or the failure names a node it made itself (a cast it inserted, an
+# inlined function's node, an unnamed one).
+_AFTER_PLACEMENT = ("Exception during initialization", "InsertedPrecisionFreeCast", "_inlfunc_", "in node ()")
+
+
+def failed_after_placement(exc: BaseException) -> bool:
+    """onnxruntime's session creation failed after it placed the nodes (so which provider took
+    each was decided, and logged)."""
+    text = " ".join(_text(exc).split())
+    return any(sign in text for sign in _AFTER_PLACEMENT)
+
+
 def binding_cannot_convert(exc: BaseException) -> bool:
     """onnxruntime's Python binding refused a feed's numpy type (it must go in as an OrtValue)."""
     return isinstance(exc, RuntimeError) and "numpy" in _text(exc).lower()

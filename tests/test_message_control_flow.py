@@ -25,7 +25,7 @@ _REGEX_TESTS = {"search", "match", "fullmatch", "findall", "finditer", "sub", "s
 _MESSAGE_ATTRIBUTES = {"args", "msg", "message"}
 # Calls given an exception that do not make text of it (the readers' typed findings included).
 _NOT_TEXT = {"isinstance", "type", "getattr", "hasattr", "id", "issubclass",
-             "parse_provider_failure", "binding_cannot_convert"}
+             "parse_provider_failure", "binding_cannot_convert", "failed_after_placement"}
 
 
 def _exception_annotation(annotation: "ast.expr | None") -> bool:

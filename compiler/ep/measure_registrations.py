@@ -100,7 +100,8 @@ def _placed(host: OrtHost, probes: "list[Probe]", opsets: "dict[str, int]", fold
         session.release()
         failure = ""
     except OrtHostError as exc:     # a kernel that fails to build: the placement was logged before it
-        log, failure = exc.log, " ".join(exc.message.split())[:300]
+        log = exc.log
+        failure = " ".join(exc.message.split())[:300]
     providers = node_providers(log, [name for name, _ in named])
     if providers is None:
         return failure or "no placement logged"

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import onnx
 from onnx import helper
 
+from onnx_dml_lowering.runtime.ort_messages import failed_after_placement, parse_provider_failure
+
 from .registry import DML_TYPES, exact_schema
 
 # The element types probed, in the order a baseline is picked (DirectML has a tensor type for each).
@@ -33,9 +35,6 @@ _BY_KIND: "dict[int, object]" = {onnx.AttributeProto.INT: 1, onnx.AttributeProto
 # kernel that refused its attributes, the CPU-only float16 casts, a function body inlined for want
 # of a kernel; a session with the DML EP gets past none of these points differently.
 NO_CPU_KERNEL = "no CPU kernel"
-_LOADED = ("Exception during initialization", "InsertedPrecisionFreeCast", "_inlfunc_",
-           "in node ()")
-
 
 @dataclass(frozen=True)
 class Probe:
@@ -172,12 +171,12 @@ def valid_alone(probe: Probe, opsets: "dict[str, int]") -> "str | None":
     try:
         ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as exc:       # noqa: BLE001 - onnxruntime's load failures have no common type
-        message = " ".join(str(exc).split())
-        if ": 9 : NOT_IMPLEMENTED :" in message:
+        failure = parse_provider_failure(exc)
+        if failure is not None and failure.status == "NOT_IMPLEMENTED":
             return NO_CPU_KERNEL
-        if any(sign in message for sign in _LOADED):
+        if failed_after_placement(exc):
             return None            # loaded and placed; which provider takes it is the real EP's to say
-        return message[:200]
+        return " ".join(str(exc).split())[:200]
     return None
 
 

@@ -27,13 +27,15 @@ ALLOWED = {
     ("compiler/ep/verify.py", "<module>"): "the scratch folder of --verify (a dataclass default), its own",
     ("compiler/ep/verify.py", "verify_placement"): "the level-1 model handed to ort_host, in that scratch folder",
     ("runtime/directml/ort_dml.py", "create"): "onnxruntime.dll's optimised model, in a scratch folder of its own",
+    ("compiler/ep/measure_registrations.py", "main"): "the measured table, where that developer's script is told",
+    ("compiler/ep/measure_registrations.py", "measure"): "its checkpoint after each opset, a file it is told",
+    ("compiler/ep/measure_registrations.py", "_save"): "the registration table it measures and its checkpoint: a "
+                                                         "developer's script (not a command), files it names",
     ("runtime/directml/wine.py", "_log_start"): "the test hook DML_LOWER_TEST_HOST_START_LOG: a line appended per "
                                                 "host start to the file a test names (never set by a user)",
     ("runtime/directml/setup.py", "setup"): "make directml: setup.json into the DirectML home it builds",
     ("runtime/directml/setup.py", "wheel_dlls"): "make directml: the wheel's dlls into that home's bin/",
     ("runtime/directml/setup.py", "build_d3d12"): "make directml: a vkd3d-proton build in a scratch folder",
-    ("runtime/directml/wine.py", "_log_start"): "a test hook: appends each host start to the file its environment "
-                                                 "variable names (the zoo's one-host-per-worker test), no user output",
 }
 
 

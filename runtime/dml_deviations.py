@@ -64,7 +64,7 @@ def int32(k: int) -> int:
     return int(np.array(k, np.int64).astype(np.int32))
 
 
-def _band(shape, low: "int | None", high: "int | None") -> np.ndarray:
+def _band(shape: "tuple[int, ...]", low: "int | None", high: "int | None") -> np.ndarray:
     """True where low <= col - row <= high (None: unbounded), over the last two axes."""
     rows, cols = shape[-2], shape[-1]
     d = np.arange(cols)[None, :] - np.arange(rows)[:, None]
@@ -93,7 +93,7 @@ def cast_to_bool(x: np.ndarray) -> "tuple[np.ndarray, str | None]":
     return values != 0, None
 
 
-def _ops(fired: "list[tuple[str, str]]", providers: "dict[str, str] | None"):
+def _ops(fired: "list[tuple[str, str]]", providers: "dict[str, str] | None") -> "list[type]":
     """onnx.reference operators with the DML EP's semantics (on the nodes `providers` gives it: all
     when None); each appends (deviation, detail) to `fired` when its answer differs from ONNX's."""
     # onnx.reference's operator list costs ~0.1 s to import: only a DML EP run needs it
@@ -122,7 +122,7 @@ def _index_ops(fired: "list[tuple[str, str]]", OpRun: type, on_dml: "Callable[[A
     class NonZero(OpRun):
         op_domain = ""
 
-        def _run(self, x):
+        def _run(self, x: np.ndarray) -> "tuple[np.ndarray]":
             if np.ndim(x) == 0:         # the CPU EP, where the DML EP leaves it, answers the same
                 fired.append(("scalar_nonzero" if on_dml(self) else "scalar_nonzero_cpu", ""))
                 return (np.zeros((1, int(bool(x))), np.int64),)
@@ -131,7 +131,7 @@ def _index_ops(fired: "list[tuple[str, str]]", OpRun: type, on_dml: "Callable[[A
     class EyeLike(OpRun):
         op_domain = ""
 
-        def _run(self, x, dtype=None, k=None):
+        def _run(self, x: np.ndarray, dtype: "int | None" = None, k: "int | None" = None) -> "tuple[np.ndarray]":
             k = 0 if k is None else int(k)
             narrow = int32(k) if on_dml(self) else k
             out_type = onnx.helper.tensor_dtype_to_np_dtype(dtype) if dtype else x.dtype
@@ -143,7 +143,9 @@ def _index_ops(fired: "list[tuple[str, str]]", OpRun: type, on_dml: "Callable[[A
     class Trilu(OpRun):
         op_domain = ""
 
-        def _run(self, x, k=None, upper=None):
+        # k: the input tensor of one int64 (None when absent); rebound to its value
+        def _run(self, x: np.ndarray, k: "np.ndarray | int | None" = None,
+                 upper: "int | None" = None) -> "tuple[np.ndarray]":
             k = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
             upper = 1 if upper is None else int(upper)
             narrow = int32(k) if on_dml(self) else k
@@ -169,7 +171,10 @@ def _cast_op(fired: "list[tuple[str, str]]", OpRun: type, on_dml: "Callable[[Any
     class Cast(OpRun):
         op_domain = ""
 
-        def _run(self, x, to=None, saturate=None, round_mode=None):
+        # to, saturate: the attributes as onnx.reference passes them (a TensorProto data type, set
+        # on every valid Cast; 0 / 1), where its cast_to takes a DataType and a bool: Any
+        def _run(self, x: np.ndarray, to: Any = None, saturate: Any = None,
+                 round_mode: "str | None" = None) -> "tuple[np.ndarray]":
             if to != onnx.TensorProto.BOOL or x.dtype == np.bool_ or not on_dml(self):
                 return (cast_to(x, to, saturate if saturate is not None else True, round_mode or "up"),)
             out, key = cast_to_bool(x)
@@ -201,7 +206,8 @@ def describe(fired: "list[tuple[str, str]]") -> str:
     return "; ".join(NAMES[key] + (f" ({detail})" if detail else "") for key, detail in seen.items())
 
 
-def recognise(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", name: str, got) -> "str | None":
+def recognise(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", name: str,
+              got: "np.ndarray | None") -> "str | None":
     """The named DML EP deviation(s) when `got` (output `name` from the DML EP) is bit for bit the
     DML EP's documented answer and that answer comes from a deviation; else None."""
     try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -181,7 +181,7 @@ class Oracle:
     def run(self, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
         return self._planned(feeds)
 
-    def _reference_failure(self, nodes, env, exc: Exception) -> str:
+    def _reference_failure(self, nodes: "Iterable[onnx.NodeProto]", env: "Mapping[str, np.ndarray]", exc: Exception) -> str:
         """The line for onnx.reference failing on `nodes`: it names the first node it fails on, run
         one by one in order from `env`."""
         where = None
@@ -234,7 +234,7 @@ class Oracle:
     def _planned_runs(self, runs: "list[_Run]") -> None:
         """What a kind says of its plan (the reference oracle names what the host runs instead)."""
 
-    def _region(self, nodes, inputs, outputs) -> Region:
+    def _region(self, nodes: "Sequence[onnx.NodeProto]", inputs: "Sequence[str]", outputs: "Sequence[str]") -> Region:
         # made once per run of the plan (its identity reads every node's name: slow on protobuf);
         # the region holds its nodes, so the ids in the key stay theirs
         key = (tuple(map(id, nodes)), tuple(inputs), tuple(outputs))
@@ -242,7 +242,9 @@ class Oracle:
             self._regions[key] = self.engine.region(list(nodes), inputs, outputs, "oracle_region")
         return self._regions[key]
 
-    def _session(self, engine: str, nodes, inputs, outputs):
+    # an onnxruntime session (untyped) or an onnx.reference evaluator: Any
+    def _session(self, engine: str, nodes: "Sequence[onnx.NodeProto]", inputs: "Sequence[str]",
+                 outputs: "Sequence[str]") -> Any:
         return self.engine.session(self._region(nodes, inputs, outputs), ORT if engine == ORT_CPU else engine)
 
     def _body_oracle(self, node: onnx.NodeProto, attribute: str, graph: onnx.GraphProto,
@@ -306,12 +308,13 @@ class Oracle:
             raise DmlLowerError(f"the oracle produced no value for output {missing[0]!r}")
         return {n: np.asarray(env[n]) for n in self.output_names}
 
-    def _call(self, engine: str, nodes, inputs, outputs, env) -> "dict[str, np.ndarray]":
+    def _call(self, engine: str, nodes: "Sequence[onnx.NodeProto]", inputs: "Sequence[str]", outputs: "Sequence[str]",
+              env: "Mapping[str, np.ndarray]") -> "dict[str, np.ndarray]":
         # onnxruntime's deterministic runs are left for the lowered backends, on equal feeds
         return self.engine.run(self._region(nodes, inputs, outputs), env, (ORT if engine == ORT_CPU else engine,),
                                reuse=True)
 
-    def _evaluate(self, run: _Run, env) -> "dict[str, np.ndarray]":
+    def _evaluate(self, run: _Run, env: "Mapping[str, np.ndarray]") -> "dict[str, np.ndarray]":
         try:
             return self._call(run.engine, run.nodes, run.inputs, run.outputs, env)
         except Exception as exc:
@@ -323,7 +326,7 @@ class Oracle:
                                 f"{first_line(failed)}") from None
         return self._fall_back(run, env, failed)
 
-    def _fall_back(self, run: _Run, env, failed: Exception) -> "dict[str, np.ndarray]":
+    def _fall_back(self, run: _Run, env: "Mapping[str, np.ndarray]", failed: Exception) -> "dict[str, np.ndarray]":
         """A run its engine failed on, node by node on the next engine of the chain."""
         if len(run.nodes) == 1 and run.engine == ORT_CPU and host_construct(run.nodes[0], self.opset) is None:
             raise DmlLowerError(f"the oracle cannot evaluate {_named(run.nodes)}: {first_line(failed)}") from None
@@ -430,7 +433,7 @@ class ReferenceOracle(Oracle):
             self._hosts = HOST in self.main_engines()
         return self._planned(feeds) if self._hosts else self._whole_on_reference(feeds)
 
-    def _whole_on_reference(self, feeds) -> "dict[str, np.ndarray]":
+    def _whole_on_reference(self, feeds: "Mapping[str, np.ndarray]") -> "dict[str, np.ndarray]":
         try:
             if self._reference is None:     # once: a body's runs once per iteration
                 self._reference = reference_evaluator(self.model)
@@ -444,7 +447,7 @@ class ReferenceOracle(Oracle):
             for node in run.nodes if run.engine == HOST else ():
                 self._fell_back(node, HOST, reference_gets_wrong(node) or "")
 
-    def _fall_back(self, run: _Run, env, failed: Exception) -> "dict[str, np.ndarray]":
+    def _fall_back(self, run: _Run, env: "Mapping[str, np.ndarray]", failed: Exception) -> "dict[str, np.ndarray]":
         raise DmlLowerError(self._reference_failure(run.nodes, env, failed)) from None
 
     def to_dict(self) -> dict:
@@ -463,7 +466,7 @@ class OrtCpuOracle(Oracle):
     def run(self, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
         return self._whole_on_ort(feeds)
 
-    def _whole_on_ort(self, feeds) -> "dict[str, np.ndarray]":
+    def _whole_on_ort(self, feeds: "Mapping[str, np.ndarray]") -> "dict[str, np.ndarray]":
         try:
             session = make_session(self.model, ["CPUExecutionProvider"], settings=self.settings,
                                    label="the model (the ort-cpu oracle)")

@@ -14,9 +14,10 @@ ELEMENT_WISE_BIT_OR / BIT_AND <- BitwiseOr / BitwiseAnd
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from typing import Any, Callable, Iterable, TypeVar, cast
 
 import numpy as np
+import onnx
 from onnx import TensorProto as T
 from onnx import helper
 
@@ -42,18 +43,21 @@ class NoKernel(Exception):
     """The provider has no kernel for this operator and type (onnxruntime's NOT_IMPLEMENTED)."""
 
 
-def _or_numpy(method):
+_Method = TypeVar("_Method", bound=Callable[..., None])
+
+
+def _or_numpy(method: _Method) -> _Method:
     """Run the stand-in; where the provider has no kernel, the numpy kernel computes the result and
     the operator is recorded in `fallbacks`, so the outputs that depend on it are not counted as
     validated on the provider (check reports them UNSUPPORTED)."""
     @functools.wraps(method)
-    def run(self, *args, **kwargs):
+    def run(self: OrtOperators, *args: Any, **kwargs: Any) -> None:
         try:
             return method(self, *args, **kwargs)
         except NoKernel as exc:
             self.fallbacks.append(str(exc))
             return getattr(numpy_kernels, method.__name__)(*args, **kwargs)
-    return run
+    return cast(_Method, run)        # the same signature: run passes every argument through
 
 
 class OrtOperators:
@@ -62,11 +66,12 @@ class OrtOperators:
     def __init__(self, providers: "list[str] | None" = None, settings: "SessionSettings | None" = None) -> None:
         self.providers = resolve(providers)
         self.settings = settings          # the user's onnxruntime session settings (--threads ...)
-        self._sessions: dict = {}
+        self._sessions: "dict[tuple, Any]" = {}       # onnxruntime sessions (untyped)
         self._no_kernel: "dict[tuple, str]" = {}
         self.fallbacks: "list[str]" = []      # operators the provider has no kernel for, as they ran
 
-    def _run(self, key: tuple, build, feeds: dict, what: str) -> "list[np.ndarray]":
+    def _run(self, key: tuple, build: "Callable[[], onnx.ModelProto]", feeds: "dict[str, np.ndarray]",
+             what: str) -> "list[np.ndarray]":
         if key in self._no_kernel:
             raise NoKernel(self._no_kernel[key])
         if key not in self._sessions:
@@ -92,7 +97,9 @@ class OrtOperators:
             raise DmlLowerError(f"{what}: onnxruntime failed: {first_line(exc)}") from None
 
     @staticmethod
-    def _model(nodes, inputs, outputs, initializers=(), opset: int = 14):
+    def _model(nodes: "list[onnx.NodeProto]", inputs: "list[onnx.ValueInfoProto]",
+               outputs: "list[onnx.ValueInfoProto]", initializers: "Iterable[onnx.TensorProto]" = (),
+               opset: int = 14) -> onnx.ModelProto:
         graph = helper.make_graph(nodes, "dml_operator", inputs, outputs, list(initializers))
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
@@ -102,7 +109,7 @@ class OrtOperators:
         elem = numpy_to_onnx(data.dtype)
         rank = data.ndim
 
-        def build(via: "int | None" = None):
+        def build(via: "int | None" = None) -> onnx.ModelProto:
             nodes = [helper.make_node("NonZero", ["wide" if via else "x"], ["y"])]
             if via:     # an exact widening keeps which elements are zero (and NaN non-zero)
                 nodes.insert(0, helper.make_node("Cast", ["x"], ["wide"], to=via))
@@ -134,7 +141,7 @@ class OrtOperators:
         height, width = out.shape[-2:]
         elem = numpy_to_onnx(out.dtype)
         if float(value) == 1.0:
-            def build(via: "int | None" = None):
+            def build(via: "int | None" = None) -> onnx.ModelProto:
                 nodes = [helper.make_node("EyeLike", ["shape_of"], ["made" if via else "eye"], k=int(offset),
                                           dtype=via or elem)]
                 if via:     # 0 and 1 are exact in every type: the Cast changes no value
@@ -161,7 +168,7 @@ class OrtOperators:
         indices = np.stack([rows, rows + offset], axis=1)
         typed = scalar_for(out.dtype, value)
 
-        def scatter_model():
+        def scatter_model() -> onnx.ModelProto:
             return self._model([helper.make_node("ScatterND", ["zeros", "indices", "updates"], ["y"])],
                                [helper.make_tensor_value_info("zeros", elem, [None, None]),
                                 helper.make_tensor_value_info("indices", T.INT64, [None, 2]),
@@ -175,7 +182,8 @@ class OrtOperators:
         out[...] = eye
 
     @_or_numpy
-    def diagonal_matrix1(self, source, out: np.ndarray, value, begin: int, end: int) -> None:
+    def diagonal_matrix1(self, source: "np.ndarray | None", out: np.ndarray, value: object, begin: int,
+                         end: int) -> None:
         elem = numpy_to_onnx(out.dtype)
         inverted = end < begin
         low, high = (end, begin) if inverted else (begin, end)
@@ -193,7 +201,7 @@ class OrtOperators:
         inits = [helper.make_tensor("k_low", T.INT64, [], [low]),
                  helper.make_tensor("k_high", T.INT64, [], [high - 1])]
 
-        def build():
+        def build() -> onnx.ModelProto:
             return self._model(nodes, [helper.make_tensor_value_info("ones", T.BOOL, [None, None]),
                                        helper.make_tensor_value_info("value", elem, []),
                                        helper.make_tensor_value_info("base", elem, [None] * out.ndim)],
@@ -214,7 +222,7 @@ class OrtOperators:
         data = np.ascontiguousarray(source)
         elem = numpy_to_onnx(data.dtype)
 
-        def build():
+        def build() -> onnx.ModelProto:
             return self._model([helper.make_node("Identity", ["x"], ["y"])],
                                [helper.make_tensor_value_info("x", elem, [None] * data.ndim)],
                                [helper.make_tensor_value_info("y", elem, [None] * data.ndim)])
@@ -227,7 +235,7 @@ class OrtOperators:
         left, right = np.ascontiguousarray(a), np.ascontiguousarray(b)
         elem = numpy_to_onnx(left.dtype)
 
-        def build():
+        def build() -> onnx.ModelProto:
             return self._model([helper.make_node(op, ["a", "b"], ["y"])],
                                [helper.make_tensor_value_info("a", elem, [None] * left.ndim),
                                 helper.make_tensor_value_info("b", elem, [None] * left.ndim)],

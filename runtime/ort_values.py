@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -46,7 +46,7 @@ _NATIVE_TYPE_NAMES = {f"tensor({name})" for name in ("float", "double", "float16
                                                      "uint8", "uint16", "uint32", "uint64", "bool", "string")}
 
 
-def to_ort_value(value: np.ndarray):
+def to_ort_value(value: np.ndarray) -> Any:     # an onnxruntime.OrtValue (untyped)
     """An OrtValue over `value` (no copy for a contiguous CPU array of a type numpy knows)."""
     import onnxruntime as ort
     array = np.ascontiguousarray(value)
@@ -65,7 +65,7 @@ def to_ort_value(value: np.ndarray):
     return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(raw, onnx_element_type=onnx_type)
 
 
-def _from_ort(value) -> np.ndarray:
+def _from_ort(value: Any) -> np.ndarray:        # value: an onnxruntime.OrtValue
     if not value.is_tensor():
         return value.numpy()
     shape, onnx_type = tuple(value.shape()), value.element_type()
@@ -98,14 +98,15 @@ class _SessionFacts:
     types (each a binding call per output), the feed names already validated, and whether it may
     be called without the Python wrapper's checks."""
 
-    def __init__(self, session) -> None:
+    # session: an onnxruntime.InferenceSession, which has no type information (Any)
+    def __init__(self, session: Any) -> None:
         metas = session.get_outputs()
         self.outputs = [o.name for o in metas]
         self.types = {o.name: o.type for o in metas}
         self.typed: "dict[tuple, bool]" = {}           # output names -> a result numpy cannot take
         self.refresh(session)
 
-    def refresh(self, session) -> None:
+    def refresh(self, session: Any) -> None:
         """(Re)read the binding session: set_providers (the wrapper's own provider fallback does
         it) replaces it, and then every feed-name set is validated again."""
         # InferenceSession.run validates the feed names with a list membership test per input
@@ -124,14 +125,15 @@ class _SessionFacts:
 _FACTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _facts(session) -> _SessionFacts:
+def _facts(session: Any) -> _SessionFacts:
     facts = _FACTS.get(session)
     if facts is None:
         facts = _FACTS[session] = _SessionFacts(session)
     return facts
 
 
-def run_session(session, outputs: "Sequence[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
+# session: an onnxruntime.InferenceSession (untyped), a wrapper of one, or an onnx.reference evaluator
+def run_session(session: Any, outputs: "Sequence[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
     """session.run that also takes and returns bfloat16 / float8 tensors (an onnx.reference
     evaluator is run as it is: it takes ml_dtypes arrays natively)."""
     if not hasattr(session, "run_with_ort_values"):
@@ -146,7 +148,8 @@ def run_session(session, outputs: "Sequence[str] | None", feeds: Mapping[str, np
             ort_crash.idle()
 
 
-def _run_session(session, outputs, feeds, options) -> "list[np.ndarray]":
+def _run_session(session: Any, outputs: "Sequence[str] | None", feeds: Mapping[str, np.ndarray],
+                 options: Any) -> "list[np.ndarray]":       # options: an onnxruntime.RunOptions
     facts = _facts(session)
     names = list(outputs) if outputs else facts.outputs      # none or empty: all, as session.run
     key = tuple(names)

@@ -1,12 +1,17 @@
 """Text and Markdown renderings of a placement and a check report."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from onnx_dml_lowering.ir.display import display, markdown_cell
 from onnx_dml_lowering.ir.printer import name_list
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from onnx_dml_lowering.ir import FeatureLevel
+    from onnx_dml_lowering.runtime.compiled_view import PlacementView
+
     from .check_report import CheckReport
     from .compare import OutputResult
 
@@ -19,7 +24,7 @@ if TYPE_CHECKING:
 GROUP_FROM = 3
 
 
-def format_placement(placement, level) -> str:
+def format_placement(placement: "Sequence[PlacementView]", level: "FeatureLevel | str") -> str:
     """One line per placement; on a large model, placements that read the same past their nodes
     (NonZero after NonZero lowered by one rule, with one note) share one line naming the nodes of
     each ('a, b; c, d; ... (40 placements)'). compile --json / check --json keep one entry each."""
@@ -44,15 +49,15 @@ def format_placement(placement, level) -> str:
     return "\n".join(lines)
 
 
-def _shape(shape) -> str:
+def _shape(shape: "Sequence[int] | None") -> str:
     return "x".join(str(d) for d in shape) if shape else "scalar"
 
 
-def _rel(value) -> str:
+def _rel(value: "float | None") -> str:
     return "undefined" if value is None else f"{value:.3g}"
 
 
-def _errors(o) -> str:
+def _errors(o: OutputResult) -> str:
     """Max (and on a mismatch mean) abs / rel errors; rel leaves out elements expected to be 0."""
     if o.max_abs_error is None:
         return ""
@@ -66,7 +71,7 @@ def _errors(o) -> str:
     return text + f", max rel err {o.max_rel_error:.3g}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def _number(value) -> str:
+def _number(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
@@ -103,7 +108,7 @@ def feeds_line(feeds: dict) -> str:
     return f"feeds: {head}: {'; '.join(parts) or 'nothing to feed'}"
 
 
-def defaults_line(defaults) -> str:
+def defaults_line(defaults: "Mapping[str, np.ndarray]") -> str:
     """The initializers-that-are-also-inputs left unfed (name -> the stored value used), in one line."""
     return "inputs not fed, their initializer used as the default: " + name_list(
         [f"{name} ({value.dtype} [{_shape(value.shape)}])" for name, value in defaults.items()], 8, "inputs")

@@ -5,7 +5,7 @@ or iteration."""
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -22,6 +22,13 @@ from .ort_operators import OrtOperators
 from .weights import tensor_array
 from onnx_dml_lowering.runtime.compiled_view import LoweredView
 
+if TYPE_CHECKING:
+    import onnx
+
+    from onnx_dml_lowering.runtime.kernel_set import DmlKernels
+    from onnx_dml_lowering.runtime.ort.settings import SessionSettings
+    from onnx_dml_lowering.runtime.region_engine import SessionCache
+
 
 def strict_default() -> bool:
     return os.environ.get("DML_LOWER_STRICT", "") not in ("", "0")
@@ -32,8 +39,10 @@ class GraphRunner:
     run-time specialisations (kept for the runner's life, so across loop iterations) and a runner
     per body of the control-flow nodes in it."""
 
-    def __init__(self, session: "EmulatorSession", partition, model, types: dict,
-                 initializers: "Mapping[str, np.ndarray]", shared=None) -> None:
+    # partition: compiler.partition.Partition (or a body's), which runtime cannot import (layers);
+    # it reads its graph, regions, deferred, fallbacks, nodes, bodies and generated values.
+    def __init__(self, session: "EmulatorSession", partition: Any, model: "onnx.ModelProto", types: dict,
+                 initializers: "Mapping[str, np.ndarray]", shared: "SessionCache | None" = None) -> None:
         self.session = session
         self.partition = partition
         self.initializers = dict(initializers)
@@ -52,7 +61,8 @@ class GraphRunner:
         self.unvalidated: "dict[str, str]" = {}   # of the last run: values not run on the provider
 
     def run(self, tensors: "dict[str, np.ndarray]", strict: bool) -> "dict[str, np.ndarray]":
-        def runner(step, env):
+        def runner(step: "OnnxRegion | LowerAtRunTime | ControlFlow",
+                   env: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
             if isinstance(step, OnnxRegion):
                 return self.regions(step, env)
             if isinstance(step, ControlFlow):
@@ -137,8 +147,8 @@ class EmulatorSession:
     run-time specialisations) and what runs report: a log of run-time declines and
     `lowered_iterations`, how many control-flow branches / iterations ran a lowered body."""
 
-    def __init__(self, compiled: LoweredView, operators=None, providers: "list[str] | None" = None,
-                 settings=None) -> None:
+    def __init__(self, compiled: LoweredView, operators: "DmlKernels | None" = None,
+                 providers: "list[str] | None" = None, settings: "SessionSettings | None" = None) -> None:
         self.compiled = compiled
         self.settings = settings          # ort.settings.SessionSettings for every region session
         self.operators = operators            # None: the numpy kernels; else runtime.ort_operators

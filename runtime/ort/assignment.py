@@ -3,14 +3,19 @@ log), and the findings on the operators this project owns that ran elsewhere or 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 from onnx_dml_lowering.lowering.owned_ops import owned
 from onnx_dml_lowering.runtime.ort.settings import RECORD_ASSIGNMENT_OPTION
 
+if TYPE_CHECKING:
+    import onnx
 
-def node_providers(session) -> "dict[str, str] | None":
+
+# session: an onnxruntime.InferenceSession (untyped), a WeightedSession or ort_host's DmlEpSession
+def node_providers(session: Any) -> "dict[str, str] | None":
     """{node name: provider name} for every node onnxruntime kept after its optimizations,
     or None when this onnxruntime cannot report it (before 1.24, or recording was off)."""
     own = getattr(session, "node_providers", None)       # ort_host's session: from onnxruntime's log
@@ -68,7 +73,7 @@ def describe_findings(findings: "list[PlacementFinding]", requested: str) -> "li
     return lines
 
 
-def _input_dependent(model) -> "set[str]":
+def _input_dependent(model: "onnx.ModelProto") -> "set[str]":
     """Values that depend on a graph input (so constant folding cannot compute them)."""
     inits = {i.name for i in model.graph.initializer}
     live = {i.name for i in model.graph.input if i.name not in inits}
@@ -78,7 +83,7 @@ def _input_dependent(model) -> "set[str]":
     return live
 
 
-def placement_findings(model, assignment: "dict[str, str]", requested: str) -> "list[PlacementFinding]":
+def placement_findings(model: "onnx.ModelProto", assignment: "dict[str, str]", requested: str) -> "list[PlacementFinding]":
     """The nodes of `model` whose operator this project owns (lowering.owned_ops) that ran on another
     provider than `requested`, or that are absent from the assignment (constant folding removed them)."""
     findings = []

@@ -3,7 +3,7 @@ their files as external initializers, the big inline ones bound as inputs (Weigh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,7 +41,7 @@ class OrtModel:
 EXTERNAL_FOLDER_OPTION = "session.model_external_initializers_file_folder_path"
 
 
-def ort_model(model) -> OrtModel:
+def ort_model(model: "onnx.ModelProto") -> OrtModel:
     """The one way a ModelProto reaches onnxruntime: a copy with ir_version capped at
     MAX_IR_VERSION whose initializers still in their files (load_model's lazy ones: external data,
     or inline weights left in the .onnx file) stay initializers with external data pointing into
@@ -123,7 +123,7 @@ def _point_into_file(external: "onnx.TensorProto", tensor: "onnx.TensorProto", w
         entry.key, entry.value = key, value
 
 
-def _serialised_below_limit(model) -> "bytes | None":
+def _serialised_below_limit(model: "onnx.ModelProto") -> "bytes | None":
     """The model's bytes, or None when they would reach the protobuf limit (or protobuf refuses)."""
     from onnx_dml_lowering.runtime.weights import PROTO_LIMIT
     try:
@@ -137,21 +137,24 @@ class WeightedSession:
     """An onnxruntime session whose weight inputs are always fed their arrays unless a feed names
     them: callers see only the model's own inputs (a weight that is also a graph input is one)."""
 
-    def __init__(self, session, weights: "dict[str, np.ndarray]", added: "set[str]") -> None:
+    # session: an onnxruntime.InferenceSession, which has no type information (Any)
+    def __init__(self, session: Any, weights: "dict[str, np.ndarray]", added: "set[str]") -> None:
         from onnx_dml_lowering.runtime.ort_values import to_ort_value
         self.session = session
         self.weights = weights
         self.added = added
         self._values = {name: to_ort_value(array) for name, array in weights.items()}   # CPU: no copy
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.session, name)
 
     def get_inputs(self) -> list:
         return [i for i in self.session.get_inputs() if i.name not in self.added]
 
-    def run(self, outputs, feeds, *args, **kwargs):
+    def run(self, outputs: "Sequence[str] | None", feeds: "Mapping[str, Any]", *args: Any,
+            **kwargs: Any) -> "list[Any]":
         return self.session.run(outputs, {**self.weights, **dict(feeds)}, *args, **kwargs)
 
-    def run_with_ort_values(self, outputs, feeds, *args, **kwargs):
+    def run_with_ort_values(self, outputs: "Sequence[str] | None", feeds: "Mapping[str, Any]", *args: Any,
+                            **kwargs: Any) -> "list[Any]":
         return self.session.run_with_ort_values(outputs, {**self._values, **dict(feeds)}, *args, **kwargs)

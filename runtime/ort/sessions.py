@@ -4,13 +4,16 @@ process or in ort_host off Windows). What DmlExecutionProvider needs of a sessio
 memory patterns off, sequential execution) is said once, in _providers_argument."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.runtime.ort.model import EXTERNAL_FOLDER_OPTION, WeightedSession, ort_model
 from onnx_dml_lowering.runtime.ort.providers import DML, ProviderSpec
 from onnx_dml_lowering.runtime.ort.settings import SessionSettingRejected, SessionSettings, session_options
 from onnx_dml_lowering.runtime.ort_messages import ProviderLoadError, parse_provider_failure, provider_message
+
+# Sessions and SessionOptions are onnxruntime's, which has no type information: they are Any here
+# (a session may also be a WeightedSession or ort_host's DmlEpSession, which act as one).
 
 if TYPE_CHECKING:
     import onnx
@@ -32,7 +35,8 @@ def _providers_argument(providers: "Iterable[tuple[str, dict[str, str] | None]]"
     return listed, dml
 
 
-def create_session(model, options, label: "str | None" = None, on: "list[str] | None" = None, **kwargs):
+def create_session(model: "onnx.ModelProto | str | bytes", options: Any, label: "str | None" = None,
+                   on: "list[str] | None" = None, **kwargs: Any) -> Any:
     """An InferenceSession over `model` (a ModelProto through ort_model, or a file path). Every
     session of the project is created here: a crash inside onnxruntime is said as a crash in
     `label` (default: the sub-model's region) on `on` (default: the providers asked for), see
@@ -124,8 +128,8 @@ def shared_cpu_arena() -> bool:
     return _shared_arena[0]
 
 
-def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool = False,
-                 settings: "SessionSettings | None" = None, label: "str | None" = None):
+def make_session(model: "onnx.ModelProto | str | bytes", providers: "list[str]", device_id: int = 0,
+                 tiny: bool = False, settings: "SessionSettings | None" = None, label: "str | None" = None) -> Any:
     """An InferenceSession over a ModelProto (or a model path) with the settings the providers require.
 
     `tiny`: the graph's work is small (a region over small tensors): one intra-op thread, as
@@ -148,8 +152,9 @@ def make_session(model, providers: "list[str]", device_id: int = 0, tiny: bool =
     return create_session(model, options, label, providers=provider_list)
 
 
-def make_provider_session(model, provider: ProviderSpec, no_fallback: bool = False,
-                          settings: "SessionSettings | None" = None, checked: "onnx.ModelProto | None" = None):
+def make_provider_session(model: "onnx.ModelProto | str | bytes", provider: ProviderSpec, no_fallback: bool = False,
+                          settings: "SessionSettings | None" = None,
+                          checked: "onnx.ModelProto | None" = None) -> Any:
     """A session running the whole model (a ModelProto) on `provider`, recording who ran each node.
 
     no_fallback sets session.disable_cpu_ep_fallback: a node the provider cannot take makes
@@ -182,8 +187,8 @@ def _load_error(provider: ProviderSpec, no_fallback: bool, exc: Exception) -> Pr
                              provider.name, reason, parse_provider_failure(exc))
 
 
-def _host_session(model, provider: ProviderSpec, no_fallback: bool, settings: "SessionSettings | None",
-                  checked: "onnx.ModelProto | None"):
+def _host_session(model: "onnx.ModelProto | str | bytes", provider: ProviderSpec, no_fallback: bool,
+                  settings: "SessionSettings | None", checked: "onnx.ModelProto | None") -> Any:
     """The session in ort_host over `model` (a path, bytes, or a ModelProto through ort_model, its
     weights as external initializers in their own files); `checked` names a failing node's deviation."""
     import onnx

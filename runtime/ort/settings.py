@@ -5,7 +5,7 @@ words live there only), or a caller of the Python API building one directly."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from onnx_dml_lowering.ir import DmlLowerError
 
@@ -48,7 +48,7 @@ class SessionSettings:
         """The config keys the user set (theirs alone: our own entries give way)."""
         return {key for key, _ in self.config}
 
-    def apply(self, options) -> None:
+    def apply(self, options: Any) -> None:      # an onnxruntime.SessionOptions (untyped)
         """Set these on an onnxruntime SessionOptions (after our own entries: the user's win)."""
         import onnxruntime as ort
         if self.optimization_level is not None:
@@ -62,7 +62,7 @@ class SessionSettings:
 
 def session_options(provider: "ProviderSpec | None" = None, no_fallback: bool = False,
                     record_assignment: bool = True, dml: bool = False,
-                    settings: "SessionSettings | None" = None):
+                    settings: "SessionSettings | None" = None) -> Any:   # onnxruntime.SessionOptions
     """onnxruntime's SessionOptions: ours (errors as our one line, not onnxruntime's log; `dml`:
     what DirectML requires; `no_fallback`; recording who ran each node), then the user's."""
     import onnxruntime as ort

@@ -27,8 +27,6 @@ ALLOWED = {
     ("compiler/ep/verify.py", "<module>"): "the scratch folder of --verify (a dataclass default), its own",
     ("compiler/ep/verify.py", "verify_placement"): "the level-1 model handed to ort_host, in that scratch folder",
     ("runtime/directml/ort_dml.py", "create"): "onnxruntime.dll's optimised model, in a scratch folder of its own",
-    ("runtime/directml/wine.py", "_log_start"): "the test hook DML_LOWER_TEST_HOST_START_LOG: a line appended per "
-                                                "host start to the file a test names (never set by a user)",
     ("runtime/directml/setup.py", "setup"): "make directml: setup.json into the DirectML home it builds",
     ("runtime/directml/setup.py", "wheel_dlls"): "make directml: the wheel's dlls into that home's bin/",
     ("runtime/directml/setup.py", "build_d3d12"): "make directml: a vkd3d-proton build in a scratch folder",

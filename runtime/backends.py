@@ -220,7 +220,7 @@ class Saved:
                            for n, v in self.loaded.by_backend[self.name.text].items()})
 
 
-def _shipped(compiled: CompiledView) -> "tuple[object, str]":
+def _shipped(compiled: CompiledView) -> "tuple[onnx.ModelProto | str | bytes, str]":
     """What onnxruntime is given for the model as the user shipped it, and how to say it."""
     source = compiled.source
     if isinstance(source, onnx.ModelProto):
@@ -251,9 +251,8 @@ class Provider:
         self._outputs: "list[str]" = []
         self._absent: "dict[str, str]" = {}         # output of ours the shipped model does not have -> why
 
-    # `model`: what _shipped gives (a path, bytes or a ModelProto) or the modified copy; the result
-    # is an onnxruntime InferenceSession (no type information)
-    def _make(self, model: object) -> Any:
+    # the result is an onnxruntime InferenceSession (no type information)
+    def _make(self, model: "onnx.ModelProto | str | bytes") -> Any:
         return make_provider_session(model, self.spec, self.options.no_fallback, self.options.settings,
                                      checked=self.compiled.model)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 import onnx
@@ -50,6 +50,10 @@ from .region_cache import ORACLE as ORACLE_PASS
 from .region_cache import RegionResults
 from .saved_outputs import LoadedOutputs
 from .weights import is_lazy
+
+if TYPE_CHECKING:
+    from .oracle import Oracle
+    from .session import EmulatorSession
 
 PROVIDER_MODELS = ("shipped", "modified")
 # the backend names' parser and table (backend_names.py), offered here as ever
@@ -117,7 +121,7 @@ class Lowered:
     def prepare(self) -> Prepared:
         return Prepared(self.name.description)
 
-    def _session(self):
+    def _session(self) -> EmulatorSession:
         return self.compiled.session(self.LOWERING, self.providers, self.options.settings)
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
@@ -130,10 +134,10 @@ class Lowered:
         return BackendRun(dict(outputs), self._not_compared(session), lowered_iterations=session.lowered_iterations - before,
                           regions=self._regions(session))
 
-    def _not_compared(self, session) -> "dict[str, str]":
+    def _not_compared(self, session: EmulatorSession) -> "dict[str, str]":
         return {}
 
-    def _regions(self, session) -> "dict[str, tuple[list[str], str]]":
+    def _regions(self, session: EmulatorSession) -> "dict[str, tuple[list[str], str]]":
         return {}
 
 
@@ -141,7 +145,7 @@ class Emulator(Lowered):
     """cpu: the lowered graph on the numpy emulator; it names the engine of each ONNX region."""
     LOWERING = Lowering.EMULATOR
 
-    def _regions(self, session) -> "dict[str, tuple[list[str], str]]":
+    def _regions(self, session: EmulatorSession) -> "dict[str, tuple[list[str], str]]":
         return {name: ([n.name for n in session.regions.regions[name]], str(engine))
                 for name, engine in session.regions.engines.items()}
 
@@ -154,7 +158,7 @@ class StandIns(Lowered):
         super().__init__(compiled, name, options)
         self.providers = options.providers or ["cpu"]
 
-    def _not_compared(self, session) -> "dict[str, str]":
+    def _not_compared(self, session: EmulatorSession) -> "dict[str, str]":
         # some operator ran on numpy (no onnxruntime kernel): what depends on it is not theirs
         return {n: f"computed by the numpy kernel: {why}" for n, why in session.unvalidated_outputs.items()}
 
@@ -182,14 +186,14 @@ LOWERED_BACKENDS: "dict[Lowering, type[Lowered]]" = {
     Lowering.EMULATOR: Emulator, Lowering.STAND_INS: StandIns, Lowering.DIRECTML: DirectML}
 
 
-def _region_results(compiled) -> RegionResults:
+def _region_results(compiled: CompiledView) -> RegionResults:
     """The region runs the compiled model's region engines share (a model without a shared
     cache: a store of its own, which no schedule names)."""
     cache = getattr(compiled, "shared_sessions", None)
     return cache.results if cache is not None else RegionResults()
 
 
-def schedule_reuse(compiled, oracle, backends: "list[Backend]") -> None:
+def schedule_reuse(compiled: CompiledView, oracle: "Oracle | None", backends: "list[Backend]") -> None:
     """Tells the compiled model's shared region runs which passes over each feed set may take
     one (region_cache.py), in check's order: the oracle, when its regions go through that cache
     (the hybrid kind; onnxruntime's reading has its own), then the lowered backends. Another
@@ -216,7 +220,7 @@ class Saved:
                            for n, v in self.loaded.by_backend[self.name.text].items()})
 
 
-def _shipped(compiled: CompiledView) -> "tuple[object, str]":
+def _shipped(compiled: CompiledView) -> "tuple[onnx.ModelProto | str | bytes, str]":
     """What onnxruntime is given for the model as the user shipped it, and how to say it."""
     source = compiled.source
     if isinstance(source, onnx.ModelProto):
@@ -247,7 +251,8 @@ class Provider:
         self._outputs: "list[str]" = []
         self._absent: "dict[str, str]" = {}         # output of ours the shipped model does not have -> why
 
-    def _make(self, model):
+    # the result is an onnxruntime InferenceSession (no type information)
+    def _make(self, model: "onnx.ModelProto | str | bytes") -> Any:
         return make_provider_session(model, self.spec, self.options.no_fallback, self.options.settings,
                                      checked=self.compiled.model)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from .oracle import GoldenOracle, HybridOracle, Oracle, OracleName, lazy_oracle,
 from .ort_reading import OrtReading
 from .saved_outputs import LoadedOutputs, verify_feeds
 from .tolerances import DEFAULT_ATOL, DEFAULT_RTOL, Tolerances, default_rtol, lowered_outputs
+
+if TYPE_CHECKING:
+    import onnx
 
 # the names this module has always offered (the Python API: docs/python-api.md)
 __all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "BackendOptions", "CheckAbout", "CheckReport", "CheckRun",
@@ -85,11 +88,11 @@ class UnderWay:
     feeds: "Mapping[str, object]"
 
 
-def _is_nonzero(node) -> bool:
+def _is_nonzero(node: onnx.NodeProto) -> bool:
     return node.op_type == "NonZero" and is_standard(node)
 
 
-def _nonzero_in_bodies(model) -> bool:
+def _nonzero_in_bodies(model: onnx.ModelProto) -> bool:
     """A NonZero inside an If / Loop / Scan body, at any depth."""
     return any(_is_nonzero(inner) for node in model.graph.node for inner in body_nodes(node))
 
@@ -358,7 +361,8 @@ class CheckRun:
             result.status, result.detail = "deviation", named
         return result
 
-    def _deviation(self, name: str, backend: BackendName, want: np.ndarray, got, feeds) -> "str | None":
+    def _deviation(self, name: str, backend: BackendName, want: np.ndarray, got: "np.ndarray | None",
+                   feeds: Mapping[str, np.ndarray]) -> "str | None":
         """The named deviation a mismatching output is: onnxruntime's scalar NonZero, the DML EP's
         own (bit for bit its documented answer), or onnxruntime's reading of a node it deviates
         on (within the tolerances); None: a plain mismatch."""
@@ -366,7 +370,7 @@ class CheckRun:
                 and want.shape[:1] == (0,) and np.shape(got) == (1,) + want.shape[1:]):
             return f"{SCALAR_NONZERO_DEVIATION} (node {self._scalar_nonzero[name]}; got {list(np.shape(got))})"
         if backend.from_dml_ep:
-            named = recognise(self.compiled.model, feeds, name, got)
+            named = recognise(self.compiled.model, dict(feeds), name, got)   # it takes a dict: a shallow copy
             if named:
                 return named
         if self._reading is None or got is None or not backend.is_provider:

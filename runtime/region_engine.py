@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence, TypeVar
 
 import numpy as np
 import onnx
@@ -65,6 +65,8 @@ HOST = "host control flow"                   # If / Loop / Scan as ONNX defines 
 HYBRID = "hybrid oracle"                     # the sub-model as the hybrid oracle runs it: onnxruntime
                                              # except the nodes it deviates on (ort_deviations.TABLE)
 
+T = TypeVar("T")                             # what a SessionCache entry holds: a session, a verdict
+
 @dataclass(frozen=True)
 class Region:
     """Nodes of one model; `fed` are passed at run time, `embedded` are initializers the sub-model
@@ -87,7 +89,8 @@ class Region:
 
 
 def region_key(nodes: "Iterable[onnx.NodeProto]", fed: "Iterable[str]", embedded: "Iterable[str]",
-               outputs: "Iterable[str]", providers: "Iterable[str]", settings=None) -> tuple:
+               outputs: "Iterable[str]", providers: "Iterable[str]", settings: "SessionSettings | None" = None
+               ) -> tuple:
     """What identifies a region's onnxruntime session: equal keys are the same sub-model with the
     same options (node names are unique model-wide, compiler/node_ids.py; `settings`: the user's
     SessionSettings, hashable, or None)."""
@@ -116,7 +119,7 @@ class SessionCache:
         """Region runs taken from an earlier pass instead of run."""
         return self.results.reused
 
-    def get(self, key: tuple, build: Callable[[], object]):
+    def get(self, key: tuple, build: Callable[[], T]) -> T:
         """The session under `key`, built once (a build that raises caches nothing)."""
         if key in self._sessions:
             self.hits += 1
@@ -124,7 +127,7 @@ class SessionCache:
         session = self._sessions[key] = build()
         return session
 
-    def verdict(self, key: tuple, decide: Callable[[], object]):
+    def verdict(self, key: tuple, decide: Callable[[], T]) -> T:
         """What `decide` says of a region under `key`, decided once for every engine on this cache
         (a region of a large model has thousands of nodes to walk, on every pass over every run)."""
         if key not in self._verdicts:
@@ -289,7 +292,8 @@ class RegionEngine:
                 differ[name] = (int(helper.np_dtype_to_tensor_dtype(value.dtype)), value.ndim)
         return differ
 
-    def _ort_session(self, region: Region, as_fed: "Mapping[str, tuple[int, int]]"):
+    def _ort_session(self, region: Region, as_fed: "Mapping[str, tuple[int, int]]") -> Any:
+        # an onnxruntime InferenceSession (no type information)
         return make_session(self.submodel(region, as_fed=as_fed), self.providers, tiny=self.tiny(region),
                             settings=self.settings)
 
@@ -307,7 +311,9 @@ class RegionEngine:
         return bool(self.cache.verdict(("deterministic", region.identity, self._verdict_key),
                                        lambda: deterministic(region.nodes, self.model)))
 
-    def session(self, region: Region, engine: str):
+    # an onnxruntime InferenceSession (no type information), an onnx.reference evaluator or one of
+    # ours (HostRegion, DefinitionsRegion, a region oracle): each runs as run(outputs, feeds)
+    def session(self, region: Region, engine: str) -> Any:
         """The region's session on `engine`, opened once; onnxruntime's come from the shared cache
         (a build that raises keeps nothing: the next call tries again)."""
         key = self.key(region)
@@ -414,25 +420,25 @@ def _identity_aliases(model: onnx.ModelProto, inits: "Mapping[str, onnx.TensorPr
     return aliases
 
 
-def _missing(what: str):
-    def build(engine: RegionEngine, region: Region):
+def _missing(what: str) -> Callable[[RegionEngine, Region], NoReturn]:
+    def build(engine: RegionEngine, region: Region) -> NoReturn:
         raise ValueError(f"this region engine has no {what!r} engine (it was made without one)")
     return build
 
 
-def _host(engine: RegionEngine, region: Region):
+def _host(engine: RegionEngine, region: Region) -> HostRegion:
     if engine.bodies is None:
         return _missing(HOST)(engine, region)
     return HostRegion(region.nodes, engine.constants(region), engine.bodies, engine.opset, engine.memory_limit)
 
 
-def _reference_oracle(engine: RegionEngine, region: Region):
+def _reference_oracle(engine: RegionEngine, region: Region) -> object:
     if engine.reference_oracle is None:
         return _missing(REFERENCE_ORACLE)(engine, region)
     return engine.reference_oracle(engine.submodel(region, typed=False), engine.types, engine.memory_limit)
 
 
-def _hybrid_oracle(engine: RegionEngine, region: Region):
+def _hybrid_oracle(engine: RegionEngine, region: Region) -> object:
     if engine.hybrid_oracle is None:
         return _missing(HYBRID)(engine, region)
     return engine.hybrid_oracle(engine.submodel(region), engine.types, engine.memory_limit)

@@ -8,7 +8,9 @@ mismatch nor hidden:
   lower Trilu computes k + 1 in int32, so k = INT32_MAX zeroes everything;
 - Cast to bool from a float type (float32, float16, double) is a cast to uint8 followed by a clip
   to [0, 1]: fractions, negatives, -inf and NaN come out false;
-- Cast to bool from int64 / uint64 reads only the low 32 bits: 2^32 comes out false.
+- Cast to bool from int64 / uint64 reads only the low 32 bits: 2^32 comes out false;
+- Relu of NaN (float32, float16, either sign) gives 0: DirectML's ACTIVATION_RELU is a max(x, 0)
+  that returns the number (measured on 1.24.4; subnormals pass through unchanged).
 Cast to bool from int8 / int16 / int32 / uint8 / uint16 / uint32 gives ONNX's answer. The Cast
 entries are measured on the real onnxruntime-directml 1.24.4 (docs/directml-ep-on-linux.md, the
 directml tests of tests/runtime/directml/test_dml_deviations_real.py); a source type not measured
@@ -48,6 +50,7 @@ NAMES = {
                       "NaN give false)",
     "cast_bool_low_word": "DML EP deviation: Cast from int64 / uint64 to bool reads only the low 32 bits "
                           "(2^32 gives false)",
+    "relu_nan": "DML EP deviation: Relu of NaN gives 0 (ONNX says NaN)",
     "scalar_nonzero_cpu": "onnxruntime deviation: a scalar NonZero the DML EP leaves to the CPU EP gives [1, N] "
                           "there too (ONNX says [0, N])",
 }
@@ -56,6 +59,7 @@ CAST_BOOL_CLIPPED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.flo
 CAST_BOOL_LOW_WORD = (np.dtype(np.int64), np.dtype(np.uint64))
 CAST_BOOL_BY_TYPE = {"float": "cast_bool_clip", "float16": "cast_bool_clip", "double": "cast_bool_clip",
                      "int64": "cast_bool_low_word", "uint64": "cast_bool_low_word"}
+RELU_NAN_TYPES = (np.dtype(np.float16), np.dtype(np.float32))   # measured; double is not predicted
 DML_PROVIDER = "DmlExecutionProvider"
 
 
@@ -99,7 +103,7 @@ def _ops(fired: "list[tuple[str, str]]", providers: "dict[str, str] | None") -> 
     # onnx.reference's operator list costs ~0.1 s to import: only a DML EP run needs it
     from onnx.reference.op_run import OpRun
     on_dml = _on_dml(providers)
-    return [*_index_ops(fired, OpRun, on_dml), _cast_op(fired, OpRun, on_dml)]
+    return [*_index_ops(fired, OpRun, on_dml), _cast_op(fired, OpRun, on_dml), _relu_op(fired, OpRun, on_dml)]
 
 
 def _on_dml(providers: "dict[str, str] | None") -> "Callable[[Any], bool]":
@@ -185,6 +189,24 @@ def _cast_op(fired: "list[tuple[str, str]]", OpRun: type, on_dml: "Callable[[Any
     return Cast
 
 
+def _relu_op(fired: "list[tuple[str, str]]", OpRun: type, on_dml: "Callable[[Any], bool]") -> type:
+    """Relu as the DML EP runs it: NaN gives 0 (_ops)."""
+
+    class Relu(OpRun):
+        op_domain = ""
+
+        def _run(self, x):
+            if x.dtype not in RELU_NAN_TYPES or not on_dml(self):
+                return (np.maximum(x, np.zeros((), x.dtype)).astype(x.dtype),)
+            nan = np.isnan(x)
+            if nan.any():
+                fired.append(("relu_nan", f"{int(nan.sum())} NaN"))
+            # x > 0 or 0, as measured: NaN and -0 give +0 (a zero's sign is no deviation)
+            return (np.where(x > 0, x, np.zeros((), x.dtype)).astype(x.dtype),)
+
+    return Relu
+
+
 def dml_outputs(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", providers: "dict[str, str] | None" = None
                 ) -> "tuple[dict[str, np.ndarray], list[tuple[str, str]]]":
     """(the outputs the DML EP's lowering gives, the deviations that changed a result on the
@@ -230,10 +252,16 @@ FAILURES = {
     # onnxruntime-directml 1.24.4: E_INVALIDARG at session creation with static shapes, "Out of memory"
     # at the first run with dynamic ones (torch's dynamo exports of Whisper, BERT, GPT-2, Llama)
     "reshape_allowzero_infer": "DML EP deviation: Reshape with allowzero=1 and a -1 in its shape fails on the DML EP",
+    # onnxruntime-directml 1.24.4: E_INVALIDARG at the run in the node reading the [1, N] result (Transpose,
+    # Cast; or the MemcpyFromHost feeding it when the NonZero is on the CPU EP); an Identity passes it on
+    "scalar_nonzero_read": "DML EP deviation: a node on the DML EP reading a scalar NonZero's result fails at the run",
 }
 # How each failure shows in onnxruntime's message (HRESULTs): at session creation, at a run. At a run
 # both were seen: E_OUTOFMEMORY (GPT-2) and E_INVALIDARG (BERT, Llama, T5 dynamo exports).
-_FAILURE_CODES = {"reshape_allowzero_infer": (("80070057",), ("8007000E", "80070057"))}
+_FAILURE_CODES = {"reshape_allowzero_infer": (("80070057",), ("8007000E", "80070057")),
+                  "scalar_nonzero_read": ((), ("80070057",))}
+# Operators that read a scalar NonZero's result on the DML EP and pass (measured): Identity
+_READS_SCALAR_NONZERO = ("Identity",)
 
 
 @dataclass(frozen=True)
@@ -275,8 +303,15 @@ def _may_hold_minus_one(graph: onnx.GraphProto, value: str, constants: "dict[str
     return any(i in constants and bool((constants[i] == -1).any()) for i in producer.input)
 
 
-def failing_nodes(model: onnx.ModelProto) -> "list[FailingNode]":
-    """The nodes of the main graph the DML EP claims and fails on (FAILURES), in graph order."""
+def failing_nodes(model: onnx.ModelProto, ranks: "dict[str, int] | None" = None) -> "list[FailingNode]":
+    """The nodes of the main graph the DML EP claims and fails on (FAILURES), in graph order;
+    `ranks`: value name -> rank where known (else read from the model's declared and inferred shapes)."""
+    found = _reshape_failures(model) + _scalar_nonzero_failures(model, ranks)
+    order = {n.name: i for i, n in enumerate(model.graph.node)}
+    return sorted(found, key=lambda f: order.get(f.node, len(order)))
+
+
+def _reshape_failures(model: onnx.ModelProto) -> "list[FailingNode]":
     opset = standard_opset(model, 0)
     graph = model.graph
     constants = None
@@ -293,6 +328,33 @@ def failing_nodes(model: onnx.ModelProto) -> "list[FailingNode]":
     return found
 
 
+def _scalar_nonzero_failures(model: onnx.ModelProto, ranks: "dict[str, int] | None") -> "list[FailingNode]":
+    """The nodes reading the result of a NonZero whose input is a scalar (rank known to be 0)."""
+    graph = model.graph
+    nonzeros = [n for n in graph.node if n.op_type == "NonZero" and is_standard(n) and n.input and n.output]
+    if not nonzeros:
+        return []
+    ranks = ranks if ranks is not None else _declared_ranks(model)
+    scalar = {n.output[0] for n in nonzeros if ranks.get(n.input[0]) == 0}
+    return [FailingNode(n.name, n.op_type, "scalar_nonzero_read") for n in graph.node
+            if n.op_type not in _READS_SCALAR_NONZERO and scalar.intersection(n.input)]
+
+
+def _declared_ranks(model: onnx.ModelProto) -> "dict[str, int]":
+    """value name -> rank, from the graph's declared types, its initializers and onnx's shape inference."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:   # onnx cannot infer this model: the declared shapes alone
+        inferred = model
+    graph = inferred.graph
+    ranks = {t.name: len(t.dims) for t in graph.initializer}
+    for info in list(graph.input) + list(graph.value_info) + list(graph.output):
+        tensor = info.type.tensor_type
+        if info.type.HasField("tensor_type") and tensor.HasField("shape"):
+            ranks.setdefault(info.name, len(tensor.shape.dim))
+    return ranks
+
+
 _RUN_NODE = re.compile(r"running (\S+) node\. Name:'(.*?)' Status Message")
 
 
@@ -303,7 +365,8 @@ def name_failure(model: "onnx.ModelProto | None", message: str, at_run: bool) ->
         return None
     nodes = failing_nodes(model)
     named = _RUN_NODE.search(message) if at_run else None
-    if named is not None:
+    # a copy onnxruntime inserted (Memcpy) is named when it is what fails: the node it feeds is not
+    if named is not None and not named.group(1).startswith("Memcpy"):
         nodes = [n for n in nodes if n.node == named.group(2)]
     nodes = [n for n in nodes if any(code in message.upper() for code in _FAILURE_CODES[n.key][1 if at_run else 0])]
     if not nodes:

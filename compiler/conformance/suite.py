@@ -23,7 +23,7 @@ from onnx_dml_lowering.runtime.backend_names import CHOICES, BackendLike, as_bac
 from onnx_dml_lowering.runtime.backends import BackendOptions, make_backends
 from onnx_dml_lowering.runtime.oracle import lazy_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
-from onnx_dml_lowering.runtime.dml_deviations import describe, dml_outputs
+from onnx_dml_lowering.runtime.dml_deviations import FAILURES, describe, dml_outputs, failing_nodes
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 from onnx_dml_lowering.runtime.ort_messages import ProviderError
 from onnx_dml_lowering.runtime.output_file import write_bytes, write_text
@@ -321,6 +321,11 @@ def _predict_dml(case: Case, expected: list, manifest: dict, probed: bool) -> No
                for node in [n["node"]] if n["provider"] == NONE]
     if missing:
         entry[case.name] = {"status": "unsupported", "detail": f"predicted: no kernel for {missing[0]}"}
+        return
+    failing = [f for f in failing_nodes(case.model) if providers.get(f.node) == DML_PROVIDER]
+    if failing:     # the DML EP claims the node and fails on it: the run gives no output
+        entry[case.name] = {"status": "unsupported", "detail": f"predicted: {failing[0].describe()}",
+                            "named": FAILURES[failing[0].key]}
         return
     names = [o.name for o in case.model.graph.output]
     for index, (feeds, want) in enumerate(zip(case.data_sets, expected)):

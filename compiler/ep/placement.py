@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_graphs, node_paths, prefixed_graphs, subgraph_reads
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES, cast_bool_deviation, failing_nodes
 
@@ -157,6 +158,7 @@ class Predictor:
         self.copies: "list[dict]" = []
         self.warnings: "list[str]" = []
         self.unknown_types: "set[str]" = set()
+        self.relu_nan: "list[str]" = []      # float Relu nodes on DML (NaN gives 0 there)
 
     def _entry(self, path: str, node: onnx.NodeProto, since: "int | None", provider: str, reason: str) -> dict:
         return {"node": path, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
@@ -306,6 +308,8 @@ class Predictor:
         if node.op_type == "EyeLike" and out_type in ("int64", "uint64", "double"):
             self.warnings.append(f"{path} (EyeLike): an {out_type} output needs DirectML feature level 5.1; an older "
                                  "DirectML.dll loaded at run time fails, it does not fall back")
+        if node.op_type == "Relu" and out_type in ("float", "float16"):      # measured types
+            self.relu_nan.append(path)
         deviation = cast_bool_deviation(self.types.get(node.input[0])) if node.op_type == "Cast" and \
             out_type == "bool" and node.input else None
         if deviation == "cast_bool_clip":
@@ -458,7 +462,10 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     dml_nodes = {e["node"] for e in predictor.placed if e["provider"] == DML}
     warnings += [f"{f.node} ({f.op_type}): {FAILURES[f.key].removeprefix('DML EP deviation: ')}, measured on "
                  "onnxruntime-directml 1.24.4 (a named DML EP deviation)"
-                 for f in failing_nodes(optimised) if f.node in dml_nodes]
+                 for f in failing_nodes(optimised, predictor.ranks) if f.node in dml_nodes]
+    if predictor.relu_nan:
+        warnings.append(f"{name_list(predictor.relu_nan, 4)} (Relu): the DML EP's Relu gives 0 for NaN (ONNX says NaN), "
+                        "measured on onnxruntime-directml 1.24.4 (a named DML EP deviation)")
     nodes = _node_entries(model, optimised, predictor)
     if predictor.unknown_types:
         warnings.append(f"{len(predictor.unknown_types)} value types are unknown offline (e.g. "

@@ -148,3 +148,54 @@ def test_check_names_a_saved_dml_answer_as_its_deviation(tmp_path, capsys):
 def test_check_keeps_any_other_difference_a_mismatch(tmp_path, capsys):
     code, _, result = _saved_dml_check(tmp_path, capsys, np.array([True, False, False, False, True]))
     assert result["status"] == "mismatch" and code == 1
+
+
+@pytest.mark.parametrize("dtype,elem", [(np.float32, T.FLOAT), (np.float16, T.FLOAT16)])
+def test_relu_of_nan_gives_zero_on_the_dml_ep_only(dtype, elem):
+    m = single(h.make_node("Relu", ["x"], ["y"], name="relu"), [vi("x", elem, [5])], [vi("y", elem, [5])], 13)
+    x = np.array([np.nan, -np.nan, -1.0, 2.0, 6e-8], dtype)
+    outputs, fired = dml_outputs(m, {"x": x})
+    onnx_answer = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    assert np.isnan(onnx_answer[:2]).all()
+    assert outputs["y"].tobytes() == np.where(np.isnan(x), 0, onnx_answer).astype(dtype).tobytes()
+    assert fired == [("relu_nan", "2 NaN")]
+    outputs, fired = dml_outputs(m, {"x": x}, {"relu": "CPUExecutionProvider"})
+    assert outputs["y"].tobytes() == onnx_answer.tobytes() and fired == []
+    outputs, fired = dml_outputs(m, {"x": x[2:]})        # no NaN: ONNX's answer, nothing fired
+    assert fired == []
+
+
+def test_relu_of_double_is_not_predicted_to_deviate():
+    m = single(h.make_node("Relu", ["x"], ["y"]), [vi("x", T.DOUBLE, [1])], [vi("y", T.DOUBLE, [1])], 13)
+    outputs, fired = dml_outputs(m, {"x": np.array([np.nan])})
+    assert np.isnan(outputs["y"]).all() and fired == []
+
+
+def _scalar_nonzero_then(op, elem=T.FLOAT, rank=0, **attrs):
+    nodes = [h.make_node("NonZero", ["x"], ["nz"], name="nonzero"), h.make_node(op, ["nz"], ["y"], name="reader", **attrs)]
+    graph = h.make_graph(nodes, "g", [vi("x", elem, [3] * rank)], [h.make_tensor_value_info("y", T.INT64, None)])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("op,attrs,elem,rank,failing", [
+    ("Transpose", {"perm": [1, 0]}, T.FLOAT, 0, ["reader"]), ("Transpose", {}, T.BOOL, 0, ["reader"]),
+    ("Cast", {"to": T.FLOAT}, T.INT64, 0, ["reader"]), ("Identity", {}, T.FLOAT, 0, []),
+    ("Transpose", {"perm": [1, 0]}, T.FLOAT, 1, []), ("Transpose", {"perm": [1, 0]}, T.FLOAT, 2, [])])
+def test_a_node_reading_a_scalar_nonzero_is_a_predicted_failure(op, attrs, elem, rank, failing):
+    from onnx_dml_lowering.runtime.dml_deviations import failing_nodes
+    found = failing_nodes(_scalar_nonzero_then(op, elem, rank, **attrs))
+    assert [f.node for f in found] == failing
+    assert all(f.key == "scalar_nonzero_read" for f in found)
+
+
+def test_the_scalar_nonzero_failure_is_named_in_onnxruntimes_message():
+    from onnx_dml_lowering.runtime.dml_deviations import FAILURES, name_failure
+    model = _scalar_nonzero_then("Transpose", perm=[1, 0])
+    run = "Non-zero status code returned while running {} node. Name:'{}' Status Message: 80070057 Invalid parameter."
+    want = f"{FAILURES['scalar_nonzero_read']} (node reader)"
+    assert name_failure(model, run.format("Transpose", "reader"), at_run=True) == want
+    # the NonZero on the CPU EP (int64): the copy onnxruntime inserted before the reader fails
+    assert name_failure(model, run.format("MemcpyFromHost", "Memcpy"), at_run=True) == want
+    assert name_failure(model, run.format("Transpose", "other"), at_run=True) is None
+    assert name_failure(model, run.format("Transpose", "reader").replace("80070057", "8007000E"), at_run=True) is None
+    assert name_failure(model, "80070057 at session creation", at_run=False) is None

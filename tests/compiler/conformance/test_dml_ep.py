@@ -113,3 +113,36 @@ def test_other_backends_ignore_the_dml_placement(suite, manifest, capsys):
     out = capsys.readouterr().out
     assert "[cpu] 3 pass" in out and "[ort-cpu] 3 pass" in out
     assert manifest["cases"]["test_cast_float_to_bool"]["dml_ep_placement"] == {"cast": DML}
+
+
+def test_the_committed_manifest_predicts_the_two_measured_if_and_transpose_outcomes():
+    """The two cases the real 1.24.4 EP answered differently than predicted before (a Relu of NaN in
+    an If branch, a Transpose reading a scalar NonZero): the committed dml/ manifest names them."""
+    from onnx_dml_lowering.runtime.dml_deviations import FAILURES
+    from tests.paths import REPO
+    committed = json.loads((REPO / "dml" / "manifest.json").read_text())["providers"][DML]["cases"]
+    relu = committed["test_control_if_nonzero"]
+    assert relu["status"] == "deviation" and relu["named"].startswith(NAMES["relu_nan"])
+    assert relu["detail"] == "test_data_set_1: output y: shape [2, 5], ONNX says [2, 6]"
+    transpose = committed["test_idiom_nonzero_transpose_rank0"]
+    assert transpose["status"] == "unsupported" and transpose["named"] == FAILURES["scalar_nonzero_read"]
+    assert transpose["detail"] == f"predicted: {FAILURES['scalar_nonzero_read']} (node transpose)"
+
+
+def test_runner_takes_a_predicted_failure_seen_again_as_unsupported(suite, manifest):
+    from onnx_dml_lowering.ir import DmlLowerError
+    from onnx_dml_lowering.runtime.dml_deviations import FAILURES, name_failure
+    _, cases = conformance.load(str(suite), "test_idiom_nonzero_transpose_rank0")
+    (name, model, sets, expected), = cases
+    assert manifest["providers"][DML]["cases"][name]["status"] == "unsupported"
+    message = ("Non-zero status code returned while running Transpose node. Name:'transpose' Status Message: "
+               "80070057 Invalid parameter.")
+
+    class FailingDml(FakeDml):
+        def run(self, model, data_sets):
+            model = onnx.load(model) if isinstance(model, str) else model
+            return None, DmlLowerError(name_failure(model, message, at_run=True) or message), [], ""
+
+    outcome = conformance.judge(FailingDml(), name, model, sets, expected, manifest["providers"],
+                                manifest["cases"][name]["dml_ep_placement"])
+    assert outcome.status == "unsupported" and outcome.detail.startswith(FAILURES["scalar_nonzero_read"])

@@ -359,3 +359,26 @@ def test_a_loaded_model_with_weights_left_in_its_file_is_predicted_as_the_file(t
     assert [(n["node"], n["provider"]) for n in predicted["nodes"]] == [(n["node"], n["provider"]) for n in stored["nodes"]]
     assert predicted["copies"] == stored["copies"] and predicted["warnings"] == stored["warnings"]
     assert {n["provider"] for n in predicted["nodes"]} != {NONE}
+
+
+def test_relu_on_dml_is_warned_for_nan_once_naming_its_nodes():
+    nodes = [h.make_node("Relu", ["x"], ["a"], name="relu_a"), h.make_node("Relu", ["a"], ["y"], name="relu_b")]
+    report, placed = place(model(nodes, [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 3])], opset=14))
+    assert placed["relu_a"]["provider"] == placed["relu_b"]["provider"] == DML
+    warned = [w for w in report["warnings"] if "(Relu)" in w]
+    assert len(warned) == 1 and warned[0].startswith("relu_a, relu_b (Relu)") and "0 for NaN" in warned[0]
+    report, _ = place(model([h.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", T.INT32, [2])],
+                            [vi("y", T.INT32, [2])], opset=14))
+    assert not [w for w in report["warnings"] if "(Relu)" in w]       # no NaN in an integer
+
+
+@pytest.mark.parametrize("elem", [T.FLOAT, T.INT64])
+def test_a_node_reading_a_scalar_nonzero_is_warned_as_failing(elem):
+    nodes = [h.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             h.make_node("Transpose", ["nz"], ["y"], name="transpose", perm=[1, 0])]
+    report, placed = place(model(nodes, [vi("x", elem, [])], [vi("y", T.INT64, [None, None])], opset=13))
+    assert placed["transpose"]["provider"] == DML
+    warned = [w for w in report["warnings"] if w.startswith("transpose (Transpose)")]
+    assert len(warned) == 1 and "reading a scalar NonZero's result fails at the run" in warned[0]
+    report, _ = place(model(nodes, [vi("x", elem, [3])], [vi("y", T.INT64, [None, None])], opset=13))
+    assert not [w for w in report["warnings"] if "NonZero's result" in w]

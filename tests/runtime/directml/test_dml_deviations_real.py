@@ -120,3 +120,51 @@ def test_trilu_k_is_narrowed_to_int32(ort_host, k, upper, key):
     want, fired = dml_outputs(model, {"x": x})
     assert placed.get("trilu") == DML and got.tobytes() == want["y"].tobytes()
     assert [f[0] for f in fired] == [key]
+
+
+@pytest.mark.parametrize("elem,dtype", [(T.FLOAT, np.float32), (T.FLOAT16, np.float16)],
+                         ids=["float", "float16"])
+def test_relu_of_nan_gives_zero(ort_host, elem, dtype):
+    """NaN of either sign gives 0; subnormals and infinities as ONNX says; -0 gives +0 (equal to ONNX's -0)."""
+    x = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0], dtype)
+    tiny = np.array([1, 0x8001], np.uint32 if dtype == np.float32 else np.uint16)   # smallest ±subnormal
+    x = np.concatenate([x, tiny.astype(np.uint32 if dtype == np.float32 else np.uint16).view(dtype)])
+    model = _model([h.make_node("Relu", ["x"], ["y"], name="relu")], [h.make_tensor_value_info("x", elem, [len(x)])],
+                   [h.make_tensor_value_info("y", elem, [len(x)])], opset=14)
+    (got,), placed = _real(ort_host, model, {"x": x})
+    want, fired = dml_outputs(model, {"x": x})
+    assert placed == {"relu": DML} and got.tobytes() == want["y"].tobytes()
+    assert fired == [("relu_nan", "2 NaN")]
+    onnx_answer = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    assert got[2:].tolist() == onnx_answer[2:].tolist() and np.signbit(got).tolist() == [False] * len(x)
+
+
+def test_the_if_nonzero_case_is_relu_of_nan_not_control_flow(ort_host):
+    """dml/test_control_if_nonzero's second data set: the else branch's Relu turns x's NaN into 0, so
+    its NonZero has 5 coordinates where ONNX has 6; the same NonZero on x itself (then) gives ONNX's."""
+    from tests.paths import REPO
+    case = REPO / "dml" / "test_control_if_nonzero"
+    model = onnx.load(case / "model.onnx")
+    feeds = {}
+    for i, name in enumerate(["c", "x"]):
+        tensor = onnx.TensorProto()
+        tensor.ParseFromString((case / "test_data_set_1" / f"input_{i}.pb").read_bytes())
+        feeds[name] = onnx.numpy_helper.to_array(tensor)
+    for branch in (False, True):
+        feeds["c"] = np.array(branch)
+        (got,), placed = _real(ort_host, model, feeds)
+        want, fired = dml_outputs(model, feeds)
+        assert placed.get("if") == DML and got.tobytes() == want["y"].tobytes() and got.shape == want["y"].shape
+        onnx_answer = ReferenceEvaluator(model).run(None, feeds)[0]
+        assert (got.shape == onnx_answer.shape) == branch
+        assert [key for key, _ in fired] == ([] if branch else ["relu_nan"])
+
+
+def test_identity_reads_a_scalar_nonzero_on_the_dml_ep(ort_host):
+    """The scalar NonZero failure (FAILURES) spares an Identity reader: it passes [1, N] on."""
+    from onnx_dml_lowering.runtime.dml_deviations import failing_nodes
+    model = _model([h.make_node("NonZero", ["x"], ["nz"], name="nz"), h.make_node("Identity", ["nz"], ["y"], name="id")],
+                   [h.make_tensor_value_info("x", T.FLOAT, [])], [h.make_tensor_value_info("y", T.INT64, None)], opset=13)
+    (got,), placed = _real(ort_host, model, {"x": np.array(2.0, np.float32)})
+    assert placed == {"nz": DML, "id": DML} and got.tolist() == [[0]]
+    assert failing_nodes(model) == []

@@ -148,3 +148,30 @@ def test_a_dropped_session_is_released_in_the_host():
     for _ in range(10):
         session_made_and_dropped()
     assert host_rss() - before < 256 * 2 ** 20, (before, host_rss())
+
+
+def scalar_nonzero_model(elem, reader, **attrs):
+    graph = helper.make_graph([helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+                               helper.make_node(reader, ["nz"], ["y"], name="reader", **attrs)], "g",
+                              [helper.make_tensor_value_info("x", elem, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT if reader == "Cast" else
+                                                             TensorProto.INT64, [None, None])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@directml
+@pytest.mark.parametrize("elem,reader,attrs", [
+    (TensorProto.FLOAT, "Transpose", {"perm": [1, 0]}), (TensorProto.BOOL, "Transpose", {}),
+    (TensorProto.FLOAT, "Cast", {"to": TensorProto.FLOAT}),
+    (TensorProto.INT64, "Transpose", {"perm": [1, 0]})],          # NonZero on the CPU EP: its copy fails
+    ids=["float-transpose", "bool-transpose", "float-cast", "int64-transpose"])
+def test_a_node_reading_a_scalar_nonzero_is_a_named_failure(capsys, tmp_path, elem, reader, attrs):
+    path = tmp_path / "m.onnx"
+    onnx.save(scalar_nonzero_model(elem, reader, **attrs), path)
+    assert [f.node for f in failing_nodes(onnx.load(path))] == ["reader"]
+    code, text, report, backends = check_json(capsys, tmp_path, path)
+    assert code == 1
+    error = backends["ort-dml"]["error"]
+    assert "failed to run the model" in error and FAILURES["scalar_nonzero_read"] + " (node reader)" in error, error
+    assert "80070057" in error and "\n" not in error
+    assert backends["cpu"]["status"] == "ok"

@@ -195,7 +195,7 @@ def _relu_op(fired: "list[tuple[str, str]]", OpRun: type, on_dml: "Callable[[Any
     class Relu(OpRun):
         op_domain = ""
 
-        def _run(self, x):
+        def _run(self, x: np.ndarray) -> "tuple[np.ndarray]":
             if x.dtype not in RELU_NAN_TYPES or not on_dml(self):
                 return (np.maximum(x, np.zeros((), x.dtype)).astype(x.dtype),)
             nan = np.isnan(x)

@@ -69,3 +69,13 @@ def interleaved_chains(n: int) -> onnx.ModelProto:
                   h.make_node("Mul", [f"f{i}", "two"], [f"y{i}"], name=f"mul{i}")]
         outputs.append((f"y{i}", T.FLOAT, 2))
     return graph_model(nodes, [("x", T.FLOAT, [4, 5])], outputs, inits)
+
+
+def relu_then_unique(path) -> str:
+    """Relu (the DML EP takes it) then Unique (it has no DML kernel: the CPU), saved at `path`."""
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="relu0"),
+                          h.make_node("Unique", ["r"], ["y"], name="uniq", sorted=1)], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["u"])])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8), str(path))
+    return path

@@ -6,6 +6,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from tests.builders import relu_then_unique
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES
 from tests.cli_runner import cli
 from tests.paths import REPO
@@ -36,13 +37,7 @@ def test_every_partitioned_node_agrees_on_the_shipped_examples(capsys, tmp_path,
 
 def mixed(tmp_path):
     """Relu the DML EP takes; Unique it has no kernel for (CPU)."""
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu0"),
-                               helper.make_node("Unique", ["r"], ["y"], name="uniq", sorted=1)], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["u"])])
-    path = tmp_path / "m.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
-    return path
+    return relu_then_unique(tmp_path / "m.onnx")
 
 
 @directml

@@ -7,6 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from tests.builders import relu_then_unique
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES, failing_nodes
 from onnx_dml_lowering.runtime.directml import home as directml_home
 from tests.cli_runner import cli
@@ -43,12 +44,7 @@ def test_shipped_examples_match_and_name_every_nodes_provider(capsys, tmp_path, 
 
 @directml
 def test_a_node_on_cpu_makes_ort_dml_partial(capsys, tmp_path):
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu0"),
-                               helper.make_node("Unique", ["r"], ["y"], name="uniq", sorted=1)], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["u"])])
-    path = tmp_path / "m.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    path = relu_then_unique(tmp_path / "m.onnx")
     code, text, report, backends = check_json(capsys, tmp_path, path)
     ort_dml = backends["ort-dml"]
     assert ort_dml["node_providers"]["uniq"] == "CPUExecutionProvider"

@@ -4,6 +4,8 @@ its own), and prints exactly what the page shows, with the exit code
 it shows (tests/transcripts.py says what a transcript is and what is normalised: wall times only)."""
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 
 import pytest
@@ -23,6 +25,25 @@ PYTHON_BLOCKS = re.findall(r"^```python\n(.*?)^```$", PYTHON_PAGE.read_text(), r
 @pytest.fixture(autouse=True)
 def _at_root(monkeypatch):
     monkeypatch.chdir(ROOT)
+
+
+# The pages write to fixed /tmp paths (what a reader types): two test runs on one machine (two
+# checkouts, CI beside a developer) would write into each other's folders. One lock per machine
+# makes them take turns, one transcript at a time.
+LOCK = "/tmp/dml-lower-transcripts.lock"
+
+
+@pytest.fixture(autouse=True)
+def _one_at_a_time():
+    try:                    # read-only: a lock file another user made is still lockable
+        fd = os.open(LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
+    except OSError:
+        fd = os.open(LOCK, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)        # closing releases the lock
 
 
 @pytest.mark.parametrize("transcript", [pytest.param(t, marks=[pytest.mark.directml] if t.needs_directml else [])

@@ -39,8 +39,7 @@ class CompiledModel:
         self.inputs = graph_inputs(model)
         self.optional_inputs = overridable_inputs(model)
         self.output_names = [o.name for o in model.graph.output]
-        self.initializers = {name: value for name, value in initializer_arrays(model).items()
-                             if name not in part.generated}
+        self.initializers = initializer_arrays(model, leave=part.generated)   # read when asked for
         self._sessions: dict = {}
         self._shared_sessions: "SessionCache | None" = None
         # What the user gave compile_model (a path, bytes or their own ModelProto, unmodified):

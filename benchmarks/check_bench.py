@@ -79,7 +79,8 @@ def timed_process(argv: "list[str]") -> "tuple[float, float]":
 
 def feeds_file(path: Path, sizes: "dict[str, int] | None" = None) -> Path:
     """Seeded random feeds at the model's export sizes (or `sizes`), saved where both processes read them."""
-    from onnx_dml_lowering.compiler.frontend import graph_inputs, load_model
+    from onnx_dml_lowering.compiler.frontend import load_model
+    from onnx_dml_lowering.runtime.model_facts import graph_inputs
     from onnx_dml_lowering.runtime.feeds import random_feeds
     model = load_model(str(path))
     known = {d.dim_param for vi in graph_inputs(model) for d in vi.type.tensor_type.shape.dim if d.dim_param}

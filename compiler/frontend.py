@@ -44,10 +44,15 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
         no_external(proto, "model bytes")
         check_opsets(proto)
         return proto
-    proto = load_stored(model)
+    return resolved(load_stored(model), model)
+
+
+def resolved(stored: onnx.ModelProto, path: "str | os.PathLike") -> onnx.ModelProto:
+    """The model file `path` as load_model gives it, from `stored`, the file as load_stored read it
+    (taken over, not copied): its external data checked and resolved."""
     # Large initializers stay in their files (memory-mapped when read); the rest is loaded.
-    resolve_external(proto, str(Path(model).parent), f"model file {str(model)!r}")
-    return proto
+    resolve_external(stored, str(Path(path).parent), f"model file {str(path)!r}")
+    return stored
 
 
 def load_stored(path: "str | os.PathLike") -> onnx.ModelProto:

@@ -118,7 +118,7 @@ def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tup
     """The report, and with ep="dml" the graph the placement was predicted on (for the picture)."""
     raw = _load_raw(path)
     graph = None
-    compiled = compile_model(path, feature_level=feature_level)
+    compiled = compile_model(path, feature_level=feature_level, stored=raw)
     defaults = {i.name for i in raw.graph.initializer}
     inputs = [dict(_value(vi), default=vi.name in defaults) for vi in raw.graph.input]
     report = {

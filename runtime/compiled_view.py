@@ -59,8 +59,11 @@ class CompiledView(Protocol):
     inputs: "list[onnx.ValueInfoProto]"          # what a caller must feed
     optional_inputs: "list[onnx.ValueInfoProto]"  # inputs an initializer gives a default
     output_names: "list[str]"
-    initializers: "dict[str, np.ndarray]"         # those no lowering generates
     source: "str | bytes | onnx.ModelProto | None"   # what the provider backends hand onnxruntime
+
+    # those no lowering generates, by name (model_facts.InitializerArrays: each read when asked for)
+    @property
+    def initializers(self) -> "Mapping[str, np.ndarray]": ...
 
     @property
     def types(self) -> "dict[str, TensorInfo]": ...

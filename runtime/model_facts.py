@@ -3,7 +3,7 @@ initializer gives a default, the initializers' values and every value's TensorIn
 and the runtime's own ModelView (runtime/compiled_view.py) read a model through these."""
 from __future__ import annotations
 
-from typing import Any
+from typing import AbstractSet, Any, Iterable, Iterator, Mapping
 
 import onnx
 
@@ -60,6 +60,33 @@ def overridable_inputs(model: onnx.ModelProto) -> "list[onnx.ValueInfoProto]":
     return [vi for vi in model.graph.input if vi.name in inits]
 
 
-def initializer_arrays(model: onnx.ModelProto) -> "dict[str, Any]":
-    """Every initializer's value (those left in external files as memory maps, not copies)."""
-    return {i.name: tensor_array(i) for i in model.graph.initializer}
+def initializer_arrays(model: onnx.ModelProto, leave: "AbstractSet[str]" = frozenset()) -> "InitializerArrays":
+    """Every initializer's value but those named in `leave`, each read when first asked for."""
+    return InitializerArrays(t for t in model.graph.initializer if t.name not in leave)
+
+
+class InitializerArrays(Mapping[str, Any]):
+    """Initializers' values by name, each read (weights.tensor_array: a lazy one mapped, an inline
+    one copied out of the proto) when first asked for, then kept. Most are never asked for: the
+    onnxruntime regions embed their weights from the proto, so only a default a feed may override
+    and a value the lowered graph reads itself become arrays (SSDlite320: 10.6 MB of copies of
+    its inline weights no longer made). The load checked every tensor's data, so a read here
+    does not fail where reading them all at compile would not have."""
+
+    def __init__(self, tensors: "Iterable[onnx.TensorProto]") -> None:
+        self._tensors = {t.name: t for t in tensors}
+        self._arrays: "dict[str, Any]" = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._arrays:
+            self._arrays[name] = tensor_array(self._tensors[name])
+        return self._arrays[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tensors
+
+    def __iter__(self) -> "Iterator[str]":
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)

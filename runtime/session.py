@@ -5,11 +5,11 @@ or iteration."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, AbstractSet, Any, Mapping
 
 import numpy as np
 
-from onnx_dml_lowering.ir import ControlFlow, LowerAtRunTime, OnnxRegion
+from onnx_dml_lowering.ir import ControlFlow, LowerAtRunTime, OnnxRegion, Upload
 from onnx_dml_lowering.lowering import Declined
 
 from .control_flow import run_control_flow
@@ -34,6 +34,28 @@ def strict_default() -> bool:
     return os.environ.get("DML_LOWER_STRICT", "") not in ("", "0")
 
 
+def host_reads(partition: Any, embedded: "AbstractSet[str]") -> "set[str]":
+    """Every host tensor a run of the partition's graph reads by name (an upload, an ONNX region's
+    inputs but the initializers its sub-model embeds, `embedded`, a run-time lowering's inputs and
+    those of the region it falls back to, a control-flow node's inputs and captures) and its
+    outputs: all the interpreter takes from the tensors it is given."""
+    names = set(partition.graph.outputs)
+    for step in partition.graph.steps:
+        if isinstance(step, Upload):
+            names.add(step.tensor)
+        elif isinstance(step, OnnxRegion):
+            names.update(n for n in step.inputs if n not in embedded)
+        elif isinstance(step, LowerAtRunTime):
+            names.update(step.inputs)
+            names.update(partition.deferred[step.onnx_node].value_inputs)
+            fallback = partition.fallbacks.get(step.onnx_node)
+            names.update(n for n in (fallback.region.inputs if fallback is not None else ()) if n not in embedded)
+        elif isinstance(step, ControlFlow):
+            names.update(step.inputs)
+            names.update(step.captures)
+    return names
+
+
 class GraphRunner:
     """One lowered graph (the main graph or a control-flow body) with its ONNX regions, its
     run-time specialisations (kept for the runner's life, so across loop iterations) and a runner
@@ -45,7 +67,7 @@ class GraphRunner:
                  initializers: "Mapping[str, np.ndarray]", shared: "SessionCache | None" = None) -> None:
         self.session = session
         self.partition = partition
-        self.initializers = dict(initializers)
+        self.initializers = initializers       # a body's run feeds them all; the main run what it reads
         self.regions = RegionRunner(model, dict(partition.regions), types, session.providers,
                                     generated=partition.generated, settings=session.settings, shared=shared)
         self.specialised: dict = {}
@@ -164,12 +186,17 @@ class EmulatorSession:
                                 compiled.shared_sessions)
         self.regions = self.main.regions
         self.specialised = self.main.specialised
+        # The initializers a run hands the main graph: those it reads by name, each read once into
+        # an array (model_facts.InitializerArrays). Its regions' sub-models embed every
+        # initializer that no feed may override (region_engine.RegionEngine), from the model.
+        embedded = set(compiled.initializers) - {vi.name for vi in compiled.optional_inputs}
+        self._read = [n for n in host_reads(compiled.partition, embedded) if n in compiled.initializers]
 
     def run(self, feeds: Mapping[str, object], strict: "bool | None" = None,
             memory_limit: "int | str | None" = None) -> "dict[str, np.ndarray]":
         strict = strict_default() if strict is None else strict
         self.memory_limit = default_limit() if memory_limit is None else parse_size(memory_limit)
-        tensors = dict(self.compiled.initializers)
+        tensors = {name: self.compiled.initializers[name] for name in self._read}
         tensors.update(check_feeds(self.compiled.inputs, feeds, self.compiled.optional_inputs))
         check_memory(self.compiled.graph, self.memory_limit)
         outputs = self.main.run(tensors, strict)

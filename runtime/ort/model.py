@@ -2,8 +2,9 @@
 their files as external initializers, the big inline ones bound as inputs (WeightedSession)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -62,15 +63,17 @@ def ort_model(model: "onnx.ModelProto") -> OrtModel:
     from onnx import helper
 
     from onnx_dml_lowering.runtime.weights import PROTO_LIMIT, copy_without, external_path, is_lazy, tensor_array
-    if model.ir_version == ort_ir_version(model.ir_version) and not any(map(is_lazy, model.graph.initializer)):
+    as_is = model.ir_version == ort_ir_version(model.ir_version) and not any(map(is_lazy, model.graph.initializer))
+    if as_is:
         # The common case: nothing to move or change, so no copy (the ByteSize walk and the copy of
         # every node cost as much as serialising the model again).
         data = _serialised_below_limit(model)
         if data is not None:
             return OrtModel(data, {}, set())
-        oversized = True
-    else:
-        oversized = model.ByteSize() > PROTO_LIMIT - _PROTO_HEADROOM
+    # as_is here: its serialisation was refused or came near the limit. Else asked only of an inline
+    # weight of _INLINE_MOVE_BYTES or more: upb's ByteSize serialises the whole model (14 ms on
+    # SSDlite320's main region, whose weights are all smaller).
+    oversized = functools.cache(lambda: as_is or model.ByteSize() > PROTO_LIMIT - _PROTO_HEADROOM)
 
     def fed(tensor: "onnx.TensorProto") -> bool:
         return _fed(tensor, oversized)
@@ -96,8 +99,9 @@ def ort_model(model: "onnx.ModelProto") -> OrtModel:
     return OrtModel(proto.SerializeToString(), weights, added, folder)
 
 
-def _fed(tensor: "onnx.TensorProto", oversized: bool) -> bool:
-    """The initializer goes to onnxruntime as a graph input bound to its array (ort_model says when)."""
+def _fed(tensor: "onnx.TensorProto", oversized: "Callable[[], bool]") -> bool:
+    """The initializer goes to onnxruntime as a graph input bound to its array (ort_model says when;
+    `oversized`: whether the model's proto comes near the limit, asked last: it may serialise it)."""
     import onnx
 
     from onnx_dml_lowering.runtime.weights import UNALIGNED_LOADS, external_path, is_lazy, mappable_dtype
@@ -105,8 +109,8 @@ def _fed(tensor: "onnx.TensorProto", oversized: bool) -> bool:
         offset, dtype = external_path(tensor)[1], mappable_dtype(tensor.data_type)
         # a lazy tensor's type is mappable (the loader leaves only those in their files)
         return not UNALIGNED_LOADS and dtype is not None and offset % dtype.alignment != 0
-    return (oversized and tensor.data_location != onnx.TensorProto.EXTERNAL
-            and tensor.ByteSize() >= _INLINE_MOVE_BYTES and tensor.data_type != onnx.TensorProto.STRING)
+    return (tensor.data_location != onnx.TensorProto.EXTERNAL and tensor.data_type != onnx.TensorProto.STRING
+            and tensor.ByteSize() >= _INLINE_MOVE_BYTES and oversized())
 
 
 def _point_into_file(external: "onnx.TensorProto", tensor: "onnx.TensorProto", where: "tuple[str, int]",

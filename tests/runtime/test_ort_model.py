@@ -102,3 +102,32 @@ def test_weights_in_external_files_stay_there_and_are_fed_in_place(tmp_path, cap
     for backend in ("cpu", "ort"):
         got = compiled.run(feeds, backend=backend)
         assert np.array_equal(got["nz"], expected["nz"]) and np.allclose(got["m"], expected["m"], atol=1e-4)
+
+
+@pytest.mark.parametrize("near_limit", [False, True])
+def test_a_big_inline_weight_moves_out_only_when_the_proto_comes_near_the_limit(monkeypatch, near_limit):
+    from onnx_dml_lowering.runtime import weights
+    from onnx_dml_lowering.runtime.ort.model import ort_model
+    rng = np.random.default_rng(3)
+    big, small = rng.standard_normal((512, 512)).astype(np.float32), rng.standard_normal((4, 512)).astype(np.float32)
+    model = graph_model([h.make_node("MatMul", ["x", "big"], ["y"], name="mm"),
+                         h.make_node("MatMul", ["small", "y"], ["z"], name="mm2")],
+                        [("x", T.FLOAT, [512, 512])], [("z", T.FLOAT, [4, 512])])
+    model.graph.initializer.extend([onnx.numpy_helper.from_array(big, "big"),
+                                    onnx.numpy_helper.from_array(small, "small")])
+    model.ir_version = onnx.IR_VERSION           # past MAX_IR_VERSION: the copying path
+    size = model.ByteSize()
+    # protobuf's limit stands at the proto's own size, or far above it
+    monkeypatch.setattr(weights, "PROTO_LIMIT", size + (1 << 24) - 1 if near_limit else 1 << 40)
+    got = ort_model(model)
+    # only the weight of 1 MiB or more moves out, and only near the limit; the small one stays inline
+    assert set(got.weights) == ({"big"} if near_limit else set())
+    assert got.added == set(got.weights)
+    np.testing.assert_array_equal(got.weights.get("big", big), big)
+    sent = onnx.ModelProto()
+    sent.ParseFromString(got.data)
+    assert [t.name for t in sent.graph.initializer] == (["small"] if near_limit else ["big", "small"])
+    x = rng.standard_normal((512, 512)).astype(np.float32)
+    session = ort.InferenceSession(got.data, providers=["CPUExecutionProvider"])
+    out = session.run(None, {"x": x, **got.weights})[0]
+    np.testing.assert_allclose(out, small @ (x @ big), rtol=1e-4, atol=1e-3)

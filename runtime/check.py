@@ -11,7 +11,8 @@ is reported and skipped while the others run.
 The loop is an object, `CheckRun`: `prepare()` (backends made and prepared, the first feed set
 validated, the oracle made), `sets()` (one `CheckedSet` per feed set, as each is compared: the
 caller saves from those), `run_set()` (one set on the oracle and every backend; with one feed set
-the provider backends run it first and release their sessions, see _run_providers_first), `classify()`
+the provider backends of a model with PROVIDERS_FIRST_FROM of weights run it first and release
+their sessions, see _run_providers_first), `classify()`
 (every status rule of one output, in one place) and `report()` (the frozen CheckReport, built
 once). `check()` is the whole run in one call.
 """
@@ -41,6 +42,7 @@ from .nondeterminism import random_values
 from .oracle import GoldenOracle, HybridOracle, Oracle, OracleName, lazy_oracle, make_oracle
 from .ort_reading import OrtReading
 from .saved_outputs import LoadedOutputs, verify_feeds
+from .weights import stored_bytes
 from .tolerances import DEFAULT_ATOL, DEFAULT_RTOL, Tolerances, default_rtol, lowered_outputs
 
 if TYPE_CHECKING:
@@ -50,6 +52,11 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "BackendOptions", "CheckAbout", "CheckReport", "CheckRun",
            "CheckedSet", "FeedsFailed", "LoadedOutputs", "Tolerances", "check", "default_rtol",
            "describe_backend", "lazy_oracle", "lowered_outputs", "make_oracle"]
+
+# The model's weights from which its provider backends run a lone feed set first and release their
+# session (_run_providers_first): below it the session's weights are small, and the old order
+# stands, where the oracle's region runs first and a crash inside onnxruntime names its node.
+PROVIDERS_FIRST_FROM = 4 * 2**20
 
 SCALAR_NONZERO_DEVIATION = "known onnxruntime deviation: a scalar NonZero gives (1, nnz); ONNX says (0, nnz)"
 
@@ -138,7 +145,8 @@ class CheckRun:
         self._oracle_asked = oracle
         # one feed set, known before the run (no further sets, or an empty sized collection of
         # them): the provider backends may run it first (_run_providers_first)
-        self._one_set = more_feeds is None or (isinstance(more_feeds, Sized) and len(more_feeds) == 0)
+        self._one_set = (more_feeds is None or (isinstance(more_feeds, Sized) and len(more_feeds) == 0)) and \
+            sum(map(stored_bytes, compiled.model.graph.initializer)) >= PROVIDERS_FIRST_FROM
         self._more = iter(more_feeds or ())
         self.under_way: "UnderWay | None" = UnderWay(0, feeds)
         self.first: "dict[str, np.ndarray]" = {}        # feed set #0, validated, defaults included
@@ -320,7 +328,8 @@ class CheckRun:
         recorded when the backend's turn comes (_run_backend): the report, its order and the
         statuses are the old order's; the outputs kept are the ones the report keeps for set #0
         anyway. With more sets (or an unknown number) each backend runs in turn on each set, its
-        session alive throughout: every set's outputs would have to be kept, and drawn ahead."""
+        session alive throughout: every set's outputs would have to be kept, and drawn ahead; and so
+        on a model under PROVIDERS_FIRST_FROM of weights."""
         for backend in self._first:
             started = time.perf_counter()
             try:

@@ -323,12 +323,19 @@ class Provider:
             del values[:]
             values.extend(kept)
 
+    def release(self) -> None:
+        """Drops the session (onnxruntime's copy of the weights, its pre-packed ones, its arena):
+        check runs this backend's one feed set before the region sessions exist (check.py)."""
+        self._session = None
+
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
         result = BackendRun()
         result.not_compared = {v: f"node {node} has no kernel on {self.spec.description}: {self.unsupported[node]}"
                                for v, node in self.cut_outputs.items() if v in self.compiled.output_names}
         result.not_compared.update(self._absent)
         if self._session is None:
+            if self._outputs:
+                raise RuntimeError(f"backend {self.name.text} ran after its session was released")
             return result
         feeds = dict(feeds)
         wanted = {i.name for i in self._session.get_inputs()}

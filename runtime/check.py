@@ -10,7 +10,9 @@ is reported and skipped while the others run.
 
 The loop is an object, `CheckRun`: `prepare()` (backends made and prepared, the first feed set
 validated, the oracle made), `sets()` (one `CheckedSet` per feed set, as each is compared: the
-caller saves from those), `run_set()` (one set on the oracle and every backend), `classify()`
+caller saves from those), `run_set()` (one set on the oracle and every backend; with one feed set
+the provider backends of a model with PROVIDERS_FIRST_FROM of weights run it first and release
+their sessions, see _run_providers_first), `classify()`
 (every status rule of one output, in one place) and `report()` (the frozen CheckReport, built
 once). `check()` is the whole run in one call.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Mapping, Sequence, Sized
 
 import numpy as np
 
@@ -30,7 +32,7 @@ from onnx_dml_lowering.ir.printer import name_list as node_list
 from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, is_standard
 
 from .backend_names import BackendLike, BackendName, describe_backend
-from .backends import Backend, BackendOptions, BackendRun, make_backends, schedule_reuse
+from .backends import Backend, BackendOptions, BackendRun, Provider, make_backends, schedule_reuse
 from .check_report import CheckReport
 from .compare import BackendReport, OutputResult, compare
 from .dml_deviations import recognise
@@ -40,6 +42,7 @@ from .nondeterminism import random_values
 from .oracle import GoldenOracle, HybridOracle, Oracle, OracleName, lazy_oracle, make_oracle
 from .ort_reading import OrtReading
 from .saved_outputs import LoadedOutputs, verify_feeds
+from .weights import stored_bytes
 from .tolerances import DEFAULT_ATOL, DEFAULT_RTOL, Tolerances, default_rtol, lowered_outputs
 
 if TYPE_CHECKING:
@@ -49,6 +52,11 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "BackendOptions", "CheckAbout", "CheckReport", "CheckRun",
            "CheckedSet", "FeedsFailed", "LoadedOutputs", "Tolerances", "check", "default_rtol",
            "describe_backend", "lazy_oracle", "lowered_outputs", "make_oracle"]
+
+# The model's weights from which its provider backends run a lone feed set first and release their
+# session (_run_providers_first): below it the session's weights are small, and the old order
+# stands, where the oracle's region runs first and a crash inside onnxruntime names its node.
+PROVIDERS_FIRST_FROM = 4 * 2**20
 
 SCALAR_NONZERO_DEVIATION = "known onnxruntime deviation: a scalar NonZero gives (1, nnz); ONNX says (0, nnz)"
 
@@ -108,6 +116,15 @@ def scalar_nonzero_outputs(compiled: CompiledView) -> "dict[str, str]":
     return out
 
 
+def _detached(value: np.ndarray) -> np.ndarray:
+    """`value` in memory of its own: onnxruntime hands its outputs back as views of its session's
+    arena, and one of them kept keeps that whole session alive after it is released (Mask R-CNN:
+    0.68 GB, its weights included, for 100 MiB of outputs). A copy of the bytes, bit for bit."""
+    if isinstance(value, np.ndarray) and value.base is not None:
+        return np.array(value, copy=True)
+    return value
+
+
 class CheckRun:
     """Every backend (built from `options`) against the oracle on the same (validated) feeds.
 
@@ -126,6 +143,10 @@ class CheckRun:
         self.options = options or BackendOptions()
         self.tolerances = tolerances
         self._oracle_asked = oracle
+        # one feed set, known before the run (no further sets, or an empty sized collection of
+        # them): the provider backends may run it first (_run_providers_first)
+        self._one_set = (more_feeds is None or (isinstance(more_feeds, Sized) and len(more_feeds) == 0)) and \
+            sum(map(stored_bytes, compiled.model.graph.initializer)) >= PROVIDERS_FIRST_FROM
         self._more = iter(more_feeds or ())
         self.under_way: "UnderWay | None" = UnderWay(0, feeds)
         self.first: "dict[str, np.ndarray]" = {}        # feed set #0, validated, defaults included
@@ -190,6 +211,8 @@ class CheckRun:
 
     def _prepare_backends(self) -> None:
         self._reports = {b.name: BackendReport(b.name) for b in self._runners}
+        self._first: "list[Provider]" = []        # run before the oracle (_run_providers_first)
+        self._ran_first: "dict[BackendName, BackendRun | DmlLowerError]" = {}
         for backend in self._runners:
             started = time.perf_counter()
             report = self._reports[backend.name]
@@ -202,6 +225,8 @@ class CheckRun:
                 report.unsupported_nodes = dict(prepared.unsupported_nodes)
                 report.node_providers, report.placement_notes = prepared.node_providers, list(prepared.placement_notes)
                 self.oracle.keep.update(prepared.needs)
+                if not prepared.needs and isinstance(backend, Provider) and self._one_set:
+                    self._first.append(backend)
             report.seconds += time.perf_counter() - started
         # the passes that may take a region run an earlier one did on the same bytes (region_cache.py)
         schedule_reuse(self.compiled, self.oracle, [b for b in self._runners if not self._reports[b.name].error])
@@ -272,6 +297,8 @@ class CheckRun:
     def run_set(self, index: int, raw: Mapping[str, object]) -> "CheckedSet | None":
         """Feed set #`index` on the oracle and every backend not in ERROR, each output classified;
         None: the set stopped the run (`stopped` says why)."""
+        if index == 0:
+            self._run_providers_first(self.first)
         try:
             feed_set = self.first if index == 0 else self._validated(raw)
             expected = self.oracle.run(feed_set)
@@ -293,6 +320,28 @@ class CheckRun:
                 self._record(backend.name, ran, index, feed_set, expected)
         return CheckedSet(index, feed_set, expected, actuals)
 
+    def _run_providers_first(self, feed_set: Mapping[str, np.ndarray]) -> None:
+        """The one feed set on each provider backend that needs no oracle value, its session released
+        after: onnxruntime's session of the shipped file (its own copy of the weights, the pre-packed
+        ones, its arena) and the region sessions the oracle and the lowered backends create next
+        never hold their weights at once (peak RSS). Each outcome, outputs or error, is kept and
+        recorded when the backend's turn comes (_run_backend): the report, its order and the
+        statuses are the old order's; the outputs kept are the ones the report keeps for set #0
+        anyway. With more sets (or an unknown number) each backend runs in turn on each set, its
+        session alive throughout: every set's outputs would have to be kept, and drawn ahead; and so
+        on a model under PROVIDERS_FIRST_FROM of weights."""
+        for backend in self._first:
+            started = time.perf_counter()
+            try:
+                ran = backend.run(feed_set, self._oracle_value)
+                ran.outputs = {name: _detached(value) for name, value in ran.outputs.items()}
+                self._ran_first[backend.name] = ran
+            except DmlLowerError as exc:
+                self._ran_first[backend.name] = exc      # raised or recorded in its turn, as it would have been
+            finally:
+                backend.release()                        # a Ctrl-C too: no set is checked then, nothing runs on
+                self._reports[backend.name].seconds += time.perf_counter() - started
+
     def _validated(self, raw: Mapping[str, object]) -> "dict[str, np.ndarray]":
         compiled = self.compiled
         return with_defaults(check_feeds(compiled.inputs, raw, compiled.optional_inputs),
@@ -305,6 +354,11 @@ class CheckRun:
             return None
         started = time.perf_counter()
         try:
+            if backend.name in self._ran_first:                  # it ran this set before the oracle
+                outcome = self._ran_first.pop(backend.name)
+                if isinstance(outcome, DmlLowerError):
+                    raise outcome
+                return outcome
             return backend.run(feed_set, self._oracle_value)
         except (MemoryLimitExceeded, ModelContradiction):
             raise           # a limit the user set, or the model's own fault: not a backend's failure

@@ -221,8 +221,9 @@ def _run_check(parsed: Parsed, feed_options: Feeds) -> _Checked:
                        if feed_options.dims else {}, described)
     load = parsed[CompareArgs].load
     options = backends.options(parsed[SessionArgs], loaded=LoadedOutputs.load(load) if load else None)
+    # one set said as such: the provider backends may run it before the region sessions exist
     run = CheckRun(compiled, feeds, backends.names, parsed[ToleranceArgs], options, oracle=parsed[OracleArgs],
-                   more_feeds=sets, about=about)
+                   more_feeds=() if feed_options.one_set else sets, about=about)
     saver = _SetSaver(parsed)
     _check_sets(run, saver, compiled, feed_options)
     return _Checked(model, compiled, run.first, run.report(), options, saver.saved)

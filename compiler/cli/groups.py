@@ -238,6 +238,11 @@ class Feeds:
         """No --inputs file and no data loader script: seeded random feeds, shaped by --dim."""
         return not (self.inputs or self.script)
 
+    @property
+    def one_set(self) -> bool:
+        """Exactly one feed set, known before any is drawn (a script's number is its own)."""
+        return not self.script and (bool(self.inputs) or self.iterations == 1)
+
 
 INPUTS_HELP = {
     "feeds": ".npz of feeds keyed by graph input name (default: random)",

@@ -12,7 +12,14 @@ it answers, else an Xvfb started here (-displayfd). The process is started on fi
 with its parent: the host exits when its stdin closes (the parent gone, whatever killed it), and
 the Wine process and the Xvfb also get SIGKILL from the kernel when the parent dies
 (PR_SET_PDEATHSIG); both run in their own session, so a Ctrl-C reaches only the parent, which
-closes them in order. The wineserver Wine starts exits once its last client has gone."""
+closes them in order.
+
+The prefix's wineserver is started here, before the first host, persistent for
+DML_LOWER_WINESERVER_PERSIST seconds (default 30; 0: Wine's own 3 s) after its last client has gone,
+so the commands that follow within that time find Wine's session (the wineserver and the Windows
+services it runs) up: a host then starts in about 1 s instead of 3. That session is shared by every
+command of this user on this prefix and exits by itself once idle; nothing of a command outlives it
+longer than that (its own host and Xvfb die with it)."""
 from __future__ import annotations
 
 import ctypes
@@ -42,6 +49,9 @@ RUN_ENV = "DML_LOWER_HOST_RUN"   # tags every process of one HostProcess (tests 
 # process starts it: the zoo's test counts the hosts of a whole zoo run, its checks' processes too.
 START_LOG_ENV = "DML_LOWER_TEST_HOST_START_LOG"
 _PR_SET_PDEATHSIG = 1
+PERSIST_ENV = "DML_LOWER_WINESERVER_PERSIST"
+DEFAULT_PERSIST = 30         # seconds Wine's session stays up once idle
+ALREADY_RUNNING = 2          # wineserver's exit code when the prefix's server is running
 
 
 class HostFailed(DmlLowerError):
@@ -125,6 +135,44 @@ def wine_environment(home: DirectMLHome, display: str, run_id: str) -> "dict[str
     return env
 
 
+def persist_seconds() -> int:
+    """DML_LOWER_WINESERVER_PERSIST as whole seconds (unset: DEFAULT_PERSIST)."""
+    text = os.environ.get(PERSIST_ENV, "").strip()
+    if not text:
+        return DEFAULT_PERSIST
+    if not text.isdigit():
+        raise DirectMLUnavailable(f"{PERSIST_ENV}={text!r} is not a whole number of seconds")
+    return int(text)
+
+
+def keep_session(home: DirectMLHome) -> bool:
+    """Start the prefix's wineserver, persistent for persist_seconds() once idle, unless one runs
+    (True: started here). Its stdio is /dev/null and its environment has no run tag: it belongs to
+    no single command (and holds no command's pipe open)."""
+    seconds = persist_seconds()
+    server = shutil.which("wineserver")
+    if not seconds or server is None:
+        return False
+    env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
+    env["WINEPREFIX"] = str(home.prefix)
+    try:
+        done = subprocess.run([server, f"-p{seconds}"], env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False           # Wine then starts its own wineserver, as without this
+    return done.returncode == 0
+
+
+def end_session(home: DirectMLHome) -> None:
+    """Stop a wineserver keep_session started for a host that then could not start (a server no
+    client ever joined would not exit by itself)."""
+    server = shutil.which("wineserver")
+    if server is not None:
+        subprocess.run([server, "-k"], env={**os.environ, "WINEPREFIX": str(home.prefix)},
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
 class HostProcess:
     """One host program, started on first use; `request(payload) -> payload`. `attached(...)`: a
     host another process started and handed over (its pipe's two ends and its hello): used, never
@@ -188,6 +236,7 @@ class HostProcess:
         if self._writer is not None:
             return
         command, env = self._command()
+        started_session = not on_windows() and keep_session(self.home)
         try:
             self._process = subprocess.Popen(
                 command, cwd=self.home.bin, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -195,6 +244,8 @@ class HostProcess:
                 preexec_fn=None if on_windows() else _die_with_parent())
         except OSError as exc:
             self.close()
+            if started_session:
+                end_session(self.home)
             raise HostFailed(f"cannot start DirectML host {self.name}: {exc}") from None
         self._writer, self._reader = self._process.stdin, self._process.stdout
         _log_start(self.name)
@@ -233,7 +284,9 @@ class HostProcess:
                 process.kill()
                 process.wait()
             if self._stderr_thread is not None:
-                self._stderr_thread.join(2)
+                # what the host wrote is in the pipe already; the Windows services its Wine session
+                # started inherit the pipe and may hold it open for the session's idle time
+                self._stderr_thread.join(0.2)
         if self._xvfb is not None:
             self._xvfb.close()
             self._xvfb = None

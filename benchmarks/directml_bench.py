@@ -5,7 +5,9 @@
 Measures, each figure with the 1-minute load average beside it (the machine may be shared):
   - host start-up: a fresh dml_host process until its hello (Wine, the D3D12 device, DirectML at
     its highest level, the shader-visible descriptor heap, the known-answer self-test), in a cold
-    Wine session (the first command after 30 s idle) and in a warm one (the commands that follow);
+    Wine session (the first command after 30 s idle: run the benchmark 30 s after any DirectML
+    command on this HOME, or the "cold" starts find the session kept) and in a warm one (the
+    commands that follow);
   - one operator in a warm host: the first run of a descriptor (create, compile, initialise,
     dispatch, read back) and the median of later runs (the compiled operator cached);
   - where the start-up goes: the Xvfb, Wine's own start, the D3D12 device, the DirectML device and
@@ -143,7 +145,8 @@ def compare_models(realsize: Path, only: "list[str]") -> "list[tuple[str, Path, 
         model, spec = realsize / f"{name}.onnx", realsize / f"{name}.json"
         if not model.exists() or not spec.exists():
             raise SystemExit(f"{model} is missing: export it with `make bench-realsize` (or pass --only)")
-        feeds = realsize / f"{name}.feeds.npz"
+        realsize_bench.FEEDS_DIR.mkdir(parents=True, exist_ok=True)
+        feeds = realsize_bench.FEEDS_DIR / f"{name}.feeds.npz"     # never into the (shared, read-only) set
         realsize_bench.make_feeds(json.loads(spec.read_text()), feeds)
         models.append((name, model, feeds))
     return models

@@ -92,8 +92,8 @@ class DmlHost:
     def __init__(self, home: "DirectMLHome | None" = None, process: "HostProcess | None" = None) -> None:
         self.process = process or HostProcess(home or find_home(), EXE)
 
-    def close(self) -> None:
-        self.process.close()
+    def close(self, wait: bool = True) -> None:
+        self.process.close(wait)
 
     def __enter__(self) -> "DmlHost":
         return self
@@ -213,7 +213,7 @@ def _close_shared() -> None:
     with _lock:
         for pid, host in _started:
             if pid == os.getpid():
-                host.close()
+                host.close(wait=False)      # the process is ending: its host need not be waited for
         _started.clear()
 
 

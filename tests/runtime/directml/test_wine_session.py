@@ -53,3 +53,22 @@ def test_the_next_host_finds_the_session_its_predecessor_left(monkeypatch):
     with DmlHost() as second:
         assert second.hello.startswith("ok")
         assert wineservers(prefix) == servers      # the same server, not a new one
+
+
+@pytest.mark.directml
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Wine and /proc: Linux only")
+@pytest.mark.parametrize("wait", [True, False], ids=["close", "close-at-exit"])
+def test_closing_a_host_ends_its_stderr_reader(monkeypatch, wait):
+    """The services of the host's Wine session hold its stderr pipe open; the reader must end all
+    the same, or the command's fast exit (cli.program.entry) is lost to a live thread."""
+    from onnx_dml_lowering.runtime.directml.dml_host import DmlHost
+    monkeypatch.setenv("DML_LOWER_HOST_TIMING", "1")
+    host = DmlHost()
+    assert host.hello.startswith("ok")
+    reader = host.process._stderr_thread
+    assert reader is not None and reader.is_alive()
+    host.close(wait=wait)
+    reader.join(1)
+    assert not reader.is_alive()
+    if wait:                           # what the host wrote before it exited was read
+        assert host.process.stderr_line().startswith("dml_host start-up: device")

@@ -176,6 +176,17 @@ def shared_host() -> DmlHost:
     return mine[1]
 
 
+def start_early() -> None:
+    """Start this thread's host's process now without waiting for it: a command that will run
+    `dml` calls it before it loads and compiles the model, so Wine's and the devices' start-up
+    (1-2 s) overlaps that work too. What fails here (DirectML not set up, Wine missing) is left
+    for the backend to say in its one line, as it would without this call."""
+    try:
+        shared_host().process.spawn()
+    except DmlLowerError:
+        drop_shared_host()
+
+
 def _handed_over() -> "DmlHost | None":
     handed = os.environ.pop(HANDED_ENV, None)       # one user of the pipe: the first thread asking
     if not handed:

@@ -4,7 +4,10 @@
 
 Measures, each figure with the 1-minute load average beside it (the machine may be shared):
   - host start-up: a fresh dml_host process until its hello (Wine, the D3D12 device, DirectML at
-    its highest level, the shader-visible descriptor heap, the known-answer self-test);
+    its highest level, the shader-visible descriptor heap, the known-answer self-test), in a cold
+    Wine session (the first command after 30 s idle: run the benchmark 30 s after any DirectML
+    command on this HOME, or the "cold" starts find the session kept) and in a warm one (the
+    commands that follow);
   - one operator in a warm host: the first run of a descriptor (create, compile, initialise,
     dispatch, read back) and the median of later runs (the compiled operator cached);
   - where the start-up goes: the Xvfb, Wine's own start, the D3D12 device, the DirectML device and
@@ -57,9 +60,12 @@ def load() -> str:
     return f"(load {os.getloadavg()[0]:.1f})"
 
 
-def host_start(starts: int) -> None:
+def host_start(starts: int, session: str) -> None:
+    """`session` "cold": Wine's session gone before each start (its wineserver not kept, 4 s of
+    idle); "warm": kept up between starts (wine.keep_session), as for commands run in a row."""
     home = find_home()
     os.environ["DML_LOWER_HOST_TIMING"] = "1"
+    os.environ[wine.PERSIST_ENV] = "0" if session == "cold" else str(wine.DEFAULT_PERSIST)
     xvfb_seconds: "list[float]" = []
     make_xvfb = wine.Xvfb.__init__
 
@@ -70,7 +76,8 @@ def host_start(starts: int) -> None:
     wine.Xvfb.__init__ = timed_xvfb             # type: ignore[method-assign]
     try:
         for _ in range(starts):
-            time.sleep(4)                       # Wine's wineserver leaves 3 s after its last client: a cold start
+            if session == "cold":
+                time.sleep(4)                   # a wineserver not kept leaves 3 s after its last client
             began = time.perf_counter()
             with DmlHost(home) as host:
                 host.start()
@@ -78,11 +85,12 @@ def host_start(starts: int) -> None:
                 time.sleep(0.2)                 # the stderr reader has the host's timing line
                 said = host.process.stderr_line().removeprefix("dml_host start-up: ")
             xvfb = xvfb_seconds[-1] if xvfb_seconds else 0.0
-            say(f"host start-up: {total:.2f} s (Xvfb {xvfb:.2f} s; in the host: {said}; the rest is Wine starting "
+            say(f"host start-up, {session} Wine session: {total:.2f} s (Xvfb {xvfb:.2f} s; in the host: {said}; the rest is Wine starting "
                 f"the process) {load()}")
     finally:
         wine.Xvfb.__init__ = make_xvfb          # type: ignore[method-assign]
         os.environ.pop("DML_LOWER_HOST_TIMING", None)
+        os.environ.pop(wine.PERSIST_ENV, None)
 
 
 def operators(repeats: int) -> None:
@@ -137,7 +145,8 @@ def compare_models(realsize: Path, only: "list[str]") -> "list[tuple[str, Path, 
         model, spec = realsize / f"{name}.onnx", realsize / f"{name}.json"
         if not model.exists() or not spec.exists():
             raise SystemExit(f"{model} is missing: export it with `make bench-realsize` (or pass --only)")
-        feeds = realsize / f"{name}.feeds.npz"
+        realsize_bench.FEEDS_DIR.mkdir(parents=True, exist_ok=True)
+        feeds = realsize_bench.FEEDS_DIR / f"{name}.feeds.npz"     # never into the (shared, read-only) set
         realsize_bench.make_feeds(json.loads(spec.read_text()), feeds)
         models.append((name, model, feeds))
     return models
@@ -174,7 +183,8 @@ def main() -> None:
     say(f"Measured {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC at commit {realsize_bench.commit()} on "
         f"{realsize_bench.machine()}; the 1-minute load average beside each figure.")
     say("")
-    host_start(args.starts)
+    host_start(args.starts, "cold")
+    host_start(args.starts, "warm")
     operators(args.repeats)
     checks()
     if args.compare:

@@ -212,6 +212,9 @@ def _run_check(parsed: Parsed, feed_options: Feeds) -> _Checked:
 
     from ..compiled import compile_model
     model, backends = parsed[ModelArgs], parsed[BackendArgs]
+    if any(name.text == "dml" for name in backends.names):
+        from onnx_dml_lowering.runtime.directml.dml_host import start_early
+        start_early()              # the DirectML host starts while the model loads and compiles
     compiled = compile_model(model.path, feature_level=model.feature_level, outputs=parsed[CompareArgs].requested)
     sets = feed_sets(compiled, feed_options)     # a generator: the feed sets are drawn as the run takes them
     feeds = next(sets)

@@ -133,13 +133,14 @@ def entry() -> None:
     interpreter. Finalising frees every module, onnxruntime session and array one at a time, about
     40 ms after a check; nothing observable depends on it once the exit handlers have run (logging,
     Ray, tempfile and multiprocessing register theirs there) and stdout / stderr are flushed.
-    While a thread other than the main one is alive, the ordinary exit joins it as it would.
+    While a non-daemon thread other than the main one is alive, the ordinary exit joins it as it
+    would (a daemon thread, such as a DirectML host's stderr reader, the ordinary exit would not wait for).
     The command runs in a supervised child process: a crash inside onnxruntime is one line
     (supervisor.py)."""
     from .supervisor import supervised
     code = supervised(main)
-    if threading.active_count() > 1:
-        sys.exit(code)
+    if any(not thread.daemon for thread in threading.enumerate() if thread is not threading.main_thread()):
+        sys.exit(code)          # the ordinary exit joins a non-daemon thread; a daemon one it would not
     try:
         sys.stdout.flush()
         sys.stderr.flush()

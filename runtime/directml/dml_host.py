@@ -92,8 +92,8 @@ class DmlHost:
     def __init__(self, home: "DirectMLHome | None" = None, process: "HostProcess | None" = None) -> None:
         self.process = process or HostProcess(home or find_home(), EXE)
 
-    def close(self) -> None:
-        self.process.close()
+    def close(self, wait: bool = True) -> None:
+        self.process.close(wait)
 
     def __enter__(self) -> "DmlHost":
         return self
@@ -176,6 +176,17 @@ def shared_host() -> DmlHost:
     return mine[1]
 
 
+def start_early() -> None:
+    """Start this thread's host's process now without waiting for it: a command that will run
+    `dml` calls it before it loads and compiles the model, so Wine's and the devices' start-up
+    (1-2 s) overlaps that work too. What fails here (DirectML not set up, Wine missing) is left
+    for the backend to say in its one line, as it would without this call."""
+    try:
+        shared_host().process.spawn()
+    except DmlLowerError:
+        drop_shared_host()
+
+
 def _handed_over() -> "DmlHost | None":
     handed = os.environ.pop(HANDED_ENV, None)       # one user of the pipe: the first thread asking
     if not handed:
@@ -213,7 +224,7 @@ def _close_shared() -> None:
     with _lock:
         for pid, host in _started:
             if pid == os.getpid():
-                host.close()
+                host.close(wait=False)      # the process is ending: its host need not be waited for
         _started.clear()
 
 

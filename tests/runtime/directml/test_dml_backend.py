@@ -95,3 +95,28 @@ def test_the_dml_backend_starts_its_host_when_prepared_and_waits_for_it_at_the_f
         assert report.backends[0].status == "ok" and host.process.hello.startswith("ok DirectML ")
     finally:
         host.close()
+
+
+@pytest.mark.directml
+def test_start_early_spawns_without_waiting():
+    """check starts the host before it loads the model (dml_host.start_early): the process runs,
+    its hello is read by the first operator."""
+    from onnx_dml_lowering.runtime.directml import dml_host
+    dml_host.drop_shared_host()
+    try:
+        dml_host.start_early()
+        host = dml_host.shared_host()
+        assert host.process.pid is not None and host.process.hello == "" and host.process.requests == 0
+        assert host.hello.startswith("ok DirectML ")
+    finally:
+        dml_host.drop_shared_host()
+
+
+def test_the_check_command_without_the_setup_says_dml_unavailable_in_one_line(tmp_path, monkeypatch, capsys):
+    """check starts the host early (start_early); without the setup that start says nothing and
+    the backend's one UNAVAILABLE line is as before."""
+    monkeypatch.setenv(HOME_ENV, str(tmp_path / "absent"))
+    code, out, err = cli(["check", next(iter(example_paths())), "--backends", "cpu,dml"], capsys)
+    assert code == 0, (out, err)
+    lines = [line for line in out.splitlines() if "dml" in line and "make directml" in line]
+    assert len(lines) == 1 and "UNAVAILABLE" in lines[0], out

@@ -1,7 +1,9 @@
 """A DirectML host dies with its parent: after the parent is SIGTERMed, Ctrl-C'd (SIGINT) or
 SIGKILLed, no process of that host's run remains — not the Wine process, not the wineserver or the
 Windows services Wine started for it, not the Xvfb. Every one of them carries the run's tag in its
-environment (wine.RUN_ENV), which the /proc scan looks for."""
+environment (wine.RUN_ENV), which the /proc scan looks for. Wine's session (wine.keep_session) is
+kept for DML_LOWER_WINESERVER_PERSIST seconds once idle: 2 here, so services this run's host started
+(when it was the session's first client) are gone within the wait too."""
 from __future__ import annotations
 
 import os
@@ -12,7 +14,7 @@ import time
 
 import pytest
 
-from onnx_dml_lowering.runtime.directml.wine import RUN_ENV
+from onnx_dml_lowering.runtime.directml.wine import PERSIST_ENV, RUN_ENV
 
 pytestmark = pytest.mark.directml
 
@@ -42,7 +44,7 @@ def processes_of(run_id: str) -> "list[tuple[int, str]]":
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
 def test_no_process_of_the_run_outlives_its_parent(sig):
     parent = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True)
+                              text=True, env={**os.environ, PERSIST_ENV: "2"})
     try:
         run_id, hello = parent.stdout.readline().split(" ", 1)
         assert hello.startswith("ok")

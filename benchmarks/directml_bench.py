@@ -62,10 +62,11 @@ def load() -> str:
 
 def host_start(starts: int, session: str) -> None:
     """`session` "cold": Wine's session gone before each start (its wineserver not kept, 4 s of
-    idle); "warm": kept up between starts (wine.keep_session), as for commands run in a row."""
+    idle: the default); "warm": kept up between starts (wine.keep_session, 30 s), as for commands
+    run in a row with DML_LOWER_WINESERVER_PERSIST set."""
     home = find_home()
     os.environ["DML_LOWER_HOST_TIMING"] = "1"
-    os.environ[wine.PERSIST_ENV] = "0" if session == "cold" else str(wine.DEFAULT_PERSIST)
+    os.environ[wine.PERSIST_ENV] = "0" if session == "cold" else "30"
     xvfb_seconds: "list[float]" = []
     make_xvfb = wine.Xvfb.__init__
 

@@ -14,12 +14,13 @@ the Wine process and the Xvfb also get SIGKILL from the kernel when the parent d
 (PR_SET_PDEATHSIG); both run in their own session, so a Ctrl-C reaches only the parent, which
 closes them in order.
 
-The prefix's wineserver is started here, before the first host, persistent for
-DML_LOWER_WINESERVER_PERSIST seconds (default 30; 0: Wine's own 3 s) after its last client has gone,
-so the commands that follow within that time find Wine's session (the wineserver and the Windows
-services it runs) up: a host then starts in about 1 s instead of 3. That session is shared by every
-command of this user on this prefix and exits by itself once idle; nothing of a command outlives it
-longer than that (its own host and Xvfb die with it)."""
+When DML_LOWER_WINESERVER_PERSIST names seconds (unset or 0: Wine's own 3 s, the default, so
+nothing of a command outlives it by more than Wine's own linger), the prefix's wineserver is started
+here, before the first host, persistent for that long after its last client has gone, so the
+commands that follow within that time find Wine's session (the wineserver and the Windows services
+it runs) up: a host then starts in about 1 s instead of 1.3-2. That session is shared by every
+command of this user on this prefix and exits by itself once idle (its own host and Xvfb die with
+the command)."""
 from __future__ import annotations
 
 import ctypes
@@ -51,7 +52,7 @@ RUN_ENV = "DML_LOWER_HOST_RUN"   # tags every process of one HostProcess (tests 
 START_LOG_ENV = "DML_LOWER_TEST_HOST_START_LOG"
 _PR_SET_PDEATHSIG = 1
 PERSIST_ENV = "DML_LOWER_WINESERVER_PERSIST"
-DEFAULT_PERSIST = 30         # seconds Wine's session stays up once idle
+DEFAULT_PERSIST = 0          # opt-in: by default a command leaves no Wine session up beyond Wine's own 3 s
 ALREADY_RUNNING = 2          # wineserver's exit code when the prefix's server is running
 
 

@@ -137,6 +137,7 @@ def manifests(tmp_path_factory):
         directory = tmp_path_factory.mktemp("suite") / version
         assert main(["conformance", "export", str(directory), "--seeds", "1", "--ort-version", version]) == 0
         out[version] = json.loads((directory / "manifest.json").read_text())
+        out[version]["_dir"] = str(directory)
     return out
 
 
@@ -157,7 +158,7 @@ def test_the_two_manifests_differ_only_where_the_tables_do(manifests):
     by the predictions themselves): apart from the table named, the manifests are the same."""
     a, b = (json.loads(json.dumps(manifests[v])) for v in VERSIONS)
     for m in (a, b):
-        del m["dml_ep_table"]
+        del m["dml_ep_table"], m["_dir"]
         del m["providers"]["DmlExecutionProvider"]["onnxruntime"]
     assert a == b
 
@@ -169,3 +170,26 @@ def test_export_prints_the_table_it_modelled(tmp_path, capsys, monkeypatch):
     assert "  DML EP predictions model onnxruntime 1.24.4's registration table (the installed DML EP's)" in out
     manifest = json.loads((tmp_path / "suite" / "manifest.json").read_text())
     assert manifest["dml_ep_table"]["onnxruntime"] == "1.24.4"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_run_names_the_table_of_a_prediction_the_dml_ep_contradicts(manifests, version):
+    """A DML EP that gives ONNX's answer where the manifest predicted a deviation: the case passes,
+    and its PREDICTION note names the table the prediction came from."""
+    from onnx_dml_lowering.compiler import conformance
+    from tests.compiler.conformance.test_dml_ep import FakeDml
+    manifest = manifests[version]
+    name = "test_cast_float_to_bool"
+    assert manifest["providers"]["DmlExecutionProvider"]["cases"][name]["status"] == "deviation"
+    (_, model, sets, expected), = conformance.load(manifest["_dir"], name)[1]
+
+    class OnnxAnswering(FakeDml):
+        def run(self, model, data_sets):
+            self.assignment = manifest["cases"][name]["dml_ep_placement"]
+            return expected, "", [], ""
+
+    outcome = conformance.judge(OnnxAnswering(), name, model, sets, expected, manifest["providers"],
+                                manifest["cases"][name]["dml_ep_placement"])
+    assert outcome.status == "pass"
+    assert outcome.contradicts.startswith("the manifest predicted deviation (") and \
+        outcome.contradicts.endswith(f") for onnxruntime {version}; the DML EP here: pass")

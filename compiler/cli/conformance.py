@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .command import ArgGroup, Command, Parsed, Word, option_value
-from .groups import BackendArgs, FeatureLevelArgs, SessionArgs
+from .groups import BackendArgs, FeatureLevelArgs, OrtVersionArgs, SessionArgs
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,7 @@ class SuiteArgs(ArgGroup[Suite]):
     def add_more(self, parser: argparse.ArgumentParser) -> None:
         if self.action == "export":
             self._add(parser, "--seeds", type=int, default=2, metavar="N", help="test data sets per case")
-            self._add(parser, "--ort-version", metavar="V",
-                      help="the onnxruntime whose DML EP registration table the manifest's DML predictions model: "
-                           "1.24.4 (measured) or 1.27.0 (default: the installed DML EP's where its table is held, "
-                           "else 1.27.0)")
+            OrtVersionArgs("the manifest's DML EP predictions").add(parser)
         else:
             self._add(parser, "--filter", metavar="GLOB",
                       help="only the cases whose folder name matches GLOB (fnmatch), e.g. 'test_nonzero_int64*'")

@@ -11,7 +11,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 
 from ..output_files import check_outputs
 from .command import ArgGroup, Command, Parsed, Word, flag, option_value
-from .groups import DimArgs, FeatureLevelArgs, FeedArgs, ModelArgs, SweepArgs, VerboseArgs
+from .groups import DimArgs, FeatureLevelArgs, FeedArgs, ModelArgs, OrtVersionArgs, SweepArgs, VerboseArgs
 from .output_groups import OutputArgs
 
 if TYPE_CHECKING:
@@ -40,10 +40,7 @@ class RewriteArgs(ArgGroup[Rewrites]):
                   help="instead: the exact rewrites that keep NonZero / eye / mask nodes on onnxruntime's "
                        "DirectML EP (opset down-conversion, NonZero over int64, Cast to bool, bool Equal, "
                        "EyeLike-22), with each one's predicted placement effect")
-        self._add(parser, "--ort-version", metavar="V",
-                  help="with --for dml: the onnxruntime whose DML EP registration table the rewrites and their "
-                       "predicted placement model: 1.24.4 (measured) or 1.27.0 (default: the installed DML EP's "
-                       "where its table is held, else 1.27.0)")
+        OrtVersionArgs("the rewrites and their predicted placement", "with --for dml").add(parser)
         self._add(parser, "--check", action="store_true",
                   help="run original and optimized on onnxruntime CPU over seeded feeds; exit 1 unless "
                        "bit-identical")

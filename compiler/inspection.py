@@ -244,8 +244,7 @@ def _write_explorer(model: str, out: str, report: dict) -> None:
 
 def _ort_version(version: "str | None") -> "tuple[str, str]":
     """--ort-version: (the onnxruntime whose DML registration table the prediction models, why that
-    one); by default the installed DML EP's where its table is held, else the newest."""
-    from .ep.registry import default_version, table_version
-    if version is None:
-        return default_version()
-    return table_version(version), "chosen by --ort-version"
+    one), chosen as every DML EP prediction chooses it (registry.choose_table)."""
+    from .ep.registry import choose_table
+    choice = choose_table(version)
+    return choice.version, choice.why

@@ -7,19 +7,22 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .command import ArgGroup, Command, Parsed, Word, option_value
-from .groups import BackendArgs, FeatureLevelArgs, SessionArgs
+from .groups import BackendArgs, FeatureLevelArgs, OrtVersionArgs, SessionArgs
 
 
 @dataclass(frozen=True)
 class Suite:
-    """The suite's folder; export's data sets per case, run's case filter."""
+    """The suite's folder; export's data sets per case and the DML EP table its predictions model,
+    run's case filter."""
     dir: str
     seeds: int = 2
     filter: "str | None" = None
+    ort_version: "str | None" = None
 
 
 class SuiteArgs(ArgGroup[Suite]):
-    """DIR, then (add_more, where the action's --help lists it) export's --seeds or run's --filter."""
+    """DIR, then (add_more, where the action's --help lists it) export's --seeds and --ort-version or
+    run's --filter."""
 
     def __init__(self, action: str) -> None:
         self.action = action
@@ -30,17 +33,19 @@ class SuiteArgs(ArgGroup[Suite]):
     def add_more(self, parser: argparse.ArgumentParser) -> None:
         if self.action == "export":
             self._add(parser, "--seeds", type=int, default=2, metavar="N", help="test data sets per case")
+            OrtVersionArgs("the manifest's DML EP predictions").add(parser)
         else:
             self._add(parser, "--filter", metavar="GLOB",
                       help="only the cases whose folder name matches GLOB (fnmatch), e.g. 'test_nonzero_int64*'")
 
     def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Suite:
         if self.action == "export":
-            return Suite(dir=args.dir, seeds=args.seeds)
+            return Suite(dir=args.dir, seeds=args.seeds, ort_version=args.ort_version)
         return Suite(dir=args.dir, filter=args.filter)
 
     def tokens(self, suite: Suite) -> "list[Word]":
-        return [Word("", (suite.dir,)), *option_value("--seeds", suite.seeds, 2), *option_value("--filter", suite.filter)]
+        return [Word("", (suite.dir,)), *option_value("--seeds", suite.seeds, 2), *option_value("--filter", suite.filter),
+                *option_value("--ort-version", suite.ort_version)]
 
 
 class ConformanceExport(Command):
@@ -56,9 +61,11 @@ class ConformanceExport(Command):
     def run(self, parsed: Parsed) -> int:
         from .. import conformance
         suite = parsed[SuiteArgs]
-        manifest = conformance.export(suite.dir, str(parsed[FeatureLevelArgs]), suite.seeds)
+        manifest = conformance.export(suite.dir, str(parsed[FeatureLevelArgs]), suite.seeds, suite.ort_version)
         print(f"wrote {len(manifest['cases'])} cases to {suite.dir} (feature level {manifest['feature_level']}, "
               f"{manifest['seeds']} data sets each); see {os.path.join(suite.dir, 'README.txt')}")
+        table = manifest["dml_ep_table"]
+        print(f"  DML EP predictions model onnxruntime {table['onnxruntime']}'s registration table ({table['chosen']})")
         for provider, entry in manifest["providers"].items():
             statuses = [c["status"] for c in entry["cases"].values()]
             print(f"  {provider}: {statuses.count('deviation')} deviations, "

@@ -577,3 +577,25 @@ class ToleranceArgs(ArgGroup["Tolerances"]):
 
 def _number(value: "float | None") -> "str | None":
     return None if value is None else repr(float(value))
+
+
+class OrtVersionArgs(ArgGroup["str | None"]):
+    """--ort-version: the onnxruntime whose DML EP registration table a prediction models, declared
+    here once for every command that predicts the DML EP (inspect --ep dml, optimize --for dml,
+    conformance export); each command's own group adds it (`add`, `with_` its precondition) and
+    reads it, and registry.choose_table resolves it."""
+
+    def __init__(self, what: str, with_: str = "") -> None:
+        self.what, self.with_ = what, with_
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self._add(parser, "--ort-version", metavar="V",
+                  help=f"{self.with_ + ': ' if self.with_ else ''}the onnxruntime whose DML EP registration table "
+                       f"{self.what} model: 1.24.4 (measured) or 1.27.0 (default: the installed DML EP's where "
+                       "its table is held, else 1.27.0)")
+
+    def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> "str | None":
+        return args.ort_version
+
+    def tokens(self, version: "str | None") -> "list[Word]":
+        return option_value("--ort-version", version)

@@ -5,7 +5,7 @@ import argparse
 from dataclasses import dataclass
 
 from .command import ArgGroup, Command, Parsed, Word, each, flag, option_value
-from .groups import ModelArgs
+from .groups import ModelArgs, OrtVersionArgs
 from .output_groups import ExplorerArgs, JsonArgs
 
 
@@ -30,9 +30,7 @@ class EpArgs(ArgGroup[EpQuery]):
         self._add(parser, "--verify", action="store_true",
                   help="with --ep dml: also run the model on the real DML EP (onnxruntime.dll; under Wine off Windows, "
                   "make directml) and show its provider beside the predicted one for every node")
-        self._add(parser, "--ort-version", metavar="V",
-                  help="with --ep dml: the onnxruntime whose DML registration table is modelled: 1.24.4 (measured) "
-                  "or 1.27.0 (default: the installed DML EP's where its table is held, else 1.27.0)")
+        OrtVersionArgs("the placement and --verify", "with --ep dml").add(parser)
         self._add(parser, "--html", metavar="F.html",
                   help="with --ep dml: also draw the placement as a self-contained HTML/SVG page here")
 

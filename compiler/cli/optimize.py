@@ -11,7 +11,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 
 from ..output_files import check_outputs
 from .command import ArgGroup, Command, Parsed, Word, flag, option_value
-from .groups import DimArgs, FeatureLevelArgs, FeedArgs, ModelArgs, SweepArgs, VerboseArgs
+from .groups import DimArgs, FeatureLevelArgs, FeedArgs, ModelArgs, OrtVersionArgs, SweepArgs, VerboseArgs
 from .output_groups import OutputArgs
 
 if TYPE_CHECKING:
@@ -19,13 +19,17 @@ if TYPE_CHECKING:
 
     from onnx_dml_lowering.ir import FeatureLevel
 
+    from ..ep.registry import TableChoice
+
 
 @dataclass(frozen=True)
 class Rewrites:
-    """Which rewrites optimize makes (--min-bytes, --for) and whether it checks them (--check)."""
+    """Which rewrites optimize makes (--min-bytes, --for), the DML EP table --for dml models
+    (--ort-version) and whether it checks them (--check)."""
     min_bytes: int = 0
     target: "str | None" = None
     check: bool = False
+    ort_version: "str | None" = None
 
 
 class RewriteArgs(ArgGroup[Rewrites]):
@@ -36,6 +40,7 @@ class RewriteArgs(ArgGroup[Rewrites]):
                   help="instead: the exact rewrites that keep NonZero / eye / mask nodes on onnxruntime's "
                        "DirectML EP (opset down-conversion, NonZero over int64, Cast to bool, bool Equal, "
                        "EyeLike-22), with each one's predicted placement effect")
+        OrtVersionArgs("the rewrites and their predicted placement", "with --for dml").add(parser)
         self._add(parser, "--check", action="store_true",
                   help="run original and optimized on onnxruntime CPU over seeded feeds; exit 1 unless "
                        "bit-identical")
@@ -43,11 +48,13 @@ class RewriteArgs(ArgGroup[Rewrites]):
     def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Rewrites:
         if args.min_bytes < 0:
             raise DmlLowerError(f"--min-bytes {args.min_bytes}: must be a non-negative number of bytes")
-        return Rewrites(min_bytes=args.min_bytes, target=args.target, check=args.check)
+        if args.ort_version is not None and args.target != "dml":
+            raise DmlLowerError("--ort-version names the DML EP registration table --for dml models: add --for dml")
+        return Rewrites(min_bytes=args.min_bytes, target=args.target, check=args.check, ort_version=args.ort_version)
 
     def tokens(self, rewrites: Rewrites) -> "list[Word]":
         return [*option_value("--min-bytes", rewrites.min_bytes, 0), *option_value("--for", rewrites.target),
-                *flag("--check", rewrites.check)]
+                *option_value("--ort-version", rewrites.ort_version), *flag("--check", rewrites.check)]
 
 
 class Optimize(Command):
@@ -77,11 +84,15 @@ def cmd_optimize(parsed: Parsed) -> int:
         raise DmlLowerError(f"{'--feature-level' if level else '--min-bytes'} chooses the generator "
                             "rewrites; --for dml does not take it")
     path = parsed[ModelArgs].path
+    table = None
+    if rewrites.target == "dml":        # an unknown --ort-version is one line before the model is read
+        from ..ep.registry import choose_table
+        table = choose_table(rewrites.ort_version)
     model = load_model(path)
     check_and_infer(model)          # an invalid model is refused, as by every other command
     feeds, dims, sizes = _check_feeds(parsed, model)
     external = external_initializers(path)
-    optimized = _rewrite(path, model, rewrites, level)
+    optimized = _rewrite(path, model, rewrites, level, table)
     before = _file_bytes(path)
     if rewrites.check:              # before writing: an output the check refuses is not written
         from onnx_dml_lowering.runtime.model_facts import graph_inputs
@@ -102,11 +113,14 @@ def cmd_optimize(parsed: Parsed) -> int:
     return 0
 
 
-def _rewrite(path: str, model: onnx.ModelProto, rewrites: Rewrites, level: "FeatureLevel | None") -> onnx.ModelProto:
-    """The rewritten model, each rewrite (or why none) printed."""
-    if rewrites.target == "dml":
+def _rewrite(path: str, model: onnx.ModelProto, rewrites: Rewrites, level: "FeatureLevel | None",
+             table: "TableChoice | None") -> onnx.ModelProto:
+    """The rewritten model, each rewrite (or why none) printed; --for dml first names the table it
+    models (`table`)."""
+    if table is not None:
         from ..optimize.dml import optimize_for_dml
-        optimized, dml_rewrites, notes = optimize_for_dml(model, str(Path(path).resolve().parent))
+        print(f"DML EP placement modelled: {table.describe()}")
+        optimized, dml_rewrites, notes = optimize_for_dml(model, str(Path(path).resolve().parent), table)
         for line in notes:
             print(line)
         if not dml_rewrites:

@@ -35,7 +35,7 @@ from .cases import Case, all_cases
 from ..ep.placement import CPU as CPU_PROVIDER
 from ..ep.placement import DML as DML_PROVIDER
 from ..ep.placement import NONE, REMOVED, predict_placement
-from ..ep.registry import NEWEST_ORT
+from ..ep.registry import TableChoice, choose_table
 
 MANIFEST = "manifest.json"
 STATUSES = ("pass", "partial", "deviation", "unsupported", "fail")
@@ -62,7 +62,8 @@ was exported (each was run, none is assumed): a different output shape (onnxrunt
 NonZero gives (1, nnz), ONNX says (0, nnz)), a missing kernel ("unsupported"), or other values.
 A failure that is not listed there is a new one. Where DirectML was not available at export, the
 DmlExecutionProvider entry is predicted from the DML EP's source (named deviations, missing
-kernels), and each case's dml_ep_placement is the provider predicted for each of its nodes:
+kernels), and each case's dml_ep_placement is the provider predicted for each of its nodes by
+{table}:
     dml-lower conformance run DIR --backends ort-dml
 checks both (a node onnxruntime ran elsewhere than predicted fails the case).
 The same folder runs on Linux with
@@ -171,12 +172,15 @@ def judge(backend: CaseRunner, case_name: str, model: onnx.ModelProto, data_sets
     provider than `dml_placement` predicts is a failure too. `path`: the case's model file, which a
     provider backend runs as shipped. On the DML EP, an outcome other than the deviation or missing
     kernel the manifest predicted is said (`contradicts`), whatever the status."""
-    known = (known or {}).get(backend.deviation_key, {}).get("cases", {}).get(case_name)
+    entry = (known or {}).get(backend.deviation_key, {})
+    known = entry.get("cases", {}).get(case_name)
     outcome = _judge(backend, model, data_sets, expected, known, dml_placement, path)
     if backend.deviation_key == DML_PROVIDER and known and known.get("status") in ("deviation", "unsupported") \
             and outcome.status != known["status"]:
         said = known.get("named") or known.get("detail", "")
-        outcome.contradicts = f"the manifest predicted {known['status']} ({said}); the DML EP here: {outcome.status}"
+        table = f" for onnxruntime {entry['onnxruntime']}" if entry.get("onnxruntime") else ""
+        outcome.contradicts = (f"the manifest predicted {known['status']} ({said}){table}; the DML EP here: "
+                               f"{outcome.status}")
     return outcome
 
 
@@ -222,11 +226,14 @@ def probe_providers() -> "list[str]":
     return [p for p in ort.get_available_providers() if p not in _NOT_PROBED]
 
 
-def export(directory: str, feature_level: str = "5_1", seeds: int = 2) -> "dict":
-    """Write the suite; returns the manifest. The same arguments write the same bytes."""
+def export(directory: str, feature_level: str = "5_1", seeds: int = 2, ort_version: "str | None" = None) -> "dict":
+    """Write the suite; returns the manifest. The same arguments write the same bytes. The DML EP
+    predictions model the registration table of `ort_version` (--ort-version; by default the
+    installed DML EP's: registry.choose_table), which the manifest names (dml_ep_table)."""
     import onnxruntime as ort
     if seeds < 1:
         raise DmlLowerError(f"--seeds must be at least 1, got {seeds}")
+    table = choose_table(ort_version)
     from onnx_dml_lowering.ir import parse_level
     level = parse_level(feature_level).name
     if os.path.exists(directory) and not os.path.isdir(directory):
@@ -237,21 +244,22 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2) -> "dict"
     cases = all_cases(seeds)
     probes = [CaseRunner(provider_backend(name)) for name in probe_providers()]
     manifest: dict = {"feature_level": level, "seeds": seeds, "opset": {c.name: c.model.opset_import[0].version for c in cases},
-                      "cases": {}, "providers": {}}
+                      "cases": {}, "providers": {}, "dml_ep_table": table.to_json()}
     for backend in probes:
         manifest["providers"][backend.deviation_key] = {                # a probe's is its provider's name
             "onnxruntime": ort.__version__, "verified": "each case run at export", "cases": {}}
     if DML_PROVIDER not in manifest["providers"]:
         manifest["providers"][DML_PROVIDER] = {
-            "onnxruntime": NEWEST_ORT, "cases": {},
+            "onnxruntime": table.version, "cases": {},
             "verified": ("predicted, not run: the DML EP's placement from its registration table and its "
                          "deviations from its source (DML_EP_PLACEMENT.md); conformance run on Windows checks both")}
     try:
         for case in cases:
-            _write_case(directory, case, level, manifest, probes)
+            _write_case(directory, case, (level, table), manifest, probes)
         # the manifest last and whole: a folder without it is an export that did not finish
         write_text(os.path.join(directory, "README.txt"), "the conformance README",
-                   README.format(level=level, count=len(cases), seeds=seeds, manifest=MANIFEST))
+                   README.format(level=level, count=len(cases), seeds=seeds, manifest=MANIFEST,
+                                 table=table.describe()))
         write_text(os.path.join(directory, MANIFEST), "the conformance manifest",
                    json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     except OSError as exc:
@@ -274,7 +282,10 @@ def _remove_earlier_export(directory: str) -> None:
             os.unlink(os.path.join(directory, name))
 
 
-def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: "list[CaseRunner]") -> None:
+def _write_case(directory: str, case: Case, at: "tuple[str, TableChoice]", manifest: dict,
+                probes: "list[CaseRunner]") -> None:
+    """The case's folder and its manifest entries, `at` a feature level and a DML EP table."""
+    level, table = at
     folder = os.path.join(directory, case.name)
     os.makedirs(folder, exist_ok=True)
     write_bytes(os.path.join(folder, "model.onnx"), "a conformance model", case.model.SerializeToString(deterministic=True))
@@ -296,7 +307,7 @@ def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: 
         "placement": [f"{', '.join(p.onnx_nodes)}: {p.status} by {p.rule or '-'}"
                       + (f" -> {' + '.join(p.dml_operators)}" if p.dml_operators else "")
                       + (f" ({p.reason})" if p.reason else "") for p in compiled.placement]}
-    _predict_dml(case, expected, manifest, probed=any(b.deviation_key == DML_PROVIDER for b in probes))
+    _predict_dml(case, expected, manifest, table.version, probed=any(b.deviation_key == DML_PROVIDER for b in probes))
     for backend in probes:
         outcome = judge(backend, case.name, case.model, case.data_sets, expected, None)
         entry = manifest["providers"][backend.deviation_key]["cases"]
@@ -308,10 +319,11 @@ def _write_case(directory: str, case: Case, level: str, manifest: dict, probes: 
             entry.setdefault(case.name, {"status": "pass", "detail": ""})["placement"] = outcome.fallbacks
 
 
-def _predict_dml(case: Case, expected: list, manifest: dict, probed: bool) -> None:
-    """The case's placement expectation on the DML EP (every node's predicted provider) and, where
-    the DML EP is not here to be run, the deviation or missing kernel its source predicts."""
-    placement = predict_placement(case.model, None)
+def _predict_dml(case: Case, expected: list, manifest: dict, version: str, probed: bool) -> None:
+    """The case's placement expectation on the DML EP (every node's provider, as onnxruntime
+    `version`'s registration table places it) and, where the DML EP is not here to be run, the
+    deviation or missing kernel its source predicts."""
+    placement = predict_placement(case.model, None, ort_version=version)
     providers = {n["node"]: n["provider"] for n in placement["nodes"] if n["provider"] != REMOVED}
     manifest["cases"][case.name]["dml_ep_placement"] = providers
     if probed:

@@ -31,13 +31,14 @@ SCREEN = (1190, 950)       # the drawing area beside the side panel at 1600 x 10
 READABLE = 0.8             # the smallest scale at which a block's 13 px text still reads
 
 
-def _cuts_fusion(node: onnx.NodeProto, opset: int) -> bool:
-    """A DML node onnxruntime never puts in a fused DML graph: its kernel has no graph support
+def _cuts_fusion(node: onnx.NodeProto, opset: int, version: str) -> bool:
+    """A DML node onnxruntime never puts in a fused DML graph: its kernel (in the registration
+    table of onnxruntime `version`, the one the placement modelled) has no graph support
     (DmlGraphSupport::NotSupported), or it holds a body."""
     if graph_attributes(node):
         return True
     sch = schema(node.op_type, node.domain, opset)
-    kernel = dml_kernels(node.op_type, node.domain).get(sch.since_version) if sch else None
+    kernel = dml_kernels(node.op_type, node.domain, version).get(sch.since_version) if sch else None
     return kernel is not None and kernel.graph_support == "NotSupported"
 
 
@@ -185,7 +186,7 @@ def page_data(report: dict, graph_model: onnx.ModelProto, view: Overview, lowere
         reason = display(entry.get("reason", ""))
         nodes.append([display(node.name), display(node.op_type), providers.index(provider) if provider in providers
                       else 3, reasons.setdefault(reason, len(reasons)), rule,
-                      int(provider == DML and _cuts_fusion(node, opset)), view.node_block[i], view.layer[i],
+                      int(provider == DML and _cuts_fusion(node, opset, placement["onnxruntime"])), view.node_block[i], view.layer[i],
                       view.inputs[i], entry.get("since_version")])
     copies = [{"kind": c["copy"], "value": display(c["value"]), "from": display(c["from"]),
                "to": [display(t) for t in c["to"]], "src": src, "dst": dst}

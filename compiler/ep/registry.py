@@ -143,6 +143,28 @@ def default_version() -> "tuple[str, str]":
 
 
 @dataclass(frozen=True)
+class TableChoice:
+    """The DML EP registration table a prediction models (a TABLES key) and why that one."""
+    version: str
+    why: str
+
+    def describe(self) -> str:
+        return f"onnxruntime {self.version}'s DML EP registration table ({self.why})"
+
+    def to_json(self) -> "dict[str, str]":
+        return {"onnxruntime": self.version, "chosen": self.why, "source": TABLE_SOURCES[self.version]}
+
+
+def choose_table(version: "str | None") -> TableChoice:
+    """The one place every DML EP prediction (inspect, optimize --for dml, conformance export) picks
+    its table: `version` as --ort-version gave it (UnknownOrtVersion naming the tables held), or by
+    default the installed DML EP's where its table is held, else the newest."""
+    if version is None:
+        return TableChoice(*default_version())
+    return TableChoice(table_version(version), "chosen by --ort-version")
+
+
+@dataclass(frozen=True)
 class Schema:
     since_version: int
     inputs: "tuple[tuple[str, str], ...]"    # (type constraint, option: Single|Optional|Variadic)

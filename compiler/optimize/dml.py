@@ -16,7 +16,8 @@ onnxruntime's DirectML EP, each exact under ONNX semantics (DML_EP_PLACEMENT.md 
   the two triangles keep exactly j - i = k; S is the shape the input was built from.
 
 Each rewrite is applied only where the replacement's since-versions and types are registered
-for DML (read from the registration table), so it never trades one CPU node for another. The
+for DML (read from the registration table of the onnxruntime chosen as every DML EP prediction
+chooses it: registry.choose_table), so it never trades one CPU node for another. The
 report says, per rewrite, which nodes it replaced, where the prediction placed them before and
 their replacements after, and how the predicted copies changed."""
 from __future__ import annotations
@@ -37,7 +38,7 @@ from onnx_dml_lowering.runtime.dml_deviations import cast_bool_deviation
 from onnx_dml_lowering.runtime.weights import lifted
 
 from ..ep.placement import DML, _inferred, _value_types, predict_placement, type_mismatch
-from ..ep.registry import Schema, dml_kernels, schema
+from ..ep.registry import Schema, TableChoice, choose_table, dml_kernels, schema
 from ..node_ids import identify_nodes
 
 TARGET_OPSET = 21
@@ -99,17 +100,19 @@ def _since(op: str, opset: int) -> int:
     return onnx.defs.get_schema(op, opset, "").since_version
 
 
-def _registered(op: str, opset: int, types: "dict[str, str]") -> bool:
-    """A DML kernel exists for `op` at `opset` taking these types (constraint -> type)."""
+def _registered(op: str, opset: int, types: "dict[str, str]", version: str) -> bool:
+    """A DML kernel exists for `op` at `opset` taking these types (constraint -> type), in the
+    registration table of onnxruntime `version`."""
     sch = schema(op, "", opset)
-    kernel = dml_kernels(op, "").get(sch.since_version) if sch else None
+    kernel = dml_kernels(op, "", version).get(sch.since_version) if sch else None
     return kernel is not None and all(t in kernel.types.get(c, (t,)) or "ALL" in kernel.types.get(c, ())
                                       for c, t in types.items())
 
 
 class _DmlOptimizer:
-    def __init__(self, model: onnx.ModelProto) -> None:
+    def __init__(self, model: onnx.ModelProto, version: str) -> None:
         self.model = model
+        self.version = version          # the onnxruntime whose DML registration table is read
         self.opset = standard_opset(model, 0)
         self.names = _Names(model)
         self.types: "dict[str, str]" = {}
@@ -154,7 +157,7 @@ class _DmlOptimizer:
     def nonzero_64(self) -> None:
         def match(node: onnx.NodeProto) -> bool:
             return node.op_type == "NonZero" and self.types.get(node.input[0]) in ("int64", "uint64") \
-                and _registered("Equal", self.opset, {"T": self.types[node.input[0]]})
+                and _registered("Equal", self.opset, {"T": self.types[node.input[0]]}, self.version)
 
         def build(graph: onnx.GraphProto, node: onnx.NodeProto) -> "list[onnx.NodeProto]":
             x = node.input[0]
@@ -175,7 +178,7 @@ class _DmlOptimizer:
             src = self.types.get(node.input[0])
             # only the source types whose cast the DML EP gets wrong (measured): the rest are ONNX's already
             return to == TensorProto.BOOL and src is not None and cast_bool_deviation(src) is not None \
-                and _registered("Equal", self.opset, {"T": src})
+                and _registered("Equal", self.opset, {"T": src}, self.version)
 
         def build(graph: onnx.GraphProto, node: onnx.NodeProto) -> "list[onnx.NodeProto]":
             x = node.input[0]
@@ -201,7 +204,7 @@ class _DmlOptimizer:
 
     # EyeLike at opset >= 22 -> Where(Trilu(Trilu(Expand(true, S), k, 1), k, 0), 1, 0)
     def eyelike_22(self) -> None:
-        if _since("EyeLike", self.opset) in dml_kernels("EyeLike", ""):
+        if _since("EyeLike", self.opset) in dml_kernels("EyeLike", "", self.version):
             return
         producers = {o: n for g in _graphs(self.model.graph) for n in g.node for o in n.output}
 
@@ -292,10 +295,11 @@ def _downconvert(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, DmlRewrite |
     return converted, rewrite, ""
 
 
-def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None
+def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None, table: "TableChoice | None" = None
                      ) -> "tuple[onnx.ModelProto, list[DmlRewrite], list[str]]":
     """The rewritten model, the rewrites with their predicted placement effect, and notes on what
-    was kept and why."""
+    was kept and why. `table`: the DML EP registration table modelled (default: choose_table's)."""
+    version = (table or choose_table(None)).version
     out = onnx.ModelProto()
     out.CopyFrom(model)
     renamed = identify_nodes(out)      # the report and the prediction name nodes by identity
@@ -309,7 +313,7 @@ def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None
     if down is not None:
         steps.append((pre, down))
     for method in ("nonzero_64", "cast_to_bool", "bool_equal", "eyelike_22"):
-        opt = _DmlOptimizer(out)
+        opt = _DmlOptimizer(out, version)
         before = onnx.ModelProto()
         before.CopyFrom(out)
         getattr(opt, method)()
@@ -320,7 +324,7 @@ def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None
             onnx.checker.check_model(lifted(out)[0])
         except Exception as exc:  # a rewrite we built is wrong: a bug of ours, never written out
             raise RuntimeError(f"optimize --for dml produced an invalid model: {' '.join(str(exc).split())[:200]}") from exc
-    _predict_effects(out, steps, model_dir)
+    _predict_effects(out, steps, model_dir, version)
     for _, node in all_nodes(out):     # the names the model had (protobuf cannot write non-UTF-8 back)
         original = renamed.get(node.name)
         if isinstance(original, str):
@@ -331,10 +335,10 @@ def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None
     return out, [r for _, r in steps], notes
 
 
-def _predict_effects(final: onnx.ModelProto,
-                     steps: "list[tuple[onnx.ModelProto, DmlRewrite]]", model_dir: "str | None") -> None:
+def _predict_effects(final: onnx.ModelProto, steps: "list[tuple[onnx.ModelProto, DmlRewrite]]",
+                     model_dir: "str | None", version: str) -> None:
     """Fill each rewrite's before / after providers and copy counts from the placement prediction
-    of the model before that step and after it."""
+    (with onnxruntime `version`'s table) of the model before that step and after it."""
     if not steps:
         return
     models = [m for m, _ in steps[1:]] + [final]
@@ -343,7 +347,7 @@ def _predict_effects(final: onnx.ModelProto,
     def placement(m: onnx.ModelProto) -> dict:
         key = id(m)
         if key not in cache:
-            cache[key] = predict_placement(m, model_dir)
+            cache[key] = predict_placement(m, model_dir, ort_version=version)
         return cache[key]
     for (before_model, rewrite), after_model in zip(steps, models):
         before, after = placement(before_model), placement(after_model)

@@ -1,5 +1,5 @@
 """`dml-lower check MODEL_OR_DIR ...` on a whole zoo: the options, discovery, scheduling and summary
-(runner), one model's check subprocess (model_check), Ray tasks (ray_executor), JUnit XML (junit).
+(runner), one model's check subprocess (model_check), Ray actors, one per worker (ray_executor), JUnit XML (junit).
 
 Only the runner loads here: the CLI imports this package for its Zoo, the rest loads when a zoo
 runs."""

@@ -15,17 +15,21 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 # A check's own exit codes (docs/commands/check.md): ONNXRUNTIME_CRASHED, onnxruntime died and said
 # where (compiler/cli/supervisor.py), is that model's ERROR; anything else is a crash.
 PASSED, FAILED, USAGE, ONNXRUNTIME_CRASHED = 0, 1, 2, 4
 
 
-def run_one(model: str, options: "list[str]", cwd: "str | None" = None) -> dict:
+def run_one(model: str, options: "list[str]", cwd: "str | None" = None,
+            cancelled: "Callable[[], bool] | None" = None) -> dict:
     """Check one model in a fresh process; returns {model, exit_code, report, error, seconds}.
 
     `cwd` is the driver's working directory, so relative paths (the model, --inputs, --oracle
-    FILE) mean the same on a Ray worker as where the command was typed.
+    FILE) mean the same on a Ray worker as where the command was typed. `cancelled`: polled while
+    the check runs; when it says so the check is ended as on Ctrl-C (a Ray actor's task is
+    cancelled by a flag, not an interrupt).
     """
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dml-lower-zoo-") as tmp:
@@ -34,7 +38,8 @@ def run_one(model: str, options: "list[str]", cwd: "str | None" = None) -> dict:
         command = [sys.executable, "-m", "onnx_dml_lowering.compiler", "check", *options,
                    "--json", out, "--", model]
         handed = _dml_host_handover(options)
-        proc = _run_child(command, cwd, *(handed or ({}, ())))
+        env, fds = handed or ({}, ())
+        proc = _run_child(command, cwd, env, fds, cancelled)
         if handed is not None and proc.returncode not in (PASSED, FAILED, USAGE):
             from onnx_dml_lowering.runtime.directml.dml_host import drop_shared_host
             drop_shared_host()      # the check died, perhaps mid-request: its pipe's framing is not trusted
@@ -67,7 +72,8 @@ def _dml_host_handover(options: "list[str]") -> "tuple[dict[str, str], tuple[int
 
 
 def _run_child(command: "list[str]", cwd: "str | None", env: "dict[str, str] | None" = None,
-               fds: "tuple[int, ...]" = ()) -> subprocess.CompletedProcess:
+               fds: "tuple[int, ...]" = (), cancelled: "Callable[[], bool] | None" = None
+               ) -> subprocess.CompletedProcess:
     """subprocess.run, the process registered so that stop_children can end it; `env` entries are
     added to this process's environment and `fds` stay open in the child."""
     with subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -78,9 +84,9 @@ def _run_child(command: "list[str]", cwd: "str | None", env: "dict[str, str] | N
             if STOPPING.is_set():       # started as the zoo was being stopped
                 proc.terminate()
         try:
-            stderr = _communicate(proc)
+            stderr = _communicate(proc, cancelled)
         except BaseException:
-            # a Ray task cancelled (a KeyboardInterrupt raised in it): end the check as the local
+            # a Ray check cancelled (a KeyboardInterrupt raised in it, or its flag read): end the check as the local
             # executor's stop_children does, and wait, so its temporary folder can go
             _end(proc)
             raise
@@ -90,14 +96,17 @@ def _run_child(command: "list[str]", cwd: "str | None", env: "dict[str, str] | N
     return subprocess.CompletedProcess(command, proc.returncode, None, stderr)
 
 
-def _communicate(proc: subprocess.Popen) -> str:
+def _communicate(proc: subprocess.Popen, cancelled: "Callable[[], bool] | None" = None) -> str:
     """proc.communicate(), woken every half second: Ray cancels a task by interrupting its main
     thread (as a Ctrl-C that no signal delivers), which a read blocked on the child's stderr would
-    only notice once the check ended by itself (retrying after TimeoutExpired loses no output)."""
+    only notice once the check ended by itself, and an actor's task by a flag (`cancelled`) read
+    here (retrying after TimeoutExpired loses no output)."""
     while True:
         try:
             return proc.communicate(timeout=0.5)[1]
         except subprocess.TimeoutExpired:
+            if cancelled is not None and cancelled():
+                raise KeyboardInterrupt from None
             continue
 
 

@@ -14,6 +14,7 @@ from onnx import helper as h
 from onnx.reference import ReferenceEvaluator
 
 from onnx_dml_lowering.compiler.ep.placement import CPU, DML, predict_placement
+from onnx_dml_lowering.compiler.ep.registry import choose_table
 from onnx_dml_lowering.compiler.optimize.dml import downconvert_blockers, optimize_for_dml
 from tests import paths
 from tests.cli_runner import cli
@@ -212,7 +213,9 @@ def test_cli_reports_each_rewrite_and_checks(tmp_path, capsys, monkeypatch):
     assert "nz: CPUExecutionProvider -> DmlExecutionProvider (Equal nz_equal + Not nz_not + NonZero nz)" in out
     assert "castb: DmlExecutionProvider -> DmlExecutionProvider (Equal castb_equal + Not castb)" in out
     assert "beq: CPUExecutionProvider -> DmlExecutionProvider (Xor beq_xor + Not beq)" in out
-    assert out.startswith("opset 22 -> 21 ") and "4 -> 8 nodes" in out
+    first, second = out.splitlines()[:2]
+    assert first == f"DML EP placement modelled: {choose_table(None).describe()}"     # the table, named first
+    assert second.startswith("opset 22 -> 21 ") and "4 -> 8 nodes" in out
     assert "check: bit-identical on onnxruntime CPU" in out
 
 

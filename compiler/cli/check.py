@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.runtime.backend_names import Lowering
 
 from ..output_files import check_outputs, save_npz_file, write_json, write_text
 from ..zoo import ZooRun
@@ -212,7 +213,7 @@ def _run_check(parsed: Parsed, feed_options: Feeds) -> _Checked:
 
     from ..compiled import compile_model
     model, backends = parsed[ModelArgs], parsed[BackendArgs]
-    if any(name.text == "dml" for name in backends.names):
+    if any(name.lowering is Lowering.DIRECTML for name in backends.names):
         from onnx_dml_lowering.runtime.directml.dml_host import start_early
         start_early()              # the DirectML host starts while the model loads and compiles
     compiled = compile_model(model.path, feature_level=model.feature_level, outputs=parsed[CompareArgs].requested)

@@ -30,8 +30,8 @@ from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_graphs, nod
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES, cast_bool_deviation, failing_nodes
 
 from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
-from .registry import (DEVICE_DEPENDENT, DML_TYPES, NEWEST_ORT, TABLE_SOURCES, DmlKernel, Schema, cpu_kernels,
-                       dml_kernels,
+from .registry import (DEVICE_DEPENDENT, DML_TYPES, NEWEST_ORT, TABLE_SOURCES, DmlKernel, Schema, choose_table,
+                       cpu_kernels, dml_kernels,
                           schema, type_name)
 from .queries import support_query
 from ..node_ids import identify_nodes
@@ -390,7 +390,7 @@ def assumed_redist(version: str) -> str:
 
 
 def predict_placement(raw: onnx.ModelProto, model_dir: "str | None",
-                      device_lacks: "tuple[str, ...]" = (), ort_version: str = NEWEST_ORT) -> dict:
+                      device_lacks: "tuple[str, ...]" = (), ort_version: "str | None" = None) -> dict:
     """The `ep_placement` report (its keys: docs/commands/inspect.md) for a model as stored (weights external
     or inline; this process never loads external weights)."""
     return predict_with_graph(raw, model_dir, device_lacks, ort_version=ort_version)[0]
@@ -442,12 +442,16 @@ def _cpu_preferred(g: _Graph, kernel: "dict[int, DmlKernel]", types: "dict[str, 
 
 
 def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lacks: "tuple[str, ...]" = (),
-                       level1: "Level1 | None" = None, ort_version: str = NEWEST_ORT, chosen: str = ""
+                       level1: "Level1 | None" = None, ort_version: "str | None" = None, chosen: str = ""
                        ) -> "tuple[dict, onnx.ModelProto]":
     """The report and the graph it was predicted on (after level 1, nodes named by identity).
     `level1`: who runs the level-1 optimisations (default: the onnxruntime installed here);
-    `ort_version`: the registration table modelled (a TABLES key), `chosen`: why that one."""
+    `ort_version`: the registration table modelled (a TABLES key; None: as the commands choose it,
+    registry.choose_table), `chosen`: why that one."""
     import onnxruntime as ort
+    if ort_version is None:
+        table = choose_table(None)
+        ort_version, chosen = table.version, chosen or table.why
     bad = [t for t in device_lacks if t not in DEVICE_DEPENDENT]
     if bad:
         raise DmlLowerError(f"--device-lacks {bad[0]!r}: the device decides only {', '.join(DEVICE_DEPENDENT)}")
@@ -554,7 +558,7 @@ def _node_entries(model: onnx.ModelProto, optimised: onnx.ModelProto, predictor:
 
 
 def placement_for_file(path: str, device_lacks: "tuple[str, ...]" = (), raw: "onnx.ModelProto | None" = None,
-                       level1: "Level1 | None" = None, ort_version: str = NEWEST_ORT, chosen: str = ""
+                       level1: "Level1 | None" = None, ort_version: "str | None" = None, chosen: str = ""
                        ) -> "tuple[dict, onnx.ModelProto]":
     """The report for the model file and the graph it was predicted on."""
     if raw is None:

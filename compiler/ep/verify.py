@@ -23,7 +23,7 @@ from onnx_dml_lowering.runtime.feeds import random_feeds
 
 from .level1 import Level1
 from .placement import CPU, DML, placement_for_file
-from .registry import NEWEST_ORT
+from .registry import choose_table
 
 # onnxruntime's own copy nodes: predicted apart (copies), not nodes of the model
 _INSERTED = ("MemcpyToHost", "MemcpyFromHost")
@@ -81,10 +81,13 @@ def _drop_repeated_initializers(model: onnx.ModelProto) -> int:
     return dropped
 
 
-def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.ModelProto, ort_version: str = NEWEST_ORT,
+def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.ModelProto, ort_version: "str | None" = None,
                      chosen: str = "") -> "tuple[dict, onnx.ModelProto]":
     """The ep_placement report with `verified` {onnxruntime, agree, differ}, and the graph predicted on
-    (with the registration table of `ort_version`)."""
+    (with the registration table of `ort_version`; None: as the commands choose it)."""
+    if ort_version is None:
+        table = choose_table(None)
+        ort_version, chosen = table.version, chosen or table.why
     host = shared_host()
     work = _Workspace()
     try:

@@ -180,7 +180,8 @@ def test_the_page_has_one_directml_block_written_by_its_script(bench):
     assert text.count(begin) == 1 and text.count(end) == 1
     block = text.split(begin, 1)[1].split(end, 1)[0]
     assert block.strip().startswith("Measured ") and " at commit " in block
-    assert "host start-up: " in block and "cached median" in block          # the start-up and per-operator cost
+    assert "host start-up, cold Wine session: " in block and "host start-up, warm Wine session: " in block
+    assert "cached median" in block                                          # the start-up and per-operator cost
     assert "| model | check cpu,ort | check cpu,dml | dml / ort | load |" in block
     script = (ROOT / "benchmarks" / "directml_bench.py").read_text()
     assert f'BEGIN, END = "{begin}", "{end}"' in script

@@ -53,7 +53,6 @@ START_LOG_ENV = "DML_LOWER_TEST_HOST_START_LOG"
 _PR_SET_PDEATHSIG = 1
 PERSIST_ENV = "DML_LOWER_WINESERVER_PERSIST"
 DEFAULT_PERSIST = 0          # opt-in: by default a command leaves no Wine session up beyond Wine's own 3 s
-ALREADY_RUNNING = 2          # wineserver's exit code when the prefix's server is running
 
 
 class HostFailed(DmlLowerError):
@@ -147,32 +146,36 @@ def persist_seconds() -> int:
     return int(text)
 
 
-def keep_session(home: DirectMLHome) -> bool:
-    """Start the prefix's wineserver, persistent for persist_seconds() once idle, unless one runs
-    (True: started here). Its stdio is /dev/null and its environment has no run tag: it belongs to
-    no single command (and holds no command's pipe open)."""
-    seconds = persist_seconds()
+def _wineserver(home: DirectMLHome, argument: str) -> "subprocess.CompletedProcess[bytes] | None":
+    """`wineserver ARGUMENT` for the prefix (None: no wineserver here, or it did not answer). Its
+    stdio is /dev/null and its environment has no run tag: the server belongs to no single command
+    (and holds no command's pipe open)."""
     server = shutil.which("wineserver")
-    if not seconds or server is None:
-        return False
+    if server is None:
+        return None
     env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
     env["WINEPREFIX"] = str(home.prefix)
     try:
-        done = subprocess.run([server, f"-p{seconds}"], env=env, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                              timeout=30)
+        return subprocess.run([server, argument], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
-        return False           # Wine then starts its own wineserver, as without this
-    return done.returncode == 0
+        return None
+
+
+def keep_session(home: DirectMLHome) -> bool:
+    """Start the prefix's wineserver, persistent for persist_seconds() once idle, unless one runs
+    (True: started here). Not started: Wine then starts its own wineserver, as without this."""
+    seconds = persist_seconds()
+    if not seconds:
+        return False
+    done = _wineserver(home, f"-p{seconds}")
+    return done is not None and done.returncode == 0
 
 
 def end_session(home: DirectMLHome) -> None:
     """Stop a wineserver keep_session started for a host that then could not start (a server no
     client ever joined would not exit by itself)."""
-    server = shutil.which("wineserver")
-    if server is not None:
-        subprocess.run([server, "-k"], env={**os.environ, "WINEPREFIX": str(home.prefix)},
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    _wineserver(home, "-k")
 
 
 class HostProcess:

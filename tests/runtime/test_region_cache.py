@@ -12,6 +12,7 @@ from onnx_dml_lowering.runtime.check import Tolerances, check
 from onnx_dml_lowering.runtime.ort_operators import OrtOperators
 from onnx_dml_lowering.runtime.region_cache import RegionResults, same_bytes
 from onnx_dml_lowering.runtime.region_engine import region_key
+from tests.independence import independent, writable
 
 
 def relu_nonzero_sqrt():
@@ -135,3 +136,34 @@ def test_run_with_two_lowered_backends_takes_the_first_ones_region_runs():
     alone = compile_model(relu_nonzero_sqrt()).run(FEEDS, backend="ort")
     for name, value in alone.items():
         assert same_bytes(ort.outputs[name], value) and same_bytes(cpu.outputs[name], value)
+
+
+def test_a_taken_run_shares_the_producers_memory_and_neither_side_can_write_it():
+    """No copy is made, and the contract the copies kept holds: a write on either side raises (a
+    lowered kernel writing into a value it took would be an error, never a changed expected value),
+    and the caller's feeds stay writable."""
+    key = region_key([helper.make_node("Relu", ["x"], ["y"], name="r")], ["x"], [], ["y"], ["CPUExecutionProvider"])
+    x, y = np.arange(4, dtype=np.float32), np.ones(4, np.float32)
+    store = RegionResults()
+    store.schedule(["oracle", "cpu"])
+    with store.passing("oracle"):
+        store.keep(key, {"x": x}, {"y": y})
+    with store.passing("cpu"):
+        taken = store.take(key, {"x": x.copy()})["y"]
+    assert np.shares_memory(taken, y) and independent(taken, y)
+    for side in (taken, y):
+        with pytest.raises(ValueError, match="read-only"):
+            side[0] = 7.0
+    np.testing.assert_array_equal(y, np.ones(4, np.float32))
+    assert writable(x)
+
+
+def test_a_check_hands_back_shared_values_no_side_can_write(monkeypatch):
+    """Through a whole check: the cpu and ort backends take the oracle's runs, and each output they
+    report is independent of the expected one (the same memory read-only, or their own)."""
+    results, report = run_check(monkeypatch, (), reuse=True)
+    assert results.reused == 4
+    for backend in report.backends:
+        for name, value in backend.values.items():
+            assert independent(np.asarray(value), report.expected[name]), (backend.backend, name)
+    assert any(np.shares_memory(backend.values["r"], report.expected["r"]) for backend in report.backends)

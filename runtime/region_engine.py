@@ -24,8 +24,9 @@ The runs are shared too: within one feed set of a check, a pass (the oracle's, t
 backend's) running a deterministic onnxruntime region on feeds bit for bit those of an earlier
 pass's run of it takes that run's outputs (read-only views, the producer's made read-only too)
 instead of running it again; what differs runs for real (region_cache.py: the keys, the schedule,
-when entries are dropped, and why sharing read-only memory keeps the sides independent). The oracle stays
-independent: it runs first, so what it compares against is always computed from its own values.
+when entries are dropped, and why sharing read-only memory keeps the sides independent). The
+oracle stays independent: it runs first, so what it compares against is always computed from its
+own values.
 
 Sessions on the other engines (the numpy definitions, onnx.reference, the host's control flow)
 hold per-side state (a host region's body oracles) and cost little: each engine keeps its own.

@@ -72,3 +72,32 @@ def test_closing_a_host_ends_its_stderr_reader(monkeypatch, wait):
     assert not reader.is_alive()
     if wait:                           # what the host wrote before it exited was read
         assert host.process.stderr_line().startswith("dml_host start-up: device")
+
+
+@pytest.mark.parametrize("given, expected", [
+    ("", "mutable_single_set"),
+    ("vk_debug", "vk_debug,mutable_single_set"),
+    ("single_queue;mutable_single_set", "single_queue,mutable_single_set"),
+    ("mutable_single_set,,force_static_cbv", "mutable_single_set,force_static_cbv"),
+])
+def test_vkd3d_config_keeps_the_users_flags_and_adds_ours_once(given, expected):
+    assert wine.vkd3d_config(given) == expected
+
+
+def test_the_hosts_environment_carries_vkd3d_config(monkeypatch, tmp_path):
+    from onnx_dml_lowering.runtime.directml.home import DirectMLHome
+    monkeypatch.setenv(wine.VKD3D_ENV, "vk_debug")
+    env = wine.wine_environment(DirectMLHome(tmp_path, {}), ":9", "run")
+    assert env[wine.VKD3D_ENV].split(",") == ["vk_debug", *wine.VKD3D_FLAGS]
+
+
+@pytest.mark.directml
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Wine and /proc: Linux only")
+def test_the_running_host_has_our_vkd3d_flags(dml_host):
+    """Every directml test (DirectML's answers against the emulator's, bit for bit) runs on a host
+    that vkd3d-proton sees with VKD3D_FLAGS: the process itself, not only the dict we built."""
+    dml_host.start()
+    with open(f"/proc/{dml_host.process.pid}/environ", "rb") as env:
+        entries = dict(e.split(b"=", 1) for e in env.read().split(b"\0") if b"=" in e)
+    flags = entries[wine.VKD3D_ENV.encode()].decode().split(",")
+    assert set(wine.VKD3D_FLAGS) <= set(flags)

@@ -35,8 +35,6 @@ from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 
 from onnx_dml_lowering.runtime.compiled_view import CompiledView, LoweredView, lowered_view
 
-from .directml.dml_host import DirectMLRefused, shared_host
-from .directml.home import DirectMLUnavailable, find_home
 from .feeds import restore_declared
 from .ort_messages import ProviderLoadError, ProviderRunError, parse_provider_failure
 from .backend_names import (CHOICES, PROVIDER_ALIASES, PROVIDER_PREFIX, BackendLike, BackendName, Lowering,
@@ -169,11 +167,14 @@ class DirectML(Lowered):
 
     def prepare(self) -> Prepared:
         # the host's start-up (Wine, the devices: seconds) runs while the other backends and the
-        # oracle do; the first DirectML operator waits for its hello
+        # oracle do; the first DirectML operator waits for its hello. The host's modules are
+        # imported here, by the one backend that uses them (~9 ms of every other command)
+        from .directml.dml_host import shared_host
         shared_host().process.spawn()
         return super().prepare()
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
+        from .directml.dml_host import DirectMLRefused
         try:
             return super().run(feeds, oracle_value)
         except DirectMLRefused as exc:
@@ -401,6 +402,7 @@ def _make_backend(compiled: CompiledView, name: BackendName, options: BackendOpt
         if name.lowering is Lowering.STAND_INS:
             resolve(options.providers)          # a provider this machine lacks: one line, before any run
         if name.lowering is Lowering.DIRECTML:
+            from .directml.home import DirectMLUnavailable, find_home
             try:
                 find_home()
             except DirectMLUnavailable as exc:

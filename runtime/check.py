@@ -35,7 +35,6 @@ from .backend_names import BackendLike, BackendName, describe_backend
 from .backends import Backend, BackendOptions, BackendRun, Provider, make_backends, schedule_reuse
 from .check_report import CheckReport
 from .compare import BackendReport, OutputResult, compare
-from .dml_deviations import recognise
 from .feeds import check_feeds, dimension_notes, with_defaults
 from .memory import parse_size
 from .nondeterminism import random_values
@@ -424,6 +423,7 @@ class CheckRun:
                 and want.shape[:1] == (0,) and np.shape(got) == (1,) + want.shape[1:]):
             return f"{SCALAR_NONZERO_DEVIATION} (node {self._scalar_nonzero[name]}; got {list(np.shape(got))})"
         if backend.from_dml_ep:
+            from .dml_deviations import recognise      # the DML EP's table: read only for its outputs
             named = recognise(self.compiled.model, dict(feeds), name, got)   # it takes a dict: a shallow copy
             if named:
                 return named

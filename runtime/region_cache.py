@@ -126,7 +126,7 @@ class RegionResults:
         for entry in self._entries.get((key, _signature(feeds)), ()):
             if all(same_bytes(entry.feeds[name], value) for name, value in feeds.items()):
                 self.reused += 1
-                return {name: frozen(value).view() for name, value in entry.results.items()}
+                return {name: value.view() for name, value in entry.results.items()}   # frozen by keep
         return None
 
     def keep(self, key: tuple, feeds: "Mapping[str, np.ndarray]", results: "Mapping[str, np.ndarray]") -> None:

@@ -274,7 +274,7 @@ def schedule(state: PartitionState) -> None:
         inner = {o for m in members for o in io[m.name][1]}
         for value in inner:
             producer[value] = index
-        reads.append([r for m in members for r in io[m.name][0] if r not in inner])
+        reads.append([r for r in match_reads(state, item) if r not in inner])
         labels.append("onnx" if isinstance(state.built.get(item.nodes[0]), Declined) else "dml")
         keys.append(min(position[m.name] for m in members))
         lazy.append(False)
@@ -282,6 +282,13 @@ def schedule(state: PartitionState) -> None:
     order = grouped_order(labels, deps, keys, lazy)
     # A match that would need a cycle: keep the model's order.
     state.order = [items[i] for i in order] if order is not None else list(nodes)
+
+
+def match_reads(state: PartitionState, match: Match) -> "list[str]":
+    """What a match reads: its members' inputs, and the values its fragment reads that no member
+    does (an index step left to ONNX because a node outside the match reads it too)."""
+    names = [r for m in state.members(match) for r in state.reads(m)]
+    return names + [t.name for t in match.inputs if t.name not in names]
 
 
 def static_inputs(state: PartitionState, match: Match) -> "tuple[dict, dict] | None":
@@ -349,9 +356,9 @@ def _last_reads(state: PartitionState) -> "dict[str, int]":
     hands out what is read after it."""
     last_read: "dict[str, int]" = {}
     for index, item in enumerate(state.order):
-        for member in state.members(item):
-            for name in state.reads(member):
-                last_read[name] = index
+        names = state.reads(item) if isinstance(item, onnx.NodeProto) else match_reads(state, item)
+        for name in names:
+            last_read[name] = index
     for name in state.graph.outputs:
         last_read[name] = len(state.order)
     return last_read

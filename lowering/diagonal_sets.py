@@ -48,6 +48,8 @@ class Expr:
     shift_tensors: "tuple[TensorInfo, ...]" = ()
     shift_shape: "tuple[int, ...]" = ()
     minuend: str = ""                           # "" (no Sub) | column | row
+    # the Sub a difference comparison reads; in `nodes` only when this comparison is its one reader
+    sub: "NodeInfo | None" = None
 
 
 def leaves(expr: Expr) -> "list[Expr]":

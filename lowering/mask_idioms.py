@@ -226,7 +226,7 @@ def difference_comparison(view: GraphView, node: NodeInfo) -> "Expr | None":
     for sub_side, c_side in ((0, 1), (1, 0)):
         sub = view.producer(node.input(sub_side).name)
         term = scalar_term(view, node.input(c_side))
-        if sub is None or sub.op_type != "Sub" or term is None or sole_consumer(view, sub.outputs[0].name) is None:
+        if sub is None or sub.op_type != "Sub" or term is None:
             continue
         a, b = (trace_index(view, t.name) for t in (sub.input(0), sub.input(1)))
         if a is None or b is None or a.onnx_type != b.onnx_type or {a.axis, b.axis} != {-1, -2}:
@@ -241,8 +241,12 @@ def difference_comparison(view: GraphView, node: NodeInfo) -> "Expr | None":
             column, row, minuend = a, b, "column"
         else:                                   # row - column cmp c: column FLIPPED(cmp) row - c
             column, row, minuend, cmp, shift = b, a, "row", FLIPPED[cmp], Affine().plus(shift, -1)
-        return Expr("cmp", cmp, column=column, row=row, nodes=(node, sub), shift=shift,
-                    shift_tensors=(tensor,) if tensor is not None else (), shift_shape=shape, minuend=minuend)
+        # One difference compared twice (`(i - j >= 0) & (i - j < w)`): the Sub is covered with the
+        # index steps, when nothing outside the pattern reads it; the generator never reads it.
+        own = sole_consumer(view, sub.outputs[0].name) is not None
+        return Expr("cmp", cmp, column=column, row=row, nodes=(node, sub) if own else (node,), shift=shift,
+                    shift_tensors=(tensor,) if tensor is not None else (), shift_shape=shape, minuend=minuend,
+                    sub=sub)
     return None
 
 
@@ -389,7 +393,7 @@ def comparison_gap(c: Expr, covered: "frozenset[str]", f: Fragment) -> "tuple[in
     if c.minuend:
         a, b, la, lb = (column, row, columns, rows) if c.minuend == "column" else (row, column, rows, columns)
         reason = exact_reason(a - (b + max(lb - 1, 0)), a + max(la - 1, 0) - b, c.column.onnx_type,
-                              f"the differences of {c.nodes[1].name}")
+                              f"the differences of {c.sub.name if c.sub else c.nodes[0].name}")
         if reason:
             raise Decline(reason)
     return column - row - shift, [(c.column, shape), (c.row, row_shape)]
@@ -412,7 +416,8 @@ class RangeComparisonMask(IdiomRule):
         # The index nodes are covered when nothing outside the pattern reads them (exporters share
         # the Ranges and Unsqueezes with the padding mask's Gather; those stay ONNX).
         names = {n.name for n in covered}
-        candidates = {n.name: n for c in cmps for ix in (c.column, c.row) for n in ix.nodes}
+        candidates = {c.sub.name: c.sub for c in cmps if c.sub is not None}
+        candidates.update((n.name, n) for c in cmps for ix in (c.column, c.row) for n in ix.nodes)
         changed = True
         while changed:
             changed = False

@@ -165,6 +165,38 @@ def test_torch_sliding_window_fed(window):
         lowered(differential(model, {"n": np.array(n), "w": np.array(window)}), MASK)
 
 
+def one_difference_window_model(low=0, high=3, read_outside=False):
+    """torch's `d = i - j; (d >= low) & (d < high)`: one Sub read by both comparisons; `read_outside`
+    also makes d a graph output, so the Sub stays ONNX while the mask still lowers."""
+    nodes = [const("zero", 0), const("one", 1), const("ax_i", [-1]), const("ax_j", [0]),
+             const("low", low), const("high", high),
+             h.make_node("Range", ["zero", "n", "one"], ["r"], name="arange"),
+             h.make_node("Unsqueeze", ["r", "ax_i"], ["i"], name="unsqueeze_i"),
+             h.make_node("Unsqueeze", ["r", "ax_j"], ["j"], name="unsqueeze_j"),
+             h.make_node("Sub", ["i", "j"], ["d"], name="sub"),
+             h.make_node("GreaterOrEqual", ["d", "low"], ["past"], name="past"),
+             h.make_node("Less", ["d", "high"], ["near"], name="near"),
+             h.make_node("And", ["past", "near"], ["y"], name="window")]
+    outputs = [tensor("y", T.BOOL, 2)] + ([tensor("d", T.INT64, 2)] if read_outside else [])
+    return make(nodes, [tensor("n", T.INT64, [])], outputs)
+
+
+@pytest.mark.parametrize("low,high,band", [(0, 3, "x - y in [-2, 1)"), (-1, 2, "x - y in [-1, 2)"),
+                                           (2, 2, "no diagonal (all false)")])
+@pytest.mark.parametrize("read_outside", [False, True])
+def test_one_difference_compared_twice(low, high, band, read_outside):
+    """Both bounds of a window on one Sub (the exporters' form of `(i - j >= 0) & (i - j < w)`) are one
+    DIAGONAL_MATRIX1, the Sub covered; a Sub read outside the mask stays ONNX and the mask still lowers."""
+    model = one_difference_window_model(low, high, read_outside)
+    for n in (1, 2, 5, 9):
+        result = differential(model, {"n": np.array(n)})
+        entry = lowered(result, MASK, {"window", "past", "near"})
+        # the Sub and the index steps under it are covered unless the graph output reads the Sub
+        assert {"sub", "unsqueeze_i", "unsqueeze_j", "arange"} & set(entry.onnx_nodes) == \
+            (set() if read_outside else {"sub", "unsqueeze_i", "unsqueeze_j", "arange"})
+        assert entry.extra["band"] == band
+
+
 def test_a_difference_past_its_type_declines():
     """int16 indices from near 2^15: i - j would wrap; the call runs on ONNX with the reason."""
     nodes = [const("one", 1, T.INT16), const("ax_i", [-1]), const("ax_j", [0]), const("w", 3, T.INT16),

@@ -8,7 +8,8 @@
   place whatever it is (a pipe, a terminal, a file `>` opened);
 - a symbolic link: followed hop by hop (at most 40, as the kernel does); its final target gets these
   rules. A dangling link whose target's folder exists creates the target, as the shell's `>` does;
-- a directory, a socket, a block device, a link loop, a missing folder: refused.
+- a directory, a socket, a block device, a link loop, a missing folder, and `-` (standard output
+  to many tools, a file name to the OS): refused.
 """
 from __future__ import annotations
 
@@ -58,6 +59,9 @@ def reason(exc: OSError) -> str:
 def resolve(path: "str | os.PathLike") -> OutputTarget:
     """The target `path` names under the module's rules, or Unwritable saying why not."""
     asked = os.fsdecode(os.fspath(path))
+    if asked == "-":            # many tools' standard output: never a file named '-' made in silence
+        raise Unwritable("'-' stands for no stream here: for standard output give /dev/stdout (written after "
+                         "what the command prints), for a file named '-' its full path")
     if "\0" in asked:
         raise Unwritable("it holds a NUL byte, which no path can")
     if asked.endswith(os.sep) and not os.path.isdir(asked):

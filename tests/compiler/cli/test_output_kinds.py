@@ -270,3 +270,15 @@ def test_a_name_ending_in_a_slash_is_a_folder_s_not_a_file_s(command, option, ex
     assert out == "" and "ends with '/'" in _one_line(code, err)
     assert sorted(os.listdir(tmp_path)) == []
 
+
+@pytest.mark.parametrize("command, option, extra", ROWS)
+def test_a_dash_is_refused_not_made_a_file_named_dash(command, option, extra, model, tmp_path, capsys, monkeypatch):
+    """`--json -` means standard output to many tools: it is one line naming /dev/stdout, and no file
+    named '-' appears in the working folder; a file named '-' given by its full path is written."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(_argv(command, option, extra, model, "-"), capsys)
+    line = _one_line(code, err)
+    assert out == "" and "/dev/stdout" in line and "full path" in line and option in line, line
+    assert sorted(os.listdir(tmp_path)) == []
+    code, out, err = cli(_argv(command, option, extra, model, tmp_path / "-"), capsys)
+    assert code == 0 and err == "" and (tmp_path / "-").exists(), err

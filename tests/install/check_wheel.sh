@@ -10,7 +10,12 @@ trap 'rm -rf "$work"' EXIT
 git clone -q "$repo" "$work/clone"
 "$python" -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q --upgrade pip
-"$work/venv/bin/python" -m pip wheel -q --no-deps -w "$work/dist" "$work/clone"
+"$work/venv/bin/python" -m pip wheel -q --no-deps -w "$work/dist" "$work/clone" 2> "$work/build.log" || { cat "$work/build.log" >&2; exit 1; }
+# setuptools' warning wall about a folder of package data it has to guess at (hosts/) shows at every install
+if grep -E "would be ignored|absent from the .packages. configuration" "$work/build.log" >&2; then
+    echo "check_wheel: the build warns about package discovery (pyproject.toml [tool.setuptools] packages)" >&2
+    exit 1
+fi
 "$work/venv/bin/python" -m pip install -q "$work"/dist/onnx_dml_lowering-*.whl ir==0.1.61 compiler==0.2.0
 cd "$work"                                # an unrelated directory: nothing of the repository on sys.path
 # Every file of ours sits under onnx_dml_lowering/ (or is its dist-info or the console script).
@@ -22,6 +27,9 @@ assert not ours, f"files outside the namespace: {ours}"
 # PEP 561: each package carries its py.typed marker, so type checkers read the installed hints.
 typed = {f.rsplit("/", 2)[-2] for f in files if f.endswith("/py.typed")}
 assert {"ir", "lowering", "runtime", "compiler"} <= typed, f"py.typed only in {sorted(typed)}"
+# make directml compiles the DirectML hosts from the installed package
+hosts = {f.rsplit("/", 1)[-1] for f in files if "/runtime/directml/hosts/" in f}
+assert {"dml_host.c", "ort_host.c"} <= hosts, f"DirectML host sources in the wheel: {sorted(hosts)}"
 import ir, compiler                      # PyPI's, untouched by ours
 assert not hasattr(ir, "DmlLowerError") and "site-packages" in compiler.__file__
 print(f"wheel: {len(files)} files, all under onnx_dml_lowering/; PyPI's ir and compiler import beside it")

@@ -122,6 +122,11 @@ def example_paths() -> "list[Path]":
     return [HERE / f"{name}.onnx" for name in BUILDERS]
 
 
+def describe(path: Path) -> str:
+    """What an example shows, in one line: its builder's docstring (what `dml-lower demo` says of it)."""
+    return " ".join((BUILDERS[path.stem].__doc__ or "").split())
+
+
 def write_all() -> None:
     from onnx_dml_lowering.runtime.output_file import write_bytes
     for name, build in BUILDERS.items():

@@ -35,7 +35,7 @@ assert not hasattr(ir, "DmlLowerError") and "site-packages" in compiler.__file__
 print(f"wheel: {len(files)} files, all under onnx_dml_lowering/; PyPI's ir and compiler import beside it")
 PY
 "$work/venv/bin/dml-lower" --version
-"$work/venv/bin/dml-lower" demo | tail -1
+"$work/venv/bin/dml-lower" demo | grep '^demo: every example matches ONNX semantics$'
 "$work/venv/bin/python" -m onnx_dml_lowering.compiler --version
 # The DML EP registration table ships inside the package (inspect --ep dml reads it from there).
 "$work/venv/bin/python" -c 'from onnx_dml_lowering.compiler.ep.registry import dml_table; n = sum(map(len, dml_table().values())); assert n >= 404, n; print(f"DML EP table: {n} kernels from the wheel")'

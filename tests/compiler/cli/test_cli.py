@@ -251,6 +251,14 @@ def test_demo(capsys):
         assert path.name in out
     assert "MISMATCH" not in out
     assert "every example matches ONNX semantics" in out
+    # It says what it shows before the graphs, each example's one line under its name, and what next.
+    from onnx_dml_lowering.compiler.examples import describe
+    lines = out.splitlines()
+    assert lines[0].startswith(f"demo: the {len(EXAMPLES)} bundled example models (compiler/examples)")
+    for path in EXAMPLES:
+        header = next(i for i, line in enumerate(lines) if line.startswith(f"{path.name}: "))
+        assert lines[header + 1] == f"  {describe(path)}" and len(describe(path)) > 20
+    assert lines[-1].startswith("next: `dml-lower inspect MODEL.onnx`")
 
 
 def test_dim_names_must_exist(capfd):

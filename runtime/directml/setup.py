@@ -147,7 +147,9 @@ def build_d3d12(source: Path, out: Path) -> Path:
     return out / "d3d12.dll"
 
 
-def find_d3d12(home: Path) -> Path:
+def find_d3d12(home: Path, build: bool = True) -> Path:
+    """The d3d12.dll to install; `build=False` only says whether there is one (a source tarball
+    named is not built: its path is returned)."""
     named = os.environ.get("DML_LOWER_D3D12_DLL")
     if named:
         if not Path(named).is_file():
@@ -158,7 +160,7 @@ def find_d3d12(home: Path) -> Path:
         return shared
     source = os.environ.get("DML_LOWER_VKD3D_SOURCE")
     if source:
-        return build_d3d12(Path(source), home / "build")
+        return build_d3d12(Path(source), home / "build") if build else Path(source)
     raise SetupError(f"no d3d12.dll that runs DirectML: set DML_LOWER_D3D12_DLL to vkd3d-proton's d3d12.dll "
                      f"(2.8 patched, or a build whose EnumerateMetaCommands is not a stub), or "
                      f"DML_LOWER_VKD3D_SOURCE to its source tarball (not found: {shared})")
@@ -177,6 +179,21 @@ def find_include() -> Path:
                          f"folder of an onnxruntime release package (github.com/microsoft/onnxruntime/releases, "
                          f"onnxruntime-win-x64-1.24.4.zip)")
     return folder
+
+
+def find_inputs(home: Path) -> "tuple[Path, Path]":
+    """(d3d12.dll, the C API headers), the two pieces a setup takes from outside, found before
+    anything in HOME changes: a missing one is one line (both named when both are missing, not
+    one per run), and a HOME that worked stays as it was."""
+    try:
+        include = find_include()
+    except SetupError as no_include:
+        try:
+            find_d3d12(home, build=False)
+        except SetupError as no_d3d12:
+            raise SetupError(f"{no_d3d12}; and {no_include}") from None
+        raise
+    return find_d3d12(home), include
 
 
 def copy_include(folder: Path, target: Path) -> None:
@@ -249,6 +266,7 @@ def vulkan_device() -> "dict[str, str]":
 
 def setup(root: Path) -> "dict[str, object]":
     check_platform()
+    d3d12, include = find_inputs(root)
     # the hosts are compiled from these sources below (exe() holds a host to them, self-test included)
     sources = {source.stem: source_digest(source.stem) for source in host_sources()}
     home = DirectMLHome(root, {"host_sources": sources})
@@ -256,9 +274,7 @@ def setup(root: Path) -> "dict[str, object]":
         folder.mkdir(parents=True, exist_ok=True)
     (root / "setup.json").unlink(missing_ok=True)      # incomplete until the end
     wheel = wheel_dlls(root)
-    d3d12 = find_d3d12(root)
     copy_if_changed(d3d12, home.bin / "d3d12.dll")
-    include = find_include()
     copy_include(include, home.include)
     hosts = {}
     for source in host_sources():

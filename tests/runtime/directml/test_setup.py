@@ -47,6 +47,32 @@ def test_headers_come_from_the_named_folder_and_a_missing_one_names_the_release_
         setup.find_include()
 
 
+def test_missing_pieces_are_one_line_before_a_working_home_changes(tmp_path, monkeypatch):
+    """A clone without ../shared (make directml run from elsewhere) names both pieces to set in one
+    line, before any download, and leaves the HOME a previous setup completed as it was."""
+    try:
+        setup.check_platform()
+    except setup.SetupError as exc:
+        pytest.skip(f"the system half of make directml is not installed here: {exc}")
+    for name in ("DML_LOWER_D3D12_DLL", "DML_LOWER_VKD3D_SOURCE", "DML_LOWER_ORT_INCLUDE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(setup, "SHARED", tmp_path / "no-shared")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "setup.json").write_text('{"complete": true}\n')
+    with pytest.raises(setup.SetupError) as raised:
+        setup.setup(home)
+    line = str(raised.value)
+    assert "\n" not in line and "set DML_LOWER_D3D12_DLL" in line and "set DML_LOWER_ORT_INCLUDE" in line
+    assert sorted(p.name for p in home.iterdir()) == ["setup.json"]
+    assert (home / "setup.json").read_text() == '{"complete": true}\n'
+    (tmp_path / "onnxruntime_c_api.h").write_text("/* */")
+    monkeypatch.setenv("DML_LOWER_ORT_INCLUDE", str(tmp_path))
+    with pytest.raises(setup.SetupError, match="^no d3d12.dll that runs DirectML: set DML_LOWER_D3D12_DLL"):
+        setup.setup(home)
+    assert sorted(p.name for p in home.iterdir()) == ["setup.json"]
+
+
 def test_a_worktree_finds_shared_beside_its_main_repository(tmp_path):
     main = tmp_path / "main"
     (main / ".git" / "worktrees" / "w").mkdir(parents=True)

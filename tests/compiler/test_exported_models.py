@@ -50,6 +50,8 @@ EXPECTED_IDIOMS = {
     "eye.torchscript": ["eyelike_constant_of_shape"], "eye_square.torchscript": ["eyelike_constant_of_shape"],
     # torch.eye(8) is folded to a constant: an initializer (dynamo) or a Constant node (TorchScript).
     "mlp_sparse": ["constant_diagonal", "nonzero_transpose"],
+    # (i - j >= 0) & (i - j < 3) on one Sub, as both exporters write it
+    "sliding_window": ["range_comparison_mask"],
 }
 
 

@@ -70,6 +70,16 @@ class MlpSparse(torch.nn.Module):
         return self.fc2(square), active
 
 
+class SlidingWindow(torch.nn.Module):
+    """A sliding-window attention mask written with one difference compared twice, as users write it."""
+
+    def forward(self, x):
+        i = torch.arange(x.shape[0])
+        d = i[:, None] - i[None, :]
+        mask = (d >= 0) & (d < 3)
+        return (x @ x.transpose(0, 1)).masked_fill(~mask, -1e9).softmax(-1)
+
+
 # name: (module, example inputs, dynamic dims per input)
 MODELS = {
     "nonzero": (NonZero(), (torch.randn(3, 4),), [{0: "rows", 1: "cols"}]),
@@ -80,6 +90,7 @@ MODELS = {
     "eye": (Eye(), (torch.randn(3, 5),), [{0: "n", 1: "m"}]),
     "eye_square": (EyeSquare(), (torch.randn(4, 2),), [{0: "n"}]),
     "mlp_sparse": (MlpSparse(), (torch.randn(5, 8),), [{0: "batch"}]),
+    "sliding_window": (SlidingWindow(), (torch.randn(6, 8),), [{0: "seq"}]),
 }
 
 

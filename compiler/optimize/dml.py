@@ -287,12 +287,39 @@ def _downconvert(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, DmlRewrite |
     names = [n.name for _, n in all_nodes(model)]
     if [n.name for _, n in all_nodes(converted)] != names:
         return model, None, f"opset {opset} kept (onnx's version converter changed the nodes, not only their version)"
+    keep_annotations(model, converted)
     rewrite = DmlRewrite(f"opset {opset} -> {TARGET_OPSET} (every node's opset-{TARGET_OPSET} schema takes it as it is)")
     rewrite.nodes = [prefix + n.name for prefix, g in prefixed_graphs(model.graph) for n in g.node
                      if is_standard(n) and onnx.defs.get_schema(n.op_type, opset).since_version > TARGET_OPSET]
     ops = {prefix + n.name: n.op_type for prefix, g in prefixed_graphs(model.graph) for n in g.node}
     rewrite.created = {n: [(f"{ops[n]}-{_since(ops[n], TARGET_OPSET)}", n)] for n in rewrite.nodes}
     return converted, rewrite, ""
+
+
+def keep_annotations(model: onnx.ModelProto, converted: onnx.ModelProto) -> None:
+    """Put back what onnx's version converter drops without converting it: each node's
+    metadata_props (the torch exporter's scopes and stack traces, what Model Explorer groups by),
+    each graph's metadata_props, the value_info of initializers, and the metadata of graph inputs,
+    outputs, values and weights.
+    The nodes are the same ones, in the same order (the caller checked their names)."""
+    for (_, before), (_, after) in zip(all_nodes(model), all_nodes(converted)):
+        if before.metadata_props and not after.metadata_props:
+            after.metadata_props.extend(before.metadata_props)
+    graphs = dict(prefixed_graphs(converted.graph))
+    for prefix, graph in prefixed_graphs(model.graph):
+        out = graphs.get(prefix)
+        if out is None:
+            continue
+        if graph.metadata_props and not out.metadata_props:       # the exporter's graph signature
+            out.metadata_props.extend(graph.metadata_props)
+        have = {v.name for v in out.value_info}
+        out.value_info.extend(v for v in graph.value_info if v.name not in have)
+        for part in ("input", "output", "value_info", "initializer"):
+            by_name = {item.name: item for item in getattr(out, part)}
+            for item in getattr(graph, part):
+                twin = by_name.get(item.name)
+                if twin is not None and item.metadata_props and not twin.metadata_props:
+                    twin.metadata_props.extend(item.metadata_props)
 
 
 def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None, table: "TableChoice | None" = None

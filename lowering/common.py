@@ -47,6 +47,15 @@ def exact_reason(lo: int, hi: int, onnx_type: int, what: str) -> "str | None":
 BIT_CARRIERS = {ONNX_BFLOAT16: ONNX_UINT16}
 
 
+def type_reason(onnx_type: int, what: str) -> str:
+    """Why a value of `onnx_type` cannot be a DirectML tensor: no DirectML type carries it, or
+    (0) onnx's shape inference gave it none, as it gives a custom-domain node's output."""
+    if not onnx_type:
+        return (f"{what} type is unknown before the run: onnx's shape inference does not type it "
+                "(a node of a domain onnx does not define, such as com.microsoft, produces it)")
+    return f"{what} type {onnx_type_name(onnx_type)} has no DirectML equivalent"
+
+
 def carrier_type(onnx_type: int) -> int:
     """The ONNX type whose DirectML type holds `onnx_type`'s elements: itself, or its bit carrier."""
     return BIT_CARRIERS.get(onnx_type, onnx_type)

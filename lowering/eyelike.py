@@ -11,7 +11,7 @@ from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX
 
-from .common import carried, carrier_type, dims_at, level_reason, pad_sizes
+from .common import carried, carrier_type, dims_at, level_reason, pad_sizes, type_reason
 from .match import Decline, Found, Fragment, GraphView, IdiomRule
 from .node import NodeInfo, TensorInfo
 from .registry import register_idiom
@@ -42,7 +42,7 @@ def eyelike_reason(x: TensorInfo, out: int, level: FeatureLevel) -> "str | None"
         return f"input rank {x.rank}: EyeLike needs a 2-D input"
     dtype = from_onnx(carrier_type(out))             # bfloat16: generated as its 16 bits
     if dtype is None:
-        return f"output type {onnx_type_name(out)} has no DirectML equivalent"
+        return type_reason(out, "output")
     reason = level_reason(DIAGONAL_MATRIX, level)
     if reason:
         return reason

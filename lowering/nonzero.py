@@ -16,7 +16,7 @@ from onnx_dml_lowering.ir.dtypes import ONNX_INT64, dml_type, from_onnx, onnx_ty
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.support import ELEMENT_WISE_BIT_AND, ELEMENT_WISE_BIT_OR, ELEMENT_WISE_IDENTITY, NONZERO_COORDINATES
 
-from .common import dims_at, dims_for, level_reason, pad_sizes, upload
+from .common import dims_at, dims_for, level_reason, pad_sizes, type_reason, upload
 from .match import Decline, Found, Fragment, GraphView, IdiomRule
 from .node import Names, NodeInfo, TensorInfo, product
 from .registry import register_idiom
@@ -26,7 +26,7 @@ def nonzero_reason(x: TensorInfo, level: FeatureLevel) -> "str | None":
     """Why NONZERO_COORDINATES cannot take input x at `level` (its type, or its rank when known), or None."""
     dtype = from_onnx(x.onnx_type)
     if dtype is None:
-        return f"input type {onnx_type_name(x.onnx_type)} has no DirectML equivalent"
+        return type_reason(x.onnx_type, "input")
     reason = level_reason(NONZERO_COORDINATES, level)
     if reason:
         return reason

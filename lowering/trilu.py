@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from onnx_dml_lowering.ir import DiagonalMatrix1, Download, Graph, TensorDesc
-from onnx_dml_lowering.ir.dtypes import dml_type, from_onnx, onnx_to_numpy, onnx_type_name
+from onnx_dml_lowering.ir.dtypes import dml_type, from_onnx, onnx_to_numpy
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
 
-from .common import carrier_type, level_reason, upload
+from .common import carrier_type, level_reason, type_reason, upload
 from .diagonal import clamp_band
 from .match import Decline, Found, Fragment, GraphView, IdiomRule
 from .node import NodeInfo, TensorInfo, product
@@ -51,7 +51,7 @@ class TriluOverInput(IdiomRule):
             return reason
         dtype = from_onnx(carrier_type(x.onnx_type))   # bfloat16: copied as its 16 bits
         if dtype is None:
-            return f"input type {onnx_type_name(x.onnx_type)} has no DirectML equivalent"
+            return type_reason(x.onnx_type, "input")
         allowed = DIAGONAL_MATRIX1.at(level).tensors["InputTensor"].types
         if dtype not in allowed:
             return f"DIAGONAL_MATRIX1 InputTensor: data type {dtype.name} is not supported at feature level {level}"

@@ -237,27 +237,29 @@ class RegionEngine:
                  ) -> onnx.ModelProto:
         """The region as a model of this one's opset, IR version and functions; embedded weights
         stay by reference (a lazy initializer's proto holds its file location, not its bytes).
-        `typed`: every input and output must have a known type (onnxruntime needs them); else an
-        unknown one is left untyped (onnx.reference infers it). Inputs carry their rank, not their
+        `typed`: every input must have a known type (onnxruntime needs them; it infers an output's);
+        else an unknown one is left untyped (onnx.reference infers it). Inputs carry their rank, not their
         dims: onnxruntime fuses MatMul + Add into Gemm only on a known rank, and a dim inference got
         wrong must not make it refuse a feed. `as_fed`: inputs declared with the (ONNX type, rank)
         a run fed them instead (fed_otherwise)."""
         as_fed = as_fed or {}
 
-        def vi(name: str) -> onnx.ValueInfoProto:
+        def vi(name: str, output: bool = False) -> onnx.ValueInfoProto:
             if name in as_fed:
                 onnx_type, rank = as_fed[name]
                 return helper.make_tensor_value_info(name, onnx_type, [None] * rank)
             info = self.types.get(name)
             if info is None or not getattr(info, "onnx_type", 0):
-                if typed:
+                # onnxruntime types an output itself, from its producer: a custom-domain node's
+                # (com.microsoft FusedMatMul) that onnx's inference does not know; an input it cannot
+                if typed and not output:
                     raise DmlLowerError(f"ONNX region {region.name}: the type of {name!r} is unknown")
                 return onnx.ValueInfoProto(name=name)
             shape = getattr(info, "shape", None)
             return helper.make_tensor_value_info(name, info.onnx_type, None if shape is None else [None] * len(shape))
 
         graph = helper.make_graph(loops_as_onnx_defines(list(region.nodes)), region.name,
-                                  [vi(n) for n in region.fed], [vi(n) for n in region.outputs],
+                                  [vi(n) for n in region.fed], [vi(n, output=True) for n in region.outputs],
                                   [self.inits[n] for n in region.embedded])
         sub = helper.make_model(graph, opset_imports=list(self.model.opset_import), ir_version=self.model.ir_version)
         sub.functions.extend(self.model.functions)

@@ -15,6 +15,7 @@ import pytest
 
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.examples import example_paths
+from onnx_dml_lowering.runtime import backends as backends_module
 from onnx_dml_lowering.runtime import check as check_module
 from onnx_dml_lowering.runtime import interrupt
 from onnx_dml_lowering.runtime.backends import Provider
@@ -57,8 +58,8 @@ def sessions(monkeypatch):
             if self._session is not None:
                 shipped.append(weakref.ref(self._session))
 
-    def observed_release(self):
-        release(self)
+    def observed_release(self, *args, **kwargs):
+        release(self, *args, **kwargs)
         events.append(("released", True))
 
     def built(build):
@@ -237,32 +238,44 @@ def _malloc_in_use() -> int:
     return info.uordblks + info.hblkhd
 
 
-def _held_after_providers_first(monkeypatch, copy: bool) -> "tuple[int, int]":
+def _held_after_providers_first(monkeypatch, copy: bool, settings=None) -> "tuple[int, int, Provider]":
     """(C heap bytes still in use once the shipped session ran its one feed set and was released,
-    the bytes of the outputs kept); `copy` False: the outputs kept as onnxruntime handed them."""
+    the bytes of the outputs kept, the backend); `copy` False: the outputs kept as onnxruntime
+    handed them back. Measured from a shared arena with no empty extension."""
+    from onnx_dml_lowering.runtime.backends import BackendOptions
+    from onnx_dml_lowering.runtime.ort.sessions import shrink_shared_arena
     if not copy:
-        monkeypatch.setattr(check_module, "_detached", lambda value: value)
+        monkeypatch.setattr(backends_module, "owned", lambda value: value)
     x = np.random.default_rng(0).standard_normal(WIDE).astype(np.float32)
-    run = CheckRun(compile_model(_wide_model()), {"x": x}, ["ort-cpu"], TOLERANCES)
+    run = CheckRun(compile_model(_wide_model()), {"x": x}, ["ort-cpu"], TOLERANCES, BackendOptions(settings=settings))
     run.prepare()
+    shrink_shared_arena()
     gc.collect()
     before = _malloc_in_use()
     run._run_providers_first(run.first)
     gc.collect()
     held = _malloc_in_use() - before
-    ran = run._ran_first[run._runners[0].name]
-    assert not isinstance(ran, Exception) and ran.outputs
-    return held, sum(v.nbytes for v in ran.outputs.values())
+    backend = run._runners[0]
+    ran = run._ran_first[backend.name]
+    assert isinstance(backend, Provider) and not isinstance(ran, Exception) and ran.outputs
+    return held, sum(v.nbytes for v in ran.outputs.values()), backend
 
 
 def test_outputs_kept_from_the_released_shipped_session_do_not_pin_its_memory(monkeypatch, sessions):
-    """onnxruntime hands a CPU session's outputs back as views of its arena; one kept after the
-    session is released keeps that arena allocated (Mask R-CNN: 0.68 GB). What check keeps holds
-    only its own bytes: the C heap after the release holds the outputs, not the intermediates; the
-    same run with the outputs kept as handed back shows what a pin looks like (the test's control)."""
-    pinned, _ = _held_after_providers_first(monkeypatch, copy=False)
-    assert pinned >= 4 * WIDE                           # an arena with one 16 MiB intermediate at least
+    """onnxruntime hands a CPU session's outputs back as views of its allocator's memory; one kept
+    after the session is released keeps that memory (Mask R-CNN: 0.68 GB). What check keeps holds
+    only its own bytes: after the release the C heap holds the outputs kept, not the session's
+    16 MiB intermediates; on the session's own arena (a user's --session-config
+    session.use_env_allocators=0) and on the shared arena (Provider.release). The control: the
+    same run on its own arena with the outputs kept as handed back holds that arena."""
+    from onnx_dml_lowering.runtime.ort.sessions import SHARED_ARENA_OPTION
+    from onnx_dml_lowering.runtime.ort.settings import SessionSettings
+    own = SessionSettings(((SHARED_ARENA_OPTION, "0"),))
+    pinned, _, backend = _held_after_providers_first(monkeypatch, copy=False, settings=own)
+    assert pinned >= 4 * WIDE and not backend._shared_arena     # an arena with one 16 MiB intermediate at least
     monkeypatch.undo()
     monkeypatch.setattr(check_module, "PROVIDERS_FIRST_FROM", 0)
-    held, kept = _held_after_providers_first(monkeypatch, copy=True)
-    assert held < kept + WIDE                           # the outputs, and less than a quarter of one intermediate
+    for settings, shared in ((own, False), (None, True)):
+        held, kept, backend = _held_after_providers_first(monkeypatch, copy=True, settings=settings)
+        assert backend._shared_arena is shared
+        assert held < kept + WIDE                       # the outputs, and less than a quarter of one intermediate

@@ -115,15 +115,6 @@ def scalar_nonzero_outputs(compiled: CompiledView) -> "dict[str, str]":
     return out
 
 
-def _detached(value: np.ndarray) -> np.ndarray:
-    """`value` in memory of its own: onnxruntime hands its outputs back as views of its session's
-    arena, and one of them kept keeps that whole session alive after it is released (Mask R-CNN:
-    0.68 GB, its weights included, for 100 MiB of outputs). A copy of the bytes, bit for bit."""
-    if isinstance(value, np.ndarray) and value.base is not None:
-        return np.array(value, copy=True)
-    return value
-
-
 class CheckRun:
     """Every backend (built from `options`) against the oracle on the same (validated) feeds.
 
@@ -215,6 +206,8 @@ class CheckRun:
         for backend in self._runners:
             started = time.perf_counter()
             report = self._reports[backend.name]
+            if isinstance(backend, Provider):
+                backend.run_once = self._one_set         # its session may use the shared arena
             try:
                 prepared = backend.prepare()
             except DmlLowerError as exc:
@@ -331,14 +324,15 @@ class CheckRun:
         on a model under PROVIDERS_FIRST_FROM of weights."""
         for backend in self._first:
             started = time.perf_counter()
+            ran = None
             try:
-                ran = backend.run(feed_set, self._oracle_value)
-                ran.outputs = {name: _detached(value) for name, value in ran.outputs.items()}
-                self._ran_first[backend.name] = ran
+                ran = self._ran_first[backend.name] = backend.run(feed_set, self._oracle_value)
             except DmlLowerError as exc:
                 self._ran_first[backend.name] = exc      # raised or recorded in its turn, as it would have been
             finally:
-                backend.release()                        # a Ctrl-C too: no set is checked then, nothing runs on
+                # a Ctrl-C too: no set is checked then, nothing runs on. The outputs kept are made
+                # memory of their own: a view kept would keep the session's memory (Provider.release)
+                backend.release(kept=ran)
                 self._reports[backend.name].seconds += time.perf_counter() - started
 
     def _validated(self, raw: Mapping[str, object]) -> "dict[str, np.ndarray]":

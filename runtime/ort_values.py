@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -133,14 +133,18 @@ def _facts(session: Any) -> _SessionFacts:
 
 
 # session: an onnxruntime.InferenceSession (untyped), a wrapper of one, or an onnx.reference evaluator
-def run_session(session: Any, outputs: "Sequence[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
+def run_session(session: Any, outputs: "Sequence[str] | None", feeds: Mapping[str, np.ndarray],
+                run_config: "Sequence[tuple[str, str]]" = ()) -> "list[np.ndarray]":
     """session.run that also takes and returns bfloat16 / float8 tensors (an onnx.reference
-    evaluator is run as it is: it takes ml_dtypes arrays natively)."""
+    evaluator is run as it is: it takes ml_dtypes arrays natively). `run_config`: onnxruntime
+    run-option entries for this run."""
     if not hasattr(session, "run_with_ort_values"):
         return [np.asarray(r) for r in session.run(None if outputs is None else list(outputs), dict(feeds))]
     from . import ort_crash
     from .interrupt import stoppable_run
     with stoppable_run() as options:        # Ctrl-C / SIGTERM end the run (a long Loop) at once
+        for key, value in run_config:
+            cast(Any, options).add_run_config_entry(key, value)     # an onnxruntime.RunOptions
         ort_crash.running(session)          # a crash inside is said as a crash in this session
         try:
             return _run_session(session, outputs, feeds, options)

@@ -152,13 +152,47 @@ def make_session(model: "onnx.ModelProto | str | bytes", providers: "list[str]",
     return create_session(model, options, label, providers=provider_list)
 
 
+# onnxruntime's run option: at the end of the run, the CPU arena hands back to the system each of
+# its extensions that holds nothing (an output of the run still held keeps its extension)
+SHRINK_RUN_OPTION = ("memory.enable_memory_arena_shrinkage", "cpu:0")
+
+
+def may_share_arena(provider: ProviderSpec, settings: "SessionSettings | None" = None) -> bool:
+    """Whether a session on `provider` may allocate from the shared CPU arena: onnxruntime's CPU
+    provider in this process only, whose outputs are that allocator's memory. Another provider (the
+    DML EP, a plugin's device) hands its outputs back through allocators of its own, and ort_host's
+    session lives in another process. A user's own SHARED_ARENA_OPTION wins."""
+    user = settings.keys if settings is not None else set()
+    return (provider.name == "CPUExecutionProvider" and provider.host is None and provider.device is None
+            and SHARED_ARENA_OPTION not in user and shared_cpu_arena())
+
+
+def shrink_shared_arena() -> None:
+    """Hands the shared CPU arena's extensions that hold nothing back to the system. The arena has
+    no call of its own for it: a one-node session on it runs with SHRINK_RUN_OPTION."""
+    import numpy as np
+    import onnxruntime as ort
+    if not shared_cpu_arena():
+        return
+    options = session_options(record_assignment=False)
+    options.add_session_config_entry(SHARED_ARENA_OPTION, "1")
+    options.intra_op_num_threads = 1        # no thread pool for one Identity
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = create_session(_probe_model(), options, "the shared arena's shrink", providers=["CPUExecutionProvider"])
+    run = ort.RunOptions()
+    run.add_run_config_entry(*SHRINK_RUN_OPTION)
+    session.run(None, {"x": np.zeros(1, np.float32)}, run)
+
+
 def make_provider_session(model: "onnx.ModelProto | str | bytes", provider: ProviderSpec, no_fallback: bool = False,
                           settings: "SessionSettings | None" = None,
-                          checked: "onnx.ModelProto | None" = None) -> Any:
+                          checked: "onnx.ModelProto | None" = None, shared_arena: bool = False) -> Any:
     """A session running the whole model (a ModelProto) on `provider`, recording who ran each node.
 
     no_fallback sets session.disable_cpu_ep_fallback: a node the provider cannot take makes
-    session creation fail instead of quietly running on CPUExecutionProvider."""
+    session creation fail instead of quietly running on CPUExecutionProvider. `shared_arena`: the
+    session allocates from the region sessions' arena where may_share_arena says it may (the
+    caller runs it once and releases it before any region session exists: check's one feed set)."""
     # The CPU provider has nothing to fall back from (onnxruntime rejects the combination).
     no_fallback = no_fallback and provider.name != "CPUExecutionProvider"
     if provider.host is not None:
@@ -167,6 +201,8 @@ def make_provider_session(model: "onnx.ModelProto | str | bytes", provider: Prov
     import io
     provider_list, dml = _providers_argument([(provider.name, provider.options)])
     options = session_options(provider, no_fallback, dml=dml, settings=settings)
+    if shared_arena and may_share_arena(provider, settings):
+        options.add_session_config_entry(SHARED_ARENA_OPTION, "1")
     try:
         # onnxruntime prints an "EP Error" banner before its own retry: the failure is our one line
         with contextlib.redirect_stdout(io.StringIO()):

@@ -225,3 +225,32 @@ def test_region_sessions_share_one_cpu_arena_and_provider_sessions_keep_their_ow
     provider = make_provider_session(model, resolve_provider("CPUExecutionProvider"))
     with pytest.raises(RuntimeError, match="does not have configuration"):
         provider.get_session_options().get_session_config_entry(SHARED_ARENA_OPTION)
+
+
+def test_only_the_cpu_provider_in_this_process_may_share_the_arena():
+    """A provider session run once (check's one feed set) may allocate from the shared CPU arena
+    only on onnxruntime's CPU provider here: the DML EP (in process or through ort_host) and a
+    plugin's device hand outputs back through allocators of their own; a user's own entry wins.
+    Where it may, the session carries the entry; where not, it is made as onnxruntime makes it."""
+    from dataclasses import replace
+
+    from onnx import TensorProto, helper
+
+    from onnx_dml_lowering.runtime.ort.providers import ProviderSpec, resolve_provider
+    from onnx_dml_lowering.runtime.ort.sessions import SHARED_ARENA_OPTION, make_provider_session, may_share_arena
+    from onnx_dml_lowering.runtime.ort.settings import SessionSettings
+    cpu = resolve_provider("CPUExecutionProvider")
+    assert may_share_arena(cpu)
+    assert not may_share_arena(ProviderSpec("DmlExecutionProvider"))
+    assert not may_share_arena(replace(cpu, host=object()))
+    assert not may_share_arena(replace(cpu, device=object()))
+    mine = SessionSettings(((SHARED_ARENA_OPTION, "0"),))
+    assert not may_share_arena(cpu, mine)
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    shared = make_provider_session(model, cpu, shared_arena=True)
+    assert shared.get_session_options().get_session_config_entry(SHARED_ARENA_OPTION) == "1"
+    user = make_provider_session(model, cpu, settings=mine, shared_arena=True)
+    assert user.get_session_options().get_session_config_entry(SHARED_ARENA_OPTION) == "0"

@@ -15,6 +15,7 @@ import pytest
 
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.examples import example_paths
+from onnx_dml_lowering.runtime import backends as backends_module
 from onnx_dml_lowering.runtime import check as check_module
 from onnx_dml_lowering.runtime import interrupt
 from onnx_dml_lowering.runtime.backends import Provider
@@ -57,8 +58,8 @@ def sessions(monkeypatch):
             if self._session is not None:
                 shipped.append(weakref.ref(self._session))
 
-    def observed_release(self):
-        release(self)
+    def observed_release(self, *args, **kwargs):
+        release(self, *args, **kwargs)
         events.append(("released", True))
 
     def built(build):
@@ -201,3 +202,80 @@ def test_a_model_with_small_weights_keeps_the_old_order(monkeypatch, sessions):
                         sum(t.ByteSize() for t in compiled.model.graph.initializer) + 1)
     report, _ = checked(path, feeds_for(compiled), CHECK_3)
     assert report.ok and sessions[0] == ("shipped", True) and set(sessions[1:]) == {("region", True)}
+
+
+# float32 elements of each intermediate of _wide_model: 16 MiB, the least the shipped session's
+# arena holds while its outputs are kept as views of it
+WIDE = 1 << 22
+
+
+def _wide_model():
+    """y = ReduceSum(Relu(x * x) + x): a 4-byte output computed through 16 MiB intermediates."""
+    from onnx import TensorProto
+    from onnx import helper
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]), helper.make_node("Relu", ["sq"], ["r"]),
+             helper.make_node("Add", ["r", "x"], ["s"]), helper.make_node("ReduceSum", ["s"], ["y"], keepdims=0)]
+    graph = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [WIDE])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def _malloc_in_use() -> int:
+    """Bytes the C heap has handed out and not taken back (glibc's mallinfo2: the main heap's
+    chunks in use and the mmapped ones), where onnxruntime's CPU allocator takes its memory."""
+    import ctypes
+    import ctypes.util
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                     "fordblks", "keepcost")]
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    if not hasattr(libc, "mallinfo2"):
+        pytest.skip("needs glibc >= 2.33 (mallinfo2) to count the C heap's bytes in use")
+    libc.mallinfo2.restype = MallInfo2
+    info = libc.mallinfo2()
+    return info.uordblks + info.hblkhd
+
+
+def _held_after_providers_first(monkeypatch, copy: bool, settings=None) -> "tuple[int, int, Provider]":
+    """(C heap bytes still in use once the shipped session ran its one feed set and was released,
+    the bytes of the outputs kept, the backend); `copy` False: the outputs kept as onnxruntime
+    handed them back. Measured from a shared arena with no empty extension."""
+    from onnx_dml_lowering.runtime.backends import BackendOptions
+    from onnx_dml_lowering.runtime.ort.sessions import shrink_shared_arena
+    if not copy:
+        monkeypatch.setattr(backends_module, "owned", lambda value: value)
+    x = np.random.default_rng(0).standard_normal(WIDE).astype(np.float32)
+    run = CheckRun(compile_model(_wide_model()), {"x": x}, ["ort-cpu"], TOLERANCES, BackendOptions(settings=settings))
+    run.prepare()
+    shrink_shared_arena()
+    gc.collect()
+    before = _malloc_in_use()
+    run._run_providers_first(run.first)
+    gc.collect()
+    held = _malloc_in_use() - before
+    backend = run._runners[0]
+    ran = run._ran_first[backend.name]
+    assert isinstance(backend, Provider) and not isinstance(ran, Exception) and ran.outputs
+    return held, sum(v.nbytes for v in ran.outputs.values()), backend
+
+
+def test_outputs_kept_from_the_released_shipped_session_do_not_pin_its_memory(monkeypatch, sessions):
+    """onnxruntime hands a CPU session's outputs back as views of its allocator's memory; one kept
+    after the session is released keeps that memory (Mask R-CNN: 0.68 GB). What check keeps holds
+    only its own bytes: after the release the C heap holds the outputs kept, not the session's
+    16 MiB intermediates; on the session's own arena (a user's --session-config
+    session.use_env_allocators=0) and on the shared arena (Provider.release). The control: the
+    same run on its own arena with the outputs kept as handed back holds that arena."""
+    from onnx_dml_lowering.runtime.ort.sessions import SHARED_ARENA_OPTION
+    from onnx_dml_lowering.runtime.ort.settings import SessionSettings
+    own = SessionSettings(((SHARED_ARENA_OPTION, "0"),))
+    pinned, _, backend = _held_after_providers_first(monkeypatch, copy=False, settings=own)
+    assert pinned >= 4 * WIDE and not backend._shared_arena     # an arena with one 16 MiB intermediate at least
+    monkeypatch.undo()
+    monkeypatch.setattr(check_module, "PROVIDERS_FIRST_FROM", 0)
+    for settings, shared in ((own, False), (None, True)):
+        held, kept, backend = _held_after_providers_first(monkeypatch, copy=True, settings=settings)
+        assert backend._shared_arena is shared
+        assert held < kept + WIDE                       # the outputs, and less than a quarter of one intermediate

@@ -17,7 +17,11 @@ Measures, each figure with the 1-minute load average beside it (the machine may 
   - --compare: whole commands as the user runs them, each a fresh process, `check --backends
     cpu,dml` against `check --backends cpu,ort` (same feeds; interleaved, best of --repeat) on the
     bundled examples and the real-size set (benchmarks/realsize_models.py, `make bench-realsize`),
-    as time ratios; --write-docs puts that table and the figures above into docs/performance.md.
+    as time ratios, the `dml` side twice: in a cold Wine session (what one command pays by
+    default: the benchmark waits until no wineserver serves the prefix, which other DirectML users
+    of this HOME may keep up: such a run is marked) and in a warm one (the commands that follow
+    one, DML_LOWER_WINESERVER_PERSIST set); --write-docs puts that table and the figures above
+    into docs/performance.md.
 No figure is asserted: this prints what it measured.
 """
 from __future__ import annotations
@@ -61,8 +65,8 @@ def load() -> str:
 
 
 def host_start(starts: int, session: str) -> None:
-    """`session` "cold": Wine's session gone before each start (its wineserver not kept, 4 s of
-    idle: the default); "warm": kept up between starts (wine.keep_session, 30 s), as for commands
+    """`session` "cold": Wine's session gone before each start (its wineserver not kept: the
+    default); "warm": kept up between starts (wine.keep_session, 30 s), as for commands
     run in a row with DML_LOWER_WINESERVER_PERSIST set."""
     home = find_home()
     os.environ["DML_LOWER_HOST_TIMING"] = "1"
@@ -77,8 +81,9 @@ def host_start(starts: int, session: str) -> None:
     wine.Xvfb.__init__ = timed_xvfb             # type: ignore[method-assign]
     try:
         for _ in range(starts):
-            if session == "cold":
-                time.sleep(4)                   # a wineserver not kept leaves 3 s after its last client
+            # cold: until no wineserver serves the prefix (ours leaves once its last client has;
+            # another DirectML user's may not: that start is marked *)
+            as_asked = wait_cold(home.prefix) if session == "cold" else True
             began = time.perf_counter()
             with DmlHost(home) as host:
                 host.start()
@@ -87,7 +92,7 @@ def host_start(starts: int, session: str) -> None:
                 said = host.process.stderr_line().removeprefix("dml_host start-up: ")
             xvfb = xvfb_seconds[-1] if xvfb_seconds else 0.0
             say(f"host start-up, {session} Wine session: {total:.2f} s (Xvfb {xvfb:.2f} s; in the host: {said}; the rest is Wine starting "
-                f"the process) {load()}")
+                f"the process) {load()}{'' if as_asked else ' *'}")
     finally:
         wine.Xvfb.__init__ = make_xvfb          # type: ignore[method-assign]
         os.environ.pop("DML_LOWER_HOST_TIMING", None)
@@ -153,21 +158,71 @@ def compare_models(realsize: Path, only: "list[str]") -> "list[tuple[str, Path, 
     return models
 
 
+def session_up(prefix: Path) -> bool:
+    """A wineserver serves the prefix: Wine's session is up (warm). Wine's server works in a
+    folder named server-DEV-INODE of the prefix (under a temporary folder that depends on the
+    system); its process is found by that working folder's name."""
+    info = os.stat(prefix)
+    folder = f"server-{info.st_dev:x}-{info.st_ino:x}"
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.path.basename(os.readlink(f"/proc/{pid}/cwd")) == folder:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def wait_cold(prefix: Path, limit: float = 30.0) -> bool:
+    """Wait (up to `limit` s) until Wine's session on the prefix has ended; False: still up."""
+    deadline = time.monotonic() + limit
+    while session_up(prefix):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.25)
+    return True
+
+
+WARM_PERSIST = "5"      # seconds a warm run's session outlives it: the next cold run waits that long
+
+
+def timed_dml(argv: "list[str]", prefix: Path, session: str) -> "tuple[float, bool]":
+    """One `cpu,dml` check in a `session` ("cold", "warm") Wine session: (seconds, whether the
+    session was as asked). A warm run follows an unmeasured one that started the session, both
+    with DML_LOWER_WINESERVER_PERSIST set (the environment of realsize_bench's measured process)."""
+    env = realsize_bench.CHILD_ENV
+    if session == "cold":
+        env.pop(wine.PERSIST_ENV, None)
+        cold = wait_cold(prefix)
+        return realsize_bench.measure(argv)[0], cold
+    env[wine.PERSIST_ENV] = WARM_PERSIST
+    try:
+        realsize_bench.measure(argv)
+        warm = session_up(prefix)
+        return realsize_bench.measure(argv)[0], warm
+    finally:
+        env.pop(wine.PERSIST_ENV, None)
+
+
 def compare(realsize: Path, only: "list[str]", repeat: int) -> None:
-    """check --backends cpu,dml against check --backends cpu,ort, whole processes, interleaved."""
+    """check --backends cpu,dml against check --backends cpu,ort, whole processes, interleaved:
+    the `dml` side in a cold Wine session (the default a single command pays), then in a warm one;
+    a `dml` figure whose session was not as asked (another DirectML user of the prefix kept it up,
+    or it had ended) is marked with *."""
     cli = str(Path(sys.executable).with_name("dml-lower"))
+    prefix = find_home().prefix
     say("")
-    say("| model | check cpu,ort | check cpu,dml | dml / ort | load |")
-    say("|---|---|---|---|---|")
+    say("| model | check cpu,ort | check cpu,dml | dml / ort | cpu,dml, warm Wine session | dml / ort | load |")
+    say("|---|---|---|---|---|---|---|")
     for name, model, feeds in compare_models(realsize, only):
         argv = [cli, "check", str(model), "-q"] + (["--inputs", str(feeds)] if feeds else [])
-        best = {"cpu,ort": float("inf"), "cpu,dml": float("inf")}
+        ort, best = float("inf"), {"cold": (float("inf"), True), "warm": (float("inf"), True)}
         for _ in range(repeat):
-            for backends in best:
-                seconds, _, _ = realsize_bench.measure(argv + ["--backends", backends])
-                best[backends] = min(best[backends], seconds)
-        say(f"| {name} | {best['cpu,ort']:.2f} s | {best['cpu,dml']:.2f} s | "
-            f"{best['cpu,dml'] / best['cpu,ort']:.2f}x | {os.getloadavg()[0]:.1f} |")
+            ort = min(ort, realsize_bench.measure(argv + ["--backends", "cpu,ort"])[0])
+            for session in best:
+                best[session] = min(best[session], timed_dml(argv + ["--backends", "cpu,dml"], prefix, session))
+        cells = [f"{best[s][0]:.2f} s{'' if best[s][1] else ' *'} | {best[s][0] / ort:.2f}x" for s in best]
+        say(f"| {name} | {ort:.2f} s | {' | '.join(cells)} | {os.getloadavg()[0]:.1f} |")
 
 
 def main() -> None:

@@ -14,18 +14,23 @@ one host per worker, not one per model."""
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import struct
 import threading
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from onnx_dml_lowering.ir import DataType, DmlLowerError, TensorDesc
-from onnx_dml_lowering.ir.support import OPERATORS
+from onnx_dml_lowering.ir import DmlLowerError
 
 from .home import DirectMLHome, find_home
 from .wine import HostProcess
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.ir import DataType, TensorDesc
+# The IR's tensor types and support tables import numpy (0.1-0.2 s): this module reads them when
+# an operator runs, so a command can start the host's process (start_early) before numpy loads.
 
 EXE = "dml_host"
 EXECUTE, CAPS = 1, 2
@@ -34,10 +39,20 @@ E_INVALIDARG, E_NOTIMPL = 0x80070057, 0x80004001
 # Where a refusal means "this device does not take this descriptor", not a broken device.
 REFUSING_STAGES = ("CreateOperator", "CompileOperator")
 
-# DML_OPERATOR_TYPE values and how many of each description's tensors are inputs, from the IR's
-# support tables (their tensors are named as in the description, inputs first).
-OPERATOR_TYPES = {name: op.number for name, op in OPERATORS.items()}
-INPUTS = {name: sum(not t.startswith("Output") for t in op.rows[0].tensors) for name, op in OPERATORS.items()}
+
+@functools.lru_cache(maxsize=None)
+def operator_type(operator: str) -> int:
+    """The operator's DML_OPERATOR_TYPE value, from the IR's support tables."""
+    from onnx_dml_lowering.ir.support import OPERATORS
+    return OPERATORS[operator].number
+
+
+@functools.lru_cache(maxsize=None)
+def input_count(operator: str) -> int:
+    """How many of the operator's description tensors are inputs (the tables name them as in the
+    description, inputs first)."""
+    from onnx_dml_lowering.ir.support import OPERATORS
+    return sum(not t.startswith("Output") for t in OPERATORS[operator].rows[0].tensors)
 
 
 class HostRefused(DmlLowerError):
@@ -127,7 +142,7 @@ class DmlHost:
                 buffers: "Sequence[bytes | None]") -> Executed:
         """Run one operator; `buffers[i]` is tensor i's whole buffer (TotalTensorSizeInBytes)."""
         self._ready()
-        request = [struct.pack("<3I", EXECUTE, OPERATOR_TYPES[operator], len(tensors))]
+        request = [struct.pack("<3I", EXECUTE, operator_type(operator), len(tensors))]
         request += [encode_tensor(t) for t in tensors]
         request.append(struct.pack("<I", len(fields)) + fields)
         for desc, data in zip(tensors, buffers):
@@ -146,7 +161,7 @@ class DmlHost:
                               f"{answer[4:].decode('utf-8', 'replace')}")
         cached = bool(struct.unpack_from("<I", answer, 4)[0])
         outputs, at = [], 8
-        for desc in tensors[INPUTS[operator]:]:
+        for desc in tensors[input_count(operator):]:
             size = desc.total_bytes if desc is not None else 0
             outputs.append(answer[at:at + size])
             at += size
@@ -233,6 +248,7 @@ atexit.register(_close_shared)
 
 def data_type_of(dtype: Any) -> DataType:
     """The DirectML type of a numpy dtype the emulator's buffers hold."""
+    from onnx_dml_lowering.ir import DataType
     for data_type in DataType:
         try:
             if data_type.numpy == dtype:

@@ -4,6 +4,7 @@ onnx.reference evaluates needs it. On a small model the fixed cost of starting i
 command (SSDlite-320: README's Performance section)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
+from onnx_dml_lowering.runtime.directml.home import HOME_ENV
 from tests.builders import graph_model
 
 # and the DirectML backend's host and the DML EP's deviation table (~12 ms of imports), which only
@@ -59,3 +61,29 @@ def test_compile_and_inspect_leave_onnxruntime_and_the_check_unimported(tmp_path
                              str(path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "0", result.stdout
+
+
+EARLY_HOST_PROBE = """
+import sys
+from onnx_dml_lowering.runtime.directml import dml_host
+seen = []
+dml_host.start_early = lambda: seen.append(sorted(m for m in {names!r} if m in sys.modules))
+from onnx_dml_lowering.compiler.cli import main
+code = main(sys.argv[1:])
+print(code, seen)
+"""
+
+
+def test_check_with_dml_starts_the_host_before_it_imports_numpy_onnx_and_onnxruntime(tmp_path):
+    """The DirectML host's start-up (0.65-1 s) runs beside everything check does, its imports too
+    (numpy, onnx, onnxruntime: 0.1-0.2 s): the host's client imports none of them before it spawns."""
+    model = graph_model([h.make_node("NonZero", ["x"], ["nz"], name="nz")],
+                        [("x", T.FLOAT, [3, 4])], [("nz", T.INT64, 2)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    env = {**os.environ, HOME_ENV: str(tmp_path / "absent")}     # the backend is UNAVAILABLE: no host runs
+    result = subprocess.run([sys.executable, "-c", EARLY_HOST_PROBE.format(names=("numpy", "onnx", "onnxruntime")),
+                             "check", str(path), "-q", "--backends", "cpu,dml"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "0 [[]]", result.stdout

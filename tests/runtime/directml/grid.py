@@ -14,7 +14,7 @@ from onnx_dml_lowering.ir import DataType, DmlLowerError, TensorDesc
 from onnx_dml_lowering.ir.feature_levels import ALL_LEVELS
 from onnx_dml_lowering.ir.support import OPERATORS
 from onnx_dml_lowering.runtime import kernels as K
-from onnx_dml_lowering.runtime.directml.dml_host import INPUTS, DirectMLRefused, DmlHost
+from onnx_dml_lowering.runtime.directml.dml_host import DirectMLRefused, DmlHost, input_count
 from onnx_dml_lowering.runtime.directml.kernels import diagonal1_fields, diagonal_fields
 
 T = DataType
@@ -46,7 +46,7 @@ class Case:
         buffers = [None if d is None else np.frombuffer(bytearray(d) + bytes(8), np.uint8) for d in self.data]
         views = [None if b is None else view(b, t) for b, t in zip(buffers, self.tensors)]
         self.emulate(views)
-        return [b[: t.total_bytes].tobytes() for b, t in zip(buffers[INPUTS[self.operator]:], self.tensors[INPUTS[self.operator]:])]
+        return [b[: t.total_bytes].tobytes() for b, t in zip(buffers[input_count(self.operator):], self.tensors[input_count(self.operator):])]
 
     def on_directml(self, host: DmlHost) -> "list[bytes]":
         return host.execute(self.operator, self.tensors, self.fields, self.data).outputs

@@ -115,6 +115,9 @@ class Lowered:
     def __init__(self, compiled: LoweredView, name: BackendName, options: BackendOptions) -> None:
         self.compiled, self.name, self.options = compiled, name, options
         self.providers: "list[str] | None" = None
+        # the lowered graph is the partition's, computed when first asked for (compile_model):
+        # asked here, so an error it raises ends the command before anything runs
+        compiled.partition
 
     def prepare(self) -> Prepared:
         return Prepared(self.name.description)

@@ -11,16 +11,17 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 import numpy as np
 import onnx
 
-from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError, FeatureLevel, Graph, parse_level
+from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError, FeatureLevel, parse_level
 from onnx_dml_lowering.runtime.backend_names import Lowering, parse_backend
 
 from .frontend import ModelLike, check_and_infer, load_model, mark_outputs, resolved
 from onnx_dml_lowering.runtime.model_facts import graph_inputs, initializer_arrays, overridable_inputs, value_types
 from .node_ids import identify_nodes
 from .functions import inline_functions
-from onnx_dml_lowering.ir import graph_to_dict
 
 if TYPE_CHECKING:
+    from onnx_dml_lowering.ir import Graph
+
     from .partition import Partition, Placement
     from onnx_dml_lowering.runtime.ort.settings import SessionSettings
     from onnx_dml_lowering.runtime.region_engine import SessionCache
@@ -81,6 +82,7 @@ class CompiledModel:
         return self.partition.placement
 
     def to_dict(self) -> dict:
+        from onnx_dml_lowering.ir import graph_to_dict
         return {"feature_level": self.feature_level.name,
                 "placement": [p.to_dict() for p in self.placement],
                 "graph": graph_to_dict(self.graph)}

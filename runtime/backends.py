@@ -46,11 +46,11 @@ from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .ort_values import run_session
 from .region_cache import ORACLE as ORACLE_PASS
 from .region_cache import RegionResults
-from .saved_outputs import LoadedOutputs
 from .weights import is_lazy
 
 if TYPE_CHECKING:
     from .oracle import Oracle
+    from .saved_outputs import LoadedOutputs
     from .session import EmulatorSession
 
 PROVIDER_MODELS = ("shipped", "modified")
@@ -117,7 +117,7 @@ class Lowered:
         self.providers: "list[str] | None" = None
         # the lowered graph is the partition's, computed when first asked for (compile_model):
         # asked here, so an error it raises ends the command before anything runs
-        compiled.partition
+        _ = compiled.partition
 
     def prepare(self) -> Prepared:
         return Prepared(self.name.description)
@@ -203,11 +203,14 @@ def schedule_reuse(compiled: CompiledView, oracle: "Oracle | None", backends: "l
     (the hybrid kind; onnxruntime's reading has its own), then the lowered backends. Another
     backend (a provider's file, saved outputs) runs no region of that cache."""
     engine = getattr(oracle, "engine", None)
+    lowered = [b.name.text for b in backends if isinstance(b, Lowered)]
+    if engine is None and not lowered:
+        return          # no pass goes through the cache (a provider-only run): none is made for it
     cache = getattr(compiled, "shared_sessions", None)
     if cache is None:
         return
     first = [ORACLE_PASS] if engine is not None and engine.shares and engine.cache is cache else []
-    cache.results.schedule(first + [b.name.text for b in backends if isinstance(b, Lowered)])
+    cache.results.schedule(first + lowered)
 
 
 class Saved:

@@ -22,6 +22,7 @@ report says so.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
@@ -81,7 +82,13 @@ class Prepared:
     unsupported_nodes: "dict[str, str]" = field(default_factory=dict)   # cut out: no kernel
     needs: "set[str]" = field(default_factory=set)            # values it will ask oracle_value for
     node_providers: "dict[str, str] | None" = None
-    placement_notes: "list[str]" = field(default_factory=list)
+    # provider fallbacks and folded nodes, one line each: worked out when first read (check's report
+    # reads them, run never does; on SSDlite320 finding its folded NonZero nodes walks the graph)
+    notes: "Callable[[], list[str]]" = field(default=list, repr=False)
+
+    @functools.cached_property
+    def placement_notes(self) -> "list[str]":
+        return self.notes()
 
 
 @dataclass
@@ -283,12 +290,14 @@ class Provider:
             for node, provider in assignment.items():
                 if provider != self.spec.name:
                     prepared.partial.setdefault(node, f"ran on {provider} (requested {self.spec.name})")
-            prepared.placement_notes = describe_findings(
-                [f for f in placement_findings(self.compiled.model, assignment, self.spec.name)
-                 if f.node not in self.unsupported], self.spec.name)
+            prepared.notes = functools.partial(self._placement_notes, assignment)
         elif self._session is not None:
-            prepared.placement_notes = ["this onnxruntime cannot report which provider ran each node"]
+            prepared.notes = lambda: ["this onnxruntime cannot report which provider ran each node"]
         return prepared
+
+    def _placement_notes(self, assignment: "dict[str, str]") -> "list[str]":
+        return describe_findings([f for f in placement_findings(self.compiled.model, assignment, self.spec.name)
+                                  if f.node not in self.unsupported], self.spec.name)
 
     def _build_modified(self) -> str:
         model = onnx.ModelProto()

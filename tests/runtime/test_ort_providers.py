@@ -225,3 +225,17 @@ def test_region_sessions_share_one_cpu_arena_and_provider_sessions_keep_their_ow
     provider = make_provider_session(model, resolve_provider("CPUExecutionProvider"))
     with pytest.raises(RuntimeError, match="does not have configuration"):
         provider.get_session_options().get_session_config_entry(SHARED_ARENA_OPTION)
+
+
+def test_a_provider_backends_placement_notes_are_worked_out_when_first_read():
+    """check's report reads them; run never does, and pays no walk of the graph for them."""
+    from onnx_dml_lowering.runtime.backends import BackendOptions, make_backends
+    from onnx_dml_lowering.runtime.compiled_view import ModelView
+    view = ModelView(watched_model())
+    (backend,), _ = make_backends(view, ["ort-cpu"], BackendOptions())
+    prepared = backend.prepare()
+    assert "placement_notes" not in vars(prepared)
+    expected = assignment.describe_findings(
+        assignment.placement_findings(view.model, prepared.node_providers, "CPUExecutionProvider"), "CPUExecutionProvider")
+    assert any("eye_of_constant" in note for note in expected)
+    assert prepared.placement_notes == expected and prepared.placement_notes is prepared.placement_notes

@@ -48,7 +48,6 @@ from .region_cache import ORACLE as ORACLE_PASS
 from .region_engine import (HOST, ORT, REFERENCE, Region, RegionEngine, SessionCache,  # noqa: F401
                             reference_gets_wrong)
 from .saved_outputs import load_golden, split_metadata
-from .oracle_on_demand import lazy_oracle  # noqa: F401  (offered here as ever: runtime.check re-exports it)
 
 ORT_CPU = "onnxruntime CPUExecutionProvider"     # the region engine's ORT on the CPU provider
 # REFERENCE, DEFINITIONS and HOST (If / Loop / Scan run as ONNX defines them, bodies on nested

@@ -32,21 +32,22 @@ class CompiledModel:
     """A model lowered at one feature level: its IR graph, placement report and runners.
 
     `part`: its partition, or the function that computes it when first asked for (compile_model:
-    a run or check whose backends all run the model on an onnxruntime provider never asks)."""
+    a run whose backends all run the model on an onnxruntime provider never asks)."""
 
     def __init__(self, model: onnx.ModelProto, level: FeatureLevel, part: "Partition | Callable[[], Partition]",
                  types: "dict | Callable[[], dict] | None" = None) -> None:
         self.model = model                        # checked, node-named, shape-inferred
         self.feature_level = level
-        self._partition: "Partition | None" = None if callable(part) else part
-        self._partition_of = part if callable(part) else None
+        self._partition = _OnFirstAsk(part)
         self._types = types
         self.inputs = graph_inputs(model)
         self.optional_inputs = overridable_inputs(model)
         self.output_names = [o.name for o in model.graph.output]
         # read when asked for; the lowering generates only initializers no feed overrides
         # (partition.generate_constants), so looking up a default does not compute the partition
-        self.initializers = initializer_arrays(model, leave=lambda: self.partition.generated,
+        # (the function reads the holder, not self: no cycle keeps a compiled model alive)
+        partition = self._partition
+        self.initializers = initializer_arrays(model, leave=lambda: partition().generated,
                                                kept={vi.name for vi in self.optional_inputs})
         self._sessions: dict = {}
         self._shared_sessions: "SessionCache | None" = None
@@ -64,14 +65,8 @@ class CompiledModel:
 
     @property
     def partition(self) -> Partition:
-        """Lowered and partitioned when first asked for, under the same collector pause as the
-        compile; an error it raises (DmlLowerError) is raised again at each ask until one succeeds."""
-        if self._partition is None:
-            assert self._partition_of is not None
-            with _cycle_collector_paused():
-                self._partition = self._partition_of()
-            self._partition_of = None
-        return self._partition
+        """Lowered and partitioned when first asked for (_OnFirstAsk), then kept."""
+        return self._partition()
 
     @property
     def graph(self) -> Graph:
@@ -124,6 +119,24 @@ class CompiledModel:
         session_settings: a runtime.ort.settings.SessionSettings for every onnxruntime session.
         """
         return self.session(backend, providers, session_settings).run(feeds, strict=strict, memory_limit=memory_limit)
+
+
+class _OnFirstAsk:
+    """A partition, or the function computing it: called the first time it is asked for, under the
+    same collector pause as the compile, then kept. An error it raises (DmlLowerError) is raised
+    again at each ask until one succeeds."""
+
+    def __init__(self, part: "Partition | Callable[[], Partition]") -> None:
+        self._value: "Partition | None" = None if callable(part) else part
+        self._compute = part if callable(part) else None
+
+    def __call__(self) -> Partition:
+        if self._value is None:
+            assert self._compute is not None
+            with _cycle_collector_paused():
+                self._value = self._compute()
+            self._compute = None
+        return self._value
 
 
 def _lowering(backend: "str | Lowering") -> Lowering:

@@ -133,3 +133,28 @@ def test_a_provider_only_run_does_not_need_the_partition(tmp_path, capsys, monke
     _refusing(monkeypatch)
     assert cli(["run", path, "--backends", "ort-cpu", "-q"], capsys) == expected
     assert expected[0] == 0 and expected[1].startswith("ort-cpu: 1 output(s)")
+
+
+@pytest.mark.parametrize("ask", [False, True])
+def test_a_compiled_model_is_freed_by_reference_counting(ask):
+    """Nothing of the partition-on-first-ask refers back to the compiled model: with the cyclic
+    collector off, dropping the last reference frees it (and the sessions it holds) at once."""
+    import gc
+    import weakref
+
+    from onnx_dml_lowering.compiler import compile_model
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        compiled = compile_model(str(REAL / "gpt2.dynamo.onnx"))
+        if ask:
+            assert compiled.placement        # the partition, and the initializers it leaves out
+            assert set(compiled.initializers) == ({t.name for t in compiled.model.graph.initializer}
+                                                  - set(compiled.partition.generated))
+        assert compiled.initializers.get("attention_mask") is None
+        freed = weakref.ref(compiled)
+        del compiled
+        assert freed() is None
+    finally:
+        if enabled:
+            gc.enable()

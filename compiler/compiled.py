@@ -11,35 +11,44 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 import numpy as np
 import onnx
 
-from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError, FeatureLevel, Graph, parse_level
+from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError, FeatureLevel, parse_level
 from onnx_dml_lowering.runtime.backend_names import Lowering, parse_backend
 
 from .frontend import ModelLike, check_and_infer, load_model, mark_outputs, resolved
 from onnx_dml_lowering.runtime.model_facts import graph_inputs, initializer_arrays, overridable_inputs, value_types
 from .node_ids import identify_nodes
 from .functions import inline_functions
-from .partition import Partition, Placement, partition
-from onnx_dml_lowering.ir import graph_to_dict
 
 if TYPE_CHECKING:
+    from onnx_dml_lowering.ir import Graph
+
+    from .partition import Partition, Placement
     from onnx_dml_lowering.runtime.ort.settings import SessionSettings
     from onnx_dml_lowering.runtime.region_engine import SessionCache
     from onnx_dml_lowering.runtime.session import EmulatorSession
 
 
 class CompiledModel:
-    """A model lowered at one feature level: its IR graph, placement report and runners."""
+    """A model lowered at one feature level: its IR graph, placement report and runners.
 
-    def __init__(self, model: onnx.ModelProto, level: FeatureLevel, part: Partition,
+    `part`: its partition, or the function that computes it when first asked for (compile_model:
+    a run whose backends all run the model on an onnxruntime provider never asks)."""
+
+    def __init__(self, model: onnx.ModelProto, level: FeatureLevel, part: "Partition | Callable[[], Partition]",
                  types: "dict | Callable[[], dict] | None" = None) -> None:
         self.model = model                        # checked, node-named, shape-inferred
         self.feature_level = level
-        self.partition = part
+        self._partition = _OnFirstAsk(part)
         self._types = types
         self.inputs = graph_inputs(model)
         self.optional_inputs = overridable_inputs(model)
         self.output_names = [o.name for o in model.graph.output]
-        self.initializers = initializer_arrays(model, leave=part.generated)   # read when asked for
+        # read when asked for; the lowering generates only initializers no feed overrides
+        # (partition.generate_constants), so looking up a default does not compute the partition
+        # (the function reads the holder, not self: no cycle keeps a compiled model alive)
+        partition = self._partition
+        self.initializers = initializer_arrays(model, leave=lambda: partition().generated,
+                                               kept={vi.name for vi in self.optional_inputs})
         self._sessions: dict = {}
         self._shared_sessions: "SessionCache | None" = None
         # What the user gave compile_model (a path, bytes or their own ModelProto, unmodified):
@@ -55,6 +64,11 @@ class CompiledModel:
         return self._types
 
     @property
+    def partition(self) -> Partition:
+        """Lowered and partitioned when first asked for (_OnFirstAsk), then kept."""
+        return self._partition()
+
+    @property
     def graph(self) -> Graph:
         return self.partition.graph
 
@@ -63,6 +77,7 @@ class CompiledModel:
         return self.partition.placement
 
     def to_dict(self) -> dict:
+        from onnx_dml_lowering.ir import graph_to_dict
         return {"feature_level": self.feature_level.name,
                 "placement": [p.to_dict() for p in self.placement],
                 "graph": graph_to_dict(self.graph)}
@@ -104,6 +119,24 @@ class CompiledModel:
         session_settings: a runtime.ort.settings.SessionSettings for every onnxruntime session.
         """
         return self.session(backend, providers, session_settings).run(feeds, strict=strict, memory_limit=memory_limit)
+
+
+class _OnFirstAsk:
+    """A partition, or the function computing it: called the first time it is asked for, under the
+    same collector pause as the compile, then kept. An error it raises (DmlLowerError) is raised
+    again at each ask until one succeeds."""
+
+    def __init__(self, part: "Partition | Callable[[], Partition]") -> None:
+        self._value: "Partition | None" = None if callable(part) else part
+        self._compute = part if callable(part) else None
+
+    def __call__(self) -> Partition:
+        if self._value is None:
+            assert self._compute is not None
+            with _cycle_collector_paused():
+                self._value = self._compute()
+            self._compute = None
+        return self._value
 
 
 def _lowering(backend: "str | Lowering") -> Lowering:
@@ -148,7 +181,8 @@ _SESSIONS = {Lowering.EMULATOR: _emulator, Lowering.STAND_INS: _stand_ins, Lower
 
 def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = DEFAULT_LEVEL,
                   outputs: "list[str] | str | None" = None, stored: "onnx.ModelProto | None" = None) -> CompiledModel:
-    """Load, check, shape-infer, lower and partition `model` (a path, bytes or ModelProto).
+    """Load, check and shape-infer `model` (a path, bytes or ModelProto); lowered and partitioned
+    when the partition is first asked for (CompiledModel.partition).
 
     `outputs`: intermediate value names (or "all") to expose as extra graph outputs, so that
     check compares them too; a fused idiom whose intermediate becomes an output is then not taken.
@@ -166,9 +200,15 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
         if outputs:
             mark_outputs(inferred, outputs)
         types = functools.cache(lambda: value_types(inferred))      # read once, and only if asked
-        compiled = CompiledModel(inferred, level, partition(inferred, level, types), types)
+        compiled = CompiledModel(inferred, level, functools.partial(_partition, inferred, level, types), types)
     compiled.source = model if isinstance(model, (onnx.ModelProto, bytes, bytearray)) else os.fspath(model)
     return compiled
+
+
+def _partition(model: onnx.ModelProto, level: FeatureLevel, types: Callable[[], dict]) -> Partition:
+    # the partition module (and the lowering it imports) loads with its first use too
+    from .partition import partition
+    return partition(model, level, types)
 
 
 def _stored_copy(stored: onnx.ModelProto, model: ModelLike) -> onnx.ModelProto:

@@ -19,8 +19,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import brief
 from onnx_dml_lowering.runtime.backend_names import BackendLike, BackendName, as_backend_name
 from onnx_dml_lowering.runtime.backends import BackendOptions, Prepared, make_backends, schedule_reuse
-from onnx_dml_lowering.runtime.oracle import lazy_oracle
-from onnx_dml_lowering.runtime.compare import partial_clause
+from onnx_dml_lowering.runtime.oracle_on_demand import lazy_oracle
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 
 
@@ -47,6 +46,7 @@ class RunResult:
         return "partial" if self.partial or self.not_run or self.unvalidated else "ok"
 
     def partial_text(self) -> str:
+        from onnx_dml_lowering.runtime.compare import partial_clause     # check's wording, loaded when said
         return partial_clause(list(self.partial), [*self.not_run, *self.unvalidated], "not computed by it")
 
 

@@ -9,7 +9,7 @@ file ill-formed XML.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import json
 import math
@@ -95,3 +95,12 @@ def script_json(value: Any) -> str:
     must already be displayed (the caller's data); this guards the markup, not the terminal."""
     text = json.dumps(json_safe(value), allow_nan=False, separators=(",", ":"), ensure_ascii=False)
     return re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_UNSAFE[m.group()], text)
+
+
+def name_list(names: "Sequence[str]", most: int = 8, noun: str = "nodes", sep: str = ", ") -> str:
+    """Names for one line of a report: all of them up to `most`, else the first three, the last
+    two and how many ('a, b, c, ... y, z (1234 nodes)'); the JSON forms keep every name."""
+    names = [display(name) for name in names]        # a model's names: no control character gets out
+    if len(names) <= most:
+        return sep.join(names)
+    return f"{sep.join(names[:3])}{sep}... {sep.join(names[-2:])} ({len(names)} {noun})"

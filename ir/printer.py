@@ -2,22 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
 
-from .display import display
+from .display import display, name_list  # noqa: F401  (name_list offered here as ever)
 from .dtypes import DataType, onnx_type_name
 from .graph import Graph
 from .operators import (ClearBuffer, ControlFlow, Download, EmptyTensor, LowerAtRunTime, OnnxRegion, ReadCount,
                         Step, Upload)
-
-
-def name_list(names: "Sequence[str]", most: int = 8, noun: str = "nodes", sep: str = ", ") -> str:
-    """Names for one line of a report: all of them up to `most`, else the first three, the last
-    two and how many ('a, b, c, ... y, z (1234 nodes)'); the JSON forms keep every name."""
-    names = [display(name) for name in names]        # a model's names: no control character gets out
-    if len(names) <= most:
-        return sep.join(names)
-    return f"{sep.join(names[:3])}{sep}... {sep.join(names[-2:])} ({len(names)} {noun})"
 
 
 def _view(graph: Graph, name: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from importlib import import_module
 from typing import Any, Mapping, Union
 
 from onnx_dml_lowering.ir import FeatureLevel, Graph
@@ -71,6 +72,18 @@ def missing_operator(operators: "tuple[str, ...]", level: FeatureLevel) -> "str 
 
 
 IDIOMS: "dict[str, list[Idiom]]" = {}
+# the modules whose rules register themselves here, in this order (equal priorities keep it)
+RULE_MODULES = ("band_part", "diagonal_idioms", "eyelike", "mask_idioms", "nonzero", "nonzero_idioms", "trilu")
+_loaded: "list[bool]" = []
+
+
+def load_rules() -> None:
+    """Imports every rule module (each registers its rules) the first time the registry is read:
+    the lowering package loads its names on first use, so nothing else has imported them yet."""
+    if not _loaded:
+        _loaded.append(True)
+        for module in RULE_MODULES:
+            import_module(f"onnx_dml_lowering.lowering.{module}")
 
 
 def register_idiom(name: str, anchor: str, priority: int, rule: IdiomRule) -> Idiom:
@@ -82,6 +95,8 @@ def register_idiom(name: str, anchor: str, priority: int, rule: IdiomRule) -> Id
 
 
 def idioms_for(op_type: str, domain: str = "") -> "list[Idiom]":
+    if not _loaded:
+        load_rules()
     if not is_standard(domain):
         return []
     return IDIOMS.get(op_type, [])

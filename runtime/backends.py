@@ -22,6 +22,7 @@ report says so.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
@@ -47,11 +48,11 @@ from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .ort_values import run_session
 from .region_cache import ORACLE as ORACLE_PASS
 from .region_cache import RegionResults
-from .saved_outputs import LoadedOutputs
 from .weights import is_lazy
 
 if TYPE_CHECKING:
     from .oracle import Oracle
+    from .saved_outputs import LoadedOutputs
     from .session import EmulatorSession
 
 PROVIDER_MODELS = ("shipped", "modified")
@@ -82,7 +83,13 @@ class Prepared:
     unsupported_nodes: "dict[str, str]" = field(default_factory=dict)   # cut out: no kernel
     needs: "set[str]" = field(default_factory=set)            # values it will ask oracle_value for
     node_providers: "dict[str, str] | None" = None
-    placement_notes: "list[str]" = field(default_factory=list)
+    # provider fallbacks and folded nodes, one line each: worked out when first read (check's report
+    # reads them, run never does; on SSDlite320 finding its folded NonZero nodes walks the graph)
+    notes: "Callable[[], list[str]]" = field(default=list, repr=False)
+
+    @functools.cached_property
+    def placement_notes(self) -> "list[str]":
+        return self.notes()
 
 
 @dataclass
@@ -116,6 +123,9 @@ class Lowered:
     def __init__(self, compiled: LoweredView, name: BackendName, options: BackendOptions) -> None:
         self.compiled, self.name, self.options = compiled, name, options
         self.providers: "list[str] | None" = None
+        # the lowered graph is the partition's, computed when first asked for (compile_model):
+        # asked here, so an error it raises ends the command before anything runs
+        _ = compiled.partition
 
     def prepare(self) -> Prepared:
         return Prepared(self.name.description)
@@ -201,11 +211,14 @@ def schedule_reuse(compiled: CompiledView, oracle: "Oracle | None", backends: "l
     (the hybrid kind; onnxruntime's reading has its own), then the lowered backends. Another
     backend (a provider's file, saved outputs) runs no region of that cache."""
     engine = getattr(oracle, "engine", None)
+    lowered = [b.name.text for b in backends if isinstance(b, Lowered)]
+    if engine is None and not lowered:
+        return          # no pass goes through the cache (a provider-only run): none is made for it
     cache = getattr(compiled, "shared_sessions", None)
     if cache is None:
         return
     first = [ORACLE_PASS] if engine is not None and engine.shares and engine.cache is cache else []
-    cache.results.schedule(first + [b.name.text for b in backends if isinstance(b, Lowered)])
+    cache.results.schedule(first + lowered)
 
 
 class Saved:
@@ -284,12 +297,14 @@ class Provider:
             for node, provider in assignment.items():
                 if provider != self.spec.name:
                     prepared.partial.setdefault(node, f"ran on {provider} (requested {self.spec.name})")
-            prepared.placement_notes = describe_findings(
-                [f for f in placement_findings(self.compiled.model, assignment, self.spec.name)
-                 if f.node not in self.unsupported], self.spec.name)
+            prepared.notes = functools.partial(self._placement_notes, assignment)
         elif self._session is not None:
-            prepared.placement_notes = ["this onnxruntime cannot report which provider ran each node"]
+            prepared.notes = lambda: ["this onnxruntime cannot report which provider ran each node"]
         return prepared
+
+    def _placement_notes(self, assignment: "dict[str, str]") -> "list[str]":
+        return describe_findings([f for f in placement_findings(self.compiled.model, assignment, self.spec.name)
+                                  if f.node not in self.unsupported], self.spec.name)
 
     def _build_modified(self) -> str:
         model = onnx.ModelProto()

@@ -38,7 +38,8 @@ from .compare import BackendReport, OutputResult, compare
 from .feeds import check_feeds, dimension_notes, with_defaults
 from .memory import parse_size
 from .nondeterminism import random_values
-from .oracle import GoldenOracle, HybridOracle, Oracle, OracleName, lazy_oracle, make_oracle
+from .oracle import GoldenOracle, HybridOracle, Oracle, OracleName, make_oracle
+from .oracle_on_demand import lazy_oracle
 from .ort_reading import OrtReading
 from .saved_outputs import LoadedOutputs, verify_feeds
 from .weights import stored_bytes

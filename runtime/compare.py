@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Callable
 import ml_dtypes
 import numpy as np
 
-from onnx_dml_lowering.ir.printer import name_list
+from onnx_dml_lowering.ir.display import name_list
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
-from onnx_dml_lowering.ir import DmlLowerError, Graph, NonZeroCoordinates, ReadCount
+from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.ir import Graph
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
@@ -47,6 +51,8 @@ def format_size(size: int) -> str:
 
 def symbol_bounds(graph: Graph) -> "dict[str, int]":
     """Largest value each read-back count can take: the element count of its NonZero input."""
+    # the operator classes load with the lowered graph (memory's limits are read by every run)
+    from onnx_dml_lowering.ir import NonZeroCoordinates, ReadCount
     rows_of = {}
     for step in graph.steps:
         if isinstance(step, NonZeroCoordinates):

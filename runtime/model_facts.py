@@ -3,7 +3,7 @@ initializer gives a default, the initializers' values and every value's TensorIn
 and the runtime's own ModelView (runtime/compiled_view.py) read a model through these."""
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Iterable, Iterator, Mapping
+from typing import AbstractSet, Any, Callable, Iterable, Iterator, Mapping, Union
 
 import onnx
 
@@ -60,9 +60,18 @@ def overridable_inputs(model: onnx.ModelProto) -> "list[onnx.ValueInfoProto]":
     return [vi for vi in model.graph.input if vi.name in inits]
 
 
-def initializer_arrays(model: onnx.ModelProto, leave: "AbstractSet[str]" = frozenset()) -> "InitializerArrays":
-    """Every initializer's value but those named in `leave`, each read when first asked for."""
-    return InitializerArrays(t for t in model.graph.initializer if t.name not in leave)
+def initializer_arrays(model: onnx.ModelProto, leave: "Leave" = frozenset(),
+                       kept: "AbstractSet[str]" = frozenset()) -> "InitializerArrays":
+    """Every initializer's value but those named in `leave`, each read when first asked for.
+
+    `leave` may be a function giving those names, called the first time they matter (a compiled
+    model's partition names them, and a provider-only run never computes it); `kept`: names that
+    are never in it, so looking one up calls no function (compile_model: the inputs a feed may
+    override, which no lowering generates)."""
+    return InitializerArrays(model.graph.initializer, leave, kept)
+
+
+Leave = Union[AbstractSet[str], Callable[[], AbstractSet[str]]]
 
 
 class InitializerArrays(Mapping[str, Any]):
@@ -73,17 +82,41 @@ class InitializerArrays(Mapping[str, Any]):
     its inline weights no longer made). The load checked every tensor's data, so a read here
     does not fail where reading them all at compile would not have."""
 
-    def __init__(self, tensors: "Iterable[onnx.TensorProto]") -> None:
-        self._tensors = {t.name: t for t in tensors}
+    def __init__(self, tensors: "Iterable[onnx.TensorProto]", leave: "Leave" = frozenset(),
+                 kept: "AbstractSet[str]" = frozenset()) -> None:
+        self._all = {t.name: t for t in tensors}
+        self._leave = leave
+        self._kept = kept
+        self._held: "dict[str, onnx.TensorProto] | None" = None if callable(leave) else self._without(leave)
         self._arrays: "dict[str, Any]" = {}
+
+    def _without(self, leave: "AbstractSet[str]") -> "dict[str, onnx.TensorProto]":
+        assert not leave & self._kept, f"initializers {sorted(leave & self._kept)} are both kept and left"
+        if not leave:
+            return self._all
+        return {name: t for name, t in self._all.items() if name not in leave}
+
+    @property
+    def _tensors(self) -> "dict[str, onnx.TensorProto]":
+        if self._held is None:
+            assert callable(self._leave)
+            self._held = self._without(self._leave())
+        return self._held
+
+    def _has(self, name: object) -> bool:
+        if name in self._kept:
+            return name in self._all
+        return name in self._tensors
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._arrays:
-            self._arrays[name] = tensor_array(self._tensors[name])
+            if not self._has(name):
+                raise KeyError(name)
+            self._arrays[name] = tensor_array(self._all[name])
         return self._arrays[name]
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tensors
+        return self._has(name)
 
     def __iter__(self) -> "Iterator[str]":
         return iter(self._tensors)

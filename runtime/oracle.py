@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -569,22 +569,6 @@ def make_oracle(compiled: CompiledView, kind: "str | OracleName" = "hybrid", set
                                  None if ort_reading else compiled.shared_sessions,
                                  passed=compiled.partition.generated, ort_reading=ort_reading,
                                  memory_limit=None if memory_limit is None else parse_size(memory_limit))
-
-
-def lazy_oracle(compiled: CompiledView, feeds: Mapping[str, np.ndarray], needs: "set[str]",
-                settings: "SessionSettings | None" = None, memory_limit: "int | str | None" = None
-                ) -> Callable[[str], np.ndarray]:
-    """oracle_value for a backend run outside check (run, conformance run): the hybrid oracle,
-    evaluated on `feeds` the first time a value is asked for (a cut node's), never otherwise."""
-    made: "list[Oracle]" = []
-
-    def value(name: str) -> np.ndarray:
-        if not made:
-            made.append(make_oracle(compiled, settings=settings, memory_limit=memory_limit))
-            made[0].keep.update(needs)
-            made[0].run(feeds)
-        return made[0].values[name]
-    return value
 
 
 def reference_outputs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from onnx_dml_lowering.ir.display import display, markdown_cell
-from onnx_dml_lowering.ir.printer import name_list
+from onnx_dml_lowering.ir.display import display, markdown_cell, name_list
 
 if TYPE_CHECKING:
     import numpy as np

@@ -77,7 +77,7 @@ def drawn_sizes_hint(compiled: CompiledModel, feeds: Feeds) -> str:
     """For an error on random feeds: the symbolic dimensions they gave the default size (none set
     by --dim), which a model that ties sizes together (a decoder's past and total sequence length)
     may not take; '' when the feeds are not drawn or every dimension was set."""
-    from onnx_dml_lowering.ir.printer import name_list
+    from onnx_dml_lowering.ir.display import name_list
     from onnx_dml_lowering.runtime.feeds import DIM_DEFAULT
     if not feeds.random:
         return ""

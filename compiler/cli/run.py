@@ -69,11 +69,12 @@ def cmd_run(parsed: Parsed) -> int:
     done = _Progress()
     for index, feeds in enumerate(feed_sets(compiled, feed_options)):
         _run_set(parsed, compiled, runner, (feed_options, backends), index, feeds, done)
-    from onnx_dml_lowering.runtime.saved_outputs import wrote_line
-    if saved.inputs:
-        print(wrote_line(saved.inputs, done.sets))
-    if saved.outputs and runner.backends:
-        print(wrote_line(saved.outputs, done.sets))
+    if saved.inputs or saved.outputs:
+        from onnx_dml_lowering.runtime.saved_outputs import wrote_line
+        if saved.inputs:
+            print(wrote_line(saved.inputs, done.sets))
+        if saved.outputs and runner.backends:
+            print(wrote_line(saved.outputs, done.sets))
     if json_out:
         described = done.described
         data = {"model": str(model.path), "feature_level": str(compiled.feature_level),

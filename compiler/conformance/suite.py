@@ -21,7 +21,7 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.runtime.ort.providers import resolve_provider
 from onnx_dml_lowering.runtime.backend_names import CHOICES, BackendLike, as_backend_name, provider_backend
 from onnx_dml_lowering.runtime.backends import BackendOptions, make_backends
-from onnx_dml_lowering.runtime.oracle import lazy_oracle
+from onnx_dml_lowering.runtime.oracle_on_demand import lazy_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES, describe, dml_outputs, failing_nodes
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults

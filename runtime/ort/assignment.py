@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from onnx_dml_lowering.ir.printer import name_list
+from onnx_dml_lowering.ir.display import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 from onnx_dml_lowering.lowering.owned_ops import owned
 from onnx_dml_lowering.runtime.ort.settings import RECORD_ASSIGNMENT_OPTION

@@ -1,12 +1,13 @@
 """compile_model pauses Python's cyclic garbage collector while it builds (everything it allocates
-stays alive until it returns) and leaves it as the caller had it, on success and on error."""
+stays alive until it returns) and leaves it as the caller had it, on success and on error; so does
+the partition, computed when first asked for (CompiledModel.partition)."""
 import gc
 
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from onnx_dml_lowering.compiler import compiled as compiled_module
+from onnx_dml_lowering.compiler import partition as partition_module
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.ir import DmlLowerError
 
@@ -29,16 +30,18 @@ def collector_state():
 @pytest.mark.parametrize("caller_enabled", [True, False])
 def test_the_collector_is_paused_during_compile_and_restored_after(monkeypatch, collector_state, caller_enabled):
     seen = []
-    real = compiled_module.partition
+    real = partition_module.partition
 
     def spy(*args, **kwargs):
         seen.append(gc.isenabled())
         return real(*args, **kwargs)
-    monkeypatch.setattr(compiled_module, "partition", spy)
+    monkeypatch.setattr(partition_module, "partition", spy)
     gc.enable() if caller_enabled else gc.disable()
     compiled = compile_model(nonzero_model())
-    assert seen == [False] and gc.isenabled() == caller_enabled
+    assert seen == [] and gc.isenabled() == caller_enabled       # nothing asked for the partition yet
     assert [p.status for p in compiled.partition.placement] == ["lowered"]
+    assert [p.status for p in compiled.placement] == ["lowered"]
+    assert seen == [False] and gc.isenabled() == caller_enabled  # computed once, the collector paused
 
 
 @pytest.mark.parametrize("caller_enabled", [True, False])

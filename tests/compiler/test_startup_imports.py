@@ -87,3 +87,29 @@ def test_check_with_dml_starts_the_host_before_it_imports_numpy_onnx_and_onnxrun
                             capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "0 [[]]", result.stdout
+
+
+# What a run whose backends all run the model on an onnxruntime provider never needs: the partition
+# and the lowering rules (computed and imported when first asked for: compiled.py,
+# lowering/__init__.py), the DirectML operator tables they read, the oracle and its region engine
+# (only a node the provider has no kernel for asks: oracle_on_demand.py), check's comparison and
+# the saved-output files (~40 ms of imports and 50-70 ms of partition on SSDlite320's export).
+NOT_NEEDED_FOR_A_PROVIDER_RUN = ("onnx_dml_lowering.compiler.partition", "onnx_dml_lowering.lowering.registry",
+                                 "onnx_dml_lowering.lowering.nonzero", "onnx_dml_lowering.ir.operators",
+                                 "onnx_dml_lowering.runtime.oracle", "onnx_dml_lowering.runtime.region_engine",
+                                 "onnx_dml_lowering.runtime.compare", "onnx_dml_lowering.runtime.saved_outputs",
+                                 "onnx.reference")
+
+
+@pytest.mark.parametrize("options", [[], ["--provider-model", "modified"]])
+def test_a_provider_only_run_leaves_the_lowering_and_the_oracle_unimported(tmp_path, options):
+    model = graph_model([h.make_node("Relu", ["x"], ["r"], name="relu"),
+                         h.make_node("NonZero", ["r"], ["nz"], name="nz")],
+                        [("x", T.FLOAT, [3, 4])], [("nz", T.INT64, 2)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    result = subprocess.run([sys.executable, "-c", PROBE.format(names=set(NOT_NEEDED_FOR_A_PROVIDER_RUN)), "run",
+                             str(path), "-q", "--backends", "ort-cpu", *options], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "0", result.stdout

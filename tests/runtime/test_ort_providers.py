@@ -254,3 +254,17 @@ def test_only_the_cpu_provider_in_this_process_may_share_the_arena():
     assert shared.get_session_options().get_session_config_entry(SHARED_ARENA_OPTION) == "1"
     user = make_provider_session(model, cpu, settings=mine, shared_arena=True)
     assert user.get_session_options().get_session_config_entry(SHARED_ARENA_OPTION) == "0"
+
+
+def test_a_provider_backends_placement_notes_are_worked_out_when_first_read():
+    """check's report reads them; run never does, and pays no walk of the graph for them."""
+    from onnx_dml_lowering.runtime.backends import BackendOptions, make_backends
+    from onnx_dml_lowering.runtime.compiled_view import ModelView
+    view = ModelView(watched_model())
+    (backend,), _ = make_backends(view, ["ort-cpu"], BackendOptions())
+    prepared = backend.prepare()
+    assert "placement_notes" not in vars(prepared)
+    expected = assignment.describe_findings(
+        assignment.placement_findings(view.model, prepared.node_providers, "CPUExecutionProvider"), "CPUExecutionProvider")
+    assert any("eye_of_constant" in note for note in expected)
+    assert prepared.placement_notes == expected and prepared.placement_notes is prepared.placement_notes

@@ -10,7 +10,10 @@ mismatch nor hidden:
   to [0, 1]: fractions, negatives, -inf and NaN come out false;
 - Cast to bool from int64 / uint64 reads only the low 32 bits: 2^32 comes out false;
 - Relu of NaN (float32, float16, either sign) gives 0: DirectML's ACTIVATION_RELU is a max(x, 0)
-  that returns the number (measured on 1.24.4; subnormals pass through unchanged).
+  that returns the number (measured on 1.24.4; subnormals pass through unchanged);
+- an empty graph output the DML EP produced (NonZero finding nothing) ends onnxruntime's batched
+  read-back of the run's outputs before anything is read: the run's other DML-produced graph
+  outputs hold memory never written (`unread_outputs`, measured on 1.24.4).
 Cast to bool from int8 / int16 / int32 / uint8 / uint16 / uint32 gives ONNX's answer. The Cast
 entries are measured on the real onnxruntime-directml 1.24.4 (docs/directml-ep-on-linux.md, the
 directml tests of tests/runtime/directml/test_dml_deviations_real.py); a source type not measured
@@ -28,7 +31,7 @@ one in onnxruntime's message (the ort-dml backend's ERROR names it and the node)
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +54,8 @@ NAMES = {
     "cast_bool_low_word": "DML EP deviation: Cast from int64 / uint64 to bool reads only the low 32 bits "
                           "(2^32 gives false)",
     "relu_nan": "DML EP deviation: Relu of NaN gives 0 (ONNX says NaN)",
+    "empty_output_readback": "DML EP deviation: an empty output ended onnxruntime's batched read-back of the DML "
+                             "EP's outputs (ExecutionProviderImpl::CopyTensors)",
     "scalar_nonzero_cpu": "onnxruntime deviation: a scalar NonZero the DML EP leaves to the CPU EP gives [1, N] "
                           "there too (ONNX says [0, N])",
 }
@@ -245,6 +250,62 @@ def recognise(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", name: str,
     return describe(fired)
 
 
+
+# -- outputs never read back: an empty output in the DML EP's batched GPU -> CPU copy -----------------
+# onnxruntime copies a run's device-resident graph outputs to the CPU in one batch through the DML
+# EP's ExecutionProviderImpl::CopyTensors (the SrcDstPair overload, DmlExecutionProvider/src/
+# ExecutionProvider.cpp, 1.24.4). At the first pair of zero bytes it returns OK before the batch's
+# read-back from the GPU, so no output of the batch, queued before the empty one or after it, is
+# copied: the caller's CPU buffers keep what they held. Only outputs of nodes the DML EP ran are in
+# that batch; an output of a node left to the CPU EP is already in CPU memory and is unaffected.
+
+
+@dataclass(frozen=True)
+class UnreadOutput:
+    """A graph output of the DML EP's that was never read back: `empty` (its type `empty_type`,
+    e.g. "int64 [2x0]") is the empty DML output that ended the batch."""
+    output: str
+    empty: str
+    empty_type: str
+
+    def describe(self, equal: bool) -> str:
+        """The DEVIATION's line; `equal`: the unwritten memory happens to hold ONNX's answer."""
+        held = ("holds memory never written that happens to equal ONNX's answer: not DirectML's answer"
+                if equal else "holds memory never written")
+        return (f"DML EP deviation: the empty output '{display(self.empty)}' ({self.empty_type}) ended onnxruntime's "
+                f"batched read-back of the DML EP's outputs (ExecutionProviderImpl::CopyTensors), so "
+                f"'{display(self.output)}' {held}")
+
+
+def _type_line(value: np.ndarray) -> str:
+    return f"{value.dtype} [{'x'.join(map(str, value.shape))}]"
+
+
+def dml_produced_outputs(model: onnx.ModelProto, providers: "Mapping[str, str] | None") -> "list[str]":
+    """The graph outputs (in output order) whose producing node runs on the DML EP: the batch
+    onnxruntime reads back from the GPU. `providers` as for dml_outputs (None: every node on the DML
+    EP; a node it does not name, fused or renamed by onnxruntime's optimisations, counts as the DML
+    EP's). A graph input or initializer returned as an output is no node's: not in the batch."""
+    producer = {out: node.name for node in model.graph.node for out in node.output if out}
+    by_name = dict(providers or {})
+    return [o.name for o in model.graph.output if o.name in producer
+            and (providers is None or by_name.get(producer[o.name], DML_PROVIDER) == DML_PROVIDER)]
+
+
+def unread_outputs(model: onnx.ModelProto, outputs: "Mapping[str, np.ndarray | None]",
+                   providers: "Mapping[str, str] | None") -> "dict[str, UnreadOutput]":
+    """output name -> UnreadOutput for each DML-produced graph output of a run (`outputs`, as the DML
+    EP returned them) that onnxruntime never read back, because another DML-produced graph output
+    of the run is empty (the first such, in output order, is named); {} when none is."""
+    got = {name: np.asarray(value) for name in dml_produced_outputs(model, providers)
+           if (value := outputs.get(name)) is not None}
+    empty = [name for name, value in got.items() if value.size == 0]
+    if not empty:
+        return {}
+    first = empty[0]
+    batch = list(got)
+    kind = _type_line(got[first])
+    return {name: UnreadOutput(name, first, kind) for name in batch if name not in empty}
 
 
 # -- failures: nodes the DML EP claims (so onnxruntime gives them to it) and then cannot run ----------

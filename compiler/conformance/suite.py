@@ -358,7 +358,7 @@ def _predict_dml(case: Case, expected: list, manifest: dict, version: str, probe
     for index, (feeds, want) in enumerate(zip(case.data_sets, expected)):
         # a node left to the CPU EP gets the CPU EP's answer (a scalar NonZero deviates there too)
         outputs, fired = dml_outputs(case.model, feeds, providers)
-        got = [outputs[n] for n in names]
+        got: "list[np.ndarray | None]" = [outputs[n] for n in names]
         unread = _unread(case.model, names, got, providers)
         diff = unread or _compare(want, got, names)
         if diff:

@@ -276,6 +276,11 @@ class UnreadOutput:
                 f"batched read-back of the DML EP's outputs (ExecutionProviderImpl::CopyTensors), so "
                 f"'{display(self.output)}' {held}")
 
+    def short(self) -> str:
+        """In the words of a conformance difference ('output y: ...'), beside the deviation's name."""
+        return (f"output {display(self.output)}: never read back (the empty output '{display(self.empty)}' "
+                f"({self.empty_type}) ended the batch)")
+
 
 def _type_line(value: np.ndarray) -> str:
     return f"{value.dtype} [{'x'.join(map(str, value.shape))}]"
@@ -306,6 +311,67 @@ def unread_outputs(model: onnx.ModelProto, outputs: "Mapping[str, np.ndarray | N
     batch = list(got)
     kind = _type_line(got[first])
     return {name: UnreadOutput(name, first, kind) for name in batch if name not in empty}
+
+
+@dataclass(frozen=True)
+class EmptyOutputRisk:
+    """A graph output the DML EP produces that can be empty at run time (a NonZero's, or a value
+    with a data-dependent dimension downstream of one) beside `others`, the model's other
+    DML-produced graph outputs: when it is empty, they are never read back (unread_outputs)."""
+    output: str
+    node: str
+    op_type: str
+    others: "tuple[str, ...]"
+
+    def describe(self) -> str:
+        return (f"graph output '{display(self.output)}' ({self.op_type} node {display(self.node) or '(unnamed)'} on the DML "
+                "EP) can be "
+                f"empty at run time: then onnxruntime's batched read-back of the DML EP's outputs "
+                f"(ExecutionProviderImpl::CopyTensors) ends before it reads the other DML outputs "
+                f"({name_list(list(self.others), 4)}), measured on onnxruntime-directml 1.24.4 (a named DML EP deviation)")
+
+
+def empty_output_risks(model: onnx.ModelProto, providers: "Mapping[str, str] | None") -> "list[EmptyOutputRisk]":
+    """The main graph's outputs that can make unread_outputs fire, predicted from the model alone:
+    a DML-produced graph output that is a NonZero's, or downstream of one with a dimension onnx's
+    shape inference cannot fix (data-dependent), while other graph outputs are DML-produced too.
+    `providers`: as for dml_produced_outputs (the predicted placement)."""
+    graph = model.graph
+    batch = dml_produced_outputs(model, providers)
+    if len(batch) < 2:
+        return []
+    reached = {out for n in graph.node if n.op_type == "NonZero" and is_standard(n) for out in n.output[:1]}
+    if not reached:
+        return []
+    nonzero = set(reached)
+    for node in graph.node:                     # graph order is topological
+        if reached.intersection(node.input):
+            reached.update(out for out in node.output if out)
+    downstream = [name for name in batch if name in reached and name not in nonzero]
+    unfixed = _data_dependent(model) if downstream else set()     # shape inference only where it decides
+    producer = {out: node for node in graph.node for out in node.output if out}
+    return [EmptyOutputRisk(name, producer[name].name, producer[name].op_type, tuple(o for o in batch if o != name))
+            for name in batch if name in nonzero or (name in downstream and name in unfixed)]
+
+
+def _data_dependent(model: onnx.ModelProto) -> "set[str]":
+    """Values whose shape onnx's shape inference leaves with a dimension neither a number nor one of
+    the graph inputs' named dimensions (an exporter's own name, as torch's u0, counts as data-dependent),
+    or with no shape at all: a dimension known only at run time."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:   # onnx cannot infer this model: every value's dimensions are unknown
+        return {out for node in model.graph.node for out in node.output}
+    graph = inferred.graph
+    named = {d.dim_param for i in graph.input if i.type.HasField("tensor_type")
+             for d in i.type.tensor_type.shape.dim if d.HasField("dim_param")}
+    known = set()
+    for info in list(graph.value_info) + list(graph.output):
+        tensor = info.type.tensor_type
+        if info.type.HasField("tensor_type") and tensor.HasField("shape") and all(
+                d.HasField("dim_value") or d.dim_param in named for d in tensor.shape.dim):
+            known.add(info.name)
+    return {out for node in graph.node for out in node.output if out and out not in known}
 
 
 # -- failures: nodes the DML EP claims (so onnxruntime gives them to it) and then cannot run ----------

@@ -116,8 +116,7 @@ def _unread(model: onnx.ModelProto, names: "list[str]", actual: "list[np.ndarray
     if not unread:
         return ""
     first = next(iter(unread.values()))
-    line = first.describe(equal=False)
-    return line + (f"; so do its other outputs ({name_list(list(unread)[1:], 4)})" if len(unread) > 1 else "")
+    return first.short() + (f"; so are {name_list(list(unread)[1:], 4)}" if len(unread) > 1 else "")
 
 
 def _no_kernel(error: "DmlLowerError | None") -> "ProviderError | None":

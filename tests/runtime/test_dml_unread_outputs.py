@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from onnx_dml_lowering.runtime.dml_deviations import dml_produced_outputs, unread_outputs
+from onnx_dml_lowering.runtime.dml_deviations import dml_produced_outputs, empty_output_risks, unread_outputs
 from tests.cli_runner import cli
 
 DML, CPU = "DmlExecutionProvider", "CPUExecutionProvider"
@@ -103,3 +103,40 @@ def test_with_a_coordinate_found_a_wrong_output_stays_a_mismatch(tmp_path, capsy
     b[1, 2] = True
     code, y, nz = _saved_dml_check(tmp_path, capsys, b, GARBAGE)
     assert (y["status"], nz["status"]) == ("mismatch", "match") and code == 1
+
+
+def _downstream(op, **attrs):
+    """nz = NonZero(b), w = op(nz) as a graph output beside y = Relu(x)."""
+    model = relu_nonzero()
+    model.graph.node.append(h.make_node(op, ["nz"], ["w"], name="after", **attrs))
+    model.graph.output.pop()
+    model.graph.output.append(h.make_tensor_value_info("w", T.UNDEFINED, None))
+    return model
+
+
+def test_the_prediction_names_an_output_that_can_be_empty_beside_other_dml_outputs():
+    (risk,) = empty_output_risks(relu_nonzero(sigmoid=True), None)
+    assert (risk.output, risk.node, risk.others) == ("nz", "nonzero", ("y", "z"))
+    assert risk.describe().startswith("graph output 'nz' (NonZero node nonzero on the DML EP) can be empty at run time")
+    # downstream of the NonZero with a data-dependent dimension: Transpose, Cast; Shape's is never empty
+    assert [r.output for r in empty_output_risks(_downstream("Transpose"), None)] == ["w"]
+    assert [r.output for r in empty_output_risks(_downstream("Cast", to=T.FLOAT), None)] == ["w"]
+    assert empty_output_risks(_downstream("Shape"), None) == []
+
+
+def test_no_prediction_without_another_dml_output():
+    model = relu_nonzero()
+    assert empty_output_risks(model, {"relu": CPU, "nonzero": DML}) == []      # y is the CPU EP's
+    assert empty_output_risks(model, {"relu": DML, "nonzero": CPU}) == []      # nz is the CPU EP's
+    del model.graph.output[0]
+    assert empty_output_risks(model, None) == []                               # nz alone
+
+
+def test_inspect_ep_dml_warns_of_it(tmp_path, capsys):
+    onnx.save(relu_nonzero(), str(tmp_path / "m.onnx"))
+    code, out, err = cli(["inspect", tmp_path / "m.onnx", "--ep", "dml"], capsys)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if "ExecutionProviderImpl::CopyTensors" in line]
+    assert len(lines) == 1 and "graph output 'nz' (NonZero node nonzero on the DML EP) can be empty" in lines[0]
+    assert lines[0].endswith("the other DML outputs (y), measured on onnxruntime-directml 1.24.4 "
+                             "(a named DML EP deviation)")

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.directml
 
 
 def test_an_empty_nonzero_leaves_relu_unread_and_check_names_it(capsys, tmp_path):
-    case = empty_output_case()
+    case = empty_output_case(2)
     onnx.save(case.model, str(tmp_path / "m.onnx"))
     statuses = []
     for index, feeds in enumerate(case.data_sets):         # set 0: b all false; set 1: one true element

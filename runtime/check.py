@@ -48,6 +48,8 @@ from .tolerances import DEFAULT_ATOL, DEFAULT_RTOL, Tolerances, default_rtol, lo
 if TYPE_CHECKING:
     import onnx
 
+    from onnx_dml_lowering.runtime.dml_deviations import UnreadOutput
+
 # the names this module has always offered (the Python API: docs/python-api.md)
 __all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "BackendOptions", "CheckAbout", "CheckReport", "CheckRun",
            "CheckedSet", "FeedsFailed", "LoadedOutputs", "Tolerances", "check", "default_rtol",
@@ -378,18 +380,30 @@ class CheckRun:
             self._flow[backend] += ran.lowered_iterations
         if ran.regions:
             self._regions = {name: f"[{node_list(nodes)}] {engine}" for name, (nodes, engine) in ran.regions.items()}
+        unread = self._unread(backend, ran)
         for name, want in expected.items():
-            result = self.classify(name, backend, want, ran, feed_set)
+            result = self.classify(name, backend, want, ran, feed_set, unread.get(name))
             result.iteration = index
             report.outputs.append(result)
 
+    def _unread(self, backend: BackendName, ran: BackendRun) -> "dict[str, UnreadOutput]":
+        """The DML EP's outputs of this run it never read back (dml_deviations.unread_outputs)."""
+        if not backend.from_dml_ep:
+            return {}
+        from onnx_dml_lowering.runtime.dml_deviations import unread_outputs
+        report = self._reports[backend]
+        providers = None if report.node_providers is None else {
+            **report.node_providers, **{node: "cut out" for node in report.unsupported_nodes}}
+        return unread_outputs(self.compiled.model, ran.outputs, providers)
+
     # -- the status rules ---------------------------------------------------------------------
     def classify(self, name: str, backend: BackendName, want: np.ndarray, ran: BackendRun,
-                 feeds: Mapping[str, np.ndarray]) -> OutputResult:
+                 feeds: Mapping[str, np.ndarray], unread: "UnreadOutput | None" = None) -> OutputResult:
         """Output `name` of `backend` against the oracle's `want`, every status rule in order:
         NONDETERMINISTIC (a random node's), UNSUPPORTED (the backend did not produce it itself),
         MATCH / MISMATCH (compare.py, within the tolerances; a lowered node's output exactly),
-        and a MISMATCH that is a known one named DEVIATION."""
+        a MISMATCH that is a known one named DEVIATION, and an output the DML EP never read back
+        (`unread`) a DEVIATION whatever it holds: its value is not DirectML's answer."""
         want = np.asarray(want)
         if name in self._randoms or name in ran.not_compared:
             status, detail = (("nondeterministic", f"computed from random node {self._randoms[name]}: not compared")
@@ -400,6 +414,9 @@ class CheckRun:
         atol, rtol = self.tolerances.for_output(name, want.dtype)
         got = ran.outputs.get(name)
         result = compare(name, backend.text, want, got, atol, rtol, exact=self.tolerances.is_exact(name))
+        if unread is not None and result.status in ("match", "mismatch"):
+            result.status, result.detail = "deviation", unread.describe(equal=result.status == "match")
+            return result
         if result.status != "mismatch":
             return result
         if result.exact and result.first_mismatch is not None:

@@ -10,7 +10,10 @@ mismatch nor hidden:
   to [0, 1]: fractions, negatives, -inf and NaN come out false;
 - Cast to bool from int64 / uint64 reads only the low 32 bits: 2^32 comes out false;
 - Relu of NaN (float32, float16, either sign) gives 0: DirectML's ACTIVATION_RELU is a max(x, 0)
-  that returns the number (measured on 1.24.4; subnormals pass through unchanged).
+  that returns the number (measured on 1.24.4; subnormals pass through unchanged);
+- an empty graph output the DML EP produced (NonZero finding nothing) ends onnxruntime's batched
+  read-back of the run's outputs before anything is read: the run's other DML-produced graph
+  outputs hold memory never written (`unread_outputs`, measured on 1.24.4).
 Cast to bool from int8 / int16 / int32 / uint8 / uint16 / uint32 gives ONNX's answer. The Cast
 entries are measured on the real onnxruntime-directml 1.24.4 (docs/directml-ep-on-linux.md, the
 directml tests of tests/runtime/directml/test_dml_deviations_real.py); a source type not measured
@@ -28,7 +31,7 @@ one in onnxruntime's message (the ort-dml backend's ERROR names it and the node)
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +54,8 @@ NAMES = {
     "cast_bool_low_word": "DML EP deviation: Cast from int64 / uint64 to bool reads only the low 32 bits "
                           "(2^32 gives false)",
     "relu_nan": "DML EP deviation: Relu of NaN gives 0 (ONNX says NaN)",
+    "empty_output_readback": "DML EP deviation: an empty output ended onnxruntime's batched read-back of the DML "
+                             "EP's outputs (ExecutionProviderImpl::CopyTensors)",
     "scalar_nonzero_cpu": "onnxruntime deviation: a scalar NonZero the DML EP leaves to the CPU EP gives [1, N] "
                           "there too (ONNX says [0, N])",
 }
@@ -245,6 +250,128 @@ def recognise(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", name: str,
     return describe(fired)
 
 
+
+# -- outputs never read back: an empty output in the DML EP's batched GPU -> CPU copy -----------------
+# onnxruntime copies a run's device-resident graph outputs to the CPU in one batch through the DML
+# EP's ExecutionProviderImpl::CopyTensors (the SrcDstPair overload, DmlExecutionProvider/src/
+# ExecutionProvider.cpp, 1.24.4). At the first pair of zero bytes it returns OK before the batch's
+# read-back from the GPU, so no output of the batch, queued before the empty one or after it, is
+# copied: the caller's CPU buffers keep what they held. Only outputs of nodes the DML EP ran are in
+# that batch; an output of a node left to the CPU EP is already in CPU memory and is unaffected.
+
+
+@dataclass(frozen=True)
+class UnreadOutput:
+    """A graph output of the DML EP's that was never read back: `empty` (its type `empty_type`,
+    e.g. "int64 [2x0]") is the empty DML output that ended the batch."""
+    output: str
+    empty: str
+    empty_type: str
+
+    def describe(self, equal: bool) -> str:
+        """The DEVIATION's line; `equal`: the unwritten memory happens to hold ONNX's answer."""
+        held = ("holds memory never written that happens to equal ONNX's answer: not DirectML's answer"
+                if equal else "holds memory never written")
+        return (f"DML EP deviation: the empty output '{display(self.empty)}' ({self.empty_type}) ended onnxruntime's "
+                f"batched read-back of the DML EP's outputs (ExecutionProviderImpl::CopyTensors), so "
+                f"'{display(self.output)}' {held}")
+
+    def short(self) -> str:
+        """In the words of a conformance difference ('output y: ...'), beside the deviation's name."""
+        return (f"output {display(self.output)}: never read back (the empty output '{display(self.empty)}' "
+                f"({self.empty_type}) ended the batch)")
+
+
+def _type_line(value: np.ndarray) -> str:
+    return f"{value.dtype} [{'x'.join(map(str, value.shape))}]"
+
+
+def dml_produced_outputs(model: onnx.ModelProto, providers: "Mapping[str, str] | None") -> "list[str]":
+    """The graph outputs (in output order) whose producing node runs on the DML EP: the batch
+    onnxruntime reads back from the GPU. `providers` as for dml_outputs (None: every node on the DML
+    EP; a node it does not name, fused or renamed by onnxruntime's optimisations, counts as the DML
+    EP's). A graph input or initializer returned as an output is no node's: not in the batch."""
+    producer = {out: node.name for node in model.graph.node for out in node.output if out}
+    by_name = dict(providers or {})
+    return [o.name for o in model.graph.output if o.name in producer
+            and (providers is None or by_name.get(producer[o.name], DML_PROVIDER) == DML_PROVIDER)]
+
+
+def unread_outputs(model: onnx.ModelProto, outputs: "Mapping[str, np.ndarray | None]",
+                   providers: "Mapping[str, str] | None") -> "dict[str, UnreadOutput]":
+    """output name -> UnreadOutput for each DML-produced graph output of a run (`outputs`, as the DML
+    EP returned them) that onnxruntime never read back, because another DML-produced graph output
+    of the run is empty (the first such, in output order, is named); {} when none is."""
+    got = {name: np.asarray(value) for name in dml_produced_outputs(model, providers)
+           if (value := outputs.get(name)) is not None}
+    empty = [name for name, value in got.items() if value.size == 0]
+    if not empty:
+        return {}
+    first = empty[0]
+    batch = list(got)
+    kind = _type_line(got[first])
+    return {name: UnreadOutput(name, first, kind) for name in batch if name not in empty}
+
+
+@dataclass(frozen=True)
+class EmptyOutputRisk:
+    """A graph output the DML EP produces that can be empty at run time (a NonZero's, or a value
+    with a data-dependent dimension downstream of one) beside `others`, the model's other
+    DML-produced graph outputs: when it is empty, they are never read back (unread_outputs)."""
+    output: str
+    node: str
+    op_type: str
+    others: "tuple[str, ...]"
+
+    def describe(self) -> str:
+        return (f"graph output '{display(self.output)}' ({self.op_type} node {display(self.node) or '(unnamed)'} on the DML "
+                "EP) can be "
+                f"empty at run time: then onnxruntime's batched read-back of the DML EP's outputs "
+                f"(ExecutionProviderImpl::CopyTensors) ends before it reads the other DML outputs "
+                f"({name_list(list(self.others), 4)}), measured on onnxruntime-directml 1.24.4 (a named DML EP deviation)")
+
+
+def empty_output_risks(model: onnx.ModelProto, providers: "Mapping[str, str] | None") -> "list[EmptyOutputRisk]":
+    """The main graph's outputs that can make unread_outputs fire, predicted from the model alone:
+    a DML-produced graph output that is a NonZero's, or downstream of one with a dimension onnx's
+    shape inference cannot fix (data-dependent), while other graph outputs are DML-produced too.
+    `providers`: as for dml_produced_outputs (the predicted placement)."""
+    graph = model.graph
+    batch = dml_produced_outputs(model, providers)
+    if len(batch) < 2:
+        return []
+    reached = {out for n in graph.node if n.op_type == "NonZero" and is_standard(n) for out in n.output[:1]}
+    if not reached:
+        return []
+    nonzero = set(reached)
+    for node in graph.node:                     # graph order is topological
+        if reached.intersection(node.input):
+            reached.update(out for out in node.output if out)
+    downstream = [name for name in batch if name in reached and name not in nonzero]
+    unfixed = _data_dependent(model) if downstream else set()     # shape inference only where it decides
+    producer = {out: node for node in graph.node for out in node.output if out}
+    return [EmptyOutputRisk(name, producer[name].name, producer[name].op_type, tuple(o for o in batch if o != name))
+            for name in batch if name in nonzero or (name in downstream and name in unfixed)]
+
+
+def _data_dependent(model: onnx.ModelProto) -> "set[str]":
+    """Values whose shape onnx's shape inference leaves with a dimension neither a number nor one of
+    the graph inputs' named dimensions (an exporter's own name, as torch's u0, counts as data-dependent),
+    or with no shape at all: a dimension known only at run time."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:   # onnx cannot infer this model: every value's dimensions are unknown
+        return {out for node in model.graph.node for out in node.output}
+    graph = inferred.graph
+    named = {d.dim_param for i in graph.input if i.type.HasField("tensor_type")
+             for d in i.type.tensor_type.shape.dim if d.HasField("dim_param")}
+    known = set()
+    for info in list(graph.value_info) + list(graph.output):
+        tensor = info.type.tensor_type
+        if info.type.HasField("tensor_type") and tensor.HasField("shape") and all(
+                d.HasField("dim_value") or d.dim_param in named for d in tensor.shape.dim):
+            known.add(info.name)
+    return {out for node in graph.node for out in node.output if out and out not in known}
 
 
 # -- failures: nodes the DML EP claims (so onnxruntime gives them to it) and then cannot run ----------

@@ -410,7 +410,25 @@ def dml_ep_cases(seeds: int) -> "list[Case]":
                                                   for _ in range(seeds - 1)]
         cases.append(Case(f"test_cast_{_short(onnx_type)}_to_bool", model, sets,
                           f"Cast {onnx_type_name(onnx_type)} to bool ({what[onnx_type]})"))
-    return cases
+    return cases + [empty_output_case(seeds)]
+
+
+def empty_output_case(seeds: int) -> Case:
+    """y = Relu(x) beside nz = NonZero(b), both graph outputs: where b holds no true element (set 0)
+    the DML EP's empty nz ends onnxruntime's read-back of the run's outputs and y is never read back
+    (dml_deviations.unread_outputs); in the other sets b holds one true element and both are read back."""
+    model = _model([h.make_node("Relu", ["x"], ["y"], name="relu"), h.make_node("NonZero", ["b"], ["nz"], name="nonzero")],
+                   [_vi("x", T.FLOAT, (3, 5)), _vi("b", T.BOOL, (3, 5))],
+                   [_vi("y", T.FLOAT, (3, 5)), _vi("nz", T.INT64, (2, None))], opset=13)
+    rng = np.random.default_rng(20261128)
+    sets = []
+    for index in range(max(seeds, 1)):
+        b = np.zeros(15, bool)
+        if index:
+            b[rng.integers(15)] = True
+        sets.append({"x": rng.standard_normal((3, 5)).astype(np.float32), "b": b.reshape(3, 5)})
+    return Case("test_nonzero_empty_beside_relu", model, sets,
+                "Relu beside a NonZero, both outputs (an empty NonZero ends the DML EP's read-back of the outputs)")
 
 
 def all_cases(seeds: int = 2) -> "list[Case]":

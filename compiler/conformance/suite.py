@@ -17,13 +17,14 @@ from onnx import numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
+from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.runtime.ort.providers import resolve_provider
 from onnx_dml_lowering.runtime.backend_names import CHOICES, BackendLike, as_backend_name, provider_backend
 from onnx_dml_lowering.runtime.backends import BackendOptions, make_backends
 from onnx_dml_lowering.runtime.oracle_on_demand import lazy_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
-from onnx_dml_lowering.runtime.dml_deviations import FAILURES, describe, dml_outputs, failing_nodes
+from onnx_dml_lowering.runtime.dml_deviations import FAILURES, NAMES, describe, dml_outputs, failing_nodes, unread_outputs
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 from onnx_dml_lowering.runtime.ort_messages import ProviderError
 from onnx_dml_lowering.runtime.output_file import write_bytes, write_text
@@ -104,6 +105,18 @@ def _compare(expected: "list[np.ndarray]", actual: "list[np.ndarray | None]", na
             return (f"output {name}: {bad.size} of {want.size} values differ; first at "
                     f"{[int(i) for i in index]}: {got[index]!r}, ONNX says {want[index]!r}")
     return ""
+
+
+def _unread(model: onnx.ModelProto, names: "list[str]", actual: "list[np.ndarray | None]",
+            providers: "dict[str, str] | None") -> str:
+    """'' unless an empty output of the DML EP's left the run's other DML outputs never read back
+    (dml_deviations.unread_outputs): then the line naming them, whatever they hold (it does not
+    depend on the unwritten memory, so a prediction and a run say the same line)."""
+    unread = unread_outputs(model, dict(zip(names, actual)), providers)
+    if not unread:
+        return ""
+    first = next(iter(unread.values()))
+    return first.short() + (f"; so are {name_list(list(unread)[1:], 4)}" if len(unread) > 1 else "")
 
 
 def _no_kernel(error: "DmlLowerError | None") -> "ProviderError | None":
@@ -196,8 +209,9 @@ def _judge(backend: CaseRunner, model: onnx.ModelProto, data_sets: "list[dict[st
             return Outcome("unsupported", str(error), notes, f"no kernel for {operator}" if operator else "")
         return Outcome("fail", str(error), notes)
     outcome = Outcome("pass", "", notes)
+    dml = backend.deviation_key == DML_PROVIDER
     for index, (got, want) in enumerate(zip(outputs, expected)):
-        diff = _compare(want, got, names)
+        diff = (dml and _unread(model, names, got, backend.assignment)) or _compare(want, got, names)
         if diff:
             detail = f"test_data_set_{index}: {diff}"
             if known and known["status"] == "deviation" and known["detail"] == detail:
@@ -343,10 +357,12 @@ def _predict_dml(case: Case, expected: list, manifest: dict, version: str, probe
     for index, (feeds, want) in enumerate(zip(case.data_sets, expected)):
         # a node left to the CPU EP gets the CPU EP's answer (a scalar NonZero deviates there too)
         outputs, fired = dml_outputs(case.model, feeds, providers)
-        diff = _compare(want, [outputs[n] for n in names], names)
+        got: "list[np.ndarray | None]" = [outputs[n] for n in names]
+        unread = _unread(case.model, names, got, providers)
+        diff = unread or _compare(want, got, names)
         if diff:
             entry[case.name] = {"status": "deviation", "detail": f"test_data_set_{index}: {diff}",
-                                "named": describe(fired)}
+                                "named": NAMES["empty_output_readback"] if unread else describe(fired)}
             return
 
 

@@ -27,7 +27,7 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_graphs, node_paths, prefixed_graphs, subgraph_reads
-from onnx_dml_lowering.runtime.dml_deviations import FAILURES, cast_bool_deviation, failing_nodes
+from onnx_dml_lowering.runtime.dml_deviations import FAILURES, cast_bool_deviation, empty_output_risks, failing_nodes
 
 from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
 from .registry import (DEVICE_DEPENDENT, DML_TYPES, NEWEST_ORT, TABLE_SOURCES, DmlKernel, Schema, choose_table,
@@ -467,6 +467,8 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     warnings += [f"{f.node} ({f.op_type}): {FAILURES[f.key].removeprefix('DML EP deviation: ')}, measured on "
                  "onnxruntime-directml 1.24.4 (a named DML EP deviation)"
                  for f in failing_nodes(optimised, predictor.ranks) if f.node in dml_nodes]
+    # an empty DML output beside others leaves them never read back (dml_deviations.unread_outputs)
+    warnings += [r.describe() for r in empty_output_risks(optimised, {e["node"]: e["provider"] for e in predictor.placed})]
     if predictor.relu_nan:
         warnings.append(f"{name_list(predictor.relu_nan, 4)} (Relu): the DML EP's Relu gives 0 for NaN (ONNX says NaN), "
                         "measured on onnxruntime-directml 1.24.4 (a named DML EP deviation)")

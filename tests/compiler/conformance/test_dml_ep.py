@@ -146,3 +146,20 @@ def test_runner_takes_a_predicted_failure_seen_again_as_unsupported(suite, manif
     outcome = conformance.judge(FailingDml(), name, model, sets, expected, manifest["providers"],
                                 manifest["cases"][name]["dml_ep_placement"])
     assert outcome.status == "unsupported" and outcome.detail.startswith(FAILURES["scalar_nonzero_read"])
+
+
+def test_an_empty_nonzero_beside_relu_is_predicted_and_judged_as_the_unread_deviation(suite, manifest):
+    """Set 0 (no true element): the manifest predicts y never read back, named; the simulated DML EP's
+    run (y as ONNX says, nz empty) is judged that deviation, by the same line, whatever y holds."""
+    predicted = manifest["providers"][DML]["cases"]["test_nonzero_empty_beside_relu"]
+    assert predicted["status"] == "deviation" and predicted["named"] == NAMES["empty_output_readback"]
+    assert predicted["detail"] == ("test_data_set_0: output y: never read back (the empty output 'nz' (int64 [2x0]) "
+                                   "ended the batch)")
+    case = next(c for c in dml_ep_cases(1) if c.name == "test_nonzero_empty_beside_relu")
+    expected = [[dml_outputs(case.model, feeds)[0][o.name] for o in case.model.graph.output] for feeds in case.data_sets]
+    outcome = conformance.judge(FakeDml(), case.name, case.model, case.data_sets, expected, manifest["providers"])
+    assert outcome.status == "deviation" and outcome.detail.startswith(NAMES["empty_output_readback"])
+    # y placed on the CPU EP: not in the batch, nothing deviates
+    cpu_relu = conformance.judge(FakeDml({"relu": CPU, "nonzero": DML}), case.name, case.model, case.data_sets,
+                                 expected, {})
+    assert cpu_relu.status in ("pass", "partial")

@@ -43,7 +43,7 @@ from onnx_dml_lowering.compiler import compile_model                          # 
 from onnx_dml_lowering.compiler.examples import example_paths                 # noqa: E402
 from onnx_dml_lowering.ir import DataType, TensorDesc                         # noqa: E402
 from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check  # noqa: E402
-from onnx_dml_lowering.runtime.directml.dml_host import DmlHost, shared_host  # noqa: E402
+from onnx_dml_lowering.runtime.directml.dml_host import DmlHost, drop_shared_host, shared_host  # noqa: E402
 from onnx_dml_lowering.runtime.directml.home import find_home                 # noqa: E402
 from onnx_dml_lowering.runtime.directml import wine                           # noqa: E402
 from onnx_dml_lowering.runtime.feeds import random_feeds                      # noqa: E402
@@ -244,6 +244,9 @@ def main() -> None:
     operators(args.repeats)
     checks()
     if args.compare:
+        # this process's own host (the operators and checks above) would keep Wine's session up,
+        # and no `cold` run would find it gone
+        drop_shared_host()
         compare(args.models, args.only, args.repeat)
     if args.write_docs:
         text = "\n".join(f"- {line}" if line and not line.startswith(("|", "Measured")) else line for line in LINES)

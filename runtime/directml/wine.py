@@ -6,9 +6,7 @@ answer self-test passed, or "failed: why" (the host then refuses every request b
 what it can, e.g. its device facts). `HostProcess.hello` holds it.
 
 Off Windows the program runs under Wine: WINEPREFIX = HOME/prefix, WINEDLLOVERRIDES="d3d12=n" (the
-d3d12.dll beside the exe, vkd3d-proton, instead of Wine's own, which has no DXIL) and
-winemenubuilder.exe disabled (a cold session's boot would run it to write Linux menu entries and
-file associations for the prefix: 0.02-0.04 s of CPU beside the check, nothing a host needs), WINEDEBUG=-all
+d3d12.dll beside the exe, vkd3d-proton, instead of Wine's own, which has no DXIL), WINEDEBUG=-all
 unless DML_LOWER_WINEDEBUG names channels, VKD3D_CONFIG with mutable_single_set added to the
 user's flags (VKD3D_FLAGS: half the descriptor memory lavapipe zero-fills at start-up), and an X
 display (Wine's dxgi needs one): DISPLAY when it answers, else an Xvfb started here (-displayfd).
@@ -140,7 +138,7 @@ class Xvfb:
 
 def wine_environment(home: DirectMLHome, display: str, run_id: str) -> "dict[str, str]":
     env = dict(os.environ)
-    env.update(WINEPREFIX=str(home.prefix), WINEDLLOVERRIDES="d3d12=n;mscoree,mshtml=;winemenubuilder.exe=d",
+    env.update(WINEPREFIX=str(home.prefix), WINEDLLOVERRIDES="d3d12=n;mscoree,mshtml=",
                WINEDEBUG=os.environ.get("DML_LOWER_WINEDEBUG") or "-all", DISPLAY=display)
     env[RUN_ENV] = run_id
     env[VKD3D_ENV] = vkd3d_config(os.environ.get(VKD3D_ENV, ""))

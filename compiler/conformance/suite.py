@@ -250,6 +250,9 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2, ort_versi
     table = choose_table(ort_version)
     from onnx_dml_lowering.ir import parse_level
     level = parse_level(feature_level).name
+    if directory == "-":            # standard output to many tools: never a folder named '-' made in silence
+        raise DmlLowerError("conformance directory '-': cannot write there: '-' stands for no stream here (the suite "
+                            "is a folder of files): for a folder named '-' give its full path")
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise DmlLowerError(f"conformance directory {directory!r} is not a folder (a file, device, FIFO or socket)")
     if os.path.isdir(directory) and os.listdir(directory) and not os.path.exists(os.path.join(directory, MANIFEST)):

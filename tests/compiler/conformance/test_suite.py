@@ -164,6 +164,15 @@ def test_run_errors_are_one_line(tmp_path, capsys):
                    "dml-lower: error: --seeds must be at least 1, got 0"]
 
 
+def test_export_refuses_a_dash_and_makes_no_folder_named_dash(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["conformance", "export", "-"]) == 2
+    assert capsys.readouterr().err == ("dml-lower: error: conformance directory '-': cannot write there: '-' stands for "
+                                       "no stream here (the suite is a folder of files): for a folder named '-' give "
+                                       "its full path\n")
+    assert os.listdir(tmp_path) == []
+
+
 def test_unknown_backend_is_one_line(suite, capsys):
     assert main(["conformance", "run", str(suite), "--backends", "gpu"]) == 2
     assert "unknown backend 'gpu'; choose from" in capsys.readouterr().err

@@ -358,12 +358,14 @@ class Provider:
         (SHRINK_RUN_OPTION); its outputs are copied once it is gone, so the copies never add to the
         session's peak, and the extensions they held (or a failed run's) are handed back then: the
         region sessions made next start from an arena that holds nothing."""
-        if kept is not None and not self._shared_arena:
-            kept.outputs = {name: owned(value) for name, value in kept.outputs.items()}
-        self._session = None
-        if self._shared_arena:
+        def own() -> None:
             if kept is not None:
                 kept.outputs = {name: owned(value) for name, value in kept.outputs.items()}
+        if not self._shared_arena:
+            own()
+        self._session = None
+        if self._shared_arena:
+            own()
             shrink_shared_arena()
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:

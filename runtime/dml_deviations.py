@@ -308,9 +308,8 @@ def unread_outputs(model: onnx.ModelProto, outputs: "Mapping[str, np.ndarray | N
     if not empty:
         return {}
     first = empty[0]
-    batch = list(got)
     kind = _type_line(got[first])
-    return {name: UnreadOutput(name, first, kind) for name in batch if name not in empty}
+    return {name: UnreadOutput(name, first, kind) for name in got if name not in empty}
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ initializer's bytes, every value read back equals onnx's own parse of the file, 
 scan does not expect falls back to the ordinary parse."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -190,3 +192,17 @@ def test_misaligned_weights_reach_onnxruntime_with_the_same_results(tmp_path, mo
         np.testing.assert_array_equal(got[name], want[name])
     weights._MAPS.clear()
 
+
+
+def test_a_detectors_sub_megabyte_weights_stay_in_the_file():
+    """SSDlite320's export keeps its 2.4 MB of weights in a hundred-odd tensors, none of 1 MiB: each
+    of 4 KiB or more stays in the file, so the proto that the checker, shape inference and the
+    region sessions copy holds none of their bytes, and each value reads back as onnx parses it."""
+    path = Path(__file__).parent.parent / "models" / "real" / "ssdlite320_mobilenet_v3.torchscript.onnx"
+    loaded = load_model(path)
+    reference = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    lazy = [t for t in loaded.graph.initializer if is_lazy(t)]
+    assert len(lazy) > 50 and all(weights.stored_bytes(t) < 1 << 20 for t in lazy)
+    assert loaded.ByteSize() < path.stat().st_size // 4
+    for tensor in lazy:
+        assert tensor_array(tensor).tobytes() == reference[tensor.name].tobytes(), tensor.name

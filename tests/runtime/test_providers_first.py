@@ -21,6 +21,7 @@ from onnx_dml_lowering.runtime import interrupt
 from onnx_dml_lowering.runtime.backends import Provider
 from onnx_dml_lowering.runtime.check import CheckRun, Tolerances
 from onnx_dml_lowering.runtime.region_engine import SessionCache
+from onnx_dml_lowering.runtime.weights import stored_bytes
 from onnx_dml_lowering.runtime.report import format_text
 from tests.compiler.cli.test_stopping import long_loop
 from tests.runtime.test_shared_region_sessions import feeds_for
@@ -199,7 +200,7 @@ def test_a_model_with_small_weights_keeps_the_old_order(monkeypatch, sessions):
     path = str(REAL / "gpt2.dynamo.onnx")
     compiled = compile_model(path)
     monkeypatch.setattr(check_module, "PROVIDERS_FIRST_FROM",
-                        sum(t.ByteSize() for t in compiled.model.graph.initializer) + 1)
+                        sum(map(stored_bytes, compiled.model.graph.initializer)) + 1)
     report, _ = checked(path, feeds_for(compiled), CHECK_3)
     assert report.ok and sessions[0] == ("shipped", True) and set(sessions[1:]) == {("region", True)}
 

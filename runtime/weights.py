@@ -42,6 +42,10 @@ PROTO_LIMIT = (1 << 31) - 1
 # the check (compile +60 MB of peak RSS against +22 MB, and 40 ms of its 100).
 LAZY_MIN_BYTES = 1 << 12
 
+# A lazy tensor of at least this many bytes is memory-mapped when its value is asked for; a smaller
+# one is read into memory of its own (its pages are few, its map would be one more per tensor).
+MAP_MIN_BYTES = 1 << 20
+
 # One mapping per file region for the whole process: every session (emulator, ONNX regions,
 # onnxruntime backends, oracle) then shares the same resident pages instead of one copy each.
 _MAPS: "weakref.WeakValueDictionary[tuple, np.ndarray]" = weakref.WeakValueDictionary()
@@ -330,7 +334,7 @@ def _identity(path: str) -> "tuple[int, ...] | None":
 
 def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
     """The tensor's value: a read-only-in-effect (copy-on-write) map of its file region when it is
-    lazy, else numpy_helper.to_array. Inline weights lie wherever protobuf put them
+    lazy (read instead below MAP_MIN_BYTES), else numpy_helper.to_array. Inline weights lie wherever protobuf put them
     (runtime.inline_weights), so a map may be misaligned for its type: numpy reads it as it is;
     `aligned` (for onnxruntime) reads such a tensor into aligned memory instead, once per process
     while something holds it, on a machine that cannot load misaligned data (UNALIGNED_LOADS)."""
@@ -345,7 +349,9 @@ def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
     if dtype is None:       # resolve_external leaves only mappable types in their files
         raise DmlLowerError(f"tensor {tensor.name!r} ({_describe(tensor)}) cannot be read from its file")
     shape = tuple(int(d) for d in tensor.dims)
-    copy = aligned and offset % dtype.alignment != 0 and not UNALIGNED_LOADS
+    # a small one is read, not mapped: a map per tensor would let a file of 65,530 small weights
+    # pass the kernel's limit on maps per process (vm.max_map_count) before any memory runs out
+    copy = (aligned and offset % dtype.alignment != 0 and not UNALIGNED_LOADS) or _nbytes(tensor, dtype) < MAP_MIN_BYTES
     # the file's identity too: a path replaced since (in-place optimize) is another file's bytes
     key = (path, _identity(path), offset, dtype.str, shape, copy)
     array = _MAPS.get(key)

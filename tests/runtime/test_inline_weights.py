@@ -206,3 +206,23 @@ def test_a_detectors_sub_megabyte_weights_stay_in_the_file():
     assert loaded.ByteSize() < path.stat().st_size // 4
     for tensor in lazy:
         assert tensor_array(tensor).tobytes() == reference[tensor.name].tobytes(), tensor.name
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads Linux's /proc/self/maps")
+def test_small_weights_are_read_not_mapped(tmp_path):
+    """A weight under MAP_MIN_BYTES is read when its value is asked for, so a file of many small
+    weights cannot pass the kernel's limit on maps per process; a large one is mapped."""
+    rng = np.random.default_rng(3)
+    small = [numpy_helper.from_array(rng.standard_normal((LAZY_MIN_BYTES // 4 + i,)).astype(np.float32).reshape(1, -1),
+                                     f"s{i}") for i in range(200)]
+    large = numpy_helper.from_array(rng.standard_normal((1, weights.MAP_MIN_BYTES // 4 + 1)).astype(np.float32), "big")
+    path = tmp_path / "many.onnx"
+    onnx.save(_model([*small, large]), path)
+    loaded = load_model(path)
+    assert all(is_lazy(t) for t in loaded.graph.initializer)
+    values = [tensor_array(t) for t in loaded.graph.initializer[:200]]
+    assert str(path) not in Path("/proc/self/maps").read_text()
+    for tensor, value in zip(small, values):
+        assert value.tobytes() == numpy_helper.to_array(tensor).tobytes()
+    mapped = tensor_array(loaded.graph.initializer[200])
+    assert str(path) in Path("/proc/self/maps").read_text() and mapped.tobytes() == large.raw_data

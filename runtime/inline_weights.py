@@ -10,7 +10,7 @@ Only main-graph initializers stored as `raw_data` of LAZY_MIN_BYTES or more are 
 field, a truncated field, the graph given twice) leaves the file to the ordinary parse."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import mmap
 import os
@@ -129,9 +129,11 @@ def _movable(data: "bytes | memoryview", start: int, end: int) -> "tuple[int, in
     return raw
 
 
-def _graph_without(data: "bytes | memoryview", start: int, end: int, location: str) -> "tuple[bytes, int] | None":
+def _graph_without(data: "bytes | memoryview", start: int, end: int, location: str,
+                   passed: "Callable[[int], None]" = lambda upto: None) -> "tuple[bytes, int] | None":
     """The GraphProto payload with every movable initializer's raw_data replaced by a pointer
-    into the file, and how many were moved; None when none is."""
+    into the file, and how many were moved; None when none is. `passed(upto)`: nothing before
+    data[upto] is read again."""
     pieces: "list[bytes]" = []
     moved = 0
     copied = start                     # data[copied:first] is still to be copied verbatim
@@ -150,6 +152,7 @@ def _graph_without(data: "bytes | memoryview", start: int, end: int, location: s
         pieces.append(_len_field(_GRAPH_INITIALIZER, body))
         copied = after
         moved += 1
+        passed(copied)
     if not moved:
         return None
     pieces.append(bytes(data[copied:end]))
@@ -167,20 +170,39 @@ def parse_without_weights(path: str) -> "onnx.ModelProto | None":
         with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
             view = memoryview(data)
             try:
-                return _parse(view, size, os.path.basename(path))
+                return _parse(view, size, os.path.basename(path), _Unmapper(data))
             except _Unexpected:
                 return None
             finally:
                 view.release()
 
 
-def _parse(data: "bytes | memoryview", size: int, location: str) -> "onnx.ModelProto | None":
+class _Unmapper:
+    """Unmaps from this process the pages of the file the scan has passed (they stay in the page
+    cache). The scan reads a few bytes between weights, but each read maps the page-cache folio
+    it falls in whole, up to 2 MB: Whisper-small's 924 MB file had 404 MB of it resident at the
+    end of the scan (RssFile, against 29 MB of the process's own memory), which was the peak RSS
+    of its compile. Unmapped every _STEP bytes passed, the scan keeps a window resident."""
+    _STEP = 8 << 20
+
+    def __init__(self, data: mmap.mmap) -> None:
+        self.data, self.done = data, 0
+
+    def __call__(self, upto: int) -> None:
+        upto -= upto % mmap.PAGESIZE
+        if upto - self.done >= self._STEP and hasattr(mmap, "MADV_DONTNEED"):
+            self.data.madvise(mmap.MADV_DONTNEED, self.done, upto - self.done)
+            self.done = upto
+
+
+def _parse(data: "bytes | memoryview", size: int, location: str,
+           passed: "Callable[[int], None]" = lambda upto: None) -> "onnx.ModelProto | None":
     graphs = [(first, payload, after) for number, wire, first, payload, after in _fields(data, 0, size)
               if number == _MODEL_GRAPH and wire == _LEN]
     if len(graphs) != 1:
         return None                                  # protobuf merges repeated graphs: leave it to it
     first, payload, after = graphs[0]
-    rewritten = _graph_without(data, payload, after, location)
+    rewritten = _graph_without(data, payload, after, location, passed)
     if rewritten is None:
         return None
     graph, _ = rewritten

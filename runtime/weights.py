@@ -334,10 +334,11 @@ def _identity(path: str) -> "tuple[int, ...] | None":
 
 def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
     """The tensor's value: a read-only-in-effect (copy-on-write) map of its file region when it is
-    lazy (read instead below MAP_MIN_BYTES), else numpy_helper.to_array. Inline weights lie wherever protobuf put them
-    (runtime.inline_weights), so a map may be misaligned for its type: numpy reads it as it is;
-    `aligned` (for onnxruntime) reads such a tensor into aligned memory instead, once per process
-    while something holds it, on a machine that cannot load misaligned data (UNALIGNED_LOADS)."""
+    lazy (a read of it below MAP_MIN_BYTES), else numpy_helper.to_array. Inline weights lie
+    wherever protobuf put them (runtime.inline_weights), so a map may be misaligned for its type:
+    numpy reads it as it is; `aligned` (for onnxruntime) reads such a tensor into aligned memory
+    instead, once per process while something holds it, on a machine that cannot load misaligned
+    data (UNALIGNED_LOADS)."""
     if not is_lazy(tensor):
         if tensor.data_location == TensorProto.EXTERNAL:
             # numpy_helper would read it relative to the working directory: only load_model reads files.

@@ -217,9 +217,10 @@ def dml_outputs(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", provider
     """(the outputs the DML EP's lowering gives, the deviations that changed a result on the
     way: (key of NAMES, detail)); `providers`: the provider of each node (None: all on the DML EP).
     Raises what onnx.reference raises for a model it cannot run."""
-    from onnx.reference import ReferenceEvaluator
+    from onnx_dml_lowering.runtime.weights import reference_evaluator
     fired: "list[tuple[str, str]]" = []
-    evaluator = ReferenceEvaluator(model, new_ops=_ops(fired, providers))
+    # the weights a loaded file left in it are fed from there (onnx.reference refuses external data)
+    evaluator = reference_evaluator(model, new_ops=_ops(fired, providers))
     names = [o.name for o in model.graph.output]
     values = evaluator.run(None, feeds)
     return dict(zip(names, values)), fired

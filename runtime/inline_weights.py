@@ -132,8 +132,8 @@ def _movable(data: "bytes | memoryview", start: int, end: int) -> "tuple[int, in
 def _graph_without(data: "bytes | memoryview", start: int, end: int, location: str,
                    passed: "Callable[[int], None]" = lambda upto: None) -> "tuple[bytes, int] | None":
     """The GraphProto payload with every movable initializer's raw_data replaced by a pointer
-    into the file, and how many were moved; None when none is. `passed(upto)`: nothing before
-    data[upto] is read again."""
+    into the file, and how many were moved; None when none is. `passed(upto)`: this scan reads
+    nothing before data[upto] again."""
     pieces: "list[bytes]" = []
     moved = 0
     copied = start                     # data[copied:first] is still to be copied verbatim
@@ -191,7 +191,11 @@ class _Unmapper:
     def __call__(self, upto: int) -> None:
         upto -= upto % mmap.PAGESIZE
         if upto - self.done >= self._STEP and hasattr(mmap, "MADV_DONTNEED"):
-            self.data.madvise(mmap.MADV_DONTNEED, self.done, upto - self.done)
+            try:
+                self.data.madvise(mmap.MADV_DONTNEED, self.done, upto - self.done)
+            except OSError:               # a locked mapping (mlockall): the scan goes on, mapped
+                self.done = len(self.data)
+                return
             self.done = upto
 
 

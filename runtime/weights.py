@@ -6,10 +6,11 @@ resolve_external is the one reader of external data, for every command and the P
 model file cannot make the tool read outside its own folder (the real path, symlinks resolved,
 must lie inside it), nor anything but a regular file, nor past the bytes its tensor takes. It marks
 a large tensor with a `basepath` entry (the checked file's real folder, onnx's own ExternalDataInfo
-key) next to its `location`, `offset` and `length`; everything that reads an
-initializer's value goes through tensor_array, which maps the file at that offset. onnxruntime gets
-these tensors as external initializers (ort.model.ort_model), onnx.reference as feeds
-(reference_evaluator), the ONNX checker as typed graph inputs (lifted)."""
+key) next to its `location`, `offset` and `length`; everything that reads an initializer's value
+goes through tensor_array, which maps the file at that offset (reads it, under MAP_MIN_BYTES).
+onnxruntime gets these tensors as external initializers (ort.model.ort_model; inline past
+SMALL_MAPS_MAX small ones), onnx.reference as feeds (reference_evaluator, also the DML EP's
+deviation table), the ONNX checker as typed graph inputs (lifted)."""
 from __future__ import annotations
 
 import math
@@ -378,6 +379,12 @@ def inline(tensor: TensorProto) -> None:
     tensor.raw_data = raw
 
 
+def proto_bytes(tensor: TensorProto) -> int:
+    """The bytes the tensor takes in a model file: its message, and its data when that stays in
+    its file (a lazy tensor's message holds only where the data is)."""
+    return tensor.ByteSize() + ((data_bytes(tensor) or 0) if is_lazy(tensor) else 0)
+
+
 def stored_bytes(tensor: TensorProto) -> int:
     """The bytes of a tensor's data, wherever it is."""
     return (data_bytes(tensor) or 0) if is_lazy(tensor) else len(tensor.raw_data) or tensor.ByteSize()
@@ -437,19 +444,20 @@ def lifted(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, list[TensorProto]]
 class _ReferenceWithWeights:
     """onnx.reference over a model whose lazy initializers were made inputs, fed their maps."""
 
-    def __init__(self, model: onnx.ModelProto) -> None:
+    def __init__(self, model: onnx.ModelProto, **options: Any) -> None:
         from onnx.reference import ReferenceEvaluator
         proto, lazy = lifted(model)
         self.weights = {t.name: tensor_array(t) for t in lazy}
-        self.evaluator = ReferenceEvaluator(proto)
+        self.evaluator = ReferenceEvaluator(proto, **options)
 
     def run(self, outputs: "Sequence[str] | None", feeds: "Mapping[str, np.ndarray]") -> Any:
         return self.evaluator.run(outputs, {**self.weights, **dict(feeds)})
 
 
-def reference_evaluator(model: onnx.ModelProto) -> Any:
-    """An onnx.reference evaluator of `model` that reads lazy initializers from their files."""
+def reference_evaluator(model: onnx.ModelProto, **options: Any) -> Any:
+    """An onnx.reference evaluator of `model` that reads lazy initializers from their files;
+    `options` go to ReferenceEvaluator (new_ops)."""
     if not any(is_lazy(t) for t in model.graph.initializer):
         from onnx.reference import ReferenceEvaluator
-        return ReferenceEvaluator(model)
-    return _ReferenceWithWeights(model)
+        return ReferenceEvaluator(model, **options)
+    return _ReferenceWithWeights(model, **options)

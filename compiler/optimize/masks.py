@@ -21,6 +21,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 
 from ..generators import TRILU_OPSET, TRILU_TYPES
 from onnx_dml_lowering.runtime.model_facts import value_types
+from onnx_dml_lowering.runtime.weights import proto_bytes
 from ..graph_view import OnnxGraphView
 
 INT64 = TensorProto.INT64
@@ -278,7 +279,7 @@ def rewrite_masks(opt: Any) -> None:
             opt.declined.append(f"{what}: kept, its generator ({' + '.join(mask.ops)}) is not fewer nodes "
                                 f"({len(mask.nodes)} for {len(removed)})")
             continue
-        dead_bytes = sum(t.ByteSize() + 4 for t in graph.initializer if t.name in dead_inits)
+        dead_bytes = sum(proto_bytes(t) + 4 for t in graph.initializer if t.name in dead_inits)
         removed_bytes = sum(n.ByteSize() + 4 for n in graph.node if n.name in removed) + dead_bytes
         added = sum(n.ByteSize() + 4 for n in mask.nodes) + sum(t.ByteSize() + 4 for t in mask.inits)
         made = view.producer(mask.y)

@@ -29,7 +29,7 @@ from onnx_dml_lowering.lowering.diagonal_idioms import EyeFromRanges, match_init
 from ..node_ids import identify_nodes
 from onnx_dml_lowering.runtime.inline_weights import in_model_file
 from onnx_dml_lowering.runtime.interrupt import stoppable_run
-from onnx_dml_lowering.runtime.weights import external_path, inline, is_lazy, lifted, tensor_array
+from onnx_dml_lowering.runtime.weights import external_path, inline, is_lazy, lifted, proto_bytes, tensor_array
 
 from ..frontend import default_opset, load_model, load_stored
 from ..generators import Generator, band_generator
@@ -226,7 +226,7 @@ class _Optimizer:
             return
         dropped = {t.name for t in graph.initializer} - {t.name for t in inits}
         removed_bytes = sum(n.ByteSize() + 4 for n in graph.node if n.name in gone) + \
-            sum(t.ByteSize() + 4 for t in graph.initializer if t.name in dropped)
+            sum(proto_bytes(t) + 4 for t in graph.initializer if t.name in dropped)
         added = sum(n.ByteSize() + 4 for n in eye.nodes) + sum(t.ByteSize() + 4 for t in eye.inits)
         outputs = {o for n in graph.node if n.name in gone for o in n.output} - {y}
         went = [n for n in graph.node if n.name in gone]

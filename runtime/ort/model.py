@@ -81,7 +81,8 @@ def ort_model(model: "onnx.ModelProto") -> OrtModel:
     proto = copy_without(model, "graph")
     proto.graph.CopyFrom(copy_without(model.graph, "initializer"))
     proto.ir_version = ort_ir_version(proto.ir_version)
-    mapped = [t for t in model.graph.initializer if is_lazy(t) and not fed(t)]
+    embedded = _embedded(model)
+    mapped = [t for t in model.graph.initializer if is_lazy(t) and not fed(t) and t.name not in embedded]
     files = {t.name: external_path(t) for t in mapped}
     folder = os.path.commonpath([os.path.dirname(path) for path, _ in files.values()]) if files else None
     inputs = {vi.name for vi in proto.graph.input}
@@ -89,6 +90,8 @@ def ort_model(model: "onnx.ModelProto") -> OrtModel:
     for tensor in model.graph.initializer:
         if tensor.name in files:
             _point_into_file(proto.graph.initializer.add(), tensor, files[tensor.name], folder)
+        elif tensor.name in embedded and not fed(tensor):
+            _embed(proto.graph.initializer.add(), tensor)
         elif fed(tensor):
             if tensor.name not in inputs:
                 proto.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
@@ -97,6 +100,29 @@ def ort_model(model: "onnx.ModelProto") -> OrtModel:
         else:
             proto.graph.initializer.add().CopyFrom(tensor)
     return OrtModel(proto.SerializeToString(), weights, added, folder)
+
+
+# How many small lazy weights (under MAP_MIN_BYTES) a model's sessions may map before they go inline.
+SMALL_MAPS_MAX = 4096
+
+
+def _embedded(model: "onnx.ModelProto") -> "set[str]":
+    """The lazy weights that go to onnxruntime inline. onnxruntime maps each external initializer
+    on its own, once per session: past SMALL_MAPS_MAX weights under MAP_MIN_BYTES those go inline,
+    so a file of many small weights stays under the kernel's limit on maps per process
+    (vm.max_map_count); below it they stay mapped (inline, SSDlite's 117 cost its check 11.5 MB
+    of peak RSS)."""
+    from onnx_dml_lowering.runtime.weights import MAP_MIN_BYTES, data_bytes, is_lazy
+    small = [t.name for t in model.graph.initializer if is_lazy(t) and (data_bytes(t) or 0) < MAP_MIN_BYTES]
+    return set(small) if len(small) > SMALL_MAPS_MAX else set()
+
+
+def _embed(inline: "onnx.TensorProto", tensor: "onnx.TensorProto") -> None:
+    """`inline`: the lazy `tensor` with its bytes read from its file into raw_data."""
+    from onnx_dml_lowering.runtime.weights import copy_without, tensor_array
+    inline.CopyFrom(copy_without(tensor, "external_data"))
+    inline.ClearField("data_location")
+    inline.raw_data = tensor_array(tensor).tobytes()
 
 
 def _fed(tensor: "onnx.TensorProto", oversized: "Callable[[], bool]") -> bool:

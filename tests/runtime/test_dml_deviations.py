@@ -199,3 +199,23 @@ def test_the_scalar_nonzero_failure_is_named_in_onnxruntimes_message():
     assert name_failure(model, run.format("Transpose", "other"), at_run=True) is None
     assert name_failure(model, run.format("Transpose", "reader").replace("80070057", "8007000E"), at_run=True) is None
     assert name_failure(model, "80070057 at session creation", at_run=False) is None
+
+
+def test_recognise_a_deviation_in_a_model_whose_weights_stay_in_its_file(tmp_path):
+    """A loaded file's weights of LAZY_MIN_BYTES or more stay in it (external data): the DML EP's
+    answer is still worked out with them and its deviation named, not given up on."""
+    from onnx_dml_lowering.compiler import compile_model
+    from onnx_dml_lowering.runtime.weights import LAZY_MIN_BYTES, is_lazy
+    side = 48                                                   # 48 x 48 float32: 9 KiB
+    w = onnx.numpy_helper.from_array(np.arange(side * side, dtype=np.float32).reshape(side, side), "w")
+    k = onnx.numpy_helper.from_array(np.array(2**31 - 1, np.int64), "k")
+    model = h.make_model(h.make_graph(
+        [h.make_node("Add", ["x", "w"], ["s"]), h.make_node("Trilu", ["s", "k"], ["y"], upper=0)], "g",
+        [vi("x", T.FLOAT, [side, side])], [vi("y", T.FLOAT, [side, side])], [w, k]),
+        opset_imports=[h.make_opsetid("", 14)], ir_version=8)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    loaded = compile_model(str(path)).model
+    assert w.ByteSize() > LAZY_MIN_BYTES and any(is_lazy(t) for t in loaded.graph.initializer)
+    x = np.ones((side, side), np.float32)
+    assert recognise(loaded, {"x": x}, "y", np.zeros((side, side), np.float32)) == NAMES["trilu_k_overflow"]

@@ -353,12 +353,13 @@ def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
     shape = tuple(int(d) for d in tensor.dims)
     # a small one is read, not mapped: a map per tensor would let a file of 65,530 small weights
     # pass the kernel's limit on maps per process (vm.max_map_count) before any memory runs out
-    copy = (aligned and offset % dtype.alignment != 0 and not UNALIGNED_LOADS) or _nbytes(tensor, dtype) < MAP_MIN_BYTES
+    size = _nbytes(tensor, dtype)
+    copy = (aligned and offset % dtype.alignment != 0 and not UNALIGNED_LOADS) or size < MAP_MIN_BYTES
     # the file's identity too: a path replaced since (in-place optimize) is another file's bytes
     key = (path, _identity(path), offset, dtype.str, shape, copy)
     array = _MAPS.get(key)
     if array is None:
-        if _nbytes(tensor, dtype) == 0:
+        if size == 0:
             return np.zeros(shape, dtype)
         if copy:
             array = np.fromfile(path, dtype=dtype, count=math.prod(shape), offset=offset).reshape(shape)

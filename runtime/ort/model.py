@@ -91,7 +91,7 @@ def ort_model(model: "onnx.ModelProto") -> OrtModel:
         if tensor.name in files:
             _point_into_file(proto.graph.initializer.add(), tensor, files[tensor.name], folder)
         elif tensor.name in embedded and not fed(tensor):
-            _embed(proto.graph.initializer.add(), tensor)
+            _add_inline(proto, tensor)
         elif fed(tensor):
             if tensor.name not in inputs:
                 proto.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
@@ -117,12 +117,12 @@ def _embedded(model: "onnx.ModelProto") -> "set[str]":
     return set(small) if len(small) > SMALL_MAPS_MAX else set()
 
 
-def _embed(inline: "onnx.TensorProto", tensor: "onnx.TensorProto") -> None:
-    """`inline`: the lazy `tensor` with its bytes read from its file into raw_data."""
-    from onnx_dml_lowering.runtime.weights import copy_without, tensor_array
-    inline.CopyFrom(copy_without(tensor, "external_data"))
-    inline.ClearField("data_location")
-    inline.raw_data = tensor_array(tensor).tobytes()
+def _add_inline(proto: "onnx.ModelProto", tensor: "onnx.TensorProto") -> None:
+    """The lazy `tensor` as an initializer of `proto` holding its bytes (weights.inline)."""
+    from onnx_dml_lowering.runtime.weights import inline
+    added = proto.graph.initializer.add()
+    added.CopyFrom(tensor)                  # a lazy tensor's message: only where its bytes are
+    inline(added)
 
 
 def _fed(tensor: "onnx.TensorProto", oversized: "Callable[[], bool]") -> bool:

@@ -14,6 +14,10 @@ Measures, each figure with the 1-minute load average beside it (the machine may 
     the self-test (the host prints its part on stderr under DML_LOWER_HOST_TIMING=1);
   - check: the `dml` backend against `cpu` on the bundled examples and the committed exports
     (tests/models/*.onnx), each backend's own time in check, the host already warm, as a ratio;
+  - host requests: the `dml` backend run in this process on each model of --compare (the host
+    started), how many host requests it made and the seconds spent waiting on them (each request
+    is one DirectML operator: its bytes up, DirectML's dispatches run by the device, its outputs
+    back), against the backend's own time in check;
   - --compare: whole commands as the user runs them, each a fresh process, `check --backends
     cpu,dml` against `check --backends cpu,ort` (same feeds; interleaved, best of --repeat) on the
     bundled examples and the real-size set (benchmarks/realsize_models.py, `make bench-realsize`),
@@ -34,6 +38,7 @@ import struct
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -47,6 +52,7 @@ from onnx_dml_lowering.runtime.directml.dml_host import DmlHost, drop_shared_hos
 from onnx_dml_lowering.runtime.directml.home import find_home                 # noqa: E402
 from onnx_dml_lowering.runtime.directml import wine                           # noqa: E402
 from onnx_dml_lowering.runtime.feeds import random_feeds                      # noqa: E402
+from onnx_dml_lowering.runtime.npz import load_npz                            # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import realsize_bench  # noqa: E402  (the one-process measure, the feeds, the machine and commit lines, the page writer)
@@ -74,7 +80,7 @@ def host_start(starts: int, session: str) -> None:
     xvfb_seconds: "list[float]" = []
     make_xvfb = wine.Xvfb.__init__
 
-    def timed_xvfb(self, *args, **kwargs):
+    def timed_xvfb(self: wine.Xvfb, *args: Any, **kwargs: Any) -> None:
         began = time.perf_counter()
         make_xvfb(self, *args, **kwargs)
         xvfb_seconds.append(time.perf_counter() - began)
@@ -101,7 +107,7 @@ def host_start(starts: int, session: str) -> None:
 
 def operators(repeats: int) -> None:
     host = shared_host()
-    cases = {
+    cases: "dict[str, tuple[str, list[TensorDesc | None], bytes]]" = {
         "DIAGONAL_MATRIX FLOAT32 {64,64}": ("DIAGONAL_MATRIX", [TensorDesc(DataType.FLOAT32, (64, 64))],
                                            struct.pack("<if", 0, 1.0)),
         "NONZERO_COORDINATES FLOAT32 {32,32}": ("NONZERO_COORDINATES", [
@@ -142,6 +148,35 @@ def checks() -> None:
         cpu = min(backend_seconds(path, "cpu") for _ in range(3))
         dml = min(backend_seconds(path, "dml") for _ in range(3))
         say(f"check {path.name}: cpu {cpu * 1e3:.1f} ms, dml {dml * 1e3:.1f} ms, dml/cpu {dml / cpu:.1f}x {load()}")
+
+
+def requests(models: "list[tuple[str, Path, Path | None]]") -> None:
+    """The `dml` backend's host requests on each model: count and seconds inside them."""
+    host = shared_host()
+    host.start()
+    process = host.process
+    plain = process.request
+    inside = [0.0]
+
+    def timed(payload: bytes) -> bytes:
+        began = time.perf_counter()
+        try:
+            return plain(payload)
+        finally:
+            inside[0] += time.perf_counter() - began
+    process.request = timed               # type: ignore[method-assign]
+    try:
+        for name, model, feeds_path in models:
+            compiled = compile_model(str(model))
+            feeds = load_npz(str(feeds_path)) if feeds_path else random_feeds(compiled.inputs, seed=0)
+            before, inside[0] = process.requests, 0.0
+            result = check(compiled, feeds, ["dml"], Tolerances(), BackendOptions())[1].backends[0]
+            count = process.requests - before
+            each = f" ({inside[0] / count * 1e3:.2f} ms each)" if count else ""
+            say(f"host requests of the dml backend on {name}: {count}, {inside[0]:.3f} s inside them{each}, "
+                f"of the backend's {result.seconds:.3f} s {load()}")
+    finally:
+        process.request = plain           # type: ignore[method-assign]
 
 
 def compare_models(realsize: Path, only: "list[str]") -> "list[tuple[str, Path, Path | None]]":
@@ -248,6 +283,7 @@ def main() -> None:
         # and no `cold` run would find it gone
         drop_shared_host()
         compare(args.models, args.only, args.repeat)
+        requests(compare_models(args.models, args.only))
     if args.write_docs:
         text = "\n".join(f"- {line}" if line and not line.startswith(("|", "Measured")) else line for line in LINES)
         realsize_bench.write_table(args.write_docs, text, BEGIN, END)

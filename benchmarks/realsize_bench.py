@@ -160,7 +160,7 @@ def commit() -> str:
     return head + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-Measured = "tuple[float, int, int, float]"        # wall seconds, peak RSS bytes, exit code, CPU seconds
+Measured = tuple[float, int, int, float]        # wall seconds, peak RSS bytes, exit code, CPU seconds
 
 
 def ratio(value: float, reference: float, target: "float | None") -> str:

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test typecheck lint docs fuzz bench bench-realsize bench-polygraphy openvino ray picture-check install-check directml directml-check clean
+.PHONY: demo test typecheck lint docs fuzz bench bench-check bench-realsize bench-polygraphy bench-directml openvino ray picture-check install-check directml directml-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,12 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
+# `dml-lower check` as a fresh process, and the warm lowered run, against onnxruntime on the small
+# real exports (tests/models/real, benchmarks/models): benchmarks/check_bench.py (zoo3's median
+# and worst; BENCH_ARGS="--repeat 3 --only check" for the table of docs/performance.md).
+bench-check: $(STAMP)
+	$(BIN)/python benchmarks/check_bench.py $(BENCH_ARGS)
+
 # Real-size models (GPT-2 124M, BERT-base, a 1.5 GB Llama inline and with external data,
 # Whisper-small, Mask R-CNN R50-FPN, SSDlite320), exported once with random weights into
 # $(REALSIZE) by a venv of their own (torch 2.13 CPU, torchvision, transformers), then measured
@@ -96,6 +102,14 @@ $(POLYGRAPHY_STAMP): $(STAMP)
 bench-polygraphy: $(STAMP) $(POLYGRAPHY_STAMP)
 	$(BIN)/python benchmarks/polygraphy_bench.py --polygraphy $(POLYGRAPHY_VENV)/bin/polygraphy \
 		--realsize $(REALSIZE) $(BENCH_ARGS)
+
+# The DirectML host's start-up and per-operator cost, the dml backend's requests, and `check
+# --backends cpu,dml` against `cpu,ort` on the bundled examples and the real-size set (exported as
+# bench-realsize does): benchmarks/directml_bench.py. BENCH_ARGS=--write-docs writes it into
+# docs/performance.md.
+bench-directml: $(STAMP) $(EXPORT_STAMP) directml
+	PYTHONPATH=$(SHARED_TOOLS) $(EXPORT_VENV)/bin/python benchmarks/realsize_models.py --out $(REALSIZE)
+	$(BIN)/python benchmarks/directml_bench.py --compare --models $(REALSIZE) $(BENCH_ARGS)
 
 # A second venv where onnxruntime-openvino replaces onnxruntime (both are the module
 # 'onnxruntime', so they cannot share one): the project goes in without its dependencies, then

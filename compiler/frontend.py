@@ -14,6 +14,7 @@ from onnx import helper, shape_inference
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
+from onnx_dml_lowering.runtime import input_files
 from onnx_dml_lowering.runtime.inline_weights import parse_without_weights
 from onnx_dml_lowering.runtime.weights import (PROTO_LIMIT, is_lazy, lifted, no_external, resolve_external,
                                                split_initializers)
@@ -105,6 +106,7 @@ def regular_size(path: Path, what: str) -> int:
         raise DmlLowerError(f"{what} is a directory, not a file")
     if not stat.S_ISREG(info.st_mode):
         raise DmlLowerError(f"{what} is not a regular file (a FIFO, device or socket): only regular files are read")
+    input_files.note(info, what)       # no output of this command may replace it
     return info.st_size
 
 

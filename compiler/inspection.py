@@ -214,7 +214,8 @@ def inspect_command(path: str, feature_level: str, ep: "str | None" = None, devi
     if explorer_out:
         from .explorer import require_view
         require_view("--model-explorer")
-    check_outputs(("--json", json_out), ("--html", html_out), ("--model-explorer", explorer_out))   # before the work
+    check_outputs(("--json", json_out), ("--html", html_out), ("--model-explorer", explorer_out),   # before the work
+                  reads=(("model file", path),))
     report, graph = _inspect(path, feature_level, ep, device_lacks, verify, table)
     print(format_inspect(report))
     if json_out:

@@ -3,7 +3,7 @@ rules of runtime.output_target, no two options naming the same file), then writt
 runtime.output_file, the one writer. The CLI, the zoo and inspect write through these."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import os
 
@@ -63,10 +63,16 @@ def _target(option: str, path: str) -> OutputTarget:
         raise DmlLowerError(f"{option} {path!r}: cannot write there: {exc}") from None
 
 
-def check_outputs(*options: "tuple[str, str | None]") -> None:
+def check_outputs(*options: "tuple[str, str | None]", reads: "Sequence[tuple[str, str | None]]" = ()) -> None:
     """Every output file of a command, (option, path) pairs, checked before any work: each one
-    writable, and no two naming the same file (one would silently replace the other). Several
-    may name one device, FIFO or descriptor (`/dev/null`): each is written to it in turn."""
+    writable, none of the files the command reads (`reads`: (what, path) pairs, the model first;
+    the files read later, its external data, are refused by the writer), and no two naming the
+    same file (one would silently replace the other). Several may name one device, FIFO or
+    descriptor (`/dev/null`): each is written to it in turn."""
+    from onnx_dml_lowering.runtime.input_files import note_path, read_as
+    for what, path in reads:
+        if path:
+            note_path(path, f"{what} {path!r}")
     seen: "dict[str, str]" = {}
     for option, path in options:
         if not path:
@@ -74,6 +80,10 @@ def check_outputs(*options: "tuple[str, str | None]") -> None:
         target = _target(option, path)
         if target.kind.in_place:
             continue
+        read = read_as(target.info)
+        if read is not None:
+            raise DmlLowerError(f"{option} {path!r}: that is the {read} this command reads, which the "
+                                "output would replace: give the output another path")
         key = os.path.normcase(target.path)
         if key in seen:
             raise DmlLowerError(f"{seen[key]} and {option} both write {path!r}: give each its own file")

@@ -24,6 +24,7 @@ from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE
 
+from . import input_files
 from .memory import default_limit, format_size
 
 _MAGIC = b"\x93NUMPY"
@@ -88,6 +89,19 @@ def _header(entry: IO[bytes], what: str) -> "tuple[np.dtype, tuple, bool]":
     return dtype, shape, fortran
 
 
+def _regular_file(path: str, label: str) -> Path:
+    """The .npz to read: a regular file (a FIFO or device is refused from its stat: opening a FIFO
+    would block), noted as an input no output of this command may replace."""
+    file = Path(path)
+    if file.is_dir():
+        raise DmlLowerError(f"{label} is a directory, not an .npz archive")
+    if not file.is_file():
+        raise DmlLowerError(f"{label} is not a regular file (a FIFO, device or socket): only regular files are read"
+                            if file.exists() else f"{label} does not exist")
+    input_files.note_path(file, label)
+    return file
+
+
 def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
              check: "Callable[[dict[str, tuple[np.dtype, tuple]]], None] | None" = None) -> "dict[str, np.ndarray]":
     """{name: array} from an .npz; every way it can be wrong is one line naming the file.
@@ -97,13 +111,7 @@ def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
     total size is refused over `limit` bytes (None: the default memory limit)."""
     limit = default_limit() if limit is None else limit
     label = f"{what} {path!r}"
-    file = Path(path)
-    if file.is_dir():
-        raise DmlLowerError(f"{label} is a directory, not an .npz archive")
-    if not file.is_file():
-        # A FIFO or device is refused from its stat: opening a FIFO would block.
-        raise DmlLowerError(f"{label} is not a regular file (a FIFO, device or socket): only regular files are read"
-                            if file.exists() else f"{label} does not exist")
+    file = _regular_file(path, label)
     try:
         with open(file, "rb") as handle:
             start = handle.read(6)

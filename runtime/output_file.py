@@ -8,7 +8,9 @@ conformance suite), by the rules of runtime.output_target:
   in place: the bytes are made whole in the temporary folder first, then poured into it, so a
   failure part way sends nothing; a device that refuses them (`/dev/full`) is one line;
 - the path is resolved (links followed) before the bytes are made and checked again before they
-  land: a path that changed kind meanwhile is left as it is.
+  land: a path that changed kind meanwhile is left as it is;
+- a file this process read as input (a model, its external data, an .npz: runtime.input_files) is
+  never replaced: one line, nothing written.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from typing import Callable, Iterator
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 
+from .input_files import read_as
 from .output_target import OutputKind, OutputTarget, Unwritable, reason, resolve
 
 _CHUNK = 1 << 20
@@ -44,6 +47,7 @@ def staged(path: "str | os.PathLike", what: str) -> Iterator[str]:
         target = resolve(path)
     except Unwritable as exc:
         raise DmlLowerError(f"{label}: {exc}") from None
+    refuse_input(target, label)
     folder = tempfile.gettempdir() if target.kind.in_place else os.path.dirname(target.path)
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(target.path)[:100]}.", suffix=".partial",
@@ -64,6 +68,14 @@ def staged(path: "str | os.PathLike", what: str) -> Iterator[str]:
             os.unlink(temp)
 
 
+def refuse_input(target: OutputTarget, label: str) -> None:
+    """A file this process read as input (runtime.input_files) is never replaced by an output."""
+    read = read_as(target.info) if target.kind is OutputKind.FILE else None
+    if read is not None:
+        raise DmlLowerError(f"{label}: that is the {read} this command reads, which the output would "
+                            "replace: give the output another path")
+
+
 def _replace(temp: str, target: OutputTarget, label: str) -> None:
     """Rename `temp` over the file (or new name) `target`, giving it the mode, owner and group the
     file has, after checking the path is still what it was: nothing that exists changes type."""
@@ -82,6 +94,7 @@ def _replace(temp: str, target: OutputTarget, label: str) -> None:
     if (now is None) != (target.kind is OutputKind.NEW) or (now is not None and not stat.S_ISREG(now.st_mode)):
         raise DmlLowerError(f"{label}: it changed while the output was being made (it was "
                             f"{target.kind.value}): left as it is, nothing written")
+    refuse_input(OutputTarget(target.path, target.kind, now), label)     # read meanwhile
     os.replace(temp, target.path)
 
 

@@ -27,6 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.onnx_graphs import all_graphs
+from onnx_dml_lowering.runtime import input_files
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
@@ -164,13 +165,15 @@ def _inside(folder: str, location: "str | bytes", tensor: TensorProto, what: str
         raise DmlLowerError(f"{what}: external data file {location!r} of tensor {tensor.name!r} resolves to "
                             f"{real!r}, outside the model's folder {root!r} (external data is read only from inside it)")
     try:
-        mode = os.stat(real).st_mode
+        info = os.stat(real)
+        mode = info.st_mode
     except OSError:
         raise DmlLowerError(f"{what}: external data file {shown!r} of tensor {tensor.name!r} does not exist or is "
                             "not a file (external data is read relative to the model file)") from None
     if not stat.S_ISREG(mode):
         raise DmlLowerError(f"{what}: external data file {shown!r} of tensor {tensor.name!r} is not a regular file "
                             "(a folder, FIFO or device): only regular files are read")
+    input_files.note(info, f"external data file {shown!r}")     # no output of this command may replace it
     return shown, real
 
 

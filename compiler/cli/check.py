@@ -129,7 +129,8 @@ def check_zoo(parsed: Parsed) -> int:
         raise DmlLowerError(f"{option} works on one model's graph: check one model file with it")
     parsed[SessionArgs]             # bad session options: one line here, not once per model
     zoo, json_out = parsed[ZooArgs], parsed[JsonArgs]
-    check_outputs(("--json", json_out), ("--junit", zoo.junit))
+    check_outputs(("--json", json_out), ("--junit", zoo.junit),
+                  reads=[("model file", path) for path in parsed[ModelArgs].paths])
     # a malformed --val-range / --zero-fraction: one line before any model runs
     named = tuple(named_options(parsed.args))
     check_zoo_options(zoo)
@@ -204,7 +205,8 @@ def _refuse_early(parsed: Parsed) -> None:
         from ..localize import refuse_golden
         refuse_golden(parsed[OracleArgs])
     check_outputs(("--json", parsed[JsonArgs]), ("--markdown", findings.markdown), ("--save-outputs", saved.outputs),
-                  ("--save-inputs", saved.inputs), ("--model-explorer", explorer))
+                  ("--save-inputs", saved.inputs), ("--model-explorer", explorer),
+                  reads=(("model file", parsed[ModelArgs].path), ("inputs file", parsed[FeedArgs].inputs)))
 
 
 def _start_host(parsed: Parsed) -> None:

@@ -34,7 +34,7 @@ def cmd_compile(parsed: Parsed) -> int:
     if explorer_out:
         from ..explorer import require_view
         require_view("--model-explorer")
-    check_outputs(("--json", json_out), ("--model-explorer", explorer_out))
+    check_outputs(("--json", json_out), ("--model-explorer", explorer_out), reads=(("model file", parsed[ModelArgs].path),))
     dims = parsed[DimArgs]
     from onnx_dml_lowering.ir import format_graph
 

@@ -77,7 +77,9 @@ def cmd_optimize(parsed: Parsed) -> int:
     from ..frontend import check_and_infer, load_model
     from ..optimize import external_initializers
     output = parsed[OutputArgs]
-    check_outputs(("-o", output))          # before the work, not after it
+    in_place = _same_file(output, parsed[ModelArgs].path)       # -o IN.onnx: rewritten in place, on purpose
+    # before the work, not after it; no output may replace a file the command reads but the model in place
+    check_outputs(("-o", output), reads=() if in_place else (("model file", parsed[ModelArgs].path),))
     rewrites = parsed[RewriteArgs]
     level = parsed[FeatureLevelArgs]
     if rewrites.target and (level or rewrites.min_bytes):
@@ -106,11 +108,21 @@ def cmd_optimize(parsed: Parsed) -> int:
             return 1
         print("check: bit-identical on onnxruntime CPU")
     from ..optimize import save_model
+    if in_place:            # save_model reads every weight before it replaces the model or its data
+        from onnx_dml_lowering.runtime.input_files import forget_all
+        forget_all()
     saved = save_model(optimized, output, external)
     print(f"wrote {output}" + (f" (external data {saved.location})" if saved.location else "") +
           f": {before} -> {saved.size} bytes ({_saved(before, saved.size)}), "
           f"{len(model.graph.node)} -> {len(optimized.graph.node)} nodes")
     return 0
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _rewrite(path: str, model: onnx.ModelProto, rewrites: Rewrites, level: "FeatureLevel | None",

@@ -99,6 +99,8 @@ class DisplayedStream:
 
 def _run(args: argparse.Namespace) -> int:
     from onnx_dml_lowering.ir.display import display
+    from onnx_dml_lowering.runtime.input_files import forget_all
+    forget_all()            # the inputs of this command, not of one before it in this process
     try:
         parsed = parsed_command(args)
         return parsed.command.run(parsed)

@@ -5,7 +5,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 
 from ..output_files import check_outputs, load_npz_file
@@ -78,9 +77,8 @@ def cmd_reduce(parsed: Parsed) -> int:
     status_text, output = parsed[StatusArgs], parsed[OutputArgs]
     backend, status = backends.names[0], status_text.lower()
     out = Path(output)
-    check_outputs(("-o", output), ("-o's inputs file", str(inputs_path(out))))    # before the work
-    if out.resolve() == Path(parsed[ModelArgs].path).resolve():
-        raise DmlLowerError(f"-o {output!r} is the model itself: write the minimal model elsewhere")
+    check_outputs(("-o", output), ("-o's inputs file", str(inputs_path(out))),     # before the work
+                  reads=(("model file", parsed[ModelArgs].path),))
     tolerances = parsed[ToleranceArgs]
     options = backends.options(parsed[SessionArgs])
     feeds = parsed[FeedArgs]

@@ -53,7 +53,8 @@ class _Progress:
 
 def cmd_run(parsed: Parsed) -> int:
     saved, json_out = parsed[SaveArgs], parsed[JsonArgs]
-    check_outputs(("--save-outputs", saved.outputs), ("--save-inputs", saved.inputs), ("--json", json_out))
+    check_outputs(("--save-outputs", saved.outputs), ("--save-inputs", saved.inputs), ("--json", json_out),
+                  reads=(("model file", parsed[ModelArgs].path), ("inputs file", parsed[FeedArgs].inputs)))
     from ..compiled import compile_model
     from ..run_backends import RunBackends
     feed_options = parsed[FeedArgs]

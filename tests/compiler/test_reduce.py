@@ -246,7 +246,7 @@ USAGE_ERRORS = {
     "output-dir-missing": (lambda t: ["reduce", save(scalar_nonzero_output_model(), t / "m.onnx"), "-o",
                                       str(t / "no" / "min.onnx"), "--backends", "cpu"], ["-o", "does not exist"]),
     "output-is-the-model": (lambda t: ["reduce", save(scalar_nonzero_output_model(), t / "m.onnx"), "-o",
-                                       str(t / "m.onnx"), "--backends", "cpu"], ["m.onnx", "model itself"]),
+                                       str(t / "m.onnx"), "--backends", "cpu"], ["m.onnx", "model file", "reads"]),
     "bad-tolerance": (lambda t: _args(t, "--backends", "cpu", "--atol", "y=abc"), ["y=abc"]),
 }
 

@@ -175,3 +175,60 @@ def test_in_place_optimize_keeps_every_weight(layout, tmp_path, capsys):
     after = ort.InferenceSession(str(path)).run(None, feeds)
     assert all(np.array_equal(a, b) for a, b in zip(before, after))
     assert sorted(os.listdir(tmp_path)) == sorted(["m.onnx"] + (["m.onnx.data"] if layout == "external" else []))
+
+
+# (command, output option): an output naming the file the command reads as its model
+OUTPUT_IS_THE_MODEL = [(["check"], "--json"), (["check"], "--markdown"), (["check"], "--save-outputs"),
+                       (["check", "--jobs", "1"], "--json"), (["run"], "--json"), (["run"], "--save-inputs"),
+                       (["compile"], "--json"), (["inspect"], "--json"), (["reduce", "--backends", "cpu"], "-o")]
+
+
+@pytest.mark.parametrize("command, option", OUTPUT_IS_THE_MODEL)
+@pytest.mark.parametrize("named", ["path", "symlink", "hard link"])
+def test_an_output_naming_the_model_is_refused_and_the_model_kept(command, option, named, model, tmp_path, capsys):
+    """`check m.onnx --json m.onnx` would replace the model with a report: one line before any work,
+    whichever name of the file the output gives."""
+    before = model.read_bytes()
+    target = model
+    if named == "symlink":
+        target = tmp_path / "report.json"
+        target.symlink_to(model)
+    elif named == "hard link":
+        target = tmp_path / "again.onnx"
+        os.link(model, target)
+    code, out, err = cli([*command, model, option, target], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1, out + err
+    assert "model file" in err and "this command reads" in err, err
+    assert model.read_bytes() == before
+
+
+def test_an_output_naming_the_inputs_file_is_refused(model, tmp_path, capsys):
+    feeds = tmp_path / "in.npz"
+    np.savez(feeds, x=np.ones((3, 4), np.float32))
+    before = feeds.read_bytes()
+    code, out, err = cli(["check", model, "--inputs", feeds, "--save-outputs", feeds], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "inputs file" in err, out + err
+    assert feeds.read_bytes() == before
+
+
+def _external_model(tmp_path):
+    """A model whose weight lives in m.data (large enough to be read lazily from it)."""
+    weight = np.arange(LAZY_MIN_BYTES // 4 + 256, dtype=np.float32)
+    model = graph_model([h.make_node("Mul", ["x", "w"], ["s"], name="mul"), h.make_node("NonZero", ["s"], ["y"], name="nz")],
+                        [("x", T.FLOAT, [weight.size])], [("y", T.INT64, [1, None])],
+                        initializers=[numpy_helper.from_array(weight, "w")], opset=14)
+    path = tmp_path / "m.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="m.data", size_threshold=0)
+    return path, tmp_path / "m.data"
+
+
+@pytest.mark.parametrize("command", [["check", "-q", "--json"], ["optimize", "-o"], ["compile", "--json"]])
+def test_an_output_naming_the_external_data_is_refused_by_the_writer(command, tmp_path, capsys):
+    """The model's external data is known once the model is read: the one writer refuses to replace
+    it (nothing written, one line), whatever the command."""
+    path, data = _external_model(tmp_path)
+    before = data.read_bytes()
+    code, out, err = cli([command[0], path, *command[1:], data], capsys)
+    assert code == 2 and err.count("\n") == 1 and "external data file" in err and "this command reads" in err, err
+    assert data.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["m.data", "m.onnx"]          # no temporary left behind

@@ -1,0 +1,44 @@
+"""The files this process has read as input: model files, their external data, .npz inputs and
+golden outputs. Their readers note each one here; the one writer (runtime.output_file) refuses to
+replace a file noted here, so an output option that names an input (`check m.onnx --json m.onnx`,
+`check m.onnx --json m.data`) is one line, not a destroyed model. A file is known by its device
+and inode, through any name or link, as long as it is the file that was read (same size and
+modification time: an inode freed and reused by another file is not it)."""
+from __future__ import annotations
+
+import os
+import threading
+
+_READ: "dict[tuple[int, int], tuple[str, int, int]]" = {}   # (device, inode) -> (read as, size, mtime)
+_LOCK = threading.Lock()
+
+
+def note(info: os.stat_result, what: str) -> None:
+    """The file `info` describes was read as `what` ("model file 'm.onnx'")."""
+    with _LOCK:
+        _READ.setdefault((info.st_dev, info.st_ino), (what, info.st_size, info.st_mtime_ns))
+
+
+def note_path(path: "str | os.PathLike", what: str) -> None:
+    try:
+        note(os.stat(path), what)
+    except OSError:
+        pass                # its reader says what is wrong with it
+
+
+def forget_all() -> None:
+    """Nothing is an input any more: a new command in this process, or one that rewrites its model in
+    place on purpose once it has read every byte it needs (optimize -o IN.onnx)."""
+    with _LOCK:
+        _READ.clear()
+
+
+def read_as(info: "os.stat_result | None") -> "str | None":
+    """What this process read the file `info` describes as, or None."""
+    if info is None:
+        return None
+    with _LOCK:
+        entry = _READ.get((info.st_dev, info.st_ino))
+    if entry is None or entry[1:] != (info.st_size, info.st_mtime_ns):
+        return None
+    return entry[0]

@@ -98,9 +98,10 @@ def script_json(value: Any) -> str:
 
 
 def name_list(names: "Sequence[str]", most: int = 8, noun: str = "nodes", sep: str = ", ") -> str:
-    """Names for one line of a report: all of them up to `most`, else the first three, the last
-    two and how many ('a, b, c, ... y, z (1234 nodes)'); the JSON forms keep every name."""
+    """Names for one line of a report: all of them up to `most` (or up to five: the shortened form
+    shows five), else the first three, the last two and how many ('a, b, c, ... y, z (1234
+    nodes)'): its '...' always stands for at least one name. The JSON forms keep every name."""
     names = [display(name) for name in names]        # a model's names: no control character gets out
-    if len(names) <= most:
+    if len(names) <= max(most, 5):
         return sep.join(names)
     return f"{sep.join(names[:3])}{sep}... {sep.join(names[-2:])} ({len(names)} {noun})"

@@ -163,7 +163,8 @@ class IndexGridBandMask(IdiomRule):
         single = known is not None and not known[2] and known[1] - known[0] == 1
         rendered = describe(known) if known is not None else "x - y bounds from run-time values"
         kinds = sorted({n.op_type for n in covered})
-        note = (f"{', '.join(kinds)} (an index grid) become one generator: {rendered}; the mask "
+        note = (f"{', '.join(kinds)} (an index grid) {'becomes' if len(kinds) == 1 else 'become'} one generator: "
+                f"{rendered}; the mask "
                 f"({np.dtype(onnx_to_numpy(out_type)).itemsize} byte per element) generated on the device")
         return Found(tuple(n.name for n in covered), tuple(reads.values()), (y,), value_inputs=tuple(reads),
                      note=note, operators=("DIAGONAL_MATRIX",) if single else None, extra={"band": rendered},

@@ -458,7 +458,8 @@ class RangeComparisonMask(IdiomRule):
             extra["mask_bytes_per_element"] = int(np.dtype(onnx_to_numpy(out_type)).itemsize)
             mask = f"the mask ({extra['mask_bytes_per_element']} byte per element)"
         kinds = sorted({n.op_type for n in covered})
-        note = (f"{', '.join(kinds)} become one generator: {rendered}; {mask} generated on the device, "
+        note = (f"{', '.join(kinds)} {'becomes' if len(kinds) == 1 else 'become'} one generator: {rendered}; "
+                f"{mask} generated on the device, "
                 "not sent from the host")
         return Found(tuple(n.name for n in order), tuple(tensors.values()), (y,), value_inputs=tuple(tensors),
                      note=note, operators=("DIAGONAL_MATRIX",) if single else None, extra=extra,

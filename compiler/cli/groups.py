@@ -456,10 +456,17 @@ def parse_backend_names(text: str, use: str = "check") -> "list[BackendName]":
     """The one reader of --backends: the names, in order (reduce: exactly one), parsed once here
     where the user's text enters (runtime.backend_names)."""
     from onnx_dml_lowering.runtime.backend_names import parse_backend
-    names = [b.strip() for b in text.split(",") if b.strip()]
+    parts = [b.strip() for b in text.split(",")]
+    if len(parts) > 1 and not all(parts):     # 'cpu,,dml', 'cpu,': a name left out, not nothing
+        raise DmlLowerError(f"--backends {text!r}: an empty name between its commas")
+    names = [p for p in parts if p]
     if use == "reduce" and len(names) != 1:
         raise DmlLowerError(f"--backends {text!r}: reduce takes exactly one backend")
-    return [parse_backend(name) for name in names]
+    parsed = [parse_backend(name) for name in names]
+    twice = next((n for i, n in enumerate(parsed) if n.text in {m.text for m in parsed[:i]}), None)
+    if twice is not None:       # its report and its outputs would be shown (and saved) twice under one name
+        raise DmlLowerError(f"--backends {text!r} names {twice.text!r} twice: give each backend once")
+    return parsed
 
 
 # -- onnxruntime sessions ---------------------------------------------------------------------------

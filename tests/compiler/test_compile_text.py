@@ -24,6 +24,9 @@ MODELS = ["ssdlite320_mobilenet_v3.torchscript.onnx", "mask_rcnn_mobilenet_v3.to
     (["a", "b"], 8, "a, b"),
     ([f"n{i}" for i in range(8)], 8, "n0, n1, n2, n3, n4, n5, n6, n7"),
     ([f"n{i}" for i in range(9)], 8, "n0, n1, n2, ... n7, n8 (9 nodes)"),
+    # five names under a limit of four: the shortened form would show all five behind a '...'
+    ([f"n{i}" for i in range(5)], 4, "n0, n1, n2, n3, n4"),
+    ([f"n{i}" for i in range(6)], 4, "n0, n1, n2, ... n4, n5 (6 nodes)"),
 ])
 def test_name_list(names, most, expected) -> None:
     assert name_list(names, most) == expected

@@ -205,6 +205,10 @@ def test_usage_error_is_one_line_exit_2(argv, capsys):
     (["--backends", "cpu,gpu"], "unknown backend 'gpu'; choose from cpu, ort, dml, ort-cpu, ort-dml, ort:<ProviderName>"),
     (["--providers", "cpu"], "--providers applies to the ort backend only"),
     (["--backends", "cpu,ort", "--save-outputs", "o.npz"], "--save-outputs saves one backend's outputs"),
+    # a name given twice would be run and reported twice under one name; an empty one is a typo
+    (["--backends", "cpu,ort,cpu"], "--backends 'cpu,ort,cpu' names 'cpu' twice"),
+    (["--backends", "cpu,,ort"], "--backends 'cpu,,ort': an empty name between its commas"),
+    (["--backends", "cpu,"], "--backends 'cpu,': an empty name between its commas"),
 ])
 def test_run_backend_usage_errors(argv, message, tmp_path, capsys):
     code, _, err = cli(["run", nonzero_path(tmp_path), *argv], capsys)

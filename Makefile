@@ -19,16 +19,20 @@ test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	DML_LOWER_STRICT=1 $(BIN)/python -m pytest
 
-# mypy over the installed names (configuration: [tool.mypy] in pyproject.toml). The editable
-# install maps onnx_dml_lowering.* to the folders through an import hook mypy cannot follow, so
-# mypy reads them through links under build/typecheck, remade on every run: links to the folders
-# themselves, so a module added or moved is checked without reinstalling anything. Every function
-# is annotated (disallow_untyped_defs) but in the modules [tool.mypy] lists with why.
+# mypy over the installed names (configuration: [tool.mypy] in pyproject.toml), then over the
+# benchmark scripts with the same settings: benchmarks/*.py given as files, each a top-level module
+# with benchmarks/ on mypy's path (their `import realsize_bench` of one another resolves), and what
+# they import checked with them (tests/big_models.py). The editable install maps onnx_dml_lowering.*
+# to the folders through an import hook mypy cannot follow, so both runs read them through links
+# under build/typecheck, remade on every run: links to the folders themselves, so a module added or
+# moved is checked without reinstalling anything. Every function is annotated
+# (disallow_untyped_defs) but in the modules [tool.mypy] lists with why.
 TYPECHECK_TREE := build/typecheck/onnx_dml_lowering
 typecheck: $(STAMP)
 	mkdir -p $(TYPECHECK_TREE)
 	for p in ir lowering runtime compiler; do ln -sfn ../../../$$p $(TYPECHECK_TREE)/$$p; done
 	$(BIN)/mypy
+	$(BIN)/mypy benchmarks/*.py
 
 # ruff with the rules chosen in pyproject.toml ([tool.ruff.lint]): checks only, no formatting.
 lint: $(STAMP)

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -37,19 +38,25 @@ from onnx import TensorProto as TP                   # noqa: E402
 from onnx import helper as h                         # noqa: E402
 from onnx_dml_lowering.ir import verify_graph      # noqa: E402
 
+if TYPE_CHECKING:
+    import onnxruntime
+
+    Runner = Callable[[], "dict[str, np.ndarray]"]   # ours: compiled.run(feeds) on this row's feeds
+
 MB = 1 << 20
 
 
 # -- models and inputs -----------------------------------------------------------------------------
 
-def single(op: str, in_type: int, shape, out_type: int, out_shape, **attrs) -> onnx.ModelProto:
+def single(op: str, in_type: int, shape: "Sequence[int | None]", out_type: int, out_shape: "Sequence[int | None]",
+           **attrs: Any) -> onnx.ModelProto:     # attrs: make_node's **kwargs, Any in onnx
     x = h.make_tensor_value_info("x", in_type, list(shape))
     y = h.make_tensor_value_info("y", out_type, list(out_shape))
     graph = h.make_graph([h.make_node(op, ["x"], ["y"], name=op.lower(), **attrs)], op.lower(), [x], [y])
     return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
 
 
-def nonzero_transpose(in_type: int, shape) -> onnx.ModelProto:
+def nonzero_transpose(in_type: int, shape: "Sequence[int]") -> onnx.ModelProto:
     """torch.nonzero as exported: NonZero -> Transpose(perm=[1, 0])."""
     x = h.make_tensor_value_info("x", in_type, list(shape))
     y = h.make_tensor_value_info("y", TP.INT64, [None, len(shape)])
@@ -105,7 +112,8 @@ def synthetic_model(nodes: int, idioms: "int | None" = None) -> onnx.ModelProto:
     return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
 
 
-def sparse_input(shape, density: float, dtype=np.float32, seed: int = 0) -> np.ndarray:
+def sparse_input(shape: "tuple[int, ...]", density: float, dtype: "type[np.generic]" = np.float32,
+                 seed: int = 0) -> np.ndarray:
     """Non-zeros at `density`, built row block by row block (no full-size temporaries)."""
     rng = np.random.default_rng(seed)
     x = np.zeros(shape, dtype)
@@ -124,14 +132,14 @@ def sparse_input(shape, density: float, dtype=np.float32, seed: int = 0) -> np.n
 
 # -- runners ---------------------------------------------------------------------------------------
 
-def ort_session(model: onnx.ModelProto):
+def ort_session(model: onnx.ModelProto) -> onnxruntime.InferenceSession:
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def ours_runner(model: onnx.ModelProto, feeds):
+def ours_runner(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]") -> "tuple[Runner, str]":
     from onnx_dml_lowering.compiler import compile_model
     compiled = compile_model(model)
     placement = "; ".join(
@@ -144,7 +152,7 @@ def ours_runner(model: onnx.ModelProto, feeds):
     return (lambda: compiled.run(feeds, strict=False)), placement
 
 
-def same_result(ours, ort) -> None:
+def same_result(ours: Runner, ort: "Callable[[], Sequence[np.ndarray]]") -> None:
     """The two sides must agree bit for bit before either is timed."""
     mine, theirs = ours()["y"], ort()[0]
     if mine.dtype != theirs.dtype or mine.shape != theirs.shape or not np.array_equal(mine, theirs):
@@ -152,7 +160,7 @@ def same_result(ours, ort) -> None:
                          f"onnxruntime's {theirs.dtype}{list(theirs.shape)}")
 
 
-def best_of(sides: "dict[str, object]", repeat: int, warmup: int = 1) -> "dict[str, float]":
+def best_of(sides: "dict[str, Callable[[], object]]", repeat: int, warmup: int = 1) -> "dict[str, float]":
     """Seconds per side: the minimum over `repeat` rounds; every round runs each side once."""
     for fn in sides.values():
         for _ in range(warmup):
@@ -198,10 +206,10 @@ class Table:
             target: "float | None" = None, bound_target: "float | None" = None, note: str = "") -> None:
         ours, ort, npy = times.get("ours"), times.get("ort"), times.get("numpy")
 
-        def ms(t):
+        def ms(t: "float | None") -> str:
             return f"{t * 1e3:9.2f}" if t is not None else f"{'-':>9}"
 
-        def ratio(a, b):
+        def ratio(a: "float | None", b: "float | None") -> str:
             return f"{a / b:8.2f}" if a is not None and b else f"{'-':>8}"
 
         bound = traffic / self.bandwidth if traffic else None
@@ -227,7 +235,7 @@ class Table:
         print(text, flush=True)
 
 
-def nonzero_rows(table: Table, args) -> None:
+def nonzero_rows(table: Table, args: argparse.Namespace) -> None:
     n = args.nz_side
     cases = [("NonZero float32 {n}x{n} 1%", np.float32, TP.FLOAT, 0.01),
              ("NonZero float32 {n}x{n} 50%", np.float32, TP.FLOAT, 0.5),
@@ -253,10 +261,10 @@ def nonzero_rows(table: Table, args) -> None:
             table.row(label.format(n=n) + " strict", strict, x.nbytes + 2 * 8 * nnz,
                       note="ours in strict mode: fresh buffers and undefined coordinate rows poisoned "
                            "(allowed to cost more; outputs bit-identical to the default mode)")
-        x = session = ours = None            # this row's arrays go before the next row
+        x = session = ours = None  # type: ignore[assignment]  # this row's arrays go before the next row
 
 
-def transpose_rows(table: Table, args) -> None:
+def transpose_rows(table: Table, args: argparse.Namespace) -> None:
     n = args.nz_side
     for density in (0.01, 0.5):
         x = sparse_input((n, n), density)
@@ -274,10 +282,10 @@ def transpose_rows(table: Table, args) -> None:
                         + ("fused: one NONZERO_COORDINATES, the result is the buffer's prefix"
                            if fused else "NOT fused today: NonZero lowered, Transpose on onnxruntime")
                         + "; ort: NonZero + Transpose; numpy: np.argwhere(x)"))
-        x = session = ours = None
+        x = session = ours = None  # type: ignore[assignment]  # dropped: this row's arrays go
 
 
-def eyelike_rows(table: Table, args) -> None:
+def eyelike_rows(table: Table, args: argparse.Namespace) -> None:
     n = args.eye_side
     x = np.zeros((n, n), np.float32)
     for k in (0, 1):
@@ -289,7 +297,7 @@ def eyelike_rows(table: Table, args) -> None:
                          "numpy": lambda: np.eye(n, n, k, dtype=np.float32)}, args.repeat)
         table.row(f"EyeLike float32 {n}x{n} k={k}", times, 4 * n * n, 0.5, 0.5,
                   note=f"ours: {placement}; numpy: np.eye")
-        session = ours = None
+        session = ours = None  # type: ignore[assignment]  # dropped: this row's arrays go
 
     from onnx_dml_lowering.ir import DataType, DiagonalMatrix, Download, Graph, TensorDesc, parse_level
     from onnx_dml_lowering.runtime.interpreter import execute
@@ -305,7 +313,7 @@ def eyelike_rows(table: Table, args) -> None:
     session = ort_session(eye_expand(batch, side))
     xs = np.zeros((side, side), np.float32)
 
-    def numpy_batched():
+    def numpy_batched() -> np.ndarray:
         out = np.zeros(shape, np.float32)
         out.reshape(batch, -1)[:, ::side + 1] = 1
         return out
@@ -318,8 +326,8 @@ def eyelike_rows(table: Table, args) -> None:
                    "ort: EyeLike + Expand; numpy: zeros + strided diagonal")
 
 
-def scaling_rows(table: Table, args) -> None:
-    per_element = []
+def scaling_rows(table: Table, args: argparse.Namespace) -> None:
+    per_element: "list[float]" = []
     for side in args.scaling:
         x = sparse_input((side, side), 0.1)
         model = single("NonZero", TP.FLOAT, (side, side), TP.INT64, (2, None))
@@ -332,7 +340,7 @@ def scaling_rows(table: Table, args) -> None:
         nnz = int(np.count_nonzero(x))
         table.row(f"NonZero float32 10% {side}x{side} ({m // 2 ** 20 or m / 2 ** 20:g}M)", times, x.nbytes + 16 * nnz,
                   note=f"ns/element: ours {times['ours'] / m * 1e9:.2f}, ort {times['ort'] / m * 1e9:.2f}")
-        x = session = ours = None
+        x = session = ours = None  # type: ignore[assignment]  # dropped: this row's arrays go
     growth = max(b / a for a, b in zip(per_element, per_element[1:]))
     table.line(f"    scaling: ours' ns/element {', '.join(f'{t * 1e9:.2f}' for t in per_element)} from "
                f"{args.scaling[0] ** 2 / 2 ** 20:g}M to {args.scaling[-1] ** 2 / 2 ** 20:g}M elements; "
@@ -341,23 +349,23 @@ def scaling_rows(table: Table, args) -> None:
                            f"ns/element never grows by more than 1.2x from one size to the next ({growth:.2f})"))
 
 
-def compile_rows(table: Table, args) -> None:
+def compile_rows(table: Table, args: argparse.Namespace) -> None:
     """Compile time against onnxruntime session creation (both from the serialized model), and
     against the floor every compile pays: onnx.load + the checker (+ strict shape inference)."""
     from onnx_dml_lowering.compiler import compile_model
 
-    def times(nodes: int, idioms: "int | None"):
+    def times(nodes: int, idioms: "int | None") -> "tuple[int, int, dict[str, float]]":
         model = synthetic_model(nodes, idioms)
         data = model.SerializeToString()
         reps = 3 if nodes <= 2500 else 2
 
-        def floor(infer: bool):
+        def floor(infer: bool) -> None:
             loaded = onnx.load_from_string(data)
             onnx.checker.check_model(loaded)
             if infer:
                 onnx.shape_inference.infer_shapes(loaded, check_type=True, strict_mode=True, data_prop=True)
 
-        best = {"ours": [], "ort": [], "load+checker": [], "+inference": []}
+        best: "dict[str, list[float]]" = {"ours": [], "ort": [], "load+checker": [], "+inference": []}
         for _ in range(reps):         # interleaved rounds, best of each
             best["ours"].append(_timed(lambda: compile_model(data)))
             best["ort"].append(_timed(lambda: ort_session_bytes(data)))
@@ -370,7 +378,7 @@ def compile_rows(table: Table, args) -> None:
     header = (f"{'ours s':>8} {'ort s':>8} {'ours/ort':>8} {'load+chk s':>10} {'+infer s':>9} "
               f"{'ours/load+chk':>13} {'ours us/node':>12}")
 
-    def line(label: str, count: int, t: dict) -> None:
+    def line(label: str, count: int, t: "dict[str, float]") -> None:
         table.line(f"{label:44} {t['ours']:8.3f} {t['ort']:8.3f} {t['ours'] / t['ort']:8.3f} "
                    f"{t['load+checker']:10.3f} {t['+inference']:9.3f} {t['ours'] / t['load+checker']:13.2f} "
                    f"{t['ours'] / count * 1e6:12.1f}")
@@ -410,21 +418,21 @@ def compile_rows(table: Table, args) -> None:
                f"beyond the no-anchor model")
 
 
-def ort_session_bytes(data: bytes):
+def ort_session_bytes(data: bytes) -> onnxruntime.InferenceSession:
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
 
 
-def _timed(fn) -> float:
+def _timed(fn: "Callable[[], object]") -> float:
     gc.collect()
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
 
 
-def peak_rows(table: Table, args) -> None:
+def peak_rows(table: Table, args: argparse.Namespace) -> None:
     n = args.peak_side
     table.line(f"{'peak resident memory (fresh process each)':44} {'ours MB':>9} {'ort MB':>9} {'ours/ort':>9} "
                f"{'ours +MB':>9} {'ort +MB':>9}")
@@ -488,7 +496,7 @@ SECTIONS = {"nonzero": nonzero_rows, "transpose": transpose_rows, "eyelike": eye
             "scaling": scaling_rows, "compile": compile_rows, "peak": peak_rows}
 
 
-def main(argv=None) -> int:
+def main(argv: "list[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats: a smoke run")
     parser.add_argument("--only", nargs="+", choices=list(SECTIONS), help="run only these sections")

@@ -52,6 +52,7 @@ def measure(argv: "list[str]") -> "tuple[int, float, int]":
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.stderr is not None          # stderr=PIPE
     error = process.stderr.read().decode(errors="replace").strip()
     process.stderr.close()
     if process.returncode != 0:

@@ -28,9 +28,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 import onnx
+
+if TYPE_CHECKING:
+    from onnx_dml_lowering.ir import OnnxRegion
+    from onnx_dml_lowering.runtime.onnx_regions import RegionRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "tests" / "models" / "real"
@@ -89,11 +94,11 @@ def feeds_file(path: Path, sizes: "dict[str, int] | None" = None) -> Path:
     tag = "".join(f"_{k}{v}" for k, v in sizes.items()) if sizes else ""
     out = ROOT / "build" / "check_bench" / f"{path.stem}{tag}.npz"
     out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(out, **feeds)
+    np.savez(out, **feeds)  # type: ignore[arg-type]  # numpy's stub: **feeds might fill savez's allow_pickle: bool
     return out
 
 
-def check_rows(args) -> "list[tuple[str, bool, str]]":
+def check_rows(args: argparse.Namespace) -> "list[tuple[str, bool, str]]":
     print(f"{'check (fresh process each)':44} {'check s':>8} {'ort s':>7} {'ratio':>6}  target <= {CHECK_TARGET:g}"
           "     CPU: check s, ort s, ratio; load")
     ratios, cpu_ratios = [], []
@@ -103,7 +108,10 @@ def check_rows(args) -> "list[tuple[str, bool, str]]":
         check_argv = [sys.executable, "-m", "onnx_dml_lowering.compiler", "check", str(path),
                       "--inputs", str(feeds), "-q"]
         ort_argv = [sys.executable, "-c", ORT_PROCESS, str(path), str(feeds)]
-        ours, theirs, ours_cpu, theirs_cpu = [], [], [], []
+        ours: "list[float]" = []
+        theirs: "list[float]" = []
+        ours_cpu: "list[float]" = []
+        theirs_cpu: "list[float]" = []
         for _ in range(args.repeat):
             for times, cpus, argv in ((ours, ours_cpu, check_argv), (theirs, theirs_cpu, ort_argv)):
                 wall, cpu = timed_process(argv)
@@ -125,7 +133,7 @@ def check_rows(args) -> "list[tuple[str, bool, str]]":
     return verdicts
 
 
-def warm_rows(args) -> "list[tuple[str, bool, str]]":
+def warm_rows(args: argparse.Namespace) -> "list[tuple[str, bool, str]]":
     import onnxruntime as ort
 
     from onnx_dml_lowering.compiler import compile_model
@@ -136,13 +144,13 @@ def warm_rows(args) -> "list[tuple[str, bool, str]]":
     in_regions = [0.0]
     region_call = onnx_regions.RegionRunner.__call__
 
-    def timed_region(self, step, tensors):
+    def timed_region(self: RegionRunner, step: OnnxRegion, tensors: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray]":
         start = time.perf_counter()
         try:
             return region_call(self, step, tensors)
         finally:
             in_regions[0] += time.perf_counter() - start
-    onnx_regions.RegionRunner.__call__ = timed_region
+    onnx_regions.RegionRunner.__call__ = timed_region  # type: ignore[method-assign]  # timed for the run, restored below
     verdicts = []
     for path, sizes in WARM_MODELS:
         feeds = dict(np.load(feeds_file(path, sizes)))
@@ -179,7 +187,7 @@ def warm_rows(args) -> "list[tuple[str, bool, str]]":
               f"{min(ort_times) * 1e3:.2f} ms, ratio {ratio:.2f} (target <= {WARM_TARGET:g}: "
               f"{'met' if met else 'NOT met'})", flush=True)
         verdicts.append((f"warm run {path.name}{' at ' + str(sizes) if sizes else ''}", met, f"{ratio:.2f} <= {WARM_TARGET:g}"))
-    onnx_regions.RegionRunner.__call__ = region_call
+    onnx_regions.RegionRunner.__call__ = region_call  # type: ignore[method-assign]  # the wrapper undone
     return verdicts
 
 
@@ -195,6 +203,7 @@ def main() -> None:
 
     from onnx_dml_lowering import compiler, ir, lowering, runtime
     for package in (compiler, ir, lowering, runtime):
+        assert package.__file__ is not None          # regular packages (an __init__.py each)
         compileall.compile_dir(str(Path(package.__file__).parent), quiet=1)
     import onnxruntime as ort
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, onnx {onnx.__version__}, onnxruntime "

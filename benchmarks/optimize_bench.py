@@ -19,8 +19,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_dml_lowering.compiler.frontend import graph_inputs
 from onnx_dml_lowering.compiler.optimize import bit_identical, optimize_model
+from onnx_dml_lowering.runtime.model_facts import graph_inputs
 
 
 def bench_model(n: int = 1024, m: int = 512) -> onnx.ModelProto:

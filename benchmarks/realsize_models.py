@@ -54,12 +54,12 @@ class TextEncoder(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids, attention_mask):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
 
 
 class BertEncoder(TextEncoder):
-    def forward(self, input_ids, attention_mask):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
@@ -68,7 +68,7 @@ class WhisperLogits(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_features, decoder_input_ids):
+    def forward(self, input_features: torch.Tensor, decoder_input_ids: torch.Tensor) -> torch.Tensor:
         return self.model(input_features=input_features, decoder_input_ids=decoder_input_ids,
                           use_cache=False).logits
 
@@ -127,7 +127,7 @@ def export_detector(name: str, path: Path) -> dict:
     if name == "mask_rcnn":
         # roi_align binds _has_ops at import, before the shim's patch (else it takes its
         # torch.compile'd Python path, which TorchScript tracing refuses).
-        sys.modules["torchvision.ops.roi_align"]._has_ops = lambda: True
+        sys.modules["torchvision.ops.roi_align"]._has_ops = lambda: True  # type: ignore[attr-defined]  # a module's private function patched
         model, size = detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None).eval(), (3, 512, 512)
     else:
         model, size = detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None).eval(), (3, 320, 320)
@@ -191,4 +191,4 @@ def main(argv: "list[str] | None" = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -37,8 +37,8 @@ def write_big_model(folder: Path, ir_version: int = 10, elements: int = WEIGHT_E
     dims = [elements // 1000, 1000] if matrix else [elements]
     weight = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=dims)
     weight.data_location = TensorProto.EXTERNAL
-    for key, value in (("location", data.name), ("offset", "0"), ("length", str(elements * 4))):
-        weight.external_data.add(key=key, value=value)
+    for key, text in (("location", data.name), ("offset", "0"), ("length", str(elements * 4))):
+        weight.external_data.add(key=key, value=text)
     count = len(PICK)
     flat = "W"
     nodes = []

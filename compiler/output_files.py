@@ -69,7 +69,7 @@ def check_outputs(*options: "tuple[str, str | None]", reads: "Sequence[tuple[str
     the files read later, its external data, are refused by the writer), and no two naming the
     same file (one would silently replace the other). Several may name one device, FIFO or
     descriptor (`/dev/null`): each is written to it in turn."""
-    from onnx_dml_lowering.runtime.input_files import note_path, read_as
+    from onnx_dml_lowering.runtime.input_files import note_path, refusal
     for what, path in reads:
         if path:
             note_path(path, f"{what} {path!r}")
@@ -80,10 +80,9 @@ def check_outputs(*options: "tuple[str, str | None]", reads: "Sequence[tuple[str
         target = _target(option, path)
         if target.kind.in_place:
             continue
-        read = read_as(target.info)
-        if read is not None:
-            raise DmlLowerError(f"{option} {path!r}: that is the {read} this command reads, which the "
-                                "output would replace: give the output another path")
+        why = refusal(target.info)
+        if why is not None:
+            raise DmlLowerError(f"{option} {path!r}: {why}")
         key = os.path.normcase(target.path)
         if key in seen:
             raise DmlLowerError(f"{seen[key]} and {option} both write {path!r}: give each its own file")

@@ -33,6 +33,14 @@ def forget_all() -> None:
         _READ.clear()
 
 
+def refusal(info: "os.stat_result | None") -> "str | None":
+    """Why an output may not replace the file `info` describes (the end of one line), or None."""
+    read = read_as(info)
+    if read is None:
+        return None
+    return f"that is the {read} this command reads, which the output would replace: give the output another path"
+
+
 def read_as(info: "os.stat_result | None") -> "str | None":
     """What this process read the file `info` describes as, or None."""
     if info is None:

@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 
-from .input_files import read_as
+from .input_files import refusal
 from .output_target import OutputKind, OutputTarget, Unwritable, reason, resolve
 
 _CHUNK = 1 << 20
@@ -70,10 +70,9 @@ def staged(path: "str | os.PathLike", what: str) -> Iterator[str]:
 
 def refuse_input(target: OutputTarget, label: str) -> None:
     """A file this process read as input (runtime.input_files) is never replaced by an output."""
-    read = read_as(target.info) if target.kind is OutputKind.FILE else None
-    if read is not None:
-        raise DmlLowerError(f"{label}: that is the {read} this command reads, which the output would "
-                            "replace: give the output another path")
+    why = refusal(target.info) if target.kind is OutputKind.FILE else None
+    if why is not None:
+        raise DmlLowerError(f"{label}: {why}")
 
 
 def _replace(temp: str, target: OutputTarget, label: str) -> None:

@@ -503,9 +503,13 @@ def test_sigint_to_a_real_check_after_one_feed_set_writes_ok_false(tmp_path):
                       "    os.kill(os.getpid(), signal.SIGINT)\n"
                       "    yield {'x': np.ones((2, 3, 4), np.float32)}\n")
     out = tmp_path / "r.json"
+    import signal
+    # SIGINT as a terminal gives it, even when this test runs where it is ignored (a shell's `cmd &`
+    # without job control starts the whole run with SIGINT ignored, and a child inherits that)
     proc = subprocess.run([sys.executable, "-m", "onnx_dml_lowering.compiler", "check", MASKED,
                            "--data-loader-script", str(script), "--json", str(out)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.returncode == 130, proc.stderr
     data = json.loads(out.read_text())
     assert data["interrupted"] is True and data["ok"] is False and data["iterations"] == 1

@@ -43,8 +43,11 @@ def processes_of(run_id: str) -> "list[tuple[int, str]]":
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Wine and /proc: Linux only")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
 def test_no_process_of_the_run_outlives_its_parent(sig):
+    # SIGINT's default action in the child even where this run ignores it (a shell's `cmd &` without
+    # job control starts the whole run with SIGINT ignored, and a child inherits that)
     parent = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True, env={**os.environ, PERSIST_ENV: "2"})
+                              text=True, env={**os.environ, PERSIST_ENV: "2"},
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         run_id, hello = parent.stdout.readline().split(" ", 1)
         assert hello.startswith("ok")

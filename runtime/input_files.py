@@ -34,19 +34,12 @@ def forget_all() -> None:
 
 
 def refusal(info: "os.stat_result | None") -> "str | None":
-    """Why an output may not replace the file `info` describes (the end of one line), or None."""
-    read = read_as(info)
-    if read is None:
-        return None
-    return f"that is the {read} this command reads, which the output would replace: give the output another path"
-
-
-def read_as(info: "os.stat_result | None") -> "str | None":
-    """What this process read the file `info` describes as, or None."""
+    """Why an output may not replace the file `info` describes (the end of one line), or None
+    when this process did not read it."""
     if info is None:
         return None
     with _LOCK:
         entry = _READ.get((info.st_dev, info.st_ino))
     if entry is None or entry[1:] != (info.st_size, info.st_mtime_ns):
         return None
-    return entry[0]
+    return f"that is the {entry[0]} this command reads, which the output would replace: give the output another path"

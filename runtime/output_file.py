@@ -47,7 +47,7 @@ def staged(path: "str | os.PathLike", what: str) -> Iterator[str]:
         target = resolve(path)
     except Unwritable as exc:
         raise DmlLowerError(f"{label}: {exc}") from None
-    refuse_input(target, label)
+    _not_an_input(target.info, label)
     folder = tempfile.gettempdir() if target.kind.in_place else os.path.dirname(target.path)
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(target.path)[:100]}.", suffix=".partial",
@@ -68,9 +68,10 @@ def staged(path: "str | os.PathLike", what: str) -> Iterator[str]:
             os.unlink(temp)
 
 
-def refuse_input(target: OutputTarget, label: str) -> None:
-    """A file this process read as input (runtime.input_files) is never replaced by an output."""
-    why = refusal(target.info) if target.kind is OutputKind.FILE else None
+def _not_an_input(info: "os.stat_result | None", label: str) -> None:
+    """A file this process read as input (runtime.input_files: regular files only, so a new name,
+    a device or a descriptor never is one) is never replaced by an output."""
+    why = refusal(info)
     if why is not None:
         raise DmlLowerError(f"{label}: {why}")
 
@@ -93,7 +94,7 @@ def _replace(temp: str, target: OutputTarget, label: str) -> None:
     if (now is None) != (target.kind is OutputKind.NEW) or (now is not None and not stat.S_ISREG(now.st_mode)):
         raise DmlLowerError(f"{label}: it changed while the output was being made (it was "
                             f"{target.kind.value}): left as it is, nothing written")
-    refuse_input(OutputTarget(target.path, target.kind, now), label)     # read meanwhile
+    _not_an_input(now, label)           # read meanwhile
     os.replace(temp, target.path)
 
 

@@ -419,15 +419,32 @@ def _constants(graph: onnx.GraphProto) -> "dict[str, np.ndarray]":
     return found
 
 
-def _may_hold_minus_one(graph: onnx.GraphProto, value: str, constants: "dict[str, np.ndarray]") -> bool:
+def _holds_minus_one(graph: onnx.GraphProto, value: str, constants: "dict[str, np.ndarray]") -> bool:
     """`value` is a constant holding -1, or a Concat of pieces one of which is (torch's exports build
-    a shape as Concat(dynamic dims..., [-1]))."""
+    a shape as Concat(dynamic dims..., [-1])): either way the shape holds a -1 at every run."""
     if value in constants:
         return bool((constants[value] == -1).any())
     producer = next((n for n in graph.node if value in n.output), None)
     if producer is None or producer.op_type != "Concat":
         return False
     return any(i in constants and bool((constants[i] == -1).any()) for i in producer.input)
+
+
+def reshapes_allowzero_minus_one(graph: onnx.GraphProto, opset: int) -> "list[onnx.NodeProto]":
+    """The graph's Reshape nodes with allowzero=1 whose shape holds a -1 (the reshape_allowzero_infer
+    failure); `opset`: the model's ai.onnx opset (allowzero exists from 14)."""
+    constants = None
+    found = []
+    for node in graph.node:
+        if node.op_type != "Reshape" or not is_standard(node) or opset < 14 or len(node.input) < 2:
+            continue
+        allowzero = next((a.i for a in node.attribute if a.name == "allowzero"), 0)
+        if allowzero != 1:
+            continue
+        constants = _constants(graph) if constants is None else constants
+        if _holds_minus_one(graph, node.input[1], constants):
+            found.append(node)
+    return found
 
 
 def failing_nodes(model: onnx.ModelProto, ranks: "dict[str, int] | None" = None) -> "list[FailingNode]":
@@ -439,20 +456,8 @@ def failing_nodes(model: onnx.ModelProto, ranks: "dict[str, int] | None" = None)
 
 
 def _reshape_failures(model: onnx.ModelProto) -> "list[FailingNode]":
-    opset = standard_opset(model, 0)
-    graph = model.graph
-    constants = None
-    found = []
-    for node in graph.node:
-        if node.op_type != "Reshape" or not is_standard(node) or opset < 14 or len(node.input) < 2:
-            continue
-        allowzero = next((a.i for a in node.attribute if a.name == "allowzero"), 0)
-        if allowzero != 1:
-            continue
-        constants = _constants(graph) if constants is None else constants
-        if _may_hold_minus_one(graph, node.input[1], constants):
-            found.append(FailingNode(node.name, node.op_type, "reshape_allowzero_infer"))
-    return found
+    return [FailingNode(node.name, node.op_type, "reshape_allowzero_infer")
+            for node in reshapes_allowzero_minus_one(model.graph, standard_opset(model, 0))]
 
 
 def _scalar_nonzero_failures(model: onnx.ModelProto, ranks: "dict[str, int] | None") -> "list[FailingNode]":

@@ -49,6 +49,9 @@ _SEQUENCE_OPS = ("SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceLe
                  "SequenceInsert", "ConcatFromSequence", "OptionalHasElement", "OptionalGetElement")
 
 
+# what `optimize --for dml` does about a named failure, where it rewrites it away
+_FAILURE_REMEDY = {"reshape_allowzero_infer": "; optimize --for dml drops its allowzero, exactly"}
+
 def _value_types(model: onnx.ModelProto, into: "dict[str, str]") -> None:
     """value name -> element type name ('seq', 'optional', ... for non-tensors), bodies included."""
     for _, graph in prefixed_graphs(model.graph):
@@ -465,7 +468,7 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     predictor = _placed(model, optimised, lacks, ort_version)
     dml_nodes = {e["node"] for e in predictor.placed if e["provider"] == DML}
     warnings += [f"{f.node} ({f.op_type}): {FAILURES[f.key].removeprefix('DML EP deviation: ')}, measured on "
-                 "onnxruntime-directml 1.24.4 (a named DML EP deviation)"
+                 f"onnxruntime-directml 1.24.4 (a named DML EP deviation{_FAILURE_REMEDY.get(f.key, '')})"
                  for f in failing_nodes(optimised, predictor.ranks) if f.node in dml_nodes]
     # an empty DML output beside others leaves them never read back (dml_deviations.unread_outputs)
     warnings += [r.describe() for r in empty_output_risks(optimised, {e["node"]: e["provider"] for e in predictor.placed})]

@@ -17,6 +17,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.lowering.onnx_graphs import node_paths, prefixed_graphs
+from onnx_dml_lowering.runtime.dml_deviations import name_failure
 from onnx_dml_lowering.runtime.directml.ort_dml import HostOptions, create, shared_host
 from onnx_dml_lowering.runtime.directml.ort_host import OrtHost, OrtHostError, SessionRequest
 from onnx_dml_lowering.runtime.feeds import random_feeds
@@ -110,9 +111,21 @@ def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.Model
     finally:
         work.close()
     report["verified"] = _compare(report, actual, host.version())
+    report["verified"]["failure"] = _failure(failure, graph)
     if failure:
         report["warnings"].append(f"verification: the real DML EP failed: {failure}")
     return report, graph
+
+
+def _failure(failure: str, graph: onnx.ModelProto) -> "dict | None":
+    """The real EP's failure beside the prediction: where (session creation or the first run) and
+    whether it is a failure the prediction named (a FAILURES deviation of a node it warned about);
+    None when the real EP ran."""
+    if not failure:
+        return None
+    stage = "session creation" if failure.startswith("session creation") else "first run"
+    named = name_failure(graph, failure, at_run=stage == "first run")
+    return {"stage": stage, "predicted": named is not None, "deviation": named}
 
 
 _LOAD_FAILURE = "session creation: Load model from "
@@ -171,14 +184,25 @@ def format_verified(report: dict) -> "list[str]":
     v = report["verified"]
     reasons = {n["node"]: n.get("reason", "") for n in report["nodes"]}
     total = v["agree"] + len(v["differ"])
+    failed = _failure_clause(v.get("failure"))
     if total == 0:
         return [f"verified on the real DML EP (onnxruntime.dll {v['onnxruntime']}): nothing compared, its session "
-                "named no placement (the verification warning above says why)"]
+                f"named no placement{failed or ' (the verification warning above says why)'}"]
     lines = [f"verified on the real DML EP (onnxruntime.dll {v['onnxruntime']}, level 1 by the same onnxruntime): "
-             f"{v['agree']} of {total} nodes agree"]
+             f"{v['agree']} of {total} nodes agree on placement{failed}"]
     for d in v["differ"]:
         why = reasons.get(d["node"]) or "its kernel and types match"
         actual = "absent from its partitioned graph" if d["actual"] == "absent" else f"placed on {d['actual']}"
         lines.append(f"  differs: {d['node']} ({d['op_type']}): predicted {d['predicted']} ({why}); "
                      f"onnxruntime {actual}")
     return lines
+
+
+def _failure_clause(failure: "dict | None") -> str:
+    """'; its first run failed, as predicted (...)' or '...: NOT predicted' beside the verified line."""
+    if not failure:
+        return ""
+    if failure["predicted"]:
+        return f"; its {failure['stage']} failed, as predicted: {failure['deviation']}"
+    return (f"; its {failure['stage']} failed, which the prediction did NOT name (the verification warning "
+            "above says how)")

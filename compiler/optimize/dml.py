@@ -13,7 +13,11 @@ onnxruntime's DirectML EP, each exact under ONNX semantics (DML_EP_PLACEMENT.md 
   the other integer types already give ONNX's answer and are left alone;
 - Equal over bool (unregistered) -> Not(Xor(a, b)): the truth table;
 - EyeLike at opset >= 22 (unregistered) -> Where(Trilu(Trilu(Expand(true, S), k, 1), k, 0), 1, 0):
-  the two triangles keep exactly j - i = k; S is the shape the input was built from.
+  the two triangles keep exactly j - i = k; S is the shape the input was built from;
+- Reshape with allowzero=1 whose shape holds a -1 (a constant, or a Concat with a constant piece
+  holding one: torch's dynamo exports) -> the same Reshape with allowzero=0: the DML EP claims it and
+  then fails (E_INVALIDARG, measured on 1.24.4), and ONNX forbids a 0 beside a -1 under
+  allowzero=1, so no valid shape has a 0 for allowzero to change.
 
 Each rewrite is applied only where the replacement's since-versions and types are registered
 for DML (read from the registration table of the onnxruntime chosen as every DML EP prediction
@@ -33,8 +37,10 @@ from onnx import TensorProto
 from onnx import helper as oh
 from onnx import numpy_helper
 
+from onnx_dml_lowering.ir.display import display, name_list
 from onnx_dml_lowering.lowering.onnx_graphs import all_nodes, is_standard, prefixed_graphs, standard_opset
-from onnx_dml_lowering.runtime.dml_deviations import cast_bool_deviation
+from onnx_dml_lowering.runtime.dml_deviations import (cast_bool_deviation, failing_nodes,
+                                                      reshapes_allowzero_minus_one)
 from onnx_dml_lowering.runtime.weights import lifted
 
 from ..ep.placement import DML, _inferred, _value_types, predict_placement, type_mismatch
@@ -54,6 +60,8 @@ class DmlRewrite:
     after: "dict[str, list[str]]" = field(default_factory=dict)
     copies_before: int = 0
     copies_after: int = 0
+    failures_before: int = 0     # nodes predicted to fail on the DML EP (dml_deviations.failing_nodes)
+    failures_after: int = 0
     note: str = ""
 
     def lines(self) -> "list[str]":
@@ -61,11 +69,33 @@ class DmlRewrite:
                  and all(p == DML for p in self.after[n])]
         out = [f"{self.kind}: {len(self.nodes)} node{'s' if len(self.nodes) != 1 else ''} rewritten, "
                f"{len(moved)} moved to DML; predicted copies {self.copies_before} -> {self.copies_after}"
+               + (f"; predicted DML EP failures {self.failures_before} -> {self.failures_after}"
+                  if self.failures_before != self.failures_after else "")
                + (f" ({self.note})" if self.note else "")]
+        return out + self._node_lines()
+
+    def _node_lines(self) -> "list[str]":
+        """One line per replaced node; nodes rewritten in place alike (one node of the same operator,
+        the same name, the same providers before and after) share one line, names shortened."""
+        def movement(n: str) -> str:
+            return f"{self.before.get(n, '?')} -> {', '.join(sorted(set(self.after.get(n, [])))) or '?'}"
+        in_place: "dict[tuple[str, str], list[str]]" = {}
         for n in self.nodes:
-            after = sorted(set(self.after.get(n, [])))
-            out.append(f"  {n}: {self.before.get(n, '?')} -> {', '.join(after) or '?'}"
-                       f" ({' + '.join(f'{op} {name}' for op, name in self.created.get(n, []))})")
+            created = self.created.get(n, [])
+            if len(created) == 1 and created[0][1] == n:
+                in_place.setdefault((created[0][0], movement(n)), []).append(n)
+        out = []
+        for n in self.nodes:
+            created = self.created.get(n, [])
+            group = in_place.get((created[0][0], movement(n)), []) if len(created) == 1 else []
+            if len(group) > 1 and n != group[0]:
+                continue
+            if len(group) > 1:
+                out.append(f"  {name_list(group, 4)}: {movement(n)} (each a {created[0][0]}, in place)")
+            else:
+                out.append(f"  {display(n)}: {movement(n)}"
+                           f" ({' + '.join(f'{op} {display(name)}' for op, name in created)})")
+        return out
         return out
 
 
@@ -201,6 +231,26 @@ class _DmlOptimizer:
             return [oh.make_node("Xor", list(node.input), [xor], name=self.names(f"{node.name}_xor")),
                     oh.make_node("Not", [xor], list(node.output), name=node.name)]
         self._each("Equal over bool -> Not(Xor(a, b))", match, build)
+
+    # Reshape(allowzero=1) whose shape holds a -1 -> Reshape(allowzero=0)
+    def reshape_allowzero(self) -> None:
+        targets = {n.output[0] for g in _graphs(self.model.graph)
+                   for n in reshapes_allowzero_minus_one(g, self.opset) if n.output}
+
+        def match(node: onnx.NodeProto) -> bool:
+            return node.op_type == "Reshape" and bool(node.output) and node.output[0] in targets
+
+        def build(graph: onnx.GraphProto, node: onnx.NodeProto) -> "list[onnx.NodeProto]":
+            plain = onnx.NodeProto()
+            plain.CopyFrom(node)
+            del plain.attribute[:]
+            plain.attribute.extend(a for a in node.attribute if a.name != "allowzero")
+            return [plain]
+        self._each("Reshape allowzero=1 with a -1 in its shape -> allowzero=0", match, build)
+        if self.rewrites and self.rewrites[-1].kind.startswith("Reshape"):
+            # ONNX forbids a 0 beside a -1 under allowzero=1, so no valid shape copies a dimension
+            self.rewrites[-1].note = ("exact: the shape holds a -1, beside which allowzero=1 allows no 0; the DML EP "
+                                      "fails on allowzero=1 there")
 
     # EyeLike at opset >= 22 -> Where(Trilu(Trilu(Expand(true, S), k, 1), k, 0), 1, 0)
     def eyelike_22(self) -> None:
@@ -339,7 +389,7 @@ def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None, tab
         notes.append(why)
     if down is not None:
         steps.append((pre, down))
-    for method in ("nonzero_64", "cast_to_bool", "bool_equal", "eyelike_22"):
+    for method in ("nonzero_64", "cast_to_bool", "bool_equal", "eyelike_22", "reshape_allowzero"):
         opt = _DmlOptimizer(out, version)
         before = onnx.ModelProto()
         before.CopyFrom(out)
@@ -381,6 +431,7 @@ def _predict_effects(final: onnx.ModelProto, steps: "list[tuple[onnx.ModelProto,
         by_path_before = {n["node"]: n["provider"] for n in before["nodes"]}
         by_path_after = {n["node"]: n["provider"] for n in after["nodes"]}
         rewrite.copies_before, rewrite.copies_after = len(before["copies"]), len(after["copies"])
+        rewrite.failures_before, rewrite.failures_after = len(failing_nodes(before_model)), len(failing_nodes(after_model))
         for node in rewrite.nodes:
             rewrite.before[node] = by_path_before.get(node, "?")
             rewrite.after[node] = [by_path_after.get(path, "?") for _, path in rewrite.created.get(node, [])]

@@ -7,6 +7,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.builders import relu_then_unique
+from onnx_dml_lowering.compiler.ep.verify import _failure, format_verified
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES
 from tests.cli_runner import cli
 from tests.paths import REPO
@@ -27,7 +28,7 @@ def inspect_json(capsys, tmp_path, model, *extra):
 def test_every_partitioned_node_agrees_on_the_shipped_examples(capsys, tmp_path, name):
     text, placement = inspect_json(capsys, tmp_path, EXAMPLES / f"{name}.onnx", "--verify")
     verified = placement["verified"]
-    assert set(verified) == {"onnxruntime", "agree", "differ"}
+    assert set(verified) == {"onnxruntime", "agree", "differ", "failure"} and verified["failure"] is None
     assert verified["onnxruntime"] == "1.24.4"
     partitioned = [n for n in placement["nodes"] if n["provider"] != "removed"]
     assert verified["agree"] == len(partitioned) > 0 and verified["differ"] == []
@@ -73,6 +74,30 @@ def test_verify_shows_the_reshape_failure_where_it_happens(capsys, tmp_path, dim
     failure = [w for w in placement["warnings"] if w.startswith("verification: the real DML EP failed")]
     assert len(failure) == 1 and when in failure[0] and "flatten_rows" in failure[0]
     assert FAILURES["reshape_allowzero_infer"] in failure[0]
+    stage = "session creation" if when == "session creation" else "first run"
+    assert placement["verified"]["failure"] == {
+        "stage": stage, "predicted": True, "deviation": f"{FAILURES['reshape_allowzero_infer']} (node flatten_rows)"}
+    assert f"its {stage} failed, as predicted: {FAILURES['reshape_allowzero_infer']} (node flatten_rows)" in text
+
+
+def test_a_real_failure_the_prediction_did_not_name_is_said_so():
+    """_failure asks name_failure, the one reader of the DML EP's failures: a message that is no
+    predicted failure of the model (here a Relu, which nothing predicts to fail) is 'NOT predicted'
+    on the verified line, never 'as predicted', whatever the placement agreed on."""
+    graph = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu0")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])]), opset_imports=[helper.make_opsetid("", 14)])
+    message = ("the first run (seeded random feeds): Non-zero status code returned while running Relu node. "
+               "Name:'relu0' Status Message: 80070057 Invalid parameter.")
+    failure = _failure(message, graph)
+    assert failure == {"stage": "first run", "predicted": False, "deviation": None}
+    report = {"verified": {"onnxruntime": "1.24.4", "agree": 1, "differ": [], "failure": failure},
+              "nodes": [{"node": "relu0", "reason": ""}]}
+    line = format_verified(report)[0]
+    assert line.endswith("1 of 1 nodes agree on placement; its first run failed, which the prediction did NOT name "
+                         "(the verification warning above says how)")
+    assert _failure("", graph) is None
 
 
 def test_verify_and_ort_version_need_ep_dml_and_a_known_table(capsys, tmp_path):

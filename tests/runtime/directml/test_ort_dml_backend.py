@@ -86,6 +86,34 @@ def test_the_same_reshape_without_minus_one_runs(capsys, tmp_path):
     assert backends["ort-dml"]["node_providers"]["flatten_rows"] == "DmlExecutionProvider"
 
 
+@directml
+@pytest.mark.parametrize("dims", [[2, 3], ["n", 3]], ids=["static", "dynamic"])
+def test_optimize_for_dml_takes_the_reshape_failure_away(capsys, tmp_path, dims):
+    """The rewritten Reshape (allowzero=0) runs on the real DML EP and matches ONNX."""
+    path, fixed = tmp_path / "m.onnx", tmp_path / "fixed.onnx"
+    onnx.save(reshape_model(dims, [3, -1]), path)
+    code, text, err = cli(["optimize", path, "-o", fixed, "--for", "dml"], capsys)
+    assert code == 0 and "predicted DML EP failures 1 -> 0" in text, text + err
+    code, text, report, backends = check_json(capsys, tmp_path, fixed, *(["--dim", "n=2"] if "n" in dims else []))
+    assert code == 0, text
+    assert backends["ort-dml"]["node_providers"]["flatten_rows"] == "DmlExecutionProvider"
+    assert all(o["status"] == "match" for o in backends["ort-dml"]["outputs"])
+
+
+@directml
+def test_a_dynamo_decoder_optimized_for_dml_runs_on_the_real_ep(capsys, tmp_path):
+    """llama.dynamo's eight views (allowzero=1, Concat(..., [-1, ...])) fail on the DML EP as exported
+    and run once optimize --for dml has rewritten them."""
+    source, fixed = REPO / "tests" / "models" / "real" / "llama.dynamo.onnx", tmp_path / "fixed.onnx"
+    code, _, report, backends = check_json(capsys, tmp_path, source)
+    assert code == 1 and RESHAPE_FAILURE in backends["ort-dml"]["error"]
+    code, text, err = cli(["optimize", source, "-o", fixed, "--for", "dml"], capsys)
+    assert code == 0 and "predicted DML EP failures 8 -> 0" in text, text + err
+    code, text, report, backends = check_json(capsys, tmp_path, fixed)
+    assert code == 0, text
+    assert backends["ort-dml"]["outputs"] and all(o["status"] == "match" for o in backends["ort-dml"]["outputs"])
+
+
 def test_without_the_setup_ort_dml_is_one_unavailable_line(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv(directml_home.HOME_ENV, str(tmp_path / "none"))
     code, text, err = cli(["check", EXAMPLES / "banded_mix.onnx", "--backends", "cpu,ort-dml"], capsys)

@@ -196,7 +196,8 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
         if proto.functions:
             proto = inline_functions(proto)
             identify_nodes(proto)             # the inlined nodes
-        inferred = check_and_infer(proto)
+        inferred = check_and_infer(proto, "" if isinstance(model, (onnx.ModelProto, bytes, bytearray))
+                                   else f"model file {os.fspath(model)!r}")
         if outputs:
             mark_outputs(inferred, outputs)
         types = functools.cache(lambda: value_types(inferred))      # read once, and only if asked

@@ -123,8 +123,9 @@ def read_regular_file(path: Path, what: str) -> bytes:
         raise DmlLowerError(f"{what} cannot be read: {exc.strerror or exc}") from None
 
 
-def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
-    """onnx.checker then strict shape inference; either failure is one line naming the node.
+def check_and_infer(model: onnx.ModelProto, what: str = "") -> onnx.ModelProto:
+    """onnx.checker then strict shape inference; either failure is one line naming the node, led by
+    `what` (the model file, "model file '...'") where the model came from one.
     Initializers left in their external files are typed graph inputs for the checker (it would look
     for the files beside the working directory); shape inference reads only their types and shapes."""
     # Without lazy initializers the lifted copy would equal the model: check the model itself.
@@ -132,22 +133,22 @@ def check_and_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         onnx.checker.check_model(checked)
     except onnx.checker.ValidationError as exc:
-        raise DmlLowerError(explain_checker(model, onnx_message(exc))) from None
+        raise DmlLowerError(explain_checker(model, onnx_message(exc), what)) from None
     # onnx's inference reads every initializer as a constant, those that are also graph inputs
     # too (ConstantOfShape, Reshape, Range and data propagation take their values, so a default
     # [3, 3] sized values a feed of [2, 5] replaces): it sees them as the plain inputs they are,
     # declared type and shape only, and the defaults go back after.
     inputs = {vi.name for vi in model.graph.input}
     if not any(t.name in inputs for t in model.graph.initializer):
-        return _infer(model)
+        return _infer(model, what=what)
     bare, defaults = split_initializers(model, lambda t: t.name in inputs)
-    inferred = _infer(bare, defaults)
+    inferred = _infer(bare, defaults, what)
     del bare
     inferred.graph.initializer.extend(defaults)
     return inferred
 
 
-def _infer(model: onnx.ModelProto, defaults: "Sequence[onnx.TensorProto]" = ()) -> onnx.ModelProto:
+def _infer(model: onnx.ModelProto, defaults: "Sequence[onnx.TensorProto]" = (), what: str = "") -> onnx.ModelProto:
     """Strict shape inference with data propagation, as check_and_infer says; `defaults`, the
     initializers taken out as plain inputs, still count as large values below."""
     # Data propagation makes a shape of every rank-1 value it derives, one entry per element: a
@@ -168,7 +169,8 @@ def _infer(model: onnx.ModelProto, defaults: "Sequence[onnx.TensorProto]" = ()) 
         inferred = _with_data_propagation(view)
         return _with_weights(inferred, model, lifted, restore)
     except INFERENCE_ERRORS as exc:
-        raise DmlLowerError(f"ONNX shape inference failed: {onnx_message(exc, restore)}") from None
+        lead = f"{what}: " if what else ""
+        raise DmlLowerError(f"{lead}ONNX shape inference failed: {onnx_message(exc, restore)}") from None
     finally:
         restore_names(view, restore)            # the model itself when nothing was lifted
 

@@ -50,19 +50,21 @@ def onnx_message(exc: BaseException, restore: "Mapping[str, str] | None" = None,
     return text + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
 
 
-def explain_checker(model: "onnx.ModelProto", message: str) -> str:
-    """The checker's first line, with the node or value it is about named where it does not."""
+def explain_checker(model: "onnx.ModelProto", message: str, what: str = "") -> str:
+    """The checker's first line, with the node or value it is about named where it does not, led
+    by `what` (the model file) where given."""
+    lead = f"{what}: " if what else ""
     missing_op = re.search(r"No Op registered for (\S+) with domain_version of (\d+)", message)
     if missing_op:
         op, version = missing_op.groups()
         node = next((n for n in model.graph.node if n.op_type == op), None)
         if node is not None:
-            return (f"node {node.name or node.op_type!r}: {op} does not exist at opset {version} "
+            return (f"{lead}node {node.name or node.op_type!r}: {op} does not exist at opset {version} "
                     f"of its domain (ONNX checker: {message})")
     if "Field 'shape' of 'type' is required" in message:
         for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
             for vi in values:
                 if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
-                    return (f"graph {kind} {vi.name!r} has no shape; the ONNX checker requires one "
+                    return (f"{lead}graph {kind} {vi.name!r} has no shape; the ONNX checker requires one "
                             "(an empty shape for a scalar, dim_param for unknown sizes)")
-    return f"model fails the ONNX checker: {message}"
+    return f"{what or 'model'} fails the ONNX checker: {message}"

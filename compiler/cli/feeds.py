@@ -85,8 +85,12 @@ def drawn_sizes_hint(compiled: CompiledModel, feeds: Feeds) -> str:
                    if d.dim_param and d.dim_param not in feeds.dims})
     if not free:
         return ""
+    # the sizes the user chose are said too: a failure may be theirs (--dim batch=0), not the default's
+    given = sorted({d.dim_param for vi in random_inputs(compiled, feeds) for d in vi.type.tensor_type.shape.dim
+                    if d.dim_param in feeds.dims})
+    chosen = f", and {name_list([f'{n} {feeds.dims[n]}' for n in given], 6, 'dimensions')} from --dim" if given else ""
     return (f" (the random feeds gave symbolic dimension{'s' if len(free) > 1 else ''} "
-            f"{name_list(free, 6, 'dimensions')} size {DIM_DEFAULT}; if the model ties sizes together, "
+            f"{name_list(free, 6, 'dimensions')} size {DIM_DEFAULT}{chosen}; if the model ties sizes together, "
             "give them with --dim NAME=SIZE)")
 
 

@@ -91,7 +91,7 @@ def cmd_optimize(parsed: Parsed) -> int:
         from ..ep.registry import choose_table
         table = choose_table(rewrites.ort_version)
     model = load_model(path)
-    check_and_infer(model)          # an invalid model is refused, as by every other command
+    check_and_infer(model, f"model file {str(path)!r}")     # an invalid model is refused, as by every other command
     feeds, dims, sizes = _check_feeds(parsed, model)
     external = external_initializers(path)
     optimized = _rewrite(path, model, rewrites, level, table)

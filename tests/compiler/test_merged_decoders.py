@@ -278,3 +278,12 @@ def test_the_dim_hint_is_only_for_failures_on_the_feeds(capsys) -> None:
     no --dim hint, on a model whose symbolic dimensions the feeds sized by default."""
     code, _, err = cli(["check", SHIPPED_DECODER, "--backends", "ort:NoSuchExecutionProvider"], capsys)
     assert code == 2 and err.count("\n") == 1 and "random feeds gave" not in err
+
+
+def test_the_dim_hint_says_the_sizes_given_too(capsys) -> None:
+    """GPT-2's Reshape to [batch, -1] cannot take batch 0 (a 0 beside a -1): the line says the
+    user's --dim batch=0 beside the default-sized sequence, not the default size alone."""
+    code, _, err = cli(["check", Path(__file__).parent.parent / "models" / "real" / "gpt2.torchscript.onnx",
+                        "--dim", "batch=0", "-q"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "(the random feeds gave symbolic dimension sequence size 3, and batch 0 from --dim; " in err

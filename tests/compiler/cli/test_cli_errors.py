@@ -124,11 +124,11 @@ ROWS = {
     "png-header": (lambda t: ["compile", write_bytes(t / "image.onnx", b"\x89PNG\r\n\x1a\n" + bytes(64))],
                    ["image.onnx", "not an ONNX model"]),
     "onnx-checker": (lambda t: ["compile", save(checker_failing_model(), t / "bad.onnx")],
-                     ["ONNX checker", "'nope'"]),
+                     ["bad.onnx", "ONNX checker", "'nope'"]),
     "eyelike-not-2d": (lambda t: ["compile", save(eyelike_3d_model(), t / "eye3.onnx")],
-                       ["EyeLike", "2-dimensional"]),
+                       ["eye3.onnx", "EyeLike", "2-dimensional"]),
     "nonzero-opset-8": (lambda t: ["compile", save(nonzero_opset8_model(), t / "nz8.onnx")],
-                        ["NonZero", "8"]),
+                        ["nz8.onnx", "NonZero", "8"]),
     "eyelike-opset-8": (lambda t: ["compile", save(eyelike_opset8_model(), t / "eye8.onnx")],
                         ["EyeLike", "8"]),
     "feature-level-7_0": (lambda t: ["compile", good_model(t), "--feature-level", "7_0"],
@@ -251,6 +251,16 @@ def test_cli_other_user_error(row, tmp_path, capfd):
     argv = build(tmp_path)
     code, out, err = run_in_process(argv, capfd)
     assert_one_error_line(code, out, err, substrings)
+
+
+@pytest.mark.parametrize("command", ["check", "run", "compile", "inspect", "optimize", "reduce"])
+def test_every_command_names_the_model_file_the_checker_refuses(command, tmp_path, capfd):
+    """One loader, one checker: whichever command reads it, the line names the file and the node."""
+    path = save(checker_failing_model(), tmp_path / "refused.onnx")
+    extra = {"optimize": ["-o", str(tmp_path / "o.onnx")],
+             "reduce": ["-o", str(tmp_path / "o.onnx"), "--backends", "cpu"]}.get(command, [])
+    code, out, err = run_in_process([command, path, *extra], capfd)
+    assert_one_error_line(code, out, err, [f"model file {path!r} fails the ONNX checker", "'nope'", "nonzero"])
 
 
 def test_cli_checker_error_names_the_node(tmp_path, capfd):

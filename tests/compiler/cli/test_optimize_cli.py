@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.compiler.cli import main
-from onnx_dml_lowering.compiler.frontend import check_and_infer, load_model
+from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.runtime.model_facts import graph_inputs
 from onnx_dml_lowering.compiler.optimize import bit_identical
 from onnx_dml_lowering.ir import DmlLowerError
@@ -56,7 +56,7 @@ def test_invalid_model_is_refused_in_one_line_and_nothing_is_written(case, tmp_p
     source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(INVALID[case], str(source))
     with pytest.raises(DmlLowerError) as expected:       # what every other command says of it
-        check_and_infer(load_model(str(source)))
+        compile_model(str(source))
     assert main(["optimize", str(source), "-o", str(target), "--check"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == f"dml-lower: error: {expected.value}\n"

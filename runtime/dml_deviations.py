@@ -58,7 +58,14 @@ NAMES = {
                              "EP's outputs (ExecutionProviderImpl::CopyTensors)",
     "scalar_nonzero_cpu": "onnxruntime deviation: a scalar NonZero the DML EP leaves to the CPU EP gives [1, N] "
                           "there too (ONNX says [0, N])",
+    "roialign_10_half_pixel": "DML EP deviation: RoiAlign-10 is computed in half_pixel mode (every ROI moved by "
+                              "half a pixel; ONNX's RoiAlign-10 has no offset)",
+    "roialign_unclamped": "DML EP deviation: RoiAlign in output_half_pixel mode keeps an ROI under one pixel as it "
+                          "is (ONNX makes it one pixel wide and high)",
 }
+# Float answers: recognised within the output's tolerances, not bit for bit (the DML EP's RoiAlign
+# equals the emulation below to ~4e-7, as onnxruntime's CPU RoiAlign equals onnx.reference's)
+FLOAT_DEVIATIONS = frozenset({"roialign_10_half_pixel", "roialign_unclamped"})
 # Cast to bool's source types that deviate on the DML EP, as measured (1.24.4): the rest give ONNX's answer
 CAST_BOOL_CLIPPED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 CAST_BOOL_LOW_WORD = (np.dtype(np.int64), np.dtype(np.uint64))
@@ -108,7 +115,8 @@ def _ops(fired: "list[tuple[str, str]]", providers: "dict[str, str] | None") -> 
     # onnx.reference's operator list costs ~0.1 s to import: only a DML EP run needs it
     from onnx.reference.op_run import OpRun
     on_dml = _on_dml(providers)
-    return [*_index_ops(fired, OpRun, on_dml), _cast_op(fired, OpRun, on_dml), _relu_op(fired, OpRun, on_dml)]
+    return [*_index_ops(fired, OpRun, on_dml), _cast_op(fired, OpRun, on_dml), _relu_op(fired, OpRun, on_dml),
+            _roi_align_op(fired, OpRun, on_dml)]
 
 
 def _on_dml(providers: "dict[str, str] | None") -> "Callable[[Any], bool]":
@@ -212,6 +220,77 @@ def _relu_op(fired: "list[tuple[str, str]]", OpRun: type, on_dml: "Callable[[Any
     return Relu
 
 
+def roi_align_deviation(since_version: int, mode: "str | None") -> "str | None":
+    """The DML EP's RoiAlign deviation (a key of NAMES) for a node of that since-version and
+    coordinate_transformation_mode attribute (None: absent), measured on 1.24.4: RoiAlign-10 runs as
+    half_pixel; output_half_pixel runs without ONNX's clamp of an ROI to at least 1 x 1."""
+    if since_version < 16:
+        return "roialign_10_half_pixel"
+    return "roialign_unclamped" if mode == "output_half_pixel" else None
+
+
+def dml_roi_align(x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray, key: str,
+                  attributes: "Mapping[str, Any]") -> np.ndarray:
+    """RoiAlign as the DML EP computes it under deviation `key`: onnxruntime's CPU RoiAlign-16 in
+    half_pixel mode (no clamp), the ROIs moved back by half a pixel for output_half_pixel."""
+    import onnxruntime as ort
+    from onnx import helper
+    scale = float(attributes.get("spatial_scale", 1.0))
+    boxes = np.asarray(rois)
+    if key == "roialign_unclamped":      # half_pixel subtracts 0.5 after scaling: add it back first
+        boxes = (boxes.astype(np.float64) + 0.5 / scale).astype(boxes.dtype)
+    elem = helper.np_dtype_to_tensor_dtype(np.asarray(x).dtype)
+    node = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], coordinate_transformation_mode="half_pixel",
+                            **{k: v for k, v in attributes.items() if k != "coordinate_transformation_mode"})
+    graph = helper.make_graph([node], "roi_align", [helper.make_tensor_value_info("x", elem, None),
+                                                    helper.make_tensor_value_info("rois", elem, None),
+                                                    helper.make_tensor_value_info("bi", onnx.TensorProto.INT64, None)],
+                              [helper.make_tensor_value_info("y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x, "rois": boxes, "bi": np.asarray(batch_indices, np.int64)})[0]
+
+
+def _roi_align_op(fired: "list[tuple[str, str]]", OpRun: type, on_dml: "Callable[[Any], bool]") -> type:
+    """RoiAlign as the DML EP runs it (_ops): fired where its answer differs from ONNX's."""
+    from onnx.reference.ops.op_roi_align import RoiAlign as OnnxRoiAlign
+
+    class RoiAlign(OnnxRoiAlign):
+        op_domain = ""
+
+        def _run(self, x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray,  # type: ignore[override]
+                 **attributes: Any) -> "tuple[np.ndarray]":
+            names = ("mode", "output_height", "output_width", "sampling_ratio", "spatial_scale",
+                     "coordinate_transformation_mode")
+            given = {k: _plain(getattr(self, k)) for k in names if getattr(self, k, None) is not None}
+            since = _since(self)
+            if since < 16:      # RoiAlign-10 has no mode: ONNX's answer is output_half_pixel's (onnx.reference
+                given["coordinate_transformation_mode"] = None      # would take RoiAlign-16's default)
+            key = roi_align_deviation(since, given.get("coordinate_transformation_mode"))
+            onnx_mode = given.get("coordinate_transformation_mode") or ("output_half_pixel" if since < 16
+                                                                        else "half_pixel")
+            onnx_answer = super()._run(x, rois, batch_indices, coordinate_transformation_mode=onnx_mode)[0]
+            if key is None or not on_dml(self):
+                return (onnx_answer,)
+            given.pop("coordinate_transformation_mode", None)
+            out = dml_roi_align(x, rois, batch_indices, key, given)
+            if not np.allclose(out, onnx_answer, rtol=1e-5, atol=1e-6):
+                fired.append((key, ""))
+                return (out,)
+            return (onnx_answer,)
+
+    return RoiAlign
+
+
+def _since(op: Any) -> int:
+    """The since-version of an onnx.reference operator's node at its opset."""
+    return int(onnx.defs.get_schema(op.onnx_node.op_type, op.run_params.get("opsets", {}).get("", 22)).since_version)
+
+
+def _plain(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def dml_outputs(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", providers: "dict[str, str] | None" = None
                 ) -> "tuple[dict[str, np.ndarray], list[tuple[str, str]]]":
     """(the outputs the DML EP's lowering gives, the deviations that changed a result on the
@@ -235,9 +314,12 @@ def describe(fired: "list[tuple[str, str]]") -> str:
 
 
 def recognise(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", name: str,
-              got: "np.ndarray | None") -> "str | None":
-    """The named DML EP deviation(s) when `got` (output `name` from the DML EP) is bit for bit the
-    DML EP's documented answer and that answer comes from a deviation; else None."""
+              got: "np.ndarray | None", within: "Callable[[np.ndarray, np.ndarray], bool] | None" = None
+              ) -> "str | None":
+    """The named DML EP deviation(s) when `got` (output `name` from the DML EP) is the DML EP's
+    documented answer and that answer comes from a deviation; else None. Bit for bit, but where a
+    float deviation (FLOAT_DEVIATIONS) fired: then `within(want, got)`, the check's comparator at
+    the output's tolerances (None: bit for bit still)."""
     try:
         outputs, fired = dml_outputs(model, feeds)
     except Exception:  # onnx.reference cannot run this model: nothing is recognised, nothing hidden
@@ -246,7 +328,12 @@ def recognise(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", name: str,
     if not fired or want is None or got is None:
         return None
     got, want = np.asarray(got), np.asarray(want)
-    if got.dtype != want.dtype or got.shape != want.shape or got.tobytes() != want.tobytes():
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return None
+    if within is not None and any(key in FLOAT_DEVIATIONS for key, _ in fired):
+        if not within(want, got):
+            return None
+    elif got.tobytes() != want.tobytes():
         return None
     return describe(fired)
 

@@ -27,7 +27,8 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_graphs, node_paths, prefixed_graphs, subgraph_reads
-from onnx_dml_lowering.runtime.dml_deviations import FAILURES, cast_bool_deviation, empty_output_risks, failing_nodes
+from onnx_dml_lowering.runtime.dml_deviations import (FAILURES, cast_bool_deviation, empty_output_risks,
+                                                      failing_nodes, roi_align_deviation)
 
 from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
 from .registry import (DEVICE_DEPENDENT, DML_TYPES, NEWEST_ORT, TABLE_SOURCES, DmlKernel, Schema, choose_table,
@@ -294,6 +295,23 @@ class Predictor:
         as_float.update({n: "float" for n in values if self.types.get(n) == "float16"})
         return self._cpu_kernel(node, sch, as_float) is None
 
+    def _warn_roi_align(self, path: str, node: onnx.NodeProto) -> None:
+        """RoiAlign's measured deviations on DML (dml_deviations.roi_align_deviation)."""
+        sch = schema("RoiAlign", "", self.opsets.get("ai.onnx", 0))
+        mode = next((a.s.decode(errors="replace") for a in node.attribute
+                     if a.name == "coordinate_transformation_mode"), None)
+        if sch is None:
+            return
+        key = roi_align_deviation(sch.since_version, mode)
+        if key == "roialign_10_half_pixel":
+            self.warnings.append(f"{path} (RoiAlign-{sch.since_version}): the DML EP computes it in half_pixel mode, "
+                                 "every ROI moved by half a pixel (ONNX's RoiAlign-10 has no offset), measured on "
+                                 "onnxruntime-directml 1.24.4 (a named DML EP deviation)")
+        elif key == "roialign_unclamped":
+            self.warnings.append(f"{path} (RoiAlign, output_half_pixel): the DML EP keeps an ROI under one pixel as "
+                                 "it is (ONNX makes it one pixel wide and high), so small boxes give other values, "
+                                 "measured on onnxruntime-directml 1.24.4 (a named DML EP deviation)")
+
     def _warn_dml(self, path: str, node: onnx.NodeProto) -> None:
         """What is placed on DML but may fail there or differ from ONNX: said, not hidden."""
         if not is_standard(node.domain):
@@ -313,6 +331,8 @@ class Predictor:
                                  "DirectML.dll loaded at run time fails, it does not fall back")
         if node.op_type == "Relu" and out_type in ("float", "float16"):      # measured types
             self.relu_nan.append(path)
+        if node.op_type == "RoiAlign":
+            self._warn_roi_align(path, node)
         deviation = cast_bool_deviation(self.types.get(node.input[0])) if node.op_type == "Cast" and \
             out_type == "bool" and node.input else None
         if deviation == "cast_bool_clip":

@@ -219,3 +219,69 @@ def test_recognise_a_deviation_in_a_model_whose_weights_stay_in_its_file(tmp_pat
     assert w.ByteSize() > LAZY_MIN_BYTES and any(is_lazy(t) for t in loaded.graph.initializer)
     x = np.ones((side, side), np.float32)
     assert recognise(loaded, {"x": x}, "y", np.zeros((side, side), np.float32)) == NAMES["trilu_k_overflow"]
+
+
+# --- RoiAlign: RoiAlign-10 as half_pixel, output_half_pixel without the clamp -------------------
+
+from onnx_dml_lowering.runtime.dml_deviations import dml_roi_align, roi_align_deviation  # noqa: E402
+from onnx_dml_lowering.runtime.compare import compare  # noqa: E402
+from tests import roi_align_models as roi  # noqa: E402
+
+
+def test_roi_align_deviation_table():
+    assert roi_align_deviation(10, None) == "roialign_10_half_pixel"
+    assert roi_align_deviation(16, "output_half_pixel") == "roialign_unclamped"
+    assert roi_align_deviation(16, "half_pixel") is None and roi_align_deviation(16, None) is None
+
+
+@pytest.mark.parametrize("opset,transform,rois,key", [
+    (10, None, "big", "roialign_10_half_pixel"), (10, None, "small", "roialign_10_half_pixel"),
+    (16, "output_half_pixel", "small", "roialign_unclamped"), (16, "output_half_pixel", "mixed", "roialign_unclamped"),
+    (16, "output_half_pixel", "big", None), (16, "half_pixel", "small", None), (16, "half_pixel", "big", None)])
+def test_roi_align_fires_only_where_the_dml_answer_differs(opset, transform, rois, key):
+    model, feeds = roi.roi_align(opset, transform, rois), roi.feeds()
+    out, fired = dml_outputs(model, feeds)
+    assert [k for k, _ in fired] == ([key] if key else [])
+    onnx_mode = transform or "output_half_pixel"        # RoiAlign-10's ONNX semantics
+    spec = ReferenceEvaluator(roi.roi_align(16, onnx_mode, rois)).run(None, feeds)[0]
+    if key is None:
+        np.testing.assert_array_equal(out["y"], spec)
+    else:
+        assert not np.allclose(out["y"], spec, atol=1e-3)
+
+
+def test_the_emulation_is_half_pixel_and_unclamped_output_half_pixel_where_rois_are_big():
+    """RoiAlign-10 on DML is onnx.reference's half_pixel answer; the unclamped emulation of large ROIs
+    is output_half_pixel's (the clamp changes nothing there), both to float rounding."""
+    feeds = roi.feeds(1)
+    boxes, bi = np.array(roi.ROIS["big"], np.float32), np.zeros(1, np.int64)
+    attrs = dict(output_height=7, output_width=7, sampling_ratio=2, spatial_scale=0.5, mode="avg")
+    for key, transform in (("roialign_10_half_pixel", "half_pixel"), ("roialign_unclamped", "output_half_pixel")):
+        want = ReferenceEvaluator(roi.roi_align(16, transform, "big")).run(None, feeds)[0]
+        np.testing.assert_allclose(dml_roi_align(feeds["x"], boxes, bi, key, attrs), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_roi_align_answer_is_recognised_within_the_tolerances_and_only_then():
+    model, feeds = roi.roi_align(16, "output_half_pixel", "small"), roi.feeds()
+    dml = dml_outputs(model, feeds)[0]["y"]
+    spec = ReferenceEvaluator(model).run(None, feeds)[0]
+    noisy = (dml + np.float32(3e-7)).astype(np.float32)                # the real EP's float rounding
+    def within(want, got):
+        return compare("y", "", want, got, 1e-5, 1e-5).status == "match"
+    assert recognise(model, feeds, "y", noisy, within) == NAMES["roialign_unclamped"]
+    assert recognise(model, feeds, "y", noisy) is None                  # no comparator given: bit for bit
+    assert recognise(model, feeds, "y", spec, within) is None           # ONNX's answer is no deviation
+    assert recognise(model, feeds, "y", (dml + 0.01).astype(np.float32), within) is None
+
+
+@pytest.mark.parametrize("opset,transform,rois,warned", [
+    (10, None, "big", "RoiAlign-10): the DML EP computes it in half_pixel mode"),
+    (16, "output_half_pixel", "big", "(RoiAlign, output_half_pixel): the DML EP keeps an ROI under one pixel"),
+    (16, "half_pixel", "small", None)])
+def test_inspect_ep_dml_warns_of_roi_align(opset, transform, rois, warned, tmp_path, capsys):
+    path = tmp_path / "r.onnx"
+    onnx.save(roi.roi_align(opset, transform, rois), path)
+    code, out, err = cli(["inspect", path, "--ep", "dml"], capsys)
+    assert code == 0, err
+    lines = [ln for ln in out.splitlines() if "warning: roialign (RoiAlign" in ln]
+    assert [warned in ln for ln in lines] == ([True] if warned else [])

@@ -168,3 +168,38 @@ def test_identity_reads_a_scalar_nonzero_on_the_dml_ep(ort_host):
     (got,), placed = _real(ort_host, model, {"x": np.array(2.0, np.float32)})
     assert placed == {"nz": DML, "id": DML} and got.tolist() == [[0]]
     assert failing_nodes(model) == []
+
+
+# --- RoiAlign (float: within the tolerances, not bit for bit) ---------------------------------------
+
+from tests import roi_align_models as roi  # noqa: E402
+
+
+@pytest.mark.parametrize("mode,sampling_ratio", [("avg", 2), ("avg", 0)])
+@pytest.mark.parametrize("opset,transform,rois", [
+    (10, None, "big"), (10, None, "small"), (16, "output_half_pixel", "small"), (16, "output_half_pixel", "mixed"),
+    (16, "output_half_pixel", "big"), (16, "half_pixel", "small")])
+def test_roi_align_on_the_real_ep_is_the_emulation(ort_host, opset, transform, rois, mode, sampling_ratio):
+    """The DML EP's RoiAlign equals dml_outputs' emulation to float rounding (measured: <= ~1.3e-6),
+    and differs from ONNX's exactly where a deviation fires."""
+    model, feeds = roi.roi_align(opset, transform, rois, mode, sampling_ratio), roi.feeds(2)
+    (got,), providers = _real(ort_host, model, feeds)
+    assert providers == {"roialign": DML}
+    emulated, fired = dml_outputs(model, feeds)
+    np.testing.assert_allclose(got, emulated["y"], rtol=1e-5, atol=1e-5)
+    spec = ReferenceEvaluator(roi.roi_align(16, transform or "output_half_pixel", rois, mode, sampling_ratio)
+                              ).run(None, feeds)[0]
+    assert np.allclose(got, spec, rtol=1e-5, atol=1e-5) == (not fired), fired
+
+
+def test_check_names_the_roi_align_deviation_and_matches_where_there_is_none(tmp_path, capsys):
+    from tests.cli_runner import cli
+    for transform, rois, status in (("output_half_pixel", "small", "DEVIATION"), ("output_half_pixel", "big", "MATCH")):
+        path = tmp_path / f"{rois}.onnx"
+        onnx.save(roi.roi_align(16, transform, rois), path)
+        code, out, err = cli(["check", path, "--backends", "ort-dml"], capsys)
+        line = next(ln for ln in out.splitlines() if "[ort-dml] y:" in ln)
+        assert f"y: {status}" in line, line
+        if status == "DEVIATION":
+            assert "RoiAlign in output_half_pixel mode keeps an ROI under one pixel" in line
+        assert code == 0, out + err

@@ -19,7 +19,6 @@ from onnx_dml_lowering.runtime.inline_weights import in_model_file
 from onnx_dml_lowering.runtime.weights import data_bytes
 
 from .compiled import CompiledModel, compile_model
-from .ep.placement import format_placement, placement_for_file
 from .frontend import load_stored
 from .partition import Placement
 
@@ -117,8 +116,27 @@ def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tup
              verify: bool = False, table: "tuple[str, str] | None" = None) -> "tuple[dict, onnx.ModelProto | None]":
     """The report, and with ep="dml" the graph the placement was predicted on (for the picture)."""
     raw = _load_raw(path)
-    graph = None
+    if ep != "dml":         # nothing reads the file's proto after the report: the compile takes it over
+        report, functions = _summary_first(path, raw, feature_level)
+        compiled = compile_model(path, feature_level=feature_level, stored=raw, take_stored=True)
+        del raw             # the compile's input, now unused: freed before the partition
+        return _with_anchors(report, functions, compiled), None
     compiled = compile_model(path, feature_level=feature_level, stored=raw)
+    report = _with_anchors(*_summary(path, raw), compiled)
+    # the default table reads the installed DML EP's version (onnxruntime's import): only with --ep dml
+    version, chosen = table if table is not None else _ort_version(None)
+    if verify:
+        from .ep.verify import verify_placement
+        report["ep_placement"], graph = verify_placement(path, tuple(device_lacks), raw, version, chosen)
+    else:
+        from .ep.placement import placement_for_file
+        report["ep_placement"], graph = placement_for_file(path, tuple(device_lacks), raw, None, version, chosen)
+    return report, graph
+
+
+def _summary(path: str, raw: onnx.ModelProto) -> "tuple[dict, dict | None]":
+    """What the report reads of the file as stored: its head (up to the node counts), and the
+    node counts of its functions (None without any)."""
     defaults = {i.name for i in raw.graph.initializer}
     inputs = [dict(_value(vi), default=vi.name in defaults) for vi in raw.graph.input]
     report = {
@@ -130,22 +148,29 @@ def _inspect(path: str, feature_level: str, ep: "str | None", device_lacks: "tup
         "outputs": [_value(vo) for vo in raw.graph.output],
         "initializers": initializer_bytes(raw, Path(path).name),
         "op_counts": dict(sorted(count_ops(raw.graph).items())),
-        "feature_level": compiled.feature_level.name,
-        "anchors": anchors(compiled),
     }
-    if raw.functions:
-        report["function_op_counts"] = {f"{f.domain}:{f.name}": dict(sorted(count_ops(f).items()))
-                                        for f in raw.functions}
-    if ep != "dml":
-        return report, graph
-    # the default table reads the installed DML EP's version (onnxruntime's import): only with --ep dml
-    version, chosen = table if table is not None else _ort_version(None)
-    if verify:
-        from .ep.verify import verify_placement
-        report["ep_placement"], graph = verify_placement(path, tuple(device_lacks), raw, version, chosen)
-    else:
-        report["ep_placement"], graph = placement_for_file(path, tuple(device_lacks), raw, None, version, chosen)
-    return report, graph
+    functions = {f"{f.domain}:{f.name}": dict(sorted(count_ops(f).items())) for f in raw.functions}
+    return report, (functions or None)
+
+
+def _summary_first(path: str, raw: onnx.ModelProto, feature_level: str) -> "tuple[dict, dict | None]":
+    """_summary before the compile has checked the model: should it fail on a model the compile
+    refuses, the compile's one line comes first, as it did when the summary followed it."""
+    try:
+        return _summary(path, raw)
+    except Exception:
+        compile_model(path, feature_level=feature_level, stored=raw)
+        raise
+
+
+def _with_anchors(report: dict, functions: "dict | None", compiled: CompiledModel) -> dict:
+    """`report` completed by the compile: its level, its anchors (the partition), then the functions'
+    node counts, in the order the JSON has always had."""
+    report["feature_level"] = compiled.feature_level.name
+    report["anchors"] = anchors(compiled)
+    if functions is not None:
+        report["function_op_counts"] = functions
+    return report
 
 
 def _load_raw(path: str) -> onnx.ModelProto:
@@ -188,6 +213,7 @@ def format_inspect(report: dict) -> str:
                 + f": {a['reason']}"
         lines.append(text)
     if "ep_placement" in report:
+        from .ep.placement import format_placement
         lines.extend(format_placement(report["ep_placement"]))
         if "verified" in report["ep_placement"]:
             from .ep.verify import format_verified

@@ -27,9 +27,19 @@ def _same_compile(path: str) -> None:
     assert stored.SerializeToString() == before          # the report's proto is untouched
 
 
+def _same_compile_taken(path: str) -> None:
+    """take_stored: the compile takes the stored proto over (inspect without --ep, its report read
+    first) and is still the one compile_model(path) makes."""
+    got, expected = compile_model(path, stored=load_stored(path), take_stored=True), compile_model(path)
+    assert got.to_json() == expected.to_json()
+    assert got.model.SerializeToString() == expected.model.SerializeToString()
+    assert got.source == expected.source == path
+
+
 @pytest.mark.parametrize("name", ["ssdlite320_mobilenet_v3.torchscript", "llama.dynamo", "mixtral.torchscript"])
 def test_a_real_export_compiles_the_same_from_its_stored_proto(name):
     _same_compile(str(REAL / f"{name}.onnx"))
+    _same_compile_taken(str(REAL / f"{name}.onnx"))
 
 
 def _external_model(tmp_path) -> str:
@@ -46,6 +56,7 @@ def _external_model(tmp_path) -> str:
 def test_external_data_is_resolved_on_the_copy(tmp_path):
     path = _external_model(tmp_path)
     _same_compile(path)
+    _same_compile_taken(path)
     report = inspect_model(path)
     assert report["initializers"]["external"]["count"] == 1      # still read as stored
 
@@ -57,5 +68,7 @@ def test_a_short_external_file_is_the_same_one_line(tmp_path):
         compile_model(path)
     with pytest.raises(DmlLowerError) as from_stored:
         compile_model(path, stored=load_stored(path))
-    assert str(from_stored.value) == str(plain.value)
+    with pytest.raises(DmlLowerError) as taken:
+        compile_model(path, stored=load_stored(path), take_stored=True)
+    assert str(from_stored.value) == str(taken.value) == str(plain.value)
     assert "\n" not in str(plain.value)

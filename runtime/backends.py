@@ -348,7 +348,8 @@ class Provider:
 
     def release(self, kept: "BackendRun | None" = None) -> None:
         """Drops the session (onnxruntime's copy of the weights, its pre-packed ones, its arena):
-        check runs this backend's one feed set before the region sessions exist (check.py).
+        check runs this backend's one feed set before the region sessions exist, or after they are
+        released (check.py).
 
         `kept`: this session's run, whose outputs the caller keeps; they are made memory of their
         own (owned), as onnxruntime hands them back as views of the session's allocator and one

@@ -11,8 +11,9 @@ is reported and skipped while the others run.
 The loop is an object, `CheckRun`: `prepare()` (backends made and prepared, the first feed set
 validated, the oracle made), `sets()` (one `CheckedSet` per feed set, as each is compared: the
 caller saves from those), `run_set()` (one set on the oracle and every backend; with one feed set
-the provider backends of a model with PROVIDERS_FIRST_FROM of weights run it first and release
-their sessions, see _run_providers_first), `classify()`
+each provider backend runs it alone and releases its session: first on a model with
+PROVIDERS_FIRST_FROM of weights, see _run_providers_first, else last, see _run_providers_last),
+`classify()`
 (every status rule of one output, in one place) and `report()` (the frozen CheckReport, built
 once). `check()` is the whole run in one call.
 """
@@ -56,8 +57,9 @@ __all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "BackendOptions", "CheckAbout", "Chec
            "describe_backend", "lazy_oracle", "lowered_outputs", "make_oracle"]
 
 # The model's weights from which its provider backends run a lone feed set first and release their
-# session (_run_providers_first): below it the session's weights are small, and the old order
-# stands, where the oracle's region runs first and a crash inside onnxruntime names its node.
+# session (_run_providers_first); below it they run it last, prepared only then, after the region
+# sessions are released (_run_providers_last), and a crash inside onnxruntime names the oracle's
+# region and its node. (On the large models the order first is the one measured: docs/performance.md.)
 PROVIDERS_FIRST_FROM = 4 * 2**20
 
 SCALAR_NONZERO_DEVIATION = "known onnxruntime deviation: a scalar NonZero gives (1, nnz); ONNX says (0, nnz)"
@@ -137,9 +139,11 @@ class CheckRun:
         self.tolerances = tolerances
         self._oracle_asked = oracle
         # one feed set, known before the run (no further sets, or an empty sized collection of
-        # them): the provider backends may run it first (_run_providers_first)
-        self._one_set = (more_feeds is None or (isinstance(more_feeds, Sized) and len(more_feeds) == 0)) and \
-            sum(map(stored_bytes, compiled.model.graph.initializer)) >= PROVIDERS_FIRST_FROM
+        # them): each provider backend runs it alone, first (_run_providers_first) or last
+        # (_run_providers_last), and its session is released after
+        self._one_set = more_feeds is None or (isinstance(more_feeds, Sized) and len(more_feeds) == 0)
+        heavy = sum(map(stored_bytes, compiled.model.graph.initializer)) >= PROVIDERS_FIRST_FROM
+        self._providers_first, self._providers_last = self._one_set and heavy, self._one_set and not heavy
         self._more = iter(more_feeds or ())
         self.under_way: "UnderWay | None" = UnderWay(0, feeds)
         self.first: "dict[str, np.ndarray]" = {}        # feed set #0, validated, defaults included
@@ -172,6 +176,7 @@ class CheckRun:
         self._verify_saved()
         self._prepare_classifier()
         self._prepare_backends()
+        self._after_prepare()
         self._prepared = True
 
     def _verify_saved(self) -> None:
@@ -206,23 +211,33 @@ class CheckRun:
         self._reports = {b.name: BackendReport(b.name) for b in self._runners}
         self._first: "list[Provider]" = []        # run before the oracle (_run_providers_first)
         self._ran_first: "dict[BackendName, BackendRun | DmlLowerError]" = {}
+        self._last: "list[Provider]" = []         # prepared and run after the others (_run_providers_last)
         for backend in self._runners:
-            started = time.perf_counter()
-            report = self._reports[backend.name]
             if isinstance(backend, Provider):
                 backend.run_once = self._one_set         # its session may use the shared arena
-            try:
-                prepared = backend.prepare()
-            except DmlLowerError as exc:
-                report.error = str(exc)
-            else:
-                report.ran, report.partial = prepared.ran, dict(prepared.partial)
-                report.unsupported_nodes = dict(prepared.unsupported_nodes)
-                report.node_providers, report.placement_notes = prepared.node_providers, list(prepared.placement_notes)
-                self.oracle.keep.update(prepared.needs)
-                if not prepared.needs and isinstance(backend, Provider) and self._one_set:
-                    self._first.append(backend)
-            report.seconds += time.perf_counter() - started
+                if self._providers_last and not backend.modified:
+                    self._last.append(backend)
+                    continue
+            self._prepare_backend(backend)
+
+    def _prepare_backend(self, backend: Backend) -> None:
+        """The backend prepared, what it says of itself in its report (its error, if it failed)."""
+        started = time.perf_counter()
+        report = self._reports[backend.name]
+        try:
+            prepared = backend.prepare()
+        except DmlLowerError as exc:
+            report.error = str(exc)
+        else:
+            report.ran, report.partial = prepared.ran, dict(prepared.partial)
+            report.unsupported_nodes = dict(prepared.unsupported_nodes)
+            report.node_providers, report.placement_notes = prepared.node_providers, list(prepared.placement_notes)
+            self.oracle.keep.update(prepared.needs)
+            if not prepared.needs and isinstance(backend, Provider) and self._providers_first:
+                self._first.append(backend)
+        report.seconds += time.perf_counter() - started
+
+    def _after_prepare(self) -> None:
         # the passes that may take a region run an earlier one did on the same bytes (region_cache.py)
         schedule_reuse(self.compiled, self.oracle, [b for b in self._runners if not self._reports[b.name].error])
         bodies = bool(self.compiled.partition.bodies)
@@ -308,12 +323,37 @@ class CheckRun:
         if index == 0:
             self._first_expected = expected
         actuals: "dict[BackendName, dict]" = {}
+        last = self._last if index == 0 else []
         for backend in self._runners:
+            if backend in last:
+                continue
             ran = self._run_backend(backend, feed_set)
             if ran is not None:
                 actuals[backend.name] = ran.outputs
                 self._record(backend.name, ran, index, feed_set, expected)
-        return CheckedSet(index, feed_set, expected, actuals)
+        if last:
+            self._run_providers_last(feed_set, expected, actuals)
+        return CheckedSet(index, feed_set, expected, {b.name: actuals[b.name] for b in self._runners if b.name in actuals})
+
+    def _run_providers_last(self, feed_set: Mapping[str, np.ndarray], expected: "dict[str, np.ndarray]",
+                            actuals: "dict[BackendName, dict]") -> None:
+        """The one feed set of a model under PROVIDERS_FIRST_FROM of weights on each provider backend
+        of the file as shipped, prepared only now, its session released after: the oracle's (and the
+        lowered backends') region sessions ran first, so a crash inside onnxruntime names a region
+        and its node, and are released before it, so they and the shipped file's session never
+        live at once (peak RSS). The report is the old order's: each backend's entries are its own,
+        in the backends' order."""
+        self.compiled.shared_sessions.release()
+        for backend in self._last:
+            self._prepare_backend(backend)
+            ran = None
+            try:
+                ran = self._run_backend(backend, feed_set)
+            finally:
+                backend.release(kept=ran)           # its outputs made memory of their own first
+            if ran is not None:
+                actuals[backend.name] = ran.outputs
+                self._record(backend.name, ran, 0, feed_set, expected)
 
     def _run_providers_first(self, feed_set: Mapping[str, np.ndarray]) -> None:
         """The one feed set on each provider backend that needs no oracle value, its session released

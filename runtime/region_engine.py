@@ -34,6 +34,7 @@ hold per-side state (a host region's body oracles) and cost little: each engine 
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence, TypeVar
 
@@ -115,6 +116,18 @@ class SessionCache:
         self._verdicts: dict = {}
         self.results = RegionResults()
         self.hits = 0
+        self._engines: "weakref.WeakSet[RegionEngine]" = weakref.WeakSet()   # the engines that took sessions
+
+    def attach(self, engine: "RegionEngine") -> None:
+        self._engines.add(engine)
+
+    def release(self) -> None:
+        """Drops every onnxruntime session, the engines' references too (each is built again if
+        asked for): check's provider backends on a small model run after these, which must not hold
+        their weights and arenas beside the shipped file's session (check.py, providers last)."""
+        for engine in list(self._engines):
+            engine.forget(ORT)
+        self._sessions.clear()
 
     @property
     def reused(self) -> int:
@@ -214,6 +227,7 @@ class RegionEngine:
         self.inits = {i.name: i for i in model.graph.initializer if i.name not in fed}
         self.inits.update(_identity_aliases(model, self.inits, fed))
         self._opened: dict = {}                   # (engine, key) -> the session this side uses
+        self.cache.attach(self)
         # (chain, key) -> (engine, why the ones before it were passed over)
         self._chosen: "dict[tuple, tuple[str, str | None]]" = {}
 
@@ -327,6 +341,10 @@ class RegionEngine:
             opened = self.cache.get(key, lambda: build(self, region)) if engine == ORT else build(self, region)
             self._opened[(engine, key)] = opened
         return opened
+
+    def forget(self, engine: str) -> None:
+        """Drops this side's references to the sessions it opened on `engine` (SessionCache.release)."""
+        self._opened = {k: v for k, v in self._opened.items() if k[0] != engine}
 
     def sessions(self) -> list:
         """The sessions this engine opened, in order."""

@@ -39,6 +39,8 @@ pytestmark = [
 
 class _Events(list):
     shipped: "list[weakref.ref]"
+    regions: "list[weakref.ref]"            # each region session built
+    regions_alive: "list[int]"              # how many of them were alive as each shipped session was made
 
 
 @pytest.fixture
@@ -49,9 +51,13 @@ def sessions(monkeypatch):
     monkeypatch.setattr(check_module, "PROVIDERS_FIRST_FROM", 0)    # these small models' weights too
     events = _Events()
     shipped: "list[weakref.ref]" = []
+    regions: "list[weakref.ref]" = []
+    events.regions_alive = []
     prepare, release, get = Provider.prepare, Provider.release, SessionCache.get
 
     def observed_prepare(self):
+        gc.collect()
+        events.regions_alive.append(sum(ref() is not None for ref in regions))
         try:
             return prepare(self)
         finally:
@@ -65,12 +71,14 @@ def sessions(monkeypatch):
 
     def built(build):
         events.append(("region", any(ref() is not None for ref in shipped)))
-        return build()
+        session = build()
+        regions.append(weakref.ref(session))
+        return session
 
     monkeypatch.setattr(Provider, "prepare", observed_prepare)
     monkeypatch.setattr(Provider, "release", observed_release)
     monkeypatch.setattr(SessionCache, "get", lambda self, key, build: get(self, key, lambda: built(build)))
-    events.shipped = shipped
+    events.shipped, events.regions = shipped, regions
     return events
 
 
@@ -194,15 +202,42 @@ def test_the_command_line_says_when_there_is_one_set(tmp_path, capfd, sessions):
     assert one == two and all(one)
 
 
-def test_a_model_with_small_weights_keeps_the_old_order(monkeypatch, sessions):
-    """Below PROVIDERS_FIRST_FROM the shipped session's weights are too small to matter: the oracle
-    runs first (a crash inside onnxruntime then names the oracle's region and its node)."""
+@pytest.mark.parametrize("backends", [CHECK_3, ["ort-cpu"], ["ort-cpu", "cpu"]])
+def test_a_model_with_small_weights_runs_the_shipped_file_last_alone(monkeypatch, sessions, backends):
+    """Below PROVIDERS_FIRST_FROM the oracle's regions (and the lowered backends') run first, so a
+    crash inside onnxruntime names a region and its node, and are released before the shipped
+    file's session is made, which is released after its run: the two never live at once. The
+    report is the old order's (each backend on the set in turn, every session alive), bit for bit,
+    whatever the backends' order."""
     path = str(REAL / "gpt2.dynamo.onnx")
     compiled = compile_model(path)
+    feeds = feeds_for(compiled)
     monkeypatch.setattr(check_module, "PROVIDERS_FIRST_FROM",
                         sum(map(stored_bytes, compiled.model.graph.initializer)) + 1)
-    report, _ = checked(path, feeds_for(compiled), CHECK_3)
-    assert report.ok and sessions[0] == ("shipped", True) and set(sessions[1:]) == {("region", True)}
+    new, _ = checked(path, feeds, backends)
+    events, alive = list(sessions), list(sessions.regions_alive)
+    shipped_at = events.index(("shipped", True))
+    assert new.ok and events[shipped_at:] == [("shipped", True), ("released", True)]
+    assert shipped_at > 0 and set(events[:shipped_at]) == {("region", False)}
+    assert alive == [0] and len(sessions.regions) == shipped_at
+    assert all(value.base is None for value in new.backends[backends.index("ort-cpu")].values.values())
+    del sessions[:], sessions.regions_alive[:]
+    old, _ = checked(path, feeds, backends, more=iter(()))
+    assert_same_reports(new, old)
+    assert sessions[0] == ("shipped", True) and set(sessions[1:]) == {("region", True)}
+
+
+def test_a_small_model_s_provider_that_cannot_load_is_reported_as_before(monkeypatch, sessions):
+    """The shipped file's session fails as it is prepared after the oracle ran: its ERROR is the
+    old order's, and the others' results too."""
+    path = str(example_paths()[2])
+    monkeypatch.setattr(check_module, "PROVIDERS_FIRST_FROM", 2**40)
+    compiled = compile_model(path)
+    feeds = feeds_for(compiled)
+    new, _ = checked(path, feeds, CHECK_3)
+    old, _ = checked(path, feeds, CHECK_3, more=iter(()))
+    assert_same_reports(new, old)
+    assert new.backends[2].status == "error" and "cannot load the model" in new.backends[2].error
 
 
 # float32 elements of each intermediate of _wide_model: 16 MiB, the least the shipped session's

@@ -144,12 +144,15 @@ def _eye(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("signame", ["SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL"])
-@pytest.mark.parametrize("phase, at, where", [
-    ("running", "run", "ONNX region oracle_region / node relu (Relu)"),     # the oracle runs first
-    ("loading", "load", "the model as shipped (m.onnx)")])                  # the backend is loaded first
-def test_a_fatal_signal_inside_onnxruntime_is_one_line(signame, phase, at, where, tmp_path):
+@pytest.mark.parametrize("phase, at, oracle, where", [
+    # on a small model the oracle's regions are loaded and run first, the shipped file after them
+    ("running", "run", [], "ONNX region oracle_region / node relu (Relu)"),
+    ("loading", "load", [], "ONNX region oracle_region / node relu (Relu)"),
+    ("loading", "load", ["--oracle", "golden.npz"], "the model as shipped (m.onnx)")])
+def test_a_fatal_signal_inside_onnxruntime_is_one_line(signame, phase, at, oracle, where, tmp_path):
     _eye(tmp_path)
-    proc = _dml_lower(["check", "m.onnx", "--backends", "ort-cpu"], tmp_path, HOOKED,
+    np.savez(tmp_path / "golden.npz", y=np.zeros((3, 3), np.float32))
+    proc = _dml_lower(["check", "m.onnx", "--backends", "ort-cpu", *oracle], tmp_path, HOOKED,
                       HOOK_AT=at, HOOK_SIGNAL=signame)
     line = _one_crash_line(proc, signame, phase)
     assert f" {where} on CPUExecutionProvider; " in line, line

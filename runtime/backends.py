@@ -346,7 +346,7 @@ class Provider:
             del values[:]
             values.extend(kept)
 
-    def release(self, kept: "BackendRun | None" = None) -> None:
+    def release(self, kept: "BackendRun | None" = None, shrink: bool = True) -> None:
         """Drops the session (onnxruntime's copy of the weights, its pre-packed ones, its arena):
         check runs this backend's one feed set before the region sessions exist, or after they are
         released (check.py).
@@ -358,7 +358,9 @@ class Provider:
         arena (run_once) has had the arena's empty extensions handed back at the end of its run
         (SHRINK_RUN_OPTION); its outputs are copied once it is gone, so the copies never add to the
         session's peak, and the extensions they held (or a failed run's) are handed back then: the
-        region sessions made next start from an arena that holds nothing."""
+        region sessions made next start from an arena that holds nothing. `shrink` False: nothing
+        runs after it (check's last provider on a small model), and that hand-back (a one-node
+        session of its own) is skipped."""
         def own() -> None:
             if kept is not None:
                 kept.outputs = {name: owned(value) for name, value in kept.outputs.items()}
@@ -367,7 +369,8 @@ class Provider:
         self._session = None
         if self._shared_arena:
             own()
-            shrink_shared_arena()
+            if shrink:
+                shrink_shared_arena()
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
         result = BackendRun()

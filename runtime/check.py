@@ -350,7 +350,8 @@ class CheckRun:
             try:
                 ran = self._run_backend(backend, feed_set)
             finally:
-                backend.release(kept=ran)           # its outputs made memory of their own first
+                # its outputs made memory of their own; the arena handed back if another provider runs next
+                backend.release(kept=ran, shrink=backend is not self._last[-1])
             if ran is not None:
                 actuals[backend.name] = ran.outputs
                 self._record(backend.name, ran, 0, feed_set, expected)

@@ -56,9 +56,8 @@ def test_every_session_gets_a_capped_ir_version(tmp_path, capsys, monkeypatch, o
                           "--oracle", oracle, "--save-inputs", tmp_path / "in.npz"], capsys)
     assert code == 0, err + out
     # The model, its ONNX regions and oracle regions carry its ir_version capped; the one-operator
-    # models of the ort backend carry their own (8), as does the one-Identity model that hands the
-    # shared arena's empty extensions back after ort-cpu's run. ort-cpu runs the file as shipped.
-    assert {m.ir_version for m in spy.models if m.graph.name not in ("dml_operator", "probe")} == {MAX_IR_VERSION}
+    # models of the ort backend carry their own (8). ort-cpu runs the file as shipped, as it is.
+    assert {m.ir_version for m in spy.models if m.graph.name != "dml_operator"} == {MAX_IR_VERSION}
     assert max(m.ir_version for m in spy.models) == MAX_IR_VERSION
     assert [m.ir_version for m in spy.files] == [onnx.IR_VERSION]
     feeds = dict(np.load(tmp_path / "in.npz"))

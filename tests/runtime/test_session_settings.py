@@ -43,12 +43,8 @@ def spy(monkeypatch):
     class Recording(real):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            stack = inspect.stack()
-            # the one-Identity session that hands the shared arena's empty extensions back after a
-            # provider's lone run (check's order): none of the model's, made with no settings
-            creator = "arena shrink" if any(f.function == "shrink_shared_arena" for f in stack) else next(
-                (CREATORS[os.path.basename(f.filename)] for f in stack if os.path.basename(f.filename) in CREATORS),
-                "other")
+            creator = next((CREATORS[os.path.basename(f.filename)] for f in inspect.stack()
+                            if os.path.basename(f.filename) in CREATORS), "other")
             created.append((creator, self.get_session_options()))
 
     monkeypatch.setattr(ort, "InferenceSession", Recording)
@@ -79,10 +75,10 @@ def test_settings_reach_every_session_of_a_check(spy, settings, want):
     assert report.ok and all(o.status == "match" for b in report.backends for o in b.outputs)
     # the lowered run's regions share the oracle's sessions (runtime/region_engine): built once,
     # by whichever side comes first, with the same settings (part of the sharing key)
-    creators = {creator for creator, _ in spy if creator != "arena shrink"}
+    creators = {creator for creator, _ in spy}
     assert {"oracle", "ort operators", "original on ort-cpu"} <= creators <= {
         "oracle", "regions", "ort operators", "original on ort-cpu"}
-    for creator, options in (made for made in spy if made[0] != "arena shrink"):
+    for creator, options in spy:
         level, threads, spinning = settings_of(options)
         assert level == want[0], creator
         if want[1] is not None:
@@ -111,7 +107,7 @@ def test_cli_check_and_run_take_the_options(spy, tmp_path, capsys):
     assert main(["check", str(path), "--backends", "cpu,ort,ort-cpu", *flags]) == 0
     assert main(["run", str(path), "--backend", "ort", *flags]) == 0
     assert "MATCH" in capsys.readouterr().out
-    made = [(c, settings_of(o)) for c, o in spy if c not in ("other", "arena shrink")]   # "other": the options' probe
+    made = [(c, settings_of(o)) for c, o in spy if c != "other"]        # "other": the options' probe
     assert {c for c, _ in made} == {"oracle", "regions", "ort operators", "original on ort-cpu"}
     assert {s for _, s in made} == {(ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, 3, "1")}
 

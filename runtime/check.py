@@ -327,10 +327,7 @@ class CheckRun:
         for backend in self._runners:
             if backend in last:
                 continue
-            ran = self._run_backend(backend, feed_set)
-            if ran is not None:
-                actuals[backend.name] = ran.outputs
-                self._record(backend.name, ran, index, feed_set, expected)
+            self._keep(backend, self._run_backend(backend, feed_set), index, feed_set, expected, actuals)
         if last:
             self._run_providers_last(feed_set, expected, actuals)
         return CheckedSet(index, feed_set, expected, {b.name: actuals[b.name] for b in self._runners if b.name in actuals})
@@ -352,9 +349,14 @@ class CheckRun:
             finally:
                 # its outputs made memory of their own; the arena handed back if another provider runs next
                 backend.release(kept=ran, shrink=backend is not self._last[-1])
-            if ran is not None:
-                actuals[backend.name] = ran.outputs
-                self._record(backend.name, ran, 0, feed_set, expected)
+            self._keep(backend, ran, 0, feed_set, expected, actuals)
+
+    def _keep(self, backend: Backend, ran: "BackendRun | None", index: int, feed_set: Mapping[str, np.ndarray],
+              expected: "dict[str, np.ndarray]", actuals: "dict[BackendName, dict]") -> None:
+        """A backend's run of set #`index` (None: it is in ERROR) recorded and its outputs kept."""
+        if ran is not None:
+            actuals[backend.name] = ran.outputs
+            self._record(backend.name, ran, index, feed_set, expected)
 
     def _run_providers_first(self, feed_set: Mapping[str, np.ndarray]) -> None:
         """The one feed set on each provider backend that needs no oracle value, its session released

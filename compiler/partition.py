@@ -22,9 +22,11 @@ import onnx
 
 from onnx_dml_lowering.ir import ControlFlow, FeatureLevel, Graph, LowerAtRunTime, OnnxRegion
 from onnx_dml_lowering.lowering import IDIOMS, Declined, Match, idioms_for
+from onnx_dml_lowering.lowering.diagonal import may_hold_band
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
 from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, is_standard, node_bodies
 from onnx_dml_lowering.lowering.schedule import grouped_order, is_constant
+from onnx_dml_lowering.runtime.weights import leading_elements
 
 from .bodies import BodyModel, body_model, construct_of
 from .frontend import default_opset
@@ -152,7 +154,7 @@ def generate_constants(state: PartitionState) -> None:
     """Constant initializers DirectML can generate: produced first, never stored."""
     graph_input_names = {vi.name for vi in state.model.graph.input}
     for init in state.model.graph.initializer:
-        if init.name in graph_input_names or len(init.dims) < 2:
+        if init.name in graph_input_names or len(init.dims) < 2 or not _may_hold_band(init):
             continue
         match = match_initializer(init.name, state.view.constant(init.name), state.level,
                                   prefix=state.view.value_prefix(init.name))
@@ -170,6 +172,13 @@ def generate_constants(state: PartitionState) -> None:
         state.generated_placement.append(Placement(label, "lowered", match.rule, result.dml_operators,
                                                    note=match.note, extra=dict(match.extra), initializer=init.name))
     state.graph.inputs = [name for name in state.graph.inputs if name not in state.generated]
+
+
+def _may_hold_band(init: onnx.TensorProto) -> bool:
+    """A weight left in its file is told from its first row (read alone) before it is read whole:
+    13 MB of SSDlite's file otherwise, held by the view until the partition ends."""
+    first_row = leading_elements(init, int(init.dims[-1]))
+    return first_row is None or may_hold_band(tuple(int(d) for d in init.dims), first_row)
 
 
 def compile_bodies(state: PartitionState) -> None:
@@ -206,7 +215,8 @@ def match_idioms(state: PartitionState) -> None:
     for node in state.nodes:
         if node.name in state.covered:
             continue
-        candidates = idioms_for(node.op_type, node.domain)
+        # a rule's look at the node as stored first: its NodeInfo only where some rule may match
+        candidates = [i for i in idioms_for(node.op_type, node.domain) if i.rule.may_match(node)]
         if not candidates:
             continue
         info = state.view.info(node.name)

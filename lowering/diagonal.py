@@ -135,21 +135,32 @@ def _output(graph: Graph, names: Names, dtype: DataType, sizes: "tuple[Dim, ...]
 BAND_BLOCK = 1 << 20
 
 
+def _bits(array: np.ndarray) -> np.ndarray:
+    """The array's elements as unsigned integers of their width: compared bit for bit (-0.0 is
+    not +0, a NaN equals only its own bits)."""
+    return array.view(np.uint8) if array.dtype == np.bool_ else array.view(f"u{array.dtype.itemsize}")
+
+
+def may_hold_band(shape: "tuple[int, ...]", first_row: np.ndarray) -> bool:
+    """find_band's first tests, on the shape and the first row of the first matrix alone: False
+    only where find_band gives None. A weight is told apart from a few bytes of its file (its
+    first row holds several values), the rest never read."""
+    if len(shape) < 2 or 0 in shape or shape[-2] < 2 or shape[-1] < 2 or first_row.dtype.kind not in "biuf":
+        return False
+    row = _bits(np.ascontiguousarray(first_row))
+    set_in_row = row[row != 0]
+    return not (set_in_row.size and not np.all(set_in_row == set_in_row[0]))
+
+
 def find_band(array: np.ndarray) -> "tuple[int, int, bool, Any] | None":
     """(begin, end, inverted, value) if every matrix of `array` is one value on a band of
     diagonals (or outside one) and +0 elsewhere; None otherwise. The first row decides most
     arrays (a weight's holds several values); the rest is read in blocks of rows."""
-    if array.ndim < 2 or array.size == 0 or array.dtype.kind not in "biuf":
+    if array.ndim < 2 or array.size == 0 or not may_hold_band(array.shape, array[(0,) * (array.ndim - 1)]):
         return None
     rows, cols = array.shape[-2:]
-    if rows < 2 or cols < 2:
-        return None
     matrices = array.reshape(-1, rows, cols)
-    bits = matrices.view(np.uint8) if matrices.dtype == np.bool_ else matrices.view(f"u{matrices.dtype.itemsize}")
-    row = bits[0, 0]
-    set_in_row = row[row != 0]
-    if set_in_row.size and not np.all(set_in_row == set_in_row[0]):
-        return None
+    bits = _bits(matrices)
     value_bits, first = None, None
     filled = np.zeros(rows + cols - 1, np.int64)            # set elements per diagonal x - y + rows - 1
     step = max(1, BAND_BLOCK // cols)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx
 
 from onnx_dml_lowering.ir import Graph
 from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, from_onnx, numpy_to_onnx
@@ -188,6 +189,14 @@ class ConstantDiagonal(IdiomRule):
     # Constant(value) that is c on a band of diagonals (c * identity, offset diagonals, triangles,
     # with batch dimensions) and 0 elsewhere -> DIAGONAL_MATRIX(1), generated instead of stored.
     # Initializers take the same rule through match_initializer.
+    def may_match(self, node: onnx.NodeProto) -> bool:
+        # A model holds hundreds of Constants, nearly all scalars and shape vectors: a tensor
+        # `value` of under 2 dimensions is no matrix, and without a `value` pattern takes nothing.
+        for attribute in node.attribute:
+            if attribute.name == "value":
+                return attribute.type != onnx.AttributeProto.TENSOR or len(attribute.t.dims) >= 2
+        return False
+
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
         if not anchor.outputs or "value" not in anchor.attrs:
             return None

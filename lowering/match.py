@@ -46,13 +46,16 @@ comment saying what it rewrites into. docs/rules.md walks through writing one. F
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Union
 
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError, EmptyTensor, FeatureLevel, Graph, verify_graph
 
 from .node import Names, NodeInfo, TensorInfo
+
+if TYPE_CHECKING:
+    import onnx
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,11 @@ class IdiomRule:
 
     operators: "tuple[str, ...]" = ()    # DirectML operators it emits (for the report)
     note: str = ""                       # what the placement report says about a lowering
+
+    def may_match(self, node: "onnx.NodeProto") -> bool:
+        """A cheap look at the anchor as stored, before its NodeInfo is built (a few tens of
+        microseconds each, on thousands of nodes): False only where pattern would give None."""
+        return True
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
         raise NotImplementedError

@@ -373,6 +373,19 @@ def tensor_array(tensor: TensorProto, aligned: bool = False) -> np.ndarray:
     return array
 
 
+def leading_elements(tensor: TensorProto, count: int) -> "np.ndarray | None":
+    """The first `count` elements of a lazy tensor's value, read alone from its file (a weight's
+    first row, where the rest is not needed); None for any other tensor (tensor_array it)."""
+    if not is_lazy(tensor):
+        return None
+    dtype = mappable_dtype(tensor.data_type)
+    if dtype is None:
+        return None
+    path, offset = external_path(tensor)
+    count = max(0, min(count, math.prod(int(d) for d in tensor.dims)))
+    return np.fromfile(path, dtype=dtype, count=count, offset=offset)
+
+
 def inline(tensor: TensorProto) -> None:
     """Put a lazy tensor's data back into the proto (a writer keeping a weight inline)."""
     if not is_lazy(tensor):

@@ -231,3 +231,31 @@ def test_dead_onnx_nodes_make_no_region() -> None:
     regions = [s for s in result.compiled.graph.steps if isinstance(s, OnnxRegion)]
     assert all(s.outputs for s in regions)
     assert result.compiled.run({"x": np.zeros(5, np.float32)}, backend="ort")["y"].shape == (1, 0)
+
+
+def test_generate_constants_reads_a_stored_weight_by_its_first_row(tmp_path, monkeypatch):
+    """A weight left in the model file (from 4 KiB) is told from its first row: a dense one is
+    never read whole by the partition, a band is still generated (and read to be checked)."""
+    import onnx_dml_lowering.compiler.graph_view as graph_view
+    rng = np.random.default_rng(7)
+    dense = rng.standard_normal((64, 64)).astype(np.float32)
+    eye = (np.eye(64) * 2).astype(np.float32)
+    # a first row of one value (the band test's first look passes) that is no band further down
+    late = np.zeros((64, 64), np.float32)
+    late[0, 0], late[40, 3] = 1, 1
+    inits = [onnx.numpy_helper.from_array(a, n) for a, n in ((dense, "dense"), (eye, "eye"), (late, "late"))]
+    model = h.make_model(h.make_graph(
+        [h.make_node("Add", ["x", "dense"], ["a"], name="a"), h.make_node("Add", ["a", "eye"], ["b"], name="b"),
+         h.make_node("Add", ["b", "late"], ["y"], name="y")], "g",
+        [h.make_tensor_value_info("x", T.FLOAT, [64, 64])], [h.make_tensor_value_info("y", T.FLOAT, [64, 64])], inits),
+        opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+    path = tmp_path / "weights.onnx"
+    onnx.save(model, str(path))
+    read: "list[str]" = []
+    real = graph_view.tensor_array
+    monkeypatch.setattr(graph_view, "tensor_array", lambda t, *a, **k: read.append(t.name) or real(t, *a, **k))
+    compiled = compile_model(str(path))
+    assert compiled.partition.generated == {"eye"}
+    assert sorted(read) == ["eye", "late"]            # dense: its first row alone, then left unread
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    assert_outputs_same(compiled.run({"x": x}), reference(model, {"x": x}))

@@ -12,7 +12,7 @@ from onnx import numpy_helper
 
 from onnx_dml_lowering.ir import ALL_LEVELS, parse_level
 from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL
-from onnx_dml_lowering.lowering.diagonal import find_band
+from onnx_dml_lowering.lowering.diagonal import find_band, may_hold_band
 from tests.builders import graph_model, tensor
 from tests.oracle import differential
 
@@ -125,6 +125,9 @@ def test_find_band_block_by_block_equals_the_whole_array_rule(data, block):
         diagonal.BAND_BLOCK = old
     want = whole_array_band(array)
     assert (got is None) == (want is None), (got, want)
+    # the partition's look at a stored weight's first row alone never turns a band away
+    if want is not None:
+        assert may_hold_band(array.shape, array.reshape(-1)[:cols])
     if got is not None:
         assert got[:3] == want[:3] and np.array_equal(np.array(got[3]), np.array(want[3]))
 
@@ -134,6 +137,40 @@ def test_find_band_reads_a_weight_no_further_than_its_first_row():
     a read-only memory map of a large sparse file only the first page is touched."""
     big = np.lib.stride_tricks.as_strided(np.arange(3, dtype=np.float32), shape=(1 << 20, 1 << 12), strides=(0, 4))
     assert find_band(big) is None                     # 16 GiB of view: anything full-size would fail
+
+
+@pytest.mark.parametrize("form", ["matrix", "vector", "scalar", "value_ints", "value_float", "sparse_matrix",
+                                  "batched_band", "dense_matrix"])
+def test_constant_diagonal_looks_at_the_stored_node_first(form):
+    """may_match (the look at a Constant as stored, before its NodeInfo is built) is False only
+    where the pattern takes nothing, over the forms a Constant comes in."""
+    from onnx_dml_lowering.compiler import compile_model
+    from onnx_dml_lowering.lowering.diagonal_idioms import CONSTANT_DIAGONAL
+    from onnx_dml_lowering.compiler.graph_view import OnnxGraphView
+    arrays = {"matrix": np.eye(3, dtype=np.float32), "vector": np.ones(3, np.float32),
+              "scalar": np.array(2.0, np.float32), "batched_band": np.broadcast_to(np.eye(3, dtype=np.float32), (2, 3, 3)),
+              "dense_matrix": np.arange(9, dtype=np.float32).reshape(3, 3)}
+    if form in arrays:
+        attrs = {"value": numpy_helper.from_array(np.array(arrays[form]), "c")}
+    elif form == "sparse_matrix":
+        values, indices = numpy_helper.from_array(np.ones(3, np.float32), "v"), numpy_helper.from_array(
+            np.array([0, 4, 8], np.int64), "i")
+        attrs = {"sparse_value": h.make_sparse_tensor(values, indices, [3, 3])}
+    else:
+        attrs = {form: [1, 2] if form == "value_ints" else 1.5}
+    node = h.make_node("Constant", [], ["c"], name="const", **attrs)
+    shape = {"matrix": [3, 3], "vector": [3], "scalar": [], "value_ints": [2], "value_float": [],
+             "sparse_matrix": [3, 3], "batched_band": [2, 3, 3], "dense_matrix": [3, 3]}[form]
+    model = graph_model([node, h.make_node("Identity", ["c"], ["y"], name="id")], [],
+                        [tensor("y", T.INT64 if form == "value_ints" else T.FLOAT, shape)])
+    compiled = compile_model(model)
+    view = OnnxGraphView(compiled.model, compiled.types)
+    stored = next(n for n in compiled.model.graph.node if n.op_type == "Constant")
+    found = CONSTANT_DIAGONAL.rule.pattern(view.info(stored.name), view)
+    looks = CONSTANT_DIAGONAL.rule.may_match(stored)
+    assert looks or found is None
+    assert looks == (form in ("matrix", "batched_band", "dense_matrix"))
+    assert (found is not None) == (form in ("matrix", "batched_band"))
 
 
 # -- EyeLike(ConstantOfShape) ------------------------------------------------------------------

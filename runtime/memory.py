@@ -42,8 +42,13 @@ def default_limit() -> int:
         return 8 * 2**30
 
 
+# binary units, largest first: a size from a huge --dim reads 16.3 ZiB, not 17881393432617.2 GiB
+_SHOWN_UNITS = tuple((unit, 2 ** (10 * power)) for power, unit in
+               reversed(list(enumerate(("KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"), start=1))))
+
+
 def format_size(size: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, scale in _SHOWN_UNITS:
         if size >= scale:
             return f"{size / scale:.1f} {unit}"
     return f"{size} bytes"

@@ -6,7 +6,10 @@ from onnx import TensorProto as T
 from onnx_dml_lowering.compiler import DmlLowerError, compile_model
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.compiler.examples import example_paths
-from onnx_dml_lowering.runtime.memory import buffer_bytes, default_limit, parse_size
+from hypothesis import given
+from hypothesis import strategies as st
+
+from onnx_dml_lowering.runtime.memory import buffer_bytes, default_limit, format_size, parse_size
 from tests.builders import single_node_model
 
 
@@ -20,6 +23,21 @@ def test_parse_size(text, size):
 def test_parse_size_rejects(text):
     with pytest.raises(DmlLowerError, match="memory limit"):
         parse_size(text)
+
+
+@given(st.integers(0, 2**100))
+def test_a_size_is_shown_in_the_largest_unit_it_fills(size):
+    """Under 1024 of its unit (up to YiB), within the rounding of one decimal, and read back by
+    --memory-limit where that takes the unit (up to TiB)."""
+    number, unit = format_size(size).split()
+    if unit == "bytes":
+        assert int(number) == size < 1024
+        return
+    scale = 2 ** (10 * ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB").index(unit) + 10)
+    assert 1 <= float(number) <= 1024 or unit == "YiB"
+    assert abs(float(number) * scale - size) <= 0.05 * scale
+    if unit in ("KiB", "MiB", "GiB", "TiB"):
+        assert abs(parse_size(format_size(size)) - size) <= 0.05 * scale
 
 
 def test_default_limit_is_most_of_physical_memory():

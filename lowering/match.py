@@ -16,6 +16,9 @@ anchor op, such as torch.eye's Range / Equal / Cast) is an `IdiomRule`:
   raises `Decline(reason)`, the one way a rewrite (or a helper it calls) declines; that call then
   runs on ONNX. `Declined(reason)` is what the registry hands the compiler, never what a rule returns.
 
+A rule anchored at a common op may also override `may_match(node)`: a look at the anchor as stored,
+before its NodeInfo is built, False only where pattern gives None (constant_diagonal's at Constant).
+
 A rule is registered with one line giving its name, anchor op and priority (registry.py: larger
 patterns first; precedence is the priority alone, no rule looks at another's pattern), with a
 comment saying what it rewrites into. docs/rules.md walks through writing one. For example

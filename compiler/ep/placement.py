@@ -43,6 +43,10 @@ NONE = "none"              # no provider has a kernel: onnxruntime fails to crea
 CAST_INSERTION = ("onnxruntime's cast insertion runs it on the CPU EP in float32 between inserted Casts (after "
                   "partitioning, in every session, for a float16 node no provider takes)")
 REMOVED = "removed"        # gone before partitioning (level-1 optimisations, inlining)
+# What a prediction cannot know; `--verify` (ep/verify.py) puts what its run settled in its place.
+UNKNOWABLE = ("not knowable off Windows: the device's data-type support (assumed above), the DirectML.dll actually "
+              "loaded, and kernel-creation failures; session options that change constant folding (free dimension "
+              "overrides) are not modelled")
 SMALL_INITIALIZER = 100    # elements (fallback_cpu_capability.cc kSmallInitializerThreshold)
 _HALF_TYPES = ("float16", "bfloat16")   # the CPU preference never takes a node reading these
 _SHAPE_SEEDS = ("Shape", "Size", "SequenceLength")
@@ -499,9 +503,7 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     if predictor.unknown_types:
         warnings.append(f"{len(predictor.unknown_types)} value types are unknown offline (e.g. "
                         f"{sorted(predictor.unknown_types)[0]!r}); their nodes are assumed to pass the device type check")
-    warnings.append("not knowable off Windows: the device's data-type support (assumed above), the DirectML.dll "
-                    "actually loaded, and kernel-creation failures; session options that change constant folding "
-                    "(free dimension overrides) are not modelled")
+    warnings.append(UNKNOWABLE)
     return {
         "ep": DML,
         "onnxruntime": ort_version,

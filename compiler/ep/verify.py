@@ -23,7 +23,7 @@ from onnx_dml_lowering.runtime.directml.ort_host import OrtHost, OrtHostError, S
 from onnx_dml_lowering.runtime.feeds import random_feeds
 
 from .level1 import Level1
-from .placement import CPU, DML, placement_for_file
+from .placement import CPU, DML, UNKNOWABLE, placement_for_file
 from .registry import choose_table
 
 # onnxruntime's own copy nodes: predicted apart (copies), not nodes of the model
@@ -110,11 +110,25 @@ def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.Model
             actual, failure = _real_placement(host, os.path.abspath(path), graph, "basic")
     finally:
         work.close()
+    report["warnings"] = [_verified_instead(failure) if w == UNKNOWABLE else w for w in report["warnings"]]
     report["verified"] = _compare(report, actual, host.version())
     report["verified"]["failure"] = _failure(failure, graph)
     if failure:
         report["warnings"].append(f"verification: the real DML EP failed: {failure}")
     return report, graph
+
+
+def _verified_instead(failure: str) -> str:
+    """The prediction's "not knowable" warning once the real EP has run: the DirectML.dll loaded,
+    its kernels created (or not) and the device's type support are now this machine's, which is
+    not every user's GPU."""
+    device = "this machine's GPU" if os.name == "nt" else "Mesa's lavapipe under Wine, on the CPU"
+    settled = ("its session was created and run" if not failure else
+               "its session creation failed, below" if failure.startswith("session creation") else
+               "its session was created; its first run failed, below")
+    return (f"verified on {device}: the DirectML.dll loaded, kernel creation and the device's data-type support "
+            f"are that device's ({settled}); another GPU's type support may differ, and session options that "
+            "change constant folding (free dimension overrides) are not modelled")
 
 
 def _failure(failure: str, graph: onnx.ModelProto) -> "dict | None":

@@ -34,6 +34,10 @@ def test_every_partitioned_node_agrees_on_the_shipped_examples(capsys, tmp_path,
     assert verified["agree"] == len(partitioned) > 0 and verified["differ"] == []
     assert "onnxruntime.dll 1.24.4" in placement["assumptions"]["level1_optimisations"]
     assert f"{len(partitioned)} of {len(partitioned)} nodes agree" in text
+    # what the prediction could not know, the real EP's run settled: said so, not "not knowable"
+    assert not [w for w in placement["warnings"] if w.startswith("not knowable")]
+    (settled,) = [w for w in placement["warnings"] if w.startswith("verified on ")]
+    assert "lavapipe" in settled and "its session was created and run" in settled
 
 
 def mixed(tmp_path):
@@ -65,6 +69,7 @@ def test_the_reshape_deviation_is_predicted_as_a_warning_naming_the_node(capsys,
     warned = [w for w in placement["warnings"] if w.startswith("flatten_rows (Reshape)")]
     assert len(warned) == 1 and FAILURES["reshape_allowzero_infer"].removeprefix("DML EP deviation: ") in warned[0]
     assert "warning: flatten_rows (Reshape)" in text
+    assert placement["warnings"][-1].startswith("not knowable off Windows")      # nothing verified it
 
 
 @directml
@@ -78,6 +83,8 @@ def test_verify_shows_the_reshape_failure_where_it_happens(capsys, tmp_path, dim
     assert placement["verified"]["failure"] == {
         "stage": stage, "predicted": True, "deviation": f"{FAILURES['reshape_allowzero_infer']} (node flatten_rows)"}
     assert f"its {stage} failed, as predicted: {FAILURES['reshape_allowzero_infer']} (node flatten_rows)" in text
+    (settled,) = [w for w in placement["warnings"] if w.startswith("verified on ")]
+    assert ("its session creation failed, below" if when == "session creation" else "its first run failed, below") in settled
 
 
 def test_a_real_failure_the_prediction_did_not_name_is_said_so():

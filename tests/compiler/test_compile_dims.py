@@ -116,8 +116,8 @@ def test_dims_past_memory_name_the_all_zero_feeds(tmp_path, capsys):
                           [("y", T.FLOAT, ["n", "m"])]), str(path))
     code, out, err = cli(["compile", path, "--dim", "n=500000000000", "--dim", "m=1"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert ("input 'x' of shape [500000000000, 1] needs 2,000,000,000,000 bytes (1862.6 GiB); the all-zero feeds "
-            "need 1862.6 GiB, over the memory limit of") in err and "numpy's draws" not in err
+    assert ("input 'x' of shape [500000000000, 1] needs 2,000,000,000,000 bytes (1.8 TiB); the all-zero feeds "
+            "need 1.8 TiB, over the memory limit of") in err and "numpy's draws" not in err
     assert err.strip().endswith("(use smaller --dim values)")
 
 

@@ -18,6 +18,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import brief
+from onnx_dml_lowering.runtime.input_files import regular_file
 
 DEFAULT_FUNCTION = "load_data"
 
@@ -48,8 +49,7 @@ def load_function(spec: str) -> "tuple[Callable[[], object], str, Path]":
     """The script's function, or DmlLowerError naming the script."""
     path, function = parse_spec(spec)
     what = f"data loader script {str(path)!r}"
-    if not path.is_file():
-        raise DmlLowerError(f"{what} does not exist" if not path.exists() else f"{what} is not a file")
+    regular_file(path, what, "a Python script")       # and an input no output may replace
     resolved = path.resolve()
     name = "dml_lower_data_loader_" + hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
     module_spec = importlib.util.spec_from_file_location(name, resolved)

@@ -24,6 +24,7 @@ import onnx
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.lowering.onnx_graphs import graph_attributes, is_standard, prefixed_graphs
+from onnx_dml_lowering.runtime.input_files import regular_file
 
 if TYPE_CHECKING:
     from model_explorer.node_data_builder import ModelNodeData
@@ -129,6 +130,7 @@ def load_node_data(path: str) -> "dict[str, Any]":
     sets by graph id, or one graph's set. One line naming the file when it is not one."""
     import dacite
     from model_explorer.node_data_builder import GraphNodeData, ModelNodeData
+    regular_file(path, f"--overlay {path!r}")     # a FIFO would block the read; an input no output replaces
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 from pathlib import Path
 from typing import Sequence, Union, cast
 
@@ -94,20 +93,9 @@ def _without_inline_weights(path: Path) -> "onnx.ModelProto | None":
 
 
 def regular_size(path: Path, what: str) -> int:
-    """The size of a regular file (a model, a test data tensor): a FIFO, device or socket is refused
-    from its stat, before anything opens it (opening a FIFO blocks; a device never ends)."""
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise DmlLowerError(f"{what} does not exist") from None
-    except OSError as exc:
-        raise DmlLowerError(f"{what} cannot be read: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise DmlLowerError(f"{what} is a directory, not a file")
-    if not stat.S_ISREG(info.st_mode):
-        raise DmlLowerError(f"{what} is not a regular file (a FIFO, device or socket): only regular files are read")
-    input_files.note(info, what)       # no output of this command may replace it
-    return info.st_size
+    """The size of a regular file (a model, a test data tensor): input_files.regular_file, the one
+    check every reader of a file makes."""
+    return input_files.regular_file(path, what).st_size
 
 
 def read_regular_file(path: Path, what: str) -> bytes:

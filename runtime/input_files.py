@@ -7,7 +7,10 @@ modification time: an inode freed and reused by another file is not it)."""
 from __future__ import annotations
 
 import os
+import stat
 import threading
+
+from onnx_dml_lowering.ir.errors import DmlLowerError
 
 _READ: "dict[tuple[int, int], tuple[str, int, int]]" = {}   # (device, inode) -> (read as, size, mtime)
 _LOCK = threading.Lock()
@@ -24,6 +27,28 @@ def note_path(path: "str | os.PathLike", what: str) -> None:
         note(os.stat(path), what)
     except OSError:
         pass                # its reader says what is wrong with it
+
+
+def regular_file(path: "str | os.PathLike", what: str, kind: str = "a file") -> os.stat_result:
+    """The stat of a regular file the command reads (a model, an .npz, a data loader script), from
+    one stat before anything opens it (opening a FIFO blocks; a device never ends), noted as an
+    input no output of this command may replace. The one check of every reader: a path that is
+    missing, cannot be reached (too long, through a file, a loop), a directory, FIFO, device or
+    socket is one line naming `what`; `kind` is what a directory is not ("an .npz archive")."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise DmlLowerError(f"{what} does not exist") from None
+    except OSError as exc:
+        raise DmlLowerError(f"{what} cannot be read: {exc.strerror or exc}") from None
+    except ValueError:      # a NUL byte in the path (the Python API; argv cannot hold one)
+        raise DmlLowerError(f"{what} cannot be read: its path holds a NUL byte") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise DmlLowerError(f"{what} is a directory, not {kind}")
+    if not stat.S_ISREG(info.st_mode):
+        raise DmlLowerError(f"{what} is not a regular file (a FIFO, device or socket): only regular files are read")
+    note(info, what)
+    return info
 
 
 def forget_all() -> None:

@@ -90,16 +90,9 @@ def _header(entry: IO[bytes], what: str) -> "tuple[np.dtype, tuple, bool]":
 
 
 def _regular_file(path: str, label: str) -> Path:
-    """The .npz to read: a regular file (a FIFO or device is refused from its stat: opening a FIFO
-    would block), noted as an input no output of this command may replace."""
-    file = Path(path)
-    if file.is_dir():
-        raise DmlLowerError(f"{label} is a directory, not an .npz archive")
-    if not file.is_file():
-        raise DmlLowerError(f"{label} is not a regular file (a FIFO, device or socket): only regular files are read"
-                            if file.exists() else f"{label} does not exist")
-    input_files.note_path(file, label)
-    return file
+    """The .npz to read: a regular file (input_files.regular_file, the one check of every reader)."""
+    input_files.regular_file(path, label, "an .npz archive")
+    return Path(path)
 
 
 def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,

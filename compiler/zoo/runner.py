@@ -6,6 +6,8 @@ tasks), a live progress bar on a terminal, and the summary table / JSON / JUnit 
 """
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,15 +54,19 @@ def discover(paths: "list[str]") -> "list[str]":
     models: "list[str]" = []
     for text in paths:
         path = Path(text)
-        if path.is_dir():
+        try:
+            is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+        except FileNotFoundError:
+            raise DmlLowerError(f"model {text!r} does not exist") from None
+        except (OSError, ValueError) as exc:        # too long, through a file, a loop, a NUL byte
+            raise DmlLowerError(f"model {text!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+        if is_dir:
             found = sorted(str(p) for p in path.rglob("*.onnx") if p.is_file())
             if not found:
                 raise DmlLowerError(f"directory {text!r} holds no .onnx model (searched recursively)")
             models += found
-        elif path.exists():             # a FIFO or device given by name: its check refuses it in one line
+        else:                           # a FIFO or device given by name: its check refuses it in one line
             models.append(text)
-        else:
-            raise DmlLowerError(f"model {text!r} does not exist")
     seen: "set[Path]" = set()
     unique = []
     for model in models:

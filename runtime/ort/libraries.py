@@ -23,6 +23,7 @@ def register_ep_libraries(specs: "list[str] | None") -> "dict[str, str]":
     import onnxruntime as ort
 
     from onnx_dml_lowering.ir.errors import first_line
+    from onnx_dml_lowering.runtime.input_files import regular_file
     registered = {}
     for spec in specs or []:
         name, sep, path = spec.partition("=")
@@ -32,8 +33,7 @@ def register_ep_libraries(specs: "list[str] | None") -> "dict[str, str]":
         if not hasattr(ort, "register_execution_provider_library"):
             raise DmlLowerError(f"--ep-library {name}: onnxruntime {ort.__version__} has no plugin "
                                 "providers (they need onnxruntime >= 1.22)")
-        if not os.path.isfile(path):
-            raise DmlLowerError(f"--ep-library {name}: library file {path!r} does not exist")
+        regular_file(path, f"--ep-library {name}: library file {path!r}", "a shared library")
         path = os.path.abspath(path)
         if _REGISTERED_LIBRARIES.get(name) not in (None, path):
             raise DmlLowerError(f"--ep-library {name}: already registered from {_REGISTERED_LIBRARIES[name]!r}")

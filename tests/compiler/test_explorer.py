@@ -165,6 +165,9 @@ def test_view_refuses_what_it_cannot_show_in_one_line(model_file, tmp_path, caps
     assert err.count("\n") == 1
     code, _, err = cli(["view", tmp_path / "missing.onnx", "--no-open"], capsys)
     assert code == 2 and "missing.onnx" in err and err.count("\n") == 1
+    os.mkfifo(tmp_path / "pipe.json")        # refused from its stat: reading it would block
+    code, _, err = cli(["view", model_file, "--overlay", tmp_path / "pipe.json", "--no-open"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "not a regular file" in err and "pipe.json" in err
     code, _, err = cli(["check", model_file, model_file, "--model-explorer", tmp_path / "z.json"], capsys)
     assert code == 2 and "--model-explorer works on one model" in err
 

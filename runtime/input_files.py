@@ -29,20 +29,26 @@ def note_path(path: "str | os.PathLike", what: str) -> None:
         pass                # its reader says what is wrong with it
 
 
-def regular_file(path: "str | os.PathLike", what: str, kind: str = "a file") -> os.stat_result:
-    """The stat of a regular file the command reads (a model, an .npz, a data loader script), from
-    one stat before anything opens it (opening a FIFO blocks; a device never ends), noted as an
-    input no output of this command may replace. The one check of every reader: a path that is
-    missing, cannot be reached (too long, through a file, a loop), a directory, FIFO, device or
-    socket is one line naming `what`; `kind` is what a directory is not ("an .npz archive")."""
+def named_stat(path: "str | os.PathLike", what: str) -> os.stat_result:
+    """os.stat of a path the user named, or one line naming `what`: it does not exist, or it cannot
+    be reached (too long, through a file, a loop, a NUL byte)."""
     try:
-        info = os.stat(path)
+        return os.stat(path)
     except FileNotFoundError:
         raise DmlLowerError(f"{what} does not exist") from None
     except OSError as exc:
         raise DmlLowerError(f"{what} cannot be read: {exc.strerror or exc}") from None
     except ValueError:      # a NUL byte in the path (the Python API; argv cannot hold one)
         raise DmlLowerError(f"{what} cannot be read: its path holds a NUL byte") from None
+
+
+def regular_file(path: "str | os.PathLike", what: str, kind: str = "a file") -> os.stat_result:
+    """The stat of a regular file the command reads (a model, an .npz, a data loader script), from
+    one stat before anything opens it (opening a FIFO blocks; a device never ends), noted as an
+    input no output of this command may replace. The one check of every reader: a path that is
+    missing, cannot be reached (too long, through a file, a loop), a directory, FIFO, device or
+    socket is one line naming `what`; `kind` is what a directory is not ("an .npz archive")."""
+    info = named_stat(path, what)
     if stat.S_ISDIR(info.st_mode):
         raise DmlLowerError(f"{what} is a directory, not {kind}")
     if not stat.S_ISREG(info.st_mode):

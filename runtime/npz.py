@@ -89,12 +89,6 @@ def _header(entry: IO[bytes], what: str) -> "tuple[np.dtype, tuple, bool]":
     return dtype, shape, fortran
 
 
-def _regular_file(path: str, label: str) -> Path:
-    """The .npz to read: a regular file (input_files.regular_file, the one check of every reader)."""
-    input_files.regular_file(path, label, "an .npz archive")
-    return Path(path)
-
-
 def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
              check: "Callable[[dict[str, tuple[np.dtype, tuple]]], None] | None" = None) -> "dict[str, np.ndarray]":
     """{name: array} from an .npz; every way it can be wrong is one line naming the file.
@@ -104,7 +98,8 @@ def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
     total size is refused over `limit` bytes (None: the default memory limit)."""
     limit = default_limit() if limit is None else limit
     label = f"{what} {path!r}"
-    file = _regular_file(path, label)
+    input_files.regular_file(path, label, "an .npz archive")     # the one check of every reader
+    file = Path(path)
     try:
         with open(file, "rb") as handle:
             start = handle.read(6)

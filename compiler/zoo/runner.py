@@ -6,7 +6,6 @@ tasks), a live progress bar on a terminal, and the summary table / JSON / JUnit 
 """
 from __future__ import annotations
 
-import os
 import stat
 import sys
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
+from onnx_dml_lowering.runtime.input_files import named_stat
 from onnx_dml_lowering.runtime.interrupt import Terminated
 
 if TYPE_CHECKING:        # the CLI imports this module for its options: the rest loads when a zoo runs
@@ -54,13 +54,7 @@ def discover(paths: "list[str]") -> "list[str]":
     models: "list[str]" = []
     for text in paths:
         path = Path(text)
-        try:
-            is_dir = stat.S_ISDIR(os.stat(path).st_mode)
-        except FileNotFoundError:
-            raise DmlLowerError(f"model {text!r} does not exist") from None
-        except (OSError, ValueError) as exc:        # too long, through a file, a loop, a NUL byte
-            raise DmlLowerError(f"model {text!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
-        if is_dir:
+        if stat.S_ISDIR(named_stat(path, f"model {text!r}").st_mode):
             found = sorted(str(p) for p in path.rglob("*.onnx") if p.is_file())
             if not found:
                 raise DmlLowerError(f"directory {text!r} holds no .onnx model (searched recursively)")

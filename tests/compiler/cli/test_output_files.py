@@ -211,6 +211,17 @@ def test_an_output_naming_the_inputs_file_is_refused(model, tmp_path, capsys):
     assert feeds.read_bytes() == before
 
 
+def test_an_output_naming_the_data_loader_script_is_refused(model, tmp_path, capsys):
+    """The script is read by the one check of every named file (input_files.regular_file), so it
+    is an input: a report written over it would destroy the user's code."""
+    script = tmp_path / "feeds.py"
+    script.write_text("import numpy as np\n\ndef load_data():\n    yield {'x': np.ones((3, 4), np.float32)}\n")
+    before = script.read_bytes()
+    code, out, err = cli(["check", model, "--data-loader-script", script, "--json", script], capsys)
+    assert code == 2 and err.count("\n") == 1 and "data loader script" in err, out + err
+    assert script.read_bytes() == before
+
+
 def _external_model(tmp_path):
     """A model whose weight lives in m.data (large enough to be read lazily from it)."""
     weight = np.arange(LAZY_MIN_BYTES // 4 + 256, dtype=np.float32)

@@ -32,10 +32,11 @@ class Localized:
     first: "list[dict]" = field(default_factory=list)          # {node, op_type, outputs {value: error}, inputs}
     candidates: "list[dict]" = field(default_factory=list)     # as first, with `not_compared` inputs
     not_compared: "list[str]" = field(default_factory=list)    # values of the main graph no comparison covered
+    error: str = ""                                             # the backend failed on the run with every value an output
 
     def to_dict(self) -> dict:
         return {"backend": self.backend, "reproduced": self.reproduced, "first": self.first,
-                "candidates": self.candidates, "not_compared": self.not_compared}
+                "candidates": self.candidates, "not_compared": self.not_compared, "error": self.error}
 
 
 def refuse_golden(oracle: OracleName) -> None:
@@ -80,8 +81,10 @@ def localize_backend(backend: BackendReport, compiled: CompiledModel) -> Localiz
 
 def localize(report_all: CheckReport, compiled_all: CompiledModel, backends: "Sequence[BackendName]") -> "list[Localized]":
     """The findings for `backends` (the ones that mismatched) in the report of the run with every
-    value an output (a saved-outputs file adds its other backends there: they are left out)."""
-    return [localize_backend(b, compiled_all) for b in report_all.backends if b.backend in backends and not b.error]
+    value an output (a saved-outputs file adds its other backends there: they are left out). A
+    backend that failed on that run has its error instead, never nothing."""
+    return [Localized(b.backend.text, False, error=b.error) if b.error else localize_backend(b, compiled_all)
+            for b in report_all.backends if b.backend in backends]
 
 
 def _values(names: "list[str]", what: str) -> str:
@@ -104,6 +107,9 @@ def format_localized(found: "list[Localized]") -> "list[str]":
     lines = []
     for f in found:
         head = f"localize [{f.backend}]"
+        if f.error:
+            lines.append(f"{head}: its run with every value an output failed, so nothing is localized: {f.error}")
+            continue
         if not f.reproduced:
             lines.append(f"{head}: with every value made an output no value differs on feed set #0: the difference "
                          "needs the fused form (onnxruntime's fusion or a lowering idiom across those values)")

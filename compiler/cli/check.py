@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
@@ -347,7 +348,9 @@ def _localize(parsed: Parsed, done: _Checked) -> "tuple[list, tuple | None]":
         print("localize: no MISMATCH to localize")
         return [], None
     compiled_all = compile_model(model.path, feature_level=model.feature_level, outputs="all")
-    _, again = check(compiled_all, done.feeds, failing, parsed[ToleranceArgs], done.options,
+    # a provider backend runs the modified copy here: the file as shipped has no value but its outputs
+    options = dataclasses.replace(done.options, provider_model="modified")
+    _, again = check(compiled_all, done.feeds, failing, parsed[ToleranceArgs], options,
                      oracle=parsed[OracleArgs], model_name=str(model.path))
     found = localize(again, compiled_all, failing)
     for line in format_localized(found):

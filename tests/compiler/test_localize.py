@@ -96,3 +96,38 @@ def test_the_overlay_after_localize_has_every_nodes_error(chain, tmp_path, capsy
     (_, errors), = load_node_data(str(tmp_path / "me.error-saved-cpu.json")).items()
     assert {n: r.value for n, r in errors.results.items()} == {"relu": 0, "square": 1, "add": 1, "neg": 1}
     assert "every value compared" in errors.name
+
+
+def test_a_provider_backend_is_localized_on_its_modified_copy(tmp_path, capsys):
+    """ort-cpu runs the file as shipped (its intermediates are no outputs there): --localize runs it
+    again on the modified copy with every value an output, so the node is named where its output
+    parts from the oracle's (onnxruntime's Tanh against onnx.reference's numpy at no tolerance:
+    some ulps on most of 1,000 values), not a candidate at the graph's output."""
+    x = h.make_tensor_value_info("x", T.FLOAT, [1000])
+    nodes = [h.make_node("Abs", ["x"], ["a"], name="abs"), h.make_node("Tanh", ["a"], ["t"], name="tanh"),
+             h.make_node("Neg", ["t"], ["y"], name="neg")]
+    graph = h.make_graph(nodes, "g", [x], [h.make_tensor_value_info("y", T.FLOAT, [1000])])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 19)]), str(tmp_path / "m.onnx"))
+    np.savez(tmp_path / "in.npz", x=np.linspace(-3, 3, 1000, dtype=np.float32))
+    code, text, err = cli(["check", tmp_path / "m.onnx", "--backends", "ort-cpu", "--inputs", tmp_path / "in.npz",
+                           "--oracle", "reference", "--atol", "0", "--rtol", "0", "--localize"], capsys)
+    assert code == 1, err
+    assert "[ort-cpu] y: MISMATCH" in text and "[ort-cpu] ran the model file as shipped" in text
+    assert "localize [ort-cpu]: the difference starts at tanh (Tanh): output 't' differs" in text
+    assert "while its input 'a' agrees" in text and "could not be compared" not in text
+
+
+def test_a_backend_that_fails_on_the_localize_run_says_so() -> None:
+    """A backend whose run with every value an output failed gets its line with the error, never none
+    (the DML EP once failed that run on Mask R-CNN and --localize printed nothing)."""
+    from types import SimpleNamespace
+
+    from onnx_dml_lowering.compiler.localize import format_localized, localize
+    from onnx_dml_lowering.runtime.backend_names import parse_backend
+    from onnx_dml_lowering.runtime.compare import BackendReport
+    name = parse_backend("ort-cpu")
+    report = SimpleNamespace(backends=[BackendReport(name, error="onnxruntime failed to run the model: boom")])
+    found = localize(report, None, [name])     # type: ignore[arg-type]  # a failed backend reads no graph
+    assert [f.to_dict()["error"] for f in found] == ["onnxruntime failed to run the model: boom"]
+    assert format_localized(found) == ["localize [ort-cpu]: its run with every value an output failed, so nothing "
+                                       "is localized: onnxruntime failed to run the model: boom"]

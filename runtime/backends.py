@@ -31,6 +31,7 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 
@@ -38,14 +39,14 @@ from onnx_dml_lowering.runtime.compiled_view import CompiledView, LoweredView, l
 
 from .feeds import restore_declared
 from .ort_messages import ProviderLoadError, ProviderRunError, parse_provider_failure
-from .backend_names import (CHOICES, PROVIDER_ALIASES, PROVIDER_PREFIX, BackendLike, BackendName, Lowering,
+from .backend_names import (CHOICES, DML_PROVIDER, PROVIDER_ALIASES, PROVIDER_PREFIX, BackendLike, BackendName, Lowering,
                             as_backend_name, describe_backend, is_provider, parse_backend, provider_backend)
 from onnx_dml_lowering.runtime.ort.assignment import describe_findings, node_providers, placement_findings
 from onnx_dml_lowering.runtime.ort.providers import ProviderSpec, resolve, resolve_provider
 from onnx_dml_lowering.runtime.ort.sessions import (SHRINK_RUN_OPTION, make_provider_session, may_share_arena,
                                                     shrink_shared_arena)
 from onnx_dml_lowering.runtime.ort.settings import SessionSettings
-from .ort_values import run_session
+from .ort_values import EMPTY_REASON, left_empty, run_session
 from .region_cache import ORACLE as ORACLE_PASS
 from .region_cache import RegionResults
 from .weights import is_lazy
@@ -264,6 +265,8 @@ class Provider:
         self.cut_outputs: "dict[str, str]" = {}     # value produced by a cut node -> node
         self._session: Any = None           # an onnxruntime InferenceSession (no type information)
         self._outputs: "list[str]" = []
+        self._tensor_outputs: "set[str]" = set()
+        self._assignment: "dict[str, str] | None" = None
         self._absent: "dict[str, str]" = {}         # output of ours the shipped model does not have -> why
         # set before prepare() by a caller that runs one feed set and then releases the session
         # (check's _run_providers_first): the session may then use the shared CPU arena (release)
@@ -287,12 +290,14 @@ class Provider:
             self._absent = {n: "not an output of the model as shipped (the modified provider model exposes it)"
                             for n in self.compiled.output_names if n not in produced}
         self._outputs = [n for n in self.compiled.output_names if n not in self.cut_outputs and n not in self._absent]
+        # the outputs an empty value cannot stand for (an empty optional is one, and is compared)
+        self._tensor_outputs = {o.name for o in self.compiled.model.graph.output if o.type.HasField("tensor_type")}
         prepared = Prepared(ran, unsupported_nodes=dict(self.unsupported), needs=set(self.cut_outputs))
         for node, reason in self.unsupported.items():
             prepared.partial[node] = (f"no kernel on {self.spec.name}: cut out, its value computed by ONNX "
                                       f"semantics ({first_line(reason)[:160]})")
         assignment = node_providers(self._session) if self._session is not None else None
-        prepared.node_providers = assignment
+        prepared.node_providers = self._assignment = assignment
         if assignment is not None:
             for node, provider in assignment.items():
                 if provider != self.spec.name:
@@ -395,7 +400,22 @@ class Provider:
             raise ProviderRunError(f"onnxruntime ({self.spec.description}) failed to run the model: {first_line(exc)}",
                                    self.spec.name, first_line(exc), parse_provider_failure(exc)) from None
         result.outputs = dict(zip(self._outputs, values))
+        for name in [n for n, v in result.outputs.items() if left_empty(v) and n in self._tensor_outputs]:
+            del result.outputs[name]        # the run's other outputs are compared; this one cannot be
+            result.not_compared[name] = self._empty_reason(name)
         return result
+
+    def _empty_reason(self, name: str) -> str:
+        """Why output `name` came back empty: the DML EP's activation fusion where it predicts that
+        (dml_fusion), else what onnxruntime did."""
+        if self.spec.name == DML_PROVIDER:
+            from .dml_fusion import fused_output_risks
+            for risk in fused_output_risks(self.compiled.model, self._assignment):
+                if risk.output == name:
+                    return (f"DML EP deviation: the DML EP fused {risk.activation_op} node {display(risk.activation)}, "
+                            f"its only reader, into {risk.op_type} node {display(risk.node)} and kept no copy of "
+                            f"the value: {EMPTY_REASON}")
+        return f"{EMPTY_REASON} ({self.spec.description})"
 
 
 def owned(value: np.ndarray) -> np.ndarray:

@@ -42,6 +42,10 @@ from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, standard_opset
 
+from .dml_fusion import FAILURE_MARKS as FUSION_MARKS
+from .dml_fusion import FAILURE_TEXT as FUSION_FAILURES
+from .dml_fusion import fusion_failures
+
 INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
 
 NAMES = {
@@ -469,11 +473,14 @@ FAILURES = {
     # onnxruntime-directml 1.24.4: E_INVALIDARG at the run in the node reading the [1, N] result (Transpose,
     # Cast; or the MemcpyFromHost feeding it when the NonZero is on the CPU EP); an Identity passes it on
     "scalar_nonzero_read": "DML EP deviation: a node on the DML EP reading a scalar NonZero's result fails at the run",
+    # onnxruntime-directml 1.24.4: "This is an invalid model" at session creation, naming the fused node (dml_fusion.py)
+    **FUSION_FAILURES,
 }
 # How each failure shows in onnxruntime's message (HRESULTs): at session creation, at a run. At a run
 # both were seen: E_OUTOFMEMORY (GPT-2) and E_INVALIDARG (BERT, Llama, T5 dynamo exports).
 _FAILURE_CODES = {"reshape_allowzero_infer": (("80070057",), ("8007000E", "80070057")),
-                  "scalar_nonzero_read": ((), ("80070057",))}
+                  "scalar_nonzero_read": ((), ("80070057",)),
+                  **{key: ((mark,), ()) for key, mark in FUSION_MARKS.items()}}
 # Operators that read a scalar NonZero's result on the DML EP and pass (measured): Identity
 _READS_SCALAR_NONZERO = ("Identity",)
 
@@ -537,7 +544,8 @@ def reshapes_allowzero_minus_one(graph: onnx.GraphProto, opset: int) -> "list[on
 def failing_nodes(model: onnx.ModelProto, ranks: "dict[str, int] | None" = None) -> "list[FailingNode]":
     """The nodes of the main graph the DML EP claims and fails on (FAILURES), in graph order;
     `ranks`: value name -> rank where known (else read from the model's declared and inferred shapes)."""
-    found = _reshape_failures(model) + _scalar_nonzero_failures(model, ranks)
+    found = _reshape_failures(model) + _scalar_nonzero_failures(model, ranks) + \
+        [FailingNode(*found) for found in fusion_failures(model.graph)]
     order = {n.name: i for i, n in enumerate(model.graph.node)}
     return sorted(found, key=lambda f: order.get(f.node, len(order)))
 

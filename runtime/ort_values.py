@@ -132,6 +132,17 @@ def _facts(session: Any) -> _SessionFacts:
     return facts
 
 
+# What a provider backend says of a tensor output a run onnxruntime called successful left empty (an
+# OrtValue holding nothing; the Python binding gives None, as for an empty optional): the DML EP
+# does so for an Add's output that is a graph output and also read by a Relu it runs.
+EMPTY_REASON = "onnxruntime returned an empty value for it (an OrtValue holding nothing), though its run succeeded"
+
+
+def left_empty(value: np.ndarray) -> bool:
+    """A result onnxruntime gave as None (np.asarray made it a 0-d object array)."""
+    return value.dtype == object and value.shape == () and value.item() is None
+
+
 # session: an onnxruntime.InferenceSession (untyped), a wrapper of one, or an onnx.reference evaluator
 def run_session(session: Any, outputs: "Sequence[str] | None", feeds: Mapping[str, np.ndarray],
                 run_config: "Sequence[tuple[str, str]]" = ()) -> "list[np.ndarray]":

@@ -29,6 +29,7 @@ from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_graphs, node_paths, prefixed_graphs, subgraph_reads
 from onnx_dml_lowering.runtime.dml_deviations import (FAILURES, cast_bool_deviation, empty_output_risks,
                                                       failing_nodes, roi_align_deviation)
+from onnx_dml_lowering.runtime.dml_fusion import fused_output_risks
 
 from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
 from .registry import (DEVICE_DEPENDENT, DML_TYPES, NEWEST_ORT, TABLE_SOURCES, DmlKernel, Schema, choose_table,
@@ -495,7 +496,10 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
                  f"onnxruntime-directml 1.24.4 (a named DML EP deviation{_FAILURE_REMEDY.get(f.key, '')})"
                  for f in failing_nodes(optimised, predictor.ranks) if f.node in dml_nodes]
     # an empty DML output beside others leaves them never read back (dml_deviations.unread_outputs)
-    warnings += [r.describe() for r in empty_output_risks(optimised, {e["node"]: e["provider"] for e in predictor.placed})]
+    placed = {e["node"]: e["provider"] for e in predictor.placed}
+    warnings += [r.describe() for r in empty_output_risks(optimised, placed)]
+    # a graph output whose only reader, an activation, the DML EP fuses into its producer (dml_fusion)
+    warnings += [r.describe() for r in fused_output_risks(optimised, placed)]
     if predictor.relu_nan:
         warnings.append(f"{name_list(predictor.relu_nan, 4)} (Relu): the DML EP's Relu gives 0 for NaN (ONNX says NaN), "
                         "measured on onnxruntime-directml 1.24.4 (a named DML EP deviation)")

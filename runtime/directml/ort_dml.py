@@ -85,7 +85,8 @@ class DmlEpSession:
     def node_providers(self) -> "dict[str, str] | None":
         return self.assignment
 
-    def run(self, outputs: "Sequence[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
+    def run(self, outputs: "Sequence[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray | None]":
+        """None for an output onnxruntime left empty, as the Python binding gives it."""
         try:
             return self.session.run(outputs, {**self.fed, **dict(feeds)})
         except OrtHostError as exc:

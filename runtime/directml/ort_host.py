@@ -25,6 +25,7 @@ from .wine import HostProcess
 EXE = "ort_host"
 OK, CREATE_FAILED, RUN_FAILED, BAD_REQUEST = 0, 1, 2, 3
 STRING, FOUR_BIT = 8, (21, 22, 23)
+EMPTY_VALUE = -2        # the element type ort_host sends for an output onnxruntime left empty (ort_host.c)
 OPTIMIZATION_LEVELS = {"disable": 0, "basic": 1, "extended": 2, "all": 99}
 
 
@@ -153,7 +154,7 @@ class OrtHostSession:
     def get_overridable_initializers(self) -> "list[HostValueInfo]":
         return []          # the C API of version 12 lists them apart; the feeds name them anyway
 
-    def run(self, output_names: "Sequence[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray]":
+    def run(self, output_names: "Sequence[str] | None", feeds: Mapping[str, np.ndarray]) -> "list[np.ndarray | None]":
         names = list(output_names) if output_names else [o.name for o in self.outputs]
         payload = [b"R", struct.pack("<II", self.id, len(feeds))]
         payload += [_text(name) + _encode_tensor(name, np.asarray(value)) for name, value in feeds.items()]
@@ -181,9 +182,13 @@ def _encode_tensor(name: str, array: np.ndarray) -> bytes:
     return struct.pack(f"<iI{array.ndim}q", element_type, array.ndim, *array.shape) + _blob(raw)
 
 
-def _decode_tensor(reader: _Reader, name: str) -> np.ndarray:
+def _decode_tensor(reader: _Reader, name: str) -> "np.ndarray | None":
+    """An output as the host sent it; None where onnxruntime left it empty, as the Python binding gives it
+    (a provider backend says so: backends.Provider.run)."""
     element_type, shape = reader.i32(), tuple(reader.dims())
     data = reader.blob()
+    if element_type == EMPTY_VALUE:
+        return None
     dtype = onnx_to_numpy(element_type)
     if element_type in FOUR_BIT:
         return unpack_4bit(np.frombuffer(data, np.uint8), shape, dtype)

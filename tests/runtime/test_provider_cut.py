@@ -178,3 +178,23 @@ def test_a_node_onnxruntime_words_as_failed_to_find_kernel_is_cut_too(tmp_path, 
     assert {o["output"]: o["status"] for o in backend["outputs"]} == {"p": "unsupported", "r": "match"}
     assert main(common) == 1                         # as shipped: onnxruntime's message, the backend's ERROR
     assert "Failed to find kernel for GlobalLpPool(22)" in capfd.readouterr().out
+
+
+def test_an_empty_optional_output_is_compared_not_taken_for_an_empty_value():
+    """onnxruntime gives an empty optional as None, as it gives a tensor output a run left empty (the
+    DML EP's, tests/runtime/directml/test_dml_empty_and_ranked_real.py): only a tensor output is
+    said to be left empty; the optional one is compared, and matches, on every backend."""
+    from onnx_dml_lowering.runtime.ort_values import left_empty
+    x = h.make_tensor_value_info("x", T.FLOAT, [2])
+    opt = h.make_value_info("o", h.make_optional_type_proto(h.make_tensor_type_proto(T.FLOAT, [2])))
+    nodes = [h.make_node("Optional", [], ["o"], name="opt", type=h.make_tensor_type_proto(T.FLOAT, [2])),
+             h.make_node("Relu", ["x"], ["y"], name="relu")]
+    model = h.make_model(h.make_graph(nodes, "g", [x], [h.make_tensor_value_info("y", T.FLOAT, [2]), opt]),
+                         opset_imports=[h.make_opsetid("", 18)])
+    model.ir_version = 8
+    _, report = check(compile_model(model), {"x": np.array([-1, 2], np.float32)}, ["cpu", "ort", "ort-cpu"],
+                      Tolerances())
+    assert report.ok and not any(b.error for b in report.backends)
+    assert {(b.backend.text, o.output): o.status for b in report.backends for o in b.outputs} == \
+        {(b, o): "match" for b in ("cpu", "ort", "ort-cpu") for o in ("y", "o")}
+    assert left_empty(np.asarray(None)) and not left_empty(np.asarray([None])) and not left_empty(np.zeros(0))

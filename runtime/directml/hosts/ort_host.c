@@ -103,6 +103,7 @@
 #include "onnxruntime_c_api.h"
 
 #define MAX_SESSIONS 256
+#define EMPTY_VALUE (-2)     /* the element type of an output onnxruntime left empty (ort_host.py) */
 #define LOG_LIMIT (32u << 20)          /* a log past this is cut, saying so */
 
 typedef OrtStatus *(ORT_API_CALL *AppendDmlFn)(OrtSessionOptions *, int);
@@ -383,6 +384,17 @@ static OrtStatus *read_feeds(Cursor *c, Values *feeds, const OrtMemoryInfo *mem,
     return NULL;
 }
 
+static const char *value_kind(enum ONNXType kind) {
+    switch (kind) {
+    case ONNX_TYPE_SEQUENCE: return "a sequence";
+    case ONNX_TYPE_MAP: return "a map";
+    case ONNX_TYPE_OPAQUE: return "an opaque value";
+    case ONNX_TYPE_SPARSETENSOR: return "a sparse tensor";
+    case ONNX_TYPE_OPTIONAL: return "an optional";
+    default: return "a value of no kind onnxruntime names";
+    }
+}
+
 static int put_output(Buf *out, OrtValue *value, const char *name, char *why, size_t why_len) {
     int is_tensor = 0;
     OrtTensorTypeAndShapeInfo *info = NULL;
@@ -390,10 +402,27 @@ static int put_output(Buf *out, OrtValue *value, const char *name, char *why, si
     size_t rank = 0, count = 0;
     int64_t dims[64];
     void *data = NULL;
+    enum ONNXType kind = ONNX_TYPE_UNKNOWN;
+    if (value) {
+        OrtStatus *kst = ort->GetValueType(value, &kind);
+        if (kst) { ort->ReleaseStatus(kst); kind = ONNX_TYPE_UNKNOWN; }
+    }
+    if (kind == ONNX_TYPE_UNKNOWN) {
+        /* a run onnxruntime called successful left this output empty (an OrtValue holding nothing):
+           said as EMPTY_VALUE, no dims, no data (ort_host.py), the run's other outputs still sent */
+        put_u32(out, (uint32_t)EMPTY_VALUE);
+        put_u32(out, 0);
+        put_blob(out, "", 0);
+        return 1;
+    }
     OrtStatus *st = ort->IsTensor(value, &is_tensor);
-    if (st || !is_tensor) {
-        if (st) ort->ReleaseStatus(st);
-        snprintf(why, why_len, "output %s is not a tensor (a sequence or map: not carried by ort_host)", name);
+    if (st) {
+        snprintf(why, why_len, "output %s: %s", name, ort->GetErrorMessage(st));
+        ort->ReleaseStatus(st);
+        return 0;
+    }
+    if (!is_tensor) {
+        snprintf(why, why_len, "output %s is %s, not a tensor (not carried by ort_host)", name, value_kind(kind));
         return 0;
     }
     st = ort->GetTensorTypeAndShape(value, &info);

@@ -11,16 +11,20 @@ Making values outputs keeps onnxruntime from fusing across them and a lowering i
 them, so the difference may not come back: that is said, not hidden."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from onnx_dml_lowering.ir import DmlLowerError
 
 if TYPE_CHECKING:
+    from onnx_dml_lowering.ir import FeatureLevel
     from onnx_dml_lowering.runtime.backend_names import BackendName
+    from onnx_dml_lowering.runtime.backends import BackendOptions
     from onnx_dml_lowering.runtime.check_report import CheckReport
     from onnx_dml_lowering.runtime.oracle import OracleName
     from onnx_dml_lowering.runtime.compare import BackendReport
+    from onnx_dml_lowering.runtime.tolerances import Tolerances
 
     from .compiled import CompiledModel
 
@@ -77,6 +81,34 @@ def localize_backend(backend: BackendReport, compiled: CompiledModel) -> Localiz
         else:
             found.first.append(entry)
     return found
+
+
+def every_value_check(path: str, level: "FeatureLevel", feeds: "Mapping[str, object]", failing: "Sequence[BackendName]",
+                      tolerances: "Tolerances", options: "BackendOptions", oracle: "OracleName | str",
+                      kept: "Sequence[str]") -> "tuple[CompiledModel, CheckReport]":
+    """The check --localize makes: `failing` on feed set #0 with every value an output, a provider
+    backend on its modified copy (the file as shipped has no value but its outputs). On the DML EP
+    one value empty on these feeds leaves the run's other outputs unread (CopyTensors,
+    docs/directml-ep-on-linux.md): there it runs again with those values left out (not compared),
+    but for `kept`, the outputs the first check compared."""
+    from onnx_dml_lowering.runtime.backend_names import DML_PROVIDER
+    from onnx_dml_lowering.runtime.check import check
+
+    from .compiled import compile_model
+    options = dataclasses.replace(options, provider_model="modified")
+
+    def checked(outputs: "str | list[str]") -> "tuple[CompiledModel, CheckReport]":
+        compiled = compile_model(path, feature_level=level, outputs=outputs)
+        return compiled, check(compiled, feeds, failing, tolerances, options, oracle=oracle, model_name=path)[1]
+
+    compiled, report = checked("all")
+    if not any(b.provider == DML_PROVIDER for b in failing):
+        return compiled, report
+    results = [o for b in report.backends for o in b.outputs]
+    empty = {o.output for o in results if 0 in o.expected_shape} - set(kept)
+    if not empty:
+        return compiled, report
+    return checked([name for name in dict.fromkeys(o.output for o in results) if name not in empty])
 
 
 def localize(report_all: CheckReport, compiled_all: CompiledModel, backends: "Sequence[BackendName]") -> "list[Localized]":

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
@@ -338,20 +337,16 @@ def _localize(parsed: Parsed, done: _Checked) -> "tuple[list, tuple | None]":
     """check --localize: the backends with a MISMATCH checked again on feed set #0 with every value
     an output; the lines printed, (the findings, (that model, that report) or None)."""
     from onnx_dml_lowering.ir.display import display
-    from onnx_dml_lowering.runtime.check import check
 
-    from ..compiled import compile_model
-    from ..localize import format_localized, localize
+    from ..localize import every_value_check, format_localized, localize
     model = done.model
     failing = [b.backend for b in done.report.backends if not b.error and not b.ok]
     if not failing:
         print("localize: no MISMATCH to localize")
         return [], None
-    compiled_all = compile_model(model.path, feature_level=model.feature_level, outputs="all")
-    # a provider backend runs the modified copy here: the file as shipped has no value but its outputs
-    options = dataclasses.replace(done.options, provider_model="modified")
-    _, again = check(compiled_all, done.feeds, failing, parsed[ToleranceArgs], options,
-                     oracle=parsed[OracleArgs], model_name=str(model.path))
+    compiled_all, again = every_value_check(str(model.path), model.feature_level, done.feeds, failing,
+                                            parsed[ToleranceArgs], done.options, parsed[OracleArgs],
+                                            done.compiled.output_names)
     found = localize(again, compiled_all, failing)
     for line in format_localized(found):
         print(display(line))

@@ -90,3 +90,18 @@ def test_mask_rcnn_mismatch_is_tied_scores_ranked_after_a_one_ulp_softmax(tmp_pa
     assert len(np.unique(want)) < want.size // 4                  # tied: 5 distinct scores over 40
     assert np.max(np.abs(want.astype(np.float64) - got)) <= float(np.spacing(np.float32(want.max())))  # one ulp
     assert not np.array_equal(np.argsort(-want, kind="stable"), np.argsort(-got, kind="stable"))     # ranked otherwise
+
+
+def test_localize_finds_where_mask_rcnn_parts(tmp_path, capsys):
+    """check --localize on the DML EP: its run with every value an output meets the values empty on
+    these feeds (each leaves the run's other outputs unread) and the outputs the fusion drops; it runs
+    again without the empty ones and names the If holding NonMaxSuppression, whose kept indices
+    differ while its condition agrees."""
+    code, text, err = cli(["check", MASK_RCNN, "--backends", "ort-dml", "--localize", "--json", tmp_path / "r.json"],
+                          capsys)
+    assert code == 1, err
+    assert ("localize [ort-dml]: the difference starts at If_2207 (If): output 'onnx::Slice_2727' differs (max abs "
+            "err 32) while its input 'onnx::If_2726' agrees") in text
+    (found,) = json.loads((tmp_path / "r.json").read_text())["localized"]
+    assert not found["error"] and found["reproduced"]
+    assert "/backbone/body/body.1/block/block.0/block.0.1/Add_output_0" in found["not_compared"]   # fused away

@@ -31,7 +31,6 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 
@@ -412,9 +411,7 @@ class Provider:
             from .dml_fusion import fused_output_risks
             for risk in fused_output_risks(self.compiled.model, self._assignment):
                 if risk.output == name:
-                    return (f"DML EP deviation: the DML EP fused {risk.activation_op} node {display(risk.activation)}, "
-                            f"its only reader, into {risk.op_type} node {display(risk.node)} and kept no copy of "
-                            f"the value: {EMPTY_REASON}")
+                    return risk.run_reason()
         return f"{EMPTY_REASON} ({self.spec.description})"
 
 

@@ -42,6 +42,7 @@ from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, standard_opset
 
+from .dml_fusion import DML
 from .dml_fusion import FAILURE_MARKS as FUSION_MARKS
 from .dml_fusion import FAILURE_TEXT as FUSION_FAILURES
 from .dml_fusion import fusion_failures
@@ -76,7 +77,7 @@ CAST_BOOL_LOW_WORD = (np.dtype(np.int64), np.dtype(np.uint64))
 CAST_BOOL_BY_TYPE = {"float": "cast_bool_clip", "float16": "cast_bool_clip", "double": "cast_bool_clip",
                      "int64": "cast_bool_low_word", "uint64": "cast_bool_low_word"}
 RELU_NAN_TYPES = (np.dtype(np.float16), np.dtype(np.float32))   # measured; double is not predicted
-DML_PROVIDER = "DmlExecutionProvider"
+DML_PROVIDER = DML                     # one spelling with dml_fusion's (which cannot import this module)
 
 
 def int32(k: int) -> int:

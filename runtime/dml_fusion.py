@@ -20,7 +20,9 @@ from typing import Mapping
 import onnx
 
 from onnx_dml_lowering.ir.display import display
-from onnx_dml_lowering.lowering.onnx_graphs import is_standard
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard, node_reads
+
+from .ort_values import EMPTY_REASON
 
 DML = "DmlExecutionProvider"          # (backend_names' DML_PROVIDER: that module imports this one's importers)
 
@@ -52,9 +54,8 @@ def fused_pairs(graph: onnx.GraphProto, providers: "Mapping[str, str] | None" = 
     (`providers`: node name -> provider; None, or a node it does not name: the DML EP's)."""
     readers: "dict[str, list[onnx.NodeProto]]" = {}
     for node in graph.node:
-        for name in dict.fromkeys(node.input):
-            if name:
-                readers.setdefault(name, []).append(node)
+        for name in node_reads(node):       # a body reading the value from outside counts
+            readers.setdefault(name, []).append(node)
     on_dml = (lambda node: True) if providers is None else (lambda node: providers.get(node.name, DML) == DML)
     pairs = []
     for node in graph.node:
@@ -91,6 +92,11 @@ class FusedOutputRisk:
                 f"EP) comes back empty (an OrtValue holding nothing): the DML EP fuses {self.activation_op} node "
                 f"{display(self.activation) or '(unnamed)'}, its only reader, into it and keeps no copy of the value, "
                 "measured on onnxruntime-directml 1.24.4 (a named DML EP deviation)")
+
+    def run_reason(self) -> str:
+        """What check says of the output when the DML EP's run gave it empty."""
+        return (f"DML EP deviation: the DML EP fused {self.activation_op} node {display(self.activation)}, its only "
+                f"reader, into {self.op_type} node {display(self.node)} and kept no copy of the value: {EMPTY_REASON}")
 
 
 def fused_output_risks(model: onnx.ModelProto, providers: "Mapping[str, str] | None") -> "list[FusedOutputRisk]":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import onnx
-from onnx import helper, shape_inference
+from onnx import helper
 
 from onnx_dml_lowering.lowering import TensorInfo
 from onnx_dml_lowering.lowering.onnx_graphs import graph_captures
@@ -14,6 +14,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import graph_captures
 from onnx_dml_lowering.runtime.control_flow import host_construct as construct_of  # noqa: F401  (partition.py reads it from here)
 
 from onnx_dml_lowering.runtime.model_facts import value_types
+from onnx_dml_lowering.runtime.onnx_inference import infer_shapes
 
 
 @dataclass
@@ -69,7 +70,7 @@ def body_model(parent: onnx.ModelProto, node: onnx.NodeProto, construct: str, at
     model = helper.make_model(sub, opset_imports=list(parent.opset_import), ir_version=parent.ir_version)
     model.functions.extend(parent.functions)
     try:
-        model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        model = infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # inference of a body may fail where the whole model's did not: use what is declared
         pass
     types = dict(outer)

@@ -18,6 +18,7 @@ from onnx_dml_lowering.runtime.inline_weights import parse_without_weights
 from onnx_dml_lowering.runtime.weights import (PROTO_LIMIT, is_lazy, lifted, no_external, resolve_external,
                                                split_initializers)
 from onnx_dml_lowering.lowering.onnx_graphs import standard_opset
+from onnx_dml_lowering.runtime.onnx_inference import infer_shapes
 
 from .body_names import distinct_body_names, restore_names
 from .onnx_errors import explain_checker, onnx_message
@@ -151,7 +152,7 @@ def _infer(model: onnx.ModelProto, defaults: "Sequence[onnx.TensorProto]" = (), 
     restore = distinct_body_names(view)
     try:
         if large:
-            plain = shape_inference.infer_shapes(view, check_type=True, strict_mode=True)
+            plain = infer_shapes(view, check_type=True, strict_mode=True)
             if _large_flat_value(plain):
                 return _with_weights(plain, model, lifted, restore)
             del plain                   # a copy of the view: not kept through the next pass
@@ -213,9 +214,9 @@ def _with_data_propagation(model: onnx.ModelProto) -> onnx.ModelProto:
     they derive only sharpens shapes, so the plain strict pass, which still rejects a model that is
     wrong, decides. Its error is the one reported when both fail."""
     try:
-        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        return infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except INFERENCE_ERRORS:
-        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        return infer_shapes(model, check_type=True, strict_mode=True)
 
 
 # A rank-1 value past this many elements is no shape value: data propagation would list it whole,

@@ -41,6 +41,7 @@ import onnx
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, standard_opset
+from onnx_dml_lowering.runtime.onnx_inference import infer_shapes
 
 from .dml_fusion import DML
 from .dml_fusion import FAILURE_MARKS as FUSION_MARKS
@@ -451,7 +452,7 @@ def _data_dependent(model: onnx.ModelProto) -> "set[str]":
     the graph inputs' named dimensions (an exporter's own name, as torch's u0, counts as data-dependent),
     or with no shape at all: a dimension known only at run time."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = infer_shapes(model)
     except Exception:   # onnx cannot infer this model: every value's dimensions are unknown
         return {out for node in model.graph.node for out in node.output}
     graph = inferred.graph
@@ -571,7 +572,7 @@ def _scalar_nonzero_failures(model: onnx.ModelProto, ranks: "dict[str, int] | No
 def _declared_ranks(model: onnx.ModelProto) -> "dict[str, int]":
     """value name -> rank, from the graph's declared types, its initializers and onnx's shape inference."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = infer_shapes(model)
     except Exception:   # onnx cannot infer this model: the declared shapes alone
         inferred = model
     graph = inferred.graph

@@ -30,6 +30,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_graphs, nod
 from onnx_dml_lowering.runtime.dml_deviations import (FAILURES, cast_bool_deviation, empty_output_risks,
                                                       failing_nodes, roi_align_deviation)
 from onnx_dml_lowering.runtime.dml_fusion import fused_output_risks
+from onnx_dml_lowering.runtime.onnx_inference import infer_shapes
 
 from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
 from .registry import (DEVICE_DEPENDENT, DML_TYPES, NEWEST_ORT, TABLE_SOURCES, DmlKernel, Schema, choose_table,
@@ -80,7 +81,7 @@ def _value_types(model: onnx.ModelProto, into: "dict[str, str]") -> None:
 
 def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        return infer_shapes(model, strict_mode=False)
     except Exception:  # inference is a help for the types, not a requirement
         return model
 

@@ -9,6 +9,7 @@ import onnx
 from onnx import helper
 
 from onnx_dml_lowering.runtime.ort_messages import failed_after_placement, parse_provider_failure
+from onnx_dml_lowering.runtime.onnx_inference import infer_shapes
 
 from .registry import DML_TYPES, exact_schema
 
@@ -145,7 +146,7 @@ def probe_model(probes: "list[tuple[str, Probe]]", opsets: "dict[str, int]") -> 
     model = helper.make_model(graph, opset_imports=imports)
     model.ir_version = 8
     try:        # output types where onnx infers them (onnxruntime's contrib ops: left to onnxruntime)
-        inferred = {vi.name: vi.type for vi in onnx.shape_inference.infer_shapes(model).graph.value_info}
+        inferred = {vi.name: vi.type for vi in infer_shapes(model).graph.value_info}
     except Exception:     # noqa: BLE001 - onnxruntime infers what onnx cannot
         inferred = {}
     for output in model.graph.output:

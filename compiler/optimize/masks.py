@@ -22,6 +22,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 from ..generators import TRILU_OPSET, TRILU_TYPES
 from onnx_dml_lowering.runtime.model_facts import value_types
 from onnx_dml_lowering.runtime.weights import proto_bytes
+from onnx_dml_lowering.runtime.onnx_inference import infer_shapes
 from ..graph_view import OnnxGraphView
 
 INT64 = TensorProto.INT64
@@ -243,7 +244,7 @@ def dead_feeders(graph: onnx.GraphProto, removed: "set[str]", view: OnnxGraphVie
 def inferred_view(model: onnx.ModelProto) -> OnnxGraphView:
     """The graph view with shapes inferred (the model itself is left as it is)."""
     try:
-        types = value_types(onnx.shape_inference.infer_shapes(model, strict_mode=False))
+        types = value_types(infer_shapes(model, strict_mode=False))
     except Exception:  # onnx raises several types; the declared value_info is used as it is
         types = None
     return OnnxGraphView(model, types)

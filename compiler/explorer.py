@@ -152,14 +152,14 @@ def write_overlays(model_path: str, out: str, overlays: "list[Overlay]") -> "lis
     for overlay, path in zip(overlays, overlay_paths(out, overlays)):
         data = node_data(overlay, ids)
         shown = sum(len(g.results) for g in data.graphsData.values())
-        write_text(path, "the Model Explorer node data", data.to_json_string(indent=1))
+        write_text(path, "the Model Explorer node data", data.to_json_string(indent=1), lead=None)
         created = sum(1 for p in overlay.values if p not in in_file)
         undrawn = sum(1 for p in overlay.values if p in in_file and p not in ids)
         unbounded = sum(1 for v in overlay.values.values() if not math.isfinite(v))
         extra = f"; {created} not in the file (onnxruntime's level-1 optimisations made them)" if created else ""
         extra += f"; {undrawn} in bodies Model Explorer does not draw" if undrawn else ""
         extra += f"; {unbounded} non-finite not shown (node data is numbers)" if unbounded else ""
-        lines.append(f"wrote {path} (Model Explorer node data: {overlay.title}; {shown} nodes{extra})"
+        lines.append(f"wrote {display(path)} (Model Explorer node data: {overlay.title}; {shown} nodes{extra})"
                      + (f" {overlay.note}" if overlay.note else ""))
     return lines
 

@@ -245,13 +245,11 @@ def inspect_command(path: str, feature_level: str, ep: "str | None" = None, devi
     report, graph = _inspect(path, feature_level, ep, device_lacks, verify, table)
     print(format_inspect(report))
     if json_out:
-        write_json(json_out, "the inspect JSON", report)
-        print(f"\nwrote {json_out}")
+        write_json(json_out, "the inspect JSON", report, lead="\n")
     if html_out:
         from .ep.picture import render
         assert graph is not None            # --html needs --ep dml, whose placement has its graph
-        write_text(html_out, "the placement picture", render(report, graph, str(path)))
-        print(f"\nwrote {html_out}")
+        write_text(html_out, "the placement picture", render(report, graph, str(path)), lead="\n")
     if explorer_out:
         _write_explorer(path, explorer_out, report)
     return 0

@@ -16,20 +16,30 @@ if TYPE_CHECKING:
     from onnx_dml_lowering.runtime.output_target import OutputTarget
 
 
-def write_file(path: str, what: str, write: Callable[[str], object]) -> None:
-    """`write(temp)` writes the whole file at a temporary name; then it lands at `path` (runtime.output_file)."""
+def write_file(path: str, what: str, write: Callable[[str], object], lead: str = "") -> None:
+    """`write(temp)` writes the whole file at a temporary name; then it lands at `path`
+    (runtime.output_file), and the command says so on stdout (`said`)."""
     from onnx_dml_lowering.runtime.output_file import write_output
     write_output(path, what, write)
+    said(path, lead)
 
 
-def write_json(path: str, what: str, data: Any) -> None:
+def write_json(path: str, what: str, data: Any, lead: str = "") -> None:
     """A --json document, strict RFC 8259: NaN / Infinity / -Infinity are the strings "NaN",
-    "Infinity", "-Infinity" (ir.display.json_safe); written by the one writer."""
+    "Infinity", "-Infinity" (ir.display.json_safe); written by the one writer, then said."""
     import json
 
     from onnx_dml_lowering.ir.display import json_safe
     from onnx_dml_lowering.runtime.output_file import write_text
     write_text(path, what, json.dumps(json_safe(data), indent=1, allow_nan=False))
+    said(path, lead)
+
+
+def said(path: str, lead: str = "") -> None:
+    """The line every report file a command writes ends its stdout with: `wrote PATH`, the path
+    on one line whatever it holds (`lead`: a blank line before it, where the command wants one)."""
+    from onnx_dml_lowering.ir.display import display
+    print(f"{lead}wrote {display(path)}")
 
 
 def save_npz_file(path: str, arrays: "Mapping[str, np.ndarray]", what: str) -> None:
@@ -42,10 +52,13 @@ def load_npz_file(path: str) -> dict:
     return load_npz(path, "inputs file")
 
 
-def write_text(path: str, what: str, text: str) -> None:
-    """A text report, written by the one writer."""
+def write_text(path: str, what: str, text: str, lead: "str | None" = "") -> None:
+    """A text report, written by the one writer, then said (`lead` None: the caller says what it
+    wrote in its own words, as Model Explorer's files do)."""
     from onnx_dml_lowering.runtime.output_file import write_text as write
     write(path, what, text)
+    if lead is not None:
+        said(path, lead)
 
 
 def check_writable(option: str, path: "str | None") -> None:

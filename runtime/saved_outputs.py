@@ -18,6 +18,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 
 from .backend_names import SAVED_PREFIX
 from .npz import load_npz
@@ -43,10 +44,11 @@ def set_path(path: str, index: int) -> str:
 def wrote_line(path: str, count: int) -> str:
     """What --save-inputs / --save-outputs wrote, in one line."""
     if count <= 1:
-        return f"wrote {path}"
+        return f"wrote {display(path)}"
     if set_path(path, 1) == path:
-        return f"wrote {path} (feed sets #0-#{count - 1}, one after another)"
-    return (f"wrote {path} and {set_path(path, 1)}" + (f" .. {set_path(path, count - 1)}" if count > 2 else "")
+        return f"wrote {display(path)} (feed sets #0-#{count - 1}, one after another)"
+    return (f"wrote {display(path)} and {display(set_path(path, 1))}"
+            + (f" .. {display(set_path(path, count - 1))}" if count > 2 else "")
             + f" (feed sets #0-#{count - 1}, one file each)")
 
 

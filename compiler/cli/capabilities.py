@@ -62,5 +62,4 @@ def _device(json_out: "str | None") -> int:
     sys.stdout.write(device_text(facts))
     if json_out:
         write_json(json_out, "the device JSON", facts)
-        print(f"wrote {json_out}")
     return 0

@@ -15,7 +15,7 @@ from .command import ArgGroup, Command, Parsed, Word, flag, option_value
 from .feeds import describe_feeds, drawn_sizes_hint, feed_sets, known_dims, named_options
 from .groups import BackendArgs, FeedArgs, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
 from .output_groups import ExplorerArgs, JsonArgs, QuietArgs, SaveArgs
-from .zoo_options import ZooArgs, forwarded_options, refuse_one_model_files
+from .zoo_options import ZooArgs, forwarded_options, one_model_only, refuse_one_model_files
 
 if TYPE_CHECKING:
     import argparse
@@ -124,11 +124,11 @@ def check_zoo(parsed: Parsed) -> int:
     from ..zoo import run_zoo
     from ..zoo.runner import check_zoo as check_zoo_options
     findings, explorer = parsed[FindingsArgs], parsed[ExplorerArgs]
-    if explorer or findings.localize:
-        option = "--model-explorer" if explorer else "--localize"
-        raise DmlLowerError(f"{option} works on one model's graph: check one model file with it")
-    parsed[SessionArgs]             # bad session options: one line here, not once per model
     zoo, json_out = parsed[ZooArgs], parsed[JsonArgs]
+    why = zoo.why(list(parsed[ModelArgs].paths)) or "a zoo option"
+    if explorer or findings.localize:
+        raise one_model_only("--model-explorer" if explorer else "--localize", "works on one model's graph", why)
+    parsed[SessionArgs]             # bad session options: one line here, not once per model
     check_outputs(("--json", json_out), ("--junit", zoo.junit),
                   reads=[("model file", path) for path in parsed[ModelArgs].paths])
     # a malformed --val-range / --zero-fraction: one line before any model runs
@@ -136,7 +136,7 @@ def check_zoo(parsed: Parsed) -> int:
     check_zoo_options(zoo)
     saved = parsed[SaveArgs]
     refuse_one_model_files([("--markdown", findings.markdown), ("--save-inputs", saved.inputs),
-                            ("--save-outputs", saved.outputs)])
+                            ("--save-outputs", saved.outputs)], why)
     run = ZooRun(paths=list(parsed[ModelArgs].paths), options=forwarded_options(parsed, FORWARDED),
                  backends=[n.text for n in parsed[BackendArgs].names], json=json_out, named=named,
                  random_feeds=parsed[FeedArgs].random)

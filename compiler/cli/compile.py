@@ -49,8 +49,7 @@ def cmd_compile(parsed: Parsed) -> int:
     if parsed[DimArgs]:
         data["specialised"] = _specialised(compiled, dims)
     if json_out:
-        write_json(json_out, "the compile JSON", data)
-        print(f"\nwrote {json_out}")
+        write_json(json_out, "the compile JSON", data, lead="\n")
     if explorer_out:
         from onnx_dml_lowering.ir.display import display
 

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+from onnx_dml_lowering.ir.display import display
+
 from .command import ArgGroup, Command, Parsed, Word, option_value
 from .groups import BackendArgs, FeatureLevelArgs, OrtVersionArgs, SessionArgs
 
@@ -62,8 +64,8 @@ class ConformanceExport(Command):
         from .. import conformance
         suite = parsed[SuiteArgs]
         manifest = conformance.export(suite.dir, str(parsed[FeatureLevelArgs]), suite.seeds, suite.ort_version)
-        print(f"wrote {len(manifest['cases'])} cases to {suite.dir} (feature level {manifest['feature_level']}, "
-              f"{manifest['seeds']} data sets each); see {os.path.join(suite.dir, 'README.txt')}")
+        print(f"wrote {len(manifest['cases'])} cases to {display(suite.dir)} (feature level {manifest['feature_level']}, "
+              f"{manifest['seeds']} data sets each); see {display(os.path.join(suite.dir, 'README.txt'))}")
         table = manifest["dml_ep_table"]
         print(f"  DML EP predictions model onnxruntime {table['onnxruntime']}'s registration table ({table['chosen']})")
         for provider, entry in manifest["providers"].items():

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 
 from ..output_files import check_outputs
 from .command import ArgGroup, Command, Parsed, Word, flag, option_value
@@ -112,7 +113,7 @@ def cmd_optimize(parsed: Parsed) -> int:
         from onnx_dml_lowering.runtime.input_files import forget_all
         forget_all()
     saved = save_model(optimized, output, external)
-    print(f"wrote {output}" + (f" (external data {saved.location})" if saved.location else "") +
+    print(f"wrote {display(output)}" + (f" (external data {display(saved.location)})" if saved.location else "") +
           f": {before} -> {saved.size} bytes ({_saved(before, saved.size)}), "
           f"{len(model.graph.node)} -> {len(optimized.graph.node)} nodes")
     return 0

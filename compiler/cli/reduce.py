@@ -103,9 +103,9 @@ def cmd_reduce(parsed: Parsed) -> int:
           + ", ".join(f"{display(n.name)} ({n.op_type})" for n in nodes))
     npz = save_reduction(reduction, out)
     graph = reduction.model.graph
-    print(f"wrote {output} (inputs {', '.join(display(i.name) for i in graph.input) or 'none'}; "
+    print(f"wrote {display(output)} (inputs {', '.join(display(i.name) for i in graph.input) or 'none'}; "
           f"outputs {', '.join(display(o.name) for o in graph.output)}) and "
-          + (f"{npz}" if npz != out else "its inputs after it"))
+          + (display(npz) if npz != out else "its inputs after it"))
     _recheck(parsed, reduction, (out, npz), (tolerances, options))
     return 0
 

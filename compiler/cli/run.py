@@ -82,7 +82,6 @@ def cmd_run(parsed: Parsed) -> int:
                 "feeds": {**described, "iterations": done.sets} if "iterations" in described else described,
                 "backends": done.records, "unavailable": dict(runner.unavailable)}
         write_json(json_out, "the run JSON", data)
-        print(f"wrote {json_out}")
     return 1 if done.failed else 0
 
 

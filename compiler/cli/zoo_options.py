@@ -32,12 +32,18 @@ class ZooArgs(ArgGroup[Zoo]):
                 *option_value("--executor", zoo.executor), *option_value("--ray-address", zoo.ray_address)]
 
 
-def refuse_one_model_files(given: "list[tuple[str, str | None]]") -> None:
+def one_model_only(option: str, what: str, why: str, instead: str = "") -> DmlLowerError:
+    """The one line for an option a zoo check cannot take: `what` it does ("works on one model's
+    graph"), `why` the check is a zoo (Zoo.why), and what to do (`instead`, then checking alone)."""
+    alone = "check one model file alone" if not why.startswith("--") else f"check one model file without {why}"
+    return DmlLowerError(f"{option} {what}, and this check is a zoo ({why}): {instead}{alone}")
+
+
+def refuse_one_model_files(given: "list[tuple[str, str | None]]", why: str) -> None:
     """(option, value) of options that write one model's file: given to a zoo, one error line."""
     for option, path in given:
         if path:
-            raise DmlLowerError(f"{option} writes one model's file: with several models use --json / --junit, "
-                                "or check that model alone")
+            raise one_model_only(option, "writes one model's file", why, "use --json / --junit, or ")
 
 
 def forwarded_options(parsed: Parsed, forwarded: "tuple[type[ArgGroup], ...]") -> "list[str]":

@@ -31,8 +31,18 @@ class Zoo:
 
     def chosen(self, paths: "list[str]") -> bool:
         """Several models, a directory, or a zoo option: the zoo. One model file alone: check as ever."""
-        return (len(paths) > 1 or Path(paths[0]).is_dir() or self.jobs is not None or self.junit is not None
-                or self.executor is not None or self.ray_address is not None)
+        return self.why(paths) is not None
+
+    def why(self, paths: "list[str]") -> "str | None":
+        """What makes the check of `paths` a zoo, as an error line names it ("2 models", "a
+        directory", or the zoo option given); None for one model file and no zoo option."""
+        if len(paths) > 1:
+            return f"{len(paths)} models"
+        if Path(paths[0]).is_dir():
+            return "a directory"
+        options = (("--jobs", self.jobs), ("--junit", self.junit), ("--executor", self.executor),
+                   ("--ray-address", self.ray_address))
+        return next((option for option, value in options if value is not None), None)
 
 
 @dataclass(frozen=True)

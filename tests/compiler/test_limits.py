@@ -513,4 +513,5 @@ def test_sigint_to_a_real_check_after_one_feed_set_writes_ok_false(tmp_path):
     assert proc.returncode == 130, proc.stderr
     data = json.loads(out.read_text())
     assert data["interrupted"] is True and data["ok"] is False and data["iterations"] == 1
-    assert "; interrupted after 1 feed set" in proc.stdout.splitlines()[-2]
+    lines = proc.stdout.splitlines()
+    assert "; interrupted after 1 feed set" in lines[-3] and lines[-1] == f"wrote {out}"

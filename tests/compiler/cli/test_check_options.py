@@ -223,7 +223,8 @@ def test_a_check_whose_nonzero_never_returned_a_coordinate_says_so(quiet, tmp_pa
     line = next(line for line in out.splitlines() if "note:" in line)
     assert "returned no coordinate at this feed set, so no coordinate was compared" in line and nonzero[0] in line
     assert "no coordinate was compared" in md.read_text()
-    assert out.rstrip().splitlines()[-1 if quiet else -2].startswith("verdict: all outputs match")
+    assert out.rstrip().splitlines()[-3 if quiet else -4].startswith("verdict: all outputs match")
+    assert out.rstrip().splitlines()[-2:] == [f"wrote {tmp_path / 'r.json'}", f"wrote {md}"]
     # Seeds 0..2 with one zero fraction each: the report lists the node only if every set left it empty.
     code, data, out = report(tmp_path, [MASKED, "--zero-fraction", 0.5, "--iterations", 3, *flags], capsys)
     assert code == 0 and data["empty_nonzero"] == [] and "no coordinate" not in out

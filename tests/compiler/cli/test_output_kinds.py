@@ -282,3 +282,16 @@ def test_a_dash_is_refused_not_made_a_file_named_dash(command, option, extra, mo
     assert sorted(os.listdir(tmp_path)) == []
     code, out, err = cli(_argv(command, option, extra, model, tmp_path / "-"), capsys)
     assert code == 0 and err == "" and (tmp_path / "-").exists(), err
+
+
+@pytest.mark.parametrize("command, option, extra", ROWS)
+def test_every_file_written_is_said_on_one_line(command, option, extra, model, tmp_path, capsys):
+    """Each file a command writes is said on stdout as `wrote PATH` (check's --json and --markdown
+    and the zoo's reports were written without a word), the path shown on one line whatever it
+    holds (an escape sequence or a line feed in it is shown escaped, never sent to the terminal)."""
+    from onnx_dml_lowering.ir.display import display
+    path = tmp_path / "new\x1b[2J\nname.out"
+    code, out, err = cli(_argv(command, option, extra, model, path), capsys)
+    assert code == 0 and err == "", out + err
+    assert path.exists()
+    assert f"wrote {display(path)}" in out and str(path) not in out and "\x1b" not in out, out

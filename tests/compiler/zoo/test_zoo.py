@@ -26,7 +26,7 @@ import pytest
 from onnx_dml_lowering.compiler.cli import main
 from tests.cli_runner import cli_exits as cli
 from tests import paths
-from tests.compiler.zoo.zoo_models import (BACKENDS, BROKEN, CRASH, check_junit, crash_env, expected_statuses,
+from tests.compiler.zoo.zoo_models import (BACKENDS, BROKEN, CRASH, check_junit, crash_env, expected_statuses, last_line,
                                        load_json, placement_counts, summary_rows, summary_without_times,
                                        without_times, write_zoo)
 
@@ -88,7 +88,8 @@ def test_zoo_statuses_counts_and_exit_code(runs, zoo, jobs):
             assert (int(lowered), int(onnx_)) == placement_counts(model), model
         else:
             assert (lowered, onnx_) == ("-", "-")
-    assert run["out"].splitlines()[-1] == "zoo: 6 models: 3 ok, 1 MISMATCH, 1 exit-2, 1 crashed"
+    assert last_line(run["out"]) == "zoo: 6 models: 3 ok, 1 MISMATCH, 1 exit-2, 1 crashed"
+    assert run["out"].splitlines()[-2:] == [f"wrote {run['xml'].parent / 'zoo.json'}", f"wrote {run['xml']}"]
     assert run["err"] == ""       # no progress bar when stdout / stderr is not a terminal
 
 
@@ -149,7 +150,7 @@ def test_one_model_with_junit_is_a_zoo_of_one(zoo, tmp_path, capsys):
     document = load_json(tmp_path / "one.json")
     assert [m["status"] for m in document["models"]] == ["ok"]
     check_junit(tmp_path / "one.xml", document, ["cpu"])
-    assert out.splitlines()[-1] == "zoo: 1 model: 1 ok"
+    assert last_line(out) == "zoo: 1 model: 1 ok"
 
 
 def test_one_model_alone_is_check_as_ever(zoo, tmp_path, capsys):
@@ -211,10 +212,10 @@ def test_empty_directory_and_missing_path(tmp_path, capsys):
 USAGE_ERRORS = [
     (["--jobs", "0"], "dml-lower: error: --jobs 0: must be at least 1"),
     (["--ray-address", "127.0.0.1:6379"], "dml-lower: error: --ray-address applies to --executor ray"),
-    (["--markdown", "r.md"], "dml-lower: error: --markdown writes one model's file: with several models use "
-                             "--json / --junit, or check that model alone"),
-    (["--save-inputs", "f.npz"], "dml-lower: error: --save-inputs writes one model's file: with several models "
-                                 "use --json / --junit, or check that model alone"),
+    (["--markdown", "r.md"], "dml-lower: error: --markdown writes one model's file, and this check is a zoo "
+                             "(2 models): use --json / --junit, or check one model file alone"),
+    (["--save-inputs", "f.npz"], "dml-lower: error: --save-inputs writes one model's file, and this check is a zoo "
+                                 "(2 models): use --json / --junit, or check one model file alone"),
     (["--executor", "slurm"], "dml-lower: error: argument --executor: invalid choice: 'slurm' "
                               "(choose from 'local', 'ray') (see 'dml-lower check --help')"),
     (["--jobs", "two"], "dml-lower: error: argument --jobs: invalid int value: 'two' "
@@ -389,3 +390,20 @@ def test_named_value_options_apply_to_the_models_that_have_the_input(option, tmp
     assert "2 ok" in out
     code, _, err = cli(["check", models / "nonzero.dynamo.onnx", option, value], capsys)
     assert code == 2 and f"{option} x0: the model has no input of that name" in err
+
+
+@pytest.mark.parametrize("zoo_option", [["--junit", "z.xml"], ["--jobs", "2"], ["--executor", "local"]])
+@pytest.mark.parametrize("one_model_option, what", [(["--markdown", "r.md"], "writes one model's file"),
+                                                    (["--save-outputs", "o.npz"], "writes one model's file"),
+                                                    (["--localize"], "works on one model's graph")])
+def test_one_model_with_a_zoo_option_is_told_why(zoo, zoo_option, one_model_option, what, capsys, tmp_path,
+                                                 monkeypatch):
+    """One model file and a zoo option make a zoo: the line names the option, not "several models"
+    (it said "with several models" to a user who gave one)."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(["check", zoo["paths"]["a_nonzero.onnx"], *zoo_option, *one_model_option], capsys)
+    assert (code, out) == (2, "")
+    option = one_model_option[0]
+    assert err.startswith(f"dml-lower: error: {option} {what}, and this check is a zoo ({zoo_option[0]}): ")
+    assert err.endswith(f"check one model file without {zoo_option[0]}\n") and err.count("\n") == 1
+    assert not (tmp_path / zoo_option[-1]).exists()

@@ -113,8 +113,14 @@ def without_times(value):
 
 
 def summary_without_times(text: str) -> "list[str]":
-    """The summary table with its seconds column cut off (rows end in a number of seconds)."""
-    return [re.sub(r"\s+\d+\.\d$", "", line).rstrip() for line in text.splitlines()]
+    """The summary table with its seconds column cut off (rows end in a number of seconds), the
+    `wrote F` lines of the report files left out (each run writes its own)."""
+    return [re.sub(r"\s+\d+\.\d$", "", line).rstrip() for line in text.splitlines() if not line.startswith("wrote ")]
+
+
+def last_line(text: str) -> str:
+    """The last line printed before the `wrote F` lines of the files written."""
+    return [line for line in text.splitlines() if not line.startswith("wrote ")][-1]
 
 
 def summary_rows(text: str) -> "dict[str, list[str]]":

@@ -43,7 +43,7 @@ from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, standard_opset
 from onnx_dml_lowering.runtime.onnx_inference import infer_shapes
 
-from .dml_fusion import DML
+from .dml_fusion import DML, FUSED_OUTPUT_EMPTY, FUSED_OUTPUT_TEXT
 from .dml_fusion import FAILURE_MARKS as FUSION_MARKS
 from .dml_fusion import FAILURE_TEXT as FUSION_FAILURES
 from .dml_fusion import fusion_failures
@@ -68,6 +68,7 @@ NAMES = {
                               "half a pixel; ONNX's RoiAlign-10 has no offset)",
     "roialign_unclamped": "DML EP deviation: RoiAlign in output_half_pixel mode keeps an ROI under one pixel as it "
                           "is (ONNX makes it one pixel wide and high)",
+    FUSED_OUTPUT_EMPTY: FUSED_OUTPUT_TEXT,
 }
 # Float answers: recognised within the output's tolerances, not bit for bit (the DML EP's RoiAlign
 # equals the emulation below to ~4e-7, as onnxruntime's CPU RoiAlign equals onnx.reference's)

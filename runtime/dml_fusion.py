@@ -45,6 +45,10 @@ FAILURE_TEXT = {
                "session creation (the fused node refuses its axes)",
 }
 FAILURE_MARKS = {GEMM_WITHOUT_C: "DMLFUSEDGEMM", MVN_FUSED: "DMLFUSEDMEANVARIANCENORMALIZATION"}
+# The NAMES key of dml_deviations for an output the fusion leaves empty, and its name
+FUSED_OUTPUT_EMPTY = "fused_output_empty"
+FUSED_OUTPUT_TEXT = ("DML EP deviation: a graph output read by one activation alone, which the DML EP fuses into "
+                     "the output's producer, comes back empty (an OrtValue holding nothing)")
 
 
 def fused_pairs(graph: onnx.GraphProto, providers: "Mapping[str, str] | None" = None
@@ -93,6 +97,11 @@ class FusedOutputRisk:
                 f"{display(self.activation) or '(unnamed)'}, its only reader, into it and keeps no copy of the value, "
                 "measured on onnxruntime-directml 1.24.4 (a named DML EP deviation)")
 
+    def short(self) -> str:
+        """In the words of a conformance difference ('output y: ...'), beside the deviation's name."""
+        return (f"output {display(self.output)}: came back empty (the DML EP fused {self.activation_op} node "
+                f"{display(self.activation)} into {self.op_type} node {display(self.node)})")
+
     def run_reason(self) -> str:
         """What check says of the output when the DML EP's run gave it empty."""
         return (f"DML EP deviation: the DML EP fused {self.activation_op} node {display(self.activation)}, its only "
@@ -105,3 +114,10 @@ def fused_output_risks(model: onnx.ModelProto, providers: "Mapping[str, str] | N
     by_output = {p.output[0]: (p, a) for p, a in fused_pairs(model.graph, providers) if p.output[0] in outputs}
     return [FusedOutputRisk(o.name, p.name, p.op_type, a.name, a.op_type)
             for o in model.graph.output if o.name in by_output for p, a in [by_output[o.name]]]
+
+
+def fused_empty_outputs(model: onnx.ModelProto, outputs: "Mapping[str, object]",
+                        providers: "Mapping[str, str] | None") -> "list[FusedOutputRisk]":
+    """The predicted risks a run's `outputs` (name -> value, None where onnxruntime gave nothing)
+    bear out: the fused outputs that came back empty."""
+    return [risk for risk in fused_output_risks(model, providers) if outputs.get(risk.output) is None]

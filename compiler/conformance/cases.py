@@ -431,8 +431,44 @@ def empty_output_case(seeds: int) -> Case:
                 "Relu beside a NonZero, both outputs (an empty NonZero ends the DML EP's read-back of the outputs)")
 
 
+def dml_fusion_cases(seeds: int) -> "list[Case]":
+    """The DML EP's activation fusion (runtime/dml_fusion.py, measured on onnxruntime-directml
+    1.24.4): a Gemm without C and a MeanVarianceNormalization, each fused with the Relu reading
+    it, fail at session creation; a Conv whose output is also a graph output, fused with its Relu,
+    gives that output back empty. The values are exact in float32 whatever the order of the sums
+    (small integers; MeanVarianceNormalization's channels +-s, half each, so mean 0 and variance
+    s^2), so every other provider passes them bit for bit."""
+    rng = np.random.default_rng(20261129)
+
+    def small(shape: "tuple[int, ...]") -> np.ndarray:
+        return rng.integers(-3, 4, shape).astype(np.float32)
+
+    def balanced(shape: "tuple[int, ...]") -> np.ndarray:
+        signs = np.tile(np.repeat(np.array([1, -1], np.float32), 20), (shape[1], 1))     # 40 a channel: 2 x 4 x 5
+        channels = rng.permuted(signs, axis=1) * np.float32(2.0 ** int(rng.integers(-2, 3)))
+        return np.moveaxis(channels.reshape(shape[1], shape[0], *shape[2:]), 0, 1).copy()
+
+    gemm = _model([h.make_node("Gemm", ["a", "b"], ["g"], name="gemm"), h.make_node("Relu", ["g"], ["y"], name="relu")],
+                  [_vi("a", T.FLOAT, (3, 4)), _vi("b", T.FLOAT, (4, 5))], [_vi("y", T.FLOAT, (3, 5))])
+    mvn = _model([h.make_node("MeanVarianceNormalization", ["x"], ["n"], name="mvn"),
+                  h.make_node("Relu", ["n"], ["y"], name="relu")],
+                 [_vi("x", T.FLOAT, (2, 3, 4, 5))], [_vi("y", T.FLOAT, (2, 3, 4, 5))])
+    conv = _model([h.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                   h.make_node("Relu", ["c"], ["y"], name="relu")],
+                  [_vi("x", T.FLOAT, (1, 2, 5, 5))], [_vi("c", T.FLOAT, (1, 3, 5, 5)), _vi("y", T.FLOAT, (1, 3, 5, 5))],
+                  [numpy_helper.from_array(small((3, 2, 3, 3)), "w")])
+    return [Case("test_dml_fusion_gemm_without_c_relu", gemm,
+                 [{"a": small((3, 4)), "b": small((4, 5))} for _ in range(seeds)],
+                 "Gemm without C read by Relu alone (the DML EP's fused Gemm needs C)"),
+            Case("test_dml_fusion_mvn_relu", mvn, [{"x": balanced((2, 3, 4, 5))} for _ in range(seeds)],
+                 "MeanVarianceNormalization read by Relu alone (the fused node refuses its axes)"),
+            Case("test_dml_fusion_conv_output_relu", conv, [{"x": small((1, 2, 5, 5))} for _ in range(seeds)],
+                 "Conv read by Relu alone and a graph output too (the fused Conv's output comes back empty)")]
+
+
 def all_cases(seeds: int = 2) -> "list[Case]":
     cases = (nonzero_cases(seeds) + nonzero_high_word_cases(seeds) + eyelike_cases(seeds) + trilu_cases(seeds)
-             + idiom_cases(seeds) + mask_cases(seeds) + control_flow_cases(seeds) + dml_ep_cases(seeds))
+             + idiom_cases(seeds) + mask_cases(seeds) + control_flow_cases(seeds) + dml_ep_cases(seeds)
+             + dml_fusion_cases(seeds))
     assert len({c.name for c in cases}) == len(cases), "two cases share a folder name"
     return cases

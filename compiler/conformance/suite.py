@@ -25,6 +25,7 @@ from onnx_dml_lowering.runtime.backends import BackendOptions, make_backends
 from onnx_dml_lowering.runtime.oracle_on_demand import lazy_oracle
 from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES, NAMES, describe, dml_outputs, failing_nodes, unread_outputs
+from onnx_dml_lowering.runtime.dml_fusion import FUSED_OUTPUT_EMPTY, fused_empty_outputs, fused_output_risks
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 from onnx_dml_lowering.runtime.ort_messages import ProviderError
 from onnx_dml_lowering.runtime.output_file import write_bytes, write_text
@@ -119,6 +120,14 @@ def _unread(model: onnx.ModelProto, names: "list[str]", actual: "list[np.ndarray
     return first.short() + (f"; so are {name_list(list(unread)[1:], 4)}" if len(unread) > 1 else "")
 
 
+def _dml_only(model: onnx.ModelProto, names: "list[str]", actual: "list[np.ndarray | None]",
+              providers: "dict[str, str] | None") -> str:
+    """The DML EP's named deviations a run shows whatever the values: outputs never read back
+    (_unread), or an output its activation fusion gave back empty; '' when neither."""
+    fused = fused_empty_outputs(model, dict(zip(names, actual)), providers)
+    return _unread(model, names, actual, providers) or (fused[0].short() if fused else "")
+
+
 def _no_kernel(error: "DmlLowerError | None") -> "ProviderError | None":
     """The error when it says the provider lacks an implementation (runtime.ort_messages read it)."""
     return error if isinstance(error, ProviderError) and error.not_implemented else None
@@ -211,7 +220,7 @@ def _judge(backend: CaseRunner, model: onnx.ModelProto, data_sets: "list[dict[st
     outcome = Outcome("pass", "", notes)
     dml = backend.deviation_key == DML_PROVIDER
     for index, (got, want) in enumerate(zip(outputs, expected)):
-        diff = (dml and _unread(model, names, got, backend.assignment)) or _compare(want, got, names)
+        diff = (dml and _dml_only(model, names, got, backend.assignment)) or _compare(want, got, names)
         if diff:
             detail = f"test_data_set_{index}: {diff}"
             if known and known["status"] == "deviation" and known["detail"] == detail:
@@ -355,6 +364,11 @@ def _predict_dml(case: Case, expected: list, manifest: dict, version: str, probe
     if failing:     # the DML EP claims the node and fails on it: the run gives no output
         entry[case.name] = {"status": "unsupported", "detail": f"predicted: {failing[0].describe()}",
                             "named": FAILURES[failing[0].key]}
+        return
+    fused = fused_output_risks(case.model, providers)
+    if fused:       # every set: the output comes back empty whatever the feeds
+        entry[case.name] = {"status": "deviation", "detail": f"test_data_set_0: {fused[0].short()}",
+                            "named": NAMES[FUSED_OUTPUT_EMPTY]}
         return
     names = [o.name for o in case.model.graph.output]
     for index, (feeds, want) in enumerate(zip(case.data_sets, expected)):

@@ -163,3 +163,37 @@ def test_an_empty_nonzero_beside_relu_is_predicted_and_judged_as_the_unread_devi
     cpu_relu = conformance.judge(FakeDml({"relu": CPU, "nonzero": DML}), case.name, case.model, case.data_sets,
                                  expected, {})
     assert cpu_relu.status in ("pass", "partial")
+
+
+def test_the_fusion_cases_are_predicted_named_and_judged(manifest):
+    """The DML EP's activation fusion: the Gemm without C and the MeanVarianceNormalization fused
+    with their Relu are predicted unsupported, named; the Conv output beside its fused Relu is
+    predicted empty, and a DML run that gives it empty is judged that deviation by the same line,
+    one that gives it as ONNX says contradicts the prediction."""
+    from onnx_dml_lowering.compiler.conformance.cases import dml_fusion_cases
+    from onnx_dml_lowering.runtime.dml_deviations import FAILURES
+    from onnx_dml_lowering.runtime.dml_fusion import FUSED_OUTPUT_EMPTY, GEMM_WITHOUT_C, MVN_FUSED
+    predicted = manifest["providers"][DML]["cases"]
+    for name, key in (("test_dml_fusion_gemm_without_c_relu", GEMM_WITHOUT_C), ("test_dml_fusion_mvn_relu", MVN_FUSED)):
+        assert predicted[name]["status"] == "unsupported" and predicted[name]["named"] == FAILURES[key]
+    conv = predicted["test_dml_fusion_conv_output_relu"]
+    assert conv == {"status": "deviation", "named": NAMES[FUSED_OUTPUT_EMPTY],
+                    "detail": "test_data_set_0: output c: came back empty (the DML EP fused Relu node relu into "
+                              "Conv node conv)"}
+    case = next(c for c in dml_fusion_cases(1) if c.name == "test_dml_fusion_conv_output_relu")
+    expected = [[dml_outputs(case.model, feeds)[0][o.name] for o in case.model.graph.output] for feeds in case.data_sets]
+
+    class EmptyConv(FakeDml):
+        def run(self, model, data_sets):
+            runs, error, notes, partial = super().run(model, data_sets)
+            return [[None, y] for _, y in runs], error, notes, partial
+
+    empty = conformance.judge(EmptyConv(), case.name, case.model, case.data_sets, expected, manifest["providers"])
+    assert (empty.status, empty.detail) == ("deviation", f"{NAMES[FUSED_OUTPUT_EMPTY]}: {conv['detail']}")
+    assert not empty.contradicts
+    whole = conformance.judge(FakeDml(), case.name, case.model, case.data_sets, expected, manifest["providers"])
+    assert whole.status == "pass" and whole.contradicts.startswith("the manifest predicted deviation")
+    # the Relu on the CPU EP: nothing is fused, nothing predicted
+    split = {n["node"]: n["provider"] for n in predict_placement(case.model, None)["nodes"]} | {"relu": CPU}
+    from onnx_dml_lowering.runtime.dml_fusion import fused_output_risks
+    assert fused_output_risks(case.model, split) == []

@@ -73,3 +73,23 @@ def test_a_second_reader_keeps_the_value():
             assert fused_output_risks(model, None) == []
             a, y, z = _run(host, model)
             assert a is not None and np.array_equal(z, -a) and np.array_equal(y, np.maximum(a, 0))
+
+
+def test_the_dml_suite_fusion_cases_do_what_the_manifest_predicts(capsys):
+    """The committed dml/ suite's three fusion cases on the real EP: the Conv output empty (the
+    predicted deviation, by its line), the Gemm and the normalization unsupported, named; nothing
+    contradicts the manifest. The other providers pass them bit for bit."""
+    from tests.cli_runner import cli
+    from tests.paths import REPO
+    code, out, err = cli(["conformance", "run", REPO / "dml", "--backends", "ort-dml,ort-cpu,cpu",
+                          "--filter", "test_dml_fusion_*"], capsys)
+    assert code == 0 and err == "", out + err
+    lines = out.splitlines()
+    assert "[ort-dml] 0 pass, 0 partial, 1 deviation, 2 unsupported, 0 fail" in lines
+    assert "[ort-cpu] 3 pass, 0 partial, 0 deviation, 0 unsupported, 0 fail" in lines
+    assert "[cpu] 3 pass, 0 partial, 0 deviation, 0 unsupported, 0 fail" in lines
+    assert "  DEVIATION test_dml_fusion_conv_output_relu: DML EP deviation: a graph output read by one activation " \
+           "alone, which the DML EP fuses into the output's producer, comes back empty (an OrtValue holding " \
+           "nothing): test_data_set_0: output c: came back empty (the DML EP fused Relu node relu into Conv node " \
+           "conv)" in lines
+    assert "PREDICTION" not in out and "PLACEMENT" not in out

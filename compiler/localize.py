@@ -8,7 +8,13 @@ initializer, the same feed on both sides). Where an input was not compared (the 
 materialise it, the value has no type, or the comparison was not a match / mismatch) the node is
 listed as a *candidate*: the difference starts there or before it, in what could not be compared.
 Making values outputs keeps onnxruntime from fusing across them and a lowering idiom from taking
-them, so the difference may not come back: that is said, not hidden."""
+them, so the difference may not come back: that is said, not hidden.
+
+A node's inputs are what it reads (lowering.onnx_graphs.node_reads): an If / Loop / Scan reads
+what its bodies capture from outside too. Where the node that starts the difference ranks (a
+NonMaxSuppression, TopK, ArgMax or ArgMin, itself or in its bodies) and its inputs agree within
+tolerance but not bit for bit, that is said beside it: near-equal values ranked by differences of
+rounding part the outputs there, without the node computing otherwise than ONNX says."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +24,8 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from onnx_dml_lowering.ir import DmlLowerError
 
 if TYPE_CHECKING:
+    import onnx
+
     from onnx_dml_lowering.ir import FeatureLevel
     from onnx_dml_lowering.runtime.backend_names import BackendName
     from onnx_dml_lowering.runtime.backends import BackendOptions
@@ -63,7 +71,12 @@ def _status(backend: BackendReport) -> "dict[str, tuple[str, float | None]]":
     return out
 
 
+# Operators whose output orders or selects by comparing values: near-equal inputs may go either way
+RANKING = frozenset({"NonMaxSuppression", "TopK", "ArgMax", "ArgMin"})
+
+
 def localize_backend(backend: BackendReport, compiled: CompiledModel) -> Localized:
+    from onnx_dml_lowering.lowering.onnx_graphs import node_reads
     graph = compiled.model.graph
     status = _status(backend)
     produced = {o for n in graph.node for o in n.output if o}
@@ -71,7 +84,7 @@ def localize_backend(backend: BackendReport, compiled: CompiledModel) -> Localiz
     found.not_compared = sorted(v for v in produced if status.get(v, ("other", None))[0] == "other")
     for node in graph.node:
         bad = {o: status[o][1] for o in node.output if o and status.get(o, ("", None))[0] == "mismatch"}
-        inputs = [i for i in dict.fromkeys(node.input) if i in produced]
+        inputs = [i for i in dict.fromkeys(node_reads(node)) if i in produced]
         if not bad or any(status.get(i, ("other", None))[0] == "mismatch" for i in inputs):
             continue
         unknown = [i for i in inputs if status.get(i, ("other", None))[0] != "match"]
@@ -79,8 +92,19 @@ def localize_backend(backend: BackendReport, compiled: CompiledModel) -> Localiz
         if unknown:
             found.candidates.append({**entry, "not_compared": unknown})
         else:
-            found.first.append(entry)
+            found.first.append({**entry, **_ranking(node, inputs, status)})
     return found
+
+
+def _ranking(node: onnx.NodeProto, inputs: "list[str]", status: "dict[str, tuple[str, float | None]]") -> dict:
+    """{"ranks": {"nodes": [[name, op type], ...], "input_error": e}} for a node that ranks (itself or a
+    node of its bodies) whose inputs agree within tolerance, not bit for bit (e > 0); else {}."""
+    from onnx_dml_lowering.lowering.onnx_graphs import iter_nodes, is_standard
+    ranking = [[n.name, n.op_type] for n in iter_nodes([node]) if n.op_type in RANKING and is_standard(n)]
+    errors = [e for i in inputs for e in [status[i][1]] if e is not None]
+    if not ranking or not errors or max(errors) <= 0:
+        return {}
+    return {"ranks": {"nodes": ranking, "input_error": max(errors)}}
 
 
 def every_value_check(path: str, level: "FeatureLevel", feeds: "Mapping[str, object]", failing: "Sequence[BackendName]",
@@ -131,7 +155,16 @@ def _node_text(entry: dict) -> str:
         return f"{entry['node']} ({entry['op_type']}): {outs}; not compared: {_values(entry['not_compared'], 'input')}"
     ins = _values(entry["inputs"], "input") + (" agree" if len(entry["inputs"]) > 1 else " agrees") \
         if entry["inputs"] else "it reads only graph inputs and initializers"
-    return f"{entry['node']} ({entry['op_type']}): {outs} while {'its ' if entry['inputs'] else ''}{ins}"
+    return f"{entry['node']} ({entry['op_type']}): {outs} while {'its ' if entry['inputs'] else ''}{ins}" \
+        + (_ranking_text(entry["ranks"]) if "ranks" in entry else "")
+
+
+def _ranking_text(ranks: dict) -> str:
+    nodes = ", ".join(f"{name} ({op_type})" for name, op_type in ranks["nodes"][:4]) \
+        + (", ..." if len(ranks["nodes"]) > 4 else "")
+    return (f", within tolerance but not bit for bit (max abs err {ranks['input_error']:.3g}), and it ranks "
+            f"({nodes}): near-equal values ordered by rounding differences part there, not necessarily a node "
+            "computing otherwise than ONNX says")
 
 
 def format_localized(found: "list[Localized]") -> "list[str]":

@@ -131,3 +131,85 @@ def test_a_backend_that_fails_on_the_localize_run_says_so() -> None:
     assert [f.to_dict()["error"] for f in found] == ["onnxruntime failed to run the model: boom"]
     assert format_localized(found) == ["localize [ort-cpu]: its run with every value an output failed, so nothing "
                                        "is localized: onnxruntime failed to run the model: boom"]
+
+
+def _saved_changed(tmp_path, model, feeds, capsys, change) -> "object":
+    """cpu's values with every value an output, saved, then `change(data)` applied to them."""
+    out = tmp_path / "saved.npz"
+    code, _, err = cli(["check", model, "--backends", "cpu", "--inputs", feeds, "--save-outputs", out, "-q",
+                        "--outputs", "all"], capsys)
+    assert code == 0, err
+    data = dict(np.load(out))
+    change(data)
+    np.savez(tmp_path / "bad.npz", **data)
+    return tmp_path / "bad.npz"
+
+
+def test_an_if_reading_a_differing_value_through_its_body_does_not_start_the_difference(tmp_path, capsys):
+    """The If reads 'a' only through its branches (a capture), its condition a graph input: 'a'
+    differing makes relu the start, and the If is not named beside it (its inputs were its
+    condition alone, so it read as reading only graph inputs)."""
+    def branch(op: str) -> onnx.GraphProto:
+        return h.make_graph([h.make_node(op, ["a"], [f"{op}_out"], name=op.lower())], op.lower(), [],
+                            [h.make_tensor_value_info(f"{op}_out", T.FLOAT, [4])])
+    nodes = [h.make_node("Relu", ["x"], ["a"], name="relu"),
+             h.make_node("If", ["c"], ["z"], name="choose", then_branch=branch("Neg"), else_branch=branch("Abs")),
+             h.make_node("Add", ["z", "x"], ["y"], name="add")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [4]), h.make_tensor_value_info("c", T.BOOL, [])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [4])])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    np.savez(tmp_path / "in.npz", x=np.array([-1, 0.5, 2, 3], np.float32), c=np.array(True))
+
+    def shift(data):
+        for name in ("a", "z", "y"):
+            data[f"cpu:{name}"] = data[f"cpu:{name}"] + np.float32(1)
+    bad = _saved_changed(tmp_path, tmp_path / "m.onnx", tmp_path / "in.npz", capsys, shift)
+    code, text, err = cli(["check", tmp_path / "m.onnx", "--load-outputs", bad, "--inputs", tmp_path / "in.npz",
+                           "--localize", "--json", tmp_path / "r.json"], capsys)
+    assert code == 1, err
+    (found,) = json.loads((tmp_path / "r.json").read_text())["localized"]
+    assert [f["node"] for f in found["first"]] == ["relu"] and found["candidates"] == []
+    assert "starts at choose" not in text
+
+
+@pytest.fixture
+def ranked(tmp_path):
+    """e = Exp(x), then TopK(e, 1): x holds its largest value twice (index 1 wins the tie)."""
+    nodes = [h.make_node("Exp", ["x"], ["e"], name="exp"),
+             h.make_node("TopK", ["e", "k"], ["values", "indices"], name="top")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [6])],
+                         [h.make_tensor_value_info("values", T.FLOAT, [1]), h.make_tensor_value_info("indices", T.INT64, [1])],
+                         [onnx.numpy_helper.from_array(np.array([1], np.int64), "k")])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    np.savez(tmp_path / "in.npz", x=np.array([0.1, 2.0, -1.0, 2.0, 0.5, 1.0], np.float32))
+    return tmp_path / "m.onnx", tmp_path / "in.npz"
+
+
+@pytest.mark.parametrize("nudged", [True, False])
+def test_a_ranking_node_whose_inputs_agree_within_tolerance_is_said_to_rank(ranked, tmp_path, capsys, nudged):
+    """TopK's chosen index differs while its input agrees: within tolerance but not bit for bit
+    (one ulp on the second of the tied values) the line says it ranks near-equal values; with the
+    input bit for bit the same, nothing is said beside the node (a ranking that parts on equal
+    inputs is the node's own)."""
+    model, feeds = ranked
+
+    def change(data):
+        if nudged:
+            e = data["cpu:e"]
+            e[3] = np.nextafter(e[3], np.float32(np.inf))
+        data["cpu:indices"] = np.array([3], np.int64)
+    bad = _saved_changed(tmp_path, model, feeds, capsys, change)
+    code, text, err = cli(["check", model, "--load-outputs", bad, "--inputs", feeds, "--localize",
+                           "--json", tmp_path / "r.json"], capsys)
+    assert code == 1, err
+    line = next(line for line in text.splitlines() if line.startswith("localize [saved:cpu]: the difference starts"))
+    assert line.startswith("localize [saved:cpu]: the difference starts at top (TopK): output 'indices' differs "
+                           "(max abs err 2) while its input 'e' agrees")
+    (found,) = json.loads((tmp_path / "r.json").read_text())["localized"]
+    if nudged:
+        assert line.endswith(", within tolerance but not bit for bit (max abs err 4.77e-07), and it ranks (top (TopK)): "
+                             "near-equal values ordered by rounding differences part there, not necessarily a node "
+                             "computing otherwise than ONNX says")
+        assert found["first"][0]["ranks"] == {"nodes": [["top", "TopK"]], "input_error": pytest.approx(4.76837e-07)}
+    else:
+        assert line.endswith("while its input 'e' agrees") and "ranks" not in found["first"][0]

@@ -96,12 +96,16 @@ def test_localize_finds_where_mask_rcnn_parts(tmp_path, capsys):
     """check --localize on the DML EP: its run with every value an output meets the values empty on
     these feeds (each leaves the run's other outputs unread) and the outputs the fusion drops; it runs
     again without the empty ones and names the If holding NonMaxSuppression, whose kept indices
-    differ while its condition agrees."""
+    differ while its condition and the boxes and scores its branch reads agree within tolerance
+    (not bit for bit: it says the node ranks)."""
     code, text, err = cli(["check", MASK_RCNN, "--backends", "ort-dml", "--localize", "--json", tmp_path / "r.json"],
                           capsys)
     assert code == 1, err
     assert ("localize [ort-dml]: the difference starts at If_2207 (If): output 'onnx::Slice_2727' differs (max abs "
-            "err 32) while its input 'onnx::If_2726' agrees") in text
+            "err 32) while its inputs 'onnx::If_2726', '/roi_heads/Gather_16_output_0', '/roi_heads/Gather_18_output_0', "
+            "'/transform/Constant_2_output_0', '/Constant_output_0', '/roi_heads/Gather_17_output_0' agree, within "
+            "tolerance but not bit for bit (max abs err 1.53e-05), and it ranks (NonMaxSuppression_2234 "
+            "(NonMaxSuppression)): near-equal values ordered by rounding differences part there") in text
     (found,) = json.loads((tmp_path / "r.json").read_text())["localized"]
     assert not found["error"] and found["reproduced"]
     assert "/backbone/body/body.1/block/block.0/block.0.1/Add_output_0" in found["not_compared"]   # fused away

@@ -72,7 +72,7 @@ def _status(backend: BackendReport) -> "dict[str, tuple[str, float | None]]":
 
 
 # Operators whose output orders or selects by comparing values: near-equal inputs may go either way
-RANKING = frozenset({"NonMaxSuppression", "TopK", "ArgMax", "ArgMin"})
+RANKING = frozenset({"NonMaxSuppression", "TopK", "ArgMax", "ArgMin", "Hardmax"})
 
 
 def localize_backend(backend: BackendReport, compiled: CompiledModel) -> Localized:
@@ -97,14 +97,52 @@ def localize_backend(backend: BackendReport, compiled: CompiledModel) -> Localiz
 
 
 def _ranking(node: onnx.NodeProto, inputs: "list[str]", status: "dict[str, tuple[str, float | None]]") -> dict:
-    """{"ranks": {"nodes": [[name, op type], ...], "input_error": e}} for a node that ranks (itself or a
-    node of its bodies) whose inputs agree within tolerance, not bit for bit (e > 0); else {}."""
-    from onnx_dml_lowering.lowering.onnx_graphs import iter_nodes, is_standard
-    ranking = [[n.name, n.op_type] for n in iter_nodes([node]) if n.op_type in RANKING and is_standard(n)]
-    errors = [e for i in inputs for e in [status[i][1]] if e is not None]
-    if not ranking or not errors or max(errors) <= 0:
+    """{"ranks": {"nodes": [[name, op type], ...], "input_error": e}} for a node that ranks, itself or
+    a node of its bodies, some input it depends on agreeing within tolerance, not bit for bit (e > 0,
+    the largest such); else {}. In a body only the inputs a ranking node reads (through the body's
+    nodes) count: a TopK over exact values beside an inexact value read elsewhere is its own."""
+    from onnx_dml_lowering.lowering.onnx_graphs import is_standard
+    inexact = {i: e for i in inputs for e in [status[i][1]] if e is not None and e > 0}
+    if not inexact:
         return {}
-    return {"ranks": {"nodes": ranking, "input_error": max(errors)}}
+    if node.op_type in RANKING and is_standard(node):
+        return {"ranks": {"nodes": [[node.name, node.op_type]], "input_error": max(inexact.values())}}
+    ranked, worst = [], 0.0
+    for ranking, reads in _body_rankings(node):
+        relevant = [inexact[name] for name in reads if name in inexact]
+        if relevant:
+            ranked.append([ranking.name, ranking.op_type])
+            worst = max(worst, *relevant)
+    return {"ranks": {"nodes": ranked, "input_error": worst}} if ranked else {}
+
+
+def _body_rankings(node: onnx.NodeProto) -> "list[tuple[onnx.NodeProto, set[str]]]":
+    """(ranking node of `node`'s bodies, the outer values it depends on through them): a body's
+    formal input (a Loop's carried value, a Scan's slice) stands for every input of `node`."""
+    from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, is_standard, iter_graphs, node_bodies, node_reads
+    nodes = list(body_nodes(node))
+    rankings = [n for n in nodes if n.op_type in RANKING and is_standard(n)]
+    if not rankings:
+        return []
+    producers = {out: n for n in nodes for out in n.output if out}
+    formal = {vi.name for body in node_bodies(node) for graph, _ in iter_graphs(body) for vi in graph.input}
+    found = []
+    for ranking in rankings:
+        outer: "set[str]" = set()
+        stack, seen = list(node_reads(ranking)), set()
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in producers:
+                stack.extend(node_reads(producers[name]))
+            elif name in formal:
+                outer.update(i for i in node.input if i)
+            else:
+                outer.add(name)
+        found.append((ranking, outer))
+    return found
 
 
 def every_value_check(path: str, level: "FeatureLevel", feeds: "Mapping[str, object]", failing: "Sequence[BackendName]",

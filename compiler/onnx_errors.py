@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Mapping
 
+from onnx_dml_lowering.runtime.onnx_inference import inference_notes
+
 if TYPE_CHECKING:
     import onnx
 
@@ -47,7 +49,7 @@ def onnx_message(exc: BaseException, restore: "Mapping[str, str] | None" = None,
     if len(text) > limit:
         text = text[:limit].rstrip() + "..."
     more = len(errors) - 1
-    return text + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
+    return text + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "") + inference_notes(exc)
 
 
 def explain_checker(model: "onnx.ModelProto", message: str, what: str = "") -> str:

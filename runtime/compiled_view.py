@@ -17,7 +17,7 @@ from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError, FeatureLevel
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.onnx_graphs import node_paths
 from onnx_dml_lowering.runtime.model_facts import graph_inputs, initializer_arrays, overridable_inputs, value_types
-from onnx_dml_lowering.runtime.onnx_inference import infer_shapes
+from onnx_dml_lowering.runtime.onnx_inference import inference_notes, infer_shapes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -114,7 +114,7 @@ class ModelView:
                 model = infer_shapes(model, strict_mode=True, data_prop=True)
             except Exception as exc:  # onnx's checker and inference raise several types
                 raise DmlLowerError(f"model {model.graph.name!r}: onnx shape inference refuses it: "
-                                    f"{first_line(exc)}") from None
+                                    f"{first_line(exc)}{inference_notes(exc)}") from None
         _named_once(model)
         self.model = model
         self.feature_level = feature_level

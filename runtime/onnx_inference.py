@@ -16,11 +16,12 @@ same order (inference adds value_info, never nodes)."""
 from __future__ import annotations
 
 import functools
-from typing import Any, TypeAlias
+from typing import Any, Iterator, TypeAlias
 
 import onnx
-from onnx import defs, shape_inference
+from onnx import defs, helper, shape_inference
 
+from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.lowering.onnx_graphs import STANDARD, is_standard, iter_nodes
 
 # Where a default was written: the node list (None: the main graph and its bodies; else a local
@@ -34,10 +35,34 @@ def infer_shapes(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
     written = _write_defaults(model)
     try:
         inferred = shape_inference.infer_shapes(model, **options)
+    except Exception as exc:   # onnx's inference raises several types: each gets the note, as it is
+        added = _notes(model, written, str(exc))
+        if added:               # PEP 678's notes list (add_note is 3.11; this package runs on 3.10)
+            exc.__notes__ = [*getattr(exc, "__notes__", ()), *added]  # type: ignore[attr-defined]
+        raise
     finally:
         _take_off(model, written)
     _take_off(inferred, written)
     return inferred
+
+
+def inference_notes(exc: BaseException) -> str:
+    """What infer_shapes noted on onnx's exception (a default it wrote, on the node the error
+    names), each as '; note', to follow onnx's own words in the one line said."""
+    return "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
+
+
+def _notes(model: onnx.ModelProto, written: Written, message: str) -> "list[str]":
+    """For an inference error naming a node given a default here: that it was, and its value (the
+    error is about an attribute the model does not spell: a MeanVarianceNormalization of rank 3
+    fails on the default axes [0, 2, 3])."""
+    notes = []
+    for node, attributes in _written_nodes(model, written):
+        if node.name and f"node name: {node.name})" in message:
+            values = ", ".join(f"{a.name} = {helper.get_attribute_value(a)}" for a in attributes)
+            notes.append(f"node {display(node.name)!r} ({node.op_type}) leaves {values} to its default, "
+                         "written for onnx's inference of its function body")
+    return notes
 
 
 @functools.lru_cache(maxsize=None)
@@ -93,12 +118,18 @@ def _standard_version(imports: Any) -> int:
     return max((entry.version for entry in imports if is_standard(entry)), default=0)
 
 
-def _take_off(model: onnx.ModelProto, written: Written) -> None:
+def _written_nodes(model: onnx.ModelProto, written: Written
+                   ) -> "Iterator[tuple[onnx.NodeProto, list[onnx.AttributeProto]]]":
+    """Each node given defaults (found by its place in the walk) and the attributes written on it."""
     walks: "dict[int | None, list[onnx.NodeProto]]" = {}
     for where, place, names in written:
         if where not in walks:
             walks[where] = list(iter_nodes(model.graph if where is None else model.functions[where]))
-        attributes = walks[where][place].attribute
-        for i in reversed(range(len(attributes))):
-            if attributes[i].name in names:
-                del attributes[i]
+        node = walks[where][place]
+        yield node, [a for a in node.attribute if a.name in names]
+
+
+def _take_off(model: onnx.ModelProto, written: Written) -> None:
+    for node, attributes in list(_written_nodes(model, written)):
+        for attribute in attributes:
+            node.attribute.remove(attribute)

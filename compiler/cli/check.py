@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.runtime.backend_names import Lowering
 
 from ..output_files import check_outputs, save_npz_file, write_json, write_text
@@ -259,7 +260,7 @@ def _check_sets(run: CheckRun, saver: _SetSaver, compiled: CompiledModel, feed_o
             if hint:
                 raise DmlLowerError(f"{exc}{hint}") from None
             raise
-        raise DmlLowerError(f"{exc}{hint} (the inputs are saved in {saver.save_under_way(run)})") from None
+        raise DmlLowerError(f"{exc}{hint} (the inputs are saved in {display(saver.save_under_way(run))})") from None
     if run.report().stopped and saver.paths.inputs and run.under_way is not None:
         saver.save_under_way(run)                           # the set it stopped at
         saver.saved["inputs"] = run.under_way.index + 1
@@ -336,8 +337,6 @@ def check_model(compiled: CompiledModel, feeds: "Mapping[str, np.ndarray]", back
 def _localize(parsed: Parsed, done: _Checked) -> "tuple[list, tuple | None]":
     """check --localize: the backends with a MISMATCH checked again on feed set #0 with every value
     an output; the lines printed, (the findings, (that model, that report) or None)."""
-    from onnx_dml_lowering.ir.display import display
-
     from ..localize import every_value_check, format_localized, localize
     model = done.model
     failing = [b.backend for b in done.report.backends if not b.error and not b.ok]
@@ -356,8 +355,6 @@ def _localize(parsed: Parsed, done: _Checked) -> "tuple[list, tuple | None]":
 def _write_explorer(parsed: Parsed, done: _Checked, every_value: "tuple | None") -> None:
     """check --model-explorer: the lowering, and per backend its largest error on each node (from
     --localize's run with every value an output when it ran)."""
-    from onnx_dml_lowering.ir.display import display
-
     from ..explorer import write_overlays
     from ..overlays import compiled_lowering, error_overlays
     errors = error_overlays(every_value[1], every_value[0], True) if every_value else \

@@ -128,7 +128,7 @@ def _recheck(parsed: Parsed, reduction: Reduction, written: "tuple[Path, Path]",
     _, report = check(minimal, reduction.feeds if kept else load_npz_file(str(npz)), [backend],
                       sub_tolerances(tolerances, outputs), options, oracle=sub_model_oracle(parsed[OracleArgs]))
     print(f"{_rerun_command(parsed, npz, backend, outputs)}:" if not kept else
-          f"check of the minimal model and inputs as written to {parsed[OutputArgs]} (a device, FIFO or descriptor: "
+          f"check of the minimal model and inputs as written to {display(parsed[OutputArgs])} (a device, FIFO or descriptor: "
           "checked from memory):")
     lines = format_results(report).splitlines()
     said = f"] {status} " if status == "ERROR" else f": {status} ("

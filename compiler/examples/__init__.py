@@ -12,6 +12,8 @@ import onnx
 from onnx import TensorProto as T
 from onnx import helper as h
 
+from onnx_dml_lowering.ir.display import display
+
 HERE = Path(__file__).parent
 OPSET = 13
 IR_VERSION = 8
@@ -131,7 +133,7 @@ def write_all() -> None:
     from onnx_dml_lowering.runtime.output_file import write_bytes
     for name, build in BUILDERS.items():
         write_bytes(HERE / f"{name}.onnx", f"example {name}", build().SerializeToString())
-        print(f"wrote {HERE / f'{name}.onnx'}")
+        print(f"wrote {display(HERE / f'{name}.onnx')}")
 
 
 if __name__ == "__main__":

@@ -213,3 +213,38 @@ def test_a_ranking_node_whose_inputs_agree_within_tolerance_is_said_to_rank(rank
         assert found["first"][0]["ranks"] == {"nodes": [["top", "TopK"]], "input_error": pytest.approx(4.76837e-07)}
     else:
         assert line.endswith("while its input 'e' agrees") and "ranks" not in found["first"][0]
+
+
+@pytest.mark.parametrize("nudged", ["e", "f"])
+def test_in_a_body_only_what_the_ranking_node_reads_counts(tmp_path, capsys, nudged):
+    """An If whose branch holds TopK(e) and, beside it, an Add of f: with f one ulp off and e exact
+    the TopK is not said to rank near-equal values (its input is exact); with e one ulp off it is."""
+    then = h.make_graph([h.make_node("TopK", ["e", "k"], ["tv", "ti"], name="top"),
+                         h.make_node("Add", ["f", "f"], ["g"], name="dbl"),
+                         h.make_node("Cast", ["g"], ["gi"], to=T.INT64, name="cast"),
+                         h.make_node("Add", ["ti", "gi"], ["o"], name="sum")], "then", [],
+                        [h.make_tensor_value_info("o", T.INT64, [1])])
+    other = h.make_graph([h.make_node("Identity", ["k"], ["o2"], name="id")], "else", [],
+                         [h.make_tensor_value_info("o2", T.INT64, [1])])
+    nodes = [h.make_node("Exp", ["x"], ["e"], name="exp"), h.make_node("Sigmoid", ["x1"], ["f"], name="sig"),
+             h.make_node("If", ["c"], ["y"], name="choose", then_branch=then, else_branch=other)]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [6]),
+                                      h.make_tensor_value_info("x1", T.FLOAT, [1]),
+                                      h.make_tensor_value_info("c", T.BOOL, [])],
+                         [h.make_tensor_value_info("y", T.INT64, [1])],
+                         [onnx.numpy_helper.from_array(np.array([1], np.int64), "k")])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    np.savez(tmp_path / "in.npz", x=np.array([0.1, 2.0, -1.0, 2.0, 0.5, 1.0], np.float32),
+             x1=np.array([0.3], np.float32), c=np.array(True))
+
+    def change(data):
+        value = data[f"cpu:{nudged}"]
+        value[-1 if nudged == "f" else 3] = np.nextafter(value[-1 if nudged == "f" else 3], np.float32(np.inf))
+        data["cpu:y"] = data["cpu:y"] + 2
+    bad = _saved_changed(tmp_path, tmp_path / "m.onnx", tmp_path / "in.npz", capsys, change)
+    code, text, err = cli(["check", tmp_path / "m.onnx", "--load-outputs", bad, "--inputs", tmp_path / "in.npz",
+                           "--localize"], capsys)
+    assert code == 1, err
+    line = next(line for line in text.splitlines() if line.startswith("localize [saved:cpu]: the difference starts"))
+    assert line.startswith("localize [saved:cpu]: the difference starts at choose (If): output 'y' differs")
+    assert ("and it ranks (top (TopK))" in line) == (nudged == "e"), line

@@ -122,3 +122,49 @@ def test_package_calls_onnx_inference_only_here():
                 if isinstance(node, ast.Attribute) and node.attr == "infer_shapes":
                     callers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert callers == []
+
+
+def test_an_error_on_a_node_given_its_default_says_so(tmp_path, capsys):
+    """A rank-3 MeanVarianceNormalization fails on the default axes [0, 2, 3] (onnxruntime's CPU
+    kernel runs it; onnx's body reduces an axis the input lacks): the one line names the default
+    the user never wrote, and the model is left as given whatever inference raised."""
+    node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"], name="mvn")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    given = model.SerializeToString()
+    with pytest.raises(onnx.shape_inference.InferenceError) as raised:
+        infer_shapes(model, strict_mode=True)
+    assert model.SerializeToString() == given
+    assert raised.value.__notes__ == ["node 'mvn' (MeanVarianceNormalization) leaves axes = [0, 2, 3] to its "
+                                      "default, written for onnx's inference of its function body"]
+    onnx.save(model, tmp_path / "mvn3.onnx")
+    code, out, err = cli(["check", tmp_path / "mvn3.onnx"], capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith(f"dml-lower: error: model file '{tmp_path / 'mvn3.onnx'}': ONNX shape inference failed: "
+                          "node 'mvn' (MeanVarianceNormalization): ")
+    assert err.endswith("; node 'mvn' (MeanVarianceNormalization) leaves axes = [0, 2, 3] to its default, written "
+                        "for onnx's inference of its function body\n")
+
+
+def test_a_failing_data_propagation_pass_leaves_no_default_behind():
+    """compile's inference tries data propagation, then the plain pass on the same model: where the
+    first raises (onnx 1.23 on the difference of two Unsqueezed Ranges), the second still writes
+    and takes off the default, and the compiled model holds the node as given."""
+    from onnx_dml_lowering.compiler import compile_model
+    from tests.compiler.test_data_propagation import range_difference
+    model = range_difference(3, 2, [3, 2])
+    model.graph.node.extend([helper.make_node("Unsqueeze", ["y", "ax0"], ["y3"], name="u3"),
+                             helper.make_node("Unsqueeze", ["y3", "ax0"], ["y4"], name="u4"),
+                             helper.make_node("MeanVarianceNormalization", ["y4"], ["n"], name="mvn")])
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("n", TensorProto.FLOAT, [1, 1, 3, 2]))
+    written = onnx.ModelProto.FromString(model.SerializeToString())
+    written.graph.node[-1].attribute.append(helper.make_attribute("axes", [0, 2, 3]))
+    with pytest.raises(onnx.shape_inference.InferenceError, match="Sub"):     # the premise: the retry is taken
+        onnx.shape_inference.infer_shapes(written, strict_mode=True, data_prop=True)
+    compiled = compile_model(model)
+    (mvn,) = [n for n in compiled.model.graph.node if n.op_type == "MeanVarianceNormalization"]
+    assert list(mvn.attribute) == []
+    x = np.random.default_rng(0).standard_normal((3, 2)).astype(np.float32)
+    y = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(compiled.run({"x": x})["n"], y, rtol=1e-5, atol=1e-5)

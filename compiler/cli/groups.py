@@ -324,6 +324,11 @@ class FeedArgs(ArgGroup[Feeds]):
         elif args.inputs:
             if iterations > 1:
                 raise DmlLowerError("--iterations draws seeded random feeds: it does not combine with --inputs")
+            for option, value in (("--dim", args.dim), ("--val-range", args.val_range),
+                                  ("--zero-fraction", args.zero_fraction)):
+                if value:           # it was ignored: the run went on at the file's sizes and values
+                    raise DmlLowerError(f"{option} shapes random feeds: it does not apply to --inputs "
+                                        f"(the file gives every size and value)")
         elif args.seed < 0:
             raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
         random = not (args.inputs or args.data_loader_script)

@@ -240,3 +240,16 @@ def test_script_does_not_combine(extra, message, model, tmp_path, capsys):
 def test_missing_script_is_one_line(model, tmp_path, capsys):
     code, _, err = cli(["check", model, "--data-loader-script", tmp_path / "nope.py:load"], capsys)
     assert code == 2 and err.strip() == f"dml-lower: error: data loader script '{tmp_path / 'nope.py'}' does not exist"
+
+
+@pytest.mark.parametrize("command", ["run", "check", "reduce"])
+@pytest.mark.parametrize("extra", [["--dim", "n=7"], ["--val-range", "0,1"], ["--zero-fraction", "x:0.5"]])
+def test_inputs_file_does_not_take_random_feed_options(command, extra, model, tmp_path, capsys):
+    """--inputs gives every size and value: --dim, --val-range and --zero-fraction beside it were
+    ignored without a word (the run went on at the file's sizes); each is one line, before any work."""
+    np.savez(tmp_path / "feeds.npz", x=np.ones((2, 3), np.float32))
+    needs = ["-o", tmp_path / "min.onnx", "--backends", "ort-cpu"] if command == "reduce" else []
+    code, out, err = cli([command, model, "--inputs", tmp_path / "feeds.npz", *needs, *extra], capsys)
+    assert (code, out) == (2, "") and not (tmp_path / "min.onnx").exists()
+    assert err == (f"dml-lower: error: {extra[0]} shapes random feeds: it does not apply to --inputs (the file gives "
+                   "every size and value)\n")

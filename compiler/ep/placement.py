@@ -169,6 +169,7 @@ class Predictor:
         self.warnings: "list[str]" = []
         self.unknown_types: "set[str]" = set()
         self.relu_nan: "list[str]" = []      # float Relu nodes on DML (NaN gives 0 there)
+        self.fused_by_level1: "list[str]" = []   # nodes level 1 fused, eliminated or created (release-dependent)
 
     def _entry(self, path: str, node: onnx.NodeProto, since: "int | None", provider: str, reason: str) -> dict:
         return {"node": path, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
@@ -395,22 +396,24 @@ def _producers(model: onnx.ModelProto) -> "dict[str, str]":
 
 
 def _removed_reason(node: onnx.NodeProto, folded: "set[str]", functions: "set[tuple[str, str]]",
-                    producers: "dict[str, str]") -> str:
+                    producers: "dict[str, str]") -> "tuple[str, bool]":
+    """Why level 1 removed the node, and whether that is a fusion or elimination whose rules change
+    between onnxruntime releases (inlining, Constants, folding and Identity / Dropout do not)."""
     if (node.domain, node.op_type) in functions:
         return (f"a call of the model-local function {node.domain}:{node.op_type}: onnxruntime inlines it at load "
-                f"(its nodes are listed as _inlfunc_{node.op_type}_<node>)")
+                f"(its nodes are listed as _inlfunc_{node.op_type}_<node>)"), False
     if is_standard(node.domain) and node.op_type == "Constant":
-        return "a Constant: onnxruntime turns it into an initializer at load"
+        return "a Constant: onnxruntime turns it into an initializer at load", False
     if any(o in folded for o in node.output if o):
-        return "constant-folded by onnxruntime's level-1 optimisations (its output is an initializer now)"
+        return "constant-folded by onnxruntime's level-1 optimisations (its output is an initializer now)", False
     if is_standard(node.domain) and node.op_type in ("Identity", "Dropout"):
-        return f"removed by onnxruntime's level-1 {node.op_type} elimination"
+        return f"removed by onnxruntime's level-1 {node.op_type} elimination", False
     now = [producers[o] for o in node.output if o in producers]
     if now:
         return (f"replaced by onnxruntime's level-1 optimisations (fused or expanded): its output is now "
-                f"produced by {now[0]}")
+                f"produced by {now[0]}"), True
     return ("removed by onnxruntime's level-1 optimisations: its outputs are no longer in the graph (constant-"
-            "folded together with the nodes reading them, or eliminated)")
+            "folded together with the nodes reading them, or eliminated)"), True
 
 
 def assumed_redist(version: str) -> str:
@@ -505,6 +508,10 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
         warnings.append(f"{name_list(predictor.relu_nan, 4)} (Relu): the DML EP's Relu gives 0 for NaN (ONNX says NaN), "
                         "measured on onnxruntime-directml 1.24.4 (a named DML EP deviation)")
     nodes = _node_entries(model, optimised, predictor)
+    if predictor.fused_by_level1 and f"onnxruntime {ort_version} " not in f"{level1.by} ".replace(".dll", ""):
+        warnings.append(f"{name_list(predictor.fused_by_level1, 4)}: removed, fused or created by the level-1 "
+                        f"optimisations of {level1.by.removesuffix(' installed here')}, whose fusions are not "
+                        f"onnxruntime {ort_version}'s: that release may keep the stored nodes (--verify runs its own)")
     if predictor.unknown_types:
         warnings.append(f"{len(predictor.unknown_types)} value types are unknown offline (e.g. "
                         f"{sorted(predictor.unknown_types)[0]!r}); their nodes are assumed to pass the device type check")
@@ -576,16 +583,20 @@ def _node_entries(model: onnx.ModelProto, optimised: onnx.ModelProto, predictor:
             seen.add(path)
             continue
         sch = schema(node.op_type, node.domain, model_opsets.get(node.domain or "ai.onnx", 0))
+        reason, fused = _removed_reason(node, folded, functions, producers)
         nodes.append({"node": path, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
-                      "since_version": sch.since_version if sch else None, "provider": REMOVED,
-                      "reason": _removed_reason(node, folded, functions, producers)})
+                      "since_version": sch.since_version if sch else None, "provider": REMOVED, "reason": reason})
+        if fused:
+            predictor.fused_by_level1.append(path)
     for path, entry in placed.items():
         if path not in seen:
             entry = dict(entry)
-            created = "inlined from a model-local function" if path.split("/")[-1].startswith("_inlfunc_") \
-                else "created by onnxruntime's level-1 optimisations"
+            inlined = path.split("/")[-1].startswith("_inlfunc_")
+            created = "inlined from a model-local function" if inlined else "created by onnxruntime's level-1 optimisations"
             entry["reason"] = created + (f"; {entry['reason']}" if entry["reason"] else "")
             nodes.append(entry)
+            if not inlined:
+                predictor.fused_by_level1.append(path)
     return nodes
 
 

@@ -81,6 +81,10 @@ def feeds_line(feeds: dict) -> str:
     if source == "random":
         seed, count = feeds["seed"], feeds.get("iterations", 1)
         head = f"random, seed {seed}" if count == 1 else f"random, seeds {seed}-{seed + count - 1} (the first shown)"
+        defaulted = feeds.get("default_dims", [])
+        sizes = [f"{display(name)}={size}" + (" (default)" if name in defaulted else "")
+                 for name, size in feeds.get("dims", {}).items()]
+        head += f", dims {', '.join(sizes)}" if sizes else ""
     elif source == "file":
         head = f"from {display(feeds['path'])}"
     elif source == "script":

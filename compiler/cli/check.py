@@ -228,7 +228,8 @@ def _run_check(parsed: Parsed, feed_options: Feeds) -> _Checked:
     compiled = compile_model(model.path, feature_level=model.feature_level, outputs=parsed[CompareArgs].requested)
     sets = feed_sets(compiled, feed_options)     # a generator: the feed sets are drawn as the run takes them
     feeds = next(sets)
-    described = describe_feeds(feed_options, feeds)     # now: a data loader may reuse (and change) its arrays
+    # now: a data loader may reuse (and change) its arrays
+    described = describe_feeds(feed_options, feeds, declared=compiled.inputs + compiled.optional_inputs)
     about = CheckAbout(str(model.path), _seed_label(feed_options), backends.fail_on_partial,
                        known_dims(compiled, feed_options.dims, feed_options.names_where_present)
                        if feed_options.dims else {}, described)

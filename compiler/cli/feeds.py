@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import TYPE_CHECKING, Iterator, Protocol, Sequence
 
 from onnx_dml_lowering.ir import DmlLowerError
 
@@ -22,18 +22,34 @@ def memory_limit(feeds: Feeds) -> int:
     return default_limit() if feeds.memory_limit is None else parse_size(feeds.memory_limit)
 
 
-def describe_feeds(feeds: Feeds, arrays: "dict[str, np.ndarray]", sets: int = 1) -> dict:
+def describe_feeds(feeds: Feeds, arrays: "dict[str, np.ndarray]", sets: int = 1,
+                   declared: "Sequence[onnx.ValueInfoProto]" = ()) -> dict:
     """The reports' account of the feeds (report.feeds_line, JSON "feeds"): their source (random
-    with its seed and the number of `sets`, the --inputs file, the data loader script) and what
-    `arrays`, the first set, holds per input (runtime.feeds.feed_summary)."""
+    with its seed, the number of `sets` and, from the `declared` inputs, each symbolic dimension's
+    size with those no --dim set named as defaulted; the --inputs file, the data loader script)
+    and what `arrays`, the first set, holds per input (runtime.feeds.feed_summary)."""
     from onnx_dml_lowering.runtime.feeds import feed_summary
     if feeds.script:
         source = {"source": "script", "path": feeds.script, "iterations": sets}
     elif feeds.inputs:
         source = {"source": "file", "path": feeds.inputs}
     else:
-        source = {"source": "random", "seed": feeds.seed, "iterations": sets}
+        dims = drawn_dims(declared, arrays)
+        source = {"source": "random", "seed": feeds.seed, "iterations": sets, "dims": dims,
+                  "default_dims": [name for name in dims if name not in feeds.dims]}
     return {**source, "inputs": feed_summary(arrays)}
+
+
+def drawn_dims(declared: "Sequence[onnx.ValueInfoProto]", arrays: "dict[str, np.ndarray]") -> "dict[str, int]":
+    """Each symbolic dimension of the `declared` inputs fed in `arrays`, with the size drawn."""
+    sizes: "dict[str, int]" = {}
+    for vi in declared:
+        if vi.name in arrays and vi.type.HasField("tensor_type"):
+            shape = arrays[vi.name].shape
+            for axis, dim in enumerate(vi.type.tensor_type.shape.dim):
+                if dim.dim_param and axis < len(shape):
+                    sizes.setdefault(dim.dim_param, int(shape[axis]))
+    return sizes
 
 
 def first_feeds(compiled: CompiledModel, feeds: Feeds) -> "dict[str, np.ndarray]":

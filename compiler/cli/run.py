@@ -97,14 +97,15 @@ def _run_set(parsed: Parsed, compiled: CompiledModel, runner: RunBackends, optio
     which = f" (iteration #{index} of {feed_options.script})" if feed_options.script else ""
     _, unfed = with_defaults(feeds, compiled.optional_inputs, compiled.initializers)
     defaults = {name: compiled.initializers[name] for name in unfed}
+    declared = compiled.inputs + compiled.optional_inputs
     if index == 0:
-        done.described = describe_feeds(feed_options, feeds)
+        done.described = describe_feeds(feed_options, feeds, declared=declared)
     if saved.inputs:        # every set, one file each (saved_outputs.set_path)
         from onnx_dml_lowering.runtime.saved_outputs import set_path
         save_npz_file(set_path(saved.inputs, index), feeds, "the inputs")
     done.sets = index + 1
     if not quiet:
-        print(feeds_line(done.described if index == 0 else describe_feeds(feed_options, feeds))
+        print(feeds_line(done.described if index == 0 else describe_feeds(feed_options, feeds, declared=declared))
               + (f" (iteration #{index})" if which else ""))
     for backend in runner.backends:
         result = runner.run(backend, feeds)

@@ -11,7 +11,8 @@ import pytest
 
 from tests.cli_runner import cli
 
-NONZERO = "tests/models/nonzero.dynamo.onnx"          # one input x float32 [3, 3]
+NONZERO = "tests/models/nonzero.dynamo.onnx"          # one input x float32 [rows, cols]
+DEFAULT_DIMS = {"dims": {"rows": 3, "cols": 3}, "default_dims": ["rows", "cols"]}
 
 
 def _expected_summary(path) -> dict:
@@ -23,9 +24,10 @@ def _expected_summary(path) -> dict:
 
 
 @pytest.mark.parametrize("options, source", [
-    ([], {"source": "random", "seed": 0, "iterations": 1}),
-    (["--seed", "4", "--val-range", "x:5,6"], {"source": "random", "seed": 4, "iterations": 1}),
-    (["--zero-fraction", "0.8", "--val-range", "[-2,3]"], {"source": "random", "seed": 0, "iterations": 1}),
+    ([], {"source": "random", "seed": 0, "iterations": 1, **DEFAULT_DIMS}),
+    (["--seed", "4", "--val-range", "x:5,6"], {"source": "random", "seed": 4, "iterations": 1, **DEFAULT_DIMS}),
+    (["--zero-fraction", "0.8", "--val-range", "[-2,3]"], {"source": "random", "seed": 0, "iterations": 1,
+                                                           **DEFAULT_DIMS}),
 ])
 @pytest.mark.parametrize("command", ["run", "check"])
 def test_feeds_line_and_json_say_what_was_fed(command, options, source, tmp_path, capsys) -> None:
@@ -37,7 +39,8 @@ def test_feeds_line_and_json_say_what_was_fed(command, options, source, tmp_path
     lines = [line for line in out.splitlines() if line.startswith("feeds: ")]
     x = expected["x"]
     zeros = f", {x['zeros']} of 9 zero" if x["zeros"] else ""
-    assert lines == [f"feeds: random, seed {source['seed']}: x float32 [3x3] in [{x['min']:.4g}, {x['max']:.4g}]{zeros}"]
+    assert lines == [f"feeds: random, seed {source['seed']}, dims rows=3 (default), cols=3 (default): x float32 [3x3] "
+                     f"in [{x['min']:.4g}, {x['max']:.4g}]{zeros}"]
     if "x:5,6" in options:
         assert x["min"] >= 5 and x["zeros"] == 0
 
@@ -48,7 +51,19 @@ def test_feeds_line_of_an_inputs_file_and_of_several_sets(tmp_path, capsys) -> N
     code, out, _ = cli(["check", NONZERO, "--inputs", feeds], capsys)
     assert code == 0 and f"feeds: from {feeds}: x float32 [3x3] in [0, 6], 3 of 9 zero\n" in out
     code, out, _ = cli(["check", NONZERO, "--iterations", "3", "--seed", "5", "--val-range", "1,2"], capsys)
-    assert code == 0 and "feeds: random, seeds 5-7 (the first shown): x float32 [3x3] in [1" in out
+    assert code == 0 and "feeds: random, seeds 5-7 (the first shown), dims rows=3 (default), cols=3 (default): " \
+        "x float32 [3x3] in [1" in out
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_the_sizes_drawn_say_which_were_defaulted(command, tmp_path, capsys) -> None:
+    """A symbolic dimension no --dim sets is drawn at the default size: the line and the JSON say
+    so beside the one --dim set (a new user's report said dims {} and never that seq was 3)."""
+    code, out, err = cli([command, NONZERO, "--dim", "rows=5", "--json", tmp_path / "r.json"], capsys)
+    assert code == 0, err
+    assert "feeds: random, seed 0, dims rows=5, cols=3 (default): x float32 [5x3]" in out
+    feeds = json.loads((tmp_path / "r.json").read_text())["feeds"]
+    assert (feeds["dims"], feeds["default_dims"]) == ({"rows": 5, "cols": 3}, ["cols"])
 
 
 def test_markdown_report_says_what_was_fed(tmp_path, capsys) -> None:

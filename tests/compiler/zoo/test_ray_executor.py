@@ -84,7 +84,7 @@ def test_ray_address_joins_an_existing_cluster(zoo, tmp_path):
     document = json.loads((tmp_path / "z.json").read_text())
     want = expected_statuses(zoo)
     assert [(m["model"], m["status"]) for m in document["models"]] == [(str(m), want[str(m)]) for m in models]
-    assert proc.stdout.splitlines()[-1] == "zoo: 2 models: 1 ok, 1 MISMATCH"
+    assert proc.stdout.splitlines()[-2:] == ["zoo: 2 models: 1 ok, 1 MISMATCH", f"wrote {tmp_path / 'z.json'}"]
 
 
 def test_ray_address_nobody_listens(zoo):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Collection
 
 from .display import display, name_list  # noqa: F401  (name_list offered here as ever)
 from .dtypes import DataType, onnx_type_name
@@ -64,10 +65,17 @@ def _one_line(graph: Graph, step: Step) -> str:
     raise TypeError(f"not a one-line step: {type(step).__name__}")
 
 
-def format_graph(graph: Graph) -> str:
+def format_graph(graph: Graph, model_inputs: "Collection[str] | None" = None) -> str:
+    """The graph as `compile` lists it. `model_inputs`: the model's graph inputs, so the host
+    tensors that are its initializers (the weights the ONNX regions read) are listed apart."""
+    inputs, weights = graph.inputs, []
+    if model_inputs is not None:
+        inputs = [name for name in graph.inputs if name in model_inputs]
+        weights = [name for name in graph.inputs if name not in model_inputs]
     lines = [display(f"graph (DML_FEATURE_LEVEL_{graph.feature_level.name}) "
-                     f"inputs: {name_list(graph.inputs, noun='inputs') or '-'}  "
-                     f"outputs: {name_list(graph.outputs, noun='outputs') or '-'}")]
+                     f"inputs: {name_list(inputs, noun='inputs') or '-'}  "
+                     + (f"initializers: {name_list(weights, noun='initializers')}  " if weights else "")
+                     + f"outputs: {name_list(graph.outputs, noun='outputs') or '-'}")]
     for buffer in graph.buffers.values():
         lines.append(display(f"  buffer {buffer.name}: {buffer.describe()}"))
     used = {name for step in graph.steps for name in step.reads() + step.writes()}

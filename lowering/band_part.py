@@ -19,7 +19,7 @@ from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
 
 from .common import EXACT_INTEGER_LIMIT, broadcast, cast_expand_tail
 from .diagonal import emit_band
-from .diagonal_sets import FLIPPED, INF, Expr, as_band, describe, diagonals, leaves
+from .diagonal_sets import FLIPPED, INF, Expr, as_band, describe, diagonals, leaves, per_element
 from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_scalar, sole_consumer
 from .node import NodeInfo, TensorInfo
 from .registry import register_idiom
@@ -165,7 +165,7 @@ class IndexGridBandMask(IdiomRule):
         kinds = sorted({n.op_type for n in covered})
         note = (f"{', '.join(kinds)} (an index grid) {'becomes' if len(kinds) == 1 else 'become'} one generator: "
                 f"{rendered}; the mask "
-                f"({np.dtype(onnx_to_numpy(out_type)).itemsize} byte per element) generated on the device")
+                f"({per_element(np.dtype(onnx_to_numpy(out_type)).itemsize)}) generated on the device")
         return Found(tuple(n.name for n in covered), tuple(reads.values()), (y,), value_inputs=tuple(reads),
                      note=note, operators=("DIAGONAL_MATRIX",) if single else None, extra={"band": rendered},
                      expr=expr, sign=sign, scales=scales, out_type=out_type, cumsum=anchor,

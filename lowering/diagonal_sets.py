@@ -118,6 +118,11 @@ def describe(band: "tuple[int, int, bool]") -> str:
     begin, end, inverted = band
     if begin >= INF:
         return "no diagonal (all false)"
-    lo = "-inf" if begin <= -INF // 2 else str(begin)
-    hi = "+inf" if end >= INF // 2 else str(end)
-    return f"x - y {'outside' if inverted else 'in'} [{lo}, {hi})"
+    lo = "(-inf" if begin <= -INF // 2 else f"[{begin}"      # an open end at infinity
+    hi = "+inf)" if end >= INF // 2 else f"{end})"
+    return f"x - y {'outside' if inverted else 'in'} {lo}, {hi}"
+
+
+def per_element(size: int) -> str:
+    """A mask's bytes per element, as the notes say it ("1 byte per element", "4 bytes ...")."""
+    return f"{size} byte{'' if size == 1 else 's'} per element"

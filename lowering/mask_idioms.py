@@ -20,7 +20,7 @@ from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from .common import (EXACT_INTEGERS, broadcast, cast_expand_tail, exact_reason, fill_value, run_time_unit_reshape,
                      unit_reshape_axis)
 from .diagonal import band_reason, emit_band
-from .diagonal_sets import COMPARISONS, FLIPPED, INF, Affine, Expr, as_band, describe, diagonals, leaves
+from .diagonal_sets import COMPARISONS, FLIPPED, INF, Affine, Expr, as_band, describe, diagonals, leaves, per_element
 from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_ints, constant_scalar, sole_consumer
 from .node import NodeInfo, TensorInfo, product
 from .registry import register_idiom
@@ -456,7 +456,7 @@ class RangeComparisonMask(IdiomRule):
             mask = f"{size} mask bytes"
         else:
             extra["mask_bytes_per_element"] = int(np.dtype(onnx_to_numpy(out_type)).itemsize)
-            mask = f"the mask ({extra['mask_bytes_per_element']} byte per element)"
+            mask = f"the mask ({per_element(extra['mask_bytes_per_element'])})"
         kinds = sorted({n.op_type for n in covered})
         note = (f"{', '.join(kinds)} {'becomes' if len(kinds) == 1 else 'become'} one generator: {rendered}; "
                 f"{mask} generated on the device, "

@@ -42,7 +42,7 @@ def cmd_compile(parsed: Parsed) -> int:
     model = parsed[ModelArgs]
     compiled = compile_model(model.path, feature_level=model.feature_level)
     dims = known_dims(compiled, dims)       # a name no input dimension has: refused before any output
-    print(format_graph(compiled.graph))
+    print(format_graph(compiled.graph, {vi.name for vi in compiled.model.graph.input}))
     print()
     print(format_placement(compiled))
     data = compiled.to_dict()

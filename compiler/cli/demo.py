@@ -38,7 +38,7 @@ def cmd_demo(parsed: Parsed) -> int:
         print(f"{path.name}: {len(compiled.model.graph.node)} ONNX nodes, "
               f"{len(compiled.graph.dml_operators)} DirectML operators at feature level {compiled.feature_level}")
         print(f"  {describe(path)}")
-        print(format_graph(compiled.graph))
+        print(format_graph(compiled.graph, {vi.name for vi in compiled.model.graph.input}))
         _, report = check(compiled, random_feeds(compiled.inputs, seed=seed), ["cpu"], Tolerances(),
                           model_name=path.name)
         print(format_text(report))

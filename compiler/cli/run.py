@@ -160,7 +160,7 @@ def _print_result(path: str, compiled: CompiledModel, done: RunResult, which: st
 def _summary(name: str, value: np.ndarray) -> str:
     import numpy as np
     flat = value.reshape(-1)
-    preview = np.array2string(flat[:8], separator=", ", threshold=8)
+    preview = np.array2string(flat[:8], separator=", ", threshold=8, max_line_width=1 << 30)   # one line
     more = " ..." if flat.size > 8 else ""
     return f"  {display(name)}: {value.dtype} {list(value.shape)} {preview}{more}"
 

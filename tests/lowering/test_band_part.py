@@ -67,9 +67,9 @@ def test_tf2onnx_band_part_grid(bounds, shapes) -> None:
         assert {"CumSum", "Reshape", "Div", "Mod", "Sub", "Greater", "Not"} <= \
             {n.split("/")[-1].split("__")[0] for n in entry.onnx_nodes}
         assert entry.dml_operators == ["DIAGONAL_MATRIX1"] or (num_lower, num_upper) in ((0, 0),)
-        low = "-inf" if num_lower < 0 else str(-num_lower)
-        high = "+inf" if num_upper < 0 else str(num_upper + 1)
-        assert entry.extra["band"] == f"x - y in [{low}, {high})"
+        low = "(-inf" if num_lower < 0 else f"[{-num_lower}"          # an infinite end is open
+        high = "+inf)" if num_upper < 0 else f"{num_upper + 1})"
+        assert entry.extra["band"] == f"x - y in {low}, {high}"
         assert result.compiled.session().log == []
 
 

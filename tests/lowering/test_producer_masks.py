@@ -107,7 +107,7 @@ def flax_causal_model(batch, seq, range_type=T.INT32, dynamic_batch=False, reord
 def test_flax_causal_mask(batch, seq, range_type):
     result = differential(flax_causal_model(batch, seq, range_type), {})
     entry = lowered(result, MASK, {"causal", "reshape_q", "reshape_k", "broadcast", "reshape_row", "arange"})
-    assert entry.extra["band"] == "x - y in [-inf, 1)"
+    assert entry.extra["band"] == "x - y in (-inf, 1)"
 
 
 def test_flax_causal_mask_with_a_fed_batch():
@@ -233,4 +233,4 @@ def test_a_static_cast_that_would_wrap_is_placed_on_onnx_with_the_reason(n, cast
     if reason:
         assert entry.status == "onnx" and entry.reason.startswith(reason), entry.reason
     else:
-        assert entry.status == "lowered" and entry.extra["band"] == "x - y in [-inf, 1)"
+        assert entry.status == "lowered" and entry.extra["band"] == "x - y in (-inf, 1)"

@@ -81,8 +81,31 @@ def test_compile_json(path, level, tmp_path, capsys):
     assert graph == compiled.graph
     assert graph_to_dict(graph) == data["graph"]
     assert data["placement"] == [p.to_dict() for p in compiled.placement]
-    # The printed graph is the JSON graph's text form.
-    assert format_graph(graph) in out
+    # The printed graph is the JSON graph's text form, the model's inputs apart from its initializers.
+    inputs = {vi.name for vi in compiled.model.graph.input}
+    assert format_graph(graph, inputs) in out
+    header = out.splitlines()[0]
+    initializers = [n for n in graph.inputs if n not in inputs]
+    assert header.startswith(f"graph (DML_FEATURE_LEVEL_{level}) inputs: ")
+    assert ("  initializers: " in header) == bool(initializers), header
+
+
+def test_compile_lists_initializers_apart_and_run_previews_on_one_line(capsys):
+    """A new user's torch export listed its 19 weights as "inputs" beside its one input; and run's
+    preview of eight floats wrapped onto a second line."""
+    code, out, _ = cli(["compile", "compiler/examples/masked_select.onnx"], capsys)
+    assert code == 0 and out.splitlines()[0] == ("graph (DML_FEATURE_LEVEL_5_1) inputs: x  initializers: threshold  "
+                                                 "outputs: coords, selected")
+    model = onnx.helper.make_model(onnx.helper.make_graph(
+        [onnx.helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+        [onnx.helper.make_tensor_value_info("x", T.FLOAT, [2, 8])], [onnx.helper.make_tensor_value_info("y", T.FLOAT, [2, 8])]),
+        opset_imports=[onnx.helper.make_opsetid("", 17)])
+    path = Path(__import__("tempfile").mkdtemp()) / "m.onnx"
+    onnx.save(model, path)
+    np.savez(path.with_suffix(".npz"), x=np.full((2, 8), 1.2345678, np.float32))
+    code, out, _ = cli(["run", path, "--inputs", path.with_suffix(".npz")], capsys)
+    (line,) = [line for line in out.splitlines() if line.startswith("  y: ")]
+    assert code == 0 and line.endswith("1.2345678] ...") and line.count("1.2345678") == 8
 
 
 @pytest.mark.parametrize("spelling", ["5_1", "5.1", "0x5100", "DML_FEATURE_LEVEL_5_1"])
@@ -225,8 +248,14 @@ def test_check_examples_json_and_replay(path, tmp_path, capsys):
     assert code == 0, out + err
     replayed = without_timing(json.loads(replay.read_text()))
     # the same feeds, said to come from the file now
+    drawn = first["feeds"]
+    sizes = {d.dim_param: shape[axis] for vi in onnx.load(path).graph.input
+             for axis, d in enumerate(vi.type.tensor_type.shape.dim) if d.dim_param
+             for shape in [feeds_of[vi.name]["shape"]]}
+    assert (drawn["dims"], drawn["default_dims"]) == (sizes, list(sizes))      # no --dim: every size defaulted
     assert (replayed.pop("feeds"), first.pop("feeds")) == ({"source": "file", "path": str(inputs), "inputs": feeds_of},
                                                            {"source": "random", "seed": 3, "iterations": 1,
+                                                            "dims": sizes, "default_dims": list(sizes),
                                                             "inputs": feeds_of})
     assert key_structure(replayed) == key_structure(first)
     assert replayed == first

@@ -82,7 +82,7 @@ ONE_TRILU = ["Concat", "ConstantOfShape", "Trilu"]
 
 
 @pytest.mark.parametrize("op, offset, generator", [
-    ("LessOrEqual", 0, ONE_TRILU),                   # causal: x - y in [-inf, 1)
+    ("LessOrEqual", 0, ONE_TRILU),                   # causal: x - y in (-inf, 1)
     ("Less", 0, ONE_TRILU),
     ("Greater", 2, ONE_TRILU),
     ("GreaterOrEqual", -3, ONE_TRILU),

@@ -233,8 +233,18 @@ def empty_nonzero_lines(report: CheckReport) -> "list[str]":
         return []
     every = "the NonZero node" if len(report.empty_nonzero) == 1 else f"all {len(report.empty_nonzero)} NonZero nodes"
     sets = "this feed set" if report.iterations == 1 else f"all {report.iterations} feed sets"
+    empty = [name for name, info in (report.feeds or {}).get("inputs", {}).items() if 0 in info.get("shape", [1])]
+    remedy = (f"{name_list(empty, 4, 'inputs')} fed empty (a dimension of size 0{_zero_dims(report)}): to compare "
+              "coordinates, give every dimension a size of 1 or more" if empty else
+              "feed non-zeros with --inputs, --data-loader-script, --zero-fraction or --val-range")
     return [f"  note: {every} ({name_list(report.empty_nonzero, 4)}) returned no coordinate at {sets}, so no "
-            "coordinate was compared; feed non-zeros with --inputs, --data-loader-script, --zero-fraction or --val-range"]
+            f"coordinate was compared; {remedy}"]
+
+
+def _zero_dims(report: CheckReport) -> str:
+    """', seq=0' for the symbolic dimensions the random feeds drew at size 0, '' when none is known."""
+    dims = [name for name, size in (report.feeds or {}).get("dims", {}).items() if size == 0]
+    return f": {', '.join(f'{display(name)}=0' for name in dims)}" if dims else ""
 
 
 def format_quiet(report: CheckReport) -> str:

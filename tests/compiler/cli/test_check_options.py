@@ -425,3 +425,14 @@ def test_save_inputs_saves_the_feed_set_that_failed(tmp_path, capsys):
         assert data["x"].shape == (200000,)
     with np.load(saved) as data:
         assert data["x"].shape == (4,)
+
+
+def test_an_empty_nonzero_from_a_size_0_dimension_says_that_is_why(tmp_path, capsys):
+    """--dim rows=0 feeds x empty: the note names the empty input and the dimension, not non-zero
+    values as the remedy (a new user's --dim seq=0 was told to feed non-zeros)."""
+    code, out, err = cli(["check", "tests/models/nonzero.dynamo.onnx", "--dim", "rows=0"], capsys)
+    assert code == 0, err
+    (note,) = [line for line in out.splitlines() if "note:" in line]
+    assert note.endswith("returned no coordinate at this feed set, so no coordinate was compared; x fed empty "
+                         "(a dimension of size 0: rows=0): to compare coordinates, give every dimension a size of "
+                         "1 or more")

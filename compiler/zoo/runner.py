@@ -6,6 +6,7 @@ tasks), a live progress bar on a terminal, and the summary table / JSON / JUnit 
 """
 from __future__ import annotations
 
+import os
 import stat
 import sys
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.ir.display import display
+from onnx_dml_lowering.ir.display import display, name_list
 from onnx_dml_lowering.runtime.input_files import named_stat
 from onnx_dml_lowering.runtime.interrupt import Terminated
 
@@ -58,16 +59,19 @@ class ZooRun:
     random_feeds: bool = True
 
 
-def discover(paths: "list[str]") -> "list[str]":
-    """Model files in argument order; a directory gives every *.onnx below it, sorted. A path
-    given twice is checked once."""
+def discover(paths: "list[str]", skipped: "list[str] | None" = None) -> "list[str]":
+    """Model files in argument order; a directory gives every *.onnx below it, sorted, except
+    under hidden folders (.git, .venv) and Python environments (a folder holding pyvenv.cfg: the
+    models of the packages installed there are not the user's), whose paths go into `skipped`. A
+    path given twice is checked once."""
     models: "list[str]" = []
     for text in paths:
         path = Path(text)
         if stat.S_ISDIR(named_stat(path, f"model {text!r}").st_mode):
-            found = sorted(str(p) for p in path.rglob("*.onnx") if p.is_file())
+            found = sorted(_models_below(path, skipped if skipped is not None else []))
             if not found:
-                raise DmlLowerError(f"directory {text!r} holds no .onnx model (searched recursively)")
+                raise DmlLowerError(f"directory {text!r} holds no .onnx model (searched recursively"
+                                    + (", hidden folders and Python environments left out)" if skipped else ")"))
             models += found
         else:                           # a FIFO or device given by name: its check refuses it in one line
             models.append(text)
@@ -79,6 +83,19 @@ def discover(paths: "list[str]") -> "list[str]":
             seen.add(key)
             unique.append(model)
     return unique
+
+
+def _models_below(folder: Path, skipped: "list[str]") -> "list[str]":
+    found = []
+    for root, folders, files in os.walk(folder):
+        folders.sort()                  # the folders left out are named in a stable order
+        for name in list(folders):
+            below = Path(root, name)
+            if name.startswith(".") or (below / "pyvenv.cfg").is_file():
+                folders.remove(name)
+                skipped.append(str(below))
+        found += [str(Path(root, name)) for name in files if name.endswith(".onnx") and Path(root, name).is_file()]
+    return found
 
 
 def check_zoo(zoo: Zoo) -> str:
@@ -100,7 +117,8 @@ def run_zoo(zoo: Zoo, run: ZooRun) -> int:
 
     from ..output_files import write_file, write_json
     executor = check_zoo(zoo)
-    models = discover(run.paths)
+    skipped: "list[str]" = []
+    models = discover(run.paths, skipped)
     options = list(run.options)
     if run.named:
         options.append("--names-where-present")  # a text model's --dim is no error for a detector
@@ -108,6 +126,9 @@ def run_zoo(zoo: Zoo, run: ZooRun) -> int:
     results, stopped = _schedule(models, options, executor, zoo)
     seconds = time.perf_counter() - start
     print(format_summary(results))
+    if skipped:
+        print(f"zoo: not searched: {name_list([display(p) for p in skipped], 4, 'folders')} (hidden folders and "
+              "Python environments; give a model there by its path to check it)")
     unused = unused_names(list(run.named), results) if run.random_feeds else []
     for option, name in unused:
         what = "an input dimension" if option == "--dim" else "an input"

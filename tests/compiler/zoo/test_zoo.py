@@ -409,3 +409,21 @@ def test_one_model_with_a_zoo_option_is_told_why(zoo, zoo_option, one_model_opti
     assert err.startswith(f"dml-lower: error: {option} {what}, and this check is a zoo ({zoo_option[0]}): ")
     assert err.endswith(f"check one model file without {zoo_option[0]}\n") and err.count("\n") == 1
     assert not (tmp_path / zoo_option[-1]).exists()
+
+
+def test_a_folder_zoo_leaves_out_hidden_folders_and_python_environments(zoo, tmp_path, capsys):
+    """A folder holding a .venv and a torch environment made 706 models of installed packages a new
+    user's zoo (silent for ten minutes): hidden folders and folders holding pyvenv.cfg are not
+    searched, and the output says which; given by name, such a folder is checked."""
+    folder = tmp_path / "work"
+    for sub in ("mine", ".venv/lib", "torchenv/lib"):
+        (folder / sub).mkdir(parents=True)
+        shutil.copy(zoo["paths"]["a_nonzero.onnx"], folder / sub / "m.onnx")
+    (folder / "torchenv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    code, out, err = cli(["check", folder, "--inputs", zoo["feeds"], "--backends", "cpu"], capsys)
+    assert (code, err) == (0, ""), out + err
+    assert summary_rows(out).keys() == {str(folder / "mine" / "m.onnx")}
+    assert out.splitlines()[-1] == (f"zoo: not searched: {folder / '.venv'}, {folder / 'torchenv'} (hidden folders "
+                                    "and Python environments; give a model there by its path to check it)")
+    code, out, _ = cli(["check", folder / "torchenv", "--inputs", zoo["feeds"], "--backends", "cpu"], capsys)
+    assert code == 0 and summary_rows(out).keys() == {str(folder / "torchenv" / "lib" / "m.onnx")}

@@ -132,6 +132,7 @@ def _save_outputs(compiled: CompiledModel, saved: Saved, index: int, feeds: "dic
 
 def _print_result(path: str, compiled: CompiledModel, done: RunResult, which: str, fed: "tuple[dict, dict]") -> None:
     """One backend's run of one feed set, as run prints it without -q."""
+    from onnx_dml_lowering.runtime.backend_names import as_backend_name
     from onnx_dml_lowering.runtime.feeds import dimension_notes
     from onnx_dml_lowering.runtime.report import defaults_line
     feeds, defaults = fed
@@ -139,7 +140,9 @@ def _print_result(path: str, compiled: CompiledModel, done: RunResult, which: st
     if done.error:
         print(f"{backend}{which}: ERROR {display(done.error)}")
         return
-    print(f"ran {display(path)} on backend {backend} (feature level {compiled.feature_level}){which}")
+    # a provider backend runs the model file: no DirectML feature level is involved
+    level = "" if as_backend_name(backend).is_provider else f" (feature level {compiled.feature_level})"
+    print(f"ran {display(path)} on backend {backend}{level}{which}")
     if done.ran:
         print(f"ran {display(done.ran)}")
     if defaults:

@@ -465,6 +465,9 @@ def parse_backend_names(text: str, use: str = "check") -> "list[BackendName]":
     if len(parts) > 1 and not all(parts):     # 'cpu,,dml', 'cpu,': a name left out, not nothing
         raise DmlLowerError(f"--backends {text!r}: an empty name between its commas")
     names = [p for p in parts if p]
+    if not names:       # conformance run went on with nothing to run and exit 0
+        from onnx_dml_lowering.runtime.backend_names import CHOICES
+        raise DmlLowerError(f"--backends {text!r}: no backend named; choose from {CHOICES}")
     if use == "reduce" and len(names) != 1:
         raise DmlLowerError(f"--backends {text!r}: reduce takes exactly one backend")
     parsed = [parse_backend(name) for name in names]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -11,7 +12,7 @@ from ..output_files import check_outputs, load_npz_file
 from .command import ArgGroup, Command, Parsed, Word, option_value
 from .command import line as typed_line
 from .feeds import first_feeds
-from .groups import Backends, BackendArgs, FeedArgs, Feeds, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
+from .groups import BackendArgs, FeedArgs, Feeds, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
 from .output_groups import OutputArgs
 
 if TYPE_CHECKING:
@@ -64,7 +65,10 @@ def _rerun_command(parsed: Parsed, npz: Path, backend: BackendName, outputs: "li
     session options and tolerances (per output only for an output MIN has) that apply to it."""
     from ..reduce import sub_model_oracle, sub_tolerances
     words = [Word("", ("check", parsed[OutputArgs])), *FeedArgs().tokens(Feeds(inputs=str(npz))),
-             *BackendArgs("reduce").tokens(Backends(names=[backend], text=backend.text)),
+             # every backend option as given (--provider-model modified, provider options): the
+             # repro must run the backend as the reduction did
+             *BackendArgs("reduce").tokens(dataclasses.replace(parsed[BackendArgs], names=[backend],
+                                                               text=backend.text)),
              *OracleArgs().tokens(sub_model_oracle(parsed[OracleArgs])), *SessionArgs().tokens(parsed[SessionArgs]),
              *ToleranceArgs().tokens(sub_tolerances(parsed[ToleranceArgs], outputs))]
     return typed_line(words)

@@ -24,6 +24,7 @@ from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.ir import DmlLowerError
 from tests.builders import graph_model, single_node_model
+from tests.cli_runner import cli
 
 REPO = Path(compiler.__file__).resolve().parent.parent
 
@@ -371,3 +372,16 @@ def test_api_eyelike_rank_only_known_at_run_time():
     with pytest.raises(DmlLowerError) as info:
         compiled.run(feeds)
     assert "eye" in str(info.value) and "EyeLike" in str(info.value)
+
+
+@pytest.mark.parametrize("argv", [["conformance", "run", "dml", "--filter", "test_trilu_*"],
+                                  ["check", "compiler/examples/masked_select.onnx"],
+                                  ["run", "compiler/examples/masked_select.onnx"],
+                                  ["reduce", "compiler/examples/masked_select.onnx", "-o", "never.onnx"]])
+@pytest.mark.parametrize("given", ["", " "])
+def test_no_backend_named_is_one_line(argv, given, capsys):
+    """--backends '' named nothing: conformance run then ran nothing and exited 0."""
+    code, out, err = cli([*argv, "--backends", given], capsys)
+    assert (code, out) == (2, "")
+    assert err == (f"dml-lower: error: --backends {given!r}: no backend named; choose from cpu, ort, dml, ort-cpu, "
+                   "ort-dml, ort:<ProviderName>\n")

@@ -16,6 +16,7 @@ from .command import ArgGroup, Command, Parsed, Word, flag, option_value
 from .feeds import describe_feeds, drawn_sizes_hint, feed_sets, known_dims, named_options
 from .groups import BackendArgs, FeedArgs, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
 from .output_groups import ExplorerArgs, JsonArgs, QuietArgs, SaveArgs
+from .reads import files_read
 from .zoo_options import ZooArgs, forwarded_options, one_model_only, refuse_one_model_files
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ def check_zoo(parsed: Parsed) -> int:
         raise one_model_only("--model-explorer" if explorer else "--localize", "works on one model's graph", why)
     parsed[SessionArgs]             # bad session options: one line here, not once per model
     check_outputs(("--json", json_out), ("--junit", zoo.junit),
-                  reads=[("model file", path) for path in parsed[ModelArgs].paths])
+                  reads=files_read(parsed))
     # a malformed --val-range / --zero-fraction: one line before any model runs
     named = tuple(named_options(parsed.args))
     check_zoo_options(zoo)
@@ -207,7 +208,7 @@ def _refuse_early(parsed: Parsed) -> None:
         refuse_golden(parsed[OracleArgs])
     check_outputs(("--json", parsed[JsonArgs]), ("--markdown", findings.markdown), ("--save-outputs", saved.outputs),
                   ("--save-inputs", saved.inputs), ("--model-explorer", explorer),
-                  reads=(("model file", parsed[ModelArgs].path), ("inputs file", parsed[FeedArgs].inputs)))
+                  reads=files_read(parsed, ("saved outputs file", parsed[CompareArgs].load)))
 
 
 def _start_host(parsed: Parsed) -> None:

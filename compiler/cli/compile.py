@@ -9,6 +9,7 @@ from .command import Command, Parsed
 from .feeds import known_dims
 from .groups import DimArgs, ModelArgs
 from .output_groups import ExplorerArgs, JsonArgs
+from .reads import files_read
 
 if TYPE_CHECKING:
     from ..compiled import CompiledModel
@@ -34,7 +35,7 @@ def cmd_compile(parsed: Parsed) -> int:
     if explorer_out:
         from ..explorer import require_view
         require_view("--model-explorer")
-    check_outputs(("--json", json_out), ("--model-explorer", explorer_out), reads=(("model file", parsed[ModelArgs].path),))
+    check_outputs(("--json", json_out), ("--model-explorer", explorer_out), reads=files_read(parsed))
     dims = parsed[DimArgs]
     from onnx_dml_lowering.ir import format_graph
 

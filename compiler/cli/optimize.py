@@ -11,6 +11,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 
 from ..output_files import check_outputs
+from .reads import files_read
 from .command import ArgGroup, Command, Parsed, Word, flag, option_value
 from .groups import DimArgs, FeatureLevelArgs, FeedArgs, ModelArgs, OrtVersionArgs, SweepArgs, VerboseArgs
 from .output_groups import OutputArgs
@@ -80,7 +81,8 @@ def cmd_optimize(parsed: Parsed) -> int:
     output = parsed[OutputArgs]
     in_place = _same_file(output, parsed[ModelArgs].path)       # -o IN.onnx: rewritten in place, on purpose
     # before the work, not after it; no output may replace a file the command reads but the model in place
-    check_outputs(("-o", output), reads=() if in_place else (("model file", parsed[ModelArgs].path),))
+    read = files_read(parsed)
+    check_outputs(("-o", output), reads=[r for r in read if r[0] != "model file"] if in_place else read)
     rewrites = parsed[RewriteArgs]
     level = parsed[FeatureLevelArgs]
     if rewrites.target and (level or rewrites.min_bytes):

@@ -12,6 +12,7 @@ from ..output_files import check_outputs, load_npz_file
 from .command import ArgGroup, Command, Parsed, Word, option_value
 from .command import line as typed_line
 from .feeds import first_feeds
+from .reads import files_read
 from .groups import BackendArgs, FeedArgs, Feeds, ModelArgs, OracleArgs, SessionArgs, ToleranceArgs
 from .output_groups import OutputArgs
 
@@ -82,7 +83,7 @@ def cmd_reduce(parsed: Parsed) -> int:
     backend, status = backends.names[0], status_text.lower()
     out = Path(output)
     check_outputs(("-o", output), ("-o's inputs file", str(inputs_path(out))),     # before the work
-                  reads=(("model file", parsed[ModelArgs].path),))
+                  reads=files_read(parsed))
     tolerances = parsed[ToleranceArgs]
     options = backends.options(parsed[SessionArgs])
     feeds = parsed[FeedArgs]

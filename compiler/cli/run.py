@@ -12,6 +12,7 @@ from .command import Command, Parsed
 from .feeds import describe_feeds, feed_sets
 from .groups import BackendArgs, FeedArgs, ModelArgs, SessionArgs
 from .output_groups import JsonArgs, QuietArgs, SaveArgs
+from .reads import files_read
 
 if TYPE_CHECKING:
     import argparse
@@ -54,7 +55,7 @@ class _Progress:
 def cmd_run(parsed: Parsed) -> int:
     saved, json_out = parsed[SaveArgs], parsed[JsonArgs]
     check_outputs(("--save-outputs", saved.outputs), ("--save-inputs", saved.inputs), ("--json", json_out),
-                  reads=(("model file", parsed[ModelArgs].path), ("inputs file", parsed[FeedArgs].inputs)))
+                  reads=files_read(parsed))
     from ..compiled import compile_model
     from ..run_backends import RunBackends
     feed_options = parsed[FeedArgs]

@@ -202,13 +202,40 @@ def test_an_output_naming_the_model_is_refused_and_the_model_kept(command, optio
     assert model.read_bytes() == before
 
 
-def test_an_output_naming_the_inputs_file_is_refused(model, tmp_path, capsys):
-    feeds = tmp_path / "in.npz"
+# (command and options before the model's path, options after it): the output names the inputs
+# file, in.npz (reduce writes MIN.inputs.npz beside -o MIN.onnx: in.onnx's is in.inputs.npz)
+OUTPUT_IS_THE_INPUTS = [
+    (["check"], ["--save-outputs", "{feeds}"]), (["check", "--jobs", "1"], ["--json", "{feeds}"]),
+    (["run"], ["--json", "{feeds}"]), (["run"], ["--save-inputs", "{feeds}"]),
+    (["optimize", "--check"], ["-o", "{feeds}"]),
+    (["reduce", "--backends", "ort-cpu"], ["-o", "{tmp}/in.onnx"]),
+]
+
+
+@pytest.mark.parametrize("command, options", OUTPUT_IS_THE_INPUTS)
+def test_an_output_naming_the_inputs_file_is_refused_before_any_work(command, options, model, tmp_path, capsys):
+    """Every command that takes --inputs refuses an output naming it in one line, with nothing
+    printed or written before (reduce wrote its minimal model, optimize --check ran its check,
+    before refusing)."""
+    feeds = tmp_path / ("in.inputs.npz" if command[0] == "reduce" else "in.npz")
     np.savez(feeds, x=np.ones((3, 4), np.float32))
     before = feeds.read_bytes()
-    code, out, err = cli(["check", model, "--inputs", feeds, "--save-outputs", feeds], capsys)
-    assert code == 2 and out == "" and err.count("\n") == 1 and "inputs file" in err, out + err
-    assert feeds.read_bytes() == before
+    argv = [*command, model, "--inputs", feeds, *[o.format(feeds=feeds, tmp=tmp_path) for o in options]]
+    code, out, err = cli(argv, capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "the inputs file" in err, out + err
+    assert "this command reads" in err and feeds.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([model.name, feeds.name]), list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("option", ["--load-outputs", "--oracle"])
+def test_an_output_naming_a_saved_outputs_file_is_refused(option, model, tmp_path, capsys):
+    """check reads saved outputs (--load-outputs, a golden --oracle): a report over them is refused."""
+    saved = tmp_path / "saved.npz"
+    assert cli(["check", model, "-q", "--save-outputs", saved], capsys)[0] == 0
+    before = saved.read_bytes()
+    code, out, err = cli(["check", model, option, saved, "--json", saved], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "this command reads" in err, out + err
+    assert saved.read_bytes() == before
 
 
 def test_an_output_naming_the_data_loader_script_is_refused(model, tmp_path, capsys):

@@ -82,7 +82,9 @@ def _follow(asked: str) -> "tuple[str, int | None, bool]":
     """(the path every link leads to, the descriptor when one is this process's, whether a link
     was followed). Each hop's folder is resolved first, so a link's relative target is read from
     where the link is."""
-    current, via_link = os.path.abspath(asked), False
+    # joined, not normalised: 'link/../x' is the folder above the link's target, as the system
+    # resolves it ('..' after the link), not the link's own folder (abspath drops 'link/..' as text)
+    current, via_link = (asked if os.path.isabs(asked) else os.path.join(os.getcwd(), asked)), False
     for _ in range(MAX_LINKS + 1):
         folder, name = os.path.split(current)
         current = os.path.join(os.path.realpath(folder), name)
@@ -114,7 +116,11 @@ def _new_file(asked: str, final: str, via_link: bool) -> OutputTarget:
     folder = os.path.dirname(final)
     shown = folder if via_link else (os.path.dirname(asked) or ".")
     lead = f"it is a dangling symbolic link to {final!r}, and " if via_link else ""
-    if not os.path.exists(folder):
+    # the folder as the system walks it: 'missing/../x' names a folder that cannot be reached,
+    # though its resolved form (the current one) exists
+    if not os.path.exists(folder) or not os.path.isdir(os.path.dirname(asked) or "."):
+        if not via_link and os.path.exists(os.path.dirname(asked) or "."):
+            raise Unwritable(f"{lead}{shown!r} is a file, not a folder")
         raise Unwritable(f"{lead}folder {shown!r} does not exist")
     if not os.path.isdir(folder):
         raise Unwritable(f"{lead}{shown!r} is a file, not a folder")

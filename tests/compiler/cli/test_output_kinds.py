@@ -295,3 +295,19 @@ def test_every_file_written_is_said_on_one_line(command, option, extra, model, t
     assert code == 0 and err == "", out + err
     assert path.exists()
     assert f"wrote {display(path)}" in out and str(path) not in out and "\x1b" not in out, out
+
+
+@pytest.mark.parametrize("command, option, extra", ROWS)
+def test_dot_dot_after_a_link_is_the_link_targets_parent(command, option, extra, model, tmp_path, capsys):
+    """'lnk/../out' is written where the system puts it, beside the link's target (the path was
+    normalised as text, so it landed beside the link); 'missing/../out' names a folder the system
+    cannot walk and is refused in one line, as `echo > missing/../out` fails."""
+    (tmp_path / "real" / "deep").mkdir(parents=True)
+    os.symlink("real/deep", tmp_path / "lnk")
+    code, out, err = cli(_argv(command, option, extra, model, f"{tmp_path}/lnk/../out"), capsys)
+    assert code == 0 and err == "", out + err
+    assert (tmp_path / "real" / "out").stat().st_size and not (tmp_path / "out").exists()
+    code, out, err = cli(_argv(command, option, extra, model, f"{tmp_path}/missing/../out2"), capsys)
+    line = _one_line(code, err)
+    assert out == "" and "folder" in line and "missing/.." in line and "does not exist" in line, line
+    assert not (tmp_path / "out2").exists()

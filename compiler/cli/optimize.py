@@ -115,7 +115,10 @@ def cmd_optimize(parsed: Parsed) -> int:
         from onnx_dml_lowering.runtime.input_files import forget_all
         forget_all()
     saved = save_model(optimized, output, external)
-    print(f"wrote {display(output)}" + (f" (external data {display(saved.location)})" if saved.location else "") +
+    data = "" if not saved.location else (f" (external data {display(saved.location)})" if saved.beside else
+                                          f" (and after it, to the same stream, the external data it names "
+                                          f"{display(saved.location)}: no such file is made)")
+    print(f"wrote {display(output)}{data}" +
           f": {before} -> {saved.size} bytes ({_saved(before, saved.size)}), "
           f"{len(model.graph.node)} -> {len(optimized.graph.node)} nodes")
     return 0

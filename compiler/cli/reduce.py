@@ -96,8 +96,11 @@ def cmd_reduce(parsed: Parsed) -> int:
         print(f"reduce: {exc}")
         return 1
     if reduction is None:
-        failed = f" (the backend failed: {whole.error})" if whole.error else ""
-        print(f"reduce: no {status_text} on {backend} in {model.path}: nothing to reduce{failed}")
+        failed = f" (the backend failed: {display(whole.error)})" if whole.error else ""
+        # a provider that cannot load the file shows no other status: its modified copy cuts those nodes out
+        hint = ("; --provider-model modified runs it with the nodes it cannot load cut out, where another "
+                "status shows" if whole.error and backend.is_provider and backends.provider_model == "shipped" else "")
+        print(f"reduce: no {status_text} on {backend} in {display(model.path)}: nothing to reduce{failed}{hint}")
         return 1
     original = reduction.original
     print(f"reduce: {status_text} on {backend} in {model.path}" + (f": {display(whole.error)}" if status == "error" else

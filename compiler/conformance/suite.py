@@ -388,7 +388,9 @@ def load(directory: str, pattern: "str | None" = None) -> "tuple[dict, list[tupl
     `pattern`: only the cases whose folder name matches this fnmatch glob."""
     import fnmatch
     if not os.path.isdir(directory):
-        raise DmlLowerError(f"conformance directory {directory!r} does not exist")
+        raise DmlLowerError(f"conformance directory {directory!r} " + (
+            "is not a folder (a file, device, FIFO or socket): give the folder conformance export wrote"
+            if os.path.exists(directory) else "does not exist"))
     manifest = {}
     if os.path.exists(os.path.join(directory, MANIFEST)):
         path = os.path.join(directory, MANIFEST)

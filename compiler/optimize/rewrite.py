@@ -293,6 +293,8 @@ def external_initializers(path: str) -> "set[str]":
 class Saved:
     location: "str | None"      # the external data file's name, when the model has one
     size: int                   # bytes written, model and data
+    beside: bool = True         # the data went to a file of that name beside the model (not after
+                                # it, to the device, FIFO or descriptor the model went to)
 
 
 def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: str = "optimized model") -> Saved:
@@ -305,7 +307,7 @@ def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: st
     from onnx_dml_lowering.runtime.output_file import staged
     from onnx_dml_lowering.runtime.output_target import sibling
     out = Path(path)
-    location, size = None, 0
+    location, size, beside = None, 0, True
     tensors = [t for t in model.graph.initializer if t.name in external]
     for tensor in model.graph.initializer:
         if tensor.name not in external:
@@ -315,14 +317,15 @@ def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: st
         model_temp = stack.enter_context(staged(out, f"the {what}"))
         if tensors:
             location = out.name + ".data"
-            data_temp = stack.enter_context(staged(sibling(path, str(out.parent / location)),
-                                                   f"the {what}'s external data"))
+            data_path = sibling(path, str(out.parent / location))
+            beside = data_path != path
+            data_temp = stack.enter_context(staged(data_path, f"the {what}'s external data"))
             _write_external(tensors, Path(data_temp), location)
             size += os.path.getsize(data_temp)
         # Nothing large is left in the proto: it serialises under 2 GB whatever the weights.
         onnx.save_model(model, model_temp)
         size += os.path.getsize(model_temp)
-    return Saved(location, size)
+    return Saved(location, size, beside)
 
 
 _CHUNK = 1 << 24

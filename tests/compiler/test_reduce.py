@@ -422,6 +422,9 @@ def test_a_backend_error_or_unsupported_node_is_cut_down_like_a_mismatch(status,
     code, out, _ = run(["reduce", model, "-o", tmp_path / "none.onnx", "--backends", "ort-cpu", "--dim", "n=4",
                         "--status", other, *extra], capfd)
     assert code == 1 and f"no {other} on ort-cpu" in out and not (tmp_path / "none.onnx").exists()
+    # the file as shipped failed to load: the way to another status is said
+    hint = "; --provider-model modified runs it with the nodes it cannot load cut out, where another status shows"
+    assert (hint in out) == (not extra), out
 
 
 def test_an_error_reproduces_only_as_the_same_message():

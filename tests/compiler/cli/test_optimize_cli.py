@@ -250,3 +250,20 @@ def test_a_rewrites_saved_bytes_count_a_weight_left_in_the_file(tmp_path, capsys
     (saved,) = (int(n) for n in re.findall(r"^initializer mask .*: (\d+) bytes saved", text, re.M))
     (line,) = WROTE.findall(text)
     assert abs(saved - int(line[4])) < 1024 and saved > 256 * 1024 - 1024
+
+
+def test_external_data_to_a_stream_names_no_file(tmp_path, capsys, monkeypatch) -> None:
+    """-o /dev/null with external data: the data goes after the model to the same device, and the
+    line says so (it said 'external data null.data', a file that is never made)."""
+    monkeypatch.chdir(tmp_path)
+    model = banded()
+    model.graph.initializer.append(numpy_helper.from_array(np.ones((32, 32), np.float32), "w"))
+    model.graph.node.append(helper.make_node("Identity", ["w"], ["z"], name="w_out"))
+    model.graph.output.append(vi("z", TensorProto.FLOAT, [32, 32]))
+    onnx.save_model(model, str(tmp_path / "in.onnx"), save_as_external_data=True, location="in.onnx.data",
+                    size_threshold=0)
+    assert main(["optimize", str(tmp_path / "in.onnx"), "-o", "/dev/null"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("wrote /dev/null (and after it, to the same stream, the external data it names null.data: "
+                           "no such file is made): "), line
+    assert sorted(os.listdir(tmp_path)) == ["in.onnx", "in.onnx.data"]

@@ -158,10 +158,14 @@ def test_run_errors_are_one_line(tmp_path, capsys):
     assert main(["conformance", "run", str(tmp_path / "none")]) == 2
     assert main(["conformance", "run", str(tmp_path), "--backends", "cpu"]) == 2
     assert main(["conformance", "export", str(tmp_path / "x"), "--seeds", "0"]) == 2
+    (tmp_path / "m.onnx").write_bytes(b"")
+    assert main(["conformance", "run", str(tmp_path / "m.onnx")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [f"dml-lower: error: conformance directory '{tmp_path / 'none'}' does not exist",
                    f"dml-lower: error: conformance directory '{tmp_path}' holds no case (DIR/<case>/model.onnx)",
-                   "dml-lower: error: --seeds must be at least 1, got 0"]
+                   "dml-lower: error: --seeds must be at least 1, got 0",
+                   f"dml-lower: error: conformance directory '{tmp_path / 'm.onnx'}' is not a folder (a file, device, "
+                   "FIFO or socket): give the folder conformance export wrote"]
 
 
 def test_export_refuses_a_dash_and_makes_no_folder_named_dash(tmp_path, capsys, monkeypatch):

@@ -210,3 +210,22 @@ def test_pass_composes_in_onnx_ir_pass_manager() -> None:
     assert ops(proto) == ["ConstantOfShape", "Trilu", "Identity"]
     again = GenerateBands()(result.model)
     assert not again.modified
+
+
+def test_pass_reads_external_weights_from_the_folder_onnx_ir_loaded(tmp_path) -> None:
+    """A model saved with its stored band in external data, loaded by onnx_ir.load: the pass reads
+    the band from the model's folder (it refused with 'pass the model file's path', which a pass
+    cannot), rewrites it, and the result holds its weights in memory, bit-identical to the file's."""
+    stored = stored_model(band_array((32, 32), 1, 100, -1e9, np.float32))
+    stored.graph.initializer.append(onnx.numpy_helper.from_array(np.arange(4096, dtype=np.float32), "kept"))
+    stored.graph.node.append(onnx.helper.make_node("Identity", ["kept"], ["kept_out"], name="keep"))
+    stored.graph.output.append(onnx.helper.make_tensor_value_info("kept_out", onnx.TensorProto.FLOAT, [4096]))
+    path = tmp_path / "m.onnx"
+    onnx.save_model(stored, str(path), save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    result = onnx_ir.passes.PassManager([GenerateBands()])(onnx_ir.load(str(path)))
+    assert result.modified
+    proto = onnx_ir.serde.serialize_model(result.model)
+    assert "Trilu" in ops(proto)
+    assert all(t.data_location != onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
+    original = onnx.load(str(path))                     # the file's own weights, loaded by onnx
+    assert bit_identical(original.SerializeToString(), proto.SerializeToString(), graph_inputs(original)) == []

@@ -87,6 +87,14 @@ def _follow(asked: str) -> "tuple[str, int | None, bool]":
     current, via_link = (asked if os.path.isabs(asked) else os.path.join(os.getcwd(), asked)), False
     for _ in range(MAX_LINKS + 1):
         folder, name = os.path.split(current)
+        # the folder as the system walks it, before realpath (which drops 'missing/..' as text):
+        # a path the system cannot reach is refused whether or not its resolved form exists
+        blocked = _unwalkable(os.path.dirname(asked) or "." if not via_link else folder)
+        if blocked is not None:
+            lead = f"it is a dangling symbolic link to {current!r}, and " if via_link else ""
+            prefix, is_file = blocked
+            raise Unwritable(f"{lead}{prefix!r} is a file, not a folder" if is_file
+                             else f"{lead}folder {prefix!r} does not exist")
         current = os.path.join(os.path.realpath(folder), name)
         match = _DESCRIPTOR.fullmatch(current)
         if match and match.group(1) in ("self", "thread-self", str(os.getpid())):
@@ -103,6 +111,31 @@ def _follow(asked: str) -> "tuple[str, int | None, bool]":
     raise Unwritable(f"it is a symbolic link loop (more than {MAX_LINKS} links: ELOOP)")
 
 
+def _unwalkable(folder: str) -> "tuple[str, bool] | None":
+    """(the first part of `folder`, as written, the system cannot walk, whether it is a file (else
+    it does not exist)), or None when `folder` is a folder the system reaches."""
+    try:
+        if stat.S_ISDIR(os.stat(folder).st_mode):
+            return None
+    except OSError as exc:
+        if exc.errno not in _ABSENT:
+            return None                 # another failure: the checks that follow name it
+    prefix = os.sep if folder.startswith(os.sep) else ""
+    for part in [p for p in folder.split(os.sep) if p]:
+        previous, prefix = prefix, os.path.join(prefix, part)
+        try:
+            info = os.stat(prefix)
+        except FileNotFoundError:
+            return prefix, False
+        except NotADirectoryError:
+            return previous.rstrip(os.sep) or os.sep, True
+        except OSError:
+            return None
+        if not stat.S_ISDIR(info.st_mode):
+            return prefix, True
+    return None
+
+
 def _lookup_failure(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return f"it is a symbolic link loop (more than {MAX_LINKS} links: ELOOP)"
@@ -116,11 +149,7 @@ def _new_file(asked: str, final: str, via_link: bool) -> OutputTarget:
     folder = os.path.dirname(final)
     shown = folder if via_link else (os.path.dirname(asked) or ".")
     lead = f"it is a dangling symbolic link to {final!r}, and " if via_link else ""
-    # the folder as the system walks it: 'missing/../x' names a folder that cannot be reached,
-    # though its resolved form (the current one) exists
-    if not os.path.exists(folder) or not os.path.isdir(os.path.dirname(asked) or "."):
-        if not via_link and os.path.exists(os.path.dirname(asked) or "."):
-            raise Unwritable(f"{lead}{shown!r} is a file, not a folder")
+    if not os.path.exists(folder):
         raise Unwritable(f"{lead}folder {shown!r} does not exist")
     if not os.path.isdir(folder):
         raise Unwritable(f"{lead}{shown!r} is a file, not a folder")

@@ -131,8 +131,10 @@ def check_zoo(parsed: Parsed) -> int:
     if explorer or findings.localize:
         raise one_model_only("--model-explorer" if explorer else "--localize", "works on one model's graph", why)
     parsed[SessionArgs]             # bad session options: one line here, not once per model
-    check_outputs(("--json", json_out), ("--junit", zoo.junit),
-                  reads=files_read(parsed))
+    from ..zoo.runner import discover
+    # the models a folder holds are read too: a report over one would destroy it
+    found = [("model file", model) for model in discover(list(parsed[ModelArgs].paths))]
+    check_outputs(("--json", json_out), ("--junit", zoo.junit), reads=files_read(parsed, *found))
     # a malformed --val-range / --zero-fraction: one line before any model runs
     named = tuple(named_options(parsed.args))
     check_zoo_options(zoo)

@@ -396,9 +396,10 @@ def _producers(model: onnx.ModelProto) -> "dict[str, str]":
 
 
 def _removed_reason(node: onnx.NodeProto, folded: "set[str]", functions: "set[tuple[str, str]]",
-                    producers: "dict[str, str]") -> "tuple[str, bool]":
+                    producers: "dict[str, str]") -> "tuple[str, bool | None]":
     """Why level 1 removed the node, and whether that is a fusion or elimination whose rules change
-    between onnxruntime releases (inlining, Constants, folding and Identity / Dropout do not)."""
+    between onnxruntime releases (inlining, Constants, folding and Identity / Dropout do not);
+    None: its outputs are gone, which is one or the other as their readers say (_node_entries)."""
     if (node.domain, node.op_type) in functions:
         return (f"a call of the model-local function {node.domain}:{node.op_type}: onnxruntime inlines it at load "
                 f"(its nodes are listed as _inlfunc_{node.op_type}_<node>)"), False
@@ -413,7 +414,7 @@ def _removed_reason(node: onnx.NodeProto, folded: "set[str]", functions: "set[tu
         return (f"replaced by onnxruntime's level-1 optimisations (fused or expanded): its output is now "
                 f"produced by {now[0]}"), True
     return ("removed by onnxruntime's level-1 optimisations: its outputs are no longer in the graph (constant-"
-            "folded together with the nodes reading them, or eliminated)"), True
+            "folded together with the nodes reading them, or eliminated)"), None
 
 
 def assumed_redist(version: str) -> str:
@@ -510,8 +511,9 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     nodes = _node_entries(model, optimised, predictor)
     if predictor.fused_by_level1 and f"onnxruntime {ort_version} " not in f"{level1.by} ".replace(".dll", ""):
         warnings.append(f"{name_list(predictor.fused_by_level1, 4)}: removed, fused or created by the level-1 "
-                        f"optimisations of {level1.by.removesuffix(' installed here')}, whose fusions are not "
-                        f"onnxruntime {ort_version}'s: that release may keep the stored nodes (--verify runs its own)")
+                        f"optimisations of {level1.by.removesuffix(' installed here')}, whose fusions may differ "
+                        f"from onnxruntime {ort_version}'s: that release may keep the stored nodes (--verify runs "
+                        "its own)")
     if predictor.unknown_types:
         warnings.append(f"{len(predictor.unknown_types)} value types are unknown offline (e.g. "
                         f"{sorted(predictor.unknown_types)[0]!r}); their nodes are assumed to pass the device type check")
@@ -577,6 +579,10 @@ def _node_entries(model: onnx.ModelProto, optimised: onnx.ModelProto, predictor:
     model_opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     nodes: "list[dict]" = []
     seen: "set[str]" = set()
+    readers: "dict[str, list[str]]" = {}
+    for path, node in node_paths(model.graph):
+        for name in node.input:
+            readers.setdefault(name, []).append(path)
     for path, node in node_paths(model.graph):
         if path in placed:
             nodes.append(placed[path])
@@ -586,6 +592,8 @@ def _node_entries(model: onnx.ModelProto, optimised: onnx.ModelProto, predictor:
         reason, fused = _removed_reason(node, folded, functions, producers)
         nodes.append({"node": path, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
                       "since_version": sch.since_version if sch else None, "provider": REMOVED, "reason": reason})
+        if fused is None:       # a node still there read its output: eliminated or fused (a folded chain's are all gone)
+            fused = any(reader in placed for out in node.output if out for reader in readers.get(out, ()))
         if fused:
             predictor.fused_by_level1.append(path)
     for path, entry in placed.items():

@@ -65,13 +65,20 @@ def discover(paths: "list[str]", skipped: "list[str] | None" = None) -> "list[st
     models of the packages installed there are not the user's), whose paths go into `skipped`. A
     path given twice is checked once."""
     models: "list[str]" = []
+    given = [Path(text).resolve() for text in paths]
     for text in paths:
         path = Path(text)
         if stat.S_ISDIR(named_stat(path, f"model {text!r}").st_mode):
-            found = sorted(_models_below(path, skipped if skipped is not None else []))
-            if not found:
-                raise DmlLowerError(f"directory {text!r} holds no .onnx model (searched recursively"
-                                    + (", hidden folders and Python environments left out)" if skipped else ")"))
+            left: "list[str]" = []
+            found = sorted(_models_below(path, left))
+            # a folder left out here that is given too (or holds a path given) is searched there
+            left = [f for f in left if not any(g == Path(f).resolve() or Path(f).resolve() in g.parents for g in given)]
+            if skipped is not None:
+                skipped += left
+            if not found and not any(path.resolve() in g.parents for g in given):     # none, nor a folder given below
+                raise DmlLowerError(f"directory {text!r} holds no .onnx model (searched recursively" + (
+                    f"; left out: {name_list([display(f) for f in left], 4, 'folders')}, hidden folders and Python "
+                    "environments: give one by its path to check it)" if left else ")"))
             models += found
         else:                           # a FIFO or device given by name: its check refuses it in one line
             models.append(text)

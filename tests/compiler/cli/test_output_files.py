@@ -270,3 +270,13 @@ def test_an_output_naming_the_external_data_is_refused_by_the_writer(command, tm
     assert code == 2 and err.count("\n") == 1 and "external data file" in err and "this command reads" in err, err
     assert data.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["m.data", "m.onnx"]          # no temporary left behind
+
+
+@pytest.mark.parametrize("option", ["--json", "--junit"])
+def test_a_zoo_report_over_a_model_its_folder_holds_is_refused(option, model, tmp_path, capsys):
+    """The models a zoo folder holds are read as much as one given by name: a report written over
+    one of them would have destroyed it (rc 0, 'wrote zoo/m.onnx')."""
+    before = model.read_bytes()
+    code, out, err = cli(["check", tmp_path, option, model], capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "model file" in err and "this command reads" in err
+    assert model.read_bytes() == before

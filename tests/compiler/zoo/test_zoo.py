@@ -427,3 +427,18 @@ def test_a_folder_zoo_leaves_out_hidden_folders_and_python_environments(zoo, tmp
                                     "and Python environments; give a model there by its path to check it)")
     code, out, _ = cli(["check", folder / "torchenv", "--inputs", zoo["feeds"], "--backends", "cpu"], capsys)
     assert code == 0 and summary_rows(out).keys() == {str(folder / "torchenv" / "lib" / "m.onnx")}
+
+
+def test_a_left_out_folder_given_by_name_is_not_said_left_out(zoo, tmp_path, capsys):
+    """`check w w/.venv` checks the .venv's model and names no folder as not searched; `check w`
+    alone, whose only model is under .venv, says where it left one out and how to check it."""
+    folder = tmp_path / "w"
+    (folder / ".venv" / "lib").mkdir(parents=True)
+    shutil.copy(zoo["paths"]["a_nonzero.onnx"], folder / ".venv" / "lib" / "m.onnx")
+    code, out, err = cli(["check", folder, folder / ".venv", "--inputs", zoo["feeds"], "--backends", "cpu"], capsys)
+    assert (code, err) == (0, ""), out + err
+    assert summary_rows(out).keys() == {str(folder / ".venv" / "lib" / "m.onnx")} and "not searched" not in out
+    code, out, err = cli(["check", folder], capsys)
+    assert (code, out) == (2, "")
+    assert err == (f"dml-lower: error: directory '{folder}' holds no .onnx model (searched recursively; left out: "
+                   f"{folder / '.venv'}, hidden folders and Python environments: give one by its path to check it)\n")

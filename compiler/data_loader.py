@@ -8,7 +8,6 @@ from typing import Callable
 
 import hashlib
 import importlib.util
-import re
 import traceback
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -20,16 +19,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import brief
 from onnx_dml_lowering.runtime.input_files import regular_file
 
-DEFAULT_FUNCTION = "load_data"
-
-
-def parse_spec(spec: str) -> "tuple[Path, str]":
-    """FILE.py[:FUNC] -> (path, function); a colon not followed by an identifier belongs to the
-    path (C:\\data\\feeds.py)."""
-    path, sep, function = spec.rpartition(":")
-    if sep and path and re.fullmatch(r"[A-Za-z_]\w*", function):
-        return Path(path), function
-    return Path(spec), DEFAULT_FUNCTION
+from .loader_spec import parse_spec
 
 
 def _where(exc: BaseException, path: Path) -> str:

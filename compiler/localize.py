@@ -53,7 +53,7 @@ class Localized:
 
 def refuse_golden(oracle: OracleName) -> None:
     """A golden file holds the graph's outputs only: nothing to compare the intermediates with."""
-    from onnx_dml_lowering.runtime.oracle import OracleKind
+    from onnx_dml_lowering.runtime.oracle_names import OracleKind
     if oracle.kind is OracleKind.GOLDEN:
         raise DmlLowerError(f"--localize compares every intermediate value with the oracle's, which --oracle "
                             f"{oracle} (graph outputs only) does not hold: use --oracle hybrid, reference or ort-cpu")

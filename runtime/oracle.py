@@ -19,7 +19,6 @@ Kinds (`check --oracle`):
 """
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -39,6 +38,7 @@ from .onnx_definitions import ENGINE as DEFINITIONS
 from .onnx_definitions import NotDefined, defines
 from .ort_deviations import deviating_nodes
 from .oracle_control_flow import body_model, body_types
+from .oracle_names import ORACLE_KINDS, OracleKind, OracleName, parse_oracle  # noqa: F401  (re-exported)
 from .control_flow import host_construct
 from onnx_dml_lowering.runtime.ort.sessions import make_session
 from onnx_dml_lowering.runtime.ort.settings import SessionSettings
@@ -54,43 +54,8 @@ ORT_CPU = "onnxruntime CPUExecutionProvider"     # the region engine's ORT on th
 # oracles) are the region engine's names.
 
 
-class OracleKind(enum.Enum):
-    HYBRID = "hybrid"
-    REFERENCE = "reference"
-    ORT_CPU = "ort-cpu"
-    GOLDEN = "golden"        # outputs saved elsewhere (a FILE.npz): never spelt so by the user
-
-
-ORACLE_KINDS = tuple(k.value for k in OracleKind if k is not OracleKind.GOLDEN)
-
-
-@dataclass(frozen=True)
-class OracleName:
-    """--oracle parsed (parse_oracle): a kind, and a golden oracle's file."""
-    kind: OracleKind
-    path: str = ""
-
-    @property
-    def text(self) -> str:
-        return self.path if self.kind is OracleKind.GOLDEN else self.kind.value
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def parse_oracle(text: "str | OracleName") -> OracleName:
-    """The one reader of an oracle's name (--oracle, the Python API's oracle=)."""
-    if isinstance(text, OracleName):
-        return text
-    kind = next((k for k in OracleKind if k.value == text and k is not OracleKind.GOLDEN), None)
-    if kind is not None:
-        return OracleName(kind)
-    if text.endswith(".npz"):
-        return OracleName(OracleKind.GOLDEN, text)
-    raise DmlLowerError(f"unknown oracle {text!r}; choose from {', '.join(ORACLE_KINDS)} "
-                        "or a golden-outputs FILE.npz")
-
-
+# The oracle's kinds and names live in oracle_names (no numpy, onnx or onnxruntime: the command
+# line reads them before it imports those); re-exported here for the runtime and the API.
 def holds_semantic_op(node: onnx.NodeProto) -> bool:
     """The node is an operator this project owns (lowering.owned_ops: NonZero, EyeLike, Trilu),
     or a control-flow node with one inside."""

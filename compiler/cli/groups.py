@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from onnx_dml_lowering.ir import FeatureLevel
     from onnx_dml_lowering.runtime.backends import BackendOptions
     from onnx_dml_lowering.runtime.backend_names import BackendName
-    from onnx_dml_lowering.runtime.oracle import OracleName
+    from onnx_dml_lowering.runtime.oracle_names import OracleName
     from onnx_dml_lowering.runtime.saved_outputs import LoadedOutputs
     from onnx_dml_lowering.runtime.tolerances import Tolerances
     from onnx_dml_lowering.runtime.ort.settings import SessionSettings
@@ -559,7 +559,7 @@ class OracleArgs(ArgGroup["OracleName"]):
                        "onnx.reference), ort-cpu, or FILE.npz of golden outputs")
 
     def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> OracleName:
-        from onnx_dml_lowering.runtime.oracle import parse_oracle
+        from onnx_dml_lowering.runtime.oracle_names import parse_oracle
         return parse_oracle(str(args.oracle))
 
     def tokens(self, oracle: OracleName) -> "list[Word]":

@@ -13,9 +13,9 @@ if TYPE_CHECKING:
 
 def files_read(parsed: Parsed, *more: "tuple[str, str | None]") -> "list[tuple[str, str | None]]":
     """(what, path) for each file the command line names to read (None where not given)."""
-    from onnx_dml_lowering.runtime.oracle import OracleKind
+    from onnx_dml_lowering.runtime.oracle_names import OracleKind
 
-    from ..data_loader import parse_spec
+    from ..loader_spec import parse_spec
     from .groups import FeedArgs, ModelArgs, OracleArgs
     reads: "list[tuple[str, str | None]]" = []
     model = parsed.get(ModelArgs)

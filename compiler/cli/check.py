@@ -131,10 +131,11 @@ def check_zoo(parsed: Parsed) -> int:
     if explorer or findings.localize:
         raise one_model_only("--model-explorer" if explorer else "--localize", "works on one model's graph", why)
     parsed[SessionArgs]             # bad session options: one line here, not once per model
-    from ..zoo.runner import discover
-    # the models a folder holds are read too: a report over one would destroy it
-    found = [("model file", model) for model in discover(list(parsed[ModelArgs].paths))]
-    check_outputs(("--json", json_out), ("--junit", zoo.junit), reads=files_read(parsed, *found))
+    from ..zoo.runner import found_models
+    # the models a folder holds are read too: a report over one would destroy it (found once, here)
+    found = found_models(list(parsed[ModelArgs].paths))
+    check_outputs(("--json", json_out), ("--junit", zoo.junit),
+                  reads=files_read(parsed, *[("model file", model) for model in found[0]]))
     # a malformed --val-range / --zero-fraction: one line before any model runs
     named = tuple(named_options(parsed.args))
     check_zoo_options(zoo)
@@ -143,7 +144,7 @@ def check_zoo(parsed: Parsed) -> int:
                             ("--save-outputs", saved.outputs)], why)
     run = ZooRun(paths=list(parsed[ModelArgs].paths), options=forwarded_options(parsed, FORWARDED),
                  backends=[n.text for n in parsed[BackendArgs].names], json=json_out, named=named,
-                 random_feeds=parsed[FeedArgs].random)
+                 random_feeds=parsed[FeedArgs].random, found=found)
     return run_zoo(zoo, run)
 
 

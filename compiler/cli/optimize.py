@@ -81,8 +81,7 @@ def cmd_optimize(parsed: Parsed) -> int:
     output = parsed[OutputArgs]
     in_place = _same_file(output, parsed[ModelArgs].path)       # -o IN.onnx: rewritten in place, on purpose
     # before the work, not after it; no output may replace a file the command reads but the model in place
-    read = files_read(parsed)
-    check_outputs(("-o", output), reads=[r for r in read if r[0] != "model file"] if in_place else read)
+    check_outputs(("-o", output), reads=files_read(parsed, model=not in_place))
     rewrites = parsed[RewriteArgs]
     level = parsed[FeatureLevelArgs]
     if rewrites.target and (level or rewrites.min_bytes):

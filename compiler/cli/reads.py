@@ -11,16 +11,18 @@ if TYPE_CHECKING:
     from .command import Parsed
 
 
-def files_read(parsed: Parsed, *more: "tuple[str, str | None]") -> "list[tuple[str, str | None]]":
-    """(what, path) for each file the command line names to read (None where not given)."""
+def files_read(parsed: Parsed, *more: "tuple[str, str | None]", model: bool = True
+               ) -> "list[tuple[str, str | None]]":
+    """(what, path) for each file the command line names to read (None where not given); `model`
+    False leaves the model out (optimize -o IN.onnx rewrites it in place, on purpose)."""
     from onnx_dml_lowering.runtime.oracle_names import OracleKind
 
     from ..loader_spec import parse_spec
     from .groups import FeedArgs, ModelArgs, OracleArgs
     reads: "list[tuple[str, str | None]]" = []
-    model = parsed.get(ModelArgs)
-    if model is not None:
-        paths: "Sequence[str]" = model.paths or (model.path,)
+    given = parsed.get(ModelArgs) if model else None
+    if given is not None:
+        paths: "Sequence[str]" = given.paths or (given.path,)
         reads += [("model file", path) for path in paths]
     feeds = parsed.get(FeedArgs)
     if feeds is not None:

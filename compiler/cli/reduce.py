@@ -103,7 +103,7 @@ def cmd_reduce(parsed: Parsed) -> int:
         print(f"reduce: no {status_text} on {backend} in {display(model.path)}: nothing to reduce{failed}{hint}")
         return 1
     original = reduction.original
-    print(f"reduce: {status_text} on {backend} in {model.path}" + (f": {display(whole.error)}" if status == "error" else
+    print(f"reduce: {status_text} on {backend} in {display(model.path)}" + (f": {display(whole.error)}" if status == "error" else
           f" (output{'s' if len(original) > 1 else ''} {', '.join(display(o.output) for o in original)})"))
     nodes = reduction.nodes
     print(f"reduce: {reduction.nodes_before} -> {len(nodes)} node{'s' if len(nodes) > 1 else ''} "

@@ -26,7 +26,7 @@ import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.printer import name_list
-from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_graphs, node_paths, prefixed_graphs, subgraph_reads
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_graphs, node_paths, node_reads, prefixed_graphs, subgraph_reads
 from onnx_dml_lowering.runtime.dml_deviations import (FAILURES, cast_bool_deviation, empty_output_risks,
                                                       failing_nodes, roi_align_deviation)
 from onnx_dml_lowering.runtime.dml_fusion import fused_output_risks
@@ -581,7 +581,7 @@ def _node_entries(model: onnx.ModelProto, optimised: onnx.ModelProto, predictor:
     seen: "set[str]" = set()
     readers: "dict[str, list[str]]" = {}
     for path, node in node_paths(model.graph):
-        for name in node.input:
+        for name in node_reads(node):       # an If reading the value in a body reads it too
             readers.setdefault(name, []).append(path)
     for path, node in node_paths(model.graph):
         if path in placed:

@@ -50,13 +50,16 @@ class Zoo:
 class ZooRun:
     """One zoo command: its paths, the per-model check options as words for each subprocess, the
     backends (the JUnit report's rows), --json, and the per-input names to report as unused (the
-    (option, name) pairs of --dim / --val-range / --zero-fraction; `random_feeds`: feeds are drawn)."""
+    (option, name) pairs of --dim / --val-range / --zero-fraction; `random_feeds`: feeds are drawn).
+    `found`: (the model files, the folders left out) when the caller ran discover on `paths`
+    already (the command line does, for the files no report may replace); else run_zoo does."""
     paths: "list[str]"
     options: "list[str]"
     backends: "list[str]"
     json: "str | None" = None
     named: "tuple[tuple[str, str], ...]" = ()
     random_feeds: bool = True
+    found: "tuple[list[str], list[str]] | None" = None
 
 
 def discover(paths: "list[str]", skipped: "list[str] | None" = None) -> "list[str]":
@@ -72,7 +75,8 @@ def discover(paths: "list[str]", skipped: "list[str] | None" = None) -> "list[st
             left: "list[str]" = []
             found = sorted(_models_below(path, left))
             # a folder left out here that is given too (or holds a path given) is searched there
-            left = [f for f in left if not any(g == Path(f).resolve() or Path(f).resolve() in g.parents for g in given)]
+            left = [f for f, real in ((f, Path(f).resolve()) for f in left)
+                    if not any(g == real or real in g.parents for g in given)]
             if skipped is not None:
                 skipped += left
             if not found and not any(path.resolve() in g.parents for g in given):     # none, nor a folder given below
@@ -90,6 +94,12 @@ def discover(paths: "list[str]", skipped: "list[str] | None" = None) -> "list[st
             seen.add(key)
             unique.append(model)
     return unique
+
+
+def found_models(paths: "list[str]") -> "tuple[list[str], list[str]]":
+    """discover's model files for `paths`, and the folders it left out."""
+    skipped: "list[str]" = []
+    return discover(paths, skipped), skipped
 
 
 def _models_below(folder: Path, skipped: "list[str]") -> "list[str]":
@@ -124,8 +134,7 @@ def run_zoo(zoo: Zoo, run: ZooRun) -> int:
 
     from ..output_files import write_file, write_json
     executor = check_zoo(zoo)
-    skipped: "list[str]" = []
-    models = discover(run.paths, skipped)
+    models, skipped = run.found if run.found is not None else found_models(run.paths)
     options = list(run.options)
     if run.named:
         options.append("--names-where-present")  # a text model's --dim is no error for a detector

@@ -3,7 +3,7 @@
 After the check, each backend with a MISMATCH is checked again on feed set #0 with every typed
 value of the main graph made an output (compile_model(outputs="all"), as `--outputs all`), so the
 oracle and the backend report each value they compute. A node *starts* the difference when one of
-its outputs mismatches while every input agrees (matches the oracle, or is a graph input or an
+its outputs differs (a MISMATCH, or a named DEVIATION: its cause is known, and said) while every input agrees (matches the oracle, or is a graph input or an
 initializer, the same feed on both sides). Where an input was not compared (the backend does not
 materialise it, the value has no type, or the comparison was not a match / mismatch) the node is
 listed as a *candidate*: the difference starts there or before it, in what could not be compared.
@@ -59,13 +59,19 @@ def refuse_golden(oracle: OracleName) -> None:
                             f"{oracle} (graph outputs only) does not hold: use --oracle hybrid, reference or ort-cpu")
 
 
+# The statuses of a value that differs from the oracle's: a named DEVIATION is a difference too
+# (a scalar NonZero's row on onnxruntime), one whose cause the check already knows
+DIFFERS = ("mismatch", "deviation")
+
+
 def _status(backend: BackendReport) -> "dict[str, tuple[str, float | None]]":
-    """value -> (match | mismatch | other, the largest error) over every feed set."""
+    """value -> (match | mismatch | deviation | other, the largest error) over every feed set."""
     out: "dict[str, tuple[str, float | None]]" = {}
     for o in backend.outputs:
         was, error = out.get(o.output, ("match", None))
         now = "other" if o.status == "mismatch" and o.actual_shape is None else o.status    # not materialised
-        status = "mismatch" if "mismatch" in (was, now) else ("match" if now == was == "match" else "other")
+        now = now if now in ("match", *DIFFERS) else "other"
+        status = next((s for s in (*DIFFERS, "other") if s in (was, now)), "match")
         errors = [e for e in (error, o.max_abs_error) if e is not None]
         out[o.output] = (status, max(errors) if errors else None)
     return out
@@ -79,16 +85,20 @@ def localize_backend(backend: BackendReport, compiled: CompiledModel) -> Localiz
     from onnx_dml_lowering.lowering.onnx_graphs import node_reads
     graph = compiled.model.graph
     status = _status(backend)
+    named = {o.output: o.detail for o in backend.outputs if o.status == "deviation"}
     produced = {o for n in graph.node for o in n.output if o}
-    found = Localized(backend.backend.text, any(s == "mismatch" for s, _ in status.values()))
+    found = Localized(backend.backend.text, any(s in DIFFERS for s, _ in status.values()))
     found.not_compared = sorted(v for v in produced if status.get(v, ("other", None))[0] == "other")
     for node in graph.node:
-        bad = {o: status[o][1] for o in node.output if o and status.get(o, ("", None))[0] == "mismatch"}
+        bad = {o: status[o][1] for o in node.output if o and status.get(o, ("", None))[0] in DIFFERS}
         inputs = [i for i in dict.fromkeys(node_reads(node)) if i in produced]
-        if not bad or any(status.get(i, ("other", None))[0] == "mismatch" for i in inputs):
+        if not bad or any(status.get(i, ("other", None))[0] in DIFFERS for i in inputs):
             continue
         unknown = [i for i in inputs if status.get(i, ("other", None))[0] != "match"]
         entry = {"node": node.name, "op_type": node.op_type, "outputs": bad, "inputs": inputs}
+        deviations = {o: named[o] for o in bad if o in named}
+        if deviations:
+            entry["deviations"] = deviations
         if unknown:
             found.candidates.append({**entry, "not_compared": unknown})
         else:
@@ -186,9 +196,12 @@ def _values(names: "list[str]", what: str) -> str:
 
 
 def _node_text(entry: dict) -> str:
-    errors = [e for e in entry["outputs"].values() if e is not None]
-    outs = _values(list(entry["outputs"]), "output") + (" differ" if len(entry["outputs"]) > 1 else " differs") \
-        + (f" (max abs err {max(errors):.3g})" if errors else "")
+    deviations = entry.get("deviations", {})
+    differing = [o for o in entry["outputs"] if o not in deviations]
+    errors = [entry["outputs"][o] for o in differing if entry["outputs"][o] is not None]
+    outs = "; ".join([_values(differing, "output") + (" differ" if len(differing) > 1 else " differs")
+                      + (f" (max abs err {max(errors):.3g})" if errors else "")] * bool(differing)
+                     + [f"output {o!r} is a named DEVIATION ({detail})" for o, detail in deviations.items()])
     if "not_compared" in entry:
         return f"{entry['node']} ({entry['op_type']}): {outs}; not compared: {_values(entry['not_compared'], 'input')}"
     ins = _values(entry["inputs"], "input") + (" agree" if len(entry["inputs"]) > 1 else " agrees") \
@@ -223,5 +236,6 @@ def format_localized(found: "list[Localized]") -> "list[str]":
             lines.append(f"{head}: the difference starts at or before {_node_text(entry)}")
         if f.not_compared:
             shown = ", ".join(repr(v) for v in f.not_compared[:8]) + (", ..." if len(f.not_compared) > 8 else "")
-            lines.append(f"{head}: {len(f.not_compared)} values could not be compared: {shown}")
+            many = "s" if len(f.not_compared) != 1 else ""
+            lines.append(f"{head}: {len(f.not_compared)} value{many} could not be compared: {shown}")
     return lines

@@ -322,9 +322,8 @@ def fallback_region(state: PartitionState, match: Match) -> FallbackRegion:
     """The ONNX region that runs a match's nodes when its run-time specialisation declines."""
     members = sorted((state.by_name[n] for n in match.nodes), key=lambda n: state.position[n.name])
     produced = {o for m in members for o in m.output if o}
-    reads: "list[str]" = []
-    for member in members:
-        reads += [r for r in state.reads(member) if r not in produced and r not in reads]
+    # once each: a node may read a name twice, a region's sub-model declares it once
+    reads = [r for r in dict.fromkeys(r for m in members for r in state.reads(m)) if r not in produced]
     region = OnnxRegion(f"fallback_{match.nodes[0]}", tuple(m.name for m in members), tuple(reads),
                         tuple(match.outputs))
     return FallbackRegion(region, tuple(members))

@@ -146,9 +146,8 @@ class Reducer:
         value it needs cannot be a graph input (not a tensor, or no type known)."""
         nodes = [self.nodes[i] for i in sorted(set(members))]
         produced = {o for node in nodes for o in node.output if o}
-        reads: "list[str]" = []
-        for node in nodes:
-            reads += [r for r in node_reads(node) if r not in produced and r not in reads]
+        # once each: a node may read a name twice (Slice(x, one, e, axes, one)), a graph holds it once
+        reads = [r for r in dict.fromkeys(r for node in nodes for r in node_reads(node)) if r not in produced]
         inputs, inits, feeds = [], [], {}
         for name in reads:
             if name in self.inits and name not in self.fed:

@@ -476,7 +476,7 @@ class CheckRun:
         on (within the tolerances); None: a plain mismatch."""
         if (backend.is_provider and name in self._scalar_nonzero and got is not None
                 and want.shape[:1] == (0,) and np.shape(got) == (1,) + want.shape[1:]):
-            return f"{SCALAR_NONZERO_DEVIATION} (node {self._scalar_nonzero[name]}; got {list(np.shape(got))})"
+            return f"{SCALAR_NONZERO_DEVIATION} (node {self._scalar_nonzero[name]}; expected {list(want.shape)})"
         if got is None:
             return None
         atol, rtol = self.tolerances.for_output(name, np.asarray(got).dtype)

@@ -80,7 +80,9 @@ class OrtReading:
         # the nodes the table names (not the sequence readers that went with them)
         nodes = [n for n, e in self.nodes.items() if e in fired and self._op_types[n] == e.op_type]
         where = ", ".join(nodes or list(self.nodes))
-        return "; ".join(e.name for e in fired) + f" (node {where}; got {list(np.shape(got))})"
+        spec = spec_values.get(name)
+        shapes = "" if spec is None or np.shape(spec) == np.shape(got) else f"; expected {list(np.shape(spec))}"
+        return "; ".join(e.name for e in fired) + f" (node {where}{shapes})"
 
 
 def _same(a: object, b: object) -> bool:

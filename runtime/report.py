@@ -142,10 +142,10 @@ def format_results(report: CheckReport, matches: bool = True) -> str:
 
 
 def produced(o: OutputResult) -> "tuple[str, list]":
-    """A MISMATCH's bracket: the dtype and shape the backend produced (the oracle's when it produced
-    nothing), its detail naming the expected ones. Other lines show the expected ones (a
-    DEVIATION's detail names what the backend gave)."""
-    if o.actual_shape is None or o.status != "mismatch":
+    """A result line's bracket: the dtype and shape the backend produced, whatever the status (the
+    oracle's when it produced nothing: UNSUPPORTED, an unread value); a MISMATCH's or DEVIATION's
+    detail names the expected ones where they differ."""
+    if o.actual_shape is None:
         return o.expected_dtype, o.expected_shape
     return o.actual_dtype or o.expected_dtype, o.actual_shape
 

@@ -248,3 +248,35 @@ def test_in_a_body_only_what_the_ranking_node_reads_counts(tmp_path, capsys, nud
     line = next(line for line in text.splitlines() if line.startswith("localize [saved:cpu]: the difference starts"))
     assert line.startswith("localize [saved:cpu]: the difference starts at choose (If): output 'y' differs")
     assert ("and it ranks (top (TopK))" in line) == (nudged == "e"), line
+
+
+def test_a_named_deviation_upstream_is_where_the_difference_starts(tmp_path, capsys):
+    """onnxruntime's scalar NonZero (shape [1, n] where ONNX says [0, n]) read through a Transpose:
+    the graph output MISMATCHes; with every value an output, the NonZero's own output is the named
+    DEVIATION, compared (it was said 'not compared'), and the difference starts there."""
+    nodes = [h.make_node("ReduceSum", ["x"], ["s"], name="total", keepdims=0),
+             h.make_node("NonZero", ["s"], ["nz"], name="scalar_nonzero"),
+             h.make_node("Transpose", ["nz"], ["y"], name="flip")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [3])],
+                         [h.make_tensor_value_info("y", T.INT64, ["a", "b"])])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    np.savez(tmp_path / "in.npz", x=np.array([1, 2, 3], np.float32))
+    code, text, err = cli(["check", tmp_path / "m.onnx", "--backends", "ort-cpu", "--inputs", tmp_path / "in.npz",
+                           "--localize", "--json", tmp_path / "r.json"], capsys)
+    assert code == 1, err
+    assert "[ort-cpu] y: MISMATCH (int64 [1x1]) - shape [1, 1] != expected [1, 0]" in text
+    assert ("localize [ort-cpu]: the difference starts at scalar_nonzero (NonZero): output 'nz' is a named "
+            "DEVIATION (known onnxruntime deviation: a scalar NonZero gives (1, nnz); ONNX says (0, nnz) "
+            "(node scalar_nonzero; expected [0, 1])) while its input 's' agrees") in text
+    assert "not compared" not in text and "flip" not in text.split("verdict")[1]
+    (found,) = json.loads((tmp_path / "r.json").read_text())["localized"]
+    assert [(f["node"], list(f["deviations"])) for f in found["first"]] == [("scalar_nonzero", ["nz"])]
+    assert found["candidates"] == [] and found["not_compared"] == []
+
+
+def test_one_value_not_compared_is_said_in_the_singular():
+    from onnx_dml_lowering.compiler.localize import Localized, format_localized
+    lines = format_localized([Localized("cpu", True, not_compared=["c"]),
+                              Localized("ort", True, not_compared=["b", "c"])])
+    assert lines == ["localize [cpu]: 1 value could not be compared: 'c'",
+                     "localize [ort]: 2 values could not be compared: 'b', 'c'"]

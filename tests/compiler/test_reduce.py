@@ -436,3 +436,19 @@ def test_an_error_reproduces_only_as_the_same_message():
                                                    "'c' Got: 2 Expected: 5")
     assert error_signature(one) != error_signature("ONNX region onnx_region_2 cannot run: Invalid shape for input: "
                                                    "'a/b' Got: 3 Expected: 4")
+
+
+def test_a_node_reading_one_initializer_twice_is_reduced(tmp_path, capfd):
+    """A node may read a name twice (dynamo's Slice(x, one, e, axes, one)); each sub-model
+    declares it once (it was declared twice, the checker refused every cut, and reduce said the
+    whole model was the smallest repro)."""
+    model = scalar_nonzero_deep_model()
+    shift = next(n for n in model.graph.node if n.name == "shift")
+    shift.input[1] = "one_sq"
+    model.graph.node.insert(0, h.make_node("Mul", ["one", "one"], ["one_sq"], name="square_one"))
+    path = save(model, tmp_path / "twice.onnx")
+    minimal = tmp_path / "min.onnx"
+    code, out, err = run(["reduce", path, "-o", str(minimal), "--backends", "ort-cpu", "--dim", "n=4"], capfd)
+    assert code == 0, out + err
+    ops = [n.op_type for n in onnx.load(str(minimal)).graph.node]
+    assert len(ops) <= 5 and "NonZero" in ops, ops

@@ -163,9 +163,9 @@ def test_shape_and_dtype_mismatch_lines_show_what_the_backend_produced(want, got
         assert f"dtype {got.dtype} != expected {want.dtype}" in line
     else:
         assert "output missing" in line
-    if got is not None and got.shape != want.shape:      # a named DEVIATION's bracket stays the expected one
+    if got is not None and got.shape != want.shape:      # a named DEVIATION's bracket is the backend's too
         result.status = "deviation"
-        assert f"DEVIATION ({want.dtype} [{'x'.join(map(str, want.shape))}])" in format_results(report)
+        assert f"DEVIATION ({got.dtype} [{'x'.join(map(str, got.shape))}])" in format_results(report)
 
 
 # -- 6. --oracle reference names the node --------------------------------------------------------

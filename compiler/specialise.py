@@ -14,7 +14,7 @@ from typing import Iterable
 
 import onnx
 
-from onnx_dml_lowering.ir import DmlLowerError, Graph, LowerAtRunTime, TensorDesc, graph_to_dict
+from onnx_dml_lowering.ir import DataType, DmlLowerError, Graph, LowerAtRunTime, TensorDesc, graph_to_dict
 from onnx_dml_lowering.lowering import Declined
 from onnx_dml_lowering.lowering.match import Match
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, subgraph_reads
@@ -89,15 +89,18 @@ def _dims_text(desc: TensorDesc) -> str:
 
 
 def describe_operators(graph: Graph) -> "list[dict]":
-    """Each DirectML operator of a fragment with its tensors' sizes, strides and total bytes."""
+    """Each DirectML operator of a fragment with its tensors' sizes, strides and total bytes, and
+    its other descriptor fields (`attributes`: a DIAGONAL_MATRIX1's fill range and values, ...)."""
     out = []
     for step in graph.steps:
         if not step.is_dml_operator:
             continue
-        tensors = {}
+        tensors, attributes = {}, {}
         for field in dataclasses.fields(step):
             name = getattr(step, field.name)
             if not isinstance(name, str) or name not in graph.views:
+                if name is not None:
+                    attributes[field.name] = name.name if isinstance(name, DataType) else name
                 continue
             view = graph.views[name]
             desc = view.desc
@@ -106,7 +109,7 @@ def describe_operators(graph: Graph) -> "list[dict]":
                 "strides": list(desc.effective_strides) if desc.is_bound else desc.strides,
                 "total_size_in_bytes": desc.total_bytes if desc.is_bound else None,   # symbolic: None
                 "buffer": view.buffer, "offset": view.offset}
-        out.append({"operator": step.kind, "tensors": tensors})
+        out.append({"operator": step.kind, "tensors": tensors, "attributes": attributes})
     return out
 
 
@@ -175,6 +178,9 @@ def format_specialised(spec: dict) -> str:
                 total = t["total_size_in_bytes"] if t["total_size_in_bytes"] is not None else "symbolic"
                 lines.append(f"      {name}: {t['data_type']} Sizes {{{','.join(str(x) for x in t['sizes'])}}} "
                              f"Strides {strides} TotalTensorSizeInBytes {total}")
+            # as the static listing (ir.printer) shows them: a data type by its name
+            lines += [f"      {key}={value if isinstance(value, str) else repr(value)}"
+                      for key, value in op["attributes"].items()]
     for node in spec["in_bodies"]:
         lines.append(f"  {node}: inside a control-flow body, specialised per branch / iteration when it runs")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from onnx import numpy_helper
 from onnx_dml_lowering.compiler import compile_model
 from tests.cli_runner import cli
 from onnx_dml_lowering.ir.tensor_desc import min_size_bytes
-from onnx_dml_lowering.ir import DataType
+from onnx_dml_lowering.ir import DataType, graph_to_dict
 from onnx_dml_lowering.runtime.weights import inline
 from tests.builders import graph_model
 
@@ -164,3 +164,25 @@ def test_shape_inference_skips_data_propagation_over_a_flattened_weight(monkeypa
     monkeypatch.setattr(frontend, "DATA_PROP_ELEMENTS", 1 << 24)
     compile_model(model)
     assert calls == [True]                                      # below the limit: data propagation as ever
+
+
+def trilu_model(shape: list, k: int, upper: int) -> onnx.ModelProto:
+    return graph_model([h.make_node("Trilu", ["x", "k"], ["y"], name="tri", upper=upper)],
+                       [("x", T.FLOAT, shape)], [("y", T.FLOAT, shape)], {"k": np.array(k, np.int64)}, opset=14)
+
+
+@pytest.mark.parametrize("k, upper", [(-2, 0), (3, 1), (0, 1), (10, 0)])
+def test_a_specialised_operator_shows_its_descriptor_fields(k, upper, tmp_path, capsys):
+    """tril(-2) / triu(3) become DIAGONAL_MATRIX1 fill ranges: at run-time sizes the text and JSON
+    show the same fields as the compile of the model with those sizes fixed (ir.graph_to_dict)."""
+    path = tmp_path / "tri.onnx"
+    onnx.save(trilu_model(["b", "r", "c"], k, upper), str(path))
+    data, out = compile_dims(path, {"b": 2, "r": 4, "c": 6}, tmp_path, capsys)
+    (step,) = data["specialised"]["steps"]
+    (op,) = step["operators"]
+    static = graph_to_dict(compile_model(trilu_model([2, 4, 6], k, upper)).graph)
+    (want,) = [s for s in static["steps"] if s["kind"] == op["operator"]]
+    fields = {key: value for key, value in want.items() if key not in ("kind", *op["tensors"])}
+    assert op["attributes"] == fields and {"fill_begin", "fill_end", "value"} <= set(fields)
+    for key, value in fields.items():
+        assert f"      {key}={value}\n" in out

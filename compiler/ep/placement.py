@@ -524,6 +524,7 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
         "assumptions": {
             "registration_table": f"onnxruntime {ort_version} DirectML EP ({TABLE_SOURCES[ort_version]})"
                                   + (f"; {chosen}" if chosen else ""),
+            "registration_table_chosen": chosen,
             "level1_optimisations": f"{level1.by}, ORT_ENABLE_BASIC",
             "cpu_kernels": f"onnxruntime {ort.__version__} installed here",
             "device_types": {t: t not in lacks for t in DEVICE_DEPENDENT},
@@ -622,7 +623,9 @@ def format_placement(report: dict) -> "list[str]":
     warnings (the JSON has every node)."""
     a = report["assumptions"]
     devices = ", ".join(t for t, ok in a["device_types"].items() if ok) or "none of the 64-bit/16-bit types"
-    lines = [f"DML EP placement predicted (onnxruntime {report['onnxruntime']} registration table; level-1 "
+    chosen = a.get("registration_table_chosen")
+    lines = [f"DML EP placement predicted (onnxruntime {report['onnxruntime']} registration table"
+             f"{f' [{chosen}]' if chosen else ''}; level-1 "
              f"optimisations by {a['level1_optimisations'].split(' installed')[0]} here):",
              f"  assumed: the device supports {devices}; {a['directml']}"]
     by_provider: "dict[str, list[dict]]" = {}

@@ -63,7 +63,7 @@ def test_the_installed_dml_eps_table_is_the_default(tmp_path, monkeypatch, capsy
     assert code == 0, err
     report = json.loads(out_json.read_text())["ep_placement"]
     assert report["onnxruntime"] == "1.24.4" and "the installed DML EP's" in report["assumptions"]["registration_table"]
-    assert "DML EP placement predicted (onnxruntime 1.24.4 registration table;" in out
+    assert "DML EP placement predicted (onnxruntime 1.24.4 registration table [the installed DML EP's];" in out
     code, out, err = cli(["inspect", EXAMPLE, "--ep", "dml", "--ort-version", "1.27", "--json", out_json], capsys)
     assert code == 0 and json.loads(out_json.read_text())["ep_placement"]["onnxruntime"] == "1.27.0"
 

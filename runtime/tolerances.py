@@ -69,7 +69,7 @@ class Tolerances:
                    for i, kind in enumerate(("atol", "rtol"))]
         for kind, name, value in values:
             if value is not None:
-                _finite(value, f"{kind} {name + '=' if name else ''}{value}")
+                _finite(value, f"tolerance {kind} {name + '=' if name else ''}{value}")
         for name in self.per_output:
             if name not in outputs:
                 raise DmlLowerError(f"tolerance for {name!r}: the model has no output of that name "
@@ -77,18 +77,20 @@ class Tolerances:
 
     @staticmethod
     def parse(atols: "list[str] | None", rtols: "list[str] | None") -> "Tolerances":
-        """From CLI values: a bare number sets the global value, NAME=NUMBER one output's."""
+        """From CLI values: a bare number sets the global value, NAME=NUMBER one output's. An error
+        names the option and the value as given."""
         tol = Tolerances()
         for values, index in ((atols or [], 0), (rtols or [], 1)):
+            option = ("--atol", "--rtol")[index]
             for text in values:
                 name, _, number = text.rpartition("=")
                 try:
                     value = float(number)
                 except ValueError:
-                    raise DmlLowerError(f"tolerance {text!r} is not NUMBER or OUTPUT=NUMBER") from None
-                _finite(value, repr(text))
+                    raise DmlLowerError(f"{option} {text!r}: not NUMBER or OUTPUT=NUMBER") from None
+                _finite(value, f"{option} {text!r}")
                 if value < 0:
-                    raise DmlLowerError(f"tolerance {text!r} is negative")
+                    raise DmlLowerError(f"{option} {text!r}: a tolerance is 0 or more")
                 if name:
                     atol, rtol = tol.per_output.get(name, (None, None))
                     tol.per_output[name] = (value, rtol) if index == 0 else (atol, value)
@@ -135,5 +137,5 @@ def lowered_outputs(compiled: CompiledView) -> "dict[str, str]":
 
 def _finite(value: float, text: str) -> None:
     if not math.isfinite(value):
-        raise DmlLowerError(f"tolerance {text} is not a finite number: a NaN or infinite tolerance "
-                            "would let every comparison pass")
+        raise DmlLowerError(f"{text}: not a finite number: a NaN or infinite tolerance would let every "
+                            "comparison pass")

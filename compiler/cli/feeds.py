@@ -126,7 +126,8 @@ def known_dims(compiled: ModelInputs, dims: "dict[str, int]", names_where_presen
         return {name: size for name, size in dims.items() if name in known}
     unknown = sorted(set(dims) - known)
     if unknown:
-        raise DmlLowerError(f"--dim {unknown[0]}: no input dimension has that name "
+        these = "that name" if len(unknown) == 1 else "these names"
+        raise DmlLowerError(f"--dim {', '.join(unknown)}: no input dimension has {these} "
                             f"(symbolic input dimensions: {', '.join(sorted(known)) or 'none'})")
     return dims
 

@@ -296,3 +296,7 @@ def test_dim_names_must_exist(capfd):
     assert main(["run", model, "--dim", "batch=3"]) == 2
     err = capfd.readouterr().err.strip().splitlines()
     assert err[-1].endswith("--dim batch: no input dimension has that name (symbolic input dimensions: m, n)")
+    assert main(["run", model, "--dim", "seq=3", "--dim", "n=2", "--dim", "batch=3"]) == 2     # every one named
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err == ["dml-lower: error: --dim batch, seq: no input dimension has these names "
+                   "(symbolic input dimensions: m, n)"]

@@ -171,7 +171,7 @@ ROWS = {
     "npz-with-objects": (lambda t: ["run", good_model(t), "--inputs",
                                     npz(t / "o.npz", x=np.array([{}, 1], dtype=object))],
                          ["o.npz", "not a plain array (Python objects)"]),
-    "nan-tolerance": (lambda t: ["check", good_model(t), "--atol", "nan"], ["tolerance 'nan'", "not a finite number"]),
+    "nan-tolerance": (lambda t: ["check", good_model(t), "--atol", "nan"], ["--atol 'nan'", "not a finite number"]),
     "run-unknown-backend": (lambda t: ["run", good_model(t), "--backend", "gpu"], ["'gpu'"]),
 }
 

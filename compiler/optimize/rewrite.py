@@ -86,10 +86,13 @@ class _Optimizer:
 
     def band(self, name: str, array: np.ndarray, stored: int, what: str) -> "Generator | None":
         """A generator of `array` (output `name`), if it pays and is exact; else None."""
-        if array.ndim < 2 or array.nbytes < self.min_bytes:
+        if array.ndim < 2:
             return None
         band = band_of(array)
         if band is None:
+            return None
+        if array.nbytes < self.min_bytes:
+            self.declined.append(f"{what}: kept, {array.nbytes} bytes, under --min-bytes {self.min_bytes}")
             return None
         begin, end, inverted, value = band
         if self.level is not None:
@@ -109,6 +112,8 @@ class _Optimizer:
             self.declined.append(f"{what}: kept, its generator needs opset {gen.opset} (model: {self.opset})")
             return None
         if gen.size() >= stored:
+            self.declined.append(f"{what}: kept, its generator ({' + '.join(gen.ops)}, {gen.size()} bytes) is not "
+                                 f"smaller than the {stored} bytes stored")
             return None
         return gen
 

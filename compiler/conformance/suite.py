@@ -294,18 +294,60 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2, ort_versi
 
 
 def _remove_earlier_export(directory: str) -> None:
-    """An earlier export in `directory` (it holds the manifest: checked above) goes first: a case
-    or data set this export does not write would otherwise be run as if it were part of it."""
-    import shutil
+    """An earlier export in `directory` goes first: a case or data set this export does not write
+    would otherwise be run as if it were part of it. Only an export of this tool's is removed, and
+    only what it wrote: the cases its manifest lists (each case's model.onnx and data sets' .pb
+    files; a folder left empty goes too), its README.txt and the manifest. A manifest.json of
+    anything else (a model zoo's, a web app's) is refused, and no file is touched."""
     if not os.path.isdir(directory):
         return
-    for name in os.listdir(directory):
-        path = os.path.join(directory, name)
-        if os.path.isdir(path) and not os.path.islink(path) and os.path.isfile(os.path.join(path, "model.onnx")):
-            shutil.rmtree(path)
+    path = os.path.join(directory, MANIFEST)
+    if not os.path.lexists(path):      # an empty folder (one holding anything else was refused)
+        return
+    cases = _exported_cases(path)
+    for name in cases:
+        _remove_case(os.path.join(directory, name))
     for name in (MANIFEST, "README.txt"):
-        if os.path.isfile(os.path.join(directory, name)):
+        if os.path.isfile(os.path.join(directory, name)) and not os.path.islink(os.path.join(directory, name)):
             os.unlink(os.path.join(directory, name))
+
+
+def _exported_cases(path: str) -> "list[str]":
+    """The case folders the conformance manifest at `path` lists; DmlLowerError when the file is not
+    one (this tool's manifest holds its feature level, seeds, cases and providers)."""
+    refused = (f"conformance directory {display(os.path.dirname(path))!r} holds a {MANIFEST} that is not a "
+               "conformance manifest of dml-lower")
+    try:
+        manifest = json.loads(read_regular_file(Path(path), f"conformance manifest {path!r}"))
+    except ValueError:
+        raise DmlLowerError(f"{refused} (not JSON): export into an empty folder") from None
+    keys = ("feature_level", "seeds", "cases", "providers", "dml_ep_table")
+    if not isinstance(manifest, dict) or any(k not in manifest for k in keys) or not isinstance(manifest["cases"], dict):
+        raise DmlLowerError(f"{refused} (no {', '.join(keys)}): nothing there is removed or replaced; export into "
+                            "an empty folder")
+    names = list(manifest["cases"])
+    unsafe = [n for n in names if not isinstance(n, str) or n in ("", ".", "..") or "/" in n or "\\" in n or "\0" in n]
+    if unsafe:
+        raise DmlLowerError(f"{refused} (case {display(str(unsafe[0]))!r} is not a folder name): nothing is removed")
+    return names
+
+
+def _remove_case(folder: str) -> None:
+    """The files an export wrote in one case folder, then the folders they leave empty."""
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        return
+    written = [os.path.join(folder, "model.onnx")]
+    sets = sorted(d for d in os.listdir(folder) if d.startswith("test_data_set_"))
+    for data in (os.path.join(folder, d) for d in sets):
+        if os.path.isdir(data) and not os.path.islink(data):
+            written += [os.path.join(data, f) for f in os.listdir(data)
+                        if f.endswith(".pb") and f.startswith(("input_", "output_"))]
+    for file in written:
+        if os.path.isfile(file) and not os.path.islink(file):
+            os.unlink(file)
+    for data in [os.path.join(folder, d) for d in sets] + [folder]:
+        if os.path.isdir(data) and not os.path.islink(data) and not os.listdir(data):
+            os.rmdir(data)
 
 
 def _write_case(directory: str, case: Case, at: "tuple[str, TableChoice]", manifest: dict,

@@ -203,6 +203,9 @@ def test_export_over_an_earlier_export_leaves_no_stale_case(suite, tmp_path):
     shutil.copytree(again / "test_eyelike_float_4x4_k1", again / "test_stale_case")
     shutil.copytree(again / "test_eyelike_float_4x4_k1" / "test_data_set_0",
                     again / "test_eyelike_float_4x4_k1" / "test_data_set_7")
+    manifest = json.loads((again / "manifest.json").read_text())       # a case of that earlier export
+    manifest["cases"]["test_stale_case"] = manifest["cases"]["test_eyelike_float_4x4_k1"]
+    (again / "manifest.json").write_text(json.dumps(manifest))
     conformance.export(str(again), seeds=1)
     compare = filecmp.dircmp(suite, again)
 
@@ -227,3 +230,32 @@ def test_a_case_without_its_data_is_one_line_not_a_pass(damage, suite, tmp_path,
     assert main(["conformance", "run", str(copy), "--backends", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "test_eyelike_float_4x4_k1" in err, err
+
+
+def test_export_removes_only_what_an_earlier_export_of_its_own_wrote(suite, tmp_path, capsys):
+    """A manifest.json beside a model zoo's <name>/model.onnx folders is not this tool's: refused in
+    one line, every file left as it was (the folders were removed and the README replaced). Over
+    its own export, a file the user added to a case folder, and a folder the manifest does not
+    list, stay."""
+    import shutil
+    zoo = tmp_path / "zoo"
+    (zoo / "resnet50").mkdir(parents=True)
+    (zoo / "manifest.json").write_text('{"models": ["resnet50"]}')
+    (zoo / "README.txt").write_text("MY README")
+    shutil.copy(suite / "test_eyelike_float_4x4_k1" / "model.onnx", zoo / "resnet50" / "model.onnx")
+    (zoo / "resnet50" / "weights.bin").write_text("weights")
+    before = {p: p.read_bytes() for p in zoo.rglob("*") if p.is_file()}
+    code = main(["conformance", "export", str(zoo), "--seeds", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "holds a manifest.json that is not a conformance manifest" in err
+    assert {p: p.read_bytes() for p in zoo.rglob("*") if p.is_file()} == before
+    again = tmp_path / "again"
+    shutil.copytree(suite, again)
+    (again / "test_eyelike_float_4x4_k1" / "notes.md").write_text("mine")
+    (again / "mine").mkdir()
+    (again / "mine" / "model.onnx").write_bytes(b"not listed")
+    conformance.export(str(again), seeds=1)
+    assert (again / "test_eyelike_float_4x4_k1" / "notes.md").read_text() == "mine"
+    assert (again / "mine" / "model.onnx").read_bytes() == b"not listed"
+    assert (again / "test_eyelike_float_4x4_k1" / "model.onnx").read_bytes() == \
+        (suite / "test_eyelike_float_4x4_k1" / "model.onnx").read_bytes()

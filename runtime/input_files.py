@@ -13,6 +13,7 @@ import threading
 from onnx_dml_lowering.ir.errors import DmlLowerError
 
 _READ: "dict[tuple[int, int], tuple[str, int, int]]" = {}   # (device, inode) -> (read as, size, mtime)
+_WRITTEN: "dict[tuple[int, int], tuple[str, int, int]]" = {}   # the same, of the files this command wrote
 _LOCK = threading.Lock()
 
 
@@ -62,15 +63,32 @@ def forget_all() -> None:
     place on purpose once it has read every byte it needs (optimize -o IN.onnx)."""
     with _LOCK:
         _READ.clear()
+        _WRITTEN.clear()
+
+
+def note_written(path: "str | os.PathLike", what: str) -> None:
+    """The regular file at `path` is `what` this command has just written: no later output of the
+    same command may replace it (one option's file named as another's derived file, a feed set's
+    `F.1.npz` given to --json, would be lost after its `wrote` line)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return
+    with _LOCK:
+        _WRITTEN[(info.st_dev, info.st_ino)] = (what, info.st_size, info.st_mtime_ns)
 
 
 def refusal(info: "os.stat_result | None") -> "str | None":
     """Why an output may not replace the file `info` describes (the end of one line), or None
-    when this process did not read it."""
+    when this process neither read it nor wrote it in this command."""
     if info is None:
         return None
+    key = (info.st_dev, info.st_ino)
     with _LOCK:
-        entry = _READ.get((info.st_dev, info.st_ino))
-    if entry is None or entry[1:] != (info.st_size, info.st_mtime_ns):
-        return None
-    return f"that is the {entry[0]} this command reads, which the output would replace: give the output another path"
+        read, written = _READ.get(key), _WRITTEN.get(key)
+    if read is not None and read[1:] == (info.st_size, info.st_mtime_ns):
+        return f"that is the {read[0]} this command reads, which the output would replace: give the output another path"
+    if written is not None and written[1:] == (info.st_size, info.st_mtime_ns):
+        return (f"this command has already written {written[0]} there, which the output would replace: give each "
+                "output its own file")
+    return None

@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 
-from .input_files import refusal
+from .input_files import note_written, refusal
 from .output_target import OutputKind, OutputTarget, Unwritable, reason, resolve
 
 _CHUNK = 1 << 20
@@ -61,6 +61,7 @@ def staged(path: "str | os.PathLike", what: str) -> Iterator[str]:
             _pour(temp, target)
         else:
             _replace(temp, target, label)
+            note_written(target.path, what)
     except OSError as exc:
         raise DmlLowerError(f"{label}: {reason(exc)}") from None
     finally:

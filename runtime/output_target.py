@@ -213,3 +213,14 @@ def sibling(path: str, derive: str) -> str:
         return path if resolve(path).kind.in_place else derive
     except Unwritable:
         return derive
+
+
+def set_path(path: str, index: int) -> str:
+    """Where feed set #`index` of several is saved (--save-inputs / --save-outputs): set #0 at
+    `path` itself, in the single-set layout, and set #i beside it as STEM.i.npz (in.npz, in.1.npz,
+    in.2.npz ...): every file is one set, read back by --inputs / --load-outputs / --oracle. A
+    device, FIFO or descriptor (`/dev/null`) takes every set itself, one after another."""
+    if index == 0:
+        return path
+    stem, dot, suffix = path.rpartition(".")
+    return sibling(path, f"{stem}.{index}.{suffix}" if dot and suffix == "npz" else f"{path}.{index}")

@@ -22,23 +22,12 @@ from onnx_dml_lowering.ir.display import display
 
 from .backend_names import SAVED_PREFIX
 from .npz import load_npz
-from .output_target import sibling
+from .output_target import set_path  # noqa: F401  (where feed set #i goes: output_target, light)
 
 FEEDS_KEY = "__feeds_sha256__"
 SAVED_BY_KEY = "__saved_by__"
 RESERVED = (FEEDS_KEY, SAVED_BY_KEY)
 PREFIX = SAVED_PREFIX        # the labels of loaded results are backend names (backend_names.py)
-
-
-def set_path(path: str, index: int) -> str:
-    """Where feed set #`index` of several is saved (--save-inputs / --save-outputs): set #0 at
-    `path` itself, in the single-set layout, and set #i beside it as STEM.i.npz (in.npz, in.1.npz,
-    in.2.npz ...): every file is one set, read back by --inputs / --load-outputs / --oracle. A
-    device, FIFO or descriptor (`/dev/null`) takes every set itself, one after another."""
-    if index == 0:
-        return path
-    stem, dot, suffix = path.rpartition(".")
-    return sibling(path, f"{stem}.{index}.{suffix}" if dot and suffix == "npz" else f"{path}.{index}")
 
 
 def wrote_line(path: str, count: int) -> str:

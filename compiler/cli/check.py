@@ -209,8 +209,10 @@ def _refuse_early(parsed: Parsed) -> None:
     if findings.localize:
         from ..localize import refuse_golden
         refuse_golden(parsed[OracleArgs])
-    check_outputs(("--json", parsed[JsonArgs]), ("--markdown", findings.markdown), ("--save-outputs", saved.outputs),
-                  ("--save-inputs", saved.inputs), ("--model-explorer", explorer),
+    feeds = parsed[FeedArgs]
+    check_outputs(("--json", parsed[JsonArgs]), ("--markdown", findings.markdown),
+                  *saved.options(None if feeds.script else 1 if feeds.inputs else feeds.iterations),
+                  ("--model-explorer", explorer),
                   reads=files_read(parsed, ("saved outputs file", parsed[CompareArgs].load)))
 
 

@@ -61,6 +61,22 @@ class Saved:
     inputs: "str | None" = None
     outputs: "str | None" = None
 
+    def options(self, sets: "int | None") -> "list[tuple[str, str | None]]":
+        """(option, path) of every file the saves write, for output_files.check_outputs: with
+        `sets` feed sets known (--iterations), set #i's F.i.npz beside F.npz too, so another
+        output naming one is refused before the run; the first SET_FILES_CHECKED of them (a data
+        loader's unknown count, or more sets: the writer refuses such a file when it comes)."""
+        from onnx_dml_lowering.runtime.output_target import set_path
+        pairs: "list[tuple[str, str | None]]" = [("--save-outputs", self.outputs), ("--save-inputs", self.inputs)]
+        for option, path in list(pairs):
+            if path:
+                pairs += [(f"{option} (feed set #{i})", set_path(path, i))
+                          for i in range(1, min(sets or 1, SET_FILES_CHECKED))]
+        return pairs
+
+
+SET_FILES_CHECKED = 256
+
 
 SAVE_HELP = {
     ("run", "inputs"): "write the feeds used to this .npz (replay with --inputs); several sets: F.npz, F.1.npz, ...",

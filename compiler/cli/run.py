@@ -54,8 +54,9 @@ class _Progress:
 
 def cmd_run(parsed: Parsed) -> int:
     saved, json_out = parsed[SaveArgs], parsed[JsonArgs]
-    check_outputs(("--save-outputs", saved.outputs), ("--save-inputs", saved.inputs), ("--json", json_out),
-                  reads=files_read(parsed))
+    feeds = parsed[FeedArgs]
+    check_outputs(*saved.options(None if feeds.script else 1 if feeds.inputs else feeds.iterations),
+                  ("--json", json_out), reads=files_read(parsed))
     from ..compiled import compile_model
     from ..run_backends import RunBackends
     feed_options = parsed[FeedArgs]

@@ -81,3 +81,25 @@ def test_run_saves_every_data_loader_set(tmp_path, capsys) -> None:
         code, out, err = cli(["check", MODEL, "--inputs", set_path(inputs, index), "--load-outputs",
                               set_path(outputs, index), "-q"], capsys)
         assert code == 0, out + err
+
+
+def test_an_output_naming_a_saved_sets_file_is_refused(tmp_path, capsys) -> None:
+    """--json F.1.npz beside --save-inputs F.npz of 2 sets would replace feed set #1's file after
+    its `wrote` line: refused before the run when the count is known (--iterations), and by the
+    writer when it is not (a data loader), set #1 kept either way."""
+    inputs, clash = str(tmp_path / "k.npz"), str(tmp_path / "k.1.npz")
+    code, out, err = cli(["check", MODEL, "--iterations", 2, "--save-inputs", inputs, "--json", clash, "-q"], capsys)
+    assert code == 2 and out == "" and not (tmp_path / "k.npz").exists()
+    assert err.strip() == (f"dml-lower: error: --json and --save-inputs (feed set #1) both write {clash!r}: give each "
+                           "its own file")
+    script = tmp_path / "dl.py"
+    script.write_text("import numpy as np\n"
+                      "def load_data():\n"
+                      "    for i in range(2):\n"
+                      "        yield {'x': np.full((3, 4), i, np.float32)}\n")
+    code, out, err = cli(["check", MODEL, "--data-loader-script", script, "--save-inputs", inputs,
+                          "--save-outputs", clash, "-q"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"cannot write the saved outputs to {clash!r}: this command has already written" in err \
+        or f"cannot write the inputs to {clash!r}: this command has already written" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".npz") == ["k.1.npz", "k.npz"]

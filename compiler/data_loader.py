@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+import contextlib
 import hashlib
+import os
 import importlib.util
 import traceback
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -20,6 +22,52 @@ from onnx_dml_lowering.ir.errors import brief
 from onnx_dml_lowering.runtime.input_files import regular_file
 
 from .loader_spec import parse_spec
+
+
+# What the user's code may raise, said in one line: any exception, SystemExit and GeneratorExit
+# too; a KeyboardInterrupt (Ctrl-C, SIGTERM: runtime.interrupt) is the user stopping the command.
+_SCRIPT_FAILURES = (Exception, SystemExit, GeneratorExit)
+
+
+_STREAMS = ("standard input", "standard output", "standard error")
+_END = object()             # next()'s default: the script gave no more sets
+
+
+def _streams() -> "list[tuple[int, int] | None]":
+    """What descriptors 0-2 are (device and inode; None: closed)."""
+    found: "list[tuple[int, int] | None]" = []
+    for fd in range(3):
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            found.append(None)
+        else:
+            found.append((info.st_dev, info.st_ino))
+    return found
+
+
+@contextlib.contextmanager
+def _kept_streams(what: str) -> "Iterator[None]":
+    """Around the script's code: a script that closes or replaces descriptor 0-2 gets them back as
+    they were, and is refused in one line before anything else is printed (what the command prints
+    would be lost, or land in a file the script opened in its place)."""
+    before = _streams()
+    copies = [os.dup(fd) if before[fd] is not None else None for fd in range(3)]
+    try:
+        yield
+    finally:
+        changed = [fd for fd, now in enumerate(_streams()) if now != before[fd]]
+        for fd in changed:
+            copy = copies[fd]
+            if copy is not None:
+                os.dup2(copy, fd)
+        for copy in copies:
+            if copy is not None:
+                os.close(copy)
+    if changed:
+        fd = changed[0]
+        raise DmlLowerError(f"{what} closed or replaced the command's {_STREAMS[fd]} (descriptor {fd}): a data "
+                            "loader only gives feeds")
 
 
 def _where(exc: BaseException, path: Path) -> str:
@@ -45,11 +93,12 @@ def load_function(spec: str) -> "tuple[Callable[[], object], str, Path]":
     module_spec = importlib.util.spec_from_file_location(name, resolved)
     if module_spec is None or module_spec.loader is None:      # a suffix importlib has no loader for
         raise DmlLowerError(f"{what} is not Python source by its name: call it FILE.py")
-    try:
-        module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:  # whatever the user's code raises, said in one line
-        raise DmlLowerError(f"{what} failed to load: {_failure(exc, resolved)}") from None
+    with _kept_streams(f"{what}, loading,"):
+        try:
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+        except _SCRIPT_FAILURES as exc:  # whatever the user's code raises, said in one line
+            raise DmlLowerError(f"{what} failed to load: {_failure(exc, resolved)}") from None
     func = getattr(module, function, None)
     if func is None:
         defined = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
@@ -68,10 +117,11 @@ def feed_sets(spec: str, inputs: "list[onnx.ValueInfoProto]",
     from onnx_dml_lowering.runtime.feeds import check_feeds
     func, what, resolved = load_function(spec)
     function = parse_spec(spec)[1]
-    try:
-        produced = func()
-    except (Exception, SystemExit) as exc:
-        raise DmlLowerError(f"{what}: {function}() raised {_failure(exc, resolved)}") from None
+    with _kept_streams(f"{what}: {function}()"):
+        try:
+            produced = func()
+        except _SCRIPT_FAILURES as exc:
+            raise DmlLowerError(f"{what}: {function}() raised {_failure(exc, resolved)}") from None
     if isinstance(produced, Mapping):
         produced = [produced]
     if not isinstance(produced, Iterable) or isinstance(produced, (str, bytes)):
@@ -80,19 +130,25 @@ def feed_sets(spec: str, inputs: "list[onnx.ValueInfoProto]",
     iterator = iter(produced)
     index = 0
     while True:
-        try:
-            feeds = next(iterator)
-        except StopIteration:
+        with _kept_streams(f"{what}, iteration #{index}: {function}()"):
+            try:
+                feeds = next(iterator, _END)
+            except _SCRIPT_FAILURES as exc:
+                raise DmlLowerError(f"{what}, iteration #{index}: {function}() raised "
+                                    f"{_failure(exc, resolved)}") from None
+        if feeds is _END:
             break
-        except (Exception, SystemExit) as exc:
-            raise DmlLowerError(f"{what}, iteration #{index}: {function}() raised {_failure(exc, resolved)}") from None
         if not isinstance(feeds, Mapping):
             raise DmlLowerError(f"{what}, iteration #{index}: {function}() gave a {type(feeds).__name__}, "
                                 "not a dict of input name to array")
         try:
-            yield check_feeds(inputs, {str(k): v for k, v in feeds.items()}, optional)
+            checked = check_feeds(inputs, {str(k): v for k, v in feeds.items()}, optional)
         except DmlLowerError as exc:
             raise DmlLowerError(f"{what}, iteration #{index}: {exc}") from None
+        except _SCRIPT_FAILURES as exc:     # a feed's own code (__array__, a dict's items) raised
+            raise DmlLowerError(f"{what}, iteration #{index}: its feeds could not be read: "
+                                f"{_failure(exc, resolved)}") from None
+        yield checked
         index += 1
     if index == 0:
         raise DmlLowerError(f"{what}: {function}() gave no feed sets")

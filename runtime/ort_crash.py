@@ -24,6 +24,7 @@ from onnx_dml_lowering.ir.display import display
 
 SIZE = 4096                         # the shared page
 IDLE, LOADING, RUNNING = 0, 1, 2    # byte 0 of the page; bytes 1-2 the text's length; then the text
+ENDED = SIZE - 1                    # the last byte: 1 once the command's work returned (or raised)
 PHASES = {LOADING: "loading", RUNNING: "running"}
 
 _slot: "Any" = None                 # the shared page (an anonymous MAP_SHARED mmap) once armed
@@ -43,7 +44,7 @@ def armed() -> bool:
 
 
 def _record(phase: int, text: str) -> bytes:
-    data = text.encode("utf-8", "backslashreplace")[:SIZE - 3]
+    data = text.encode("utf-8", "backslashreplace")[:SIZE - 4]      # the last byte is ENDED's
     return bytes([phase]) + len(data).to_bytes(2, "little") + data
 
 
@@ -116,6 +117,17 @@ def running(session: Any) -> bool:
 def idle() -> None:
     if _slot is not None:
         _slot[0] = IDLE
+
+
+def ended() -> None:
+    """The command's work has returned or raised: the process ends as it says (a process that ends
+    without this, through os._exit in a data loader script or a library, is not a silent success)."""
+    if _slot is not None:
+        _slot[ENDED] = 1
+
+
+def has_ended(slot: Any) -> bool:
+    return bool(slot[ENDED])
 
 
 def read(slot: Any) -> "tuple[str, str] | None":

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 import argparse
 import atexit
+import errno
 import os
 import sys
 import threading
@@ -123,6 +124,10 @@ def _run(args: argparse.Namespace) -> int:
             pass
         return 141
     except Exception as exc:  # a bug of ours: one line, the traceback only on request
+        if isinstance(exc, OSError) and exc.errno == errno.EBADF and not _is_open(1):
+            print("dml-lower: error: standard output was closed while the command ran, by code it ran (a data "
+                  "loader script?): what it prints could not be written", file=sys.stderr)
+            return 2
         if os.environ.get("DML_LOWER_DEBUG") or getattr(args, "verbose", False):
             raise
         print(f"dml-lower: internal error: {type(exc).__name__}: {display(' '.join(str(exc).split())[:300])} "
@@ -140,7 +145,8 @@ def entry() -> None:
     The command runs in a supervised child process: a crash inside onnxruntime is one line
     (supervisor.py)."""
     from .supervisor import supervised
-    code = supervised(main)
+    closed = _open_standard_streams()
+    code = 2 if closed else supervised(main)
     if any(not thread.daemon for thread in threading.enumerate() if thread is not threading.main_thread()):
         sys.exit(code)          # the ordinary exit joins a non-daemon thread; a daemon one it would not
     try:
@@ -150,6 +156,39 @@ def entry() -> None:
         code = code or 141
     atexit._run_exitfuncs()
     os._exit(code)
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _open_standard_streams() -> bool:
+    """Descriptors 0-2 that the caller closed (`dml-lower ... >&-`) are opened on /dev/null first, so a
+    file the command opens never takes one of them (onnxruntime's log, writing to 2, would land in
+    it). Returns True, after one line on stderr where it can be read, when stdout was closed: what
+    the command prints is its answer, which would be lost."""
+    closed = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.append(fd)
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if 2 in closed or sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    if 1 in closed or sys.stdout is None:
+        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+        print("dml-lower: error: standard output is closed: what the command prints could not be read "
+              "(give it a file or /dev/null: > out.txt)", file=sys.stderr)
+        return True
+    return False
 
 
 if __name__ == "__main__":

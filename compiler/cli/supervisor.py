@@ -30,6 +30,7 @@ from typing import Callable, NoReturn
 
 CRASHED = 4                 # the exit code of a crash inside onnxruntime (docs/errors.md)
 INTERNAL = 3
+ENDED_EARLY = 2             # a process ended with status 0 before its command finished: never a success
 
 FATAL = ("SIGSEGV", "SIGFPE", "SIGBUS", "SIGILL", "SIGABRT")
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
@@ -70,7 +71,10 @@ def supervised(work: Callable[[], int]) -> int:
     if pid == 0:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         ort_crash.arm(page)
-        return work()
+        try:
+            return work()
+        finally:
+            ort_crash.ended()
     _supervise(pid, page, watched)
 
 
@@ -88,7 +92,14 @@ def _supervise(pid: int, page: mmap.mmap, watched: "set[signal.Signals]") -> NoR
             except ProcessLookupError:
                 pass
     if os.WIFEXITED(status):
-        os._exit(os.WEXITSTATUS(status))
+        from onnx_dml_lowering.runtime import ort_crash
+        code = os.WEXITSTATUS(status)
+        if not ort_crash.has_ended(page):          # os._exit in a data loader script or a library
+            line = (f"dml-lower: error: the process ended (exit status {code}) before the command finished: code it "
+                    "ran (a data loader script, a library) ended it; no result is given")
+            os.write(2, (line + "\n").encode())
+            os._exit(code or ENDED_EARLY)
+        os._exit(code)
     signum = os.WTERMSIG(status)
     if signum in _signals(FATAL):
         line, code = crash_line(signum, page)

@@ -181,3 +181,25 @@ def test_other_ends_pass_through_unchanged(tmp_path):
     unsupervised = _dml_lower(["check", "m.onnx"], tmp_path, HOOKED, HOOK_AT="run", HOOK_SIGNAL="SIGSEGV",
                               DML_LOWER_UNSUPERVISED="1")
     assert unsupervised.returncode == -signal.SIGSEGV
+
+
+@pytest.mark.parametrize("status", [0, 5])
+def test_a_process_ended_by_code_it_ran_is_one_line_never_a_success(status, tmp_path):
+    """os._exit in a data loader script (or a library) ends the process before the command finished:
+    one line, and a status of 0 is no success (it passed through silently as exit 0)."""
+    _eye(tmp_path)
+    (tmp_path / "dl.py").write_text(f"import os\ndef load_data():\n    os._exit({status})\n")
+    proc = _dml_lower(["check", "m.onnx", "--data-loader-script", "dl.py", "-q"], tmp_path)
+    assert proc.returncode == (status or 2) and proc.stdout == ""
+    assert proc.stderr == (f"dml-lower: error: the process ended (exit status {status}) before the command finished: "
+                           "code it ran (a data loader script, a library) ended it; no result is given\n")
+
+
+def test_standard_output_closed_is_one_line(tmp_path):
+    """`dml-lower ... >&-`: the answer could not be read; no file the command opens takes descriptor 1."""
+    _eye(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "onnx_dml_lowering.compiler", "check", "m.onnx", "-q"], cwd=tmp_path,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300,
+                          preexec_fn=lambda: os.close(1))
+    assert proc.returncode == 2 and proc.stderr.startswith("dml-lower: error: standard output is closed")
+    assert len(proc.stderr.splitlines()) == 1

@@ -196,6 +196,17 @@ def test_run_runs_every_feed_set(model, tmp_path, capsys):
     ("load_data = 3\n", "", "'load_data' is a int, not a function"),
     ("def load_data():\n    yield feed(1)\n    f = feed(2)\n    f['x'] = f['x'].astype('float64')\n    yield f\n", "",
      "iteration #1: input 'x': expected float (float32), got float64"),
+    ("def load_data():\n    raise GeneratorExit\n", "", "load_data() raised GeneratorExit"),   # a BaseException
+    ("class Bad:\n    def __array__(self, *a, **k):\n        raise RuntimeError('nope')\n"
+     "def load_data():\n    f = feed(1)\n    f['x'] = Bad()\n    yield f\n", "",
+     "iteration #0: its feeds could not be read: RuntimeError: nope"),
+    # descriptors 0-2 closed or replaced by the script: given back, and one line
+    ("import os\ndef load_data():\n    os.close(1)\n    yield feed(1)\n", "",
+     "iteration #0: load_data() closed or replaced the command's standard output (descriptor 1)"),
+    ("import os\nos.close(2)\ndef load_data():\n    yield feed(1)\n", "",
+     "loading, closed or replaced the command's standard error (descriptor 2)"),
+    ("import os\ndef load_data():\n    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n    return [feed(1)]\n", "",
+     "load_data() closed or replaced the command's standard output (descriptor 1)"),
 ])
 @pytest.mark.parametrize("command", ["run", "check"])
 def test_script_errors_are_one_line_naming_the_script(command, body, spec_suffix, message, model, tmp_path, capsys):

@@ -56,28 +56,40 @@ def terminated() -> bool:
         return _SIGNALLED == [signal.SIGTERM]
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
+_RAISED: "list[bool]" = []        # KeyboardInterrupt / Terminated was raised once: the command is ending
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    """SIGINT raises KeyboardInterrupt and SIGTERM Terminated, once per command: a second signal
+    (`timeout` signals the process and its group; Ctrl-C pressed twice) while the first one ends
+    the command would raise again in its clean-up or its one line, and escape as a traceback."""
     # recorded here too (no lock: this runs in the main thread, which may hold it): the watcher
     # thread may not have read the signal yet when the caller asks terminated()
-    _SIGNALLED[:] = [signal.SIGTERM]
-    raise Terminated()
+    if not _RAISED:
+        _SIGNALLED[:] = [signum]
+        _RAISED.append(True)
+        raise (Terminated if signum == signal.SIGTERM else KeyboardInterrupt)()
 
 
-def watch_signals() -> Callable[[], None]:
+def watch_signals() -> "Callable[..., None]":
     """From the main thread: SIGINT / SIGTERM stop the onnxruntime runs under way, and SIGTERM
     raises Terminated (its default kills the process, leaving children and temporary files
     behind). Returns the function that undoes it. Elsewhere (a worker thread) it does nothing."""
     if threading.current_thread() is not threading.main_thread():
-        return lambda: None
+        return lambda ending=False: None
+    _RAISED.clear()                 # this command's first SIGTERM raises
     read, write = os.pipe()
     os.set_blocking(write, False)
     try:
         previous_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
-        previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
+        previous_term = signal.signal(signal.SIGTERM, _raise_stop)
+        previous_int = signal.signal(signal.SIGINT, _raise_stop)
+        if previous_int == signal.SIG_IGN:          # a background job's: Ctrl-C is not for it
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     except (ValueError, OSError):
         os.close(read)
         os.close(write)
-        return lambda: None
+        return lambda ending=False: None
 
     def watch() -> None:
         with open(read, "rb", buffering=0) as pipe:
@@ -89,9 +101,12 @@ def watch_signals() -> Callable[[], None]:
     thread = threading.Thread(target=watch, name="dml-lower-signals", daemon=True)
     thread.start()
 
-    def undo() -> None:
+    def undo(ending: bool = False) -> None:
+        """`ending`: the command was stopped and the process is about to end: SIGTERM stays
+        ignored (restoring its default, a late duplicate would kill the process before it exits)."""
         signal.set_wakeup_fd(previous_fd)
-        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if ending else previous_term)
+        signal.signal(signal.SIGINT, signal.SIG_IGN if ending else previous_int)
         os.close(write)
         thread.join(timeout=5)
     return undo

@@ -66,6 +66,9 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+STOPPED_BY_CTRL_C, STOPPED_BY_SIGTERM = 130, 143
+
+
 def main(argv: "list[str] | None" = None) -> int:
     parser = build_parser()
     args = parser.parse_command(attach_signed_values(list(sys.argv[1:] if argv is None else argv)))
@@ -73,10 +76,14 @@ def main(argv: "list[str] | None" = None) -> int:
     stdout = sys.stdout
     sys.stdout = DisplayedStream(stdout)
     unwatch = watch_signals()       # Ctrl-C / SIGTERM stop onnxruntime's runs too
+    code = None
     try:
-        return _run(args)
+        code = _run(args)
+        return code
     finally:
-        unwatch()
+        # stopped, the process is ending: both signals stay ignored (a late duplicate must not kill
+        # it); else their handlers as they were
+        unwatch(code in (STOPPED_BY_CTRL_C, STOPPED_BY_SIGTERM))
         sys.stdout = stdout
 
 
@@ -112,9 +119,9 @@ def _run(args: argparse.Namespace) -> int:
         from onnx_dml_lowering.runtime.interrupt import Terminated
         if isinstance(exc, Terminated):
             print("dml-lower: terminated (SIGTERM)", file=sys.stderr)
-            return 143
+            return STOPPED_BY_SIGTERM
         print("dml-lower: interrupted", file=sys.stderr)
-        return 130
+        return STOPPED_BY_CTRL_C
     except BrokenPipeError:
         # The reader went away (`dml-lower compile M | head -1`): stop quietly, as cat does.
         try:

@@ -133,3 +133,22 @@ def test_sigterm_to_a_zoo_ends_its_checks_and_removes_their_folders(tmp_path):
             os.kill(pid, 0)
     document = json.loads((tmp_path / "z.json").read_text())
     assert document["interrupted"] is True and document["models_requested"] == 2
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_sent_twice_is_one_line(signum, code, tmp_path):
+    """`timeout` signals the process and its group, so the command's process gets SIGTERM twice: the
+    second, arriving while the first ends the command, raised again and escaped as a traceback.
+    Sent here in bursts at the moments the command ends, from a data loader that never returns."""
+    onnx.save(long_loop(None), tmp_path / "loop.onnx")
+    (tmp_path / "loader.py").write_text("import time\nfrom pathlib import Path\ndef load_data():\n"
+                                        "    Path('started').write_text('')\n    while True:\n        time.sleep(0.01)\n")
+    for pause in (0.0, 0.001, 0.01):
+        (tmp_path / "started").unlink(missing_ok=True)
+        proc = _start(["check", "loop.onnx", "--data-loader-script", "loader.py"], tmp_path)
+        _wait_for(lambda: (tmp_path / "started").exists())
+        for _ in range(4):
+            proc.send_signal(signum)
+            time.sleep(pause)
+        got, out, err, _ = _stop(proc, signum)
+        assert got == code and "Traceback" not in err and len(err.splitlines()) == 1, (pause, got, err)

@@ -76,8 +76,7 @@ def fill_value(node: NodeInfo) -> "tuple[Any, int]":
     if value is None:
         return 0.0, ONNX_FLOAT
     from onnx import numpy_helper
-    array = numpy_helper.to_array(value)
-    return array.reshape(-1)[0], value.data_type
+    return one_value(numpy_helper.to_array(value), "ConstantOfShape's value"), value.data_type
 
 
 @dataclass(frozen=True)
@@ -217,3 +216,13 @@ def run_time_unit_reshape(shape: "tuple[int, ...]", target: "tuple[int, ...]", a
 __all__ = ["BIT_CARRIERS", "EXACT_INTEGERS", "EXACT_INTEGER_LIMIT", "Tail", "broadcast", "carried",
            "carrier_type", "cast_expand_tail", "dims_at", "dims_for", "exact_reason", "fill_value",
            "level_reason", "pad_sizes", "product", "run_time_unit_reshape", "unit_reshape_axis", "upload"]
+
+
+def one_value(value: Any, what: str) -> Any:
+    """The value of an input ONNX defines as one value (Trilu's k), else DmlLowerError: a k of two
+    values is no Trilu (onnxruntime and onnx.reference refuse it), never its first value quietly."""
+    array = np.asarray(value)
+    if array.size != 1:
+        raise DmlLowerError(f"{what} holds {array.size} values (shape {list(array.shape)}): ONNX defines it as "
+                            "one value")
+    return array.reshape(-1)[0]

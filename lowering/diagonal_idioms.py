@@ -11,7 +11,7 @@ from onnx_dml_lowering.ir import Graph
 from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, from_onnx, numpy_to_onnx
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
-from .common import EXACT_INTEGER_LIMIT, broadcast, carrier_type, cast_expand_tail, fill_value
+from .common import EXACT_INTEGER_LIMIT, broadcast, carrier_type, cast_expand_tail, fill_value, one_value
 from .diagonal import band_reason, emit_band, find_band
 from .eyelike import output_type
 from .match import (Decline, Declined, Found, Fragment, GraphView, IdiomRule, Match, constant_ints,
@@ -58,7 +58,7 @@ def arange(view: GraphView, tensor: str) -> "tuple[NodeInfo, TensorInfo] | None"
 
 def range_length(limit: Any) -> int:
     """ONNX Range(0, limit, 1) has max(ceil(limit), 0) elements, for integer and float limits."""
-    return max(int(np.ceil(np.asarray(limit).reshape(-1)[0])), 0)
+    return max(int(np.ceil(one_value(limit, "Range's limit"))), 0)
 
 
 def column_ranges(equal: NodeInfo, view: GraphView) -> "tuple[NodeInfo, tuple, tuple] | None":
@@ -179,7 +179,7 @@ class TriluOfFill(IdiomRule):
             dims = broadcast(operand_shape, dims, f"Expand of {list(operand_shape)} to {list(dims)} does not broadcast")
         if len(dims) < 2:
             raise Decline(f"Trilu needs at least 2 dimensions; its input has shape {list(dims)}")
-        diagonal = int(f.value(k).reshape(-1)[0]) if k is not None else 0
+        diagonal = int(one_value(f.value(k), f"Trilu's input k {k.name!r}")) if k is not None else 0
         # Open bounds: emit_band clamps them to this matrix and writes INT32_MIN / INT32_MAX.
         begin, end = (diagonal, 2**63) if upper else (-(2**63), diagonal + 1)
         return emit_band(f.graph, f.names, f.outputs[0], value_type, dims, begin, end, value, f.level)

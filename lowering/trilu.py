@@ -14,7 +14,7 @@ from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
 
-from .common import carrier_type, level_reason, type_reason, upload
+from .common import carrier_type, level_reason, one_value, type_reason, upload
 from .diagonal import clamp_band
 from .match import Decline, Found, Fragment, GraphView, IdiomRule
 from .node import NodeInfo, TensorInfo, product
@@ -63,7 +63,7 @@ class TriluOverInput(IdiomRule):
         shape = tuple(f.shapes[x.name])
         if len(shape) < 2:
             raise Decline(f"Trilu needs at least 2 dimensions; its input has shape {list(shape)}")
-        diagonal = int(f.value(k).reshape(-1)[0]) if k is not None else 0
+        diagonal = int(one_value(f.value(k), f"Trilu's input k {k.name!r}")) if k is not None else 0
         y = f.outputs[0]
         if product(shape) == 0:
             return f.empty(y, x.onnx_type, shape)

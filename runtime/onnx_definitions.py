@@ -25,6 +25,7 @@ import onnx
 from onnx import helper
 
 from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE, numpy_to_onnx, onnx_to_numpy
+from onnx_dml_lowering.lowering.common import one_value
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 
 ENGINE = "numpy ONNX definitions"
@@ -79,7 +80,7 @@ def trilu(x: np.ndarray, k: "np.ndarray | None" = None, upper: int = 1) -> "list
     _native(x)
     if x.ndim < 2:
         raise NotDefined(f"Trilu of a {x.ndim}-D tensor (ONNX requires at least 2-D)")
-    diagonal = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
+    diagonal = 0 if k is None else int(one_value(k, "Trilu's input k"))
     rows, cols = x.shape[-2:]
     offset = np.arange(cols)[None, :] - np.arange(rows)[:, None]
     keep = offset >= diagonal if upper else offset <= diagonal

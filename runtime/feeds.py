@@ -51,7 +51,9 @@ def _declared(vi: onnx.ValueInfoProto) -> "tuple[int, tuple | None]":
     tensor = vi.type.tensor_type
     if not tensor.HasField("shape"):
         return tensor.elem_type, None
-    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim)
+    # a negative size declares nothing (onnxruntime reads it as unknown, as some exporters mean -1)
+    dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
+                 for d in tensor.shape.dim)
     return tensor.elem_type, dims
 
 

@@ -91,3 +91,24 @@ def test_scalar_inputs_are_drawn_like_any_other(elem, fraction, value_range):
             assert as_float != 0
         if value_range is not None and elem != T.BOOL and as_float != 0:
             assert value_range[0] - 0.01 <= as_float <= value_range[1] + 0.01
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_a_negative_declared_size_is_unknown_as_onnxruntime_reads_it(command, tmp_path, capsys):
+    """x declared [-5, 4] (some exporters write -1 for unknown): onnxruntime runs it at any size;
+    random feeds draw the default size there and a fed array of any size passes (it was an internal
+    error: numpy's negative dimensions)."""
+    import onnx
+    import onnxruntime as ort
+    from tests.builders import graph_model
+    from tests.cli_runner import cli
+    model = graph_model([h.make_node("NonZero", ["x"], ["y"], name="nz")], [("x", T.FLOAT, [-5, 4])],
+                        [("y", T.INT64, [2, "k"])])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    assert ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).get_inputs()[0].shape == [None, 4]
+    code, out, err = cli([command, path], capsys)
+    assert code == 0 and err == "", err
+    np.savez(tmp_path / "in.npz", x=np.eye(7, 4, dtype=np.float32))
+    code, out, err = cli([command, path, "--inputs", tmp_path / "in.npz"], capsys)
+    assert code == 0 and err == "", err

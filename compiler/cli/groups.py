@@ -10,6 +10,7 @@ help of every command reads as it always has."""
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -517,7 +518,13 @@ def _thread_count(threads: "str | int | None") -> "int | None":
         count = -1
     if count < 0:
         raise DmlLowerError(f"--threads {threads!r} is not a non-negative integer (0: onnxruntime's default)")
+    if count > MAX_THREADS:         # onnxruntime makes each one when a session is created
+        raise DmlLowerError(f"--threads {threads!r}: at most {MAX_THREADS:,} intra-op threads (onnxruntime starts "
+                            f"each one with every session; this machine has {os.cpu_count() or 1} CPUs)")
     return count
+
+
+MAX_THREADS = 1024
 
 
 class SessionArgs(ArgGroup["SessionSettings | None"]):

@@ -173,6 +173,9 @@ ROWS = {
                          ["o.npz", "not a plain array (Python objects)"]),
     "nan-tolerance": (lambda t: ["check", good_model(t), "--atol", "nan"], ["--atol 'nan'", "not a finite number"]),
     "run-unknown-backend": (lambda t: ["run", good_model(t), "--backend", "gpu"], ["'gpu'"]),
+    # past onnxruntime's int32 it was an internal error; below it, bad_alloc or a machine of threads
+    "threads-past-int32": (lambda t: ["check", good_model(t), "--threads", "2147483648"], ["--threads", "at most 1,024"]),
+    "threads-many": (lambda t: ["run", good_model(t), "--backend", "ort", "--threads", "100000"], ["at most 1,024"]),
 }
 
 # User errors the brief's list does not name but the contract covers (bad usage -> 2, one line;

@@ -358,6 +358,8 @@ def _draw(vi: onnx.ValueInfoProto, shape: "tuple[int, ...]", rng: np.random.Gene
     if dtype == np.bool_:
         array = keep
     elif _is_float(dtype):
+        if value_range is not None:
+            _within_float(vi.name, dtype, value_range)
         values = rng.standard_normal(shape) if value_range is None else rng.uniform(*value_range, shape)
         array = (values * keep).astype(np.float32 if dtype.kind == "V" else dtype).astype(dtype)
         if array.size >= 4 and zero_fraction is None and value_range is None:
@@ -370,7 +372,8 @@ def _draw(vi: onnx.ValueInfoProto, shape: "tuple[int, ...]", rng: np.random.Gene
         if lo > hi and value_range is not None:          # the default range always holds values
             raise DmlLowerError(f"value range {value_range[0]},{value_range[1]} of input {vi.name!r} "
                                 f"holds no {dtype} value")
-        array = (rng.integers(lo, hi, shape, endpoint=True) * keep).astype(dtype)
+        wide = np.uint64 if hi > np.iinfo(np.int64).max else np.int64     # a uint64 range past int64's
+        array = (rng.integers(lo, hi, shape, endpoint=True, dtype=wide) * keep).astype(dtype)
     if np.ndim(array) == 0:
         array = np.array(array, dtype=dtype)              # a writable 0-d array, not a numpy scalar
     if zero_fraction is not None and dtype != np.bool_:
@@ -378,6 +381,15 @@ def _draw(vi: onnx.ValueInfoProto, shape: "tuple[int, ...]", rng: np.random.Gene
         filler = np.asarray(value_range[1] if value_range and value_range[1] != 0 else 1).astype(dtype)
         array[keep & (array == 0)] = filler
     return np.asarray(array, dtype=dtype)
+
+
+def _within_float(name: str, dtype: np.dtype, value_range: "tuple[float, float]") -> None:
+    """A float range past the type's largest finite value would feed infinities (and numpy's
+    overflow warning): one line, as an integer range holding no value of its type is."""
+    largest = float(ml_dtypes.finfo(dtype).max)
+    if max(abs(value_range[0]), abs(value_range[1])) > largest:
+        raise DmlLowerError(f"value range {value_range[0]},{value_range[1]} of input {name!r} goes past the "
+                            f"largest finite {dtype} ({largest:g}): its values would be infinite")
 
 
 def _draw_e8m0(elem: int, dtype: np.dtype, shape: "tuple[int, ...]", rng: np.random.Generator,
@@ -412,11 +424,12 @@ def feed_summary(feeds: "Mapping[str, np.ndarray]") -> "dict[str, dict]":
         except (TypeError, ValueError):          # a record type that is no number
             out[name] = entry
             continue
+        # over every element (a NaN or inf is no zero), before the non-finite ones leave the range
+        entry["zeros"] = int(numbers.size - np.count_nonzero(numbers))
         if numbers.dtype.kind == "f":
             finite = np.isfinite(numbers)
             entry["nonfinite"] = int(numbers.size - np.count_nonzero(finite))
             numbers = numbers[finite] if entry["nonfinite"] else numbers
-        entry["zeros"] = int(array.size - np.count_nonzero(array if array.dtype.kind in "biuf" else numbers))
         if numbers.size:
             entry["min"], entry["max"] = numbers.min().item(), numbers.max().item()
         out[name] = entry

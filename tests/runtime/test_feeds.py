@@ -112,3 +112,33 @@ def test_a_negative_declared_size_is_unknown_as_onnxruntime_reads_it(command, tm
     np.savez(tmp_path / "in.npz", x=np.eye(7, 4, dtype=np.float32))
     code, out, err = cli([command, path, "--inputs", tmp_path / "in.npz"], capsys)
     assert code == 0 and err == "", err
+
+
+def _one_input(elem: int, shape: list) -> "list":
+    return [h.make_tensor_value_info("x", elem, shape)]
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 1e20), (1e19, 1.5e19), (2**63, 2**64 - 1)])
+def test_a_uint64_range_past_int64_is_drawn_within_it(lo, hi):
+    """numpy's default int64 draw refused a uint64 range past 2^63 (an internal error)."""
+    x = random_feeds(_one_input(T.UINT64, [64]), seed=1, value_range=(lo, hi))["x"]
+    assert x.dtype == np.uint64 and x.min() >= min(lo, 2**64 - 1) and int(x.max()) <= min(hi, 2**64 - 1)
+
+
+@pytest.mark.parametrize("elem, lo, hi", [(T.FLOAT, 1e300, 1e308), (T.FLOAT16, 6e4, 1e5), (T.BFLOAT16, 1e39, 1e40),
+                                          (T.FLOAT8E4M3FN, -500, 1), (T.FLOAT, -1e39, 0)])
+def test_a_float_range_past_the_types_largest_value_is_one_line(elem, lo, hi):
+    """It fed infinities, with numpy's overflow warning; an integer range outside its type is refused too."""
+    with pytest.raises(DmlLowerError, match="goes past the largest finite"):
+        random_feeds(_one_input(elem, [8]), value_range=(lo, hi))
+
+
+def test_the_feed_summary_counts_zeros_over_every_element():
+    """bfloat16 / float8 counted zeros on the finite values and took them from the size: all +inf
+    was '9 of 9 zero'."""
+    import ml_dtypes
+    from onnx_dml_lowering.runtime.feeds import feed_summary
+    for dtype in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, np.float16, np.float32):
+        values = np.array([0, 0, 0, np.inf, np.nan, -np.inf, 1, 2, -0.0], np.float32).astype(dtype)
+        entry = feed_summary({"x": values})["x"]
+        assert entry["zeros"] == 4 and entry["nonfinite"] == 3, (dtype, entry)     # e4m3fn's inf: NaN

@@ -161,6 +161,9 @@ class CheckRun:
         if self._prepared:
             return
         compiled, options = self.compiled, self.options
+        if not compiled.output_names:       # a pass comparing nothing would say "all outputs match"
+            raise DmlLowerError("the model has no graph output: nothing to compare (--outputs all compares every "
+                                "value its nodes compute)")
         self.tolerances = self.tolerances.for_model(compiled)
         if options.memory_limit is not None:
             parse_size(options.memory_limit)        # a bad size is a usage error, before any run

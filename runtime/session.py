@@ -4,7 +4,6 @@ If / Loop / Scan nodes with lowered bodies run by the host, each body's lowered 
 or iteration."""
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, AbstractSet, Any, Mapping
 
 import numpy as np
@@ -18,6 +17,7 @@ from .feeds import check_feeds
 from .interpreter import Interpreter
 from .memory import buffer_bytes, check_memory, default_limit, parse_size
 from .onnx_regions import RegionRunner
+from .env_flags import env_flag
 from .ort_operators import OrtOperators
 from .weights import tensor_array
 from onnx_dml_lowering.runtime.compiled_view import LoweredView
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 def strict_default() -> bool:
-    return os.environ.get("DML_LOWER_STRICT", "") not in ("", "0")
+    return env_flag("DML_LOWER_STRICT")
 
 
 def host_reads(partition: Any, embedded: "AbstractSet[str]") -> "set[str]":

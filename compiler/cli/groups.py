@@ -193,7 +193,7 @@ class SweepArgs(ArgGroup["tuple[int, ...] | None"]):
         if args.sweep is None:
             return None
         sizes = [s.strip() for s in args.sweep.split(",")]
-        if not all(s.isdigit() for s in sizes):
+        if not all(_digits(s) for s in sizes):
             raise DmlLowerError(f"--sweep {args.sweep!r}: expected SIZE[,SIZE...] of non-negative integers")
         return tuple(dict.fromkeys(int(s) for s in sizes))
 
@@ -201,13 +201,19 @@ class SweepArgs(ArgGroup["tuple[int, ...] | None"]):
         return [] if sizes is None else [Word("--sweep", (",".join(map(str, sizes)),))]
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits only: str.isdigit also takes '²', which int() refuses."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_dim_sizes(texts: "list[str] | None", several: str = "") -> "dict[str, int]":
     dims: "dict[str, int]" = {}
     for text in texts or []:
         name, _, value = text.partition("=")
-        if several and name and "," in value and all(v.strip().isdigit() for v in value.split(",")):
+        name, value = name.strip(), value.strip()       # ' n=3' names n (it said 'n' is not 'n')
+        if several and name and "," in value and all(_digits(v.strip()) for v in value.split(",")):
             raise DmlLowerError(f"--dim {text!r}: --dim fixes one size; {several.format(name=name, sizes=value)}")
-        if not name or not value.isdigit():
+        if not name or not _digits(value):
             raise DmlLowerError(f"--dim {text!r}: expected NAME=SIZE with a non-negative integer size")
         if name in dims and dims[name] != int(value):
             raise DmlLowerError(f"--dim {name}: given two sizes, {dims[name]} and {int(value)}: "
@@ -441,6 +447,10 @@ class BackendArgs(ArgGroup[Backends]):
         providers = [p.strip() for p in given["providers"].split(",")] if given.get("providers") else None
         if providers and not any(n.lowering is Lowering.STAND_INS for n in names):
             raise DmlLowerError("--providers applies to the ort backend only (--backends ort)")
+        if any(n.lowering is Lowering.DIRECTML or n.from_dml_ep for n in names):
+            # its Wine setting, read when a host starts, is the user's: a usage error now, not a backend ERROR
+            from onnx_dml_lowering.runtime.directml.wine import persist_seconds
+            persist_seconds()
         feeds = parsed.get(FeedArgs) if parsed is not None else None
         return Backends(names=names, text=args.backends, providers=providers,
                         provider_options=args.provider_option, ep_libraries=args.ep_library,

@@ -15,6 +15,7 @@ import sys
 import threading
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.runtime.env_flags import env_flag
 
 from .capabilities import Capabilities
 from .check import Check
@@ -135,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
             print("dml-lower: error: standard output was closed while the command ran, by code it ran (a data "
                   "loader script?): what it prints could not be written", file=sys.stderr)
             return 2
-        if os.environ.get("DML_LOWER_DEBUG") or getattr(args, "verbose", False):
+        if env_flag("DML_LOWER_DEBUG") or getattr(args, "verbose", False):
             raise
         print(f"dml-lower: internal error: {type(exc).__name__}: {display(' '.join(str(exc).split())[:300])} "
               "(set DML_LOWER_DEBUG=1 for the traceback)", file=sys.stderr)

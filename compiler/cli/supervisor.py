@@ -28,6 +28,8 @@ import signal
 import threading
 from typing import Callable, NoReturn
 
+from onnx_dml_lowering.runtime.env_flags import env_flag
+
 CRASHED = 4                 # the exit code of a crash inside onnxruntime (docs/errors.md)
 INTERNAL = 3
 ENDED_EARLY = 2             # a process ended with status 0 before its command finished: never a success
@@ -48,7 +50,7 @@ def _signals(names: "tuple[str, ...]") -> "set[signal.Signals]":
 def available() -> bool:
     """Whether this process can run its command supervised."""
     return (os.name == "posix" and hasattr(os, "fork") and hasattr(signal, "sigwaitinfo")
-            and not os.environ.get("DML_LOWER_UNSUPERVISED")
+            and not env_flag("DML_LOWER_UNSUPERVISED")
             and threading.active_count() == 1)      # fork with threads running may deadlock
 
 

@@ -41,7 +41,7 @@ def _reachable(address: str) -> None:
     """A HOST:PORT (or ray://HOST:PORT) where nothing listens is one line now: ray.init itself
     retries such an address for minutes. 'auto' and other forms are left to Ray."""
     host, sep, port = address.split("://", 1)[-1].rpartition(":")
-    if not sep or not host or not port.isdigit():
+    if not sep or not host or not (port.isascii() and port.isdigit()):
         return
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()

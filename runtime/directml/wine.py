@@ -89,7 +89,7 @@ def display_answers(display: "str | None") -> bool:
         return False
     host, _, rest = display.rpartition(":")
     number = rest.split(".")[0]
-    if not number.isdigit():
+    if not (number.isascii() and number.isdigit()):
         return False
     try:
         if host in ("", "unix"):
@@ -156,7 +156,7 @@ def persist_seconds() -> int:
     text = os.environ.get(PERSIST_ENV, "").strip()
     if not text:
         return DEFAULT_PERSIST
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):          # int() refuses '²', isdigit takes it
         raise DirectMLUnavailable(f"{PERSIST_ENV}={text!r} is not a whole number of seconds")
     return int(text)
 

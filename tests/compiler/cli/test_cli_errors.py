@@ -184,6 +184,8 @@ ROWS = {
     "threads-past-int32": (lambda t: ["check", good_model(t), "--threads", "2147483648"], ["--threads", "at most 1,024"]),
     # it said "all outputs match ONNX semantics", exit 0, having compared nothing
     "no-graph-output": (lambda t: ["check", no_output_model(t)], ["the model has no graph output: nothing to compare"]),
+    # str.isdigit takes '²', which int() refuses: it was an internal error
+    "dim-superscript-digit": (lambda t: ["run", good_model(t), "--dim", "n=\u00b2"], ["--dim", "NAME=SIZE"]),
     "threads-many": (lambda t: ["run", good_model(t), "--backend", "ort", "--threads", "100000"], ["at most 1,024"]),
 }
 
@@ -397,3 +399,14 @@ def test_no_backend_named_is_one_line(argv, given, capsys):
     assert (code, out) == (2, "")
     assert err == (f"dml-lower: error: --backends {given!r}: no backend named; choose from cpu, ort, dml, ort-cpu, "
                    "ort-dml, ort:<ProviderName>\n")
+
+
+@pytest.mark.parametrize("value", ["abc", "\u00b2", "-1", "1.5"])
+def test_a_bad_wine_setting_is_a_usage_error_before_any_run(value, tmp_path, capfd, monkeypatch):
+    """DML_LOWER_WINESERVER_PERSIST is read when a DirectML host starts: a bad one was a [dml] ERROR
+    (exit 1) after the other backends ran; it is the user's setting, refused with the backends."""
+    monkeypatch.setenv("DML_LOWER_WINESERVER_PERSIST", value)
+    code = main(["check", good_model(tmp_path), "--backends", "cpu,dml"])
+    out, err = capfd.readouterr()
+    assert code == 2 and out == "" and err.startswith("dml-lower: error: DML_LOWER_WINESERVER_PERSIST=")
+    assert main(["check", good_model(tmp_path), "--backends", "cpu", "-q"]) == 0     # not read without DirectML

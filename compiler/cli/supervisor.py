@@ -38,6 +38,9 @@ FATAL = ("SIGSEGV", "SIGFPE", "SIGBUS", "SIGILL", "SIGABRT")
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 _FROM_A_PROCESS = 0         # si_code <= 0: kill(), sigqueue(), tkill(); > 0: the kernel (a terminal)
 
+KILLED = ("dml-lower: error: the command's process was killed (SIGKILL): most likely the kernel's out-of-memory "
+          "killer (`dmesg` says), else another process; smaller --dim sizes or a lower --memory-limit keep a run "
+          "within memory")
 ADVICE = ("onnxruntime itself died, on this model and these feeds (a bug of onnxruntime's); "
           "`check --oracle reference` evaluates the model on onnx.reference and names a node that "
           "fails, and a backend that crashes can be left out of --backends")
@@ -107,6 +110,8 @@ def _supervise(pid: int, page: mmap.mmap, watched: "set[signal.Signals]") -> NoR
         line, code = crash_line(signum, page)
         os.write(2, (line + "\n").encode("utf-8", "backslashreplace"))
         os._exit(code)
+    if signum == signal.SIGKILL:        # never silent: the kernel's out-of-memory killer sends it
+        os.write(2, (KILLED + "\n").encode())
     _die_of(signum)
 
 

@@ -54,8 +54,8 @@ class _Progress:
 
 def cmd_run(parsed: Parsed) -> int:
     saved, json_out = parsed[SaveArgs], parsed[JsonArgs]
-    feeds = parsed[FeedArgs]
-    check_outputs(*saved.options(None if feeds.script else 1 if feeds.inputs else feeds.iterations),
+    given = parsed[FeedArgs]
+    check_outputs(*saved.options(None if given.script else 1 if given.inputs else given.iterations),
                   ("--json", json_out), reads=files_read(parsed))
     from ..compiled import compile_model
     from ..run_backends import RunBackends

@@ -24,6 +24,8 @@ ALLOWED = {
     ("compiler/ep/level1.py", "level1_model"): "onnxruntime's optimized model, in a scratch folder of its own",
     ("compiler/zoo/model_check.py", "run_one"): "a worker's report, in a scratch folder of its own",
     ("compiler/cli/program.py", "_run"): "stdout onto os.devnull once its reader went away (opens, never creates)",
+    ("compiler/cli/program.py", "_open_standard_streams"): "descriptors 0-2 the caller closed, onto os.devnull, and "
+                                                          "Python's streams over them (opens, never creates)",
     ("compiler/ep/verify.py", "<module>"): "the scratch folder of --verify (a dataclass default), its own",
     ("compiler/ep/verify.py", "verify_placement"): "the level-1 model handed to ort_host, in that scratch folder",
     ("runtime/directml/ort_dml.py", "create"): "onnxruntime.dll's optimised model, in a scratch folder of its own",

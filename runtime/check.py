@@ -527,7 +527,25 @@ class CheckRun:
             empty_nonzero=list(self._still_empty) if empty else [], dims=dict(about.dims),
             fail_partial=about.fail_partial,
             feed_notes=dimension_notes(compiled.inputs + compiled.optional_inputs, self.first),
-            feeds=feeds)
+            feeds=feeds, declared_shapes=declared_shapes_differ(compiled.model.graph.output, self._first_expected))
+
+
+def declared_shapes_differ(outputs: "Sequence[onnx.ValueInfoProto]", expected: "Mapping[str, object] | None"
+                           ) -> "dict[str, dict]":
+    """The graph outputs whose value on feed set #0 contradicts their declared shape: another rank,
+    or another size where the model fixes one (a name or an unknown size fits any)."""
+    differ: "dict[str, dict]" = {}
+    for vi in outputs:
+        tensor = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        value = (expected or {}).get(vi.name)
+        if tensor is None or not tensor.HasField("shape") or not isinstance(value, np.ndarray):
+            continue
+        declared = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
+                    for d in tensor.shape.dim]
+        shape = list(value.shape)
+        if len(declared) != len(shape) or any(isinstance(d, int) and d != s for d, s in zip(declared, shape)):
+            differ[vi.name] = {"declared": declared, "oracle": shape}
+    return differ
 
 
 def check(compiled: CompiledView, feeds: Mapping[str, object], backends: "Sequence[BackendLike]", tolerances: Tolerances,

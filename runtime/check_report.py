@@ -46,6 +46,10 @@ class CheckReport:
     feed_notes: "list[str]" = field(default_factory=list)
     # Where the feeds came from and what the first set holds (set by the CLI; report.feeds_line).
     feeds: dict = field(default_factory=dict)
+    # Graph outputs whose shape on feed set #0 (the oracle's, ONNX semantics) contradicts the
+    # model's declaration (rank, or a fixed size): {output: {"declared": [size or name or None],
+    # "oracle": [sizes]}}. Every engine may agree and MATCH: the declaration is what is wrong.
+    declared_shapes: "dict[str, dict]" = field(default_factory=dict)
 
     @property
     def partial(self) -> "list[BackendReport]":
@@ -70,6 +74,7 @@ class CheckReport:
                 "unavailable_backends": dict(self.unavailable),
                 "control_flow_iterations": dict(self.control_flow_iterations),
                 "feed_notes": list(self.feed_notes),
+                "declared_shapes_differ": {name: dict(entry) for name, entry in self.declared_shapes.items()},
                 "initializer_defaults": {name: {"dtype": str(v.dtype), "shape": list(v.shape)}
                                          for name, v in self.defaults.items()},
                 "backends": [b.to_dict() for b in self.backends]}

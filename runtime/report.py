@@ -222,9 +222,25 @@ def format_text(report: CheckReport) -> str:
     lines += control_flow_lines(report)
     for name, reason in report.unavailable.items():
         lines.append(f"  [{display(name)}] UNAVAILABLE here, not run: {display(reason)}")
-    lines += empty_nonzero_lines(report)
+    lines += note_lines(report)
     lines.append("verdict: " + verdict(report))
     return "\n".join(lines)
+
+
+def note_lines(report: CheckReport) -> "list[str]":
+    """The notes under the results (text, -q and Markdown): what a pass did not compare, and what
+    the model declares otherwise than it computes."""
+    return empty_nonzero_lines(report) + declared_shape_lines(report)
+
+
+def declared_shape_lines(report: CheckReport) -> "list[str]":
+    """A graph output whose shape contradicts the model's declaration: every engine may agree on
+    it (a MATCH), and still the model says otherwise."""
+    def dims(shape: list) -> str:
+        return "[" + ", ".join("?" if d is None else display(str(d)) for d in shape) + "]"
+    return [f"  note: the model declares output {display(name)!r} {dims(entry['declared'])}; the oracle (ONNX "
+            f"semantics) gave {dims(entry['oracle'])} at feed set #0, so the declaration does not hold at these "
+            "feeds (onnxruntime warns of it and runs the model)" for name, entry in report.declared_shapes.items()]
 
 
 def empty_nonzero_lines(report: CheckReport) -> "list[str]":
@@ -253,7 +269,7 @@ def format_quiet(report: CheckReport) -> str:
     lines = [line for line in format_results(report, matches=False).splitlines() if line]
     lines += [f"  [{display(backend)}] UNAVAILABLE here, not run: {display(reason)}"
               for backend, reason in report.unavailable.items()]
-    lines += empty_nonzero_lines(report)
+    lines += note_lines(report)
     return "\n".join(lines + ["verdict: " + verdict(report)])
 
 
@@ -291,7 +307,7 @@ def format_markdown(report: CheckReport) -> str:
             lines.append(f"| {markdown_cell(o.backend)} | " + (f"{o.iteration} | " if many else "") +
                          f"`{markdown_cell(o.output)}` | {o.status} | {dtype} | "
                          f"{_shape(shape)} | {abs_err} | {rel_err} | {markdown_cell(o.detail)} |")
-    for line in empty_nonzero_lines(report):
+    for line in note_lines(report):
         note = line.strip()[len("note: "):]
         lines.append(f"\n{markdown_cell(note[:1].upper() + note[1:])}.")
     lines += ["", "| node(s) | placement | rule | DirectML operators / reason |", "|---|---|---|---|"]

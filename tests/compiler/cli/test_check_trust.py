@@ -251,3 +251,27 @@ def test_markdown_iteration_column(iterations, tmp_path, capsys):
         cells = [row.split(" | ")[1] for row in rows]
         assert sorted(set(cells)) == [str(i) for i in range(iterations)]
         assert all(len(row.split("|")) == len(header.split("|")) for row in rows)
+
+
+# (a rank or row count inference can see is its error already: only the count is left to the run)
+@pytest.mark.parametrize("declared, differs", [([2, 1], True), ([2, 5], True), ([2, "k"], False), ([2, None], False),
+                                               ([2, 3], False)])
+def test_an_output_declared_otherwise_than_computed_is_noted(declared, differs, tmp_path, capsys):
+    """NonZero of a [3, 4] input with 3 non-zeros gives [2, 3]: a declared [2, 1] every engine contradicts (and all MATCH) is said in a note and the JSON
+    (declared_shapes_differ), never hidden behind the MATCH."""
+    dims = [h.make_tensor_value_info("y", T.INT64, declared)]
+    graph = h.make_graph([h.make_node("NonZero", ["x"], ["y"], name="nz")], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [3, 4])], dims)
+    path = tmp_path / "m.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    np.savez(tmp_path / "in.npz", x=np.eye(3, 4, dtype=np.float32))
+    code, out, err = cli(["check", path, "--inputs", tmp_path / "in.npz", "--backends", "cpu,ort-cpu", "-q",
+                          "--json", tmp_path / "r.json"], capsys)
+    assert code == 0 and "all outputs match" in out, out + err
+    noted = json.loads((tmp_path / "r.json").read_text())["declared_shapes_differ"]
+    if differs:
+        want = ["?" if d is None else str(d) for d in declared]
+        assert f"note: the model declares output 'y' [{', '.join(want)}]; the oracle (ONNX semantics) gave [2, 3]" in out
+        assert noted == {"y": {"declared": declared, "oracle": [2, 3]}}
+    else:
+        assert "declares" not in out and noted == {}

@@ -30,7 +30,6 @@ from onnx_dml_lowering.runtime.compiled_view import CompiledView
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import MemoryLimitExceeded, ModelContradiction
 from onnx_dml_lowering.ir.printer import name_list as node_list
-from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, is_standard
 
 from .backend_names import BackendLike, BackendName, describe_backend
 from .backends import Backend, BackendOptions, BackendRun, Provider, make_backends, schedule_reuse
@@ -39,7 +38,7 @@ from .compare import BackendReport, OutputResult, compare
 from .feeds import check_feeds, dimension_notes, with_defaults
 from .memory import parse_size
 from .nondeterminism import random_values
-from .oracle import GoldenOracle, HybridOracle, Oracle, OracleName, make_oracle
+from .oracle import GoldenOracle, HybridOracle, Oracle, OracleName, is_nonzero, make_oracle
 from .oracle_on_demand import lazy_oracle
 from .ort_reading import OrtReading
 from .saved_outputs import LoadedOutputs, verify_feeds
@@ -100,20 +99,11 @@ class UnderWay:
     feeds: "Mapping[str, object]"
 
 
-def _is_nonzero(node: onnx.NodeProto) -> bool:
-    return node.op_type == "NonZero" and is_standard(node)
-
-
-def _nonzero_in_bodies(model: onnx.ModelProto) -> bool:
-    """A NonZero inside an If / Loop / Scan body, at any depth."""
-    return any(_is_nonzero(inner) for node in model.graph.node for inner in body_nodes(node))
-
-
 def scalar_nonzero_outputs(compiled: CompiledView) -> "dict[str, str]":
     """Outputs produced directly by a NonZero over a 0-d input: node name by output name."""
     out = {}
     for node in compiled.model.graph.node:
-        if _is_nonzero(node):
+        if is_nonzero(node):
             info = compiled.types.get(node.input[0])
             if info is not None and info.shape == ():
                 out[node.output[0]] = node.name
@@ -202,13 +192,11 @@ class CheckRun:
                                     compiled.model, compiled.types)
                          if oracle.COMPUTES_SPEC else None)
         self._randoms = random_values(compiled.model)
-        # NonZero node -> its output; dropped once it returns a coordinate (or its value is not kept).
-        # Only when every NonZero is in the main graph: one in a body may well have compared some.
-        self._still_empty = {n.name: n.output[0] for n in compiled.model.graph.node if _is_nonzero(n)} \
-            if isinstance(oracle, HybridOracle) and not _nonzero_in_bodies(compiled.model) else {}
+        # NonZero nodes by path, in the main graph and the bodies the oracle runs; each is dropped
+        # once it returns a coordinate (a body's: at any branch or iteration that ran)
+        self._still_empty = dict.fromkeys(oracle.watch_nonzero()) if isinstance(oracle, HybridOracle) else {}
         self._nonzero_nodes = len(self._still_empty)
         self._returned: "list[str]" = []
-        oracle.keep.update(self._still_empty.values())       # the oracle's run may hold them inside
 
     def _prepare_backends(self) -> None:
         self._reports = {b.name: BackendReport(b.name) for b in self._runners}
@@ -314,10 +302,9 @@ class CheckRun:
             self._run_providers_first(self.first)
         try:
             feed_set = self.first if index == 0 else self._validated(raw)
+            self.oracle.nonzero_returned.clear()
             expected = self.oracle.run(feed_set)
-            values = self.oracle.values
-            self._returned = [node for node, value in self._still_empty.items()
-                              if values.get(value) is None or np.shape(values[value])[-1]]
+            self._returned = [node for node in self._still_empty if node in self.oracle.nonzero_returned]
         except DmlLowerError as exc:
             if index == 0:
                 raise FeedsFailed(str(exc)) from exc

@@ -35,8 +35,9 @@ class CheckReport:
     # A later feed set that could not be checked (the oracle failed on it, or it did not fit the
     # inputs): its one-line error; the report covers the `iterations` sets before it.
     stopped: str = ""
-    # The main graph's NonZero nodes when every one of them returned no coordinate at every feed
-    # set checked (known with the hybrid oracle): no coordinate was compared.
+    # The NonZero nodes (a body's by path) when every one of them returned no coordinate at every
+    # feed set checked, a body's at every branch and iteration that ran (known with the hybrid
+    # oracle): no coordinate was compared.
     empty_nonzero: "list[str]" = field(default_factory=list)
     # The --dim sizes the random feeds were drawn at (set by the CLI; a zoo reads them back).
     dims: "dict[str, int]" = field(default_factory=dict)

@@ -28,7 +28,7 @@ import onnx
 from onnx_dml_lowering.runtime.compiled_view import CompiledView
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
-from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, node_reads, standard_opset
+from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, is_standard, node_paths, node_reads, standard_opset
 from onnx_dml_lowering.lowering.owned_ops import owned
 from onnx_dml_lowering.lowering.schedule import engine_runs
 
@@ -122,6 +122,26 @@ class Oracle:
         self.ort_deviations: "dict[str, Any]" = {}
         self.values: "dict[str, np.ndarray]" = {}    # the values of the last planned run
         self.keep: "set[str]" = set()                # intermediate values a caller needs in .values
+        # which NonZero nodes gave a coordinate (watch_nonzero): labelled by path, shared with the
+        # oracles of the bodies, so a NonZero in a Loop counts every iteration that ran
+        self.path_prefix = ""
+        self.nonzero_returned: "set[str]" = set()
+        self._watch: "dict[str, str] | None" = None    # NonZero output -> its label, once watched
+
+    def watch_nonzero(self) -> "list[str]":
+        """From now on each run adds to `nonzero_returned` the NonZero nodes (here and in the
+        bodies the host runs) whose output held a coordinate; returns every NonZero's label (its
+        path, as placement names it), at any depth."""
+        self._watch = {n.output[0]: self.path_prefix + n.name for n in self.model.graph.node
+                       if is_nonzero(n) and n.output and n.output[0]}
+        self.keep.update(self._watch)
+        return [path for path, n in node_paths(self.model.graph, self.path_prefix) if is_nonzero(n)]
+
+    def _note_nonzero(self, env: "Mapping[str, np.ndarray]") -> None:
+        for output, label in (self._watch or {}).items():
+            value = env.get(output)
+            if value is None or np.shape(value)[-1]:       # not kept: said to have returned, nothing claimed
+                self.nonzero_returned.add(label)
 
     @property
     def label(self) -> str:
@@ -225,6 +245,9 @@ class Oracle:
                               ort_reading=self.ort_reading, memory_limit=self.memory_limit)
             body.fallbacks = self.fallbacks
             body.hint = self.hint
+            body.path_prefix, body.nonzero_returned = self.path_prefix + prefix, self.nonzero_returned
+            if self._watch is not None:
+                body.watch_nonzero()
             self._bodies[key] = body
         return self._bodies[key]
 
@@ -265,6 +288,7 @@ class Oracle:
             for run in self._runs:
                 env.update(self._evaluate(run, env))
         self.values = env
+        self._note_nonzero(env)
         for name in self.output_names:          # a graph output that is an initializer no node reads
             if name not in env and name in self._inits:
                 env[name] = tensor_array(self._inits[name])
@@ -324,6 +348,10 @@ class Oracle:
 
     def to_dict(self) -> dict:
         return {"kind": self.KIND.value, "description": self.description}
+
+
+def is_nonzero(node: onnx.NodeProto) -> bool:
+    return node.op_type == "NonZero" and is_standard(node)
 
 
 class HybridOracle(Oracle):

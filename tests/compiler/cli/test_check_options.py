@@ -262,6 +262,35 @@ def test_the_empty_nonzero_note_keeps_names_and_counts_bodies(tmp_path, capsys):
     assert data["empty_nonzero"] == [] and data["iterations"] == 2
 
 
+def loop_nonzero_model() -> onnx.ModelProto:
+    """A Loop of M iterations whose body's NonZero reads x * i (iteration i): zero at i = 0."""
+    body = h.make_graph(
+        [h.make_node("Cast", ["i"], ["f"], name="to_float", to=T.FLOAT),
+         h.make_node("Mul", ["x", "f"], ["scaled"], name="scale"),
+         h.make_node("NonZero", ["scaled"], ["nz"], name="Body_NZ"),
+         h.make_node("Shape", ["nz"], ["count"], name="count"),          # one shape every iteration
+         h.make_node("Identity", ["c_in"], ["c_out"], name="keep_going")], "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, [])],
+        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("count", T.INT64, [2])])
+    return graph_model([h.make_node("Loop", ["M", ""], ["stacked"], name="Loop_Node", body=body)],
+                       [("x", T.FLOAT, [4]), ("M", T.INT64, [])], [("stacked", T.INT64, 2)], opset=17)
+
+
+@pytest.mark.parametrize("trips, empty", [(1, True), (0, True), (3, False)])
+def test_a_nonzero_inside_a_loop_counts_every_iteration(trips, empty, tmp_path, capsys):
+    """A NonZero only inside a Loop body: with one iteration (i = 0: x * 0) or none it gave no
+    coordinate and the note names it by its path (nothing was said); with three, iterations 1 and 2
+    gave some, so coordinates were compared."""
+    path = tmp_path / "loop.onnx"
+    onnx.save(loop_nonzero_model(), path)
+    feeds = tmp_path / "f.npz"
+    np.savez(feeds, x=np.array([1, 0, 2, 0], np.float32), M=np.array(trips, np.int64))
+    code, data, out = report(tmp_path, [path, "--inputs", feeds, "--backends", "cpu,ort-cpu"], capsys)
+    assert code == 0, out
+    assert data["empty_nonzero"] == (["Loop_Node/body/Body_NZ"] if empty else [])
+    assert ("note: the NonZero node (Loop_Node/body/Body_NZ) returned no coordinate" in out) is empty
+
+
 def test_intermediate_outputs_by_name(tmp_path, capsys):
     model = onnx.load(MASKED)
     inner = [o for n in model.graph.node for o in n.output if o not in {x.name for x in model.graph.output}]

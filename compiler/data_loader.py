@@ -4,11 +4,12 @@ one iteration). Feed sets come out one at a time, checked against the model's in
 failure of the script is one line naming it (and the iteration)."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import contextlib
 import hashlib
 import os
+import sys
 import importlib.util
 import traceback
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -53,6 +54,7 @@ def _kept_streams(what: str) -> "Iterator[None]":
     would be lost, or land in a file the script opened in its place)."""
     before = _streams()
     copies = [os.dup(fd) if before[fd] is not None else None for fd in range(3)]
+    objects = [sys.stdin, sys.stdout, sys.stderr]       # and Python's stream objects over them
     try:
         yield
     finally:
@@ -64,10 +66,27 @@ def _kept_streams(what: str) -> "Iterator[None]":
         for copy in copies:
             if copy is not None:
                 os.close(copy)
+        changed += _kept_objects(objects)
     if changed:
         fd = changed[0]
         raise DmlLowerError(f"{what} closed or replaced the command's {_STREAMS[fd]} (descriptor {fd}): a data "
                             "loader only gives feeds")
+
+
+def _kept_objects(objects: "list[Any]") -> "list[int]":
+    """sys.stdin / stdout / stderr as they were before the script's code (a script that set
+    sys.stdout = StringIO() swallowed the report; one that closed sys.stderr lost the error line):
+    the originals back, a closed one replaced by a new one over its descriptor. Returns the
+    descriptors whose stream changed."""
+    changed = []
+    for fd, (name, was) in enumerate(zip(("stdin", "stdout", "stderr"), objects)):
+        if getattr(sys, name) is was and not getattr(was, "closed", False):
+            continue
+        changed.append(fd)
+        if getattr(was, "closed", False):
+            was = open(fd, "r" if fd == 0 else "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+        setattr(sys, name, was)
+    return changed
 
 
 def _where(exc: BaseException, path: Path) -> str:

@@ -38,6 +38,7 @@ from .compare import BackendReport, OutputResult, compare
 from .feeds import check_feeds, dimension_notes, with_defaults
 from .memory import parse_size
 from .nondeterminism import random_values
+from .interrupt import resume
 from .oracle import GoldenOracle, HybridOracle, Oracle, OracleName, is_nonzero, make_oracle
 from .oracle_on_demand import lazy_oracle
 from .ort_reading import OrtReading
@@ -194,6 +195,7 @@ class CheckRun:
         self._randoms = random_values(compiled.model)
         # NonZero nodes by path, in the main graph and the bodies the oracle runs; each is dropped
         # once it returns a coordinate (a body's: at any branch or iteration that ran)
+        self._watching = oracle if isinstance(oracle, HybridOracle) else None
         self._still_empty = dict.fromkeys(oracle.watch_nonzero()) if isinstance(oracle, HybridOracle) else {}
         self._nonzero_nodes = len(self._still_empty)
         self._returned: "list[str]" = []
@@ -262,6 +264,7 @@ class CheckRun:
             if self._checked == 0:
                 raise
             self._interrupted = True
+            resume()            # the report of the sets finished goes on: a signal stops it again
         finally:
             schedule_reuse(self.compiled, None, [])             # nothing is kept past the check
         self._sets = "done"
@@ -302,9 +305,12 @@ class CheckRun:
             self._run_providers_first(self.first)
         try:
             feed_set = self.first if index == 0 else self._validated(raw)
-            self.oracle.nonzero_returned.clear()
+            watching = self._watching           # the hybrid oracle's NonZero nodes (watch_nonzero)
+            if watching is not None:
+                watching.nonzero_returned.clear()
             expected = self.oracle.run(feed_set)
-            self._returned = [node for node in self._still_empty if node in self.oracle.nonzero_returned]
+            returned = watching.nonzero_returned if watching is not None else set()
+            self._returned = [node for node in self._still_empty if node in returned]
         except DmlLowerError as exc:
             if index == 0:
                 raise FeedsFailed(str(exc)) from exc

@@ -26,7 +26,8 @@ class Terminated(KeyboardInterrupt):
 
 def _stop_runs(signum: int) -> None:
     with _LOCK:
-        _SIGNALLED[:] = [signum]
+        if not _STOPPING:           # a later signal while one stop unwinds does not rename it
+            _SIGNALLED[:] = [signum]
         for options in _ACTIVE:
             options.terminate = True
 
@@ -43,6 +44,7 @@ def stoppable_run() -> Iterator[object]:
         yield options
     except Exception:
         if options.terminate:       # onnxruntime's "Exiting due to terminate flag": our signal
+            _STOPPING[:] = [True]   # the same signal's Python handler, run next, raises nothing more
             raise (Terminated if _SIGNALLED == [signal.SIGTERM] else KeyboardInterrupt)() from None
         raise
     finally:
@@ -56,19 +58,26 @@ def terminated() -> bool:
         return _SIGNALLED == [signal.SIGTERM]
 
 
-_RAISED: "list[bool]" = []        # KeyboardInterrupt / Terminated was raised once: the command is ending
+_STOPPING: "list[bool]" = []      # a stop was raised and is unwinding (until resume())
 
 
 def _raise_stop(signum: int, frame: object) -> None:
-    """SIGINT raises KeyboardInterrupt and SIGTERM Terminated, once per command: a second signal
-    (`timeout` signals the process and its group; Ctrl-C pressed twice) while the first one ends
-    the command would raise again in its clean-up or its one line, and escape as a traceback."""
+    """SIGINT raises KeyboardInterrupt and SIGTERM Terminated, unless a stop raised before is still
+    unwinding: a second signal then (`timeout` signals the process and its group; Ctrl-C pressed
+    twice) would raise again inside its clean-up or its one line, and escape as a traceback. Code
+    that catches a stop and goes on (check reporting the sets it finished, a zoo its models) calls
+    resume(): from then on a signal stops that work too."""
     # recorded here too (no lock: this runs in the main thread, which may hold it): the watcher
     # thread may not have read the signal yet when the caller asks terminated()
-    if not _RAISED:
+    if not _STOPPING:
         _SIGNALLED[:] = [signum]
-        _RAISED.append(True)
+        _STOPPING[:] = [True]
         raise (Terminated if signum == signal.SIGTERM else KeyboardInterrupt)()
+
+
+def resume() -> None:
+    """The stop raised has been caught and handled; the work goes on, and a signal stops it again."""
+    _STOPPING.clear()
 
 
 def watch_signals() -> "Callable[..., None]":
@@ -77,7 +86,7 @@ def watch_signals() -> "Callable[..., None]":
     behind). Returns the function that undoes it. Elsewhere (a worker thread) it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         return lambda ending=False: None
-    _RAISED.clear()                 # this command's first SIGTERM raises
+    _STOPPING.clear()               # this command's first signal raises
     read, write = os.pipe()
     os.set_blocking(write, False)
     try:

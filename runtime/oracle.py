@@ -135,6 +135,9 @@ class Oracle:
         self._watch = {n.output[0]: self.path_prefix + n.name for n in self.model.graph.node
                        if is_nonzero(n) and n.output and n.output[0]}
         self.keep.update(self._watch)
+        for body in self._bodies.values():          # made before (an oracle the API passed in, run already)
+            body.nonzero_returned = self.nonzero_returned
+            body.watch_nonzero()
         return [path for path, n in node_paths(self.model.graph, self.path_prefix) if is_nonzero(n)]
 
     def _note_nonzero(self, env: "Mapping[str, np.ndarray]") -> None:

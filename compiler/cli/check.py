@@ -172,6 +172,8 @@ class _SetSaver:
         from onnx_dml_lowering.runtime.saved_outputs import set_path
         assert self.paths.inputs is not None and run.under_way is not None
         path = set_path(self.paths.inputs, run.under_way.index)
+        if self.saved["inputs"] > run.under_way.index:      # saved with its set, before what failed
+            return path
         save_npz_file(path, cast("Mapping[str, np.ndarray]", run.under_way.feeds), "the inputs")
         return path
 

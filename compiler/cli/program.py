@@ -68,6 +68,7 @@ def _version() -> str:
 
 
 STOPPED_BY_CTRL_C, STOPPED_BY_SIGTERM = 130, 143
+_ENDING_AFTER = [False]         # main() runs in the console script's process, which ends after it
 
 
 def main(argv: "list[str] | None" = None) -> int:
@@ -82,9 +83,9 @@ def main(argv: "list[str] | None" = None) -> int:
         code = _run(args)
         return code
     finally:
-        # stopped, the process is ending: both signals stay ignored (a late duplicate must not kill
-        # it); else their handlers as they were
-        unwatch(code in (STOPPED_BY_CTRL_C, STOPPED_BY_SIGTERM))
+        # the console script's process, stopped, is ending: both signals stay ignored (a late duplicate
+        # must not kill it); else (and always in-process: the API, the tests) their handlers as they were
+        unwatch(_ENDING_AFTER[0] and code in (STOPPED_BY_CTRL_C, STOPPED_BY_SIGTERM))
         sys.stdout = stdout
 
 
@@ -153,6 +154,7 @@ def entry() -> None:
     The command runs in a supervised child process: a crash inside onnxruntime is one line
     (supervisor.py)."""
     from .supervisor import supervised
+    _ENDING_AFTER[0] = True
     closed = _open_standard_streams()
     code = 2 if closed else supervised(main)
     if any(not thread.daemon for thread in threading.enumerate() if thread is not threading.main_thread()):

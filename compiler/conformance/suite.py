@@ -308,8 +308,9 @@ def _remove_earlier_export(directory: str) -> None:
     for name in cases:
         _remove_case(os.path.join(directory, name))
     for name in (MANIFEST, "README.txt"):
-        if os.path.isfile(os.path.join(directory, name)) and not os.path.islink(os.path.join(directory, name)):
-            os.unlink(os.path.join(directory, name))
+        path = os.path.join(directory, name)
+        if os.path.islink(path) or os.path.isfile(path):     # a link itself: the new ones land in the folder
+            os.unlink(path)
 
 
 def _exported_cases(path: str) -> "list[str]":
@@ -321,7 +322,7 @@ def _exported_cases(path: str) -> "list[str]":
         manifest = json.loads(read_regular_file(Path(path), f"conformance manifest {path!r}"))
     except ValueError:
         raise DmlLowerError(f"{refused} (not JSON): export into an empty folder") from None
-    keys = ("feature_level", "seeds", "cases", "providers", "dml_ep_table")
+    keys = ("feature_level", "seeds", "cases", "providers")       # every export's (dml_ep_table came later)
     if not isinstance(manifest, dict) or any(k not in manifest for k in keys) or not isinstance(manifest["cases"], dict):
         raise DmlLowerError(f"{refused} (no {', '.join(keys)}): nothing there is removed or replaced; export into "
                             "an empty folder")
@@ -333,19 +334,26 @@ def _exported_cases(path: str) -> "list[str]":
 
 
 def _remove_case(folder: str) -> None:
-    """The files an export wrote in one case folder, then the folders they leave empty."""
-    if not os.path.isdir(folder) or os.path.islink(folder):
+    """The files an export wrote in one case folder, then the folders they leave empty. A link at
+    any of those names goes itself (never what it points to): left, the new export's files would
+    be written through it, outside the folder."""
+    if os.path.islink(folder):
+        os.unlink(folder)
+        return
+    if not os.path.isdir(folder):
         return
     written = [os.path.join(folder, "model.onnx")]
-    sets = sorted(d for d in os.listdir(folder) if d.startswith("test_data_set_"))
-    for data in (os.path.join(folder, d) for d in sets):
-        if os.path.isdir(data) and not os.path.islink(data):
+    sets = [os.path.join(folder, d) for d in sorted(os.listdir(folder)) if d.startswith("test_data_set_")]
+    for data in sets:
+        if os.path.islink(data):
+            written.append(data)
+        elif os.path.isdir(data):
             written += [os.path.join(data, f) for f in os.listdir(data)
                         if f.endswith(".pb") and f.startswith(("input_", "output_"))]
     for file in written:
-        if os.path.isfile(file) and not os.path.islink(file):
+        if os.path.islink(file) or os.path.isfile(file):
             os.unlink(file)
-    for data in [os.path.join(folder, d) for d in sets] + [folder]:
+    for data in sets + [folder]:
         if os.path.isdir(data) and not os.path.islink(data) and not os.listdir(data):
             os.rmdir(data)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display, name_list
 from onnx_dml_lowering.runtime.input_files import named_stat
-from onnx_dml_lowering.runtime.interrupt import Terminated
+from onnx_dml_lowering.runtime.interrupt import Terminated, resume
 
 if TYPE_CHECKING:        # the CLI imports this module for its options: the rest loads when a zoo runs
     from .model_check import ModelResult
@@ -207,6 +207,7 @@ def _schedule(models: "list[str]", options: "list[str]", executor: str, zoo: Zoo
                 # Ray's wait turns our Terminated into a plain KeyboardInterrupt: the signal says which
                 from onnx_dml_lowering.runtime.interrupt import terminated
                 stopped = Terminated() if terminated() else exc
+                resume()
         else:
             pool = ThreadPoolExecutor(max_workers=zoo.jobs or 1)
             try:
@@ -222,6 +223,7 @@ def _schedule(models: "list[str]", options: "list[str]", executor: str, zoo: Zoo
                 if not isinstance(exc, KeyboardInterrupt):
                     raise
                 stopped = exc
+                resume()        # the report of the models finished goes on: a signal stops it again
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
     return [ModelResult.from_dict(records[i]) for i in sorted(records)], stopped

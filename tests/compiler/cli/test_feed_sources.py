@@ -207,6 +207,8 @@ def test_run_runs_every_feed_set(model, tmp_path, capsys):
      "loading, closed or replaced the command's standard error (descriptor 2)"),
     ("import os\ndef load_data():\n    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n    return [feed(1)]\n", "",
      "load_data() closed or replaced the command's standard output (descriptor 1)"),
+    ("import io, sys\ndef load_data():\n    sys.stdout = io.StringIO()\n    return [feed(1)]\n", "",
+     "load_data() closed or replaced the command's standard output (descriptor 1)"),      # the report swallowed
 ])
 @pytest.mark.parametrize("command", ["run", "check"])
 def test_script_errors_are_one_line_naming_the_script(command, body, spec_suffix, message, model, tmp_path, capsys):

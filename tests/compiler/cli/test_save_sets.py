@@ -103,3 +103,12 @@ def test_an_output_naming_a_saved_sets_file_is_refused(tmp_path, capsys) -> None
     assert f"cannot write the saved outputs to {clash!r}: this command has already written" in err \
         or f"cannot write the inputs to {clash!r}: this command has already written" in err, err
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".npz") == ["k.1.npz", "k.npz"]
+
+
+def test_a_failing_output_write_is_the_error_not_the_saved_set(tmp_path, capsys) -> None:
+    """--save-outputs /dev/full after --save-inputs wrote set #0: the disk-full line is the error (the
+    set under way was written again, refused as written, and that refusal hid it)."""
+    inputs = str(tmp_path / "in.npz")
+    code, out, err = cli(["check", MODEL, "--backends", "cpu", "-q", "--save-inputs", inputs,
+                          "--save-outputs", "/dev/full"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "/dev/full" in err and "already written" not in err, err

@@ -259,3 +259,38 @@ def test_export_removes_only_what_an_earlier_export_of_its_own_wrote(suite, tmp_
     assert (again / "mine" / "model.onnx").read_bytes() == b"not listed"
     assert (again / "test_eyelike_float_4x4_k1" / "model.onnx").read_bytes() == \
         (suite / "test_eyelike_float_4x4_k1" / "model.onnx").read_bytes()
+
+
+def test_export_over_its_own_export_removes_links_not_what_they_point_to(suite, tmp_path):
+    """A link left at a name the export writes (a case's model.onnx, a data set, a case folder, the
+    README) goes itself: left, the new file was written through it, outside the folder."""
+    import shutil
+    again = tmp_path / "again"
+    shutil.copytree(suite, again)
+    victims = {name: tmp_path / f"victim_{name}.txt" for name in ("model", "set", "case", "readme")}
+    for victim in victims.values():
+        victim.write_text("mine")
+    (tmp_path / "victim_dir").mkdir()
+    (again / "test_eyelike_float_4x4_k1" / "model.onnx").unlink()
+    (again / "test_eyelike_float_4x4_k1" / "model.onnx").symlink_to(victims["model"])
+    shutil.rmtree(again / "test_cast_float_to_bool" / "test_data_set_0")
+    (again / "test_cast_float_to_bool" / "test_data_set_0").symlink_to(tmp_path / "victim_dir")
+    shutil.rmtree(again / "test_cast_int32_to_bool")
+    (again / "test_cast_int32_to_bool").symlink_to(tmp_path / "victim_dir")
+    (again / "README.txt").unlink()
+    (again / "README.txt").symlink_to(victims["readme"])
+    conformance.export(str(again), seeds=1)
+    assert all(v.read_text() == "mine" for v in victims.values()) and not any((tmp_path / "victim_dir").iterdir())
+    compare = filecmp.dircmp(suite, again)
+    assert not compare.left_only and not compare.right_only and not compare.diff_files, compare.report()
+
+
+def test_an_export_from_before_dml_ep_table_is_still_its_own(suite, tmp_path):
+    import shutil
+    again = tmp_path / "again"
+    shutil.copytree(suite, again)
+    manifest = json.loads((again / "manifest.json").read_text())
+    del manifest["dml_ep_table"]
+    (again / "manifest.json").write_text(json.dumps(manifest))
+    conformance.export(str(again), seeds=1)
+    assert json.loads((again / "manifest.json").read_text())["dml_ep_table"]

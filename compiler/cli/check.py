@@ -295,10 +295,11 @@ def _finish(parsed: Parsed, done: _Checked) -> int:
     if explorer:
         # after --localize, every value's error (the run with every value an output)
         _write_explorer(parsed, done, localized[1] if localized else None)
-    return _exit_code(report, parsed[FeedArgs].iterations)
+    feeds = parsed[FeedArgs]        # the sets asked for: unknown from a data loader, one from --inputs
+    return _exit_code(report, None if feeds.script else 1 if feeds.inputs else feeds.iterations)
 
 
-def _exit_code(report: CheckReport, requested: int) -> int:
+def _exit_code(report: CheckReport, requested: "int | None") -> int:
     if report.stopped:
         covered = "feed set #0" if report.iterations == 1 else f"feed sets #0-#{report.iterations - 1}"
         print(f"dml-lower: error: {report.stopped} (the report covers {covered})", file=sys.stderr)
@@ -307,8 +308,10 @@ def _exit_code(report: CheckReport, requested: int) -> int:
     if report.interrupted:
         from onnx_dml_lowering.runtime.interrupt import terminated
         how = ("terminated", "SIGTERM", 143) if terminated() else ("interrupted", "Ctrl-C", 130)
-        print(f"dml-lower: {how[0]}: the report covers the {report.iterations} of {requested} feed sets "
-              f"checked before {how[1]}", file=sys.stderr)
+        asked = f" of {requested}" if requested is not None else ""     # a data loader's count is unknown
+        sets = "feed set" if report.iterations == 1 and requested is None else "feed sets"
+        print(f"dml-lower: {how[0]}: the report covers the {report.iterations}{asked} {sets} checked before "
+              f"{how[1]}", file=sys.stderr)
         return how[2]
     return 0 if report.ok else 1
 

@@ -35,7 +35,7 @@ from .backend_names import BackendLike, BackendName, describe_backend
 from .backends import Backend, BackendOptions, BackendRun, Provider, make_backends, schedule_reuse
 from .check_report import CheckReport
 from .compare import BackendReport, OutputResult, compare
-from .feeds import check_feeds, dimension_notes, with_defaults
+from .feeds import check_feeds, declared_dims, dimension_notes, with_defaults
 from .memory import parse_size
 from .nondeterminism import random_values
 from .interrupt import resume
@@ -196,7 +196,7 @@ class CheckRun:
         # NonZero nodes by path, in the main graph and the bodies the oracle runs; each is dropped
         # once it returns a coordinate (a body's: at any branch or iteration that ran)
         self._watching = oracle if isinstance(oracle, HybridOracle) else None
-        self._still_empty = dict.fromkeys(oracle.watch_nonzero()) if isinstance(oracle, HybridOracle) else {}
+        self._still_empty = dict.fromkeys(self._watching.watch_nonzero()) if self._watching is not None else {}
         self._nonzero_nodes = len(self._still_empty)
         self._returned: "list[str]" = []
 
@@ -533,8 +533,7 @@ def declared_shapes_differ(outputs: "Sequence[onnx.ValueInfoProto]", expected: "
         value = (expected or {}).get(vi.name)
         if tensor is None or not tensor.HasField("shape") or not isinstance(value, np.ndarray):
             continue
-        declared = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
-                    for d in tensor.shape.dim]
+        declared = declared_dims(tensor.shape)
         shape = list(value.shape)
         if len(declared) != len(shape) or any(isinstance(d, int) and d != s for d, s in zip(declared, shape)):
             differ[vi.name] = {"declared": declared, "oracle": shape}

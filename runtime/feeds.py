@@ -51,10 +51,13 @@ def _declared(vi: onnx.ValueInfoProto) -> "tuple[int, tuple | None]":
     tensor = vi.type.tensor_type
     if not tensor.HasField("shape"):
         return tensor.elem_type, None
-    # a negative size declares nothing (onnxruntime reads it as unknown, as some exporters mean -1)
-    dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
-                 for d in tensor.shape.dim)
-    return tensor.elem_type, dims
+    return tensor.elem_type, tuple(declared_dims(tensor.shape))
+
+
+def declared_dims(shape: onnx.TensorShapeProto) -> "list[int | str | None]":
+    """Each size a shape declares: a number, a name, or None (unknown). A negative size declares
+    nothing (onnxruntime reads it as unknown, as some exporters mean -1)."""
+    return [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None) for d in shape.dim]
 
 
 def normalise(array: object) -> np.ndarray:

@@ -23,6 +23,14 @@ def note(info: os.stat_result, what: str) -> None:
         _READ.setdefault((info.st_dev, info.st_ino), (what, info.st_size, info.st_mtime_ns))
 
 
+def _known(table: "dict[tuple[int, int], tuple[str, int, int]]", info: os.stat_result) -> "str | None":
+    """What `table` noted `info`'s file as, while it is still that file (same size and modification
+    time: an inode freed and reused by another file is not it)."""
+    with _LOCK:
+        entry = table.get((info.st_dev, info.st_ino))
+    return entry[0] if entry is not None and entry[1:] == (info.st_size, info.st_mtime_ns) else None
+
+
 def note_path(path: "str | os.PathLike", what: str) -> None:
     try:
         note(os.stat(path), what)
@@ -83,12 +91,10 @@ def refusal(info: "os.stat_result | None") -> "str | None":
     when this process neither read it nor wrote it in this command."""
     if info is None:
         return None
-    key = (info.st_dev, info.st_ino)
-    with _LOCK:
-        read, written = _READ.get(key), _WRITTEN.get(key)
-    if read is not None and read[1:] == (info.st_size, info.st_mtime_ns):
-        return f"that is the {read[0]} this command reads, which the output would replace: give the output another path"
-    if written is not None and written[1:] == (info.st_size, info.st_mtime_ns):
-        return (f"this command has already written {written[0]} there, which the output would replace: give each "
+    read, written = _known(_READ, info), _known(_WRITTEN, info)
+    if read is not None:
+        return f"that is the {read} this command reads, which the output would replace: give the output another path"
+    if written is not None:
+        return (f"this command has already written {written} there, which the output would replace: give each "
                 "output its own file")
     return None

@@ -111,8 +111,8 @@ def watch_signals() -> "Callable[..., None]":
     thread.start()
 
     def undo(ending: bool = False) -> None:
-        """`ending`: the command was stopped and the process is about to end: SIGTERM stays
-        ignored (restoring its default, a late duplicate would kill the process before it exits)."""
+        """`ending`: the command was stopped and the process is about to end: SIGINT and SIGTERM
+        stay ignored (restoring their defaults, a late duplicate would kill the process before it exits)."""
         signal.set_wakeup_fd(previous_fd)
         signal.signal(signal.SIGTERM, signal.SIG_IGN if ending else previous_term)
         signal.signal(signal.SIGINT, signal.SIG_IGN if ending else previous_int)

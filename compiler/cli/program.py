@@ -183,9 +183,7 @@ def _open_standard_streams() -> bool:
     the command prints is its answer, which would be lost."""
     closed = []
     for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
+        if not _is_open(fd):
             closed.append(fd)
             null = os.open(os.devnull, os.O_RDWR)
             if null != fd:

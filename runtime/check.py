@@ -199,6 +199,9 @@ class CheckRun:
         self._still_empty = dict.fromkeys(self._watching.watch_nonzero()) if self._watching is not None else {}
         self._nonzero_nodes = len(self._still_empty)
         self._returned: "list[str]" = []
+        # and those that never ran (a body's: no branch or iteration holding it ran), likewise
+        self._never_ran = dict.fromkeys(self._still_empty)
+        self._ran: "list[str]" = []
 
     def _prepare_backends(self) -> None:
         self._reports = {b.name: BackendReport(b.name) for b in self._runners}
@@ -292,7 +295,9 @@ class CheckRun:
         self._checked += 1
         for node in self._returned:
             del self._still_empty[node]
-        self._returned = []
+        for node in self._ran:
+            del self._never_ran[node]
+        self._returned, self._ran = [], []
 
     def _stop_line(self, index: int, exc: DmlLowerError) -> str:
         label = f" ({self.about.feed_label(index)})" if self.about.feed_label is not None else ""
@@ -308,9 +313,12 @@ class CheckRun:
             watching = self._watching           # the hybrid oracle's NonZero nodes (watch_nonzero)
             if watching is not None:
                 watching.nonzero_returned.clear()
+                watching.nonzero_ran.clear()
             expected = self.oracle.run(feed_set)
             returned = watching.nonzero_returned if watching is not None else set()
+            ran = watching.nonzero_ran if watching is not None else set()
             self._returned = [node for node in self._still_empty if node in returned]
+            self._ran = [node for node in self._never_ran if node in ran]
         except DmlLowerError as exc:
             if index == 0:
                 raise FeedsFailed(str(exc)) from exc
@@ -518,6 +526,7 @@ class CheckRun:
             defaults={name: self.first[name] for name in self._defaulted},
             interrupted=self._interrupted, stopped=self._stopped,
             empty_nonzero=list(self._still_empty) if empty else [], dims=dict(about.dims),
+            nonzero_never_ran=[n for n in self._still_empty if n in self._never_ran] if empty else [],
             fail_partial=about.fail_partial,
             feed_notes=dimension_notes(compiled.inputs + compiled.optional_inputs, self.first),
             feeds=feeds, declared_shapes=declared_shapes_differ(compiled.model.graph.output, self._first_expected))

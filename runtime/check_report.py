@@ -39,6 +39,9 @@ class CheckReport:
     # feed set checked, a body's at every branch and iteration that ran (known with the hybrid
     # oracle): no coordinate was compared.
     empty_nonzero: "list[str]" = field(default_factory=list)
+    # Those of them that never ran: in an If branch not taken, a Loop / Scan body that did not
+    # iterate, at every feed set checked (a subset of empty_nonzero).
+    nonzero_never_ran: "list[str]" = field(default_factory=list)
     # The --dim sizes the random feeds were drawn at (set by the CLI; a zoo reads them back).
     dims: "dict[str, int]" = field(default_factory=dict)
     # A PARTIAL backend (it ran only part of the model) fails the check (check(fail_partial=True)).
@@ -68,7 +71,8 @@ class CheckReport:
         return {"model": self.model, "feature_level": self.feature_level, "ok": self.ok,
                 "fail_partial": self.fail_partial,
                 "oracle": self.oracle, "iterations": self.iterations, "interrupted": self.interrupted,
-                "stopped": self.stopped, "empty_nonzero": list(self.empty_nonzero), "dims": dict(self.dims),
+                "stopped": self.stopped, "empty_nonzero": list(self.empty_nonzero),
+                "nonzero_never_ran": list(self.nonzero_never_ran), "dims": dict(self.dims),
                 "feeds": dict(self.feeds),
                 "placement": [p.to_dict() for p in self.placement],
                 "onnx_regions": dict(self.regions),

@@ -126,6 +126,7 @@ class Oracle:
         # oracles of the bodies, so a NonZero in a Loop counts every iteration that ran
         self.path_prefix = ""
         self.nonzero_returned: "set[str]" = set()
+        self.nonzero_ran: "set[str]" = set()         # and which ran at all (a body's may not)
         self._watch: "dict[str, str] | None" = None    # NonZero output -> its label, once watched
 
     def watch_nonzero(self) -> "list[str]":
@@ -136,7 +137,7 @@ class Oracle:
                        if is_nonzero(n) and n.output and n.output[0]}
         self.keep.update(self._watch)
         for body in self._bodies.values():          # made before (an oracle the API passed in, run already)
-            body.nonzero_returned = self.nonzero_returned
+            body.nonzero_returned, body.nonzero_ran = self.nonzero_returned, self.nonzero_ran
             body.watch_nonzero()
         return [path for path, n in node_paths(self.model.graph, self.path_prefix) if is_nonzero(n)]
 
@@ -145,6 +146,7 @@ class Oracle:
             value = env.get(output)
             if value is None or np.shape(value)[-1]:       # not kept: said to have returned, nothing claimed
                 self.nonzero_returned.add(label)
+            self.nonzero_ran.add(label)         # this graph ran (a body: this branch or iteration)
 
     @property
     def label(self) -> str:
@@ -249,6 +251,7 @@ class Oracle:
             body.fallbacks = self.fallbacks
             body.hint = self.hint
             body.path_prefix, body.nonzero_returned = self.path_prefix + prefix, self.nonzero_returned
+            body.nonzero_ran = self.nonzero_ran
             if self._watch is not None:
                 body.watch_nonzero()
             self._bodies[key] = body

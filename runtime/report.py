@@ -249,12 +249,21 @@ def empty_nonzero_lines(report: CheckReport) -> "list[str]":
         return []
     every = "the NonZero node" if len(report.empty_nonzero) == 1 else f"all {len(report.empty_nonzero)} NonZero nodes"
     sets = "this feed set" if report.iterations == 1 else f"all {report.iterations} feed sets"
+    never = report.nonzero_never_ran
+    if len(never) == len(report.empty_nonzero):     # none of them ran: what they were fed is not why
+        return [f"  note: {every} ({name_list(never, 4)}) never ran at {sets} ({_NOT_RUN}), so no coordinate "
+                "was compared; feed values that take the branch or run the body that holds it"]
     empty = [name for name, info in (report.feeds or {}).get("inputs", {}).items() if 0 in info.get("shape", [1])]
     remedy = (f"{name_list(empty, 4, 'inputs')} fed empty (a dimension of size 0{_zero_dims(report)}): to compare "
               "coordinates, give every dimension a size of 1 or more" if empty else
               "feed non-zeros with --inputs, --data-loader-script, --zero-fraction or --val-range")
-    return [f"  note: {every} ({name_list(report.empty_nonzero, 4)}) returned no coordinate at {sets}, so no "
+    ran = f" ({name_list(never, 4)} never ran: {_NOT_RUN})" if never else ""
+    return [f"  note: {every} ({name_list(report.empty_nonzero, 4)}) returned no coordinate at {sets}{ran}, so no "
             f"coordinate was compared; {remedy}"]
+
+
+# why a NonZero inside a body never ran
+_NOT_RUN = "an If branch not taken, or a Loop / Scan body that did not iterate"
 
 
 def _zero_dims(report: CheckReport) -> str:

@@ -276,11 +276,12 @@ def loop_nonzero_model() -> onnx.ModelProto:
                        [("x", T.FLOAT, [4]), ("M", T.INT64, [])], [("stacked", T.INT64, 2)], opset=17)
 
 
-@pytest.mark.parametrize("trips, empty", [(1, True), (0, True), (3, False)])
+@pytest.mark.parametrize("trips, empty", [(1, "returned no coordinate"), (0, "never ran"), (3, "")])
 def test_a_nonzero_inside_a_loop_counts_every_iteration(trips, empty, tmp_path, capsys):
-    """A NonZero only inside a Loop body: with one iteration (i = 0: x * 0) or none it gave no
-    coordinate and the note names it by its path (nothing was said); with three, iterations 1 and 2
-    gave some, so coordinates were compared."""
+    """A NonZero only inside a Loop body: with one iteration (i = 0: x * 0) it gave no coordinate
+    and the note names it by its path (nothing was said); with none it never ran, and the note says
+    that, not to feed non-zeros; with three, iterations 1 and 2 gave some, so coordinates were
+    compared."""
     path = tmp_path / "loop.onnx"
     onnx.save(loop_nonzero_model(), path)
     feeds = tmp_path / "f.npz"
@@ -288,7 +289,39 @@ def test_a_nonzero_inside_a_loop_counts_every_iteration(trips, empty, tmp_path, 
     code, data, out = report(tmp_path, [path, "--inputs", feeds, "--backends", "cpu,ort-cpu"], capsys)
     assert code == 0, out
     assert data["empty_nonzero"] == (["Loop_Node/body/Body_NZ"] if empty else [])
-    assert ("note: the NonZero node (Loop_Node/body/Body_NZ) returned no coordinate" in out) is empty
+    assert data["nonzero_never_ran"] == (["Loop_Node/body/Body_NZ"] if trips == 0 else [])
+    note = [line for line in out.splitlines() if "note: the NonZero node" in line]
+    assert [line.split(") ", 1)[1].split(" at ")[0] for line in note] == ([empty] if empty else [])
+    assert ("feed non-zeros with" in out) is (trips == 1)
+    assert ("feed values that take the branch or run the body that holds it" in out) is (trips == 0)
+
+
+def test_the_empty_nonzero_note_names_the_ones_that_never_ran(tmp_path, capsys):
+    """An empty main-graph NonZero beside one in an If branch not taken: both gave no coordinate,
+    and the note says which never ran."""
+    then = h.make_graph([h.make_node("Identity", ["y"], ["same"], name="Pass")], "then", [],
+                        [h.make_tensor_value_info("same", T.FLOAT, [4])])
+    other = h.make_graph([h.make_node("NonZero", ["y"], ["inner"], name="Inner_NZ"),
+                          h.make_node("Cast", ["inner"], ["cast"], name="ToFloat", to=T.FLOAT),
+                          h.make_node("ReduceSum", ["cast"], ["total"], name="Total", keepdims=0),
+                          h.make_node("Expand", ["total", "four"], ["spread"], name="Spread")], "else", [],
+                         [h.make_tensor_value_info("spread", T.FLOAT, [4])])
+    nodes = [h.make_node("NonZero", ["x"], ["outer"], name="Outer_NZ"),
+             h.make_node("If", ["c"], ["z"], name="If_Node", then_branch=then, else_branch=other)]
+    model = graph_model(nodes, [("x", T.FLOAT, [4]), ("y", T.FLOAT, [4]), ("c", T.BOOL, [])],
+                        [("outer", T.INT64, 2), ("z", T.FLOAT, 1)])
+    model.graph.initializer.append(h.make_tensor("four", T.INT64, [1], [4]))
+    path = tmp_path / "if.onnx"
+    onnx.save(model, path)
+    feeds = tmp_path / "f.npz"
+    np.savez(feeds, x=np.zeros(4, np.float32), y=np.zeros(4, np.float32), c=np.array(True))
+    code, data, out = report(tmp_path, [path, "--inputs", feeds], capsys)
+    assert code == 0, out
+    assert data["empty_nonzero"] == ["Outer_NZ", "If_Node/else_branch/Inner_NZ"]
+    assert data["nonzero_never_ran"] == ["If_Node/else_branch/Inner_NZ"]
+    assert ("note: all 2 NonZero nodes (Outer_NZ, If_Node/else_branch/Inner_NZ) returned no coordinate at this "
+            "feed set (If_Node/else_branch/Inner_NZ never ran: an If branch not taken, or a Loop / Scan body "
+            "that did not iterate), so no coordinate was compared; feed non-zeros with") in out
 
 
 def test_intermediate_outputs_by_name(tmp_path, capsys):

@@ -19,7 +19,7 @@ from onnx_dml_lowering.runtime.backend_names import Lowering, parse_backend
 from .frontend import ModelLike, check_and_infer, load_model, mark_outputs, resolved
 from onnx_dml_lowering.runtime.model_facts import graph_inputs, initializer_arrays, overridable_inputs, value_types
 from .node_ids import identify_nodes
-from .functions import inline_functions
+from .functions import inline_functions, refuse_references
 
 if TYPE_CHECKING:
     from onnx_dml_lowering.ir import Graph
@@ -215,6 +215,7 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
         if proto.functions:
             proto = inline_functions(proto)
             identify_nodes(proto)             # the inlined nodes
+        refuse_references(proto)
         inferred = check_and_infer(proto, "" if isinstance(model, (onnx.ModelProto, bytes, bytearray))
                                    else f"model file {os.fspath(model)!r}")
         if outputs:

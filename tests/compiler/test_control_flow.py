@@ -325,3 +325,60 @@ def test_scan_outputs_of_different_shapes_are_one_line(backend):
     with pytest.raises(DmlLowerError, match=r"^node loop: Loop scan output 'rows' has shape \[1, 3\] in one iteration "
                                             r"and \[1, 2\] in another; ONNX stacks"):
         compile_model(model).run(feeds, backend=backend)
+
+
+def defaulted_function_model(call_attributes: dict, nested: bool = False) -> onnx.ModelProto:
+    """EyeLike(k = the function's attribute kk, whose default is 2); `nested`: called through an
+    outer function that passes its own kk (default 3) on by reference."""
+    eye = h.make_node("EyeLike", ["a"], ["b"], name="eye")
+    eye.attribute.append(onnx.AttributeProto(name="k", ref_attr_name="kk", type=onnx.AttributeProto.INT))
+    inner = h.make_function("local", "Eye", ["a"], ["b"], [eye], [h.make_opsetid("", 18)])
+    inner.attribute_proto.append(h.make_attribute("kk", 2))
+    functions = [inner]
+    op = "Eye"
+    if nested:
+        call = h.make_node("Eye", ["a"], ["b"], domain="local", name="inner_call")
+        call.attribute.append(onnx.AttributeProto(name="kk", ref_attr_name="kk", type=onnx.AttributeProto.INT))
+        outer = h.make_function("local", "Outer", ["a"], ["b"], [call],
+                                [h.make_opsetid("", 18), h.make_opsetid("local", 1)])
+        outer.attribute_proto.append(h.make_attribute("kk", 3))
+        functions.append(outer)
+        op = "Outer"
+    graph = h.make_graph([h.make_node(op, ["x"], ["y"], domain="local", name="call", **call_attributes)], "g",
+                         [tensor("x", T.FLOAT, [3, 5])], [tensor("y", T.FLOAT, [3, 5])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 18), h.make_opsetid("local", 1)],
+                        functions=functions, ir_version=10)
+
+
+@pytest.mark.parametrize("call_attributes, nested, k", [({}, False, 2), ({"kk": -1}, False, -1),
+                                                        ({}, True, 3), ({"kk": 1}, True, 1)])
+def test_a_function_attribute_default_applies_where_the_call_does_not_set_it(call_attributes, nested, k):
+    """onnx's inliner drops a function's attribute defaults: the EyeLike ran with k = 0 and the
+    check said MATCH. The diagonal is where onnxruntime (the shipped file) and numpy put it."""
+    import onnxruntime as ort
+    model = defaulted_function_model(call_attributes, nested)
+    x = np.ones((3, 5), np.float32)
+    ours = compile_model(model).run({"x": x}, strict=True)["y"]
+    shipped = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(ours, np.eye(3, 5, k, dtype=np.float32))
+    np.testing.assert_array_equal(ours, shipped)
+
+
+def test_a_reference_attribute_outside_a_function_is_one_line():
+    eye = h.make_node("EyeLike", ["x"], ["y"], name="eye")
+    eye.attribute.append(onnx.AttributeProto(name="k", ref_attr_name="kk", type=onnx.AttributeProto.INT))
+    model = graph_model([eye], [("x", T.FLOAT, [3, 3])], [("y", T.FLOAT, [3, 3])])
+    with pytest.raises(DmlLowerError, match=r"^node eye \(EyeLike\): attribute k refers to kk, a function's "
+                                            r"attribute, outside any function body$"):
+        compile_model(model)
+
+
+def test_a_default_passed_on_by_a_reference_without_one_is_refused():
+    """An outer function passing its kk (no default) on to a function that defaults kk: where a
+    call of the outer one leaves kk out, the inner default applies, which inlining cannot say."""
+    model = defaulted_function_model({}, nested=True)
+    del model.functions[1].attribute_proto[:]
+    model.functions[1].attribute.append("kk")
+    with pytest.raises(DmlLowerError, match=r"^node inner_call \(Eye\) in function Outer: attribute kk refers to "
+                                            r"kk, which has no default"):
+        compile_model(model)

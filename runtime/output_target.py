@@ -204,6 +204,17 @@ def _descriptor(fd: int) -> OutputTarget:
     return OutputTarget(f"/proc/self/fd/{fd}", OutputKind.DESCRIPTOR, fd=fd)
 
 
+def landing(path: str) -> str:
+    """Where a file written to `path` lands: the final target of its links (a file whose siblings,
+    such as a model's external data, must lie beside it, where the model's relative location is
+    read from), or `path` itself when it is no link (or is refused: the writer says why)."""
+    try:
+        target = resolve(path)
+    except Unwritable:
+        return path
+    return target.path if target.kind in (OutputKind.NEW, OutputKind.FILE) else path
+
+
 def sibling(path: str, derive: str) -> str:
     """Where a file written beside the output `path` goes (feed set #i's STEM.i.npz, MIN.inputs.npz,
     OUT.onnx.data): `derive`, the path beside it, unless `path` is written in place (a device, a

@@ -114,7 +114,8 @@ def cmd_optimize(parsed: Parsed) -> int:
         from onnx_dml_lowering.runtime.input_files import forget_all
         forget_all()
     saved = save_model(optimized, output, external)
-    data = "" if not saved.location else (f" (external data {display(saved.location)})" if saved.beside else
+    landed = f" beside {display(saved.landed)}, where the link leads" if saved.landed else ""
+    data = "" if not saved.location else (f" (external data {display(saved.location)}{landed})" if saved.beside else
                                           f" (and after it, to the same stream, the external data it names "
                                           f"{display(saved.location)}: no such file is made)")
     print(f"wrote {display(output)}{data}" +

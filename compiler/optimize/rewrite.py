@@ -300,6 +300,7 @@ class Saved:
     size: int                   # bytes written, model and data
     beside: bool = True         # the data went to a file of that name beside the model (not after
                                 # it, to the device, FIFO or descriptor the model went to)
+    landed: "str | None" = None  # where the model went when `path` was a link (its data beside it)
 
 
 def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: str = "optimized model") -> Saved:
@@ -310,8 +311,9 @@ def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: st
     output may be the input itself (or its data file): every weight is read from the input's
     files before either is replaced, and a failure leaves them as they were."""
     from onnx_dml_lowering.runtime.output_file import staged
-    from onnx_dml_lowering.runtime.output_target import sibling
-    out = Path(path)
+    from onnx_dml_lowering.runtime.output_target import landing, sibling
+    # through a link, the files land beside its target: the model reads its data from its own folder
+    out = Path(landing(path))
     location, size, beside = None, 0, True
     tensors = [t for t in model.graph.initializer if t.name in external]
     for tensor in model.graph.initializer:
@@ -330,7 +332,7 @@ def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: st
         # Nothing large is left in the proto: it serialises under 2 GB whatever the weights.
         onnx.save_model(model, model_temp)
         size += os.path.getsize(model_temp)
-    return Saved(location, size, beside)
+    return Saved(location, size, beside, str(out) if str(out) != os.path.abspath(path) else None)
 
 
 _CHUNK = 1 << 24

@@ -177,6 +177,35 @@ def test_in_place_optimize_keeps_every_weight(layout, tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == sorted(["m.onnx"] + (["m.onnx.data"] if layout == "external" else []))
 
 
+@pytest.mark.parametrize("in_place", [True, False])
+def test_optimize_through_a_link_elsewhere_writes_the_data_beside_its_target(in_place, tmp_path, capsys):
+    """`-o` a link in another folder: the model lands at the link's target and its external data
+    beside it, where the model's relative location is read from (the data went beside the link,
+    and the model at the target named a file its folder did not hold)."""
+    band = np.triu(np.ones((64, 64), np.float32))
+    big = np.arange(LAZY_MIN_BYTES // 4 + 1024, dtype=np.float32)
+    model = graph_model([h.make_node("Mul", ["x", "w"], ["y"], name="mul"),
+                         h.make_node("Add", ["b", "b"], ["z"], name="add")],
+                        [("x", T.FLOAT, [big.size])], [("y", T.FLOAT, [big.size]), ("z", T.FLOAT, [64, 64])],
+                        initializers=[numpy_helper.from_array(big, "w"), numpy_helper.from_array(band, "b")], opset=14)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "links").mkdir()
+    source = tmp_path / "real" / "in.onnx"
+    onnx.save_model(model, str(source), save_as_external_data=True, location="in.onnx.data", size_threshold=1024)
+    target = source if in_place else tmp_path / "real" / "new.onnx"
+    link = tmp_path / "links" / "out.onnx"
+    link.symlink_to(os.path.relpath(target, link.parent))
+    feeds = {"x": np.ones(big.size, np.float32)}
+    before = ort.InferenceSession(str(source)).run(None, feeds)
+    code, out, err = cli(["optimize", source, "-o", link], capsys)
+    assert code == 0, out + err
+    assert f"(external data {target.name}.data beside {target}, where the link leads)" in out
+    assert os.listdir(tmp_path / "links") == ["out.onnx"] and link.is_symlink()
+    after = ort.InferenceSession(str(target)).run(None, feeds)           # loads by its own name
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    assert sorted(os.listdir(tmp_path / "real")) == sorted({"in.onnx", "in.onnx.data", target.name, f"{target.name}.data"})
+
+
 # (command, output option): an output naming the file the command reads as its model
 OUTPUT_IS_THE_MODEL = [(["check"], "--json"), (["check"], "--markdown"), (["check"], "--save-outputs"),
                        (["check", "--jobs", "1"], "--json"), (["run"], "--json"), (["run"], "--save-inputs"),

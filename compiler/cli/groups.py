@@ -311,6 +311,8 @@ class FeedArgs(ArgGroup[Feeds]):
     def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Feeds:
         """The feed options, their combinations checked: one error line for a pair that does not
         combine or a value out of range."""
+        if vars(args).get("seed", 0) < 0:          # every command taking it (demo's too), whatever it feeds
+            raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
         if self.only == "seed":
             return Feeds(seed=args.seed)
         if self.only == "inputs":
@@ -336,8 +338,6 @@ class FeedArgs(ArgGroup[Feeds]):
                 if value:           # it was ignored: the run went on at the file's sizes and values
                     raise DmlLowerError(f"{option} shapes random feeds: it does not apply to --inputs "
                                         f"(the file gives every size and value)")
-        elif args.seed < 0:
-            raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
         random = not (args.inputs or args.data_loader_script)
         return Feeds(inputs=args.inputs, script=args.data_loader_script, seed=args.seed, iterations=iterations,
                      dims=DimArgs().parse(args) if random else {},

@@ -17,6 +17,7 @@ import atexit
 import functools
 import json
 import os
+import stat
 import struct
 import threading
 from dataclasses import dataclass
@@ -203,11 +204,32 @@ def start_early() -> None:
 
 
 def _handed_over() -> "DmlHost | None":
-    handed = os.environ.pop(HANDED_ENV, None)       # one user of the pipe: the first thread asking
+    handed = os.environ.get(HANDED_ENV)
     if not handed:
         return None
-    write_fd, read_fd, hello = handed.split(",", 2)
-    return DmlHost(process=HostProcess.attached(find_home(), EXE, int(write_fd), int(read_fd), hello))
+    write_fd, read_fd, hello = _handed_pipe(handed)     # a bad value stays: every later ask says so
+    del os.environ[HANDED_ENV]                      # one user of the pipe: the first thread asking
+    return DmlHost(process=HostProcess.attached(find_home(), EXE, write_fd, read_fd, hello))
+
+
+def _handed_pipe(value: str) -> "tuple[int, int, str]":
+    """HANDED_ENV's (write fd, read fd, hello): two pipes this process holds (never 0-2), or one
+    line naming the variable (a zoo sets it for its check processes; anything else is a mistake)."""
+    from onnx_dml_lowering.ir.display import display
+    parts = value.split(",", 2)
+    fds = parts[:2]
+    if len(parts) != 3 or not all(fd.isascii() and fd.isdigit() and len(fd) < 10 for fd in fds):
+        raise DmlLowerError(f"{HANDED_ENV}={display(value)}: not '<fd>,<fd>,<hello>' (a zoo hands its DirectML "
+                            "host to each check process so; unset it)")
+    for fd in map(int, fds):
+        try:
+            is_pipe = fd > 2 and stat.S_ISFIFO(os.fstat(fd).st_mode)
+        except OSError:
+            is_pipe = False
+        if not is_pipe:
+            raise DmlLowerError(f"{HANDED_ENV}={display(value)}: descriptor {fd} is not a pipe this process "
+                                "holds (a zoo hands its DirectML host to each check process so; unset it)")
+    return int(fds[0]), int(fds[1]), parts[2]
 
 
 def handover() -> "tuple[dict[str, str], tuple[int, int]] | None":

@@ -60,6 +60,18 @@ class SessionSettings:
             options.add_session_config_entry(key, value)
 
 
+_quieted: "list[bool]" = []
+
+
+def _quiet_default_logger(ort: Any) -> None:
+    """The default logger, once per process: onnxruntime's allocators and environment log through it
+    whatever a session's own level (an allocation that overflows wrote coloured lines before the
+    exception our one line says it with)."""
+    if not _quieted:
+        ort.set_default_logger_severity(4)
+        _quieted.append(True)
+
+
 def session_options(provider: "ProviderSpec | None" = None, no_fallback: bool = False,
                     record_assignment: bool = True, dml: bool = False,
                     settings: "SessionSettings | None" = None) -> Any:   # onnxruntime.SessionOptions
@@ -68,6 +80,7 @@ def session_options(provider: "ProviderSpec | None" = None, no_fallback: bool = 
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.log_severity_level = 4      # errors reach the user as our one line, not ORT's log
+    _quiet_default_logger(ort)
     if dml:
         # DirectML requires memory patterns off and sequential execution.
         options.enable_mem_pattern = False

@@ -197,6 +197,8 @@ EXTRA_ROWS = {
     "compile-json-into-missing-dir": (lambda t: ["compile", good_model(t), "--json",
                                                  str(t / "no" / "such" / "dir" / "out.json")], ["out.json"]),
     "negative-seed": (lambda t: ["run", good_model(t), "--seed", "-1"], ["seed"]),
+    "allocation-overflow-check": (lambda t: ["check", overflowing_model(t), "-q"], ["expand"]),
+    "allocation-overflow-run": (lambda t: ["run", overflowing_model(t), "--backends", "ort-cpu"], ["expand"]),
     "demo-negative-seed": (lambda t: ["demo", "--seed", "-5"], ["--seed -5", "non-negative"]),
     "negative-seed-with-inputs": (lambda t: ["run", good_model(t), "--inputs", str(t / "absent.npz"), "--seed", "-1"],
                                   ["--seed -1", "non-negative"]),
@@ -212,6 +214,14 @@ EXTRA_ROWS = {
     "external-data-length-wrong": (lambda t: ["compile", external_model(t, length=12)],
                                    ["'w'", "length 12", "4194304 bytes"]),
 }
+
+
+def overflowing_model(tmp: Path) -> str:
+    """Expand to [2^31, 2^31]: onnxruntime's allocator overflows (its default logger wrote coloured
+    lines to stderr before the exception)."""
+    model = graph_model([h.make_node("Expand", ["x", "shape"], ["y"], name="expand")], [("x", T.FLOAT, [1])],
+                        [("y", T.FLOAT, [None, None])], {"shape": np.array([2**31, 2**31], np.int64)})
+    return save(model, tmp / "overflow.onnx")
 
 
 def saved_outputs(tmp: Path) -> "list[str]":

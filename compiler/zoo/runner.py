@@ -81,8 +81,9 @@ def discover(paths: "list[str]", skipped: "list[str] | None" = None) -> "list[st
                 skipped += left
             if not found and not any(path.resolve() in g.parents for g in given):     # none, nor a folder given below
                 raise DmlLowerError(f"directory {text!r} holds no .onnx model (searched recursively" + (
-                    f"; left out: {name_list([display(f) for f in left], 4, 'folders')}, hidden folders and Python "
-                    "environments: give one by its path to check it)" if left else ")"))
+                    f"; left out: {name_list([_described(f) for f in left], 4, 'paths')}, hidden folders, Python "
+                    "environments and .onnx names that are no regular file: give one by its path to check it)"
+                    if left else ")"))
             models += found
         else:                           # a FIFO or device given by name: its check refuses it in one line
             models.append(text)
@@ -103,16 +104,60 @@ def found_models(paths: "list[str]") -> "tuple[list[str], list[str]]":
 
 
 def _models_below(folder: Path, skipped: "list[str]") -> "list[str]":
+    """The *.onnx regular files below `folder`, through linked folders too (each real folder once: a
+    link loop ends there); what is left out goes to `skipped`: hidden folders, Python environments,
+    and *.onnx names that are no regular file (a FIFO, a device, a dangling link: said, not dropped)."""
     found = []
-    for root, folders, files in os.walk(folder):
+    seen = {os.path.realpath(folder)}
+    for root, folders, files in os.walk(folder, followlinks=True):
         folders.sort()                  # the folders left out are named in a stable order
         for name in list(folders):
             below = Path(root, name)
+            real = os.path.realpath(below)
             if name.startswith(".") or (below / "pyvenv.cfg").is_file():
                 folders.remove(name)
                 skipped.append(str(below))
-        found += [str(Path(root, name)) for name in files if name.endswith(".onnx") and Path(root, name).is_file()]
+            elif real in seen:          # reached already, by another link or a loop
+                folders.remove(name)
+            else:
+                seen.add(real)
+        for name in sorted(files):
+            if name.endswith(".onnx"):
+                path = Path(root, name)
+                (found if path.is_file() else skipped).append(str(path))
     return found
+
+
+def _left_out(path: str) -> str:
+    """What a path discover left out is, for the line that names it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "a dangling symbolic link" if os.path.islink(path) else "unreadable"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if test(mode)), "not a regular file")
+
+
+def _described(path: str) -> str:
+    kind = _left_out(path)
+    return display(path) if kind == "folder" else f"{display(path)} ({kind})"
+
+
+def left_out_lines(skipped: "list[str]") -> "list[str]":
+    """The zoo's lines for what discover left out: folders not searched, *.onnx names not checked."""
+    kinds = {path: _left_out(path) for path in skipped}
+    folders = [display(p) for p, kind in kinds.items() if kind == "folder"]
+    files = [_described(p) for p, kind in kinds.items() if kind != "folder"]
+    lines = []
+    if folders:
+        lines.append(f"zoo: not searched: {name_list(folders, 4, 'folders')} (hidden folders and Python "
+                     "environments; give a model there by its path to check it)")
+    if files:
+        lines.append(f"zoo: not checked: {name_list(files, 4, 'names')}: named .onnx but not regular files")
+    return lines
 
 
 def check_zoo(zoo: Zoo) -> str:
@@ -142,9 +187,8 @@ def run_zoo(zoo: Zoo, run: ZooRun) -> int:
     results, stopped = _schedule(models, options, executor, zoo)
     seconds = time.perf_counter() - start
     print(format_summary(results))
-    if skipped:
-        print(f"zoo: not searched: {name_list([display(p) for p in skipped], 4, 'folders')} (hidden folders and "
-              "Python environments; give a model there by its path to check it)")
+    for line in left_out_lines(skipped):
+        print(line)
     unused = unused_names(list(run.named), results) if run.random_feeds else []
     for option, name in unused:
         what = "an input dimension" if option == "--dim" else "an input"

@@ -441,4 +441,26 @@ def test_a_left_out_folder_given_by_name_is_not_said_left_out(zoo, tmp_path, cap
     code, out, err = cli(["check", folder], capsys)
     assert (code, out) == (2, "")
     assert err == (f"dml-lower: error: directory '{folder}' holds no .onnx model (searched recursively; left out: "
-                   f"{folder / '.venv'}, hidden folders and Python environments: give one by its path to check it)\n")
+                   f"{folder / '.venv'}, hidden folders, Python environments and .onnx names that are no regular "
+                   "file: give one by its path to check it)\n")
+
+
+def test_a_folder_zoo_follows_linked_folders_once_and_names_what_is_no_model_file(zoo, tmp_path, capsys):
+    """A FIFO, a dangling link and a folder named *.onnx were dropped in silence, and a linked folder
+    not searched: the linked folder's models are checked (a link loop ends at a folder seen), and
+    each *.onnx name that is no regular file is named with what it is."""
+    folder, elsewhere = tmp_path / "z", tmp_path / "elsewhere"
+    (folder / "sub").mkdir(parents=True)
+    elsewhere.mkdir()
+    shutil.copy(zoo["paths"]["a_nonzero.onnx"], folder / "m.onnx")
+    shutil.copy(zoo["paths"]["a_nonzero.onnx"], elsewhere / "far.onnx")
+    (folder / "linked").symlink_to(elsewhere)
+    (folder / "sub" / "loop").symlink_to(folder)
+    os.mkfifo(folder / "f.onnx")
+    (folder / "dangling.onnx").symlink_to(tmp_path / "nowhere.onnx")
+    (folder / "dir.onnx").mkdir()
+    code, out, err = cli(["check", folder, "--inputs", zoo["feeds"], "--backends", "cpu"], capsys)
+    assert (code, err) == (0, ""), out + err
+    assert summary_rows(out).keys() == {str(folder / "m.onnx"), str(folder / "linked" / "far.onnx")}
+    assert out.splitlines()[-1] == (f"zoo: not checked: {folder / 'dangling.onnx'} (a dangling symbolic link), "
+                                    f"{folder / 'f.onnx'} (a FIFO): named .onnx but not regular files")

@@ -181,6 +181,11 @@ def _external_region(tensor: TensorProto, folder: str, what: str) -> "tuple[str,
     """(real path, offset, length) of an external tensor's data, every number checked against the
     tensor's type and shape and the file's size (one line naming the tensor, the file and them)."""
     entries = _entries(tensor)
+    keys = [e.key for e in tensor.external_data if e.key != BASEPATH]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:           # which one counts is the reader's guess: onnxruntime refuses the file
+        raise DmlLowerError(f"{what}: tensor {tensor.name!r} names external data entry {twice[0]!r} "
+                            f"{keys.count(twice[0])} times (each entry is named once)")
     shown, real = _inside(folder, entries.get("location", ""), tensor, what)
     offset = _whole_number(entries, "offset", tensor, shown, what) or 0
     length = _whole_number(entries, "length", tensor, shown, what)

@@ -82,9 +82,9 @@ class FeatureLevelArgs(ArgGroup["FeatureLevel | None"]):
         """The level (ir.parse_level; a bad one is one error line); None for an absent filter, and
         for a level that is not a filter, its default."""
         from onnx_dml_lowering.ir import parse_level
-        if not args.feature_level:
+        if args.feature_level is None:
             return None if self.filter else DEFAULT_LEVEL
-        return parse_level(args.feature_level)
+        return parse_level(args.feature_level)       # '' given is a bad level, not an absent one
 
     def required(self, args: argparse.Namespace) -> FeatureLevel:
         """The level of a command that lowers at one (not a filter: it has a default)."""

@@ -199,6 +199,8 @@ EXTRA_ROWS = {
     "negative-seed": (lambda t: ["run", good_model(t), "--seed", "-1"], ["seed"]),
     "allocation-overflow-check": (lambda t: ["check", overflowing_model(t), "-q"], ["expand"]),
     "allocation-overflow-run": (lambda t: ["run", overflowing_model(t), "--backends", "ort-cpu"], ["expand"]),
+    "feature-level-empty": (lambda t: ["inspect", good_model(t), "--feature-level", ""],
+                            ["unknown feature level ''"]),
     "demo-negative-seed": (lambda t: ["demo", "--seed", "-5"], ["--seed -5", "non-negative"]),
     "negative-seed-with-inputs": (lambda t: ["run", good_model(t), "--inputs", str(t / "absent.npz"), "--seed", "-1"],
                                   ["--seed -1", "non-negative"]),
@@ -211,6 +213,10 @@ EXTRA_ROWS = {
                                        ["--load-outputs", "saved.npz", "saved from other feeds"]),
     "external-data-file-too-short": (lambda t: ["compile", external_model(t, truncate=1000)],
                                      ["w.data", "'w'", "holds 1000 bytes"]),
+    "external-data-location-twice": (lambda t: ["inspect", external_model(t, twice="location")],
+                                     ["'w'", "entry 'location' 2 times"]),
+    "external-data-offset-twice": (lambda t: ["check", external_model(t, twice="offset")],
+                                   ["'w'", "entry 'offset' 2 times"]),
     "external-data-length-wrong": (lambda t: ["compile", external_model(t, length=12)],
                                    ["'w'", "length 12", "4194304 bytes"]),
 }
@@ -231,7 +237,7 @@ def saved_outputs(tmp: Path) -> "list[str]":
     return ["check", model, "--load-outputs", saved]
 
 
-def external_model(tmp: Path, truncate: "int | None" = None, length: "int | None" = None) -> str:
+def external_model(tmp: Path, truncate: "int | None" = None, length: "int | None" = None, twice: str = "") -> str:
     """MatMul by a 1024x1024 float32 weight stored in w.data, the file cut or the length entry wrong."""
     model = graph_model([h.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [("x", T.FLOAT, [2, 1024])],
                         [("y", T.FLOAT, [2, 1024])], {"w": np.ones((1024, 1024), np.float32)})
@@ -239,6 +245,11 @@ def external_model(tmp: Path, truncate: "int | None" = None, length: "int | None
     onnx.save(model, str(path), save_as_external_data=True, location="w.data", size_threshold=0)
     if truncate is not None:
         os.truncate(tmp / "w.data", truncate)
+    if twice:                           # an entry named again, with another value
+        raw = onnx.load(str(path), load_external_data=False)
+        entry = raw.graph.initializer[0].external_data.add()
+        entry.key, entry.value = twice, {"location": "other.data", "offset": "0", "length": "4"}[twice]
+        onnx.save(raw, str(path))
     if length is not None:
         raw = onnx.load(str(path), load_external_data=False)
         entry = next(e for e in raw.graph.initializer[0].external_data if e.key == "length")

@@ -17,7 +17,7 @@ from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX, DIAGONAL_MATRIX1
 from onnx_dml_lowering.ir.tensor_desc import Dim
 
-from .common import carried, dims_for, pad_sizes
+from .common import carried, dims_for, level_reason, pad_sizes
 from .match import Decline
 from .node import Names, product
 
@@ -55,6 +55,9 @@ def band_operator(onnx_type: int, value: Any, single: bool, level: FeatureLevel)
     if single and plain_fits and float32_exact(carried_value, carrier):
         return DIAGONAL_MATRIX.name
     row = DIAGONAL_MATRIX1.row(level)
+    if row is None and plain is None:       # below 2_0: neither operator exists, whatever the band
+        raise Decline(f"{level_reason(DIAGONAL_MATRIX, level)}, nor is DIAGONAL_MATRIX1 (introduced in "
+                      f"{DIAGONAL_MATRIX1.introduced})")
     if row is None:
         if not single:
             why = "a band wider than one diagonal"

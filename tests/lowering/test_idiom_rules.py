@@ -91,8 +91,11 @@ def test_eyelike_constant_of_shape_reasons():
     assert isinstance(build(m, {"shape": [3, 4]}), Graph)
     assert build(m, {"shape": [3, -1]}) == Declined("shape [3, -1] holds a negative size")
     assert build(m, {"shape": [2, 3, 4]}) == Declined("EyeLike needs a 2-D input; ConstantOfShape gives [2, 3, 4]")
+    # below 2_0 neither diagonal operator exists: that is the reason, not the output type
     assert build(m, {"shape": [3, 4]}, parse_level("1_0")) == Declined(
-        "output type float (FLOAT32) on DIAGONAL_MATRIX at 1_0 needs DIAGONAL_MATRIX1 (feature level 5_1; target 1_0)")
+        "DIAGONAL_MATRIX is not available at feature level 1_0 (introduced in 2_0), nor is DIAGONAL_MATRIX1 "
+        "(introduced in 5_1)")
+    assert isinstance(build(m, {"shape": [3, 4]}, parse_level("2_0")), Graph)
 
 
 def test_eyelike_constant_of_shape_near_miss():

@@ -94,7 +94,11 @@ def _missing(root: Path) -> "str | None":
 
 def find_home() -> DirectMLHome:
     """The completed HOME, or DirectMLUnavailable naming `make directml` and what is missing."""
-    root = default_home()
+    return home_at(default_home())
+
+
+def home_at(root: Path) -> DirectMLHome:
+    """The HOME a setup completed at `root` (find_home's, for any folder)."""
     missing = _missing(root)
     if missing:
         raise DirectMLUnavailable(f"DirectML is not set up: {missing}; {SETUP_HINT} (or set {HOME_ENV})")

@@ -264,9 +264,33 @@ def vulkan_device() -> "dict[str, str]":
     return facts
 
 
+def kept_home(root: Path, missing: SetupError) -> "dict[str, object]":
+    """The HOME a previous setup completed at `root`, when the inputs to make it again are not here
+    (a clone without ../shared): it serves if its hosts were compiled from this checkout's sources
+    and their self-tests pass now; else `missing` is the error, with why the old HOME does not do."""
+    from .home import DirectMLUnavailable, home_at
+    try:
+        home = home_at(root)
+    except DirectMLUnavailable:
+        raise missing from None             # nothing made before: what is missing is the whole story
+    hosts = {source.stem for source in host_sources()}
+    if set(home.info.get("hosts") or {}) != hosts:
+        raise SetupError(f"{missing} (the setup at {root} was made for other host programs)") from None
+    try:
+        tests = {name: self_test(home, home.exe(name)) for name in sorted(hosts)}
+    except DirectMLUnavailable as stale:
+        raise SetupError(f"{missing} ({stale})") from None
+    say(f"kept the setup made before at {root} (its hosts' self-tests pass), as this clone lacks what it "
+        f"would take to make it again: {missing}")
+    return {**home.info, "hosts": tests}
+
+
 def setup(root: Path) -> "dict[str, object]":
     check_platform()
-    d3d12, include = find_inputs(root)
+    try:
+        d3d12, include = find_inputs(root)
+    except SetupError as missing:
+        return kept_home(root, missing)
     # the hosts are compiled from these sources below (exe() holds a host to them, self-test included)
     sources = {source.stem: source_digest(source.stem) for source in host_sources()}
     home = DirectMLHome(root, {"host_sources": sources})

@@ -101,3 +101,44 @@ def test_a_home_made_from_scratch_runs_its_host(tmp_path, capsys):
     assert "creating the Wine prefix" not in again and "self-test of dml_host.exe" in again
     with DmlHost(DirectMLHome(tmp_path, info)) as host:
         assert host.caps()["self_test"] == "passed"
+
+
+@pytest.mark.directml
+def test_a_clone_without_shared_keeps_the_home_made_before(tmp_path, monkeypatch, capsys):
+    """`make directml` in a clone without ../shared, where a setup was completed before: the HOME's
+    hosts pass their self-tests now, so it is kept as it is and the command succeeds (it failed,
+    and its line never said the HOME made before still served)."""
+    real = find_home()
+    for name in ("DML_LOWER_D3D12_DLL", "DML_LOWER_VKD3D_SOURCE", "DML_LOWER_ORT_INCLUDE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(setup, "SHARED", tmp_path / "no-shared")
+    before = {p: p.stat().st_mtime_ns for p in (real.root / "setup.json", *(real.root / "bin").iterdir())}
+    info = setup.setup(real.root)
+    assert all(hello.startswith("ok ") for hello in info["hosts"].values()) and set(info["hosts"]) == {"dml_host", "ort_host"}
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    said = capsys.readouterr().out
+    assert "kept the setup made before" in said and "no d3d12.dll that runs DirectML" in said
+
+
+def test_a_home_made_for_other_hosts_is_not_kept(tmp_path, monkeypatch):
+    """A HOME made before by a checkout with other host programs cannot serve this one: the line
+    names what is missing and why the old HOME does not do, and the HOME stays as it was."""
+    for name in ("DML_LOWER_D3D12_DLL", "DML_LOWER_VKD3D_SOURCE", "DML_LOWER_ORT_INCLUDE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(setup, "SHARED", tmp_path / "no-shared")
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    (home / "prefix").mkdir()
+    for dll in setup.DLLS:
+        (home / "bin" / dll).write_bytes(b"MZ")
+    (home / "setup.json").write_text('{"hosts": {"old_host": "ok"}}\n')
+    try:
+        setup.check_platform()
+    except setup.SetupError as exc:
+        pytest.skip(f"the system half of make directml is not installed here: {exc}")
+    with pytest.raises(setup.SetupError) as raised:
+        setup.setup(home)
+    line = str(raised.value)
+    assert line.startswith("no d3d12.dll that runs DirectML") and "\n" not in line
+    assert line.endswith(f"(the setup at {home} was made for other host programs)")
+    assert (home / "setup.json").read_text() == '{"hosts": {"old_host": "ok"}}\n'

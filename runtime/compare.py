@@ -19,7 +19,8 @@ BLOCK elements: elements with identical bytes are equal (error 0), and only thos
 differ are converted to float64 and compared by value. A bit-identical output (the common case)
 costs one pass over its bytes and no float64 temporary.
 
-A mismatch carries how many elements differ of how many, the first differing index and its two
+A mismatch carries how many elements differ of how many (a float's: beyond the tolerance; one whose
+bits differ within it is not counted), the first such index and its two
 values, max / mean absolute and relative errors (relative ones only where the expected value is
 not 0), and the smallest tolerances that would have passed: the smallest atol at the rtol in
 force and the smallest rtol at the atol in force (exact float64 values, each the least one for

@@ -377,18 +377,48 @@ def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None, tab
     """The rewritten model, the rewrites with their predicted placement effect, and notes on what
     was kept and why. `table`: the DML EP registration table modelled (default: choose_table's)."""
     version = (table or choose_table(None)).version
+    out, steps, notes, renamed = _rewritten(model, model_dir, version, down=True)
+    down = next((r for _, r in steps if r.kind.startswith("opset ")), None)
+    if down is not None and not _gains(down):
+        # the opset changed and the prediction moved nothing: the file keeps its opset
+        out, steps, notes, renamed = _rewritten(model, model_dir, version, down=False)
+        notes.insert(0, f"opset {standard_opset(model, 0)} kept (down-conversion to {TARGET_OPSET} would move no "
+                        "node to DML and change no copy and no failure, as predicted)")
+    for _, node in all_nodes(out):     # the names the model had (protobuf cannot write non-UTF-8 back)
+        original = renamed.get(node.name)
+        if isinstance(original, str):
+            if original:
+                node.name = original
+            else:
+                node.ClearField("name")
+    return out, [r for _, r in steps], notes
+
+
+def _gains(rewrite: DmlRewrite) -> bool:
+    """The prediction says the rewrite moves a node to DML, or changes the copies or the failures."""
+    moved = any(rewrite.before.get(n) != DML and rewrite.after.get(n) and all(p == DML for p in rewrite.after[n])
+                for n in rewrite.nodes)
+    return (moved or rewrite.copies_before != rewrite.copies_after
+            or rewrite.failures_before != rewrite.failures_after)
+
+
+def _rewritten(model: onnx.ModelProto, model_dir: "str | None", version: str, down: bool
+               ) -> "tuple[onnx.ModelProto, list[tuple[onnx.ModelProto, DmlRewrite]], list[str], dict]":
+    """Every rewrite applied to a copy of `model` (`down`: the opset down-conversion first), their
+    effects predicted; the node identities given (renamed: identity -> original name)."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     renamed = identify_nodes(out)      # the report and the prediction name nodes by identity
     notes: "list[str]" = []
     steps: "list[tuple[onnx.ModelProto, DmlRewrite]]" = []
-    pre = onnx.ModelProto()
-    pre.CopyFrom(out)
-    out, down, why = _downconvert(out)
-    if why:
-        notes.append(why)
-    if down is not None:
-        steps.append((pre, down))
+    if down:
+        pre = onnx.ModelProto()
+        pre.CopyFrom(out)
+        out, converted, why = _downconvert(out)
+        if why:
+            notes.append(why)
+        if converted is not None:
+            steps.append((pre, converted))
     for method in ("nonzero_64", "cast_to_bool", "bool_equal", "eyelike_22", "reshape_allowzero"):
         opt = _DmlOptimizer(out, version)
         before = onnx.ModelProto()
@@ -402,14 +432,7 @@ def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None, tab
         except Exception as exc:  # a rewrite we built is wrong: a bug of ours, never written out
             raise RuntimeError(f"optimize --for dml produced an invalid model: {' '.join(str(exc).split())[:200]}") from exc
     _predict_effects(out, steps, model_dir, version)
-    for _, node in all_nodes(out):     # the names the model had (protobuf cannot write non-UTF-8 back)
-        original = renamed.get(node.name)
-        if isinstance(original, str):
-            if original:
-                node.name = original
-            else:
-                node.ClearField("name")
-    return out, [r for _, r in steps], notes
+    return out, steps, notes, renamed
 
 
 def _predict_effects(final: onnx.ModelProto, steps: "list[tuple[onnx.ModelProto, DmlRewrite]]",

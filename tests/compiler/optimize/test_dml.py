@@ -268,10 +268,11 @@ def test_a_model_with_external_data_is_rewritten_from_any_working_directory(tmp_
     beside the working directory (from elsewhere, the rewritten model was 'invalid': internal
     error, exit 3, and the opset down-conversion was silently kept)."""
     weight = (np.arange(600 * 512, dtype=np.float32) % 7).reshape(600, 512)      # past 1 MiB: left in its file
+    # EyeLike-22 has no DML kernel and EyeLike-9 has one: the down-conversion moves it to DML
     m = model([h.make_node("MatMul", ["x", "w"], ["p"], name="mm"),
-               h.make_node("NonZero", ["i"], ["nz"], name="nonzero")],
-              [vi("x", T.FLOAT, [2, 600]), vi("i", T.INT64, [3, 4])],
-              [vi("p", T.FLOAT, [2, 512]), vi("nz", T.INT64, [2, None])], opset=22)
+               h.make_node("NonZero", ["i"], ["nz"], name="nonzero"), h.make_node("EyeLike", ["e"], ["ey"], name="eye")],
+              [vi("x", T.FLOAT, [2, 600]), vi("i", T.INT64, [3, 4]), vi("e", T.FLOAT, [3, 4])],
+              [vi("p", T.FLOAT, [2, 512]), vi("nz", T.INT64, [2, None]), vi("ey", T.FLOAT, [3, 4])], opset=22)
     m.graph.initializer.append(onnx.numpy_helper.from_array(weight, "w"))
     folder = tmp_path / "model"
     folder.mkdir()
@@ -285,8 +286,21 @@ def test_a_model_with_external_data_is_rewritten_from_any_working_directory(tmp_
     assert "opset 22 -> 21" in text and "bit-identical" in text
     written = onnx.load(str(out))
     assert written.opset_import[0].version == 21
-    feeds = {"x": np.ones((2, 600), np.float32), "i": np.array([[0, 1, 0, 2]] * 3, np.int64)}
+    feeds = {"x": np.ones((2, 600), np.float32), "i": np.array([[0, 1, 0, 2]] * 3, np.int64),
+             "e": np.zeros((3, 4), np.float32)}
     assert_bit_identical(onnx.load(str(folder / "m.onnx")), written, feeds, reference=False)
+
+
+def test_a_down_conversion_that_moves_nothing_keeps_the_opset(tmp_path, capsys):
+    """An opset-22 MatMul and NonZero have the same kernels at 21: converting changed the file and
+    moved nothing (`0 nodes rewritten, 0 moved to DML`); the opset is kept and the note says why."""
+    m = model([h.make_node("MatMul", ["x", "w"], ["p"], name="mm"), h.make_node("NonZero", ["p"], ["nz"], name="nz")],
+              [vi("x", T.FLOAT, [2, 3]), vi("w", T.FLOAT, [3, 4])], [vi("nz", T.INT64, [2, None])], opset=22)
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    code, text, err = cli(["optimize", str(tmp_path / "m.onnx"), "--for", "dml", "-o", str(tmp_path / "o.onnx")], capsys)
+    assert code == 0, err
+    assert "opset 22 kept (down-conversion to 21 would move no node to DML and change no copy and no failure" in text
+    assert "opset 22 -> 21" not in text and onnx.load(str(tmp_path / "o.onnx")).opset_import[0].version == 22
 
 
 # --- Reshape allowzero=1 with a -1 ---------------------------------------------------------------

@@ -10,7 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 import onnx
+from onnx import helper, numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.errors import first_line
@@ -59,6 +62,54 @@ def level1_model(model: onnx.ModelProto, model_dir: "str | None") -> "tuple[onnx
             return onnx.load(str(out), load_external_data=False), ""
         except Exception as exc:
             raise DmlLowerError(f"onnxruntime's level-1 optimised model cannot be read back: {first_line(exc)}") from None
+
+
+# Constant's attributes holding a plain value: (element type, whether it is a list)
+_CONSTANT_VALUES = {"value_float": (onnx.TensorProto.FLOAT, False), "value_floats": (onnx.TensorProto.FLOAT, True),
+                    "value_int": (onnx.TensorProto.INT64, False), "value_ints": (onnx.TensorProto.INT64, True),
+                    "value_string": (onnx.TensorProto.STRING, False), "value_strings": (onnx.TensorProto.STRING, True)}
+
+
+def constants_as_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of the model as onnxruntime's graph load leaves it, before any optimisation level:
+    every standard Constant node (in the bodies too) becomes an initializer of its graph named
+    by its output (graph.cc), so no provider is ever asked to place one. The prediction needs it
+    where level 1 could not run (onnxruntime refused the model here)."""
+    from onnx_dml_lowering.lowering.onnx_graphs import is_standard, iter_graphs
+    loaded = onnx.ModelProto()
+    loaded.CopyFrom(model)
+    for graph in [each for each, _ in iter_graphs(loaded.graph)]:
+        for node in [n for n in graph.node if n.op_type == "Constant" and is_standard(n.domain)]:
+            tensor = _constant_tensor(node)
+            if tensor is not None:       # a function's attribute reference: no value to lift
+                graph.initializer.append(tensor)
+                graph.node.remove(node)
+    return loaded
+
+
+def _constant_tensor(node: onnx.NodeProto) -> "onnx.TensorProto | None":
+    """The Constant node's value as a tensor named by its output (a sparse value made dense, as
+    onnxruntime's load makes it), or None when it holds no value of its own."""
+    if len(node.attribute) != 1 or not node.output:
+        return None
+    attr = node.attribute[0]
+    value = helper.get_attribute_value(attr)
+    if attr.name == "value":
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(value)
+    elif attr.name == "sparse_value":
+        values, indices = numpy_helper.to_array(value.values), numpy_helper.to_array(value.indices)
+        dense = np.zeros(int(np.prod(value.dims, dtype=np.int64)), values.dtype)
+        # indices are linear ([NNZ]) or one coordinate row per value ([NNZ, rank])
+        dense[indices if indices.ndim == 1 else np.ravel_multi_index(tuple(indices.T), tuple(value.dims))] = values
+        tensor = numpy_helper.from_array(dense.reshape(tuple(value.dims)))
+    elif attr.name in _CONSTANT_VALUES:
+        elem, is_list = _CONSTANT_VALUES[attr.name]
+        tensor = helper.make_tensor("", elem, [len(value)] if is_list else [], value if is_list else [value])
+    else:
+        return None
+    tensor.name = node.output[0]
+    return tensor
 
 
 CPU_CAST_PREFIX = "InsertedPrecisionFreeCast_"

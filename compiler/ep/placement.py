@@ -17,6 +17,7 @@ then the Memcpy nodes onnxruntime inserts at the edges between the two sides."""
 from __future__ import annotations
 
 import heapq
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from onnx_dml_lowering.runtime.dml_deviations import (FAILURES, cast_bool_deviat
 from onnx_dml_lowering.runtime.dml_fusion import fused_output_risks
 from onnx_dml_lowering.runtime.onnx_inference import infer_shapes
 
-from .level1 import CPU_CAST_PREFIX, Level1, level1_model, undo_cpu_casts
+from .level1 import CPU_CAST_PREFIX, Level1, constants_as_initializers, level1_model, undo_cpu_casts
 from .registry import (DEVICE_DEPENDENT, DML_TYPES, NEWEST_ORT, TABLE_SOURCES, DmlKernel, Schema, choose_table,
                        cpu_kernels, dml_kernels,
                           schema, type_name)
@@ -155,6 +156,15 @@ def _device_reject(t: "str | None", lacks: "frozenset[str]") -> "str | None":
     return None
 
 
+# a word read with a vowel sound first: a vowel letter but a "you" (uint8, unique, use), or 8, 11, 18
+_AN = re.compile(r"(?:[aeio]|u(?!int|ni(?!n)|s[aeiu]|ti)|8|1[18](?!\d))", re.I)
+
+
+def indefinite(word: str) -> str:
+    """'a double', 'an int64', 'a uint8', 'an optional': the word after the article its sound takes."""
+    return f"{'an' if _AN.match(word) else 'a'} {word}"
+
+
 def _since_text(kernels: "dict[int, DmlKernel]") -> str:
     return ", ".join(str(v) for v in sorted(kernels))
 
@@ -271,7 +281,7 @@ class Predictor:
             if t in ("seq", "optional", "sparse_tensor", "map"):
                 if node.op_type in _SEQUENCE_OPS or t == "optional" and node.op_type.startswith("Optional"):
                     continue
-                return f"{kind} {j} {name!r} is a {t}, which DML takes only in sequence operators"
+                return f"{kind} {j} {name!r} is {indefinite(t)}, which DML takes only in sequence operators"
             reject = _device_reject(t, self.lacks)
             if reject:
                 return f"{reject} ({kind} {j} {name!r})"
@@ -334,7 +344,7 @@ class Predictor:
             self.warnings.append(f"{path} (Trilu): needs DML_OPERATOR_DIAGONAL_MATRIX1 (DirectML >= 1.9, feature "
                                  "level 5.1); an older DirectML.dll loaded at run time fails, it does not fall back")
         if node.op_type == "EyeLike" and out_type in ("int64", "uint64", "double"):
-            self.warnings.append(f"{path} (EyeLike): an {out_type} output needs DirectML feature level 5.1; an older "
+            self.warnings.append(f"{path} (EyeLike): {indefinite(out_type)} output needs DirectML feature level 5.1; an older "
                                  "DirectML.dll loaded at run time fails, it does not fall back")
         if node.op_type == "Relu" and out_type in ("float", "float16"):      # measured types
             self.relu_nan.append(path)
@@ -356,13 +366,15 @@ class Predictor:
         onnxruntime 1.24.4 inserts them around control flow (measured: tests/compiler/ep/
         test_control_flow_copies.py): a value an If / Loop / Scan body reads from outside is not
         copied for that node, on either provider; inside the body such a value is a graph input,
-        copied to DML when nodes of both sides read it there."""
+        copied to DML when nodes of both sides read it there. A node no provider takes is never
+        run (onnxruntime's copy pass fails on it, "Provider type ... is not set"): no copy of or
+        for it."""
         for value, consumers in g.consumers.items():
             needs: "dict[str, list[str]]" = {"gpu": [], "cpu": []}
             for c in consumers:
                 node = g.nodes[c]
-                if value not in node.input:
-                    continue        # read only inside its bodies: the body's own copies decide
+                if value not in node.input or provider.get(c) == NONE:
+                    continue        # read only inside its bodies (their own copies decide), or never run
                 if provider.get(c) == DML:
                     cpu_read = all(j in kernel[c].cpu_inputs for j, n in enumerate(node.input) if n == value) \
                         and value in node.input
@@ -371,6 +383,8 @@ class Predictor:
                     needs["cpu"].append(prefix + node.name)
             if value in g.producer:
                 p = g.producer[value]
+                if provider.get(p) == NONE:
+                    continue        # never produced: no copy of it
                 pnode = g.nodes[p]
                 on_gpu = provider.get(p) == DML and not (is_standard(pnode.domain) and pnode.op_type in ("Shape", "Size"))
                 source = prefix + pnode.name
@@ -543,8 +557,9 @@ def _level1_optimised(model: onnx.ModelProto, model_dir: "str | None", level1: L
     optimised, refused = level1.optimise(model, model_dir)
     if optimised is None:
         warnings.append(f"{level1.by.removesuffix(' installed here')} refuses the model here ({refused}); placement "
-                        "is predicted on the model as stored, without level-1 optimisations")
-        optimised = model
+                        "is predicted on the model as stored, without level-1 optimisations (its Constants made "
+                        "initializers, as onnxruntime's graph load makes them at every level)")
+        optimised = constants_as_initializers(model)
     undone = undo_cpu_casts(optimised.graph, {o: n for _, n in node_paths(model.graph) for o in n.output})
     if undone:
         warnings.append(f"onnxruntime's CPU-only session here inserted {undone} float16 casts ({CPU_CAST_PREFIX}*) "

@@ -16,14 +16,16 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.lowering.onnx_graphs import node_paths, prefixed_graphs
 from onnx_dml_lowering.runtime.dml_deviations import name_failure
 from onnx_dml_lowering.runtime.directml.ort_dml import HostOptions, create, shared_host
 from onnx_dml_lowering.runtime.directml.ort_host import OrtHost, OrtHostError, SessionRequest
 from onnx_dml_lowering.runtime.feeds import random_feeds
+from onnx_dml_lowering.runtime.ort_messages import FailureKind, parse_provider_failure
 
 from .level1 import Level1
-from .placement import CPU, DML, UNKNOWABLE, placement_for_file
+from .placement import CPU, DML, NONE, UNKNOWABLE, placement_for_file
 from .registry import choose_table
 
 # onnxruntime's own copy nodes: predicted apart (copies), not nodes of the model
@@ -112,7 +114,7 @@ def verify_placement(path: str, device_lacks: "tuple[str, ...]", raw: onnx.Model
         work.close()
     report["warnings"] = [_verified_instead(failure) if w == UNKNOWABLE else w for w in report["warnings"]]
     report["verified"] = _compare(report, actual, host.version())
-    report["verified"]["failure"] = _failure(failure, graph)
+    report["verified"]["failure"] = _failure(failure, graph, report["nodes"])
     if failure:
         report["warnings"].append(f"verification: the real DML EP failed: {failure}")
     return report, graph
@@ -131,15 +133,41 @@ def _verified_instead(failure: str) -> str:
             "change constant folding (free dimension overrides) are not modelled")
 
 
-def _failure(failure: str, graph: onnx.ModelProto) -> "dict | None":
-    """The real EP's failure beside the prediction: where (session creation or the first run) and
-    whether it is a failure the prediction named (a FAILURES deviation of a node it warned about);
-    None when the real EP ran."""
+def _failure(failure: str, graph: onnx.ModelProto, nodes: "list[dict]") -> "dict | None":
+    """The real EP's failure beside the prediction (its `nodes` entries): where (session creation
+    or the first run), whether the prediction named it (a FAILURES deviation of a node it warned
+    about, or a node it put on no provider) and `said`, its words for it; None when the real EP ran."""
     if not failure:
         return None
     stage = "session creation" if failure.startswith("session creation") else "first run"
-    named = name_failure(graph, failure, at_run=stage == "first run")
-    return {"stage": stage, "predicted": named is not None, "deviation": named}
+    deviation = name_failure(graph, failure, at_run=stage == "first run")
+    said = deviation or (_unplaced(failure, nodes) if stage == "session creation" else None)
+    return {"stage": stage, "predicted": said is not None, "deviation": deviation, "said": said}
+
+
+# onnxruntime's wordings for a node no provider took (its kernel lookup, its copy pass)
+_UNPLACED = (FailureKind.NOT_PLACED, FailureKind.NO_KERNEL, FailureKind.NOT_IMPLEMENTED)
+
+
+def _unplaced(failure: str, nodes: "list[dict]") -> "str | None":
+    """What the prediction said of a session that failed for want of a provider: the node the real
+    EP's message names, predicted on no provider; where the message names no node of the report
+    (none at all, or one onnxruntime made), the nodes it put on none. None: the message is no such
+    failure, names a node the prediction placed, or the prediction placed every node."""
+    found = parse_provider_failure(failure)
+    if found is None or found.kind not in _UNPLACED:
+        return None
+    unplaced = [n for n in nodes if n["provider"] == NONE]
+    if found.node in {n["node"] for n in nodes}:
+        unplaced = [n for n in unplaced if n["node"] == found.node]
+    if not unplaced:
+        return None
+    names = name_list([f"{n['node']} ({n['op_type']}{_since(n)})" for n in unplaced], 4)
+    return f"{names} {'has' if len(unplaced) == 1 else 'have'} no provider, so onnxruntime cannot create the session"
+
+
+def _since(entry: dict) -> str:
+    return f"-{entry['since_version']}" if entry.get("since_version") is not None else ""
 
 
 _LOAD_FAILURE = "session creation: Load model from "
@@ -213,10 +241,11 @@ def format_verified(report: dict) -> "list[str]":
 
 
 def _failure_clause(failure: "dict | None") -> str:
-    """'; its first run failed, as predicted (...)' or '...: NOT predicted' beside the verified line."""
+    """'; its first run failed as the prediction said: ...' or '... which the prediction did NOT name'
+    beside the verified line."""
     if not failure:
         return ""
     if failure["predicted"]:
-        return f"; its {failure['stage']} failed, as predicted: {failure['deviation']}"
+        return f"; its {failure['stage']} failed as the prediction said: {failure['said']}"
     return (f"; its {failure['stage']} failed, which the prediction did NOT name (the verification warning "
             "above says how)")

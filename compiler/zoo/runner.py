@@ -107,7 +107,7 @@ def _models_below(folder: Path, skipped: "list[str]") -> "list[str]":
     """The *.onnx regular files below `folder`, through linked folders too (each real folder once: a
     link loop ends there); what is left out goes to `skipped`: hidden folders, Python environments,
     and *.onnx names that are no regular file (a FIFO, a device, a dangling link: said, not dropped)."""
-    found = []
+    found: "list[str]" = []
     seen = {os.path.realpath(folder)}
     for root, folders, files in os.walk(folder, followlinks=True):
         folders.sort()                  # the folders left out are named in a stable order

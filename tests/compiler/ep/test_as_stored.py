@@ -1,0 +1,126 @@
+"""inspect --ep dml on a model onnxruntime refuses here (a node no provider has a kernel for), so
+placement is predicted on the model as stored, before level 1: the Constant nodes are still what
+onnxruntime's graph load makes them (initializers, never placed, never copied), and the node no
+provider takes neither produces nor reads a copy."""
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+from onnx_dml_lowering.compiler.ep.level1 import constants_as_initializers
+from onnx_dml_lowering.compiler.ep.placement import NONE, REMOVED, indefinite, predict_placement
+from onnx_dml_lowering.lowering.onnx_graphs import node_paths
+from onnx_dml_lowering.runtime.ort_messages import parse_provider_failure
+
+
+def vi(name, elem, shape):
+    return h.make_tensor_value_info(name, elem, shape)
+
+
+def refused_model() -> onnx.ModelProto:
+    """NonZero over double (no DML nor CPU kernel: the local onnxruntime refuses the model) read
+    by a Transpose; Constants in the main graph (one read by a DML Add) and in both If branches."""
+    branch = [("then", [1, 2]), ("else", [3, 4])]
+    bodies = {f"{b}_branch": h.make_graph([h.make_node("Constant", [], [f"{b}_c"], name=f"{b}_const", value_ints=v)],
+                                          b, [], [vi(f"{b}_c", T.INT64, [2])]) for b, v in branch}
+    nodes = [h.make_node("Constant", [], ["k"], name="const_k", value_floats=[1.0, 2.0, 3.0, 4.0]),
+             h.make_node("Add", ["f", "k"], ["added"], name="add"),
+             h.make_node("Constant", [], ["two"], name="const_two",
+                         value=numpy_helper.from_array(np.array(2.0, np.float64))),
+             h.make_node("Mul", ["x", "two"], ["doubled"], name="mul"),
+             h.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             h.make_node("Transpose", ["nz"], ["coords"], name="transpose"),
+             h.make_node("If", ["cond"], ["picked"], name="pick", **bodies)]
+    graph = h.make_graph(nodes, "g", [vi("x", T.DOUBLE, [4, 4]), vi("f", T.FLOAT, [4]), vi("cond", T.BOOL, [])],
+                         [vi("added", T.FLOAT, [4]), vi("doubled", T.DOUBLE, [4, 4]), vi("coords", T.INT64, None),
+                          vi("picked", T.INT64, [2])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def refusal(model: onnx.ModelProto) -> str:
+    """The node onnxruntime's own refusal of the model names (the oracle of what no provider takes)."""
+    with pytest.raises(Exception) as refused:
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    found = parse_provider_failure(refused.value)
+    assert found is not None and found.node
+    return found.node
+
+
+def test_constants_stay_initializers_and_only_the_refused_node_has_no_provider():
+    model = refused_model()
+    report = predict_placement(model, None)
+    assert any("predicted on the model as stored" in w for w in report["warnings"])     # the path under test
+    constants = [path for path, node in node_paths(model.graph) if node.op_type == "Constant"]
+    providers = {n["node"]: n["provider"] for n in report["nodes"]}
+    assert {p: providers[p] for p in constants} == {p: REMOVED for p in constants}
+    assert [n for n, p in providers.items() if p == NONE] == [refusal(model)]
+    assert not [w for w in report["warnings"] if w.split(" (")[0] in constants]
+
+
+def test_neither_a_constant_nor_a_node_no_provider_takes_is_copied():
+    model = refused_model()
+    report = predict_placement(model, None)
+    unplaced = {n["node"] for n in report["nodes"] if n["provider"] == NONE}
+    constant_values = {node.output[0] for _, node in node_paths(model.graph) if node.op_type == "Constant"}
+    assert unplaced
+    for copy in report["copies"]:
+        assert copy["from"] not in unplaced and not unplaced & set(copy["to"]), copy
+        assert copy["value"] not in constant_values, copy
+
+
+SPARSE_LINEAR = h.make_sparse_tensor(numpy_helper.from_array(np.array([5.0, 7.0], np.float32)),
+                                     numpy_helper.from_array(np.array([1, 4], np.int64)), [2, 3])
+SPARSE_COORDS = h.make_sparse_tensor(numpy_helper.from_array(np.array([5, 7], np.int32)),
+                                     numpy_helper.from_array(np.array([[0, 2], [1, 1]], np.int64)), [2, 3])
+CONSTANTS = [("value", numpy_helper.from_array(np.arange(6, dtype=np.float16).reshape(2, 3))),
+             ("value_float", 1.5), ("value_floats", [1.0, -2.5]), ("value_int", 7), ("value_ints", [3, 1, 4]),
+             ("value_string", "word"), ("value_strings", ["a", "bc"]),
+             ("sparse_value", SPARSE_LINEAR), ("sparse_value", SPARSE_COORDS)]
+
+
+def onnxruntime_value(node: onnx.NodeProto) -> np.ndarray:
+    """The oracle: what onnxruntime's graph load makes of the Constant, read through an Identity
+    (a sparse Constant is a dense tensor to the nodes reading it)."""
+    graph = h.make_graph([node, h.make_node("Identity", [node.output[0]], ["read"])], "g", [],
+                         [h.make_value_info("read", onnx.TypeProto())])
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, {})[0]
+
+
+@pytest.mark.parametrize("attr_name,value", CONSTANTS, ids=[f"{a}{i}" for i, (a, _) in enumerate(CONSTANTS)])
+def test_every_constant_form_becomes_the_initializer_onnxruntime_makes(attr_name, value):
+    node = h.make_node("Constant", [], ["out"], name="c", **{attr_name: value})
+    model = h.make_model(h.make_graph([node], "g", [], [h.make_value_info("out", onnx.TypeProto())]),
+                         opset_imports=[h.make_opsetid("", 17)])
+    loaded = constants_as_initializers(model)
+    assert len(loaded.graph.node) == 0 and len(model.graph.node) == 1        # a copy, the model untouched
+    (init,) = loaded.graph.initializer
+    expected, got = onnxruntime_value(node), numpy_helper.to_array(init)
+    assert init.name == "out" and got.dtype == expected.dtype and got.shape == expected.shape
+    assert np.array_equal(got, expected)
+
+
+# the ONNX type names inspect puts after an article, with the one they are read with
+ARTICLES = {"double": "a", "float": "a", "float16": "a", "bfloat16": "a", "bool": "a", "string": "a", "seq": "a",
+            "map": "a", "sparse_tensor": "a", "uint8": "a", "uint64": "a", "int8": "an", "int64": "an",
+            "optional": "an", "undefined": "an", "8-bit": "an"}
+
+
+@pytest.mark.parametrize("word", sorted(ARTICLES))
+def test_the_article_is_the_one_the_word_is_read_with(word):
+    assert indefinite(word) == f"{ARTICLES[word]} {word}"
+
+
+@pytest.mark.parametrize("elem", [T.DOUBLE, T.INT64, T.UINT64])
+def test_the_eyelike_feature_level_warning_takes_the_article_of_its_type(elem):
+    name = onnx.helper.tensor_dtype_to_np_dtype(elem).name.replace("float64", "double")
+    graph = h.make_graph([h.make_node("EyeLike", ["x"], ["y"], name="eye")], "g", [vi("x", elem, [3, 3])],
+                         [vi("y", elem, [3, 3])])
+    report = predict_placement(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8), None)
+    (warned,) = [w for w in report["warnings"] if w.startswith("eye (EyeLike):")]
+    assert f"): {indefinite(name)} output needs" in warned

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import onnx
-from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
@@ -23,17 +23,17 @@ from onnx_dml_lowering.runtime.ort.providers import resolve_provider
 from onnx_dml_lowering.runtime.backend_names import CHOICES, BackendLike, as_backend_name, provider_backend
 from onnx_dml_lowering.runtime.backends import BackendOptions, make_backends
 from onnx_dml_lowering.runtime.oracle_on_demand import lazy_oracle
-from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult
+from onnx_dml_lowering.runtime.compare import BackendReport, OutputResult, value_text
 from onnx_dml_lowering.runtime.dml_deviations import FAILURES, NAMES, describe, dml_outputs, failing_nodes, unread_outputs
 from onnx_dml_lowering.runtime.dml_fusion import FUSED_OUTPUT_EMPTY, fused_empty_outputs, fused_output_risks
 from onnx_dml_lowering.runtime.feeds import check_feeds, with_defaults
 from onnx_dml_lowering.runtime.ort_messages import ProviderError
 from onnx_dml_lowering.runtime.output_file import write_bytes, write_text
-from onnx_dml_lowering.runtime.weights import check_raw_data
 
 from ..compiled import compile_model
 from ..frontend import load_model, read_regular_file
 from .cases import Case, all_cases
+from .data_sets import Budget, read_case
 from ..ep.placement import CPU as CPU_PROVIDER
 from ..ep.placement import DML as DML_PROVIDER
 from ..ep.placement import NONE, REMOVED, predict_placement
@@ -104,8 +104,18 @@ def _compare(expected: "list[np.ndarray]", actual: "list[np.ndarray | None]", na
                                  else got != want)
             index = np.unravel_index(int(bad[0]), want.shape) if want.ndim else ()
             return (f"output {name}: {bad.size} of {want.size} values differ; first at "
-                    f"{[int(i) for i in index]}: {got[index]!r}, ONNX says {want[index]!r}")
+                    f"{[int(i) for i in index]}: {value_text(got[index])}, ONNX says {value_text(want[index])}")
     return ""
+
+
+# numpy's reprs of one element (np.float32(1.0), np.True_), which manifests written before values
+# were shown as runtime.compare.value_text shows them hold: read as that text, they still match
+_NUMPY_REPR = re.compile(r"np\.(?:[a-z]+[0-9]*\(([^()]*)\)|(True|False)_)")
+
+
+def _as_written_now(detail: str) -> str:
+    """A manifest's deviation detail in _compare's words (an older export's numpy reprs unwrapped)."""
+    return _NUMPY_REPR.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), detail)
 
 
 def _unread(model: onnx.ModelProto, names: "list[str]", actual: "list[np.ndarray | None]",
@@ -199,7 +209,7 @@ def judge(backend: CaseRunner, case_name: str, model: onnx.ModelProto, data_sets
     outcome = _judge(backend, model, data_sets, expected, known, dml_placement, path)
     if backend.deviation_key == DML_PROVIDER and known and known.get("status") in ("deviation", "unsupported") \
             and outcome.status != known["status"]:
-        said = known.get("named") or known.get("detail", "")
+        said = known.get("named") or _as_written_now(known.get("detail", ""))
         table = f" for onnxruntime {entry['onnxruntime']}" if entry.get("onnxruntime") else ""
         outcome.contradicts = (f"the manifest predicted {known['status']} ({said}){table}; the DML EP here: "
                                f"{outcome.status}")
@@ -223,7 +233,7 @@ def _judge(backend: CaseRunner, model: onnx.ModelProto, data_sets: "list[dict[st
         diff = (dml and _dml_only(model, names, got, backend.assignment)) or _compare(want, got, names)
         if diff:
             detail = f"test_data_set_{index}: {diff}"
-            if known and known["status"] == "deviation" and known["detail"] == detail:
+            if known and known["status"] == "deviation" and _as_written_now(known["detail"]) == detail:
                 named = known.get("named")
                 outcome = Outcome("deviation", f"{named}: {detail}" if named else detail, notes)
                 break
@@ -433,10 +443,13 @@ def _predict_dml(case: Case, expected: list, manifest: dict, version: str, probe
             return
 
 
-def load(directory: str, pattern: "str | None" = None) -> "tuple[dict, list[tuple[str, onnx.ModelProto, list, list]]]":
+def load(directory: str, pattern: "str | None" = None, memory_limit: "int | str | None" = None
+         ) -> "tuple[dict, list[tuple[str, onnx.ModelProto, list, list]]]":
     """(manifest or {}, [(case, model, data sets, expected outputs)]) from a suite folder;
-    `pattern`: only the cases whose folder name matches this fnmatch glob."""
+    `pattern`: only the cases whose folder name matches this fnmatch glob; `memory_limit`: what all
+    their test data may take (data_sets.read_case reads and checks it; default: runtime.memory's)."""
     import fnmatch
+    budget = Budget.of(memory_limit)
     if not os.path.isdir(directory):
         raise DmlLowerError(f"conformance directory {directory!r} " + (
             "is not a folder (a file, device, FIFO or socket): give the folder conformance export wrote"
@@ -456,15 +469,7 @@ def load(directory: str, pattern: "str | None" = None) -> "tuple[dict, list[tupl
         if pattern is not None and not fnmatch.fnmatchcase(name, pattern):
             continue
         model = load_model(os.path.join(folder, "model.onnx"))
-        inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
-        sets, expected = [], []
-        n = 0
-        while os.path.isdir(os.path.join(folder, f"test_data_set_{n}")):
-            data = os.path.join(folder, f"test_data_set_{n}")
-            sets.append({inputs[k]: _read_tensor(os.path.join(data, f"input_{k}.pb")) for k in range(len(inputs))})
-            expected.append([_read_tensor(os.path.join(data, f"output_{k}.pb"))
-                             for k in range(len(model.graph.output))])
-            n += 1
+        sets, expected = read_case(folder, model, budget)
         if not sets:        # nothing to compare is no pass
             raise DmlLowerError(f"conformance case {display(name)!r} in {display(directory)!r} holds no "
                                 "test_data_set_0: nothing to compare")
@@ -476,25 +481,11 @@ def load(directory: str, pattern: "str | None" = None) -> "tuple[dict, list[tupl
     return manifest, cases
 
 
-def _read_tensor(path: str) -> np.ndarray:
-    """A test data tensor: a regular file, its data inline (never read from a file it names)."""
-    what = f"conformance tensor file {path!r}"
-    tensor = onnx.TensorProto()
-    try:
-        tensor.ParseFromString(read_regular_file(Path(path), what))
-    except DecodeError as exc:
-        raise DmlLowerError(f"{what} is not a TensorProto (protobuf parse failed: {first_line(exc)})") from None
-    if tensor.data_location == onnx.TensorProto.EXTERNAL:
-        raise DmlLowerError(f"{what}: tensor {tensor.name!r} names external data; test data is read inline only")
-    check_raw_data(tensor, what)
-    return numpy_helper.to_array(tensor)
-
-
 def run(directory: str, backends: "Sequence[BackendLike]", options: "BackendOptions | None" = None,
         pattern: "str | None" = None) -> "dict[str, dict[str, list[tuple[str, Outcome]]]]":
     """{backend: {status: [(case, outcome)]}} for every case of the folder (those matching the
     fnmatch glob `pattern`, if given); `options` are the backends' (runtime.backends)."""
-    manifest, cases = load(directory, pattern)
+    manifest, cases = load(directory, pattern, (options or BackendOptions()).memory_limit)
     level = manifest.get("feature_level", "5_1")
     runners = [CaseRunner(b, level, options) for b in backends]
     results: dict = {}

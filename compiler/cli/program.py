@@ -153,8 +153,11 @@ def entry() -> None:
     would (a daemon thread, such as a DirectML host's stderr reader, the ordinary exit would not wait for).
     The command runs in a supervised child process: a crash inside onnxruntime is one line
     (supervisor.py)."""
+    from onnx_dml_lowering.runtime.ort import settings
+
     from .supervisor import supervised
     _ENDING_AFTER[0] = True
+    settings.QUIET_DEFAULT_LOGGER[0] = True     # the process is the command's: onnxruntime says nothing of its own
     closed = _open_standard_streams()
     code = 2 if closed else supervised(main)
     if any(not thread.daemon for thread in threading.enumerate() if thread is not threading.main_thread()):

@@ -60,6 +60,9 @@ class SessionSettings:
             options.add_session_config_entry(key, value)
 
 
+# Set by the console script, whose process this is: onnxruntime's default logger is quieted there
+# (the Python API leaves it as its caller set it: the caller's own sessions log through it too).
+QUIET_DEFAULT_LOGGER = [False]
 _quieted: "list[bool]" = []
 
 
@@ -67,7 +70,7 @@ def _quiet_default_logger(ort: Any) -> None:
     """The default logger, once per process: onnxruntime's allocators and environment log through it
     whatever a session's own level (an allocation that overflows wrote coloured lines before the
     exception our one line says it with)."""
-    if not _quieted:
+    if QUIET_DEFAULT_LOGGER[0] and not _quieted:
         ort.set_default_logger_severity(4)
         _quieted.append(True)
 

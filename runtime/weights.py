@@ -70,7 +70,6 @@ def mappable_dtype(data_type: int) -> "np.dtype | None":
 
 # Shape inference's data propagation reads 1-D integer initializers' values: those are loaded.
 _SHAPE_LIKE = {TensorProto.INT64, TensorProto.INT32}
-_PACKED = {getattr(TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2") if hasattr(TensorProto, n)}
 
 
 def stays_inline(data_type: int, dims: "Sequence[int]") -> bool:
@@ -89,7 +88,9 @@ def _nbytes(tensor: TensorProto, dtype: np.dtype) -> int:
 
 # Sub-byte types pack their elements: bits per element (the last byte is padded).
 _BITS = {getattr(TensorProto, n): b for n, b in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2),
-                                                   ("UINT2", 2)) if hasattr(TensorProto, n)}
+                                                   ("UINT2", 2), ("FLOAT6E2M3", 6), ("FLOAT6E3M2", 6))
+         if hasattr(TensorProto, n)}
+_PACKED = frozenset(_BITS)      # never mapped: numpy holds one element per byte
 
 
 def data_bytes(tensor: TensorProto) -> "int | None":

@@ -217,3 +217,16 @@ def test_an_npz_bfloat16_fed_to_a_float_input_is_named_as_raw_records(tmp_path):
     with pytest.raises(DmlLowerError, match=r"^input 'x': expected float \(float32\), got raw 2-byte records "
                                             r"\(\|V2, how np.savez keeps an ml_dtypes array such as bfloat16\)$"):
         check_feeds([h.make_tensor_value_info("x", T.FLOAT, [3])], {"x": raw})
+
+
+@pytest.mark.parametrize("name", ["INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2", "FLOAT6E2M3", "FLOAT6E3M2"])
+def test_a_packed_type_takes_the_bytes_onnx_packs_it_in(name):
+    """onnx packs sub-byte types (6-bit floats too: 8 elements in 6 bytes); the raw-data check
+    counted a 6-bit float a byte, and refused onnx's own tensors as short."""
+    from onnx_dml_lowering.runtime.weights import check_raw_data, data_bytes, mappable_dtype
+    data_type = getattr(T, name)
+    for count in (1, 7, 8, 9):
+        tensor = numpy_helper.from_array(np.zeros(count, h.tensor_dtype_to_np_dtype(data_type)), "w")
+        assert data_bytes(tensor) == len(tensor.raw_data), (name, count)
+        check_raw_data(tensor, "model file 'm.onnx'")
+    assert mappable_dtype(data_type) is None          # never mapped one element per byte

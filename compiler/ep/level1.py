@@ -98,11 +98,7 @@ def _constant_tensor(node: onnx.NodeProto) -> "onnx.TensorProto | None":
         tensor = onnx.TensorProto()
         tensor.CopyFrom(value)
     elif attr.name == "sparse_value":
-        values, indices = numpy_helper.to_array(value.values), numpy_helper.to_array(value.indices)
-        dense = np.zeros(int(np.prod(value.dims, dtype=np.int64)), values.dtype)
-        # indices are linear ([NNZ]) or one coordinate row per value ([NNZ, rank])
-        dense[indices if indices.ndim == 1 else np.ravel_multi_index(tuple(indices.T), tuple(value.dims))] = values
-        tensor = numpy_helper.from_array(dense.reshape(tuple(value.dims)))
+        tensor = _sparse_as_dense(value)
     elif attr.name in _CONSTANT_VALUES:
         elem, is_list = _CONSTANT_VALUES[attr.name]
         tensor = helper.make_tensor("", elem, [len(value)] if is_list else [], value if is_list else [value])
@@ -110,6 +106,23 @@ def _constant_tensor(node: onnx.NodeProto) -> "onnx.TensorProto | None":
         return None
     tensor.name = node.output[0]
     return tensor
+
+
+# The elements past which a sparse Constant's dense form is only its type and shape: the prediction
+# reads an initializer's name, type and shape, never its values, and a model may declare [2^20, 2^20].
+DENSE_SPARSE_MAX = 1 << 20
+
+
+def _sparse_as_dense(value: onnx.SparseTensorProto) -> onnx.TensorProto:
+    """The dense tensor a sparse value stands for (values and all up to DENSE_SPARSE_MAX elements)."""
+    count = int(np.prod(value.dims, dtype=np.float64))        # float: no int64 wrap on absurd dims
+    if count > DENSE_SPARSE_MAX or any(d < 0 for d in value.dims):
+        return onnx.TensorProto(data_type=value.values.data_type, dims=list(value.dims))
+    values, indices = numpy_helper.to_array(value.values), numpy_helper.to_array(value.indices)
+    dense = np.zeros(count, values.dtype)
+    # indices are linear ([NNZ]) or one coordinate row per value ([NNZ, rank])
+    dense[indices if indices.ndim == 1 else np.ravel_multi_index(tuple(indices.T), tuple(value.dims))] = values
+    return numpy_helper.from_array(dense.reshape(tuple(value.dims)))
 
 
 CPU_CAST_PREFIX = "InsertedPrecisionFreeCast_"

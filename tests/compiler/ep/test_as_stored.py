@@ -124,3 +124,18 @@ def test_the_eyelike_feature_level_warning_takes_the_article_of_its_type(elem):
     report = predict_placement(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8), None)
     (warned,) = [w for w in report["warnings"] if w.startswith("eye (EyeLike):")]
     assert f"): {indefinite(name)} output needs" in warned
+
+
+def test_a_sparse_constant_of_absurd_size_is_its_type_and_shape_only():
+    """A sparse Constant declaring [2^20, 2^20] (one value): made dense it was 4 TiB, a MemoryError
+    (an internal error of inspect --ep dml); past DENSE_SPARSE_MAX the initializer is its type and
+    shape, all the prediction reads."""
+    from onnx_dml_lowering.compiler.ep.level1 import DENSE_SPARSE_MAX
+    sparse = h.make_sparse_tensor(numpy_helper.from_array(np.array([1.0], np.float32)),
+                                  numpy_helper.from_array(np.array([5], np.int64)), [2**20, 2**20])
+    node = h.make_node("Constant", [], ["out"], name="c", sparse_value=sparse)
+    model = h.make_model(h.make_graph([node], "g", [], [h.make_value_info("out", onnx.TypeProto())]),
+                         opset_imports=[h.make_opsetid("", 17)])
+    (init,) = constants_as_initializers(model).graph.initializer
+    assert (init.name, init.data_type, list(init.dims)) == ("out", T.FLOAT, [2**20, 2**20]) and 2**40 > DENSE_SPARSE_MAX
+    assert not init.raw_data and not init.float_data

@@ -257,8 +257,10 @@ class Predictor:
                 provider[i] = NONE
                 self.placed.append(self._entry(path, node, since, NONE,
                                                f"{reason}; and {on_cpu}: onnxruntime cannot create the session"))
-                self.warnings.append(f"{path} ({node.op_type}): no provider has a kernel for it; the session fails "
-                                     "with NOT_IMPLEMENTED")
+                # measured on onnxruntime.dll 1.24.4: a DML session's copy pass refuses the node (its
+                # "provider type ... is not set"); a CPU-only session says NOT_IMPLEMENTED
+                self.warnings.append(f"{path} ({node.op_type}): no provider has a kernel for it; onnxruntime cannot "
+                                     "create the session (a DML session says the node's provider type is not set)")
         return provider
 
     def _dml_reject(self, g: _Graph, i: int, k: DmlKernel) -> "str | None":

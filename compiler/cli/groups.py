@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError
+from onnx_dml_lowering.ir.digits import ascii_digits
 
 from .command import DECLARED_BY, ArgGroup, Parsed, Word, each, flag, option_value
 
@@ -193,7 +194,7 @@ class SweepArgs(ArgGroup["tuple[int, ...] | None"]):
         if args.sweep is None:
             return None
         sizes = [s.strip() for s in args.sweep.split(",")]
-        if not all(_digits(s) for s in sizes):
+        if not all(ascii_digits(s) for s in sizes):
             raise DmlLowerError(f"--sweep {args.sweep!r}: expected SIZE[,SIZE...] of non-negative integers")
         return tuple(dict.fromkeys(int(s) for s in sizes))
 
@@ -201,19 +202,14 @@ class SweepArgs(ArgGroup["tuple[int, ...] | None"]):
         return [] if sizes is None else [Word("--sweep", (",".join(map(str, sizes)),))]
 
 
-def _digits(text: str) -> bool:
-    """ASCII digits only: str.isdigit also takes '²', which int() refuses."""
-    return text.isascii() and text.isdigit()
-
-
 def parse_dim_sizes(texts: "list[str] | None", several: str = "") -> "dict[str, int]":
     dims: "dict[str, int]" = {}
     for text in texts or []:
         name, _, value = text.partition("=")
         name, value = name.strip(), value.strip()       # ' n=3' names n (it said 'n' is not 'n')
-        if several and name and "," in value and all(_digits(v.strip()) for v in value.split(",")):
+        if several and name and "," in value and all(ascii_digits(v.strip()) for v in value.split(",")):
             raise DmlLowerError(f"--dim {text!r}: --dim fixes one size; {several.format(name=name, sizes=value)}")
-        if not name or not _digits(value):
+        if not name or not ascii_digits(value):
             raise DmlLowerError(f"--dim {text!r}: expected NAME=SIZE with a non-negative integer size")
         if name in dims and dims[name] != int(value):
             raise DmlLowerError(f"--dim {name}: given two sizes, {dims[name]} and {int(value)}: "

@@ -19,6 +19,7 @@ import threading
 from typing import Any, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.digits import ascii_digits
 from onnx_dml_lowering.ir.errors import first_line
 
 from .model_check import run_one
@@ -41,7 +42,7 @@ def _reachable(address: str) -> None:
     """A HOST:PORT (or ray://HOST:PORT) where nothing listens is one line now: ray.init itself
     retries such an address for minutes. 'auto' and other forms are left to Ray."""
     host, sep, port = address.split("://", 1)[-1].rpartition(":")
-    if not sep or not host or not (port.isascii() and port.isdigit()):
+    if not sep or not host or not ascii_digits(port):
         return
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()

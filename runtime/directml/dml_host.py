@@ -215,10 +215,11 @@ def _handed_over() -> "DmlHost | None":
 def _handed_pipe(value: str) -> "tuple[int, int, str]":
     """HANDED_ENV's (write fd, read fd, hello): two pipes this process holds (never 0-2), or one
     line naming the variable (a zoo sets it for its check processes; anything else is a mistake)."""
+    from onnx_dml_lowering.ir.digits import ascii_digits
     from onnx_dml_lowering.ir.display import display
     parts = value.split(",", 2)
     fds = parts[:2]
-    if len(parts) != 3 or not all(fd.isascii() and fd.isdigit() and len(fd) < 10 for fd in fds):
+    if len(parts) != 3 or not all(ascii_digits(fd) and len(fd) < 10 for fd in fds):
         raise DmlLowerError(f"{HANDED_ENV}={display(value)}: not '<fd>,<fd>,<hello>' (a zoo hands its DirectML "
                             "host to each check process so; unset it)")
     for fd in map(int, fds):

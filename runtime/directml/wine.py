@@ -40,6 +40,7 @@ from collections import deque
 from typing import IO, Any, Callable, Iterator
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.digits import ascii_digits
 from onnx_dml_lowering.ir.errors import brief
 
 from .home import SETUP_HINT, DirectMLHome, DirectMLUnavailable, on_windows
@@ -89,7 +90,7 @@ def display_answers(display: "str | None") -> bool:
         return False
     host, _, rest = display.rpartition(":")
     number = rest.split(".")[0]
-    if not (number.isascii() and number.isdigit()):
+    if not ascii_digits(number):
         return False
     try:
         if host in ("", "unix"):
@@ -156,7 +157,7 @@ def persist_seconds() -> int:
     text = os.environ.get(PERSIST_ENV, "").strip()
     if not text:
         return DEFAULT_PERSIST
-    if not (text.isascii() and text.isdigit()):          # int() refuses '²', isdigit takes it
+    if not ascii_digits(text):
         raise DirectMLUnavailable(f"{PERSIST_ENV}={text!r} is not a whole number of seconds")
     return int(text)
 

@@ -87,17 +87,17 @@ def _nbytes(tensor: TensorProto, dtype: np.dtype) -> int:
 
 
 # Sub-byte types pack their elements: bits per element (the last byte is padded).
-_BITS = {getattr(TensorProto, n): b for n, b in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2),
-                                                   ("UINT2", 2), ("FLOAT6E2M3", 6), ("FLOAT6E3M2", 6))
-         if hasattr(TensorProto, n)}
-_PACKED = frozenset(_BITS)      # never mapped: numpy holds one element per byte
+PACKED_BITS = {getattr(TensorProto, n): b for n, b in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2),
+                                                         ("UINT2", 2), ("FLOAT6E2M3", 6), ("FLOAT6E3M2", 6))
+               if hasattr(TensorProto, n)}
+_PACKED = frozenset(PACKED_BITS)      # never mapped: numpy holds one element per byte
 
 
 def data_bytes(tensor: TensorProto) -> "int | None":
     """The bytes of raw data the tensor's type and dims take (None: a string or unknown type)."""
     count = math.prod(int(d) for d in tensor.dims)
-    if tensor.data_type in _BITS:
-        return (count * _BITS[tensor.data_type] + 7) // 8
+    if tensor.data_type in PACKED_BITS:
+        return (count * PACKED_BITS[tensor.data_type] + 7) // 8
     dtype = mappable_dtype(tensor.data_type)
     return None if dtype is None else count * dtype.itemsize
 

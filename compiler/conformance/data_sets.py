@@ -30,7 +30,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display, name_list
 from onnx_dml_lowering.ir.errors import MemoryLimitExceeded, first_line
 from onnx_dml_lowering.runtime.memory import default_limit, format_size, parse_size
-from onnx_dml_lowering.runtime.weights import check_raw_data
+from onnx_dml_lowering.runtime.weights import PACKED_BITS, check_raw_data
 
 from ..frontend import read_regular_file
 
@@ -38,8 +38,7 @@ SET_PREFIX = "test_data_set_"
 _NUMBER = re.compile(r"0|[1-9][0-9]*")          # input_01.pb is not input_1.pb: refused, never read twice
 _TENSOR_FILE = re.compile(r"(input|output)_(.*)\.pb")
 # sub-byte types pack several elements into each int32_data entry (one byte of it), as onnx writes them
-_PER_ENTRY = {getattr(TensorProto, n): k for n, k in (("INT4", 2), ("UINT4", 2), ("FLOAT4E2M1", 2), ("INT2", 4),
-                                                      ("UINT2", 4)) if hasattr(TensorProto, n)}
+_PER_ENTRY = {data_type: 8 // bits for data_type, bits in PACKED_BITS.items() if 8 % bits == 0}
 _COMPLEX = {TensorProto.COMPLEX64, TensorProto.COMPLEX128}       # two float / double entries each
 
 

@@ -15,6 +15,7 @@ from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering import NodeInfo, TensorInfo
 from onnx_dml_lowering.runtime import input_files
 from onnx_dml_lowering.runtime.inline_weights import parse_without_weights
+from onnx_dml_lowering.runtime.model_content import check_value_types
 from onnx_dml_lowering.runtime.weights import (PROTO_LIMIT, is_lazy, lifted, no_external, resolve_external,
                                                split_initializers)
 from onnx_dml_lowering.lowering.onnx_graphs import standard_opset
@@ -38,12 +39,12 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
         no_external(copy, "model", own_marks=True)
-        check_opsets(copy)
+        _check_declarations(copy, "model")
         return copy
     if isinstance(model, (bytes, bytearray)):
         proto = _parse("model bytes", bytes(model))
         no_external(proto, "model bytes")
-        check_opsets(proto)
+        _check_declarations(proto, "model bytes")
         return proto
     return resolved(load_stored(model), model)
 
@@ -64,8 +65,15 @@ def load_stored(path: "str | os.PathLike") -> onnx.ModelProto:
     regular_size(Path(path), what)
     # Large inline weights are left in the file like external ones (runtime.inline_weights).
     proto = _without_inline_weights(Path(path)) or _parse(what, read_regular_file(Path(path), what))
-    check_opsets(proto)
+    _check_declarations(proto, what)
     return proto
+
+
+def _check_declarations(proto: onnx.ModelProto, what: str) -> None:
+    """What the model declares, whoever reads it next: its opset imports (each domain once, none
+    past the installed onnx) and its value types (element types ONNX defines, no negative size)."""
+    check_opsets(proto)
+    check_value_types(proto, what)
 
 
 def _parse(what: str, data: bytes) -> onnx.ModelProto:

@@ -37,7 +37,7 @@ _ENTRY_NAME_BYTES = 0xFFFF - len(".npy")
 def _storable(name: str, value: object, what: str, path: str) -> np.ndarray:
     """`value` as an array np.load reads back without pickle: ml_dtypes arrays as raw records,
     strings (onnxruntime returns them as Python objects) as fixed-width Unicode."""
-    label = f"cannot write {what} to {display(path)!r}: entry {display(name[:80])!r}"
+    label = f"cannot write {what} to '{display(path)}': entry '{display(name[:80])}'"
     if len(name.encode("utf-8", "surrogatepass")) > _ENTRY_NAME_BYTES:
         raise DmlLowerError(f"{label}{'...' if len(name) > 80 else ''} has a name of "
                             f"{len(name.encode('utf-8', 'surrogatepass'))} bytes, over the {_ENTRY_NAME_BYTES} "
@@ -89,6 +89,27 @@ def _header(entry: IO[bytes], what: str) -> "tuple[np.dtype, tuple, bool]":
     return dtype, shape, fortran
 
 
+def _named_once(members: "list[zipfile.ZipInfo]", label: str) -> None:
+    """Each array named once: of two entries of one name np.load reads the last and a zip tool
+    the first, so which one counts would be a guess."""
+    names = [member.filename[:-4] for member in members]
+    twice = next((name for index, name in enumerate(names) if name in names[:index]), None)
+    if twice is not None:
+        raise DmlLowerError(f"{label} holds entry '{display(twice)}' {names.count(twice)} times: which one counts "
+                            "would be a guess (an .npz names each array once)")
+
+
+def _no_trailing_bytes(entry: IO[bytes], member: zipfile.ZipInfo, dtype: np.dtype, shape: tuple,
+                       label: str) -> None:
+    """Nothing past the array's declared data (np.load ignores it: a header that declares less than
+    the entry holds is a lie, or a damaged file). One byte is read, never the rest (an inflating
+    entry may be any size)."""
+    if entry.read(1):
+        extra = member.file_size - entry.tell() + 1          # as the zip's directory says: never inflated
+        raise DmlLowerError(f"{label}: entry '{display(member.filename[:-4])}' holds {extra} bytes past the "
+                            f"{dtype} {list(shape)} data its header declares")
+
+
 def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
              check: "Callable[[dict[str, tuple[np.dtype, tuple]]], None] | None" = None) -> "dict[str, np.ndarray]":
     """{name: array} from an .npz; every way it can be wrong is one line naming the file.
@@ -116,6 +137,7 @@ def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
         members = [m for m in archive.infolist() if m.filename.endswith(".npy")]
         if len(members) != len(archive.infolist()):
             raise DmlLowerError(f"{label} is not an .npz archive of arrays keyed by name (it holds other files)")
+        _named_once(members, label)
         try:
             headers = []
             for member in members:
@@ -138,6 +160,7 @@ def load_npz(path: str, what: str = "inputs file", limit: "int | None" = None,
                     # numpy's ndarray is a Buffer only for Python 3.12+ targets
                     if array.nbytes and entry.readinto(memoryview(array.view(np.uint8))) != array.nbytes:  # type: ignore[attr-defined,arg-type]
                         raise DmlLowerError(f"{label}: entry {member.filename[:-4]!r} is truncated")
+                    _no_trailing_bytes(entry, member, dtype, shape, label)
                 array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
                 # strings are stored as Unicode arrays (save_npz); every engine holds them as objects
                 out[member.filename[:-4]] = array.astype(object) if dtype.kind == "U" else array

@@ -27,6 +27,13 @@ def nonzero_with(*imports: "tuple[str, int]") -> onnx.ModelProto:
     return model
 
 
+def spelled_ai_onnx(version: int) -> onnx.ModelProto:
+    """The default domain imported once, spelt 'ai.onnx' (with '' beside it, it would be imported twice)."""
+    model = at_default(version)
+    model.opset_import[0].domain = "ai.onnx"
+    return model
+
+
 def at_default(version: int) -> onnx.ModelProto:
     model = single_node_model("NonZero", T.FLOAT, [3, 4], T.INT64, opset=13)
     model.opset_import[0].version = version
@@ -47,7 +54,7 @@ def with_function(version: int) -> onnx.ModelProto:
 REFUSED = {
     "default-domain-30": (lambda: at_default(30), ["'ai.onnx'", "opset 30", f"up to opset {DEFAULT}"]),
     "default-domain-next": (lambda: at_default(DEFAULT + 1), [f"opset {DEFAULT + 1}", f"up to opset {DEFAULT}"]),
-    "ai.onnx-spelled": (lambda: nonzero_with(("ai.onnx", DEFAULT + 2)), ["'ai.onnx'", f"opset {DEFAULT + 2}"]),
+    "ai.onnx-spelled": (lambda: spelled_ai_onnx(DEFAULT + 2), ["'ai.onnx'", f"opset {DEFAULT + 2}"]),
     "ml-domain-next": (lambda: nonzero_with(("ai.onnx.ml", ML + 1)),
                        ["'ai.onnx.ml'", f"opset {ML + 1}", f"up to opset {ML}"]),
     "function-import": (lambda: with_function(DEFAULT + 1), ["function 'Wrap'", f"opset {DEFAULT + 1}"]),

@@ -35,11 +35,86 @@ def parse_size(text: "str | int | float") -> int:
 
 
 def default_limit() -> int:
-    """Three quarters of the machine's physical memory."""
+    """Three quarters of the memory this process can have: the least of the machine's physical
+    memory, its cgroup's limit (memory.max, or cgroup v1's memory.limit_in_bytes; a container's), and
+    what RLIMIT_AS / RLIMIT_DATA (`ulimit -v` / `ulimit -d`) leave above the address space and data
+    the process holds now (onnxruntime and numpy take a good part of `ulimit -v` before any feed):
+    a run past it is refused in one line rather than ending in MemoryError or the OOM killer."""
+    known = [*_cgroup_limits(), *_rlimit_headroom()]
     try:
-        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * 3 // 4)
+        known.append(int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")))
     except (ValueError, OSError, AttributeError):
-        return 8 * 2**30
+        pass
+    return max(min(known) * 3 // 4, 1) if known else 8 * 2**30
+
+
+def _cgroup_limits(listing: str = "/proc/self/cgroup", mount: str = "/sys/fs/cgroup") -> "list[int]":
+    """The memory limits of this process's cgroup and its ancestors (v2 memory.max, v1
+    memory.limit_in_bytes), from `listing` and the cgroup file systems under `mount`; none where
+    there is no cgroup file system (not Linux) or no limit is set."""
+    try:
+        with open(listing, encoding="utf-8") as lines:
+            entries = [line.rstrip("\n").split(":", 2) for line in lines]
+    except OSError:
+        return []
+    files = []
+    for entry in entries:
+        if len(entry) != 3:
+            continue
+        _, controllers, path = entry
+        if controllers == "":                           # v2: the unified hierarchy
+            files += _up_to_root(mount, path, "memory.max")
+        elif "memory" in controllers.split(","):        # v1: the memory controller's own hierarchy
+            files += _up_to_root(os.path.join(mount, "memory"), path, "memory.limit_in_bytes")
+    limits = []
+    for name in files:
+        try:
+            with open(name, encoding="utf-8") as text:
+                value = text.read().strip()
+        except OSError:
+            continue
+        if value.isdigit() and int(value) < 2**60:     # 'max', or v1's page-rounded 2^63 for none
+            limits.append(int(value))
+    return limits
+
+
+def _up_to_root(mount: str, path: str, name: str) -> "list[str]":
+    """`name` in the cgroup folder `path` under `mount` and in each folder above it (a container sees
+    its own cgroup as the root: the mount's top file is its limit then)."""
+    parts = [part for part in path.split("/") if part and part != ".."]
+    return [os.path.join(mount, *parts[:depth], name) for depth in range(len(parts), -1, -1)]
+
+
+def _rlimit_headroom() -> "list[int]":
+    """What RLIMIT_AS and RLIMIT_DATA leave above the address space (VmSize) and data (VmData) the
+    process holds now; none where unlimited or unknown."""
+    try:
+        import resource
+    except ImportError:                 # Windows
+        return []
+    held = _status_sizes()
+    headroom = []
+    for limit, field in ((getattr(resource, "RLIMIT_AS", None), "VmSize"), (getattr(resource, "RLIMIT_DATA", None), "VmData")):
+        if limit is None:
+            continue
+        soft = resource.getrlimit(limit)[0]
+        if soft != resource.RLIM_INFINITY and soft >= 0:
+            headroom.append(max(soft - held.get(field, 0), 0))
+    return headroom
+
+
+def _status_sizes() -> "dict[str, int]":
+    """VmSize and VmData of this process, in bytes (/proc/self/status; none elsewhere)."""
+    sizes = {}
+    try:
+        with open("/proc/self/status", encoding="utf-8") as lines:
+            for line in lines:
+                key, _, value = line.partition(":")
+                if key in ("VmSize", "VmData") and value.split()[:1] and value.split()[0].isdigit():
+                    sizes[key] = int(value.split()[0]) * 1024          # in kB
+    except OSError:
+        pass
+    return sizes
 
 
 # binary units, largest first: a size from a huge --dim reads 16.3 ZiB, not 17881393432617.2 GiB

@@ -42,12 +42,13 @@ def staged(path: "str | os.PathLike", what: str) -> Iterator[str]:
     exception it lands at `path` (renamed over it, or poured into a device / FIFO / descriptor); on
     any exception it is removed and `path` is untouched. An OSError is one line naming `what`, the
     path and the errno."""
-    label = f"cannot write {what} to {display(os.fspath(path))!r}"
+    label = f"cannot write {what} to '{display(os.fspath(path))}'"
     try:
         target = resolve(path)
     except Unwritable as exc:
         raise DmlLowerError(f"{label}: {exc}") from None
-    _not_an_input(target.info, label)
+    for info in target.regular_files():     # by any route, a descriptor's file included
+        _not_an_input(info, label)
     folder = tempfile.gettempdir() if target.kind.in_place else os.path.dirname(target.path)
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(target.path)[:100]}.", suffix=".partial",
@@ -70,8 +71,8 @@ def staged(path: "str | os.PathLike", what: str) -> Iterator[str]:
 
 
 def _not_an_input(info: "os.stat_result | None", label: str) -> None:
-    """A file this process read as input (runtime.input_files: regular files only, so a new name,
-    a device or a descriptor never is one) is never replaced by an output."""
+    """A file this process read as input (runtime.input_files) is never replaced by an output, nor
+    written into through a descriptor open on it (`--json /dev/fd/3` of `3<>model.onnx`)."""
     why = refusal(info)
     if why is not None:
         raise DmlLowerError(f"{label}: {why}")

@@ -6,6 +6,9 @@
 - a character device or a FIFO: opened and written in place (`/dev/null`, a terminal, a pipe);
 - `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`: this process's descriptor N, written in
   place whatever it is (a pipe, a terminal, a file `>` opened);
+- whatever the route, the file the kernel reaches through the path (every link, the magic /proc
+  descriptor links too: `/dev/fd/3` of `3<>model.onnx`) is kept in `reached`, so the writer's
+  refusal of a file the command reads (runtime.input_files) sees it, whatever name led there;
 - a symbolic link: followed hop by hop (at most 40, as the kernel does); its final target gets these
   rules. A dangling link whose target's folder exists creates the target, as the shell's `>` does;
 - a directory, a socket, a block device, a link loop, a missing folder, and `-` (standard output
@@ -42,8 +45,16 @@ class OutputKind(enum.Enum):
 class OutputTarget:
     path: str                               # what is written: every link followed
     kind: OutputKind
-    info: "os.stat_result | None" = None    # an existing file's (FILE, STREAM)
+    info: "os.stat_result | None" = None    # an existing file's (FILE, STREAM), a descriptor's (fstat)
     fd: "int | None" = None                 # DESCRIPTOR's number
+    # what the kernel reaches through the path as asked (os.stat follows the magic /proc/PID/fd links
+    # to the open file itself, which the text of their readlink may not name: a deleted or renamed file)
+    reached: "os.stat_result | None" = None
+
+    def regular_files(self) -> "list[os.stat_result]":
+        """The regular files writing this target would replace or write into (by any route): the
+        ones an output must never be when the command reads them."""
+        return [info for info in (self.info, self.reached) if info is not None and stat.S_ISREG(info.st_mode)]
 
 
 class Unwritable(Exception):
@@ -73,9 +84,19 @@ def resolve(path: "str | os.PathLike") -> OutputTarget:
         info = os.stat(final)
     except OSError as exc:
         if exc.errno in _ABSENT:
-            return _new_file(asked, final, via_link)
+            return _reached(_new_file(asked, final, via_link), asked)
         raise Unwritable(_lookup_failure(exc)) from None
-    return _existing(final, info)
+    return _reached(_existing(final, info), asked)
+
+
+def _reached(target: OutputTarget, asked: str) -> OutputTarget:
+    """`target` with the file the kernel reaches through `asked` (a magic /proc/PID/fd link of
+    another process is followed to the open file, not to the path its text names)."""
+    try:
+        reached = os.stat(asked)
+    except (OSError, ValueError):
+        return target
+    return OutputTarget(target.path, target.kind, target.info, target.fd, reached)
 
 
 def _follow(asked: str) -> "tuple[str, int | None, bool]":
@@ -201,7 +222,8 @@ def _descriptor(fd: int) -> OutputTarget:
         raise Unwritable(f"it is descriptor {fd} of this process, which is not open") from None
     if flags & os.O_ACCMODE == os.O_RDONLY:
         raise Unwritable(f"it is descriptor {fd} of this process, which is open for reading only")
-    return OutputTarget(f"/proc/self/fd/{fd}", OutputKind.DESCRIPTOR, fd=fd)
+    # what it is open on: a regular file there may be one the command reads (`3<>model.onnx`)
+    return OutputTarget(f"/proc/self/fd/{fd}", OutputKind.DESCRIPTOR, info=os.fstat(fd), fd=fd)
 
 
 def landing(path: str) -> str:

@@ -75,8 +75,8 @@ def main(argv: "list[str] | None" = None) -> int:
     parser = build_parser()
     args = parser.parse_command(attach_signed_values(list(sys.argv[1:] if argv is None else argv)))
     from onnx_dml_lowering.runtime.interrupt import watch_signals
-    stdout = sys.stdout
-    sys.stdout = DisplayedStream(stdout)
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = DisplayedStream(stdout), GuardedStream(stderr, "standard error")
     unwatch = watch_signals()       # Ctrl-C / SIGTERM stop onnxruntime's runs too
     code = None
     try:
@@ -86,62 +86,148 @@ def main(argv: "list[str] | None" = None) -> int:
         # the console script's process, stopped, is ending: both signals stay ignored (a late duplicate
         # must not kill it); else (and always in-process: the API, the tests) their handlers as they were
         unwatch(_ENDING_AFTER[0] and code in (STOPPED_BY_CTRL_C, STOPPED_BY_SIGTERM))
-        sys.stdout = stdout
+        sys.stdout, sys.stderr = stdout, stderr
 
 
-class DisplayedStream:
+class StreamWriteError(OSError):
+    """Writing standard output or error failed (`> /dev/full`: ENOSPC, EIO, EBADF ...): not a bug of
+    ours, and what was printed is lost; one line, exit 2 (a reader gone away, EPIPE, stays quiet)."""
+
+    def __init__(self, stream: str, fd: "int | None", cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.stream, self.fd = stream, fd
+
+
+class GuardedStream:
+    """A standard stream whose write failures are StreamWriteError, told apart from the OSErrors of
+    the files a command reads and writes."""
+
+    def __init__(self, stream: TextIO, name: str) -> None:
+        self._stream, self._name = stream, name
+
+    def _guarded(self, act: Any, *args: Any) -> Any:
+        try:
+            return act(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StreamWriteError(self._name, _fileno(self._stream), exc) from exc
+
+    def write(self, text: str) -> int:
+        return self._guarded(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._guarded(self._stream.flush)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class DisplayedStream(GuardedStream):
     """stdout as every command prints to it: whatever a model's names hold, no control character
     but line feed and tab reaches the terminal raw (ir.display). The report formatters display
     each name themselves (so a line feed in a name does not split a line); this is the guard for
     every print of every command."""
 
     def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
+        super().__init__(stream, "standard output")
 
     def write(self, text: str) -> int:
         from onnx_dml_lowering.ir.display import display_lines
-        self._stream.write(display_lines(text))
+        self._guarded(self._stream.write, display_lines(text))
         return len(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from onnx_dml_lowering.ir.display import display
     from onnx_dml_lowering.runtime.input_files import forget_all
     forget_all()            # the inputs of this command, not of one before it in this process
     try:
         parsed = parsed_command(args)
-        return parsed.command.run(parsed)
+        code = parsed.command.run(parsed)
+        sys.stdout.flush()          # a stdout that cannot take what was printed is said here, not at exit
+        return code
     except DmlLowerError as exc:
-        print(f"dml-lower: error: {exc}", file=sys.stderr)
+        _say(f"dml-lower: error: {exc}")
         return 2
     except KeyboardInterrupt as exc:
         from onnx_dml_lowering.runtime.interrupt import Terminated
         if isinstance(exc, Terminated):
-            print("dml-lower: terminated (SIGTERM)", file=sys.stderr)
+            _say("dml-lower: terminated (SIGTERM)")
             return STOPPED_BY_SIGTERM
-        print("dml-lower: interrupted", file=sys.stderr)
+        _say("dml-lower: interrupted")
         return STOPPED_BY_CTRL_C
     except BrokenPipeError:
         # The reader went away (`dml-lower compile M | head -1`): stop quietly, as cat does.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        _discard_output(_fileno(sys.stdout))
         return 141
+    except MemoryError as exc:
+        return _out_of_memory(exc, args)
     except Exception as exc:  # a bug of ours: one line, the traceback only on request
-        if isinstance(exc, OSError) and exc.errno == errno.EBADF and not _is_open(1):
-            print("dml-lower: error: standard output was closed while the command ran, by code it ran (a data "
-                  "loader script?): what it prints could not be written", file=sys.stderr)
-            return 2
-        if env_flag("DML_LOWER_DEBUG") or getattr(args, "verbose", False):
-            raise
-        print(f"dml-lower: internal error: {type(exc).__name__}: {display(' '.join(str(exc).split())[:300])} "
-              "(set DML_LOWER_DEBUG=1 for the traceback)", file=sys.stderr)
-        return 3
+        return _unexpected(exc, args)
+
+
+def _unexpected(exc: Exception, args: argparse.Namespace) -> int:
+    """A standard stream that cannot be written: one line (exit 2). Anything else is a bug of ours:
+    the internal error line, exit 3, after the traceback under -v or DML_LOWER_DEBUG."""
+    from onnx_dml_lowering.ir.display import display
+    if isinstance(exc, OSError) and exc.errno == errno.EBADF and not _is_open(1):
+        _say("dml-lower: error: standard output was closed while the command ran, by code it ran (a data "
+             "loader script?): what it prints could not be written")
+        return 2
+    if isinstance(exc, StreamWriteError):
+        from onnx_dml_lowering.runtime.output_target import reason
+        _discard_output(exc.fd)         # the unwritten rest: the flush at exit must not fail again
+        _say(f"dml-lower: error: cannot write {exc.stream}: {reason(exc)}: what the command printed there "
+             "is lost (give it a file on a disk with room, a pipe, or /dev/null)")
+        return 2
+    debug = env_flag("DML_LOWER_DEBUG") or getattr(args, "verbose", False)
+    if debug:
+        import traceback
+        _say("".join(traceback.format_exception(exc)).rstrip("\n"))
+    _say(f"dml-lower: internal error: {type(exc).__name__}: {display(' '.join(str(exc).split())[:300])} "
+         + ("(the traceback is above: please report it)" if debug else "(set DML_LOWER_DEBUG=1 for the traceback)"))
+    return 3
+
+
+def _out_of_memory(exc: MemoryError, args: argparse.Namespace) -> int:
+    """An allocation the memory limit let through failed (the limit counts the feeds and buffers, not
+    what numpy, onnx.reference or onnxruntime allocate besides): one line naming the limit, exit 2."""
+    from onnx_dml_lowering.ir.display import display
+    from onnx_dml_lowering.runtime.memory import default_limit, format_size
+    given = getattr(args, "memory_limit", None)
+    limit = f"--memory-limit {given}" if given else f"the default memory limit of {format_size(default_limit())}"
+    what = display(" ".join(str(exc).split())[:200]) or "an allocation failed"
+    _say(f"dml-lower: error: out of memory ({what}) within {limit}, which bounds the feeds and buffers "
+         "but not everything a run allocates: use smaller --dim values or inputs, or a lower --memory-limit")
+    return 2
+
+
+def _say(line: str) -> None:
+    """A line on stderr, where it can still be written (stderr itself may be the stream that failed)."""
+    try:
+        print(line, file=sys.stderr)
+    except OSError:
+        pass
+
+
+def _fileno(stream: TextIO) -> "int | None":
+    try:
+        return stream.fileno()
+    except (OSError, ValueError):
+        return None             # not a file (a test's capture)
+
+
+def _discard_output(fd: "int | None") -> None:
+    """What is still buffered for `fd` goes to /dev/null: its stream failed, and the flush at exit
+    must not fail again."""
+    if fd is None:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def entry() -> None:
@@ -167,6 +253,10 @@ def entry() -> None:
         sys.stderr.flush()
     except (BrokenPipeError, ValueError):
         code = code or 141
+    except OSError as exc:          # what an error line left in stdout's buffer: said, never a traceback
+        from onnx_dml_lowering.runtime.output_target import reason
+        _say(f"dml-lower: error: cannot write standard output or error: {reason(exc)}")
+        code = code or 2
     atexit._run_exitfuncs()
     os._exit(code)
 

@@ -11,7 +11,7 @@ import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display, name_list
@@ -39,7 +39,7 @@ class Zoo:
         directory", or the zoo option given); None for one model file and no zoo option."""
         if len(paths) > 1:
             return f"{len(paths)} models"
-        if Path(paths[0]).is_dir():
+        if _probe(Path(paths[0]), stat.S_ISDIR)[0]:
             return "a directory"
         options = (("--jobs", self.jobs), ("--junit", self.junit), ("--executor", self.executor),
                    ("--ray-address", self.ray_address))
@@ -75,8 +75,9 @@ def discover(paths: "list[str]", skipped: "list[str] | None" = None) -> "list[st
             left: "list[str]" = []
             found = sorted(_models_below(path, left))
             # a folder left out here that is given too (or holds a path given) is searched there
+            # (one that cannot be read is left out wherever it is given)
             left = [f for f, real in ((f, Path(f).resolve()) for f in left)
-                    if not any(g == real or real in g.parents for g in given)]
+                    if isinstance(f, LeftOut) or not any(g == real or real in g.parents for g in given)]
             if skipped is not None:
                 skipped += left
             if not found and not any(path.resolve() in g.parents for g in given):     # none, nor a folder given below
@@ -103,20 +104,50 @@ def found_models(paths: "list[str]") -> "tuple[list[str], list[str]]":
     return discover(paths, skipped), skipped
 
 
+class LeftOut(str):
+    """A path the zoo walk left out because it could not be read (a folder it may not list, an entry
+    it may not stat: EACCES, EIO ...), with why: said among the left-out entries, never a crash."""
+    reason: str
+
+    def __new__(cls, path: str, reason: str) -> "LeftOut":
+        made = super().__new__(cls, path)
+        made.reason = reason
+        return made
+
+
+def _probe(path: Path, test: "Callable[[int], bool]" = stat.S_ISREG) -> "tuple[bool, OSError | None]":
+    """(whether `path`, links followed, passes `test` of its mode, the error when it cannot be
+    stat'ed for another reason than its absence): Path.is_file() raises on EACCES."""
+    try:
+        return test(os.stat(path).st_mode), None
+    except OSError as exc:
+        import errno
+        absent = exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG)
+        return False, None if absent else exc
+
+
+def _unreadable(path: "str | os.PathLike", exc: OSError) -> LeftOut:
+    from onnx_dml_lowering.runtime.output_target import reason
+    return LeftOut(str(path), f"cannot be read: {reason(exc)}")
+
+
 def _models_below(folder: Path, skipped: "list[str]") -> "list[str]":
     """The *.onnx regular files below `folder`, through linked folders too (each real folder once: a
     link loop ends there); what is left out goes to `skipped`: hidden folders, Python environments,
-    and *.onnx names that are no regular file (a FIFO, a device, a dangling link: said, not dropped)."""
+    *.onnx names that are no regular file (a FIFO, a device, a dangling link: said, not dropped),
+    and whatever cannot be read (a folder it may not list or probe, a name it may not stat)."""
     found: "list[str]" = []
     seen = {os.path.realpath(folder)}
-    for root, folders, files in os.walk(folder, followlinks=True):
+    walk = os.walk(folder, followlinks=True, onerror=lambda exc: skipped.append(_unreadable(exc.filename, exc)))
+    for root, folders, files in walk:
         folders.sort()                  # the folders left out are named in a stable order
         for name in list(folders):
             below = Path(root, name)
             real = os.path.realpath(below)
-            if name.startswith(".") or (below / "pyvenv.cfg").is_file():
+            environment, error = _probe(below / "pyvenv.cfg")
+            if name.startswith(".") or environment or error is not None:
                 folders.remove(name)
-                skipped.append(str(below))
+                skipped.append(str(below) if error is None else _unreadable(below, error))
             elif real in seen:          # reached already, by another link or a loop
                 folders.remove(name)
             else:
@@ -124,12 +155,15 @@ def _models_below(folder: Path, skipped: "list[str]") -> "list[str]":
         for name in sorted(files):
             if name.endswith(".onnx"):
                 path = Path(root, name)
-                (found if path.is_file() else skipped).append(str(path))
+                regular, error = _probe(path)
+                (found if regular else skipped).append(str(path) if error is None else _unreadable(path, error))
     return found
 
 
 def _left_out(path: str) -> str:
     """What a path discover left out is, for the line that names it."""
+    if isinstance(path, LeftOut):
+        return path.reason
     try:
         mode = os.stat(path).st_mode
     except OSError:
@@ -150,11 +184,14 @@ def left_out_lines(skipped: "list[str]") -> "list[str]":
     """The zoo's lines for what discover left out: folders not searched, *.onnx names not checked."""
     kinds = {path: _left_out(path) for path in skipped}
     folders = [display(p) for p, kind in kinds.items() if kind == "folder"]
-    files = [_described(p) for p, kind in kinds.items() if kind != "folder"]
+    unreadable = [_described(p) for p in kinds if isinstance(p, LeftOut)]
+    files = [_described(p) for p, kind in kinds.items() if kind != "folder" and not isinstance(p, LeftOut)]
     lines = []
     if folders:
         lines.append(f"zoo: not searched: {name_list(folders, 4, 'folders')} (hidden folders and Python "
                      "environments; give a model there by its path to check it)")
+    if unreadable:
+        lines.append(f"zoo: not searched: {name_list(unreadable, 4, 'paths')}: this user cannot read them")
     if files:
         lines.append(f"zoo: not checked: {name_list(files, 4, 'names')}: named .onnx but not regular files")
     return lines

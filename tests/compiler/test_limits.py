@@ -235,6 +235,16 @@ def test_a_dim_past_memory_is_one_line_naming_the_input_shape_and_bytes(command,
         random_feeds(compile_model(wide_model()).inputs, dims={"n": size})
 
 
+@pytest.mark.parametrize("command", ["run", "check", "compile"])
+@pytest.mark.parametrize("rows, cols, named", [(2**63 - 1, 0, "rows"), (0, 2**62, "cols")])
+def test_an_empty_shape_numpy_cannot_index_is_one_line(command, rows, cols, named, tmp_path, capsys):
+    """`--dim rows=9223372036854775807 --dim cols=0`: no byte for the memory limit to count, yet numpy
+    refuses the shape ('internal error: ValueError: array is too big' in every command)."""
+    model = save(single_node_model("NonZero", T.FLOAT, ["rows", "cols"], T.INT64), tmp_path)
+    code, _, err = cli([command, model, "--dim", f"rows={rows}", "--dim", f"cols={cols}"], capsys)
+    one_line(code, err, "input 'x'", f"[{rows}, {cols}]", f"dimension '{named}'", "numpy", f"--dim {named}")
+
+
 def test_feeds_over_the_limit_are_refused_before_anything_is_drawn(tmp_path, capsys):
     model = save(wide_model(), tmp_path)
     tracemalloc.start()

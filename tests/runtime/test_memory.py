@@ -112,3 +112,86 @@ def test_every_limit_is_one_type_that_check_stops_on():
         save_npz(path, feeds, "inputs file")
         with pytest.raises(MemoryLimitExceeded):
             load_npz(path, "inputs file", 1024)
+
+
+# -- the default limit: the least of physical memory, the cgroup's limit and the rlimits ----------
+
+def _cgroups(tmp_path, listing: str, files: "dict[str, str]") -> "tuple[str, str]":
+    """A /proc/self/cgroup holding `listing` and a cgroup mount holding `files` (path: contents)."""
+    proc = tmp_path / "cgroup"
+    proc.write_text(listing)
+    for name, text in files.items():
+        (tmp_path / "mnt" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "mnt" / name).write_text(text)
+    return str(proc), str(tmp_path / "mnt")
+
+
+@pytest.mark.parametrize("listing, files, limits", [
+    # v2: the process's own cgroup and every folder above it, 'max' meaning none
+    ("0::/user.slice/job\n", {"user.slice/job/memory.max": "max\n", "user.slice/memory.max": "1073741824\n",
+                              "memory.max": "4294967296\n"}, [1073741824, 4294967296]),
+    # v1: the memory controller's hierarchy; its 'no limit' is 2^63 rounded to a page
+    ("4:memory:/docker/abc\n2:cpu:/docker/abc\n", {"memory/docker/abc/memory.limit_in_bytes": "536870912\n",
+                                                   "memory/memory.limit_in_bytes": "9223372036854771712\n"},
+     [536870912]),
+    # a container sees its own cgroup as '/': the mount's top file is its limit
+    ("0::/\n", {"memory.max": "2147483648\n"}, [2147483648]),
+    ("0::/\n", {}, []),                     # no memory controller there
+])
+def test_the_cgroup_limits_are_read_up_to_the_root(listing, files, limits, tmp_path):
+    from onnx_dml_lowering.runtime.memory import _cgroup_limits
+    assert sorted(_cgroup_limits(*_cgroups(tmp_path, listing, files))) == sorted(limits)
+
+
+def test_no_cgroup_listing_is_no_limit(tmp_path):
+    from onnx_dml_lowering.runtime.memory import _cgroup_limits
+    assert _cgroup_limits(str(tmp_path / "absent"), str(tmp_path)) == []
+
+
+@pytest.mark.parametrize("cgroup, rlimits, held, physical, expected", [
+    ([], {}, {}, 16 * 2**30, 12 * 2**30),                                   # three quarters of physical memory
+    ([2 * 2**30], {}, {}, 16 * 2**30, 3 * 2**29),                            # a container's memory.max
+    ([], {"RLIMIT_AS": 4 * 2**30}, {"VmSize": 2**30}, 16 * 2**30, 9 * 2**28),  # ulimit -v above what is mapped
+    ([], {"RLIMIT_DATA": 2**30}, {"VmData": 2**29}, 16 * 2**30, 3 * 2**27),   # ulimit -d above the data held
+    ([], {"RLIMIT_AS": 2**29}, {"VmSize": 2**30}, 16 * 2**30, 1),             # already past it: nothing left
+])
+def test_the_default_limit_is_the_least_of_what_this_process_may_have(cgroup, rlimits, held, physical, expected,
+                                                                       monkeypatch):
+    """`ulimit -v 4000000` let a --dim past it through to 'internal error: MemoryError': the default
+    limit took physical memory alone."""
+    import resource
+
+    from onnx_dml_lowering.runtime import memory
+    monkeypatch.setattr(memory, "_cgroup_limits", lambda: list(cgroup))
+    monkeypatch.setattr(memory, "_status_sizes", lambda: dict(held))
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (
+        next((v for k, v in rlimits.items() if getattr(resource, k) == which), resource.RLIM_INFINITY),) * 2)
+    monkeypatch.setattr(memory.os, "sysconf", lambda name: {"SC_PHYS_PAGES": physical // 4096,
+                                                             "SC_PAGE_SIZE": 4096}[name])
+    assert default_limit() == expected
+
+
+def test_a_real_ulimit_bounds_the_feeds_in_one_line(tmp_path):
+    """Under a real RLIMIT_AS the feeds that would not fit are refused before numpy tries (it was
+    'internal error: MemoryError: Unable to allocate 4.47 GiB')."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    import onnx
+    onnx.save(single_node_model("NonZero", T.FLOAT, ["rows", 3], T.INT64), tmp_path / "m.onnx")
+    cap = 4 * 10**9
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    env = dict(os.environ, DML_LOWER_STRICT="1")
+    env.pop("DML_LOWER_DEBUG", None)
+    proc = subprocess.run([sys.executable, "-m", "onnx_dml_lowering.compiler", "check", str(tmp_path / "m.onnx"), "-q",
+                           "--dim", "rows=200000000"], env=env, capture_output=True, text=True, timeout=300,
+                          preexec_fn=limit)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    line, = proc.stderr.strip().splitlines()
+    assert "input 'x'" in line and "over the memory limit of" in line and "internal error" not in line, line
+    shown = float(line.split("over the memory limit of ")[1].split()[0])
+    assert shown * 2**30 < cap, line         # the limit under the cap, not three quarters of the machine

@@ -23,7 +23,8 @@ ALLOWED = {
     ("runtime/output_file.py", "_pour"): "the writer: a device, FIFO or descriptor, in place",
     ("compiler/ep/level1.py", "level1_model"): "onnxruntime's optimized model, in a scratch folder of its own",
     ("compiler/zoo/model_check.py", "run_one"): "a worker's report, in a scratch folder of its own",
-    ("compiler/cli/program.py", "_run"): "stdout onto os.devnull once its reader went away (opens, never creates)",
+    ("compiler/cli/program.py", "_discard_output"): "stdout or stderr onto os.devnull once its reader went away or "
+                                                    "it failed (opens, never creates)",
     ("compiler/cli/program.py", "_open_standard_streams"): "descriptors 0-2 the caller closed, onto os.devnull, and "
                                                           "Python's streams over them (opens, never creates)",
     ("compiler/ep/verify.py", "<module>"): "the scratch folder of --verify (a dataclass default), its own",
@@ -38,6 +39,12 @@ ALLOWED = {
     ("runtime/directml/setup.py", "setup"): "make directml: setup.json into the DirectML home it builds",
     ("runtime/directml/setup.py", "wheel_dlls"): "make directml: the wheel's dlls into that home's bin/",
     ("runtime/directml/setup.py", "build_d3d12"): "make directml: a vkd3d-proton build in a scratch folder",
+    ("compiler/conformance/staging.py", "staged_suite"): "conformance export: the staging folder its files are "
+                                                         "written into by the writer (mkdtemp), its own",
+    ("compiler/conformance/staging.py", "_move_in"): "conformance export: the finished staging folder renamed to "
+                                                     "the suite's place (nothing is written: renames only)",
+    ("compiler/conformance/staging.py", "_merge"): "conformance export: the finished suite's files renamed into "
+                                                   "an existing suite folder, the manifest last (renames only)",
 }
 
 

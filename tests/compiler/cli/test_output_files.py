@@ -4,6 +4,7 @@ optimize keeps the weights of every layout; .npz entries a zip cannot hold are o
 from __future__ import annotations
 
 import errno
+import json
 import os
 
 import numpy as np
@@ -289,16 +290,104 @@ def _external_model(tmp_path):
     return path, tmp_path / "m.data"
 
 
-@pytest.mark.parametrize("command", [["check", "-q", "--json"], ["optimize", "-o"], ["compile", "--json"]])
-def test_an_output_naming_the_external_data_is_refused_by_the_writer(command, tmp_path, capsys):
-    """The model's external data is known once the model is read: the one writer refuses to replace
-    it (nothing written, one line), whatever the command."""
+@pytest.mark.parametrize("command", [["check", "-q", "--json"], ["check", "--markdown"], ["optimize", "-o"],
+                                     ["compile", "--json"], ["run", "--save-outputs"], ["inspect", "--json"],
+                                     ["check", "--jobs", "1", "--junit"]])
+@pytest.mark.parametrize("named", ["path", "symlink", "descriptor"])
+def test_an_output_naming_the_external_data_is_refused_before_any_work(command, named, tmp_path, capsys):
+    """The model's external data is read as much as the model: an output naming it, by any name, is
+    refused in one line with nothing printed before it (check printed its verdict first), nothing
+    written and no temporary left behind."""
     path, data = _external_model(tmp_path)
     before = data.read_bytes()
-    code, out, err = cli([command[0], path, *command[1:], data], capsys)
+    fd = os.open(data, os.O_RDWR) if named == "descriptor" else None
+    target = {"path": str(data), "descriptor": f"/dev/fd/{fd}"}.get(named, str(tmp_path / "link.data"))
+    if named == "symlink":
+        (tmp_path / "link.data").symlink_to(data)
+    try:
+        code, out, err = cli([command[0], path, *command[1:], target], capsys)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    assert (code, out) == (2, "") and err.count("\n") == 1, out + err
+    assert "external data file" in err and "this command reads" in err, err
+    assert data.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == sorted(["m.data", "m.onnx"] + (["link.data"] if named == "symlink" else []))
+
+
+def test_the_writer_still_refuses_external_data_found_only_when_read(tmp_path, capsys, monkeypatch):
+    """The writer is the last guard: with the up-front look at the model's external data out of the
+    way, the external data the loader read is still never replaced."""
+    from onnx_dml_lowering.compiler import output_files
+    monkeypatch.setattr(output_files, "_note_external_data", lambda models, outputs: None)
+    path, data = _external_model(tmp_path)
+    before = data.read_bytes()
+    code, out, err = cli(["check", path, "-q", "--json", data], capsys)
     assert code == 2 and err.count("\n") == 1 and "external data file" in err and "this command reads" in err, err
     assert data.read_bytes() == before
-    assert sorted(os.listdir(tmp_path)) == ["m.data", "m.onnx"]          # no temporary left behind
+
+
+# every name of descriptor {fd} (open on the model, read and write): /dev/fd/N, /proc/self/fd/N, a
+# symbolic link to /dev/fd/N
+DESCRIPTOR_ROUTES = ["/dev/fd/{fd}", "/proc/self/fd/{fd}", "link"]
+# (command, output option): each writing option the trial named, and more
+DESCRIPTOR_OUTPUTS = [(["check", "-q"], "--json"), (["check"], "--markdown"), (["check", "-q"], "--save-outputs"),
+                      (["run", "-q"], "--save-outputs"), (["optimize"], "-o"), (["run", "-q"], "--json"),
+                      (["compile"], "--json"), (["reduce", "--backends", "cpu"], "-o")]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="no /proc descriptor links (not Linux)")
+@pytest.mark.parametrize("route", DESCRIPTOR_ROUTES)
+@pytest.mark.parametrize("command, option", DESCRIPTOR_OUTPUTS)
+def test_an_output_through_a_descriptor_open_on_the_model_is_refused(command, option, route, model, tmp_path, capsys):
+    """`check m.onnx --json /dev/fd/3 3<>m.onnx` wrote the report into the model (the descriptor's
+    path skipped the check by device and inode): refused before any work, the model intact."""
+    before = model.read_bytes()
+    fd = os.open(model, os.O_RDWR)
+    try:
+        target = route.format(fd=fd)
+        if route == "link":
+            target = str(tmp_path / "out.json")
+            os.symlink(f"/dev/fd/{fd}", target)
+        code, out, err = cli([*command, model, option, target], capsys)
+    finally:
+        os.close(fd)
+    assert (code, out) == (2, "") and err.count("\n") == 1, out + err
+    assert "model file" in err and "this command reads" in err, err
+    assert model.read_bytes() == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="no /proc descriptor links (not Linux)")
+def test_a_descriptor_open_on_another_file_is_still_written(model, tmp_path, capsys):
+    """Only a descriptor open on an input is refused: one open on any other file takes the report."""
+    other = tmp_path / "report.json"
+    other.write_bytes(b"")
+    fd = os.open(other, os.O_WRONLY)
+    try:
+        code, out, err = cli(["check", model, "-q", "--json", f"/dev/fd/{fd}"], capsys)
+    finally:
+        os.close(fd)
+    assert code == 0, out + err
+    assert json.loads(other.read_text())["ok"] is True
+
+
+# (command, output option) of every command that takes --ep-library
+EP_LIBRARY_OUTPUTS = [(["check", "-q"], "--json"), (["check"], "--markdown"), (["run", "-q"], "--json"),
+                      (["run", "-q"], "--save-outputs"), (["reduce"], "-o")]
+
+
+@pytest.mark.parametrize("command, option", EP_LIBRARY_OUTPUTS)
+def test_an_output_naming_an_ep_library_is_refused_before_any_work(command, option, model, tmp_path, capsys):
+    """`check --ep-library Foo=ep.so --json ep.so` printed its verdict, then refused: the libraries a
+    command loads are in the one list of files it reads (cli/reads.files_read)."""
+    library = tmp_path / "ep.so"
+    library.write_bytes(b"\x7fELF not a real library")
+    before = library.read_bytes()
+    code, out, err = cli([*command, model, "--backends", "ort-cpu", "--ep-library", f"Foo={library}", option, library],
+                         capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1, out + err
+    assert "--ep-library Foo library file" in err and "this command reads" in err, err
+    assert library.read_bytes() == before
 
 
 @pytest.mark.parametrize("option", ["--json", "--junit"])

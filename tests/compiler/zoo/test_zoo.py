@@ -218,7 +218,7 @@ USAGE_ERRORS = [
                                  "(2 models): use --json / --junit, or check one model file alone"),
     (["--executor", "slurm"], "dml-lower: error: argument --executor: invalid choice: 'slurm' "
                               "(choose from 'local', 'ray') (see 'dml-lower check --help')"),
-    (["--jobs", "two"], "dml-lower: error: argument --jobs: invalid int value: 'two' "
+    (["--jobs", "two"], "dml-lower: error: argument --jobs: 'two' is not a whole number (ASCII digits, like 3) "
                         "(see 'dml-lower check --help')"),
     (["--junit", "/no-such-folder/z.xml"], "dml-lower: error: --junit '/no-such-folder/z.xml': cannot write there: "
                                            "folder '/no-such-folder' does not exist"),
@@ -391,7 +391,7 @@ def test_named_value_options_apply_to_the_models_that_have_the_input(option, tmp
     assert code == 2 and err == f"zoo: {option} y: no model checked has an input of that name\n"
     assert "2 ok" in out
     code, _, err = cli(["check", models / "nonzero.dynamo.onnx", option, value], capsys)
-    assert code == 2 and f"{option} x0: the model has no input of that name" in err
+    assert code == 2 and f"{option} names input 'x0': the model has no input of that name" in err
 
 
 @pytest.mark.parametrize("zoo_option", [["--junit", "z.xml"], ["--jobs", "2"], ["--executor", "local"]])
@@ -464,3 +464,94 @@ def test_a_folder_zoo_follows_linked_folders_once_and_names_what_is_no_model_fil
     assert summary_rows(out).keys() == {str(folder / "m.onnx"), str(folder / "linked" / "far.onnx")}
     assert out.splitlines()[-1] == (f"zoo: not checked: {folder / 'dangling.onnx'} (a dangling symbolic link), "
                                     f"{folder / 'f.onnx'} (a FIFO): named .onnx but not regular files")
+
+
+# -- folders and names the walk cannot read ---------------------------------------------------------
+
+def _denied(monkeypatch, *denied: Path) -> None:
+    """os.stat and os.scandir refuse `denied` with EACCES, as /proc/1/fdinfo does even to root."""
+    import errno
+    real_stat, real_scandir = os.stat, os.scandir
+    blocked = {str(p) for p in denied}
+
+    def check(path) -> None:
+        text = os.fsdecode(path)
+        if text in blocked or os.path.dirname(text) in blocked:
+            raise PermissionError(errno.EACCES, "Permission denied", text)
+
+    def stat(path, *args, **kwargs):
+        if not isinstance(path, int):
+            check(path)
+        return real_stat(path, *args, **kwargs)
+
+    def scandir(path="."):
+        check(path)
+        return real_scandir(path)
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_what_the_walk_cannot_read_is_left_out_with_why(zoo, tmp_path, monkeypatch):
+    """`check /proc/1` (or a zoo holding a link to it) was 'internal error: PermissionError' from
+    probing fdinfo/pyvenv.cfg: a folder that cannot be listed or probed, and an *.onnx name that
+    cannot be stat'ed, are left out and named with the errno; the rest is checked."""
+    from onnx_dml_lowering.compiler.zoo.runner import found_models, left_out_lines
+    folder = tmp_path / "z"
+    for sub in ("ok", "locked", "unprobed"):
+        (folder / sub).mkdir(parents=True)
+        shutil.copy(zoo["paths"]["a_nonzero.onnx"], folder / sub / "m.onnx")
+    _denied(monkeypatch, folder / "locked", folder / "unprobed" / "pyvenv.cfg", folder / "ok" / "m.onnx")
+    shutil.copy(zoo["paths"]["a_nonzero.onnx"], folder / "top.onnx")
+    models, skipped = found_models([str(folder)])
+    assert models == [str(folder / "top.onnx")]
+    assert sorted(skipped) == sorted(str(folder / p) for p in ("locked", "unprobed", "ok/m.onnx"))
+    why = "(cannot be read: Permission denied (EACCES))"
+    # in the walk's order: the folders of z first, then what is below them
+    assert left_out_lines(skipped) == [f"zoo: not searched: {folder / 'locked'} {why}, {folder / 'unprobed'} {why}, "
+                                       f"{folder / 'ok' / 'm.onnx'} {why}: this user cannot read them"]
+
+
+def test_a_zoo_of_nothing_readable_is_one_line_naming_what_was_left_out(zoo, tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "z"
+    (folder / "locked").mkdir(parents=True)
+    shutil.copy(zoo["paths"]["a_nonzero.onnx"], folder / "locked" / "m.onnx")
+    _denied(monkeypatch, folder / "locked")
+    code, out, err = cli(["check", folder], capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "internal error" not in err, err
+    assert f"{folder / 'locked'} (cannot be read: Permission denied (EACCES))" in err, err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode 000 folder: permissions are not enforced for "
+                                              "root (the EACCES case root meets is tested by monkeypatching)")
+def test_a_mode_000_folder_is_left_out_with_why(zoo, tmp_path, capsys):
+    from onnx_dml_lowering.compiler.zoo.runner import found_models, left_out_lines
+    folder = tmp_path / "z"
+    (folder / "locked").mkdir(parents=True)
+    shutil.copy(zoo["paths"]["a_nonzero.onnx"], folder / "locked" / "m.onnx")
+    shutil.copy(zoo["paths"]["a_nonzero.onnx"], folder / "top.onnx")
+    (folder / "locked").chmod(0)
+    try:
+        models, skipped = found_models([str(folder)])
+        assert models == [str(folder / "top.onnx")]
+        assert left_out_lines(skipped) == [f"zoo: not searched: {folder / 'locked'} (cannot be read: Permission "
+                                           "denied (EACCES)): this user cannot read them"]
+    finally:
+        (folder / "locked").chmod(0o755)
+
+
+def _proc_denies() -> bool:
+    try:
+        os.stat("/proc/1/fdinfo/pyvenv.cfg")
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+@pytest.mark.skipif(not _proc_denies(), reason="this system lets this user stat /proc/1/fdinfo's entries")
+def test_proc_1_as_a_zoo_is_one_line(capsys):
+    """The real case: /proc/1's fdinfo refuses even root (ptrace rules)."""
+    code, out, err = cli(["check", "/proc/1"], capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "internal error" not in err, err
+    assert "/proc/1/fdinfo (cannot be read: Permission denied (EACCES))" in err, err

@@ -106,6 +106,15 @@ class BackendName:
         return self.provider == DML_PROVIDER
 
     @property
+    def from_provider(self) -> bool:
+        """Results of the model on an onnxruntime execution provider: run here, or saved by a check
+        / run and loaded (saved:ort-cpu, saved:run-ort-cpu): its known deviations are named alike."""
+        if self.is_saved:
+            source = _quiet_parse(self.source)
+            return source is not None and source.is_provider
+        return self.is_provider
+
+    @property
     def description(self) -> str:
         if self.lowering is not None:
             return LOWERED_DESCRIPTIONS[self.lowering]

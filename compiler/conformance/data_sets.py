@@ -8,6 +8,9 @@ numpy reads it, and nothing in a data set is silently left out.
   pattern (input_01.pb), is refused: onnx's own runner counts the files and fails on such a set;
 - a tensor's name may be empty (onnx's own runner writes them so) but, when given, must be the
   model's input or output at its position: onnx_test_runner feeds and compares by that name;
+- its data type is the one the model declares for that input or output, and its dims have the
+  rank and the sizes the model fixes (a dimension name or an unknown size takes any): data that is
+  not the model's is one line naming the file, before any case runs, not a backend's failure;
 - the tensor has a defined element type, no external data and no segment, and holds exactly the
   elements its dims say (raw_data's bytes, checked by runtime.weights.check_raw_data as a model's
   tensors are, or the typed field's entries);
@@ -29,6 +32,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display, name_list
 from onnx_dml_lowering.ir.errors import MemoryLimitExceeded, first_line
+from onnx_dml_lowering.runtime.feeds import declared_dims
 from onnx_dml_lowering.runtime.memory import default_limit, format_size, parse_size
 from onnx_dml_lowering.runtime.weights import PACKED_BITS, check_raw_data
 
@@ -64,15 +68,15 @@ class Budget:
 def read_case(folder: str, model: onnx.ModelProto, budget: Budget) -> "tuple[list, list]":
     """(feeds per data set, expected outputs per data set) of the case in `folder`; [] when it has no set."""
     initializers = {t.name for t in model.graph.initializer}
-    inputs = [i.name for i in model.graph.input if i.name not in initializers]
-    outputs = [o.name for o in model.graph.output]
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    outputs = list(model.graph.output)
     sets, expected = [], []
     for data in _set_folders(folder):
-        _check_layout(data, {"input": inputs, "output": outputs})
-        sets.append({name: read_tensor(os.path.join(data, f"input_{k}.pb"), ("input", k, name), budget)
-                     for k, name in enumerate(inputs)})
-        expected.append([read_tensor(os.path.join(data, f"output_{k}.pb"), ("output", k, name), budget)
-                         for k, name in enumerate(outputs)])
+        _check_layout(data, {"input": [i.name for i in inputs], "output": [o.name for o in outputs]})
+        sets.append({vi.name: read_tensor(os.path.join(data, f"input_{k}.pb"), ("input", k, vi), budget)
+                     for k, vi in enumerate(inputs)})
+        expected.append([read_tensor(os.path.join(data, f"output_{k}.pb"), ("output", k, vi), budget)
+                         for k, vi in enumerate(outputs)])
     return sets, expected
 
 
@@ -85,13 +89,13 @@ def _set_folders(folder: str) -> "list[str]":
         number = entry[len(SET_PREFIX):]
         path = os.path.join(folder, entry)
         if not _NUMBER.fullmatch(number) or not os.path.isdir(path):
-            raise DmlLowerError(f"conformance data set {display(path)!r} is not a folder test_data_set_N "
+            raise DmlLowerError(f"conformance data set '{display(path)}' is not a folder test_data_set_N "
                                 "(N from 0, no leading zero): it would not be run")
         numbers.append(int(number))
     numbers.sort()
     for n, found in enumerate(numbers):
         if found != n:          # a set past a gap would never be run
-            raise DmlLowerError(f"conformance data set {display(os.path.join(folder, SET_PREFIX + str(found)))!r} "
+            raise DmlLowerError(f"conformance data set '{display(os.path.join(folder, SET_PREFIX + str(found)))}' "
                                 f"follows no {SET_PREFIX}{n}: data sets are numbered from 0 without a gap")
     return [os.path.join(folder, f"{SET_PREFIX}{n}") for n in numbers]
 
@@ -104,14 +108,14 @@ def _check_layout(data: str, names: "dict[str, list[str]]") -> None:
             continue                # another file (a README) is no test data
         kind, number = match.groups()
         if not _NUMBER.fullmatch(number) or int(number) >= len(names[kind]):
-            raise DmlLowerError(f"conformance tensor file {display(os.path.join(data, entry))!r} is not one of the "
+            raise DmlLowerError(f"conformance tensor file '{display(os.path.join(data, entry))}' is not one of the "
                                 f"model's: {_expected_files(kind, names[kind])}; it would be ignored")
     for kind, listed in names.items():
         for k, name in enumerate(listed):
             path = os.path.join(data, f"{kind}_{k}.pb")
             if not os.path.lexists(path):
-                raise DmlLowerError(f"conformance tensor file {display(path)!r} does not exist: the model's {kind} "
-                                    f"{k} is {display(name)!r} ({_expected_files(kind, listed)})")
+                raise DmlLowerError(f"conformance tensor file '{display(path)}' does not exist: the model's {kind} "
+                                    f"{k} is '{display(name)}' ({_expected_files(kind, listed)})")
 
 
 def _expected_files(kind: str, names: "list[str]") -> str:
@@ -122,24 +126,53 @@ def _expected_files(kind: str, names: "list[str]") -> str:
     return f"the model has {len(names)} {kind}{plural} ({name_list(names, noun=kind + 's')}), in {files}"
 
 
-def read_tensor(path: str, role: "tuple[str, int, str]", budget: Budget) -> np.ndarray:
+def read_tensor(path: str, role: "tuple[str, int, onnx.ValueInfoProto]", budget: Budget) -> np.ndarray:
     """One test data tensor: a regular file, a TensorProto whose name (if any) is the model's
-    `role` (kind, position, name), its data inline and whole, within the budget."""
-    what = f"conformance tensor file {display(path)!r}"
+    `role` (kind, position, value), of its declared type and fixed dims, its data inline and whole,
+    within the budget."""
+    what = f"conformance tensor file '{display(path)}'"
     tensor = TensorProto()
     try:
         tensor.ParseFromString(read_regular_file(Path(path), what))
     except DecodeError as exc:
         raise DmlLowerError(f"{what} is not a TensorProto (protobuf parse failed: {first_line(exc)})") from None
     _check_tensor(tensor, what)
-    kind, position, name = role
+    kind, position, value = role
+    name = value.name
     if tensor.name and tensor.name != name:
-        raise DmlLowerError(f"{what}: tensor {display(tensor.name)!r} is not the model's {kind} {position}, "
-                            f"{display(name)!r} (a name, where given, must be it: onnx_test_runner goes by it)")
+        raise DmlLowerError(f"{what}: tensor '{display(tensor.name)}' is not the model's {kind} {position}, "
+                            f"'{display(name)}' (a name, where given, must be it: onnx_test_runner goes by it)")
+    _check_declared(tensor, value, f"{what}: {_type_text(tensor.data_type)} tensor {list(tensor.dims)}, but the "
+                    f"model's {kind} {position} '{display(name)}' is")
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
     count = math.prod(int(d) for d in tensor.dims)
     budget.take(count * dtype.itemsize + sum(len(s) for s in tensor.string_data), what)
     return numpy_helper.to_array(tensor)
+
+
+def _type_text(data_type: int) -> str:
+    """An ONNX data type as the .pb names it (DOUBLE, UINT4)."""
+    return helper.tensor_dtype_to_string(data_type).removeprefix("TensorProto.")
+
+
+def _check_declared(tensor: TensorProto, value: onnx.ValueInfoProto, said: str) -> None:
+    """The tensor has the data type `value` declares and the rank and sizes it fixes; else one line
+    (`said` then what the model declares): the test data is not the model's."""
+    kind = value.type.WhichOneof("value")
+    if kind is None:            # no type declared: any tensor
+        return
+    if kind != "tensor_type":
+        raise DmlLowerError(f"{said} a {kind.removesuffix('_type')}, not a tensor: a test data file holds one tensor")
+    declared = value.type.tensor_type
+    elem = declared.elem_type
+    if elem != TensorProto.UNDEFINED and tensor.data_type != elem:
+        raise DmlLowerError(f"{said} {_type_text(elem)}: the test data is not the model's")
+    if not declared.HasField("shape"):
+        return
+    dims = declared_dims(declared.shape)
+    if len(dims) != len(tensor.dims) or any(isinstance(d, int) and d != got for d, got in zip(dims, tensor.dims)):
+        shown = "[" + ", ".join("?" if d is None else display(d) for d in dims) + "]"
+        raise DmlLowerError(f"{said} {shown}: the test data is not the model's")
 
 
 def _check_tensor(tensor: TensorProto, what: str) -> None:
@@ -149,7 +182,7 @@ def _check_tensor(tensor: TensorProto, what: str) -> None:
         raise DmlLowerError(f"{what} is not a TensorProto with an element type (data_type {shown}): an empty "
                             "file, or another message (a SequenceProto, OptionalProto)")
     if tensor.data_location == TensorProto.EXTERNAL:
-        raise DmlLowerError(f"{what}: tensor {display(tensor.name)!r} names external data; test data is read "
+        raise DmlLowerError(f"{what}: tensor '{display(tensor.name)}' names external data; test data is read "
                             "inline only")
     if tensor.HasField("segment"):      # field 3: a segment, or what a SequenceProto's tensors read as
         raise DmlLowerError(f"{what} is not a whole TensorProto: it holds a segment (field 3, as a SequenceProto's "
@@ -163,18 +196,18 @@ def _check_typed_count(tensor: TensorProto, what: str) -> None:
     one per byte of packed sub-byte elements); with it, no typed field holds values too."""
     field = helper.tensor_dtype_to_field(tensor.data_type)
     held = len(getattr(tensor, field))
-    shown = f"{helper.tensor_dtype_to_string(tensor.data_type).removeprefix('TensorProto.')} {list(tensor.dims)}"
+    shown = f"{_type_text(tensor.data_type)} {list(tensor.dims)}"
     if tensor.HasField("raw_data"):
         if tensor.data_type == TensorProto.STRING:        # onnx reads string_data only
-            raise DmlLowerError(f"{what}: tensor {display(tensor.name)!r} ({shown}) holds raw_data: a string "
+            raise DmlLowerError(f"{what}: tensor '{display(tensor.name)}' ({shown}) holds raw_data: a string "
                                 "tensor's values are in string_data")
         if held:                                          # onnx would read raw_data and ignore the rest
-            raise DmlLowerError(f"{what}: tensor {display(tensor.name)!r} ({shown}) holds raw_data and {held} "
+            raise DmlLowerError(f"{what}: tensor '{display(tensor.name)}' ({shown}) holds raw_data and {held} "
                                 f"values in {field}: its values belong in one of them")
         return
     count = math.prod(int(d) for d in tensor.dims)
     per = _PER_ENTRY.get(tensor.data_type, 1)
     need = 2 * count if tensor.data_type in _COMPLEX else -(-count // per)
     if held != need:
-        raise DmlLowerError(f"{what}: tensor {display(tensor.name)!r} holds {held} values in {field} (and no "
+        raise DmlLowerError(f"{what}: tensor '{display(tensor.name)}' holds {held} values in {field} (and no "
                             f"raw_data), but its type and shape {shown} take {need}")

@@ -34,6 +34,7 @@ from ..compiled import compile_model
 from ..frontend import load_model, read_regular_file
 from .cases import Case, all_cases
 from .data_sets import Budget, read_case
+from .staging import is_staging, staged_suite
 from ..ep.placement import CPU as CPU_PROVIDER
 from ..ep.placement import DML as DML_PROVIDER
 from ..ep.placement import NONE, REMOVED, predict_placement
@@ -262,8 +263,8 @@ def probe_providers() -> "list[str]":
 def export(directory: str, feature_level: str = "5_1", seeds: int = 2, ort_version: "str | None" = None) -> "dict":
     """Write the suite; returns the manifest. The same arguments write the same bytes. The DML EP
     predictions model the registration table of `ort_version` (--ort-version; by default the
-    installed DML EP's: registry.choose_table), which the manifest names (dml_ep_table)."""
-    import onnxruntime as ort
+    installed DML EP's: registry.choose_table), which the manifest names (dml_ep_table). The suite is
+    written whole in a temporary folder and moved into place (staging.py): a failure leaves nothing."""
     if seeds < 1:
         raise DmlLowerError(f"--seeds must be at least 1, got {seeds}")
     table = choose_table(ort_version)
@@ -274,9 +275,18 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2, ort_versi
                             "is a folder of files): for a folder named '-' give its full path")
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise DmlLowerError(f"conformance directory {directory!r} is not a folder (a file, device, FIFO or socket)")
-    if os.path.isdir(directory) and os.listdir(directory) and not os.path.exists(os.path.join(directory, MANIFEST)):
+    if os.path.isdir(directory) and not os.path.lexists(os.path.join(directory, MANIFEST)) and \
+            any(not is_staging(entry) for entry in os.listdir(directory)):     # a killed export's folder: ignored
         raise DmlLowerError(f"conformance directory {directory!r} is not empty and holds no {MANIFEST}")
-    _remove_earlier_export(directory)
+    if os.path.lexists(os.path.join(directory, MANIFEST)):
+        _exported_cases(os.path.join(directory, MANIFEST))      # another tool's manifest: refused, nothing touched
+    with staged_suite(directory, _remove_earlier_export) as build:
+        return _export_to(build, level, table, seeds)
+
+
+def _export_to(directory: str, level: str, table: TableChoice, seeds: int) -> dict:
+    """The suite written in `directory` (export's temporary folder); its manifest."""
+    import onnxruntime as ort
     cases = all_cases(seeds)
     probes = [CaseRunner(provider_backend(name)) for name in probe_providers()]
     manifest: dict = {"feature_level": level, "seeds": seeds, "opset": {c.name: c.model.opset_import[0].version for c in cases},
@@ -289,17 +299,12 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2, ort_versi
             "onnxruntime": table.version, "cases": {},
             "verified": ("predicted, not run: the DML EP's placement from its registration table and its "
                          "deviations from its source (DML_EP_PLACEMENT.md); conformance run on Windows checks both")}
-    try:
-        for case in cases:
-            _write_case(directory, case, (level, table), manifest, probes)
-        # the manifest last and whole: a folder without it is an export that did not finish
-        write_text(os.path.join(directory, "README.txt"), "the conformance README",
-                   README.format(level=level, count=len(cases), seeds=seeds, manifest=MANIFEST,
-                                 table=table.describe()))
-        write_text(os.path.join(directory, MANIFEST), "the conformance manifest",
-                   json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    except OSError as exc:
-        raise DmlLowerError(f"cannot write the conformance suite to {directory!r}: {exc.strerror}") from None
+    for case in cases:
+        _write_case(directory, case, (level, table), manifest, probes)
+    write_text(os.path.join(directory, "README.txt"), "the conformance README",
+               README.format(level=level, count=len(cases), seeds=seeds, manifest=MANIFEST, table=table.describe()))
+    write_text(os.path.join(directory, MANIFEST), "the conformance manifest",
+               json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
 
 
@@ -326,7 +331,7 @@ def _remove_earlier_export(directory: str) -> None:
 def _exported_cases(path: str) -> "list[str]":
     """The case folders the conformance manifest at `path` lists; DmlLowerError when the file is not
     one (this tool's manifest holds its feature level, seeds, cases and providers)."""
-    refused = (f"conformance directory {display(os.path.dirname(path))!r} holds a {MANIFEST} that is not a "
+    refused = (f"conformance directory '{display(os.path.dirname(path))}' holds a {MANIFEST} that is not a "
                "conformance manifest of dml-lower")
     try:
         manifest = json.loads(read_regular_file(Path(path), f"conformance manifest {path!r}"))
@@ -339,7 +344,7 @@ def _exported_cases(path: str) -> "list[str]":
     names = list(manifest["cases"])
     unsafe = [n for n in names if not isinstance(n, str) or n in ("", ".", "..") or "/" in n or "\\" in n or "\0" in n]
     if unsafe:
-        raise DmlLowerError(f"{refused} (case {display(str(unsafe[0]))!r} is not a folder name): nothing is removed")
+        raise DmlLowerError(f"{refused} (case '{display(str(unsafe[0]))}' is not a folder name): nothing is removed")
     return names
 
 
@@ -471,7 +476,7 @@ def load(directory: str, pattern: "str | None" = None, memory_limit: "int | str 
         model = load_model(os.path.join(folder, "model.onnx"))
         sets, expected = read_case(folder, model, budget)
         if not sets:        # nothing to compare is no pass
-            raise DmlLowerError(f"conformance case {display(name)!r} in {display(directory)!r} holds no "
+            raise DmlLowerError(f"conformance case '{display(name)}' in '{display(directory)}' holds no "
                                 "test_data_set_0: nothing to compare")
         cases.append((name, model, sets, expected))
     if not cases and pattern is not None:

@@ -15,7 +15,7 @@ from onnx import TensorProto as T
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
 from tests.cli_runner import cli
-from onnx_dml_lowering.runtime.saved_outputs import FEEDS_KEY, SAVED_BY_KEY, feeds_fingerprint
+from onnx_dml_lowering.runtime.saved_outputs import CONTENTS_KEY, FEEDS_KEY, SAVED_BY_KEY, feeds_fingerprint
 from onnx_dml_lowering.compiler.examples import example_paths
 from onnx_dml_lowering.runtime.feeds import feed_summary, random_feeds
 from tests.builders import single_node_model
@@ -170,8 +170,9 @@ def test_run_inputs_and_save_outputs_round_trip(path, seed, tmp_path, capsys):
     assert code == 0, err
     with np.load(outputs_file) as saved:
         actual = {name: saved[name] for name in saved.files}
-    # beside the outputs, the reserved entries: the feeds' fingerprint and who saved it
+    # beside the outputs, the reserved entries: the feeds' fingerprint, who saved it and what it holds
     assert str(actual.pop(FEEDS_KEY)) == feeds_fingerprint(feeds) and str(actual.pop(SAVED_BY_KEY)) == "run:cpu"
+    assert json.loads(str(actual.pop(CONTENTS_KEY))) == {"outputs": compiled.output_names, "left_out": {}}
     assert_outputs_same(actual, reference(path, feeds))
 
 

@@ -81,8 +81,8 @@ def test_run_takes_the_per_input_forms(model, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("options, message", [
-    (["--val-range", "z:-1,1"], "--val-range z: the model has no input of that name (inputs: x, y, k)"),
-    (["--zero-fraction", "q:0.5"], "--zero-fraction q: the model has no input of that name (inputs: x, y, k)"),
+    (["--val-range", "z:-1,1"], "--val-range names input 'z': the model has no input of that name (inputs: x, y, k)"),
+    (["--zero-fraction", "q:0.5"], "--zero-fraction names input 'q': the model has no input of that name (inputs: x, y, k)"),
     (["--val-range", "x:1"], "--val-range 'x:1': expected [NAME:]LO,HI (two numbers)"),
     (["--val-range", ":1,2"], "--val-range ':1,2': the input name before ':' is empty"),
     (["--zero-fraction", "x:lots"], "--zero-fraction 'x:lots': expected [NAME:]F (a number from 0 to 1)"),
@@ -266,3 +266,47 @@ def test_inputs_file_does_not_take_random_feed_options(command, extra, model, tm
     assert (code, out) == (2, "") and not (tmp_path / "min.onnx").exists()
     assert err == (f"dml-lower: error: {extra[0]} shapes random feeds: it does not apply to --inputs (the file gives "
                    "every size and value)\n")
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_a_loader_changing_directory_changes_no_file_the_command_reads_or_writes(command, model, tmp_path,
+                                                                                   capsys, monkeypatch):
+    """The loader changes to a folder holding another model.onnx and the report names: the command
+    still runs its own model.onnx on every backend (the shipped file on ort-cpu included) and writes
+    the files it was asked for, where it was asked; the loader reads its data from its folder."""
+    other = tmp_path / "other"
+    other.mkdir()
+    nodes = [h.make_node("Sub", ["x", "y"], ["s"], name="sub"), h.make_node("NonZero", ["s"], ["coords"], name="nz"),
+             h.make_node("Neg", ["k"], ["k_out"], name="neg")]
+    onnx.save(graph_model(nodes, [("x", T.FLOAT, [3, 4]), ("y", T.FLOAT, [3, 4]), ("k", T.INT32, [3, 4])],
+                          [("coords", T.INT64, [2, None]), ("k_out", T.INT32, [3, 4])]), str(other / "model.onnx"))
+    for name in ("r.json", "r.md", "in.npz", "in.1.npz"):
+        (other / name).write_text("precious")
+    np.save(other / "seed.npy", np.array(3))
+    loader = script(tmp_path, f"""
+        import os
+        def load_data():
+            os.chdir({str(other)!r})
+            for i in range(2):
+                f = feed(int(np.load('seed.npy')) + i)
+                f['y'] = np.ones((3, 4), np.float32)            # x + y and x - y differ everywhere
+                yield f
+        """)
+    monkeypatch.chdir(tmp_path)
+    options = ["--backends", "cpu,ort-cpu", "--markdown", "r.md"] if command == "check" else ["--backend", "ort"]
+    code, out, err = cli([command, "model.onnx", "--data-loader-script", loader.name, *options, "--json", "r.json",
+                          "--save-inputs", "in.npz"], capsys)
+    assert code == 0 and "MISMATCH" not in out, out + err
+    assert all((other / name).read_text() == "precious" for name in ("r.json", "r.md", "in.npz", "in.1.npz"))
+    written = ["r.json", "in.npz", "in.1.npz"] + (["r.md"] if command == "check" else [])
+    assert all((tmp_path / name).is_file() for name in written)
+    for index, seed in enumerate((3, 4)):
+        with np.load(tmp_path / ("in.npz" if index == 0 else "in.1.npz")) as saved:
+            np.testing.assert_array_equal(saved["k"], np.full((3, 4), seed, np.int32))
+    if command == "run":            # the outputs of this folder's model.onnx, not of the loader's folder's
+        records = json.loads((tmp_path / "r.json").read_text())["backends"]
+        for index, record in enumerate(records):
+            with np.load(tmp_path / ("in.npz" if index == 0 else "in.1.npz")) as saved:
+                expected = reference(model, {k: saved[k] for k in saved.files})
+            assert record["outputs"]["coords"]["shape"] == list(expected["coords"].shape)
+            assert record["outputs"]["k_out"]["preview"] == expected["k_out"].reshape(-1)[:8].tolist()

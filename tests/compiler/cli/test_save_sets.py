@@ -112,3 +112,54 @@ def test_a_failing_output_write_is_the_error_not_the_saved_set(tmp_path, capsys)
     code, out, err = cli(["check", MODEL, "--backends", "cpu", "-q", "--save-inputs", inputs,
                           "--save-outputs", "/dev/full"], capsys)
     assert code == 2 and err.count("\n") == 1 and "/dev/full" in err and "already written" not in err, err
+
+
+def _twelve_sets(tmp_path) -> Path:
+    script = tmp_path / "dl.py"
+    script.write_text("import numpy as np\n"
+                      "def load_data():\n"
+                      "    for i in range(12):\n"
+                      "        yield {'x': np.full((3, 4), i - 5, np.float32)}\n")
+    return script
+
+
+@pytest.mark.parametrize("failing", ["--save-inputs", "--save-outputs"])
+def test_check_says_the_sets_it_saved_when_a_later_sets_file_cannot_be_written(failing, tmp_path, capsys) -> None:
+    """A data loader's count is not known up front, so set #10's name (F.10.npz: one byte over the
+    255 a name may have) is refused only when it is written: the sets before it are said as
+    written, the report covers the sets checked, and the line names the set and the file."""
+    folder = tmp_path / "sets"
+    folder.mkdir()
+    short, long = str(folder / ("s" * 248 + ".npz")), str(folder / ("l" * 249 + ".npz"))
+    paths = {"--save-inputs": long, "--save-outputs": short} if failing == "--save-inputs" else \
+        {"--save-inputs": short, "--save-outputs": long}
+    code, out, err = cli(["check", MODEL, "-q", "--backends", "cpu", "--data-loader-script", _twelve_sets(tmp_path),
+                          *[w for pair in paths.items() for w in pair]], capsys)
+    assert code == 2, out + err
+    inputs_saved, outputs_saved = (10, 10) if failing == "--save-inputs" else (11, 10)     # inputs first
+    assert out.splitlines()[-2:] == [wrote_line(paths["--save-inputs"], inputs_saved),
+                                     wrote_line(paths["--save-outputs"], outputs_saved)]
+    assert "11 feed sets checked, then stopped at feed set #10" in out
+    what = "the inputs" if failing == "--save-inputs" else "the outputs"
+    assert err.splitlines() == [f"dml-lower: error: feed set #10: cannot write {what} to {set_path(long, 10)!r}: "
+                                "the path or one of its names is too long (File name too long (ENAMETOOLONG)) "
+                                "(the report covers feed sets #0-#10)"]
+    written = {str(p) for p in folder.iterdir()}
+    assert written == {set_path(paths["--save-inputs"], i) for i in range(inputs_saved)} | \
+        {set_path(paths["--save-outputs"], i) for i in range(outputs_saved)}
+    saved = _load(set_path(paths["--save-outputs"], 9))
+    expected = reference(MODEL, _load(set_path(paths["--save-inputs"], 9)))
+    assert_outputs_same({name: saved[name] for name in expected}, expected)
+
+
+def test_run_says_the_sets_it_saved_before_the_error(tmp_path, capsys) -> None:
+    folder = tmp_path / "sets"
+    folder.mkdir()
+    long = str(folder / ("l" * 249 + ".npz"))
+    code, out, err = cli(["run", MODEL, "-q", "--data-loader-script", _twelve_sets(tmp_path), "--save-inputs", long],
+                         capsys)
+    assert code == 2, out + err
+    assert out.splitlines()[-1] == wrote_line(long, 10)
+    assert err.splitlines() == [f"dml-lower: error: cannot write the inputs to {set_path(long, 10)!r}: the path or "
+                                "one of its names is too long (File name too long (ENAMETOOLONG))"]
+    assert sorted(str(p) for p in folder.iterdir()) == sorted(set_path(long, i) for i in range(10))

@@ -217,3 +217,59 @@ def test_a_deviation_written_with_numpy_reprs_still_matches(suite):
     legacy = outcome.detail.replace(f"{value_text(got)}, ONNX says {value_text(want)}", f"{got!r}, ONNX says {want!r}")
     known = {"cpu": {"cases": {name: {"status": "deviation", "detail": legacy}}}}
     assert conformance.judge(conformance.CaseRunner("cpu"), name, model, sets, expected, known).status == "deviation"
+
+
+def _retyped(value, dtype=None, shape=None, data_type=None):
+    """A spoiler: the file's tensor as another numpy dtype / shape, or its bytes under another ONNX
+    data type (raw data kept, sized for it)."""
+    def spoil(path) -> None:
+        tensor = onnx.load_tensor(str(path))
+        array = numpy_helper.to_array(tensor)
+        array = array.astype(dtype) if dtype is not None else array
+        array = array.reshape(shape) if shape is not None else array
+        spoiled = numpy_helper.from_array(array, tensor.name)
+        if data_type is not None:           # 4-bit: two elements a byte
+            spoiled.data_type, spoiled.raw_data = data_type, b"\0" * -(-array.size // 2)
+        _write(path, spoiled)
+    return spoil
+
+
+NOT_THE_MODELS = {      # (file, spoiler, what the line says the file holds and the model declares)
+    "input as double": ("input_1.pb", _retyped(None, np.float64), "DOUBLE tensor [3, 4], but the model's input 1 'x' "
+                                                                  "is FLOAT"),
+    "input as string": ("input_1.pb", _retyped(None, np.str_), "STRING tensor [3, 4], but the model's input 1 'x' is "
+                                                              "FLOAT"),
+    "input as uint4": ("input_1.pb", _retyped(None, data_type=TensorProto.UINT4), "UINT4 tensor [3, 4], but the "
+                                                                                  "model's input 1 'x' is FLOAT"),
+    "input transposed": ("input_1.pb", _retyped(None, shape=(4, 3)), "FLOAT tensor [4, 3], but the model's input 1 "
+                                                                     "'x' is [3, 4]"),
+    "input of another rank": ("input_1.pb", _retyped(None, shape=(12,)), "FLOAT tensor [12], but the model's input 1 "
+                                                                         "'x' is [3, 4]"),
+    "scalar as int64": ("input_0.pb", _retyped(None, np.int64), "INT64 tensor [], but the model's input 0 'c' is BOOL"),
+    "scalar as a vector": ("input_0.pb", _retyped(None, shape=(1,)), "BOOL tensor [1], but the model's input 0 'c' "
+                                                                     "is []"),
+    "output as int32": ("output_0.pb", _retyped(None, np.int32), "INT32 tensor [2, "),
+    "output of another fixed size": ("output_0.pb", lambda p: _write(p, numpy_helper.from_array(
+        np.zeros((3, 1), np.int64), "y")), "INT64 tensor [3, 1], but the model's output 0 'y' is [2, ?]"),
+}
+
+
+@pytest.mark.parametrize("damage", list(NOT_THE_MODELS))
+def test_data_that_is_not_the_models_is_one_line_before_any_case_runs(damage, suite, tmp_path, capsys):
+    """Another type, rank or fixed size than the model declares: the file named, exit 2, no case run
+    (a second, sound case is not run either), never a backend's FAIL; said as a .pb's data type."""
+    shutil.copytree(suite / CASE, suite / "test_a_sound_case")
+    name, spoil, phrase = NOT_THE_MODELS[damage]
+    path = _data(suite) / name
+    spoil(path)
+    err = _refused(suite, capsys, f"conformance tensor file {display(str(path))!r}: {phrase}",
+                   f"the model's {name[:-5].replace('_', ' ')} ", "the test data is not the model's")
+    assert "np.savez" not in err and "FAIL" not in err
+
+
+def test_a_size_the_model_leaves_open_takes_any(suite, capsys):
+    """y is declared [2, ?]: another count of coordinates is a value mismatch, not data refused."""
+    _write(_data(suite) / "output_0.pb", numpy_helper.from_array(np.zeros((2, 7), np.int64), "y"))
+    capsys.readouterr()
+    assert main(["conformance", "run", str(suite), "--backends", "cpu"]) == 1
+    assert "output y: shape" in capsys.readouterr().out

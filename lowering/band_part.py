@@ -17,7 +17,7 @@ from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, ONNX_INT32, ONNX_INT64, onnx_
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX1
 
-from .common import EXACT_INTEGER_LIMIT, broadcast, cast_expand_tail
+from .common import EXACT_INTEGER_LIMIT, broadcast, cast_expand_tail, reshape_zero_reason
 from .diagonal import emit_band
 from .diagonal_sets import FLIPPED, INF, Expr, as_band, describe, diagonals, leaves, per_element
 from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_scalar, sole_consumer
@@ -170,7 +170,8 @@ class IndexGridBandMask(IdiomRule):
                      note=note, operators=("DIAGONAL_MATRIX",) if single else None, extra={"band": rendered},
                      expr=expr, sign=sign, scales=scales, out_type=out_type, cumsum=anchor,
                      axis=constant_scalar(view, anchor.inputs[1]), start=constant_scalar(view, start),
-                     count=count, shape=reshape.input(1), divisors=(div.input(1), mod.input(1)), single=single)
+                     count=count, shape=reshape.input(1), divisors=(div.input(1), mod.input(1)), single=single,
+                     allowzero=bool(int(reshape.attrs.get("allowzero", 0))))
 
     @staticmethod
     def known_band(view: GraphView, expr: Expr, sign: int,
@@ -186,7 +187,7 @@ class IndexGridBandMask(IdiomRule):
 
     def decline_reason(self, level: FeatureLevel, expr: Expr, sign: int, scales: "dict[int, int]",
                        out_type: int, cumsum: NodeInfo, axis: Any, start: Any, count: TensorInfo,
-                       shape: TensorInfo, divisors: Any, single: bool) -> "str | None":
+                       shape: TensorInfo, divisors: Any, single: bool, allowzero: bool) -> "str | None":
         grid_type = cumsum.outputs[0].onnx_type
         if grid_type not in INTEGER_TYPES:
             return f"the index grid is {onnx_type_name(grid_type)}, not int32 / int64: no exact integer division"
@@ -204,12 +205,13 @@ class IndexGridBandMask(IdiomRule):
 
     def rewrite(self, f: Fragment, expr: Expr, sign: int, scales: "dict[int, int]", out_type: int,
                 cumsum: NodeInfo, axis: Any, start: Any, count: TensorInfo, shape: TensorInfo, divisors: Any,
-                single: bool) -> Graph:
+                single: bool, allowzero: bool) -> Graph:
         dims = f.dims(shape)
         if len(dims) != 2:
             raise Decline(f"the grid is reshaped to {list(dims)}, not a matrix")
-        if 0 in dims:
-            raise Decline(f"Reshape to {list(dims)}: a 0 copies an input dimension (allowzero=0); left to ONNX")
+        zero = reshape_zero_reason(dims, allowzero, f"Reshape to {list(dims)}")
+        if zero:
+            raise Decline(zero)
         rows, cols = dims
         total = f.dims(count)
         if list(total) != [rows * cols]:

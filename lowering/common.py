@@ -162,7 +162,8 @@ def unit_reshape_axis(in_dims: "tuple[Any, ...]", out_dims: "tuple[Any, ...]", a
     Reshape to `out_dims` that only adds or removes axes of size 1; None when it may merge, split or
     reorder larger axes. A dim is an int, a symbol or None (unknown: taken as larger than 1, as the
     index's axis always is; run_time_unit_reshape checks the concrete sizes); -1 in `out_dims` is the
-    one size Reshape infers, 0 (copy the input's) is never taken. Only known sizes rule a Reshape
+    one size Reshape infers, 0 (copy the input's, or an empty axis under allowzero=1) is never taken, so
+    allowzero changes nothing here (reshape_zero_reason). Only known sizes rule a Reshape
     out here: a symbol (an exporter's [3, 1] for a Range of `n`) is checked per call."""
     if any(d == 0 or (isinstance(d, int) and d < -1) for d in out_dims) or list(out_dims).count(-1) > 1:
         return None
@@ -187,13 +188,27 @@ def unit_reshape_axis(in_dims: "tuple[Any, ...]", out_dims: "tuple[Any, ...]", a
     return None if position is None else position - len(out_dims)
 
 
+def reshape_zero_reason(target: "tuple[int, ...]", allowzero: bool, what: str) -> "str | None":
+    """Why a Reshape to the concrete `target` is not seen through: a 0 in it, which copies the input's
+    dimension (allowzero=0) or is an empty axis (allowzero=1). The one test every matcher applies to a
+    Reshape's allowzero: ONNX's allowzero only decides what a 0 means, so a shape holding no 0 reshapes
+    alike under both (torch's dynamo exporter writes allowzero=1 on every `view`)."""
+    if 0 not in target:
+        return None
+    meaning = "is an empty axis (allowzero=1)" if allowzero else "copies an input dimension (allowzero=0)"
+    return f"{what}: a 0 {meaning}; left to ONNX"
+
+
 def run_time_unit_reshape(shape: "tuple[int, ...]", target: "tuple[int, ...]", axis: int,
-                          out_axis: int) -> "tuple[int, ...]":
+                          out_axis: int, allowzero: bool = False) -> "tuple[int, ...]":
     """The shape a Reshape of `shape` to `target` gives; Decline unless it only adds or removes
     axes of size 1 and axis `axis` of `shape` (from the right) lands on `out_axis` of the result."""
     what = f"Reshape of {list(shape)} to {list(target)}"
-    if any(d == 0 or d < -1 for d in target) or list(target).count(-1) > 1:
-        raise Decline(f"{what}: a 0 or negative size; left to ONNX")
+    zero = reshape_zero_reason(tuple(target), allowzero, what)
+    if zero:
+        raise Decline(zero)
+    if any(d < -1 for d in target) or list(target).count(-1) > 1:
+        raise Decline(f"{what}: a negative size other than one -1; left to ONNX")
     known = product(tuple(d for d in target if d != -1))
     if -1 in target:
         if known == 0 or product(shape) % known:
@@ -215,7 +230,7 @@ def run_time_unit_reshape(shape: "tuple[int, ...]", target: "tuple[int, ...]", a
 
 __all__ = ["BIT_CARRIERS", "EXACT_INTEGERS", "EXACT_INTEGER_LIMIT", "Tail", "broadcast", "carried",
            "carrier_type", "cast_expand_tail", "dims_at", "dims_for", "exact_reason", "fill_value",
-           "level_reason", "pad_sizes", "product", "run_time_unit_reshape", "unit_reshape_axis", "upload"]
+           "level_reason", "pad_sizes", "product", "reshape_zero_reason", "run_time_unit_reshape", "unit_reshape_axis", "upload"]
 
 
 def one_value(value: Any, what: str) -> Any:

@@ -155,16 +155,21 @@ class TriluOfFill(IdiomRule):
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
         through = producer_through(view, anchor.input(0).name, "ConstantOfShape", "Expand")
         fill, passed = through if through is not None else (None, ())
+        shared = fill is None
+        if shared:      # a fill other nodes read too (two Trilus of one ones-fill): a value, left to them
+            fill = view.producer(anchor.input(0).name)
+            fill = fill if fill is not None and fill.op_type in ("ConstantOfShape", "Expand") else None
         uniform = None if fill is None else uniform_fill(view, fill)
         if fill is None or uniform is None or from_onnx(carrier_type(uniform[1])) is None:
             return None
         value, value_type, operand_shape = uniform
         shape = fill.input(1 if fill.op_type == "Expand" else 0)
         k = anchor.inputs[1] if len(anchor.inputs) > 1 else None
-        covered = (anchor.name, fill.name) + tuple(n.name for n in passed)
+        covered = (anchor.name,) if shared else (anchor.name, fill.name) + tuple(n.name for n in passed)
         return Found(covered, (shape,) + ((k,) if k is not None else ()), (anchor.outputs[0].name,),
                      value_inputs=(shape.name,) + ((k.name,) if k is not None else ()),
-                     note=f"a triangle generator: the {fill.op_type} is never materialised",
+                     note=(f"a triangle generator: reads the shape of the {fill.op_type} other nodes share, not "
+                           "its values" if shared else f"a triangle generator: the {fill.op_type} is never materialised"),
                      shape=shape, k=k, upper=int(anchor.attrs.get("upper", 1)),
                      value=value, value_type=value_type, operand_shape=operand_shape)
 

@@ -1,8 +1,8 @@
 """The diagonal sets both mask idioms reason in (mask_idioms.py: Range comparisons; band_part.py:
 tf2onnx's band_part): a comparison tree (Expr) whose leaves each hold one diagonal condition
-`column OP row`, read as the set of diagonals d = x - y it keeps; sets are sorted, disjoint,
-half-open intervals, combined by And / Or / Not, and a set is one DIAGONAL_MATRIX1 when it is a
-band or the outside of one (as_band)."""
+`column OP row` (trilu_band.py: a Trilu of a shared fill, `x - y OP k`), read as the set of
+diagonals d = x - y it keeps; sets are sorted, disjoint, half-open intervals, combined by And / Or /
+Not / Sub, and a set is one DIAGONAL_MATRIX1 when it is a band or the outside of one (as_band)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,8 +34,10 @@ class Affine:
 
 @dataclass
 class Expr:
-    kind: str                                   # cmp | and | or | not | true
-    op: str = ""                                # the comparison, as `column OP row`
+    kind: str                                   # cmp | trilu | and | or | not | sub | true
+    # the comparison, as `column OP row`; a trilu leaf's `x - y OP k` (LessOrEqual: upper=0,
+    # GreaterOrEqual: upper=1), Always for the fill itself, Never for any of a false fill
+    op: str = ""
     # cmp leaves: an Index here; band_part's leaves hold the bound's TensorInfo in column
     column: Any = None
     row: Any = None
@@ -44,16 +46,22 @@ class Expr:
     nodes: "tuple[NodeInfo, ...]" = ()          # covered nodes of this subtree
     # Sub-then-compare, `column - row OP c` read as `column OP row + c`: c, its run-time tensor and
     # static shape, and which side the Sub subtracts from (the difference must be exact in its type)
-    shift: Affine = Affine()
+    shift: Affine = Affine()                    # a trilu leaf: its k
     shift_tensors: "tuple[TensorInfo, ...]" = ()
     shift_shape: "tuple[int, ...]" = ()
     minuend: str = ""                           # "" (no Sub) | column | row
     # the Sub a difference comparison reads; in `nodes` only when this comparison is its one reader
     sub: "NodeInfo | None" = None
+    # `Abs(Sub) OP c` is two such leaves (d OP c, d OP' -c) reading one Abs: the Abs must be exact too
+    absolute: "NodeInfo | None" = None
+    unsupported: str = ""                       # why this leaf is no band although its pattern matched
+
+
+LEAVES = ("cmp", "trilu", "true")
 
 
 def leaves(expr: Expr) -> "list[Expr]":
-    return [expr] if expr.kind in ("cmp", "true") else [l for c in expr.children for l in leaves(c)]
+    return [expr] if expr.kind in LEAVES else [l for c in expr.children for l in leaves(c)]
 
 
 Intervals = "list[tuple[int, int]]"            # sorted, disjoint, half-open [lo, hi)
@@ -86,20 +94,36 @@ def complement(a: "list[tuple[int, int]]", universe: "tuple[int, int]") -> "list
 def comparison_diagonals(op: str, gap: int) -> "tuple[int, int]":
     """Diagonals d = x - y where `column OP row` holds, given column - row = d + gap."""
     return {"Less": (-INF, -gap), "LessOrEqual": (-INF, -gap + 1), "Greater": (-gap + 1, INF),
-            "GreaterOrEqual": (-gap, INF), "Equal": (-gap, -gap + 1)}[op]
+            "GreaterOrEqual": (-gap, INF), "Equal": (-gap, -gap + 1), "Always": (-INF, INF), "Never": (0, 0)}[op]
 
 
 def diagonals(expr: Expr, gaps: "dict[int, int]", universe: "tuple[int, int]") -> "list[tuple[int, int]]":
     if expr.kind == "true":
         return [universe]
-    if expr.kind == "cmp":
+    if expr.kind in ("cmp", "trilu"):          # a trilu leaf `x - y OP k` is `column OP row` at gap -k
         return intersect([comparison_diagonals(expr.op, gaps[id(expr)])], [universe])
     parts = [diagonals(c, gaps, universe) for c in expr.children]
     if expr.kind == "not":
         return complement(parts[0], universe)
     if expr.kind == "and":
         return intersect(parts[0], parts[1])
+    if expr.kind == "sub":                      # exact only where uncontained_sub finds nothing
+        return intersect(parts[0], complement(parts[1], universe))
     return normal(parts[0] + parts[1])
+
+
+def uncontained_sub(expr: Expr, gaps: "dict[int, int]", universe: "tuple[int, int]") -> "Expr | None":
+    """The first Sub of two 0/1 sets whose subtrahend keeps a diagonal its minuend does not: there
+    the difference is -1, no mask (a Sub is a set difference only when one set contains the other)."""
+    if expr.kind == "sub":
+        minuend, subtrahend = (diagonals(c, gaps, universe) for c in expr.children)
+        if intersect(subtrahend, complement(minuend, universe)):
+            return expr
+    for child in expr.children:
+        found = uncontained_sub(child, gaps, universe)
+        if found is not None:
+            return found
+    return None
 
 
 def as_band(spans: "list[tuple[int, int]]", universe: "tuple[int, int]") -> "tuple[int, int, bool] | None":

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from onnx_dml_lowering.ir import Graph
-from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, onnx_to_numpy
+from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, onnx_to_numpy, onnx_type_name
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
 from .common import (EXACT_INTEGERS, broadcast, cast_expand_tail, exact_reason, fill_value, run_time_unit_reshape,
@@ -147,8 +147,8 @@ def reshape_target(view: GraphView, node: NodeInfo, inner: Index) -> "tuple[Any,
     """(the shape: a tuple when constant, else the shape tensor; the output rank; the index's axis
     after it) of a Reshape that only adds or removes unit axes, as far as the graph says before any
     size is known (run_time_index checks the concrete sizes)."""
-    if int(node.attrs.get("allowzero", 0)):
-        return None
+    # allowzero is not looked at: a constant shape holding a 0 is no unit reshape (unit_reshape_axis),
+    # a run-time one declines per call (run_time_unit_reshape), and without a 0 allowzero changes nothing.
     constant = constant_ints(view, node, 1, "shape")
     arg: Any = None if constant is None else tuple(constant)
     shape: "list[Any]" = [] if constant is None else list(constant)
@@ -221,33 +221,87 @@ def comparison(view: GraphView, node: NodeInfo) -> "Expr | None":
 
 def difference_comparison(view: GraphView, node: NodeInfo) -> "Expr | None":
     """`Sub(a, b) OP c` (or `c OP Sub(a, b)`) for indices a, b along the two matrix axes and a scalar
-    c (torch's sliding window `i - j < w`): `a OP b + c`, a comparison of the two indices."""
-    op = node.op_type
-    for sub_side, c_side in ((0, 1), (1, 0)):
-        sub = view.producer(node.input(sub_side).name)
+    c (torch's sliding window `i - j < w`): `a OP b + c`, a comparison of the two indices; and
+    `Abs(Sub(a, b)) OP c` (`|i - j| <= w`), the band -c .. c or its outside (absolute_band)."""
+    for diff_side, c_side in ((0, 1), (1, 0)):
+        made = view.producer(node.input(diff_side).name)
         term = scalar_term(view, node.input(c_side))
-        if sub is None or sub.op_type != "Sub" or term is None:
+        if made is None or term is None:
             continue
-        a, b = (trace_index(view, t.name) for t in (sub.input(0), sub.input(1)))
-        if a is None or b is None or a.onnx_type != b.onnx_type or {a.axis, b.axis} != {-1, -2}:
-            return None
-        if a.onnx_type not in EXACT_INTEGERS or EXACT_INTEGERS[a.onnx_type][0] == 0:
-            return None                         # an unsigned difference wraps below 0
-        shift, tensor = term
-        cmp = op if sub_side == 0 else FLIPPED[op]          # now: a - b cmp c
+        absolute = made if made.op_type == "Abs" else None
+        sub = view.producer(made.input(0).name) if absolute is not None else made
+        if sub is None or sub.op_type != "Sub":
+            continue
+        cmp = node.op_type if diff_side == 0 else FLIPPED[node.op_type]         # now: difference cmp c
         c_info = node.input(c_side)
         shape = tuple(view.tensor(c_info.name).shape or c_info.shape)
-        if a.axis == -1:                        # column - row cmp c: column cmp row + c
-            column, row, minuend = a, b, "column"
-        else:                                   # row - column cmp c: column FLIPPED(cmp) row - c
-            column, row, minuend, cmp, shift = b, a, "row", FLIPPED[cmp], Affine().plus(shift, -1)
-        # One difference compared twice (`(i - j >= 0) & (i - j < w)`): the Sub is covered with the
-        # index steps, when nothing outside the pattern reads it; the generator never reads it.
-        own = sole_consumer(view, sub.outputs[0].name) is not None
-        return Expr("cmp", cmp, column=column, row=row, nodes=(node, sub) if own else (node,), shift=shift,
-                    shift_tensors=(tensor,) if tensor is not None else (), shift_shape=shape, minuend=minuend,
-                    sub=sub)
+        if absolute is not None:
+            return absolute_band(view, node, absolute, sub, cmp, term, shape)
+        return difference_leaf(view, node, sub, cmp, term, shape)
     return None
+
+
+# |d| OP c for the difference d: (d OP c) JOIN (d MIRROR -c), JOIN "and" for the band, "or" outside it
+ABSOLUTE = {"LessOrEqual": ("and", "GreaterOrEqual"), "Less": ("and", "Greater"),
+            "Greater": ("or", "Less"), "GreaterOrEqual": ("or", "LessOrEqual")}
+
+
+def absolute_band(view: GraphView, node: NodeInfo, absolute: NodeInfo, sub: NodeInfo, cmp: str,
+                  term: "tuple[Affine, TensorInfo | None]", shape: "tuple[int, ...]") -> "Expr | None":
+    """`|a - b| cmp c`: two difference leaves over one Sub and Abs. The Abs and the Sub are covered by
+    the pattern when nothing else reads them (like the index steps); `|d| == c` is two diagonals, no band."""
+    if cmp not in ABSOLUTE:
+        return None
+    join, mirror = ABSOLUTE[cmp]
+    shift, tensor = term
+    high = difference_leaf(view, node, sub, cmp, term, shape, absolute)
+    low = difference_leaf(view, node, sub, mirror, (Affine().plus(shift, -1), tensor), shape, absolute)
+    if high is None or low is None:
+        return None
+    return Expr(join, children=(high, low), nodes=(node,))
+
+
+def integer_bound(op: str, bound: Any) -> "tuple[str, Any]":
+    """`d op bound` for an integer d and a constant bound, with an integer bound: d < 2.5 is d <= 2,
+    d >= -1.5 is d >= -1 (Equal, NaN and the infinities are left as they are: declined per call)."""
+    if not isinstance(bound, float) or not np.isfinite(bound) or bound == int(bound) or op == "Equal":
+        return op, bound
+    if op in ("Less", "LessOrEqual"):
+        return "LessOrEqual", int(np.floor(bound))
+    return "GreaterOrEqual", int(np.ceil(bound))
+
+
+def difference_leaf(view: GraphView, node: NodeInfo, sub: NodeInfo, cmp: str,
+                    term: "tuple[Affine, TensorInfo | None]", shape: "tuple[int, ...]",
+                    absolute: "NodeInfo | None" = None) -> "Expr | None":
+    """The leaf `Sub(a, b) cmp c` read as `column cmp' row + c'`, or None when a and b are no indices
+    along the two matrix axes (an unsigned difference wraps below 0: no leaf, and under an Abs a leaf
+    that declines with the reason)."""
+    a, b = (trace_index(view, t.name) for t in (sub.input(0), sub.input(1)))
+    if a is None or b is None or a.onnx_type != b.onnx_type or {a.axis, b.axis} != {-1, -2}:
+        return None
+    if a.onnx_type not in EXACT_INTEGERS:
+        return None
+    unsupported = ""
+    if EXACT_INTEGERS[a.onnx_type][0] == 0:
+        if absolute is None:
+            return None                         # an unsigned difference wraps below 0
+        unsupported = (f"Abs {absolute.name} reads an unsigned difference ({onnx_type_name(a.onnx_type)}), which "
+                       "wraps below 0: it is no |i - j| and its mask no band")
+    shift, tensor = term
+    if tensor is None:
+        cmp, bound = integer_bound(cmp, shift.const)
+        shift = Affine(bound)
+    if a.axis == -1:                        # column - row cmp c: column cmp row + c
+        column, row, minuend = a, b, "column"
+    else:                                   # row - column cmp c: column FLIPPED(cmp) row - c
+        column, row, minuend, cmp, shift = b, a, "row", FLIPPED[cmp], Affine().plus(shift, -1)
+    # One difference compared twice (`(i - j >= 0) & (i - j < w)`): the Sub is covered with the
+    # index steps, when nothing outside the pattern reads it; the generator never reads it.
+    own = absolute is None and sole_consumer(view, sub.outputs[0].name) is not None
+    return Expr("cmp", cmp, column=column, row=row, nodes=() if absolute else (node, sub) if own else (node,),
+                shift=shift, shift_tensors=(tensor,) if tensor is not None else (), shift_shape=shape,
+                minuend=minuend, sub=sub, absolute=absolute, unsupported=unsupported)
 
 
 def expression(view: GraphView, tensor: str, root: bool = False) -> "Expr | None":
@@ -367,7 +421,7 @@ def step_shape(step: IndexStep, shape: "tuple[int, ...]", axis: int, length: int
     if step.op == "reshape":
         target = tuple(int(d) for d in f.value(step.arg).reshape(-1)) if isinstance(step.arg, TensorInfo) \
             else tuple(step.arg)
-        return run_time_unit_reshape(shape, target, axis, step.axis)
+        return run_time_unit_reshape(shape, target, axis, step.axis, bool(int(step.node.attrs.get("allowzero", 0))))
     if step.op == "expand":
         target = f.dims(step.arg)
         return broadcast(target, shape, f"Expand to {list(target)} does not broadcast {list(shape)}")
@@ -392,8 +446,12 @@ def comparison_gap(c: Expr, covered: "frozenset[str]", f: Fragment) -> "tuple[in
                     "a compared difference's bound")
     if c.minuend:
         a, b, la, lb = (column, row, columns, rows) if c.minuend == "column" else (row, column, rows, columns)
-        reason = exact_reason(a - (b + max(lb - 1, 0)), a + max(la - 1, 0) - b, c.column.onnx_type,
-                              f"the differences of {c.sub.name if c.sub else c.nodes[0].name}")
+        lo, hi = a - (b + max(lb - 1, 0)), a + max(la - 1, 0) - b
+        sub = c.sub.name if c.sub else c.nodes[0].name
+        reason = exact_reason(lo, hi, c.column.onnx_type, f"the differences of {sub}")
+        if reason is None and c.absolute is not None:        # Abs(type min) wraps: -d must fit too
+            reason = exact_reason(-hi, -lo, c.column.onnx_type,
+                                  f"the differences of {sub} negated by Abs {c.absolute.name}")
         if reason:
             raise Decline(reason)
     return column - row - shift, [(c.column, shape), (c.row, row_shape)]
@@ -416,7 +474,7 @@ class RangeComparisonMask(IdiomRule):
         # The index nodes are covered when nothing outside the pattern reads them (exporters share
         # the Ranges and Unsqueezes with the padding mask's Gather; those stay ONNX).
         names = {n.name for n in covered}
-        candidates = {c.sub.name: c.sub for c in cmps if c.sub is not None}
+        candidates = {n.name: n for c in cmps for n in (c.absolute, c.sub) if n is not None}
         candidates.update((n.name, n) for c in cmps for ix in (c.column, c.row) for n in ix.nodes)
         changed = True
         while changed:
@@ -446,7 +504,8 @@ class RangeComparisonMask(IdiomRule):
         known = self.known_band(expr)
         single = (known is not None and not known[2] and known[1] - known[0] == 1) or \
             (expr.kind == "cmp" and expr.op == "Equal")
-        rendered = describe(known) if known is not None else "x - y bounds from run-time offsets"
+        unsupported = next((c.unsupported for c in cmps if c.unsupported), "")
+        rendered = "no band" if unsupported else describe(known) if known is not None else self.unknown_band(expr)
         out_shape = view.tensor(y).shape
         extra: "dict[str, Any]" = {"band": rendered}
         mask = ""
@@ -477,9 +536,21 @@ class RangeComparisonMask(IdiomRule):
             gaps[id(c)] = int(gap.const)
         return as_band(diagonals(expr, gaps, (-INF, INF)), (-INF, INF))
 
+    @staticmethod
+    def unknown_band(expr: Expr) -> str:
+        """What the report says of a band known_band cannot give: what keeps it from being known."""
+        for c in (l for l in leaves(expr) if l.kind == "cmp"):
+            gap = c.column.value.plus(c.row.value, -1).plus(c.shift, -1)
+            if gap.terms:
+                return "x - y bounds from run-time offsets"
+            if gap.const != int(gap.const):
+                return f"x - y bounds between diagonals (indices {gap.const!r} apart)"
+        return "no band of diagonals"
+
     def decline_reason(self, level: FeatureLevel, expr: Expr, out_type: int, expand_shape: Any, single: bool,
                        covered: "frozenset[str]") -> "str | None":
-        return band_reason(out_type, 1, single, level)
+        unsupported = next((c.unsupported for c in leaves(expr) if c.unsupported), "")
+        return unsupported or band_reason(out_type, 1, single, level)
 
     def rewrite(self, f: Fragment, expr: Expr, out_type: int, expand_shape: "TensorInfo | None",
                 single: bool, covered: "frozenset[str]") -> Graph:

@@ -73,7 +73,7 @@ def missing_operator(operators: "tuple[str, ...]", level: FeatureLevel) -> "str 
 
 IDIOMS: "dict[str, list[Idiom]]" = {}
 # the modules whose rules register themselves here, in this order (equal priorities keep it)
-RULE_MODULES = ("band_part", "diagonal_idioms", "eyelike", "mask_idioms", "nonzero", "nonzero_idioms", "trilu")
+RULE_MODULES = ("band_part", "diagonal_idioms", "eyelike", "mask_idioms", "nonzero", "nonzero_idioms", "trilu", "trilu_band")
 _loaded: "list[bool]" = []
 
 

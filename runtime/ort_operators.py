@@ -60,12 +60,21 @@ def _or_numpy(method: _Method) -> _Method:
     return cast(_Method, run)        # the same signature: run passes every argument through
 
 
+def _as_written(settings: "SessionSettings | None") -> "SessionSettings":
+    from dataclasses import replace
+    settings = settings if settings is not None else SessionSettings()
+    return settings if settings.optimization_level is not None else replace(settings, optimization_level="disable")
+
+
 class OrtOperators:
     """The DmlKernels set (runtime.kernel_set) backed by onnxruntime: Interpreter(kernels=...)."""
 
     def __init__(self, providers: "list[str] | None" = None, settings: "SessionSettings | None" = None) -> None:
         self.providers = resolve(providers)
-        self.settings = settings          # the user's onnxruntime session settings (--threads ...)
+        # the user's onnxruntime session settings (--threads ...); a stand-in's graph runs as written
+        # unless a level is asked for: the optimizer rewrites Where(Not(band), base, value) into
+        # Where(band, value, base), and a -0.0 Value then comes out +0.0 (DirectML keeps it)
+        self.settings = _as_written(settings)
         self._sessions: "dict[tuple, Any]" = {}       # onnxruntime sessions (untyped)
         self._no_kernel: "dict[tuple, str]" = {}
         self.fallbacks: "list[str]" = []      # operators the provider has no kernel for, as they ran
@@ -192,8 +201,9 @@ class OrtOperators:
             helper.make_node("Trilu", ["ones", "k_high"], ["lower"], upper=0),
             helper.make_node("And", ["upper", "lower"], ["band"]),
         ]
-        # The Value goes through Where's second (false) branch: onnxruntime's CPU Where turns a
-        # -0.0 taken from its first (true) branch into +0.0.
+        # The Value goes through Where's second (false) branch: onnxruntime's optimizer (were the
+        # graph not run as written) swaps the branches of a Where of a Not, and a -0.0 from the
+        # first branch came out +0.0.
         keep = "band" if inverted else "outside"
         if not inverted:
             nodes.append(helper.make_node("Not", ["band"], ["outside"]))

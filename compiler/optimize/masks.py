@@ -14,8 +14,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.lowering.diagonal_idioms import range_length
-from onnx_dml_lowering.lowering.diagonal_sets import COMPARISONS, INF, Affine, Expr, leaves
+from onnx_dml_lowering.lowering.diagonal_sets import COMPARISONS, INF, Affine, Expr, as_band, diagonals, leaves
 from onnx_dml_lowering.lowering.mask_idioms import RULE, Index
+from onnx_dml_lowering.lowering.trilu_band import TRILU_BAND, leaf_gaps
 from onnx_dml_lowering.lowering.registry import first_pattern
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 
@@ -87,14 +88,40 @@ def run_time_offsets(expr: Expr) -> "list[str]":
         [name for leaf in cmps for name, _ in leaf.shift.terms]
 
 
+def unknown_band_reason(expr: Expr) -> str:
+    """Why lowering's known_band gives no band: the condition that failed, never a guess. A
+    comparison's gap (column - row - bound) holding a run-time value names where it comes from; a
+    non-integer gap names it; only constant integer gaps that leave no band say so."""
+    for leaf in (l for l in leaves(expr) if l.kind == "cmp"):
+        gap = leaf.column.value.plus(leaf.row.value, -1).plus(leaf.shift, -1)
+        if gap.terms:
+            return moving_term_reason(leaf, gap.terms[0][0])
+        if gap.const != int(gap.const):
+            return f"a comparison's indices differ by {gap.const!r}, not an integer: its bound is between diagonals"
+    return "its diagonals form no band"
+
+
+def moving_term_reason(leaf: Expr, name: str) -> str:
+    """Where run-time value `name`, which moves a comparison's band, enters it."""
+    for ix in (leaf.column, leaf.row):
+        rng = ix.steps[0]
+        if any(t == name for t, _ in rng.offset.terms):
+            return (f"its Range {rng.node.name} starts at a run-time value ({name}): the band moves with it, "
+                    "and the rewrite's Trilu k is a constant")
+    return (f"its band moves with a run-time value ({name}) that no Range start holds: "
+            "the rewrite's Trilu k is a constant")
+
+
 class MaskRewrite:
     """One matched mask: the nodes it removes and the generator replacing them."""
+    rule: Any = RULE
 
     def __init__(self, opt: Any, view: OnnxGraphView, found: Any) -> None:
         self.opt, self.view, self.found = opt, view, found
         b = found.bindings
         self.expr, self.out_type, self.y = b["expr"], b["out_type"], found.outputs[0]
-        self.covered = set(b["covered"])
+        self.covered = set(b.get("covered", found.nodes))
+        self.value: Any = 1                     # what the generator's fill holds (a mask: true / 1)
         self.nodes: "list[onnx.NodeProto]" = []
         self.inits: "list[TensorProto]" = []
         self.ops: "list[str]" = []
@@ -107,21 +134,25 @@ class MaskRewrite:
             raise Kept(f"a run-time offset ({offsets[0]}) near its type's limits wraps around in the "
                        "comparison; Trilu's k does not")
         for leaf in leaves(self.expr):
+            if leaf.unsupported:
+                raise Kept(leaf.unsupported)
             if leaf.kind == "cmp":
                 gap = leaf.column.value.plus(leaf.row.value, -1)
                 if abs(gap.const) > GAP_BOUND:
                     raise Kept(f"an offset of {gap.const} could wrap the index values")
+                if abs(leaf.shift.const) > GAP_BOUND:       # Trilu's k is int64: bounds past it are kept
+                    raise Kept(f"a compared difference's bound of {leaf.shift.const} could pass Trilu's int64 k")
             elif any(d != 1 for d in leaf.shape):
                 raise Kept(f"an all-true operand of shape {list(leaf.shape)} broadcasts the mask")
             if leaf.kind == "cmp" and any(s.op == "expand" for ix in (leaf.column, leaf.row) for s in ix.steps):
                 raise Kept("an index goes through Expand")
             if leaf.kind == "cmp" and any(s.op == "cast" for ix in (leaf.column, leaf.row) for s in ix.steps):
                 raise Kept("an index goes through a Cast: its values may wrap or round where Trilu's do not")
-            if leaf.kind == "cmp" and leaf.minuend:
-                raise Kept("it compares a difference of indices: its Sub may wrap where Trilu's k does not")
+        # A compared difference (`i - j < w`, `|i - j| <= w`) is exact: the Ranges are int64 from 0
+        # (index_length) and the indices' offsets within GAP_BOUND, so no Sub or Abs of them wraps.
         band = RULE.known_band(self.expr)
         if band is None:
-            raise Kept("its diagonals form no band")
+            raise Kept(unknown_band_reason(self.expr))
         return band
 
     def shape_tensor(self, prefix: str) -> str:
@@ -183,20 +214,26 @@ class MaskRewrite:
         if self.opt.opset < TRILU_OPSET:
             raise Kept(f"Trilu needs opset {TRILU_OPSET} (model: {self.opt.opset})")
         if self.opt.level is not None:
-            reason = RULE.decline_reason(self.opt.level, **self.found.bindings)
+            reason = self.rule.decline_reason(self.opt.level, **self.found.bindings)
             if reason is not None:
                 raise Kept(f"feature level {self.opt.level}: {reason}")
         shape = self.shape_tensor(prefix)
         # bool, or the Cast's type when Trilu runs it (1 and +0 are what Cast gives true and false).
         work = self.out_type if self.out_type in TRILU_TYPES else TensorProto.BOOL
+        if work != self.out_type and self.value != 1:
+            raise Kept(f"its value {self.value!r} in {TensorProto.DataType.Name(self.out_type).lower()}, a type "
+                       "onnxruntime's Trilu lacks, would need a Trilu of another type and a Cast")
         dtype = helper.tensor_dtype_to_np_dtype(work)
         empty = begin >= INF // 2
+        if inverted and work != TensorProto.BOOL and self.value == 0 and np.signbit(self.value):
+            raise Kept("its -0.0 outside a band: the Add joining the two triangles gives -0.0 + 0 = +0.0")
         fill = f"{prefix}_fill"
         last = self.y if work == self.out_type else f"{prefix}_band"
         open_low, open_high = begin <= -INF // 2, end >= INF // 2
         direct = empty or (not inverted and open_low and open_high)
         self.add(helper.make_node("ConstantOfShape", [shape], [last if direct else fill], name=fill,
-                                  value=numpy_helper.from_array(np.array([not empty]).astype(dtype), "value")))
+                                  value=numpy_helper.from_array(np.array([0 if empty else self.value]).astype(dtype),
+                                                                "value")))
 
         def trilu(source: str, k: int, upper: int, out: str, tag: str) -> str:
             inputs = [source] if k == 0 else [source, self.init(f"{prefix}_k{tag}", np.array(k, np.int64))]
@@ -216,6 +253,41 @@ class MaskRewrite:
                                       name=f"{prefix}_join"))
         if work != self.out_type:
             self.add(helper.make_node("Cast", [last], [self.y], name=f"{prefix}_cast", to=self.out_type))
+
+
+class FillBandRewrite(MaskRewrite):
+    """A window of Trilus over one shared fill (lowering.trilu_band's match): the same generator,
+    sized by the fill's own shape tensor, holding the fill's value."""
+    rule = TRILU_BAND
+
+    def __init__(self, opt: Any, view: OnnxGraphView, found: Any) -> None:
+        super().__init__(opt, view, found)
+        self.value = found.bindings["band_value"]
+
+    def band(self) -> "tuple[int, int, bool]":
+        b = self.found.bindings
+        if b["reason"]:
+            raise Kept(b["reason"])
+        fed = [t.name for leaf in leaves(self.expr) for t in leaf.shift_tensors]
+        if fed:
+            raise Kept(f"its Trilu k {fed[0]} is fed at run time: the rewrite's Trilu k is a constant")
+        if any(abs(leaf.shift.const) > GAP_BOUND for leaf in leaves(self.expr)):
+            raise Kept(f"a Trilu k past {GAP_BOUND} could pass Trilu's int64 k once moved by one")
+        gaps = leaf_gaps(self.expr, {})
+        assert gaps is not None                 # no k is fed
+        band = as_band(diagonals(self.expr, gaps, (-INF, INF)), (-INF, INF))
+        if band is None:
+            raise Kept("its diagonals form no band")
+        return band
+
+    def shape_tensor(self, prefix: str) -> str:
+        """The fill's shape tensor: the fill's sizes whatever they are at run time."""
+        b = self.found.bindings
+        shape, operand = b["shape"].name, b["operand_shape"]
+        length = self.view.tensor(shape).shape
+        if any(d != 1 for d in operand) or (operand and (length is None or length[0] < len(operand))):
+            raise Kept(f"its Expand's operand of shape {list(operand)} may broadcast the fill past its shape tensor")
+        return shape
 
 
 def dead_feeders(graph: onnx.GraphProto, removed: "set[str]", view: OnnxGraphView) -> "tuple[set[str], set[str]]":
@@ -257,16 +329,17 @@ def rewrite_masks(opt: Any) -> None:
     view = inferred_view(model)
     seen: "set[str]" = set()
     for node in list(graph.node):
-        if node.op_type not in COMPARISONS or not is_standard(node) or node.name in seen:
+        if node.op_type not in COMPARISONS + ("Trilu",) or not is_standard(node) or node.name in seen:
             continue
         if node.name not in {n.name for n in graph.node}:      # removed by an earlier rewrite
             continue
         claimed = first_pattern(view.info(node.name), view)     # torch.eye's Equal: eye_from_ranges's
-        if claimed is None or claimed[0].rule is not RULE:
+        kind = None if claimed is None else {RULE: MaskRewrite, TRILU_BAND: FillBandRewrite}.get(claimed[0].rule)
+        if claimed is None or kind is None:
             continue
         found = claimed[1]
         seen |= set(found.nodes)
-        mask = MaskRewrite(opt, view, found)
+        mask = kind(opt, view, found)
         kinds = ", ".join(sorted({view.info(n).op_type for n in found.nodes}))
         what = f"mask {mask.y} ({kinds}; {found.extra['band']})"
         try:
@@ -275,6 +348,9 @@ def rewrite_masks(opt: Any) -> None:
             opt.declined.append(f"{what}: kept, {kept}")
             continue
         removed, dead_inits = dead_feeders(graph, set(mask.covered), view)
+        kept_reads = {i for n in mask.nodes for i in n.input}  # a constant shape the generator reads stays
+        removed -= {n.name for n in graph.node if n.op_type == "Constant" and set(n.output) & kept_reads}
+        dead_inits -= kept_reads
         delta = len(mask.nodes) - len(removed)
         if delta >= 0:
             opt.declined.append(f"{what}: kept, its generator ({' + '.join(mask.ops)}) is not fewer nodes "

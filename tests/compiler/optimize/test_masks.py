@@ -172,3 +172,120 @@ def test_real_exports(name, rewritten) -> None:
         assert optimize_model(out)[1] == []
     else:   # the causal mask is three nodes (Unsqueeze, LessOrEqual, And with true): no fewer as Trilu
         assert rewrites == [] and "not fewer nodes (3 for 3)" in declined[0]
+
+
+def offset_range_model(pieces: bool = False, half: bool = False) -> onnx.ModelProto:
+    """The causal mask with a KV offset, as dynamo exports it: rows arange(kv - q, kv), columns
+    arange(kv), `columns <= rows` (pieces: rows from 0, `Not(columns <= rows) | (columns == rows - 3)`,
+    two pieces; half: a float Range shifted by 0.5 instead)."""
+    inits = [numpy_helper.from_array(np.array(v, t), n)
+             for n, v, t in (("zero", 0, np.int64), ("one", 1, np.int64), ("ax0", [0], np.int64),
+                             ("ax1", [1], np.int64), ("three", 3, np.int64), ("half", 0.5, np.float32),
+                             ("zf", 0, np.float32), ("of", 1, np.float32))]
+    nodes = [helper.make_node("Shape", ["x"], ["q1"], name="shape_q", start=0, end=1),
+             helper.make_node("Squeeze", ["q1"], ["q"], name="q"),
+             helper.make_node("Shape", ["x"], ["kv1"], name="shape_kv", start=1, end=2),
+             helper.make_node("Squeeze", ["kv1"], ["kv"], name="kv")]
+    if half:
+        nodes += [helper.make_node("Cast", ["kv"], ["kvf"], name="kvf", to=TensorProto.FLOAT),
+                  helper.make_node("Range", ["zf", "kvf", "of"], ["r"], name="rows_range"),
+                  helper.make_node("Add", ["r", "half"], ["rows"], name="shifted"),
+                  helper.make_node("Range", ["zf", "kvf", "of"], ["cols"], name="cols_range")]
+    else:
+        nodes += [helper.make_node("Sub", ["kv", "q"], ["start"], name="start"),
+                  helper.make_node("Range", ["zero" if pieces else "start", "kv", "one"], ["rows"], name="rows_range"),
+                  helper.make_node("Range", ["zero", "kv", "one"], ["cols"], name="cols_range")]
+    nodes += [helper.make_node("Unsqueeze", ["cols", "ax0"], ["col"], name="col"),
+              helper.make_node("Unsqueeze", ["rows", "ax1"], ["row"], name="row"),
+              helper.make_node("LessOrEqual", ["col", "row"], ["m"], name="cmp")]
+    out = "m"
+    if pieces:
+        nodes += [helper.make_node("Range", ["zero", "kv", "one"], ["rows2"], name="rows_range2"),
+                  helper.make_node("Unsqueeze", ["rows2", "ax1"], ["row2"], name="row2"),
+                  helper.make_node("Sub", ["row2", "three"], ["low"], name="low"),
+                  helper.make_node("Equal", ["col", "low"], ["e"], name="eq"),
+                  helper.make_node("Not", ["m"], ["above"], name="above"),
+                  helper.make_node("Or", ["above", "e"], ["y"], name="or")]
+        out = "y"
+    nodes.append(helper.make_node("Identity", [out], ["mask"], name="out"))
+    graph = helper.make_graph(nodes, "offset", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["q", "kv"])],
+                              [helper.make_tensor_value_info("mask", TensorProto.BOOL, ["q", "kv"])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("kw, reason", [
+    ({}, "its Range rows_range starts at a run-time value (start): the band moves with it"),
+    ({"half": True}, "a comparison's indices differ by -0.5, not an integer"),
+    ({"pieces": True}, "its diagonals form no band"),    # the starts cancel: two pieces, truly no band
+])
+def test_a_kept_mask_names_the_condition_that_failed(kw, reason) -> None:
+    """optimize's reason comes from the check that failed (a band moved by a Range's run-time start is a
+    band: `inspect` lowers it; only the static rewrite cannot express it)."""
+    model = offset_range_model(**kw)
+    out, rewrites, declined = optimize_model(model)
+    assert rewrites == [] and out.graph.node == model.graph.node
+    (line,) = declined
+    assert reason in line, line
+    if "pieces" not in kw:
+        assert "no band" not in line
+
+
+def abs_band_model(op: str, w: int, negate: bool = False, elem: int = TensorProto.INT64) -> onnx.ModelProto:
+    """`|i - j| OP w` over arange(S) (torch's band `(i[:, None] - i[None, :]).abs() <= w`), S read from x."""
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             (("zero", 0), ("one", 1), ("ax0", [0]), ("ax1", [1]))]
+    inits.append(numpy_helper.from_array(np.array(w, helper.tensor_dtype_to_np_dtype(elem)), "w"))
+    nodes = [helper.make_node("Shape", ["x"], ["len"], name="shape", start=1, end=2),
+             helper.make_node("Squeeze", ["len"], ["n"], name="squeeze"),
+             helper.make_node("Range", ["zero", "n", "one"], ["r"], name="range"),
+             helper.make_node("Unsqueeze", ["r", "ax1"], ["i"], name="i"),
+             helper.make_node("Unsqueeze", ["r", "ax0"], ["j"], name="j")]
+    a, b = "i", "j"
+    if elem != TensorProto.INT64:
+        nodes += [helper.make_node("Cast", ["i"], ["ci"], name="ci", to=elem),
+                  helper.make_node("Cast", ["j"], ["cj"], name="cj", to=elem)]
+        a, b = "ci", "cj"
+    nodes += [helper.make_node("Sub", [a, b], ["d"], name="sub"), helper.make_node("Abs", ["d"], ["ad"], name="abs"),
+              helper.make_node(op, ["ad", "w"], ["m"], name="cmp")]
+    out = "m"
+    if negate:
+        nodes.append(helper.make_node("Not", ["m"], ["outside"], name="not"))
+        out = "outside"
+    nodes.append(helper.make_node("Identity", [out], ["y"], name="out"))
+    graph = helper.make_graph(nodes, "abs_band", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s"])],
+                              [helper.make_tensor_value_info("y", TensorProto.BOOL, ["s", "s"])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("op, w, negate, band", [
+    ("LessOrEqual", 2, True, "x - y outside [-2, 3)"), ("Less", 3, False, "x - y in [-2, 3)"),
+    ("Greater", 0, False, "x - y outside [0, 1)"), ("GreaterOrEqual", 1, True, "x - y in [0, 1)"),
+    ("LessOrEqual", -1, False, "no diagonal (all false)")])
+def test_abs_band_is_rewritten_like_the_other_windows(op, w, negate, band) -> None:
+    model = abs_band_model(op, w, negate)
+    out, rewrites, _ = optimized(model)            # bit-identical at sizes 1, 4, 9
+    assert len(rewrites) == 1 and band in rewrites[0].replaced and rewrites[0].nodes_delta < 0
+    assert not {"Abs", "Sub", "Range"} & set(ops(out))
+
+
+def test_abs_of_an_unsigned_difference_is_kept_with_the_reason() -> None:
+    model = abs_band_model("LessOrEqual", 2, elem=TensorProto.UINT8)
+    out, rewrites, declined = optimize_model(model)
+    assert rewrites == [] and out.graph.node == model.graph.node
+    assert len(declined) == 1 and "reads an unsigned difference (uint8)" in declined[0], declined
+
+
+def test_the_check_runs_each_graph_as_written_not_as_onnxruntime_s_optimizer_rewrites_it() -> None:
+    """Where(Not(band), 0, v) over v holding -0.0: onnxruntime's graph optimizer (its default level)
+    changes the original's -0.0 into +0.0, which ONNX does not; the rewrite keeps -0.0. The check
+    compared the two at that level and called an exact rewrite NOT bit-identical."""
+    model = abs_band_model("LessOrEqual", 1, negate=True)
+    graph = model.graph
+    graph.node[-1].CopyFrom(helper.make_node("Where", ["outside", "zero_f", "v"], ["y"], name="out"))
+    graph.initializer.append(numpy_helper.from_array(np.array(0.0, np.float32), "zero_f"))
+    graph.input.append(helper.make_tensor_value_info("v", TensorProto.FLOAT, ["s", "s"]))
+    graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, ["s", "s"]))
+    onnx.checker.check_model(model)
+    out, rewrites, _ = optimize_model(model)
+    assert len(rewrites) == 1
+    assert bit_identical(model, out, list(graph_inputs(model))) == []

@@ -31,6 +31,7 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.errors import first_line
 from onnx_dml_lowering.lowering.onnx_graphs import node_reads
 
@@ -48,6 +49,7 @@ from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .ort_values import EMPTY_REASON, left_empty, run_session
 from .region_cache import ORACLE as ORACLE_PASS
 from .region_cache import RegionResults
+from .run_time_fallbacks import RunTimeCounts
 from .weights import is_lazy
 
 if TYPE_CHECKING:
@@ -101,6 +103,8 @@ class BackendRun:
     lowered_iterations: int = 0                               # control-flow bodies run lowered
     # the emulator's ONNX regions: name -> (their node names, the engine that ran them)
     regions: "dict[str, tuple[list[str], str]]" = field(default_factory=dict)
+    # the lowered graph's run-time matches: their calls, and those their rule declined (ran on ONNX)
+    run_time: RunTimeCounts = field(default_factory=RunTimeCounts)
 
 
 OracleValue = Callable[[str], np.ndarray]
@@ -135,13 +139,14 @@ class Lowered:
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
         before = self._session().lowered_iterations
+        mark = self._session().run_time.mark()
         with _region_results(self.compiled).passing(self.name.text):   # a pass of check's schedule
             outputs = self.compiled.run(feeds, backend=self.LOWERING, providers=self.providers,
                                         strict=self.options.strict, memory_limit=self.options.memory_limit,
                                         session_settings=self.options.settings)
         session = self._session()
         return BackendRun(dict(outputs), self._not_compared(session), lowered_iterations=session.lowered_iterations - before,
-                          regions=self._regions(session))
+                          regions=self._regions(session), run_time=session.run_time.since(mark))
 
     def _not_compared(self, session: EmulatorSession) -> "dict[str, str]":
         return {}
@@ -231,8 +236,17 @@ class Saved:
         return Prepared(self.name.description)
 
     def run(self, feeds: Mapping[str, np.ndarray], oracle_value: OracleValue) -> BackendRun:
-        return BackendRun({n: restore_declared(self.compiled.types, n, v)
-                           for n, v in self.loaded.by_backend[self.name.text].items()})
+        # an output the file records its backend left out (or holds no value of) is not compared, as live
+        held, left_out = self.loaded.results(self.name.text, self.compiled.output_names)
+        return BackendRun({n: restore_declared(self.compiled.types, n, v) for n, v in held.items()}, left_out)
+
+
+def _cuttable(exc: ProviderLoadError, model: onnx.ModelProto) -> "str | None":
+    """The node of `model` a load failure says the provider has no kernel for, in whichever words
+    onnxruntime says it (ort_messages), which the modified provider model cuts out; else None."""
+    if not exc.not_implemented or exc.node not in {n.name for n in model.graph.node}:
+        return None
+    return exc.node
 
 
 def _shipped(compiled: CompiledView) -> "tuple[onnx.ModelProto | str | bytes, str]":
@@ -284,7 +298,10 @@ class Provider:
             ran = self._build_modified()
         else:
             model, ran = _shipped(self.compiled)
-            self._session = self._make(model)
+            try:
+                self._session = self._make(model)
+            except ProviderLoadError as exc:
+                raise self._pointed(exc) from None
             produced = {o.name for o in self._session.get_outputs()}
             self._absent = {n: "not an output of the model as shipped (the modified provider model exposes it)"
                             for n in self.compiled.output_names if n not in produced}
@@ -320,12 +337,22 @@ class Provider:
                 self._session = self._make(model)
                 break
             except ProviderLoadError as exc:
-                # every node without a kernel, in whichever words onnxruntime says it (ort_messages)
-                if not exc.not_implemented or exc.node not in {n.name for n in model.graph.node}:
+                node = _cuttable(exc, model)
+                if node is None:
                     raise
-                self._cut(model, exc.node, exc.reason)
+                self._cut(model, node, exc.reason)
         cut = f", {len(self.unsupported)} node(s) without a kernel cut out" if self.unsupported else ""
         return f"a modified copy of the model (checked, shape-inferred{cut})"
+
+    def _pointed(self, exc: ProviderLoadError) -> ProviderLoadError:
+        """The shipped file's load failure; where it is a node the modified copy would cut out, the
+        error names the option that runs the rest of the model."""
+        node = _cuttable(exc, self.compiled.model)
+        if node is None:
+            return exc
+        return ProviderLoadError(f"{exc}; --provider-model modified cuts out each node without a kernel ({display(node)} "
+                                 f"here), computes its values by ONNX semantics and runs the rest on {self.spec.name}",
+                                 exc.provider, exc.reason, exc.failure)
 
     def _cut(self, model: onnx.ModelProto, name: str, reason: str) -> None:
         """Removes node `name`: each value it produced that a remaining node reads becomes a graph

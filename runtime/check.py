@@ -41,6 +41,8 @@ from .nondeterminism import random_values
 from .interrupt import resume
 from .oracle import GoldenOracle, HybridOracle, Oracle, OracleName, is_nonzero, make_oracle
 from .oracle_on_demand import lazy_oracle
+from .onnx_regions import RegionFailed
+from .run_time_fallbacks import FallbackTally, checked_placement
 from .ort_reading import OrtReading
 from .saved_outputs import LoadedOutputs, verify_feeds
 from .weights import stored_bytes
@@ -85,11 +87,13 @@ class CheckAbout:
 
 @dataclass(frozen=True)
 class CheckedSet:
-    """One feed set compared: its (validated) feeds, the oracle's outputs, each backend's."""
+    """One feed set compared: its (validated) feeds, the oracle's outputs, each backend's, and the
+    outputs each backend did not compute itself and why (--save-outputs records them)."""
     index: int
     feeds: "Mapping[str, np.ndarray]"
     expected: "dict[str, np.ndarray]"
     actuals: "dict[BackendName, dict[str, np.ndarray]]"
+    not_compared: "dict[BackendName, dict[str, str]]" = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,8 @@ class CheckRun:
         self.tolerances = self.tolerances.for_model(compiled)
         if options.memory_limit is not None:
             parse_size(options.memory_limit)        # a bad size is a usage error, before any run
+        if options.loaded is not None:      # saved BACKEND:OUTPUT entries split at this model's outputs
+            options.loaded.bind(compiled.output_names)
         self._runners, self._unavailable = make_backends(compiled, self.names, options)
         # an initializer that is also an input is its default unless fed: every engine gets it
         assert self.under_way is not None
@@ -239,6 +245,8 @@ class CheckRun:
         bodies = bool(self.compiled.partition.bodies)
         self._flow = {b.name: 0 for b in self._runners if bodies and b.name.is_lowered}
         self._fed: "dict[BackendName, set[str]]" = {b.name: set() for b in self._runners}
+        # the lowered backends' run-time matches whose rule declined on some call (ran on ONNX)
+        self._run_time = {b.name: FallbackTally() for b in self._runners if b.name.is_lowered}
         self._regions: "dict[str, str]" = {}
         self._first_expected: "dict[str, np.ndarray]" = {}
 
@@ -326,7 +334,7 @@ class CheckRun:
             return None
         if index == 0:
             self._first_expected = expected
-        actuals: "dict[BackendName, dict]" = {}
+        actuals: "dict[BackendName, BackendRun]" = {}
         last = self._last if index == 0 else []
         for backend in self._runners:
             if backend in last:
@@ -334,10 +342,12 @@ class CheckRun:
             self._keep(backend, self._run_backend(backend, feed_set), index, feed_set, expected, actuals)
         if last:
             self._run_providers_last(feed_set, expected, actuals)
-        return CheckedSet(index, feed_set, expected, {b.name: actuals[b.name] for b in self._runners if b.name in actuals})
+        kept = [b.name for b in self._runners if b.name in actuals]
+        return CheckedSet(index, feed_set, expected, {b: actuals[b].outputs for b in kept},
+                          {b: dict(actuals[b].not_compared) for b in kept})
 
     def _run_providers_last(self, feed_set: Mapping[str, np.ndarray], expected: "dict[str, np.ndarray]",
-                            actuals: "dict[BackendName, dict]") -> None:
+                            actuals: "dict[BackendName, BackendRun]") -> None:
         """The one feed set of a model under PROVIDERS_FIRST_FROM of weights on each provider backend
         of the file as shipped, prepared only now, its session released after: the oracle's (and the
         lowered backends') region sessions ran first, so a crash inside onnxruntime names a region
@@ -356,10 +366,10 @@ class CheckRun:
             self._keep(backend, ran, 0, feed_set, expected, actuals)
 
     def _keep(self, backend: Backend, ran: "BackendRun | None", index: int, feed_set: Mapping[str, np.ndarray],
-              expected: "dict[str, np.ndarray]", actuals: "dict[BackendName, dict]") -> None:
-        """A backend's run of set #`index` (None: it is in ERROR) recorded and its outputs kept."""
+              expected: "dict[str, np.ndarray]", actuals: "dict[BackendName, BackendRun]") -> None:
+        """A backend's run of set #`index` (None: it is in ERROR) recorded and kept."""
         if ran is not None:
-            actuals[backend.name] = ran.outputs
+            actuals[backend.name] = ran
             self._record(backend.name, ran, index, feed_set, expected)
 
     def _run_providers_first(self, feed_set: Mapping[str, np.ndarray]) -> None:
@@ -406,10 +416,23 @@ class CheckRun:
         except (MemoryLimitExceeded, ModelContradiction):
             raise           # a limit the user set, or the model's own fault: not a backend's failure
         except DmlLowerError as exc:
-            report.error = str(exc)
+            report.error = str(exc) + self._oracle_failed_too(exc)
             return None
         finally:
             report.seconds += time.perf_counter() - started
+
+    def _oracle_failed_too(self, exc: DmlLowerError) -> str:
+        """Where a lowered backend's ONNX region failed on nodes the oracle could not run on
+        onnxruntime either (it evaluated them by another engine): said after the error."""
+        if not isinstance(exc, RegionFailed):
+            return ""
+        region = set(exc.nodes)
+        failed = [fb for fb in getattr(self.oracle, "fallbacks", []) if fb.node in region]
+        if not failed:
+            return ""
+        engines = ", ".join(dict.fromkeys(fb.engine for fb in failed))
+        return (f"; the oracle could not run {node_list([fb.node for fb in failed], 4)} on onnxruntime either "
+                f"and evaluated {'it' if len(failed) == 1 else 'them'} by {engines} (the full report's oracle: lines say why)")
 
     def _oracle_value(self, name: str) -> np.ndarray:
         if name not in self.oracle.values:
@@ -425,6 +448,8 @@ class CheckRun:
         self._fed[backend].update(ran.fed)
         if backend in self._flow:
             self._flow[backend] += ran.lowered_iterations
+        if backend in self._run_time:
+            self._run_time[backend].add(ran.run_time, index)
         if ran.regions:
             self._regions = {name: f"[{node_list(nodes)}] {engine}" for name, (nodes, engine) in ran.regions.items()}
         unread = self._unread(backend, ran)
@@ -477,8 +502,9 @@ class CheckRun:
                    feeds: Mapping[str, np.ndarray]) -> "str | None":
         """The named deviation a mismatching output is: onnxruntime's scalar NonZero, the DML EP's
         own (bit for bit its documented answer), or onnxruntime's reading of a node it deviates
-        on (within the tolerances); None: a plain mismatch."""
-        if (backend.is_provider and name in self._scalar_nonzero and got is not None
+        on (within the tolerances); None: a plain mismatch. A provider's results saved and loaded
+        (saved:ort-cpu, saved:run-ort-cpu) are named as live."""
+        if (backend.from_provider and name in self._scalar_nonzero and got is not None
                 and want.shape[:1] == (0,) and np.shape(got) == (1,) + want.shape[1:]):
             return f"{SCALAR_NONZERO_DEVIATION} (node {self._scalar_nonzero[name]}; expected {list(want.shape)})"
         if got is None:
@@ -491,7 +517,7 @@ class CheckRun:
             named = recognise(self.compiled.model, dict(feeds), name, got, within)   # a dict: a shallow copy
             if named:
                 return named
-        if self._reading is None or not backend.is_provider:
+        if self._reading is None or not backend.from_provider:
             return None
         # the expected output beside the oracle's values (a reference oracle keeps none by name)
         return self._reading.recognise(feeds, name, got, atol, rtol, self.tolerances.is_exact(name),
@@ -518,8 +544,9 @@ class CheckRun:
         feeds = dict(about.feeds)
         if "iterations" in feeds:
             feeds["iterations"] = self._checked
+        fallbacks = {b.text: tally.to_list() for b, tally in self._run_time.items() if tally.entries}
         return CheckReport(
-            about.model_name, compiled.feature_level.name, list(compiled.placement), self._regions,
+            about.model_name, compiled.feature_level.name, checked_placement(compiled.placement, fallbacks), self._regions,
             list(self._reports.values()), self.oracle.to_dict(), self._checked, self._unavailable,
             expected=self._first_expected,
             control_flow_iterations={b.text: count for b, count in self._flow.items()},
@@ -529,7 +556,8 @@ class CheckRun:
             nonzero_never_ran=[n for n in self._still_empty if n in self._never_ran] if empty else [],
             fail_partial=about.fail_partial,
             feed_notes=dimension_notes(compiled.inputs + compiled.optional_inputs, self.first),
-            feeds=feeds, declared_shapes=declared_shapes_differ(compiled.model.graph.output, self._first_expected))
+            feeds=feeds, declared_shapes=declared_shapes_differ(compiled.model.graph.output, self._first_expected),
+            run_time_fallbacks=fallbacks)
 
 
 def declared_shapes_differ(outputs: "Sequence[onnx.ValueInfoProto]", expected: "Mapping[str, object] | None"

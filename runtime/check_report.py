@@ -54,6 +54,10 @@ class CheckReport:
     # model's declaration (rank, or a fixed size): {output: {"declared": [size or name or None],
     # "oracle": [sizes]}}. Every engine may agree and MATCH: the declaration is what is wrong.
     declared_shapes: "dict[str, dict]" = field(default_factory=dict)
+    # Per lowered backend, its run-time matches whose rule declined on some call, so those calls
+    # ran on ONNX (run_time_fallbacks.FallbackTally.to_list: nodes, rule, reason, calls, of_calls,
+    # feed_sets); the placement entries are marked alike (run_time_fallbacks.CheckedPlacement).
+    run_time_fallbacks: "dict[str, list[dict]]" = field(default_factory=dict)
 
     @property
     def partial(self) -> "list[BackendReport]":
@@ -82,4 +86,5 @@ class CheckReport:
                 "declared_shapes_differ": {name: dict(entry) for name, entry in self.declared_shapes.items()},
                 "initializer_defaults": {name: {"dtype": str(v.dtype), "shape": list(v.shape)}
                                          for name, v in self.defaults.items()},
-                "backends": [b.to_dict() for b in self.backends]}
+                "backends": [{**b.to_dict(), **({"run_time_fallbacks": self.run_time_fallbacks.get(b.backend.text, [])}
+                                                if b.backend.is_lowered else {})} for b in self.backends]}

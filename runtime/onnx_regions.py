@@ -13,11 +13,21 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import DmlLowerError, OnnxRegion
+from onnx_dml_lowering.ir.display import display, name_list
 from onnx_dml_lowering.ir.errors import first_line
 
 from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .oracle import HybridSession, ReferenceSession
 from .region_engine import HYBRID, ORT, REFERENCE, REFERENCE_ORACLE, Region, RegionEngine, SessionCache
+
+class RegionFailed(DmlLowerError):
+    """An ONNX region of the lowered graph failed at run time; `nodes` are its nodes (the line
+    names a bounded number of them)."""
+
+    def __init__(self, message: str, nodes: "tuple[str, ...]") -> None:
+        super().__init__(message)
+        self.nodes = nodes
+
 
 # onnxruntime first; where it deviates on a node of the region (ort_deviations.TABLE), the region
 # as the hybrid oracle runs it (those nodes by their definitions, the rest still on onnxruntime);
@@ -60,6 +70,5 @@ class RegionRunner:
             # the backend before this one) is taken, not run again (region_cache.py)
             return self.engine.run(region, tensors, CHAIN, reuse=True)
         except Exception as exc:
-            nodes = ", ".join(step.onnx_nodes)
-            raise DmlLowerError(f"ONNX region {step.name} [{nodes}] failed on "
-                                f"{self.engines[step.name]}: {first_line(exc)}") from None
+            raise RegionFailed(f"ONNX region {display(step.name)} [{name_list(step.onnx_nodes)}] failed on "
+                               f"{self.engines[step.name]}: {first_line(exc)}", step.onnx_nodes) from None

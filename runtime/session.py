@@ -19,6 +19,7 @@ from .memory import buffer_bytes, check_memory, default_limit, parse_size
 from .onnx_regions import RegionRunner
 from .env_flags import env_flag
 from .ort_operators import OrtOperators
+from .run_time_fallbacks import RunTimeCalls
 from .weights import tensor_array
 from onnx_dml_lowering.runtime.compiled_view import LoweredView
 
@@ -64,8 +65,11 @@ class GraphRunner:
     # partition: compiler.partition.Partition (or a body's), which runtime cannot import (layers);
     # it reads its graph, regions, deferred, fallbacks, nodes, bodies and generated values.
     def __init__(self, session: "EmulatorSession", partition: Any, model: "onnx.ModelProto", types: dict,
-                 initializers: "Mapping[str, np.ndarray]", shared: "SessionCache | None" = None) -> None:
+                 initializers: "Mapping[str, np.ndarray]", shared: "SessionCache | None" = None,
+                 path: str = "") -> None:
         self.session = session
+        self.path = path            # a body's "<node>/<attribute>/" (nested: the path goes on), as placement names it
+        self._paths: "dict[str, tuple[str, ...]]" = {}     # a run-time match's nodes by path, made once
         self.partition = partition
         self.initializers = initializers       # a body's run feeds them all; the main run what it reads
         self.regions = RegionRunner(model, dict(partition.regions), types, session.providers,
@@ -111,6 +115,10 @@ class GraphRunner:
                 self.buffer_sizes[key] = buffer_bytes(built)
                 self.validated[key] = set()
         result = self.specialised[key]
+        nodes = self._paths.get(step.onnx_node)
+        if nodes is None:
+            nodes = self._paths[step.onnx_node] = tuple(self.path + n for n in match.nodes)
+        self.session.run_time.called(nodes, match.rule, result.reason if isinstance(result, Declined) else None)
         if isinstance(result, Declined):
             self.session.log.append(f"{', '.join(match.nodes)} at input shapes {list(shapes.values())}: "
                                     f"left to ONNX: {result.reason}")
@@ -134,7 +142,8 @@ class GraphRunner:
             model = body.source.model
             inits = {i.name: tensor_array(i) for i in model.graph.initializer
                      if i.name not in body.partition.generated}
-            self._bodies[key] = GraphRunner(self.session, body.partition, model, body.source.types, inits)
+            self._bodies[key] = GraphRunner(self.session, body.partition, model, body.source.types, inits,
+                                            path=f"{self.path}{node}/{attribute}/")
         return self._bodies[key]
 
     def _control_flow(self, step: ControlFlow, env: Mapping[str, np.ndarray],
@@ -176,6 +185,7 @@ class EmulatorSession:
         self.operators = operators            # None: the numpy kernels; else runtime.ort_operators
         self.providers = providers
         self.log: "list[str]" = []
+        self.run_time = RunTimeCalls()          # every run-time match's calls and declines (check reports them)
         self.lowered_iterations = 0
         self.unvalidated_outputs: "dict[str, str]" = {}
         # The onnxruntime stand-ins list the operators they ran on numpy for want of a kernel.

@@ -13,6 +13,7 @@ from onnx_dml_lowering.ir.display import display
 from ..output_files import check_outputs
 from .reads import files_read
 from .command import ArgGroup, Command, Parsed, Word, flag, option_value
+from .numbers import whole_number
 from .groups import DimArgs, FeatureLevelArgs, FeedArgs, ModelArgs, OrtVersionArgs, SweepArgs, VerboseArgs
 from .output_groups import OutputArgs
 
@@ -36,7 +37,7 @@ class Rewrites:
 
 class RewriteArgs(ArgGroup[Rewrites]):
     def add(self, parser: argparse.ArgumentParser) -> None:
-        self._add(parser, "--min-bytes", type=int, default=0, metavar="N",
+        self._add(parser, "--min-bytes", type=whole_number, default=0, metavar="N",
                   help="leave constants smaller than N bytes alone (0: any that shrinks the file; default: 0)")
         self._add(parser, "--for", dest="target", choices=["dml"],
                   help="instead: the exact rewrites that keep NonZero / eye / mask nodes on onnxruntime's "
@@ -125,9 +126,13 @@ def cmd_optimize(parsed: Parsed) -> int:
 
 
 def _same_file(a: str, b: str) -> bool:
+    """Whether -o `a` rewrites the model `b` in place: the model's own file, replaced whole by a
+    rename; not a descriptor, FIFO or device open on it (`-o /dev/fd/3` of `3<>m.onnx`), which would
+    be written into, over the model it reads: that one is refused as an input."""
+    from onnx_dml_lowering.runtime.output_target import Unwritable, resolve
     try:
-        return os.path.samefile(a, b)
-    except OSError:
+        return not resolve(a).kind.in_place and os.path.samefile(a, b)
+    except (OSError, Unwritable):
         return False
 
 
@@ -145,6 +150,7 @@ def _rewrite(path: str, model: onnx.ModelProto, rewrites: Rewrites, level: "Feat
             print(f"{path}: nothing to rewrite for the DML EP")
         for rewrite in dml_rewrites:
             print("\n".join(rewrite.lines()))
+        _predicted_load_failure(optimized, path, table)
         return optimized
     from ..optimize import optimize_model
     optimized, changes, declined = optimize_model(model, rewrites.min_bytes, level)
@@ -155,6 +161,19 @@ def _rewrite(path: str, model: onnx.ModelProto, rewrites: Rewrites, level: "Feat
     for change in changes:
         print(change.line())
     return optimized
+
+
+def _predicted_load_failure(optimized: onnx.ModelProto, path: str, table: "TableChoice") -> None:
+    """A warning line per node of the model written that no provider takes on the DML EP, as the
+    prediction (inspect --ep dml) words it: onnxruntime would not create the session. A prediction,
+    not a failure of optimize: the file is still written, exit 0."""
+    from ..ep.placement import NONE, no_provider_warning, predict_placement
+    report = predict_placement(optimized, str(Path(path).resolve().parent), ort_version=table.version)
+    for entry in report["nodes"]:
+        if entry["provider"] == NONE:
+            print(display(f"warning: the rewritten model is predicted not to load on the DML EP (onnxruntime "
+                          f"{report['onnxruntime']}): {no_provider_warning(entry['node'], entry['op_type'])}; "
+                          f"why: {entry['reason']}"))
 
 
 def _check_feeds(parsed: Parsed, model: onnx.ModelProto) -> "tuple[dict | None, dict, tuple[int, ...] | None]":
@@ -185,7 +204,8 @@ def _check_feeds(parsed: Parsed, model: onnx.ModelProto) -> "tuple[dict | None, 
 
 
 def _saved(before: int, after: int) -> str:
-    return f"{before - after} bytes saved" if after <= before else f"{after - before} bytes more"
+    from ..saving import saving
+    return saving(before - after)
 
 
 def _external_files(path: str) -> "list[Path]":

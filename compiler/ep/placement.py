@@ -257,10 +257,7 @@ class Predictor:
                 provider[i] = NONE
                 self.placed.append(self._entry(path, node, since, NONE,
                                                f"{reason}; and {on_cpu}: onnxruntime cannot create the session"))
-                # measured on onnxruntime.dll 1.24.4: a DML session's copy pass refuses the node (its
-                # "provider type ... is not set"); a CPU-only session says NOT_IMPLEMENTED
-                self.warnings.append(f"{path} ({node.op_type}): no provider has a kernel for it; onnxruntime cannot "
-                                     "create the session (a DML session says the node's provider type is not set)")
+                self.warnings.append(no_provider_warning(path, node.op_type))
         return provider
 
     def _dml_reject(self, g: _Graph, i: int, k: DmlKernel) -> "str | None":
@@ -436,6 +433,14 @@ def _removed_reason(node: onnx.NodeProto, folded: "set[str]", functions: "set[tu
 def assumed_redist(version: str) -> str:
     """The DirectML that onnxruntime version ships (both tables' onnxruntime ship redist 1.15.4)."""
     return f"DirectML redist 1.15.4 (feature level 5.1 or above, as onnxruntime {version.removesuffix('.0')} ships it)"
+
+
+def no_provider_warning(path: str, op_type: str) -> str:
+    """The one wording of a node no provider takes (inspect --ep dml, optimize --for dml)."""
+    # measured on onnxruntime.dll 1.24.4: a DML session's copy pass refuses the node (its
+    # "provider type ... is not set"); a CPU-only session says NOT_IMPLEMENTED
+    return (f"{path} ({op_type}): no provider has a kernel for it; onnxruntime cannot create the session "
+            "(a DML session says the node's provider type is not set)")
 
 
 def predict_placement(raw: onnx.ModelProto, model_dir: "str | None",

@@ -9,7 +9,7 @@ import onnx
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
-from onnx_dml_lowering.ir import DEFAULT_LEVEL
+from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError
 
 
 if TYPE_CHECKING:
@@ -28,6 +28,10 @@ class EmulatorRep(BackendRep):
         else:
             if isinstance(inputs, np.ndarray):
                 inputs = [inputs]
+            inputs = list(inputs)
+            if len(inputs) > len(names):      # zip would drop the extra ones without a word
+                raise DmlLowerError(f"{len(inputs)} inputs given in order, but the model has {len(names)} "
+                                    f"({', '.join(names) or 'none'})")
             feeds = dict(zip(names, inputs))
         outputs = self.compiled.run(feeds, strict=kwargs.get("strict"))
         return namedtupledict("Outputs", self.compiled.output_names)(
@@ -42,6 +46,9 @@ class EmulatorBackend(Backend):
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> EmulatorRep:
         from onnx_dml_lowering.compiler import compile_model
+        if not cls.supports_device(device):
+            raise DmlLowerError(f"device {device!r}: this backend runs the lowered graph on the CPU emulator only "
+                                "(supports_device says so)")
         return EmulatorRep(compile_model(model, feature_level=kwargs.get("feature_level", DEFAULT_LEVEL)))
 
     @classmethod
@@ -57,15 +64,18 @@ class EmulatorBackend(Backend):
         subgraphs read, in first-read order (lowering.onnx_graphs.node_reads)."""
         from onnx_dml_lowering.ir.dtypes import numpy_to_onnx
         from onnx_dml_lowering.lowering.onnx_graphs import node_reads
-        arrays = [np.asarray(a) for a in inputs]
+        # in this machine's byte order: a big-endian array is the same values (compiled.run takes it too)
+        arrays = [a.astype(a.dtype.newbyteorder("=")) if a.dtype.byteorder == (">" if np.little_endian else "<")
+                  else a for a in (np.asarray(a) for a in inputs)]
         names = node_reads(node)
         if len(arrays) != len(names):
-            raise ValueError(f"run_node: node {node.name or node.op_type} reads {len(names)} values "
-                             f"({', '.join(names)}), {len(arrays)} inputs given")
+            raise DmlLowerError(f"run_node: node {node.name or node.op_type} reads {len(names)} values "
+                                f"({', '.join(names)}), {len(arrays)} inputs given")
         in_vis = [helper.make_tensor_value_info(n, numpy_to_onnx(a.dtype), list(a.shape))
                   for n, a in zip(names, arrays)]
-        if outputs_info is None:
-            raise ValueError("run_node needs outputs_info (dtype, shape) for each output")
+        if outputs_info is None:        # onnx's signature has it optional: this backend types outputs from it
+            raise DmlLowerError(f"run_node: node {node.name or node.op_type}: give outputs_info, a (dtype, shape) "
+                                "for each output (this backend types the node's outputs from it)")
         out_vis = [helper.make_tensor_value_info(n, numpy_to_onnx(dt), [None] * len(shape))
                    for n, (dt, shape) in zip(node.output, outputs_info)]
         opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())

@@ -222,8 +222,21 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
             mark_outputs(inferred, outputs)
         types = functools.cache(lambda: value_types(inferred))      # read once, and only if asked
         compiled = CompiledModel(inferred, level, functools.partial(_partition, inferred, level, types), types)
-    compiled.source = model if isinstance(model, (onnx.ModelProto, bytes, bytearray)) else os.fspath(model)
+    compiled.source = _as_given(model)
     return compiled
+
+
+def _as_given(model: "str | os.PathLike | bytes | bytearray | onnx.ModelProto") -> "str | bytes | onnx.ModelProto":
+    """What a provider backend runs "as given": the model as it was at compile time. A caller's
+    ModelProto or bytearray is copied (a graph pass that goes on editing its proto after compiling
+    made ort-cpu run the edited model: a false MISMATCH blamed on onnxruntime); bytes cannot change."""
+    if isinstance(model, onnx.ModelProto):
+        given = onnx.ModelProto()
+        given.CopyFrom(model)
+        return given
+    if isinstance(model, bytearray):
+        return bytes(model)
+    return model if isinstance(model, bytes) else os.fspath(model)
 
 
 def _partition(model: onnx.ModelProto, level: FeatureLevel, types: Callable[[], dict]) -> Partition:

@@ -4,7 +4,8 @@ other control characters that would drive a terminal, end a Markdown table row o
 file ill-formed XML.
 
 `display` escapes every such character visibly (`\\x1b`, `\\u202e`) and keeps printable Unicode;
-`markdown_cell` also escapes the table's `|`; `xml_text` keeps only what XML 1.0 allows;
+`markdown_cell` also escapes what Markdown reads as markup (and the table's `|`), `markdown_code` makes a
+code span of any text; `xml_text` keeps only what XML 1.0 allows;
 `json_safe` turns the non-finite floats RFC 8259 has no token for into strings.
 """
 from __future__ import annotations
@@ -39,9 +40,32 @@ def display_lines(text: object) -> str:
     return _KEEP_LINES.sub(_escape, str(text))
 
 
+# What Markdown (CommonMark, GitHub's tables and math) would read as markup in a cell's text: code
+# spans, emphasis, links and images, raw HTML and autolinks, entities, strikethrough, math, the
+# cell separator, and the backslash itself. Each is backslash-escaped (any ASCII punctuation may be).
+_MARKUP = re.compile(r"([\\`*_\[\]<>&~$|])")
+
+
 def markdown_cell(text: object) -> str:
-    """A Markdown table cell: displayed (a CR or LF would end the row) and `|` escaped."""
-    return display(text).replace("|", "\\|")
+    """Plain text for a Markdown table cell (or a paragraph): displayed (a CR or LF would end the
+    row) and every character Markdown would read as markup escaped, so a name from the model
+    renders as itself, never as a link, HTML or emphasis, and never splits the cell."""
+    return _MARKUP.sub(r"\\\1", display(text))
+
+
+def markdown_code(text: object, in_table: bool = True) -> str:
+    """`text` as one Markdown code span (nothing inside is markup): displayed, its fence one
+    backtick longer than the longest run of backticks inside, padded where the text begins or
+    ends with a backtick or a space (CommonMark strips one space each side). In a table, `|` is
+    escaped as `\\|` (GitHub's tables split cells before they read code spans)."""
+    shown = display(text)
+    if in_table:
+        shown = shown.replace("|", "\\|")
+    if not shown.strip(" "):
+        return f"`{shown or ' '}`"       # all spaces (or none): CommonMark strips nothing from such a span
+    fence = "`" * (max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
+    pad = " " if shown[:1] in ("`", " ") or shown[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
 
 
 # What XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].

@@ -5,8 +5,10 @@ diagonals d = x - y it keeps; sets are sorted, disjoint, half-open intervals, co
 Not / Sub, and a set is one DIAGONAL_MATRIX1 when it is a band or the outside of one (as_band)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable
+
+from onnx_dml_lowering.ir.dtypes import ONNX_BOOL
 
 from .node import NodeInfo, TensorInfo
 
@@ -150,3 +152,30 @@ def describe(band: "tuple[int, int, bool]") -> str:
 def per_element(size: int) -> str:
     """A mask's bytes per element, as the notes say it ("1 byte per element", "4 bytes ...")."""
     return f"{size} byte{'' if size == 1 else 's'} per element"
+
+
+# The nodes that combine mask expressions (both mask idioms build their trees through combination):
+# a set operation of two, or one passed through (Not; Identity and a Cast to bool keep the set).
+def is_bool_cast(node: NodeInfo) -> bool:
+    return node.op_type == "Cast" and node.attrs.get("to") == ONNX_BOOL
+
+
+def passes_through(node: NodeInfo) -> bool:
+    """Not, Identity, or a Cast to bool: a mask's one-input steps."""
+    return node.op_type in ("Not", "Identity") or is_bool_cast(node)
+
+
+def combination(node: NodeInfo, child: "Callable[[str], Expr | None]", binary: "tuple[str, ...]") -> "Expr | None":
+    """The expression of `node`, a set operation in `binary` (And, Or, Sub) or a node that
+    passes_through, over its inputs' expressions (`child(tensor)`; None where one has none)."""
+    if node.op_type in binary:
+        left, right = child(node.input(0).name), child(node.input(1).name)
+        if left is None or right is None:
+            return None
+        return Expr(node.op_type.lower(), children=(left, right), nodes=(node,) + left.nodes + right.nodes)
+    inner = child(node.input(0).name)
+    if inner is None:
+        return None
+    if node.op_type != "Not":
+        return replace(inner, nodes=(node,) + inner.nodes)
+    return Expr("not", children=(inner,), nodes=(node,) + inner.nodes)

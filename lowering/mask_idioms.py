@@ -8,7 +8,7 @@ expression is one DIAGONAL_MATRIX1 when that set is a band (or the outside of on
 with the bounds computed from the offsets when the fragment is specialised."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,8 @@ from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from .common import (EXACT_INTEGERS, broadcast, cast_expand_tail, exact_reason, fill_value, run_time_unit_reshape,
                      unit_reshape_axis)
 from .diagonal import band_reason, emit_band
-from .diagonal_sets import COMPARISONS, FLIPPED, INF, Affine, Expr, as_band, describe, diagonals, leaves, per_element
+from .diagonal_sets import (COMPARISONS, FLIPPED, INF, Affine, Expr, as_band, combination, describe, diagonals, leaves,
+                           passes_through, per_element)
 from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_ints, constant_scalar, sole_consumer
 from .node import NodeInfo, TensorInfo, product
 from .registry import register_idiom
@@ -317,18 +318,8 @@ def expression(view: GraphView, tensor: str, root: bool = False) -> "Expr | None
         return None
     if node.op_type in COMPARISONS:
         return comparison(view, node)
-    if node.op_type in ("And", "Or"):
-        left, right = (expression(view, t.name) for t in (node.input(0), node.input(1)))
-        if left is None or right is None:
-            return None
-        return Expr(node.op_type.lower(), children=(left, right), nodes=(node,) + left.nodes + right.nodes)
-    if node.op_type in ("Not", "Identity") or (node.op_type == "Cast" and node.attrs.get("to") == ONNX_BOOL):
-        inner = expression(view, node.input(0).name)
-        if inner is None:
-            return None
-        if node.op_type != "Not":
-            return replace(inner, nodes=(node,) + inner.nodes)
-        return Expr("not", children=(inner,), nodes=(node,) + inner.nodes)
+    if node.op_type in ("And", "Or") or passes_through(node):
+        return combination(node, lambda t: expression(view, t), ("And", "Or"))
     return None
 
 

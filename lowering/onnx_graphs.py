@@ -64,7 +64,7 @@ def _deeper(node: onnx.NodeProto, depth: int) -> int:
     """The depth of `node`'s bodies, or DmlLowerError past what protobuf can parse."""
     if depth >= MAX_BODY_DEPTH:
         name = node.name.decode("utf-8", "backslashreplace") if isinstance(node.name, bytes) else node.name
-        raise DmlLowerError(f"node {display(name or node.op_type)!r}: bodies nested more than {MAX_BODY_DEPTH} "
+        raise DmlLowerError(f"node '{display(name or node.op_type)}': bodies nested more than {MAX_BODY_DEPTH} "
                             "deep, past what protobuf (so onnx and onnxruntime) can parse")
     return depth + 1
 

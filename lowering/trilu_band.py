@@ -7,7 +7,6 @@ difference only when the subtrahend lies inside the minuend (else it holds -1s):
 constant ks at compile time, on fed ones per call."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,8 @@ from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from .common import broadcast, carrier_type, cast_expand_tail, one_value
 from .diagonal import band_reason, emit_band
 from .diagonal_idioms import uniform_fill
-from .diagonal_sets import INF, Affine, Expr, as_band, describe, diagonals, leaves, per_element, uncontained_sub
+from .diagonal_sets import (INF, Affine, Expr, as_band, combination, describe, diagonals, is_bool_cast, leaves,
+                           passes_through, per_element, uncontained_sub)
 from .match import Decline, Found, Fragment, GraphView, IdiomRule, constant_scalar, sole_consumer
 from .node import NodeInfo, TensorInfo, product
 from .registry import register_idiom
@@ -51,10 +51,6 @@ def fill_below(view: GraphView, tensor: str) -> "NodeInfo | None":
     return None
 
 
-def is_bool_cast(node: NodeInfo) -> bool:
-    return node.op_type == "Cast" and node.attrs.get("to") == ONNX_BOOL
-
-
 def trilu_leaf(view: GraphView, node: NodeInfo, truthy: bool) -> Expr:
     """`x - y <= k` (upper=0) or `x - y >= k` (upper=1); k constant or a fed tensor."""
     k = node.inputs[1] if len(node.inputs) > 1 else None
@@ -78,18 +74,8 @@ def tree(view: GraphView, tensor: str, fill: NodeInfo, truthy: bool, root: bool 
         return None
     if node.op_type == "Trilu":
         return trilu_leaf(view, node, truthy) if node.input(0).name == fill.outputs[0].name else None
-    if node.op_type in ("And", "Or", "Sub"):
-        left, right = (tree(view, t.name, fill, truthy, depth=depth + 1) for t in (node.input(0), node.input(1)))
-        if left is None or right is None:
-            return None
-        return Expr(node.op_type.lower(), children=(left, right), nodes=(node,) + left.nodes + right.nodes)
-    if node.op_type in ("Not", "Identity") or is_bool_cast(node):
-        inner = tree(view, node.input(0).name, fill, truthy, depth=depth + 1)
-        if inner is None:
-            return None
-        if node.op_type != "Not":
-            return replace(inner, nodes=(node,) + inner.nodes)
-        return Expr("not", children=(inner,), nodes=(node,) + inner.nodes)
+    if node.op_type in ("And", "Or", "Sub") or passes_through(node):
+        return combination(node, lambda t: tree(view, t, fill, truthy, depth=depth + 1), ("And", "Or", "Sub"))
     return None
 
 

@@ -129,6 +129,8 @@ class CheckRun:
     def __init__(self, compiled: CompiledView, feeds: Mapping[str, object], backends: "Sequence[BackendLike]", tolerances: Tolerances,
                  options: "BackendOptions | None" = None, *, oracle: "str | OracleName | Oracle" = "hybrid",
                  more_feeds: "Iterable[Mapping[str, object]] | None" = None, about: CheckAbout = CheckAbout()) -> None:
+        if isinstance(backends, str):       # one name, or 'cpu,ort' as the CLI spells several
+            backends = [name.strip() for name in backends.split(",") if name.strip()]
         self.compiled, self.names, self.about = compiled, backends, about
         self.options = options or BackendOptions()
         self.tolerances = tolerances
@@ -254,6 +256,9 @@ class CheckRun:
     def sets(self) -> Generator[CheckedSet, None, None]:
         """Each feed set checked, in turn (prepare() first). A Ctrl-C while one is under way drops
         that set's results; the caller's own work on a yielded set is the caller's."""
+        if self._sets != "not started":      # the sets are drawn once: a second pass has none to give
+            raise DmlLowerError(f"this check's feed sets were already drawn ({self._sets}): report() gives "
+                                "what they found; a new CheckRun checks again")
         self.prepare()
         self._sets = "under way"
         try:

@@ -108,6 +108,9 @@ class ModelView:
 
     def __init__(self, model: onnx.ModelProto, infer: bool = True, feature_level: FeatureLevel = DEFAULT_LEVEL,
                  source: "str | bytes | onnx.ModelProto | None" = None) -> None:
+        if not isinstance(model, onnx.ModelProto):     # a path is compile_model's to load
+            raise DmlLowerError(f"ModelView takes an onnx.ModelProto, not a {type(model).__name__} "
+                                "(compile_model takes a path, bytes or a ModelProto)")
         given = model                  # what the provider backends run: the model as given, not inferred
         if infer:
             try:

@@ -251,6 +251,33 @@ def check_feed_sizes(inputs: "list[onnx.ValueInfoProto]", shapes: "Mapping[str, 
         hint = "use smaller --dim values or raise --memory-limit" if drawn else "use smaller --dim values"
         raise MemoryLimitExceeded(f"input {name!r} of shape {list(shape)} needs {size:,} bytes ({format_size(size)}); "
                             f"{need}, over the memory limit of {format_size(limit)} ({hint})")
+    for vi in inputs:           # within the limit, yet empty (no bytes to count) or a limit past numpy's
+        _check_indexable(vi, shapes[vi.name])
+
+
+# numpy's largest array, in bytes: the product of the non-zero dimensions and the element size
+# must fit its signed index type (else 'array is too big', whatever the array's zero elements)
+NUMPY_MAX_BYTES = int(np.iinfo(np.intp).max)
+# the widest element a feed is drawn through (float64 draws) or stored in (complex128)
+_WIDEST_DRAW = 8
+
+
+def _check_indexable(vi: onnx.ValueInfoProto, shape: tuple) -> None:
+    """One line naming the input and the dimension past which its array (or a draw for it) has more
+    bytes than numpy can index: an empty input (a 0 among its sizes) has no bytes for the memory
+    limit to refuse, yet numpy refuses its shape."""
+    width, size = max(input_dtype(vi).itemsize, _WIDEST_DRAW), 1
+    names = _declared(vi)[1] or ()
+    for axis, dim in enumerate(shape):
+        size *= int(dim) or 1
+        if size * width > NUMPY_MAX_BYTES:
+            name = names[axis] if axis < len(names) and isinstance(names[axis], str) else None
+            label = f"dimension {name!r} (axis {axis})" if name else f"axis {axis}"
+            hint = f"give --dim {name} a smaller size" if name else "the model declares that size"
+            raise DmlLowerError(
+                f"input {vi.name!r} of shape {list(shape)}: {label} of size {int(dim):,} makes an array of "
+                f"more than {NUMPY_MAX_BYTES:,} bytes (with its other non-zero sizes and {width}-byte "
+                f"elements), more than numpy can index, even with no element: {hint}")
 
 
 def feed_shapes(inputs: "list[onnx.ValueInfoProto]", dims: "Mapping[str, int] | None",
@@ -359,7 +386,7 @@ def _draw(vi: onnx.ValueInfoProto, shape: "tuple[int, ...]", rng: np.random.Gene
     if dtype == _E8M0:
         return _draw_e8m0(elem, dtype, shape, rng, value_range)
     if dtype == np.bool_:
-        array = keep
+        array = keep if value_range is None else _bools_within(vi.name, keep, value_range, zero_fraction is not None)
     elif _is_float(dtype):
         if value_range is not None:
             _within_float(vi.name, dtype, value_range)
@@ -388,11 +415,30 @@ def _draw(vi: onnx.ValueInfoProto, shape: "tuple[int, ...]", rng: np.random.Gene
 
 def _within_float(name: str, dtype: np.dtype, value_range: "tuple[float, float]") -> None:
     """A float range past the type's largest finite value would feed infinities (and numpy's
-    overflow warning): one line, as an integer range holding no value of its type is."""
+    overflow warning), and one whose two ends round to one value outside it (1e-50,1e-46 in
+    float32: both 0) would feed only that value: one line each, as an integer range holding no
+    value of its type is."""
+    lo, hi = value_range
     largest = float(ml_dtypes.finfo(dtype).max)
-    if max(abs(value_range[0]), abs(value_range[1])) > largest:
-        raise DmlLowerError(f"value range {value_range[0]},{value_range[1]} of input {name!r} goes past the "
+    if max(abs(lo), abs(hi)) > largest:
+        raise DmlLowerError(f"value range {lo},{hi} of input {name!r} goes past the "
                             f"largest finite {dtype} ({largest:g}): its values would be infinite")
+    store = np.float32 if dtype.kind == "V" else dtype          # as the draw rounds: through float32 for those
+    ends = [float(np.asarray(end).astype(store).astype(dtype).astype(np.float64)) for end in (lo, hi)]
+    if ends[0] == ends[1] and not lo <= ends[0] <= hi:
+        raise DmlLowerError(f"value range {lo},{hi} of input {name!r} holds no {dtype} value: both ends "
+                            f"round to {ends[0]:g}")
+
+
+def _bools_within(name: str, keep: np.ndarray, value_range: "tuple[float, float]", zeros_asked: bool) -> np.ndarray:
+    """Random bools whose values (0 and 1) lie in the range: both, True alone (False only where a
+    zero fraction asks for it), False alone, or none (one line)."""
+    lo, hi = value_range
+    if lo > 1 or hi < 0 or (lo > 0 and hi < 1):
+        raise DmlLowerError(f"value range {lo},{hi} of input {name!r} holds no bool value (0 or 1)")
+    if lo > 0:
+        return keep if zeros_asked else np.ones_like(keep)
+    return np.zeros_like(keep) if hi < 1 else keep
 
 
 def _draw_e8m0(elem: int, dtype: np.dtype, shape: "tuple[int, ...]", rng: np.random.Generator,

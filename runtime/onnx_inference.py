@@ -60,7 +60,7 @@ def _notes(model: onnx.ModelProto, written: Written, message: str) -> "list[str]
     for node, attributes in _written_nodes(model, written):
         if node.name and f"node name: {node.name})" in message:
             values = ", ".join(f"{a.name} = {helper.get_attribute_value(a)}" for a in attributes)
-            notes.append(f"node {display(node.name)!r} ({node.op_type}) leaves {values} to its default, "
+            notes.append(f"node '{display(node.name)}' ({node.op_type}) leaves {values} to its default, "
                          "written for onnx's inference of its function body")
     return notes
 

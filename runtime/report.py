@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from onnx_dml_lowering.ir.display import display, markdown_cell, name_list
+from onnx_dml_lowering.ir.display import display, markdown_cell, markdown_code, name_list
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,6 +35,8 @@ def format_placement(placement: "Sequence[PlacementView]", level: "FeatureLevel 
         target = " + ".join(p.dml_operators) if p.dml_operators else "no DirectML operator"
         text = f"{p.status} by rule {p.rule}"
         text += f" -> {target}" if p.status == "lowered" else f" ({display(p.reason)})"
+        if p.status == "lowered" and p.reason:      # a check's: some calls declined at run time
+            text += f" ({display(p.reason)})"
         if p.note:
             text += f"  [{display(p.note)}]"
         groups.setdefault(text, []).append(name_list(p.onnx_nodes))
@@ -215,6 +217,7 @@ def format_text(report: CheckReport) -> str:
             lines.append(f"  [{display(backend.backend.text)}] PARTIAL: ... {rest} more nodes (--json lists every one)")
         for note in backend.placement_notes:
             lines.append(f"  [{display(backend.backend.text)}] {display(note)}")
+        lines += run_time_lines(report, backend.backend.text)
         if backend.fed_from_oracle:
             lines.append(f"  [{display(backend.backend.text)}] nodes it has no kernel for "
                          f"({', '.join(map(display, backend.unsupported_nodes))}) were cut out; their values "
@@ -225,6 +228,28 @@ def format_text(report: CheckReport) -> str:
     lines += note_lines(report)
     lines.append("verdict: " + verdict(report))
     return "\n".join(lines)
+
+
+def run_time_lines(report: CheckReport, backend: str) -> "list[str]":
+    """A lowered backend's run-time matches whose rule declined on some call: those calls ran on
+    ONNX (text and -q alike)."""
+    lines = []
+    entries = report.run_time_fallbacks.get(backend, [])
+    for entry in entries[:_RUN_TIME_LINES]:
+        sets = entry["feed_sets"]
+        where = (f" (feed set{'s' if len(sets) > 1 else ''} {name_list([f'#{i}' for i in sets], 8, 'feed sets')})"
+                 if report.iterations > 1 else "")
+        lines.append(f"  [{display(backend)}] ran on ONNX at run time: {name_list(entry['nodes'])} (rule {entry['rule']}), "
+                     f"{entry['calls']} of {entry['of_calls']} call{'s' if entry['of_calls'] > 1 else ''}{where}: "
+                     f"{display(entry['reason'])}")
+    if len(entries) > _RUN_TIME_LINES:
+        lines.append(f"  [{display(backend)}] ran on ONNX at run time: ... {len(entries) - _RUN_TIME_LINES} more "
+                     "(--json lists every one)")
+    return lines
+
+
+# The text report gives at most this many run-time fallback lines per backend (one per match and reason).
+_RUN_TIME_LINES = 10
 
 
 def note_lines(report: CheckReport) -> "list[str]":
@@ -238,9 +263,14 @@ def declared_shape_lines(report: CheckReport) -> "list[str]":
     it (a MATCH), and still the model says otherwise."""
     def dims(shape: list) -> str:
         return "[" + ", ".join("?" if d is None else display(str(d)) for d in shape) + "]"
-    return [f"  note: the model declares output {display(name)!r} {dims(entry['declared'])}; the oracle (ONNX "
-            f"semantics) gave {dims(entry['oracle'])} at feed set #0, so the declaration does not hold at these "
+    gave = _ORACLE_WORDS.get(report.oracle.get("kind", ""), "the oracle (ONNX semantics)")
+    return [f"  note: the model declares output '{display(name)}' {dims(entry['declared'])}; {gave} gave "
+            f"{dims(entry['oracle'])} at feed set #0, so the declaration does not hold at these "
             "feeds (onnxruntime warns of it and runs the model)" for name, entry in report.declared_shapes.items()]
+
+
+# Who gave the expected values, by oracle kind (OracleKind's values): a golden file is not ONNX semantics.
+_ORACLE_WORDS = {"golden": "the saved outputs of --oracle", "ort-cpu": "the oracle (onnxruntime's CPU provider)"}
 
 
 def empty_nonzero_lines(report: CheckReport) -> "list[str]":
@@ -276,6 +306,7 @@ def format_quiet(report: CheckReport) -> str:
     """`check -q`: every result line that is not MATCH (errors, unavailable backends included),
     then the verdict, so nothing that did not run or did not match hides behind it."""
     lines = [line for line in format_results(report, matches=False).splitlines() if line]
+    lines += [line for backend in report.backends for line in run_time_lines(report, backend.backend.text)]
     lines += [f"  [{display(backend)}] UNAVAILABLE here, not run: {display(reason)}"
               for backend, reason in report.unavailable.items()]
     lines += note_lines(report)
@@ -297,8 +328,8 @@ def format_markdown(report: CheckReport) -> str:
     text = verdict(report)
     text = text if report.ok else f"**{text}**"
     many = report.iterations > 1        # the iteration column: seeds SEED + iteration
-    lines = [f"### dml-lower check: `{markdown_cell(report.model)}`", "",
-             f"Feature level {report.feature_level}; oracle: {report.oracle['description']}; verdict: {text}.", "",
+    lines = [f"### dml-lower check: {markdown_code(report.model, in_table=False)}", "",
+             f"Feature level {report.feature_level}; oracle: {markdown_cell(report.oracle['description'])}; verdict: {text}.", "",
              *([markdown_cell("Feeds" + feeds_line(report.feeds)[len("feeds"):]) + ".", ""] if report.feeds else []),
              "| backend | " + ("iteration | " if many else "") +
              "output | status | dtype | shape | max abs err | max rel err | detail |",
@@ -314,7 +345,7 @@ def format_markdown(report: CheckReport) -> str:
             rel_err = "" if o.max_rel_error is None else _rel(o.max_rel_error)
             dtype, shape = produced(o)
             lines.append(f"| {markdown_cell(o.backend)} | " + (f"{o.iteration} | " if many else "") +
-                         f"`{markdown_cell(o.output)}` | {o.status} | {dtype} | "
+                         f"{markdown_code(o.output)} | {o.status} | {dtype} | "
                          f"{_shape(shape)} | {abs_err} | {rel_err} | {markdown_cell(o.detail)} |")
     for line in note_lines(report):
         note = line.strip()[len("note: "):]
@@ -323,7 +354,7 @@ def format_markdown(report: CheckReport) -> str:
     for p in report.placement:
         what = " + ".join(p.dml_operators) or "none (empty result)" if p.status == "lowered" else p.reason
         lines.append(f"| {markdown_cell(', '.join(p.onnx_nodes))} | {p.status} | {p.rule} | {markdown_cell(what)} |")
-    lines += ["", "Backends: " + "; ".join(f"`{markdown_cell(b.backend.text)}` = {markdown_cell(b.backend.description)}"
+    lines += ["", "Backends: " + "; ".join(f"{markdown_code(b.backend.text, in_table=False)} = {markdown_cell(b.backend.description)}"
                                             + (f" (ran {markdown_cell(b.ran)})" if b.ran and b.backend.is_provider else "")
                                             for b in report.backends)]
     return "\n".join(lines) + "\n"

@@ -42,6 +42,7 @@ class Tolerances:
     rtol: "float | None" = None          # None: the default (DEFAULT_RTOL or the type's epsilon)
     per_output: "dict[str, tuple[float | None, float | None]]" = field(default_factory=dict)
     exact: "dict[str, str]" = field(default_factory=dict)     # output -> the lowered node producing it
+    _given: "list[bool]" = field(default_factory=lambda: [False, False], repr=False, compare=False)  # by parse
 
     def for_output(self, name: str, dtype: "DTypeLike | None" = None) -> "tuple[float, float]":
         """(atol, rtol) for output `name`, whose type is `dtype` (for the default rtol)."""
@@ -54,26 +55,34 @@ class Tolerances:
 
     def for_model(self, compiled: CompiledView) -> "Tolerances":
         """These tolerances checked against the model's outputs, with its lowered nodes' outputs exact."""
-        self.check_names(compiled.output_names)
+        self.check_names(compiled.output_names, _declared_types(compiled))
         return replace(self, exact=lowered_outputs(compiled))
 
     def is_exact(self, name: str) -> bool:
         """Compared with atol = rtol = 0 because a lowered node produces it (no tolerance named for it)."""
         return name in self.exact and name not in self.per_output
 
-    def check_names(self, outputs: "list[str]") -> None:
+    def check_names(self, outputs: "list[str]", types: "dict[str, str] | None" = None) -> None:
         """A tolerance naming no output of the model is a usage error, not silently ignored; so is
-        a NaN or infinite one, which would let every comparison pass."""
+        a NaN or infinite one, which would let every comparison pass, and one naming an output
+        `types` (output -> its declared ONNX type name) says is not a float: compared exactly,
+        whatever its tolerance."""
         values: "list[tuple[str, str | None, float | None]]" = [("atol", None, self.atol), ("rtol", None, self.rtol)]
         values += [(kind, name, pair[i]) for name, pair in self.per_output.items()
                    for i, kind in enumerate(("atol", "rtol"))]
         for kind, name, value in values:
             if value is not None:
                 _finite(value, f"tolerance {kind} {name + '=' if name else ''}{value}")
+                if value < 0:           # the Python API builds Tolerances itself: as parse refuses it
+                    raise DmlLowerError(f"tolerance {kind} {name + '=' if name else ''}{value}: a tolerance is 0 or more")
         for name in self.per_output:
             if name not in outputs:
                 raise DmlLowerError(f"tolerance for {name!r}: the model has no output of that name "
                                     f"(outputs: {', '.join(outputs)})")
+            declared = (types or {}).get(name, "float")
+            if declared not in _FLOAT_TYPES:
+                raise DmlLowerError(f"tolerance for {name!r}: that output is {declared}, compared exactly "
+                                    "(a tolerance applies to float outputs only)")
 
     @staticmethod
     def parse(atols: "list[str] | None", rtols: "list[str] | None") -> "Tolerances":
@@ -83,7 +92,7 @@ class Tolerances:
         for values, index in ((atols or [], 0), (rtols or [], 1)):
             option = ("--atol", "--rtol")[index]
             for text in values:
-                name, _, number = text.rpartition("=")
+                name, sep, number = text.rpartition("=")
                 try:
                     value = float(number)
                 except ValueError:
@@ -91,14 +100,27 @@ class Tolerances:
                 _finite(value, f"{option} {text!r}")
                 if value < 0:
                     raise DmlLowerError(f"{option} {text!r}: a tolerance is 0 or more")
-                if name:
-                    atol, rtol = tol.per_output.get(name, (None, None))
-                    tol.per_output[name] = (value, rtol) if index == 0 else (atol, value)
-                elif index == 0:
-                    tol.atol = value
-                else:
-                    tol.rtol = value
+                if sep and not name:
+                    raise DmlLowerError(f"{option} {text!r}: the output name before '=' is empty")
+                tol._set(option, text, name, index, value)
         return tol
+
+    def _set(self, option: str, text: str, name: str, index: int, value: float) -> None:
+        """One parsed value in place; the same tolerance given two values is refused (which one
+        counts would be a guess), as --dim given two sizes is."""
+        pair = self.per_output.get(name, (None, None)) if name else (self.atol if self._given[0] else None,
+                                                                     self.rtol if self._given[1] else None)
+        if pair[index] is not None and pair[index] != value:
+            raise DmlLowerError(f"{option} {text!r}: {name + ' ' if name else ''}given two values, "
+                                f"{pair[index]:g} and {value:g}: give one")
+        if name:
+            self.per_output[name] = (value, pair[1]) if index == 0 else (pair[0], value)
+            return
+        if index == 0:
+            self.atol = value
+        else:
+            self.rtol = value
+        self._given[index] = True
 
 
 # ONNX operators that only move their first input's values (an exporter's trailing Identity or
@@ -133,6 +155,22 @@ def lowered_outputs(compiled: CompiledView) -> "dict[str, str]":
         if node.op_type in _MOVES and is_standard(node) and node.input and node.input[0] in produced:
             produced[node.output[0]] = produced[node.input[0]]
     return {name: produced[name] for name in compiled.output_names if name in produced}
+
+
+_FLOAT_TYPES = frozenset(("float", "double", "float16", "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
+                          "float8e5m2fnuz", "float8e8m0", "float4e2m1", "float6e2m3", "float6e3m2"))
+
+
+def _declared_types(compiled: CompiledView) -> "dict[str, str]":
+    """Each main-graph output's declared ONNX tensor type, by name (as onnx names the types,
+    lowercase; an output with no declared tensor type is left out)."""
+    import onnx
+    types = {}
+    for vi in compiled.model.graph.output:
+        elem = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+        if elem:
+            types[vi.name] = onnx.TensorProto.DataType.Name(elem).lower()
+    return types
 
 
 def _finite(value: float, text: str) -> None:

@@ -26,8 +26,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.lowering.onnx_graphs import all_graphs
 from onnx_dml_lowering.runtime import input_files
+from onnx_dml_lowering.runtime.model_content import PACKED_BITS, check_tensor, raw_bytes, tensor_problem
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
@@ -86,20 +88,12 @@ def _nbytes(tensor: TensorProto, dtype: np.dtype) -> int:
     return math.prod(int(d) for d in tensor.dims) * dtype.itemsize
 
 
-# Sub-byte types pack their elements: bits per element (the last byte is padded).
-PACKED_BITS = {getattr(TensorProto, n): b for n, b in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2),
-                                                         ("UINT2", 2), ("FLOAT6E2M3", 6), ("FLOAT6E3M2", 6))
-               if hasattr(TensorProto, n)}
 _PACKED = frozenset(PACKED_BITS)      # never mapped: numpy holds one element per byte
 
 
 def data_bytes(tensor: TensorProto) -> "int | None":
     """The bytes of raw data the tensor's type and dims take (None: a string or unknown type)."""
-    count = math.prod(int(d) for d in tensor.dims)
-    if tensor.data_type in PACKED_BITS:
-        return (count * PACKED_BITS[tensor.data_type] + 7) // 8
-    dtype = mappable_dtype(tensor.data_type)
-    return None if dtype is None else count * dtype.itemsize
+    return raw_bytes(tensor.data_type, math.prod(int(d) for d in tensor.dims))
 
 
 def _describe(tensor: TensorProto) -> str:
@@ -107,11 +101,12 @@ def _describe(tensor: TensorProto) -> str:
 
 
 def _whole_number(entries: "dict[str, str]", key: str, tensor: TensorProto, shown: str, what: str) -> "int | None":
-    """An offset or length entry as a non-negative int (None when absent), else one line."""
+    """An offset or length entry as a non-negative int (None when absent), else one line. Read as
+    onnx (int()) and onnxruntime (a stream's >>) both read it: spaces around, a leading '+'."""
     text = entries.get(key)
     if text is None or text == "":
         return None
-    if not re.fullmatch(r"[0-9]+", text.strip()):
+    if not re.fullmatch(r"\+?[0-9]+", text.strip()):
         raise DmlLowerError(f"{what}: external data of tensor {tensor.name!r} in {shown!r} has {key} {text!r}, "
                             "not a non-negative whole number of bytes")
     return int(text)
@@ -190,8 +185,7 @@ def _external_region(tensor: TensorProto, folder: str, what: str) -> "tuple[str,
     shown, real = _inside(folder, entries.get("location", ""), tensor, what)
     offset = _whole_number(entries, "offset", tensor, shown, what) or 0
     length = _whole_number(entries, "length", tensor, shown, what)
-    _check_dims(tensor, what)
-    expected = data_bytes(tensor)
+    expected = data_bytes(tensor)         # the caller checked model_content.tensor_problem first
     if expected is None:
         raise DmlLowerError(f"{what}: tensor {tensor.name!r} of type {_describe(tensor)} cannot be stored as "
                             "external data (ONNX stores raw bytes there; this type has none)")
@@ -217,18 +211,19 @@ def _read_region(path: str, offset: int, length: int) -> bytes:
         return file.read(length)
 
 
-def _check_dims(tensor: TensorProto, what: str) -> None:
-    if any(d < 0 for d in tensor.dims):
-        raise DmlLowerError(f"{what}: tensor {tensor.name!r} has a negative dimension in its shape {list(tensor.dims)}")
-
-
 def check_raw_data(tensor: TensorProto, what: str) -> None:
-    """Inline raw data must be exactly the bytes the tensor's type and shape take."""
-    _check_dims(tensor, what)
-    expected = data_bytes(tensor)
-    if tensor.HasField("raw_data") and expected is not None and len(tensor.raw_data) != expected:
-        raise DmlLowerError(f"{what}: tensor {tensor.name!r} holds {len(tensor.raw_data)} bytes of raw data, but its "
-                            f"type and shape {_describe(tensor)} take {expected} bytes")
+    """A tensor read inline (a test-data file): its data type, shape and values as
+    model_content.check_tensor checks them (the name this check had when it read raw_data only)."""
+    check_tensor(tensor, what)
+
+
+def _check_content(proto: onnx.ModelProto, tensors: "list[TensorProto]", index: int, what: str) -> None:
+    """model_content.tensor_problem of tensors[index] (all_tensors(proto)) as one line naming the
+    tensor and, for any but a main-graph initializer, where it lives (walked again only then)."""
+    problem = tensor_problem(tensors[index])
+    if problem is not None:
+        place = _walk(proto, describe=True)[1][index]
+        raise DmlLowerError(f"{what}: tensor '{display(tensors[index].name)}'{place} {problem}")
 
 
 def no_external(proto: onnx.ModelProto, what: str, own_marks: bool = False) -> None:
@@ -240,15 +235,14 @@ def no_external(proto: onnx.ModelProto, what: str, own_marks: bool = False) -> N
     tensors = all_tensors(proto)          # one walk of the model (thousands of nodes on a big one)
     if not own_marks:
         forget_basepaths(proto, tensors)
-    for tensor in tensors:
+    for index, tensor in enumerate(tensors):
+        _check_content(proto, tensors, index, what)
         if is_lazy(tensor):
             _external_region(tensor, _entries(tensor)[BASEPATH], what)
         elif tensor.data_location == TensorProto.EXTERNAL:
             location = _entries(tensor).get("location", "")
             raise DmlLowerError(f"{what}: tensor {tensor.name!r} keeps its data in external file {location!r}, "
                                 "which a model without a folder cannot name: pass the model file's path")
-        else:
-            check_raw_data(tensor, what)
 
 
 def forget_basepaths(proto: onnx.ModelProto, tensors: "list[TensorProto] | None" = None) -> None:
@@ -270,20 +264,40 @@ def all_tensors(proto: onnx.ModelProto) -> "list[TensorProto]":
     (onnx.reference would read theirs relative to the working directory). Nothing has checked the
     model yet, so the walk trusts no schema: a graph behind any attribute is scanned, whatever its
     op and declared type (onnx's own _get_all_tensors follows the declared type only)."""
+    return _walk(proto, describe=False)[0]
+
+
+def _walk(proto: onnx.ModelProto, describe: bool) -> "tuple[list[TensorProto], list[str]]":
+    """all_tensors, and with `describe` where each lives, as an error line shows it after the
+    tensor's name ("" for a main-graph initializer: its name says it); without, no text is built."""
     graphs = all_graphs(proto, trust_schema=False)
-    tensors = [tensor for graph in graphs for tensor in graph.initializer]
-    sparse = [item for graph in graphs for item in graph.sparse_initializer]
     holders: "list[onnx.GraphProto | onnx.FunctionProto]" = [*graphs, *proto.functions]
-    for graph in holders:
-        for node in graph.node:
+    shown = [""] + [f" in graph '{display(g.name)}'" for g in graphs[1:]] + [
+        f" in model-local function '{display(f.name)}'" for f in proto.functions] if describe else []
+    tensors = [tensor for graph in graphs for tensor in graph.initializer]
+    places = [f" (initializer{shown[at]})" if at else "" for at, g in enumerate(graphs) for _ in g.initializer
+              ] if describe else []
+    sparse = [item for graph in graphs for item in graph.sparse_initializer]
+    sparse_places = [f"sparse initializer '{display(item.values.name)}'{shown[at]}" for at, g in enumerate(graphs)
+                     for item in g.sparse_initializer] if describe else []
+    for at, holder in enumerate(holders):
+        for node in holder.node:
             for attribute in node.attribute:
+                count = len(tensors), len(sparse)
                 if attribute.HasField("t"):
                     tensors.append(attribute.t)
                 tensors.extend(attribute.tensors)
                 if attribute.HasField("sparse_tensor"):
                     sparse.append(attribute.sparse_tensor)
                 sparse.extend(attribute.sparse_tensors)
-    return tensors + [part for item in sparse for part in (item.values, item.indices)]
+                if describe:
+                    where = (f"attribute '{display(attribute.name)}' of {display(node.op_type)} node "
+                             f"'{display(node.name)}'{shown[at]}")
+                    places.extend([f" ({where})"] * (len(tensors) - count[0]))
+                    sparse_places.extend([f"sparse tensor of {where}"] * (len(sparse) - count[1]))
+    for where in sparse_places:         # empty unless describe
+        places.extend([f" (the values of {where})", f" (the indices of {where})"])
+    return tensors + [part for item in sparse for part in (item.values, item.indices)], places
 
 
 def resolve_external(proto: onnx.ModelProto, base_dir: str, what: str) -> None:
@@ -296,8 +310,8 @@ def resolve_external(proto: onnx.ModelProto, base_dir: str, what: str) -> None:
     forget_basepaths(proto, tensors)
     main = len(proto.graph.initializer)
     for index, tensor in enumerate(tensors):
+        _check_content(proto, tensors, index, what)
         if tensor.data_location != TensorProto.EXTERNAL:
-            check_raw_data(tensor, what)
             continue
         real, offset, length = _external_region(tensor, base_dir, what)
         if (index < main and mappable_dtype(tensor.data_type) is not None and length >= LAZY_MIN_BYTES

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence, cast
 
 from onnx_dml_lowering.ir import DmlLowerError
@@ -21,6 +21,7 @@ from .zoo_options import ZooArgs, forwarded_options, one_model_only, refuse_one_
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Iterator
 
     import numpy as np
 
@@ -164,8 +165,16 @@ class _SetSaver:
             self.saved["inputs"] = done.index + 1
         if self.paths.outputs:
             save_npz_file(set_path(self.paths.outputs, done.index),
-                          _saved_outputs(done.expected, done.actuals, done.feeds), "the outputs")
+                          _saved_outputs(done.expected, done.actuals, done.feeds, done.not_compared), "the outputs")
             self.saved["outputs"] = done.index + 1
+
+    def announce(self) -> None:
+        """The `wrote` lines of the sets saved so far: said at the end of the report, and before the
+        error line of a check that ends in one (the files are there either way)."""
+        from onnx_dml_lowering.runtime.saved_outputs import wrote_line
+        for path, count in ((self.paths.inputs, self.saved["inputs"]), (self.paths.outputs, self.saved["outputs"])):
+            if path and count:
+                print(wrote_line(path, count))
 
     def save_under_way(self, run: CheckRun) -> str:
         """The set under way saved (--save-inputs); its path."""
@@ -247,15 +256,21 @@ def _run_check(parsed: Parsed, feed_options: Feeds) -> _Checked:
     run = CheckRun(compiled, feeds, backends.names, parsed[ToleranceArgs], options, oracle=parsed[OracleArgs],
                    more_feeds=() if feed_options.one_set else sets, about=about)
     saver = _SetSaver(parsed)
-    _check_sets(run, saver, compiled, feed_options)
-    return _Checked(model, compiled, run.first, run.report(), options, saver.saved)
+    unsaved = _check_sets(run, saver, (compiled, feed_options), sets)
+    # a set whose file could not be written ends the run as a set that cannot be drawn does
+    report = replace(run.report(), stopped=unsaved) if unsaved else run.report()
+    return _Checked(model, compiled, run.first, report, options, saver.saved)
 
 
-def _check_sets(run: CheckRun, saver: _SetSaver, compiled: CompiledModel, feed_options: Feeds) -> None:
+def _check_sets(run: CheckRun, saver: _SetSaver, about: "tuple[CompiledModel, Feeds]",
+                sets: "Iterator[dict[str, np.ndarray]]") -> str:
     """The run's feed sets, each saved as it is checked; the set under way when the run fails or
-    stops is saved too, as the one needed to reproduce it."""
+    stops is saved too, as the one needed to reproduce it. A set whose --save-inputs /
+    --save-outputs file cannot be written ends the sets (`sets` closed: a data loader's count is
+    not known up front, so its names are not all checked before the run): returns that set's
+    line for the report's `stopped` ('' when every set was saved)."""
     from onnx_dml_lowering.runtime.check import FeedsFailed
-    checking = run.sets()
+    checking, unsaved = run.sets(), ""
     try:
         for done in checking:
             try:
@@ -263,7 +278,14 @@ def _check_sets(run: CheckRun, saver: _SetSaver, compiled: CompiledModel, feed_o
             except KeyboardInterrupt as exc:    # the run ends as a Ctrl-C inside the set ends it
                 with contextlib.suppress(StopIteration):
                     checking.throw(exc)
+            except DmlLowerError as exc:        # the report covers the sets checked, this one included
+                if about[1].one_set:            # one set: its one line, as any refusal of the command
+                    raise
+                unsaved = unsaved or f"feed set #{done.index}: {exc}"
+                getattr(sets, "close", lambda: None)()
     except DmlLowerError as exc:
+        saver.announce()                        # the files of the sets before it are written
+        compiled, feed_options = about
         hint = drawn_sizes_hint(compiled, feed_options) if isinstance(exc, FeedsFailed) else ""
         if not saver.paths.inputs or run.under_way is None:
             if hint:
@@ -273,6 +295,7 @@ def _check_sets(run: CheckRun, saver: _SetSaver, compiled: CompiledModel, feed_o
     if run.report().stopped and saver.paths.inputs and run.under_way is not None:
         saver.save_under_way(run)                           # the set it stopped at
         saver.saved["inputs"] = run.under_way.index + 1
+    return unsaved
 
 
 def _finish(parsed: Parsed, done: _Checked) -> int:
@@ -321,15 +344,17 @@ def _seed_label(feeds: Feeds) -> "Callable[[int], str] | None":
     return (lambda index: f"seed {feeds.seed + index}") if feeds.random else None
 
 
-def _saved_outputs(expected: dict, actuals: "dict[BackendName, dict]", feeds: "Mapping[str, np.ndarray]"
-                   ) -> "dict[str, np.ndarray]":
+def _saved_outputs(expected: dict, actuals: "dict[BackendName, dict]", feeds: "Mapping[str, np.ndarray]",
+                   not_compared: "Mapping[BackendName, Mapping[str, str]]") -> "dict[str, np.ndarray]":
     """The oracle's outputs as OUTPUT (a golden file for --oracle) and each backend's as
-    BACKEND:OUTPUT (for --load-outputs), of one feed set, with that set's fingerprint."""
+    BACKEND:OUTPUT (for --load-outputs), of one feed set, with that set's fingerprint and the
+    record of what each backend did not compute itself and why."""
     import numpy as np
 
     from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file
+    left_out = {b.text: why for b, why in not_compared.items() if b in actuals and not b.is_saved}
     groups = [(lambda key: f"the model's output {key!r}", expected),
-              (lambda key: f"the file's own {key!r} entry", metadata(feeds, "check"))]
+              (lambda key: f"the file's own {key!r} entry", metadata(feeds, "check", expected, left_out))]
     for backend, values in actuals.items():
         if not backend.is_saved:
             groups.append((lambda key: f"backend {key.partition(':')[0]}'s output {key.partition(':')[2]!r}",

@@ -10,6 +10,7 @@ from onnx_dml_lowering.ir.display import display
 
 from .command import ArgGroup, Command, Parsed, Word, option_value
 from .groups import BackendArgs, FeatureLevelArgs, OrtVersionArgs, SessionArgs
+from .numbers import whole_number
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class SuiteArgs(ArgGroup[Suite]):
 
     def add_more(self, parser: argparse.ArgumentParser) -> None:
         if self.action == "export":
-            self._add(parser, "--seeds", type=int, default=2, metavar="N", help="test data sets per case")
+            self._add(parser, "--seeds", type=whole_number, default=2, metavar="N", help="test data sets per case")
             OrtVersionArgs("the manifest's DML EP predictions").add(parser)
         else:
             self._add(parser, "--filter", metavar="GLOB",

@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING, Iterator, Protocol, Sequence
 
 from onnx_dml_lowering.ir import DmlLowerError
+from onnx_dml_lowering.ir.display import display, name_list
 
 
 if TYPE_CHECKING:
@@ -205,8 +206,8 @@ def check_value_control(compiled: CompiledModel, control: dict, feeds: "Feeds | 
             control[key] = {name: value for name, value in control[key].items() if name in names}
         for name in control[key]:
             if name not in names:
-                raise DmlLowerError(f"{option} {name}: the model has no input of that name "
-                                    f"(inputs: {', '.join(names) or 'none'})")
+                raise DmlLowerError(f"{option} names input '{display(name)}': the model has no input of that name "
+                                    f"(inputs: {name_list(names, noun='inputs') or 'none'})")
     return control
 
 

@@ -18,6 +18,7 @@ from onnx_dml_lowering.ir import DEFAULT_LEVEL, DmlLowerError
 from onnx_dml_lowering.ir.digits import ascii_digits
 
 from .command import DECLARED_BY, ArgGroup, Parsed, Word, each, flag, option_value
+from .numbers import whole_number
 
 if TYPE_CHECKING:
     from onnx_dml_lowering.ir import FeatureLevel
@@ -292,16 +293,17 @@ class FeedArgs(ArgGroup[Feeds]):
                        "(default: their stored value is used and the output says so)")
         self._add(parser, "--memory-limit", metavar="SIZE",
                   help="refuse a run whose buffers would exceed SIZE, e.g. 512MiB, 2GB "
-                       "(default: three quarters of physical memory)")
+                       "(default: three quarters of the memory this process can have: the least of physical "
+                       "memory, its cgroup's limit and what ulimit -v / -d leave)")
 
     def add_inputs(self, parser: argparse.ArgumentParser, use: str = "feeds") -> None:
         self._add(parser, "--inputs", metavar="F.npz", help=INPUTS_HELP[use])
 
     def add_seed(self, parser: argparse.ArgumentParser) -> None:
-        self._add(parser, "--seed", type=int, default=0, metavar="N", help="seed for random feeds")
+        self._add(parser, "--seed", type=whole_number, default=0, metavar="N", help="seed for random feeds")
 
     def add_iterations(self, parser: argparse.ArgumentParser) -> None:
-        self._add(parser, "--iterations", type=int, default=1, metavar="N",
+        self._add(parser, "--iterations", type=whole_number, default=1, metavar="N",
                   help="check N seeded random feed sets (seeds SEED .. SEED+N-1)")
 
     def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Feeds:
@@ -505,6 +507,7 @@ def parse_session_settings(config: "list[str] | None" = None, optimization_level
             raise DmlLowerError(f"--graph-optimization-level {optimization_level!r} is unknown; choose from "
                                 f"{', '.join(GRAPH_OPTIMIZATION_LEVELS)}")
     settings = SessionSettings(tuple(pairs), level, _thread_count(threads))
+    _refuse_unsafe_keys(settings)
     try:
         return settings if settings.empty else validate_settings(settings)
     except SessionSettingRejected as exc:
@@ -515,13 +518,30 @@ def parse_session_settings(config: "list[str] | None" = None, optimization_level
         raise DmlLowerError(f"onnxruntime rejects {what}: {reason}") from None
 
 
+def _refuse_unsafe_keys(settings: "SessionSettings") -> None:
+    """A config key the installed onnxruntime never reads would be ignored without a word, and one
+    naming a file onnxruntime writes itself would pass the one writer: one line instead of each.
+    Keys of three parts or more under 'ep.' are an execution provider's own (a plugin library's,
+    read where this process cannot look): those are passed on unchecked."""
+    from onnx_dml_lowering.ir.display import display
+    from onnx_dml_lowering.runtime.ort.config_keys import reads_key, writes_files
+    for key, value in settings.config:
+        if writes_files(key):
+            raise DmlLowerError(f"--session-config {display(key)}={display(value)}: onnxruntime writes the file that key "
+                                "names itself, past this command's checks on what it writes (it could replace the model "
+                                "or another input, and every session the command creates would write it): not taken")
+        if (key.startswith("ep.") and key.count(".") >= 2) or reads_key(key) is not False:
+            continue
+        import onnxruntime
+        raise DmlLowerError(f"--session-config {display(key)}={display(value)}: onnxruntime {onnxruntime.__version__} "
+                            "reads no config key of that name and would ignore the entry without a word; check its "
+                            "spelling (onnxruntime_session_options_config_keys.h lists the keys)")
+
+
 def _thread_count(threads: "str | int | None") -> "int | None":
     if threads is None:
         return None
-    try:
-        count = int(str(threads).strip())
-    except ValueError:
-        count = -1
+    count = int(str(threads)) if ascii_digits(str(threads)) else -1     # as every whole-number option
     if count < 0:
         raise DmlLowerError(f"--threads {threads!r} is not a non-negative integer (0: onnxruntime's default)")
     if count > MAX_THREADS:         # onnxruntime makes each one when a session is created

@@ -50,6 +50,7 @@ class _Progress:
     described: dict = field(default_factory=dict)
     sets: int = 0
     records: list = field(default_factory=list)
+    outputs_saved: int = 0          # the sets --save-outputs wrote (set #0 .. this - 1)
 
 
 def cmd_run(parsed: Parsed) -> int:
@@ -70,14 +71,11 @@ def cmd_run(parsed: Parsed) -> int:
     for unavailable, why in runner.unavailable.items():
         print(f"{unavailable}: UNAVAILABLE: {why}")
     done = _Progress()
-    for index, feeds in enumerate(feed_sets(compiled, feed_options)):
-        _run_set(parsed, compiled, runner, (feed_options, backends), index, feeds, done)
-    if saved.inputs or saved.outputs:
-        from onnx_dml_lowering.runtime.saved_outputs import wrote_line
-        if saved.inputs:
-            print(wrote_line(saved.inputs, done.sets))
-        if saved.outputs and runner.backends:
-            print(wrote_line(saved.outputs, done.sets))
+    try:
+        for index, feeds in enumerate(feed_sets(compiled, feed_options)):
+            _run_set(parsed, compiled, runner, (feed_options, backends), index, feeds, done)
+    finally:        # the files written are said, before the error line of a run a later set ended
+        _say_saved(saved, done)
     if json_out:
         described = done.described
         data = {"model": str(model.path), "feature_level": str(compiled.feature_level),
@@ -85,6 +83,16 @@ def cmd_run(parsed: Parsed) -> int:
                 "backends": done.records, "unavailable": dict(runner.unavailable)}
         write_json(json_out, "the run JSON", data)
     return 1 if done.failed else 0
+
+
+def _say_saved(saved: Saved, done: _Progress) -> None:
+    if not (saved.inputs and done.sets) and not (saved.outputs and done.outputs_saved):
+        return                  # nothing saved: saved_outputs stays unimported (a provider-only run's cost)
+    from onnx_dml_lowering.runtime.saved_outputs import wrote_line
+    if saved.inputs and done.sets:
+        print(wrote_line(saved.inputs, done.sets))
+    if saved.outputs and done.outputs_saved:
+        print(wrote_line(saved.outputs, done.outputs_saved))
 
 
 def _run_set(parsed: Parsed, compiled: CompiledModel, runner: RunBackends, options: "tuple[Feeds, Backends]",
@@ -114,6 +122,7 @@ def _run_set(parsed: Parsed, compiled: CompiledModel, runner: RunBackends, optio
         done.failed |= result.status == "error" or (result.status == "partial" and backends.fail_on_partial)
         if saved.outputs and not result.error:
             _save_outputs(compiled, saved, index, feeds, result)
+            done.outputs_saved = index + 1
         done.records.append(dict(run_record(result, feeds, defaults), **({"iteration": index} if which else {})))
         if quiet:
             print(_quiet_line(result, which))
@@ -126,7 +135,9 @@ def _save_outputs(compiled: CompiledModel, saved: Saved, index: int, feeds: "dic
     from onnx_dml_lowering.runtime.feeds import check_feeds
     from onnx_dml_lowering.runtime.saved_outputs import metadata, saved_file, set_path
     assert saved.outputs is not None
-    meta = metadata(check_feeds(compiled.inputs, feeds, compiled.optional_inputs), f"run:{result.backend}")
+    # the record of what the backend did not compute itself and why (check --load-outputs says it)
+    meta = metadata(check_feeds(compiled.inputs, feeds, compiled.optional_inputs), f"run:{result.backend}",
+                    compiled.output_names, {"": {**result.not_run, **result.unvalidated}})
     save_npz_file(set_path(saved.outputs, index),
                   saved_file((lambda key: f"the model's output {key!r}", result.outputs),
                              (lambda key: f"the file's own {key!r} entry", meta)), "the outputs")

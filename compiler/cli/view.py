@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from .command import ArgGroup, Command, Parsed, Word, each, flag, option_value
 from .groups import ModelArgs
+from .numbers import whole_number
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class ViewArgs(ArgGroup[Viewed]):
                   help="Model Explorer node data to load with it, as --model-explorer writes (repeatable)")
         self._add(parser, "--no-open", action="store_true",
                   help="do not open a browser: print the address (a server on 127.0.0.1) and wait for Ctrl-C")
-        self._add(parser, "--port", type=int, default=0, metavar="N",
+        self._add(parser, "--port", type=whole_number, default=0, metavar="N",
                   help="the server's port on 127.0.0.1 (default: a free one)")
 
     def parse(self, args: argparse.Namespace, parsed: "Parsed | None" = None) -> Viewed:

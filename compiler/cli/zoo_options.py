@@ -9,13 +9,14 @@ from onnx_dml_lowering.ir import DmlLowerError
 
 from ..zoo import Zoo
 from .command import ArgGroup, Parsed, Word, argv, option_value
+from .numbers import whole_number
 
 
 class ZooArgs(ArgGroup[Zoo]):
     """The zoo's own options: not forwarded to the per-model checks."""
 
     def add(self, parser: argparse.ArgumentParser) -> None:
-        self._add(parser, "--jobs", type=int, metavar="N",
+        self._add(parser, "--jobs", type=whole_number, metavar="N",
                   help="several models: check at most N at a time, each in its own process (default: 1)")
         self._add(parser, "--junit", metavar="OUT.xml",
                   help="write a JUnit XML report: one testcase per model x backend")

@@ -39,6 +39,16 @@ class SessionSettings:
     optimization_level: "str | None" = None      # a GRAPH_OPTIMIZATION_LEVELS key
     threads: "int | None" = None
 
+    def __post_init__(self) -> None:
+        # every way in (the CLI, the Python API) passes here, before any session: a file
+        # onnxruntime would write itself passes the one writer's checks
+        from onnx_dml_lowering.ir.display import display
+        from .config_keys import writes_files
+        for key, value in self.config:
+            if writes_files(key):
+                raise DmlLowerError(f"session config entry {display(key)}={display(value)}: onnxruntime writes the "
+                                    "file that key names itself, past the checks on what a command writes: not taken")
+
     @property
     def empty(self) -> bool:
         return not self.config and self.optimization_level is None and self.threads is None

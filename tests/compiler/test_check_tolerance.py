@@ -186,3 +186,39 @@ def test_a_generated_initializer_output_is_exact_and_not_a_semantic_node():
     assert generated.to_dict()["onnx_nodes"] == ["initializer:w"]
     assert lowered_outputs(compiled) == {"y": "initializer:w"}
     assert "initializer:w" not in make_oracle(compiled).semantic
+
+
+@pytest.mark.parametrize("options, says", [
+    (["--atol", "y=1e-3", "--atol", "y=1e-2"], "--atol 'y=1e-2': y given two values, 0.001 and 0.01: give one"),
+    (["--rtol", "1e-3", "--rtol", "1e-2"], "--rtol '1e-2': given two values, 0.001 and 0.01: give one"),
+    (["--atol", "=1"], "--atol '=1': the output name before '=' is empty"),
+    (["--rtol", "=1e-3"], "--rtol '=1e-3': the output name before '=' is empty"),
+])
+def test_a_tolerance_given_twice_or_for_no_name_is_refused(options, says, tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(model(), path)
+    code, out, err = cli(["check", path, *options], capsys)
+    assert code == 2 and err.strip() == f"dml-lower: error: {says}" and out == ""
+
+
+def test_the_same_tolerance_given_twice_alike_is_one(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(model(), path)
+    code, out, err = cli(["check", path, "--atol", "y=1e-3", "--atol", "y=1e-3", "--rtol", "1", "--rtol", "1"], capsys)
+    assert code == 0, out + err
+
+
+@pytest.mark.parametrize("dtype", [T.INT64, T.INT8, T.UINT8, T.BOOL, T.INT32])
+def test_a_tolerance_for_an_output_compared_exactly_is_refused(dtype, tmp_path, capsys):
+    graph = h.make_graph([h.make_node("Identity", ["x"], ["y"])], "g", [h.make_tensor_value_info("x", dtype, [3])],
+                         [h.make_tensor_value_info("y", dtype, [3])])
+    path = tmp_path / "m.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
+    code, out, err = cli(["check", path, "--atol", "y=0.5"], capsys)
+    name = T.DataType.Name(dtype).lower()
+    assert code == 2 and err.strip() == (f"dml-lower: error: tolerance for 'y': that output is {name}, compared "
+                                         "exactly (a tolerance applies to float outputs only)")
+    for float_type in (T.FLOAT, T.FLOAT16, T.DOUBLE, T.BFLOAT16):     # the same tolerance on a float output holds
+        graph.input[0].type.tensor_type.elem_type = graph.output[0].type.tensor_type.elem_type = float_type
+        onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
+        assert cli(["check", path, "--atol", "y=0.5"], capsys)[0] == 0

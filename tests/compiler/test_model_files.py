@@ -407,3 +407,15 @@ def test_a_device_is_refused_from_its_stat(command, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "onnx_dml_lowering.compiler", *map(str, argv)], env=env,
                           capture_output=True, text=True, timeout=120, preexec_fn=_limited)
     one_line(proc.returncode, proc.stdout, proc.stderr, ["'/dev/urandom'", "not a regular file"])
+
+
+@pytest.mark.parametrize("offset", ["+0", " 0", "0 ", "00"])
+def test_an_offset_spelt_as_onnx_and_onnxruntime_read_it_is_read(offset, tmp_path, rng):
+    """onnx reads offset and length with int(), onnxruntime with a stream's >>: both take a leading '+' and
+    spaces; such a file loads on both, so here too (a leading '+' was refused while ' 0' was taken)."""
+    n = SMALL
+    folder = built_with(entries(n, offset=offset), tmp_path)
+    x = rng.standard_normal(n).astype(np.float32)
+    onnx.load(str(folder / "model.onnx"))       # onnx's own loader takes it
+    outputs = compile_model(str(folder / "model.onnx")).run({"x": x})
+    np.testing.assert_array_equal(outputs["y"], x + (np.arange(n, dtype=np.float32) + 1000))

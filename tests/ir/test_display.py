@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.ir.display import display, display_lines, json_float, json_safe, markdown_cell, xml_text
+from onnx_dml_lowering.ir.display import display, display_lines, json_float, json_safe, markdown_cell, markdown_code, xml_text
 
 HOSTILE = ["\x1b[31mred\x1b[0m", "bell\x07", "cr\rover", "nul\x00", "lf\nline", "del\x7f", "c1\x9b2J",
            "bidi\u202eevil", "sep\u2028x", "tab\tx", "surrogate\udcff"]
@@ -92,3 +92,48 @@ def test_the_xml_pattern_forbids_exactly_what_xml_1_0_does():
     expected = {c for c in range(0x110000) if not any(low <= c <= high for low, high in allowed)}
     assert forbidden == expected
     assert xml_text("a\ufffeb\uffff") == "a\\ufffeb\\uffff"
+
+
+def _rendered_cell(cell: str) -> "list":
+    """The inline tokens of a one-row table's only body cell, as a CommonMark + GitHub-table
+    renderer (markdown-it-py, the test extra) reads `cell`."""
+    from markdown_it import MarkdownIt
+    tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(f"| h |\n|---|\n| {cell} |\n")
+    cells = [t for t in tokens if t.type == "inline"]
+    assert len(cells) == 2, cells               # the header's and the one body cell's: nothing split
+    return cells[1].children or []
+
+
+@given(st.text())
+def test_a_markdown_cell_renders_as_its_text_and_nothing_else(text):
+    children = _rendered_cell(markdown_cell(text))
+    assert {c.type for c in children} <= {"text"}, children     # no link, HTML, emphasis or code
+    assert "".join(c.content for c in children).strip() == display(text).strip()    # a table trims a cell
+
+
+@given(st.text())
+def test_a_markdown_code_span_holds_exactly_the_text(text):
+    children = _rendered_cell(markdown_code(text))
+    assert [c.type for c in children] == ["code_inline"], children
+    assert children[0].content == (display(text) or " ")
+
+
+@pytest.mark.parametrize("name", ["a`|b\n# H1 [x](javascript:alert(1))", "``", "` x `", "<script>x</script>",
+                                  "*a* _b_ ~~c~~ $d$ &amp; \\|"])
+def test_hostile_names_render_as_themselves(name):
+    children = _rendered_cell(markdown_cell(name))
+    assert "".join(c.content for c in children) == display(name).strip()
+    assert _rendered_cell(markdown_code(name))[0].content == display(name)
+
+
+def test_a_displayed_name_is_never_repr_d_again():
+    """`{display(x)!r}` escaped each backslash display wrote once more ('x\\\\x1b[2J' for a name holding ESC);
+    a displayed name is quoted as '{display(x)}'. Every source file of the package, read as text."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"display\((?:[^()]|\([^()]*\))*\)!r")
+    found = [f"{path.relative_to(root)}:{number}" for folder in ("compiler", "runtime", "lowering", "ir")
+             for path in sorted((root / folder).rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert found == []

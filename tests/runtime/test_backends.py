@@ -72,6 +72,28 @@ def test_a_model_proto_is_run_as_given_and_said(tmp_path):
     assert report.ok and report.backends[0].ran == "the ModelProto as given (serialised unmodified)"
 
 
+@pytest.mark.parametrize("form", ["proto", "bytearray"])
+@pytest.mark.parametrize("edit", ["threshold", "nodes", "cleared"])
+def test_a_model_given_is_run_as_it_was_when_compiled(form, edit):
+    """A graph pass that goes on editing its proto (or bytearray) after compile_model: the oracle and
+    cpu used the compile-time copy while ort-cpu serialised the edited object at check time (a false
+    MISMATCH, or an ERROR, blamed on onnxruntime)."""
+    model = onnx.load(MASKED)
+    given = model if form == "proto" else bytearray(model.SerializeToString())
+    compiled = compile_model(given)
+    if form == "proto" and edit == "threshold":
+        for init in model.graph.initializer:
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 0 + 0.5, init.name))
+    elif form == "proto":
+        model.graph.ClearField("node")
+    elif edit == "cleared":
+        given[:] = b""
+    else:
+        given[: len(given) // 2] = bytes(len(given) // 2)
+    _, report = check(compiled, random_feeds(compiled.inputs, seed=2), ["cpu", "ort-cpu"], Tolerances())
+    assert report.ok, [(b.backend, b.status, b.error) for b in report.backends]
+
+
 def test_external_data_is_read_by_onnxruntime_from_the_file(tmp_path):
     """The shipped file with its weights in an external file beside it: onnxruntime gets the path."""
     weight = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -231,3 +253,42 @@ def test_a_provider_runs_a_loaded_model_whose_weights_stay_in_its_file(tmp_path)
     expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     (got,) = [outputs["y"] for outputs in seen.values()]
     assert got.tobytes() == expected.tobytes()
+
+
+def test_the_python_api_refuses_what_it_would_misread():
+    """A string of backends was iterated a character at a time ('unknown backend c'); a negative
+    tolerance the CLI refuses was taken; a second pass over a CheckRun's sets was an AssertionError;
+    ModelView given a path failed inside its own error line."""
+    from onnx_dml_lowering.ir import DmlLowerError
+    from onnx_dml_lowering.runtime.compiled_view import ModelView
+    compiled = compile_model(MASKED)
+    feeds = random_feeds(compiled.inputs, seed=1)
+    _, report = check(compiled, feeds, "cpu,ort-cpu", Tolerances())
+    assert [str(b.backend) for b in report.backends] == ["cpu", "ort-cpu"] and report.ok
+    with pytest.raises(DmlLowerError, match="a tolerance is 0 or more"):
+        check(compiled, feeds, ["cpu"], Tolerances(atol=-1.0))
+    run = CheckRun(compiled, feeds, ["cpu"], Tolerances())
+    assert len(list(run.sets())) == 1
+    with pytest.raises(DmlLowerError, match="feed sets were already drawn"):
+        list(run.sets())
+    assert run.report().ok
+    with pytest.raises(DmlLowerError, match="ModelView takes an onnx.ModelProto, not a str"):
+        ModelView(str(MASKED))
+
+
+def test_the_onnx_backend_interface_refuses_what_it_would_drop():
+    from onnx_dml_lowering.compiler import backend
+    from onnx_dml_lowering.ir import DmlLowerError
+    model = onnx.load(MASKED)
+    x = random_feeds(compile_model(model).inputs, seed=1)["x"]
+    rep = backend.prepare(model)
+    with pytest.raises(DmlLowerError, match="2 inputs given in order, but the model has 1"):
+        rep.run([x, x])
+    with pytest.raises(DmlLowerError, match="device 'CUDA'"):
+        backend.prepare(model, device="CUDA")
+    node = h.make_node("NonZero", ["a"], ["b"])
+    with pytest.raises(DmlLowerError, match="give outputs_info"):
+        backend.run_node(node, [np.eye(2, dtype=np.int32)])
+    big = np.eye(3, dtype=">i4")
+    (out,) = backend.run_node(node, [big], outputs_info=[(np.dtype(np.int64), (2, 3))])
+    np.testing.assert_array_equal(out, np.array(np.nonzero(np.eye(3))))

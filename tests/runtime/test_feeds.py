@@ -80,6 +80,10 @@ def test_python_api_refuses_ranges_it_cannot_draw_from(bounds, message):
 def test_scalar_inputs_are_drawn_like_any_other(elem, fraction, value_range):
     """A 0-d input under a zero fraction and a value range is a 0-d array of its type: zero at
     fraction 1, non-zero at 0, inside the range when not zero."""
+    if elem == T.BOOL and value_range == (2, 3):
+        with pytest.raises(DmlLowerError, match="holds no bool value"):
+            random_feeds([h.make_tensor_value_info("s", elem, [])], zero_fraction=fraction, value_range=value_range)
+        return
     for seed in range(6):
         value = random_feeds([h.make_tensor_value_info("s", elem, [])], seed=seed, zero_fraction=fraction,
                              value_range=value_range)["s"]
@@ -97,7 +101,9 @@ def test_scalar_inputs_are_drawn_like_any_other(elem, fraction, value_range):
 def test_a_negative_declared_size_is_unknown_as_onnxruntime_reads_it(command, tmp_path, capsys):
     """x declared [-5, 4] (some exporters write -1 for unknown): onnxruntime runs it at any size;
     random feeds draw the default size there and a fed array of any size passes (it was an internal
-    error: numpy's negative dimensions)."""
+    error: numpy's negative dimensions), and the placement reads an unknown size too (it decided on
+    -5: `Sizes [-5, 4] hold a size of 0 or less`, while the run fed [3, 4]): the loader makes the
+    size unknown for every reader (runtime.model_content)."""
     import onnx
     import onnxruntime as ort
     from tests.builders import graph_model
@@ -108,10 +114,13 @@ def test_a_negative_declared_size_is_unknown_as_onnxruntime_reads_it(command, tm
     onnx.save(model, str(path))
     assert ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).get_inputs()[0].shape == [None, 4]
     code, out, err = cli([command, path], capsys)
-    assert code == 0 and err == "", err
+    assert code == 0 and err == "" and "size of 0 or less" not in out, out + err
     np.savez(tmp_path / "in.npz", x=np.eye(7, 4, dtype=np.float32))
     code, out, err = cli([command, path, "--inputs", tmp_path / "in.npz"], capsys)
     assert code == 0 and err == "", err
+    for shown in ("compile", "inspect"):
+        code, out, err = cli([shown, path], capsys)
+        assert code == 0 and "[-5" not in out and "size of 0 or less" not in out, out + err
 
 
 def _one_input(elem: int, shape: list) -> "list":
@@ -142,3 +151,71 @@ def test_the_feed_summary_counts_zeros_over_every_element():
         values = np.array([0, 0, 0, np.inf, np.nan, -np.inf, 1, 2, -0.0], np.float32).astype(dtype)
         entry = feed_summary({"x": values})["x"]
         assert entry["zeros"] == 4 and entry["nonfinite"] == 3, (dtype, entry)     # e4m3fn's inf: NaN
+
+
+@pytest.mark.parametrize("bounds, values", [((0, 1), {False, True}), ((-3, 7), {False, True}), ((1, 1), {True}),
+                                            ((0.5, 2), {True}), ((0, 0), {False}), ((-1, 0.5), {False})])
+def test_a_bool_input_takes_the_values_its_range_holds(bounds, values):
+    """A range was ignored for bools (random bools whatever it said): 0 and 1 are their values."""
+    x = random_feeds(_one_input(T.BOOL, [400]), seed=4, value_range=bounds)["x"]
+    assert set(x.tolist()) == values
+    if values == {True}:        # a zero fraction still asks for False
+        x = random_feeds(_one_input(T.BOOL, [400]), seed=4, value_range=bounds, zero_fraction=0.5)["x"]
+        assert set(x.tolist()) == {False, True}
+
+
+@pytest.mark.parametrize("bounds", [(2, 3), (0.2, 0.8), (-2, -1)])
+def test_a_bool_range_without_0_or_1_is_one_line(bounds):
+    with pytest.raises(DmlLowerError, match=r"of input 'x' holds no bool value \(0 or 1\)"):
+        random_feeds(_one_input(T.BOOL, [4]), value_range=bounds)
+
+
+@pytest.mark.parametrize("elem, lo, hi", [(T.FLOAT, 1e-50, 1e-46), (T.FLOAT16, 1e-9, 1e-8), (T.BFLOAT16, 1.001, 1.002),
+                                          (T.FLOAT8E4M3FN, 0.0001, 0.0002), (T.FLOAT, -1e-46, -1e-50)])
+def test_a_float_range_holding_no_value_of_its_type_is_one_line(elem, lo, hi):
+    """Both ends round to one value outside the range: every element would be that value (zeros)."""
+    with pytest.raises(DmlLowerError, match="holds no .* value: both ends round to"):
+        random_feeds(_one_input(elem, [8]), value_range=(lo, hi))
+
+
+@pytest.mark.parametrize("elem, lo, hi", [(T.FLOAT, 1e-45, 1e-44), (T.FLOAT16, 1, 1.0001), (T.FLOAT, 0, 1e-46),
+                                          (T.BFLOAT16, 2, 2)])
+def test_a_narrow_float_range_holding_a_value_of_its_type_is_drawn(elem, lo, hi):
+    x = random_feeds(_one_input(elem, [64]), seed=1, value_range=(lo, hi))["x"].astype(np.float64)
+    assert x.min() >= lo - abs(lo) * 1e-2 and x.max() <= hi + abs(hi) * 1e-2
+
+
+# -- shapes past what numpy can index ---------------------------------------------------------------
+
+NUMPY_MAX = int(np.iinfo(np.intp).max)
+
+
+@pytest.mark.parametrize("rows, cols, named", [
+    (NUMPY_MAX, 0, "rows"),                 # no element, no byte: the memory limit passes it
+    (NUMPY_MAX // 8 + 1, 0, "rows"),        # the smallest past it with 8-byte draws
+    (0, 2**61, "cols"),                     # the zero first
+    (2**40, 2**30, "cols"),                 # the product, dimension by dimension
+])
+@pytest.mark.parametrize("make", ["random", "zero"])
+def test_a_shape_numpy_cannot_index_is_one_line_naming_the_input_and_dimension(rows, cols, named, make):
+    """`--dim rows=9223372036854775807 --dim cols=0` was 'internal error: ValueError: array is too
+    big': numpy refuses a shape whose non-zero sizes times the element size pass 2^63 - 1 bytes,
+    however empty the array. Refused in one line before anything is drawn, by the one sizing check."""
+    from onnx_dml_lowering.runtime.feeds import zero_feeds
+    inputs = [tensor("x", T.FLOAT, ["rows", "cols"])]
+    # the oracle: what numpy itself says of the float64 array a draw makes at that shape
+    with pytest.raises(ValueError, match="array is too big"):
+        np.empty((rows, cols), np.float64)
+    draw = random_feeds if make == "random" else zero_feeds
+    with pytest.raises(DmlLowerError, match=rf"input 'x' of shape \[{rows}, {cols}\]: dimension '{named}'") as info:
+        draw(inputs, dims={"rows": rows, "cols": cols}, memory_limit=2**100)
+    assert "numpy" in str(info.value) and f"--dim {named}" in str(info.value)
+
+
+@pytest.mark.parametrize("rows", [NUMPY_MAX // 8, 2**40])
+def test_an_empty_shape_numpy_can_index_is_drawn(rows):
+    """Just within numpy's limit, an empty input is fed (an empty NonZero input is a case to check)."""
+    from onnx_dml_lowering.runtime.feeds import zero_feeds
+    inputs = [tensor("x", T.FLOAT, ["rows", "cols"])]
+    assert random_feeds(inputs, dims={"rows": rows, "cols": 0})["x"].shape == (rows, 0)
+    assert zero_feeds(inputs, dims={"rows": rows, "cols": 0})["x"].shape == (rows, 0)

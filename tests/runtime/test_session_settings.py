@@ -15,10 +15,12 @@ from onnx import helper as h
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.compiler.cli import main
 from onnx_dml_lowering.compiler.cli.groups import parse_session_settings
+from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.runtime.check import BackendOptions, Tolerances, check
 from onnx_dml_lowering.runtime.ort.sessions import validate_settings
 from onnx_dml_lowering.runtime.ort.settings import SessionSettingRejected, SessionSettings
+from tests.cli_runner import cli
 
 # The runtime modules that create sessions, named by who asked for one.
 CREATORS = {"oracle.py": "oracle", "onnx_regions.py": "regions", "ort_operators.py": "ort operators",
@@ -147,8 +149,9 @@ def test_disabling_the_cpu_fallback_for_every_session_points_to_no_fallback(tmp_
 
 
 def test_parse_gives_a_validated_hashable_setting():
-    settings = parse_session_settings(["a.b = 1", "session.intra_op.allow_spinning=0"], "ALL", "0")
-    assert settings == SessionSettings((("a.b", "1"), ("session.intra_op.allow_spinning", "0")), "all", 0)
+    settings = parse_session_settings(["session.disable_prepacking = 1", "session.intra_op.allow_spinning=0"], "ALL", "0")
+    assert settings == SessionSettings((("session.disable_prepacking", "1"), ("session.intra_op.allow_spinning", "0")),
+                                       "all", 0)
     assert hash(settings) == hash(SessionSettings(settings.config, "all", 0))
     assert parse_session_settings().empty
     with pytest.raises(DmlLowerError, match="not KEY=VALUE"):
@@ -164,3 +167,48 @@ def test_runtime_says_which_entry_onnxruntime_rejects_without_option_words():
     assert str(caught.value) == ("onnxruntime rejects session config entry session.intra_op_thread_affinities=zz: "
                                  f"{caught.value.reason}")
     assert "--" not in str(caught.value) and caught.value.reason
+
+
+@pytest.mark.parametrize("key", ["session.disable_prepack", "session.intra_op.allow_spining", "optimisation.x",
+                                 "ep.context_enabl", "sesion.use_env_allocators", "session.bogus\x1b[2J"])
+def test_a_key_onnxruntime_never_reads_is_one_line(key):
+    """onnxruntime takes any key and ignores one it does not read: a misspelt entry changed nothing, silently."""
+    with pytest.raises(DmlLowerError) as caught:
+        parse_session_settings([f"{key}=1"])
+    message = str(caught.value)
+    assert message.startswith(f"--session-config {display(key)}=1: onnxruntime {ort.__version__} reads no config key")
+    assert "\x1b" not in message.replace("\\x1b", "")           # displayed, never raw
+
+
+@pytest.mark.parametrize("key", ["session.disable_prepacking", "session.intra_op.allow_spinning", "ep.context_enable",
+                                 "session.use_env_allocators", "optimization.enable_gelu_approximation",
+                                 "ep.someplugin.own_option"])                 # a plugin EP's: passed on unchecked
+def test_a_key_onnxruntime_reads_is_taken(key):
+    from onnx_dml_lowering.runtime.ort.config_keys import reads_key
+    assert parse_session_settings([f"{key}=0"]).config == ((key, "0"),)
+    assert reads_key(key) is True or key.startswith("ep.someplugin.")
+
+
+@pytest.mark.parametrize("key", ["session.collect_node_memory_stats_to_file", "ep.context_file_path",
+                                 "session.optimized_model_external_initializers_file_name",
+                                 "ep.context_model_external_initializers_file_name", "session.moe_expert_counter_state_file",
+                                 "session.moe.offload.derived_cache_dir", "session.optimized_model_filepath"])
+def test_a_key_naming_a_file_onnxruntime_writes_is_refused_before_any_session(key, tmp_path, capsys):
+    """session.collect_node_memory_stats_to_file=VICTIM replaced VICTIM (measured): the probe session
+    and every session after it write it, past the one writer's checks. Refused on the CLI and in the
+    Python API (SessionSettings itself), and the file stays."""
+    import onnx
+    victim = tmp_path / "m.onnx"
+    onnx.save(relu_nonzero_eyelike(), victim)
+    before = victim.read_bytes()
+    code, out, err = cli(["check", victim, "--session-config", f"{key}={victim}"], capsys)
+    assert code == 2 and out == "" and "onnxruntime writes the file that key names itself" in err, err
+    with pytest.raises(DmlLowerError, match="onnxruntime writes the file that key names itself"):
+        SessionSettings(((key, str(victim)),))
+    assert victim.read_bytes() == before
+
+
+def test_keys_onnxruntime_only_reads_a_file_from_are_taken():
+    from onnx_dml_lowering.runtime.ort.config_keys import writes_files
+    assert not any(writes_files(k) for k in ("session.node_partition_config_file", "ep.context_source_model_path",
+                                             "session.disable_prepacking", "session.intra_op.allow_spinning"))

@@ -275,3 +275,22 @@ def test_an_output_declared_otherwise_than_computed_is_noted(declared, differs, 
         assert noted == {"y": {"declared": declared, "oracle": [2, 3]}}
     else:
         assert "declares" not in out and noted == {}
+
+
+@pytest.mark.parametrize("oracle, gave", [("golden", "the saved outputs of --oracle"),
+                                          ("ort-cpu", "the oracle (onnxruntime's CPU provider)"),
+                                          ("reference", "the oracle (ONNX semantics)")])
+def test_the_declared_shape_note_names_the_oracle_that_gave_the_shape(oracle, gave, tmp_path, capsys):
+    """A golden file's shape came from the file, not from ONNX semantics: the note names where it came from."""
+    graph = h.make_graph([h.make_node("NonZero", ["x"], ["y"], name="nz")], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [3, 4])], [h.make_tensor_value_info("y", T.INT64, [2, 1])])
+    path = tmp_path / "m.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    np.savez(tmp_path / "in.npz", x=np.eye(3, 4, dtype=np.float32))
+    feeds = ["--inputs", tmp_path / "in.npz"]
+    if oracle == "golden":
+        assert cli(["run", path, *feeds, "--backends", "cpu", "--save-outputs", tmp_path / "g.npz"], capsys)[0] == 0
+        oracle = str(tmp_path / "g.npz")
+    code, out, err = cli(["check", path, *feeds, "--backends", "cpu", "--oracle", oracle, "-q"], capsys)
+    assert code == 0, out + err
+    assert f"note: the model declares output 'y' [2, 1]; {gave} gave [2, 3] at feed set #0" in out

@@ -70,8 +70,9 @@ def test_markdown_report_says_what_was_fed(tmp_path, capsys) -> None:
     saved, markdown = tmp_path / "in.npz", tmp_path / "r.md"
     code, out, _ = cli(["check", NONZERO, "--seed", 7, "--save-inputs", saved, "--markdown", markdown], capsys)
     assert code == 0
+    from onnx_dml_lowering.ir.display import markdown_cell
     line = next(line for line in out.splitlines() if line.startswith("feeds: "))
-    assert f"\nFeeds{line[len('feeds'):]}.\n" in markdown.read_text()
+    assert f"\n{markdown_cell('Feeds' + line[len('feeds'):])}.\n" in markdown.read_text()    # [ ] escaped
 
 
 @pytest.mark.parametrize("onnx_type", ["BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",

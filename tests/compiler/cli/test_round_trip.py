@@ -158,7 +158,8 @@ def check_vectors(draw) -> "list[str]":
                                                    min_size=1, max_size=3, unique=True)))]
     words += ["--oracle", draw(st.sampled_from(["hybrid", "reference", "ort-cpu", "golden.npz"]))]
     for option in ("--atol", "--rtol"):
-        for name in draw(st.lists(st.one_of(st.just(""), names), max_size=3)):
+        # each tolerance once (one given two values is refused: which one counts would be a guess)
+        for name in draw(st.lists(st.one_of(st.just(""), names), max_size=3, unique=True)):
             words += [option, f"{name + '=' if name else ''}{draw(numbers)!r}"]
     for option in ("--strict", "--feed-initializers", "--no-fallback", "--fail-on-partial", "-v"):
         words += [option] if draw(st.booleans()) else []

@@ -208,6 +208,8 @@ def compile_model(model: ModelLike, feature_level: "str | int | FeatureLevel" = 
     data resolved): for a caller that reads it no more (inspect without --ep, its report read
     first); one copy of the model fewer at the peak (1.2 MiB of the Mask R-CNN export's inspect).
     """
+    if not isinstance(model, (str, os.PathLike, bytes, bytearray, onnx.ModelProto)):
+        raise DmlLowerError(f"compile_model takes a path, bytes or an onnx.ModelProto, not a {type(model).__name__}")
     level = parse_level(feature_level)
     with _cycle_collector_paused():
         proto = load_model(model) if stored is None else _stored_copy(stored, model, take_stored)

@@ -66,7 +66,8 @@ def discover(paths: "list[str]", skipped: "list[str] | None" = None) -> "list[st
     """Model files in argument order; a directory gives every *.onnx below it, sorted, except
     under hidden folders (.git, .venv) and Python environments (a folder holding pyvenv.cfg: the
     models of the packages installed there are not the user's), whose paths go into `skipped`. A
-    path given twice is checked once."""
+    file named twice (a path given twice, a link or hard link to one given) is checked once, the
+    other names going into `skipped` as Duplicate."""
     models: "list[str]" = []
     given = [Path(text).resolve() for text in paths]
     for text in paths:
@@ -88,14 +89,36 @@ def discover(paths: "list[str]", skipped: "list[str] | None" = None) -> "list[st
             models += found
         else:                           # a FIFO or device given by name: its check refuses it in one line
             models.append(text)
-    seen: "set[Path]" = set()
+    seen: "dict[object, str]" = {}
     unique = []
     for model in models:
-        key = Path(model).resolve()
+        key = _identity(model)
         if key not in seen:
-            seen.add(key)
+            seen[key] = model
             unique.append(model)
+        elif skipped is not None and model != seen[key]:        # the same spelling twice needs no line
+            skipped.append(Duplicate(model, seen[key]))
     return unique
+
+
+def _identity(path: str) -> object:
+    """What makes two paths one model file: its device and inode (a hard link, a symlink, another
+    spelling), else its resolved path (a name that cannot be stat'ed: its check says why)."""
+    try:
+        info = os.stat(path)
+        return (info.st_dev, info.st_ino)
+    except OSError:
+        return Path(path).resolve()
+
+
+class Duplicate(str):
+    """A path discover checks once because it names a model file given or found before (`of`)."""
+    of: str
+
+    def __new__(cls, path: str, of: str) -> "Duplicate":
+        made = super().__new__(cls, path)
+        made.of = of
+        return made
 
 
 def found_models(paths: "list[str]") -> "tuple[list[str], list[str]]":
@@ -181,8 +204,10 @@ def _described(path: str) -> str:
 
 
 def left_out_lines(skipped: "list[str]") -> "list[str]":
-    """The zoo's lines for what discover left out: folders not searched, *.onnx names not checked."""
-    kinds = {path: _left_out(path) for path in skipped}
+    """The zoo's lines for what discover left out: folders not searched, *.onnx names not checked,
+    names of a file checked under another name."""
+    kinds = {path: _left_out(path) for path in skipped if not isinstance(path, Duplicate)}
+    twice = [f"{display(p)} (the same file as {display(p.of)})" for p in skipped if isinstance(p, Duplicate)]
     folders = [display(p) for p, kind in kinds.items() if kind == "folder"]
     unreadable = [_described(p) for p in kinds if isinstance(p, LeftOut)]
     files = [_described(p) for p, kind in kinds.items() if kind != "folder" and not isinstance(p, LeftOut)]
@@ -194,6 +219,8 @@ def left_out_lines(skipped: "list[str]") -> "list[str]":
         lines.append(f"zoo: not searched: {name_list(unreadable, 4, 'paths')}: this user cannot read them")
     if files:
         lines.append(f"zoo: not checked: {name_list(files, 4, 'names')}: named .onnx but not regular files")
+    if twice:
+        lines.append(f"zoo: checked once: {name_list(twice, 4, 'paths')}")
     return lines
 
 

@@ -274,6 +274,8 @@ def test_the_python_api_refuses_what_it_would_misread():
     assert run.report().ok
     with pytest.raises(DmlLowerError, match="ModelView takes an onnx.ModelProto, not a str"):
         ModelView(str(MASKED))
+    with pytest.raises(DmlLowerError, match="compile_model takes a path, bytes or an onnx.ModelProto, not a int"):
+        compile_model(42)
 
 
 def test_the_onnx_backend_interface_refuses_what_it_would_drop():

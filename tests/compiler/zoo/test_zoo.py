@@ -555,3 +555,24 @@ def test_proc_1_as_a_zoo_is_one_line(capsys):
     code, out, err = cli(["check", "/proc/1"], capsys)
     assert (code, out) == (2, "") and err.count("\n") == 1 and "internal error" not in err, err
     assert "/proc/1/fdinfo (cannot be read: Permission denied (EACCES))" in err, err
+
+
+def test_a_file_named_twice_is_checked_once_and_the_other_names_are_said(tmp_path, capsys):
+    """m.onnx, m.onnx again, a hard link and a symlink to it: one model checked, and a line names the
+    other spellings (a hard link was checked twice, and the dropped paths were never said)."""
+    from onnx_dml_lowering.compiler.zoo.runner import found_models, left_out_lines
+    shutil.copyfile("compiler/examples/masked_select.onnx", tmp_path / "m.onnx")
+    shutil.copyfile("compiler/examples/edge_cases.onnx", tmp_path / "e.onnx")
+    os.link(tmp_path / "m.onnx", tmp_path / "hard.onnx")
+    (tmp_path / "link.onnx").symlink_to("m.onnx")
+    given = [str(tmp_path / n) for n in ("m.onnx", "m.onnx", "hard.onnx", "link.onnx", "e.onnx")]
+    models, skipped = found_models(given)
+    assert models == [given[0], given[4]]
+    assert left_out_lines(skipped) == [f"zoo: checked once: {given[2]} (the same file as {given[0]}), "
+                                       f"{given[3]} (the same file as {given[0]})"]
+    code, out, err = cli(["check", *given, "--backends", "cpu"], capsys)
+    assert code == 0 and "zoo: 2 models: 2 ok" in out and left_out_lines(skipped)[0] in out, out + err
+    folder_models, folder_skipped = found_models([str(tmp_path)])      # found in one folder (sorted): the same
+    assert folder_models == [str(tmp_path / "e.onnx"), str(tmp_path / "hard.onnx")]
+    assert [(str(p), p.of) for p in folder_skipped] == [(str(tmp_path / n), str(tmp_path / "hard.onnx"))
+                                                        for n in ("link.onnx", "m.onnx")]

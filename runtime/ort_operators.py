@@ -32,7 +32,7 @@ from .interrupt import stoppable_run
 from .ort_messages import parse_provider_failure
 from onnx_dml_lowering.runtime.ort.providers import resolve
 from onnx_dml_lowering.runtime.ort.sessions import make_session
-from onnx_dml_lowering.runtime.ort.settings import SessionSettings
+from onnx_dml_lowering.runtime.ort.settings import SessionSettings, as_written
 
 
 # NonZero on these element types runs on an exact widening where the provider has no kernel.
@@ -60,12 +60,6 @@ def _or_numpy(method: _Method) -> _Method:
     return cast(_Method, run)        # the same signature: run passes every argument through
 
 
-def _as_written(settings: "SessionSettings | None") -> "SessionSettings":
-    from dataclasses import replace
-    settings = settings if settings is not None else SessionSettings()
-    return settings if settings.optimization_level is not None else replace(settings, optimization_level="disable")
-
-
 class OrtOperators:
     """The DmlKernels set (runtime.kernel_set) backed by onnxruntime: Interpreter(kernels=...)."""
 
@@ -74,7 +68,7 @@ class OrtOperators:
         # the user's onnxruntime session settings (--threads ...); a stand-in's graph runs as written
         # unless a level is asked for: the optimizer rewrites Where(Not(band), base, value) into
         # Where(band, value, base), and a -0.0 Value then comes out +0.0 (DirectML keeps it)
-        self.settings = _as_written(settings)
+        self.settings = as_written(settings)
         self._sessions: "dict[tuple, Any]" = {}       # onnxruntime sessions (untyped)
         self._no_kernel: "dict[tuple, str]" = {}
         self.fallbacks: "list[str]" = []      # operators the provider has no kernel for, as they ran

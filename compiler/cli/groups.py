@@ -507,7 +507,7 @@ def parse_session_settings(config: "list[str] | None" = None, optimization_level
             raise DmlLowerError(f"--graph-optimization-level {optimization_level!r} is unknown; choose from "
                                 f"{', '.join(GRAPH_OPTIMIZATION_LEVELS)}")
     settings = SessionSettings(tuple(pairs), level, _thread_count(threads))
-    _refuse_unsafe_keys(settings)
+    _refuse_unread_keys(settings)
     try:
         return settings if settings.empty else validate_settings(settings)
     except SessionSettingRejected as exc:
@@ -518,18 +518,14 @@ def parse_session_settings(config: "list[str] | None" = None, optimization_level
         raise DmlLowerError(f"onnxruntime rejects {what}: {reason}") from None
 
 
-def _refuse_unsafe_keys(settings: "SessionSettings") -> None:
-    """A config key the installed onnxruntime never reads would be ignored without a word, and one
-    naming a file onnxruntime writes itself would pass the one writer: one line instead of each.
+def _refuse_unread_keys(settings: "SessionSettings") -> None:
+    """A config key the installed onnxruntime never reads would be ignored without a word: one line
+    instead (one naming a file onnxruntime writes itself never gets here: SessionSettings refuses it).
     Keys of three parts or more under 'ep.' are an execution provider's own (a plugin library's,
     read where this process cannot look): those are passed on unchecked."""
     from onnx_dml_lowering.ir.display import display
-    from onnx_dml_lowering.runtime.ort.config_keys import reads_key, writes_files
-    for key, value in settings.config:
-        if writes_files(key):
-            raise DmlLowerError(f"--session-config {display(key)}={display(value)}: onnxruntime writes the file that key "
-                                "names itself, past this command's checks on what it writes (it could replace the model "
-                                "or another input, and every session the command creates would write it): not taken")
+    from onnx_dml_lowering.runtime.ort.config_keys import reads_key
+    for key, value in settings.config:          # a key naming a file onnxruntime writes: SessionSettings refused it
         if (key.startswith("ep.") and key.count(".") >= 2) or reads_key(key) is not False:
             continue
         import onnxruntime

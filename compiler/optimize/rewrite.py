@@ -10,7 +10,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx
@@ -36,9 +36,6 @@ from ..generators import Generator, band_generator
 from ..graph_view import OnnxGraphView
 from .eye import RunTimeEye, replace_unread
 from .masks import Kept, inferred_view, rewrite_masks
-
-if TYPE_CHECKING:
-    from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 
 
 @dataclass
@@ -405,11 +402,6 @@ def _widened(model: "str | bytes | onnx.ModelProto") -> onnx.ModelProto:
     return proto
 
 
-def _as_written() -> "SessionSettings":
-    from onnx_dml_lowering.runtime.ort.settings import SessionSettings
-    return SessionSettings(optimization_level="disable")
-
-
 def bit_identical(original: "str | bytes | onnx.ModelProto", rewritten: "str | bytes | onnx.ModelProto", inputs: "list[onnx.ValueInfoProto]",
                   seeds: "tuple[int, ...]" = (0, 1, 2), sizes: "tuple[int, ...]" = (1, 3, 8),
                   feeds: "dict[str, np.ndarray] | None" = None, dims: "dict[str, int] | None" = None
@@ -421,11 +413,12 @@ def bit_identical(original: "str | bytes | onnx.ModelProto", rewritten: "str | b
     symbolic dimensions named in `dims` at those sizes and every other one at each of `sizes`."""
     from onnx_dml_lowering.runtime.feeds import random_feeds
     from onnx_dml_lowering.runtime.ort.sessions import make_session   # logs nothing: errors are our one line
+    from onnx_dml_lowering.runtime.ort.settings import as_written
     from onnx_dml_lowering.runtime import ort_crash
     sessions = []
     for model, label in ((original, "the original model"), (rewritten, "the rewritten model")):
         try:
-            sessions.append(make_session(_widened(model), ["CPUExecutionProvider"], settings=_as_written(),
+            sessions.append(make_session(_widened(model), ["CPUExecutionProvider"], settings=as_written(),
                                          label=f"{label} (optimize --check)"))
         except DmlLowerError:
             raise

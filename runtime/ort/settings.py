@@ -109,3 +109,13 @@ def session_options(provider: "ProviderSpec | None" = None, no_fallback: bool = 
     if provider is not None and provider.device is not None:
         options.add_provider_for_devices([provider.device], dict(provider.options))
     return options
+
+
+def as_written(settings: "SessionSettings | None" = None) -> SessionSettings:
+    """`settings` (none: the defaults) with onnxruntime's graph optimizations off unless they ask
+    for a level: a graph run as written. The optimizer swaps the branches of a Where of a Not, and
+    a -0.0 from the first branch comes out +0.0 (optimize --check's two graphs, the ort backend's
+    DIAGONAL_MATRIX1 stand-in)."""
+    from dataclasses import replace
+    settings = settings if settings is not None else SessionSettings()
+    return settings if settings.optimization_level is not None else replace(settings, optimization_level="disable")

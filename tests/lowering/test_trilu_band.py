@@ -122,7 +122,7 @@ def test_a_non_unit_fill_holds_its_value_where_the_band_formula_is_exact(value, 
     # v * tril(k1) - v * tril(k2) is v on the band and +0 elsewhere for any finite v; a false fill keeps nothing.
     spelling = "and" if elem == T.BOOL else "sub"
     # a -0.0 Value on the ort backend too: its DIAGONAL_MATRIX1 stand-in gave +0.0 while its Not + Where
-    # ran under onnxruntime's graph optimizations (now as written: ort_operators._as_written)
+    # ran under onnxruntime's graph optimizations (now as written: runtime.ort.settings.as_written)
     assert_band(window_model(spelling, 0, -2, elem, value=value), 0, -2, False)
 
 

@@ -141,7 +141,8 @@ def specialise(compiled: CompiledModel, dims: "dict[str, int]") -> dict:
         elif not found:
             entry.update(status="not reached", reason=error or "the run did not reach this step")
         else:
-            key, built = found[0]
+            key, _ = found[0]
+            built = cache.own_graph(key, match)
             entry["input_shapes"] = {name: list(shape) for name, shape in key[1]}
             if isinstance(built, Declined):
                 entry.update(status="declined", reason=built.reason)

@@ -102,6 +102,10 @@ class Match:
     value_inputs: "tuple[str, ...]" = ()        # inputs whose values, not just sizes, shape it
     note: str = ""
     extra: dict = field(default_factory=dict)   # idiom-specific report fields (bytes saved, ...)
+    # Set where the rewrite reads nothing but this and its inputs' types, shapes and values, by
+    # position: two matches with equal `portable`, shapes and values build one graph up to names,
+    # which the runtime builds once for both (runtime/run_time_builds.py).
+    portable: "tuple | None" = None
 
     def static_shapes(self) -> "dict[str, tuple] | None":
         shapes = {}
@@ -115,13 +119,15 @@ class Match:
 class Found:
     """What a pattern matched: the parts of a Match it decides, plus the rule's own bindings
     (keyword arguments of decline_reason and rewrite). `note`, `operators` and `prefix` (the buffer name
-    prefix, the anchor's name by default) override the rule's defaults for this match."""
+    prefix, the anchor's name by default) override the rule's defaults for this match; `portable` is
+    Match.portable."""
 
     def __init__(self, nodes: "tuple[str, ...]", inputs: "tuple[TensorInfo, ...]", outputs: "tuple[str, ...]",
                  value_inputs: "tuple[str, ...]" = (), note: "str | None" = None,
                  operators: "tuple[str, ...] | None" = None, extra: "dict | None" = None,
-                 prefix: "str | None" = None, **bindings: Any) -> None:
+                 prefix: "str | None" = None, portable: "tuple | None" = None, **bindings: Any) -> None:
         self.nodes, self.inputs, self.outputs = tuple(nodes), tuple(inputs), tuple(outputs)
+        self.portable = portable      # Match.portable
         self.value_inputs = tuple(value_inputs)
         self.note, self.operators, self.extra = note, operators, dict(extra or {})
         self.prefix = prefix          # None: the anchor's unique prefix, set by Idiom.match

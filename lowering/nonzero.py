@@ -129,7 +129,8 @@ class NonZeroRule(IdiomRule):
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> Found:
         x = anchor.input(0)
-        return Found((anchor.name,), (x,), (anchor.outputs[0].name,), x=x)
+        # rewrite reads x's type and (run-time) shape alone: a detector's many NonZero share a build
+        return Found((anchor.name,), (x,), (anchor.outputs[0].name,), portable=(x.onnx_type,), x=x)
 
     def decline_reason(self, level: FeatureLevel, x: TensorInfo) -> "str | None":
         return nonzero_reason(x, level)

@@ -35,7 +35,8 @@ class NonZeroTranspose(IdiomRule):
         if transpose is None:
             return None
         x = anchor.input(0)
-        return Found((anchor.name, transpose.name), (x,), (transpose.outputs[0].name,), x=x)
+        # rewrite reads x's type and (run-time) shape alone: a detector's per-class NonZero share a build
+        return Found((anchor.name, transpose.name), (x,), (transpose.outputs[0].name,), portable=(x.onnx_type,), x=x)
 
     def decline_reason(self, level: FeatureLevel, x: TensorInfo) -> "str | None":
         return nonzero_reason(x, level)
@@ -155,7 +156,8 @@ class NonZeroColumns(IdiomRule):
                 covered += [n.name for n in nodes if n.name not in covered]
                 columns.append((column, keep))
                 outputs.append(output)
-        return Found(tuple(covered), (x,), tuple(outputs), x=x, columns=tuple(columns))
+        return Found(tuple(covered), (x,), tuple(outputs), portable=(x.onnx_type, tuple(columns)), x=x,
+                     columns=tuple(columns))
 
     def decline_reason(self, level: FeatureLevel, x: TensorInfo,
                        columns: "tuple[tuple[int, bool], ...]") -> "str | None":

@@ -45,7 +45,8 @@ class Idiom:
         if reason:
             return Declined(reason)
         return Match(self.name, found.nodes, found.inputs, found.outputs, partial(self.build, found),
-                     operators, found.value_inputs, note, dict(found.extra))
+                     operators, found.value_inputs, note, dict(found.extra),
+                     None if found.portable is None else (self.name, *found.portable))
 
     def build(self, found: Found, shapes: Mapping[str, tuple], values: Mapping[str, Any],
               level: FeatureLevel) -> "Union[Graph, Declined]":

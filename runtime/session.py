@@ -15,10 +15,11 @@ from .control_flow import run_control_flow
 from .binding import analyse
 from .feeds import check_feeds
 from .interpreter import Interpreter
-from .memory import buffer_bytes, check_memory, default_limit, parse_size
+from .memory import check_memory, default_limit, parse_size
 from .onnx_regions import RegionRunner
 from .env_flags import env_flag
 from .ort_operators import OrtOperators
+from .run_time_builds import RunTimeBuilds
 from .run_time_fallbacks import RunTimeCalls
 from .weights import tensor_array
 from onnx_dml_lowering.runtime.compiled_view import LoweredView
@@ -74,11 +75,7 @@ class GraphRunner:
         self.initializers = initializers       # a body's run feeds them all; the main run what it reads
         self.regions = RegionRunner(model, dict(partition.regions), types, session.providers,
                                     generated=partition.generated, settings=session.settings, shared=shared)
-        self.specialised: dict = {}
-        # Once per specialisation, not per run: lifetimes, buffer sizes, validated descriptors.
-        self.lifetimes: dict = {}
-        self.buffer_sizes: dict = {}
-        self.validated: dict = {}
+        self.specialised = RunTimeBuilds(partition.graph.feature_level)
         # The main graph's plan, made once: its buffers' lifetimes and the (step, descriptors)
         # pairs already validated, so a warm run only does what depends on the data.
         self.main_lifetimes = analyse(partition.graph)
@@ -104,17 +101,9 @@ class GraphRunner:
     def _lower_at_run_time(self, step: LowerAtRunTime, tensors: Mapping[str, np.ndarray],
                            strict: bool) -> "dict[str, np.ndarray]":
         match = self.partition.deferred[step.onnx_node]
-        shapes = {t.name: tuple(np.shape(tensors[t.name])) for t in match.inputs}
-        values = {name: np.asarray(tensors[name]) for name in match.value_inputs}
-        key = (step.onnx_node, tuple(shapes.items()),
-               tuple((n, v.dtype.str, v.shape, v.tobytes()) for n, v in values.items()))
-        if key not in self.specialised:
-            built = self.specialised[key] = match.build(shapes, values, self.partition.graph.feature_level)
-            if not isinstance(built, Declined):
-                self.lifetimes[key] = analyse(built)
-                self.buffer_sizes[key] = buffer_bytes(built)
-                self.validated[key] = set()
-        result = self.specialised[key]
+        found = self.specialised.specialised(step.onnx_node, match, tensors)
+        build, shapes = found.build, found.shapes
+        result = build.graph
         nodes = self._paths.get(step.onnx_node)
         if nodes is None:
             nodes = self._paths[step.onnx_node] = tuple(self.path + n for n in match.nodes)
@@ -126,14 +115,14 @@ class GraphRunner:
             fallback = self.partition.fallbacks[step.onnx_node]
             self.regions.add_region(fallback.region.name, list(fallback.nodes))
             return self.regions(fallback.region, tensors)
-        if sum(self.buffer_sizes[key].values()) > self.session.memory_limit:     # the message only when needed
+        if sum(build.buffer_sizes.values()) > self.session.memory_limit:     # the message only when needed
             # the values a size came from too (EyeLike(ConstantOfShape(s)) is sized by s's values)
             read = "".join(f", {name} = {v.reshape(-1).tolist() if v.size <= 8 else f'{v.size} values'}"
-                           for name, v in values.items())
+                           for name, v in found.values.items())
             check_memory(result, self.session.memory_limit,
-                         f"node {step.onnx_node} at input shapes {list(shapes.values())}{read}", self.buffer_sizes[key])
-        return Interpreter(result, strict, self.session.operators, self.session.fallbacks, self.lifetimes[key],
-                           self.validated[key]).run({n: tensors[n] for n in result.inputs})
+                         f"node {step.onnx_node} at input shapes {list(shapes.values())}{read}", build.buffer_sizes)
+        return found.outputs(Interpreter(result, strict, self.session.operators, self.session.fallbacks,
+                                         build.lifetimes, build.validated).run(found.feeds(tensors)))
 
     def body(self, node: str, attribute: str) -> "GraphRunner":
         key = (node, attribute)

@@ -80,6 +80,28 @@ def xml_text(text: object) -> str:
     return _NOT_XML.sub(_escape, display_lines(text))
 
 
+# A line a person reads whole (an error or warning on stderr) holds a model's name at any length:
+# a run longer than this without a space keeps its head and tail; a line longer than LINE_MOST
+# keeps its start and its end (the JSON forms keep every name whole).
+_RUN_HEAD, _RUN_TAIL = 120, 60
+_LONG_RUN = re.compile(r"\S{%d,}" % (_RUN_HEAD + _RUN_TAIL + 40))
+LINE_MOST = 4000
+
+
+def _elided(text: str, head: int, tail: int) -> str:
+    return f"{text[:head]}...[{len(text) - head - tail:,} more characters]...{text[len(text) - tail:]}"
+
+
+def bounded_line(text: str) -> str:
+    """`text` (one or more lines) with every over-long run of non-space characters and then every
+    line over LINE_MOST characters shortened in the middle, saying by how much."""
+    text = _LONG_RUN.sub(lambda m: _elided(m.group(), _RUN_HEAD, _RUN_TAIL), text)
+    if len(text) <= LINE_MOST:
+        return text
+    return "\n".join(_elided(line, LINE_MOST - 1000, 800) if len(line) > LINE_MOST else line
+                     for line in text.split("\n"))
+
+
 # --json encodes the floats JSON has no token for as these strings (documented in README).
 NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 

@@ -76,7 +76,7 @@ def main(argv: "list[str] | None" = None) -> int:
     args = parser.parse_command(attach_signed_values(list(sys.argv[1:] if argv is None else argv)))
     from onnx_dml_lowering.runtime.interrupt import watch_signals
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = DisplayedStream(stdout), GuardedStream(stderr, "standard error")
+    sys.stdout, sys.stderr = DisplayedStream(stdout), DisplayedStream(stderr, "standard error", lines=False)
     unwatch = watch_signals()       # Ctrl-C / SIGTERM stop onnxruntime's runs too
     code = None
     try:
@@ -127,14 +127,17 @@ class DisplayedStream(GuardedStream):
     """stdout as every command prints to it: whatever a model's names hold, no control character
     but line feed and tab reaches the terminal raw (ir.display). The report formatters display
     each name themselves (so a line feed in a name does not split a line); this is the guard for
-    every print of every command."""
+    every print of every command. A person reads its lines, and stderr's: a name of any length is
+    shortened in the middle (ir.display.bounded_line; the files --json and the like write, and the
+    Python API's exceptions, keep it whole)."""
 
-    def __init__(self, stream: TextIO) -> None:
-        super().__init__(stream, "standard output")
+    def __init__(self, stream: TextIO, name: str = "standard output", lines: bool = True) -> None:
+        super().__init__(stream, name)
+        self._lines = lines
 
     def write(self, text: str) -> int:
-        from onnx_dml_lowering.ir.display import display_lines
-        self._guarded(self._stream.write, display_lines(text))
+        from onnx_dml_lowering.ir.display import bounded_line, display_lines
+        self._guarded(self._stream.write, bounded_line(display_lines(text) if self._lines else text))
         return len(text)
 
 

@@ -137,3 +137,26 @@ def test_a_displayed_name_is_never_repr_d_again():
              for path in sorted((root / folder).rglob("*.py"))
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert found == []
+
+
+@given(st.text(min_size=0, max_size=30), st.integers(0, 3000), st.text(alphabet="ab ", max_size=30))
+def test_a_bounded_line_keeps_short_runs_and_shortens_long_ones_saying_by_how_much(head, length, tail):
+    from onnx_dml_lowering.ir.display import LINE_MOST, bounded_line
+    name = "n" * length
+    line = f"{head} node '{name}' {tail}"
+    shown = bounded_line(line)
+    if length + 2 < 220 and len(line) <= LINE_MOST:
+        assert shown == line
+    if length + 2 >= 260:
+        assert len(shown) < len(line) and f"[{length + 2 - 180:,} more characters]" in shown
+        assert shown.startswith(f"{head} node '" + "n" * 100) and shown.endswith("n" * 50 + f"' {tail}")
+
+
+def test_a_line_of_many_short_words_is_shortened_in_its_middle_line_by_line():
+    from onnx_dml_lowering.ir.display import LINE_MOST, bounded_line
+    long = "start " + "a b " * 5000 + "end"
+    shown = bounded_line(f"first\n{long}\nlast")
+    first, middle, last = shown.split("\n")
+    assert (first, last) == ("first", "last")
+    assert len(middle) < LINE_MOST + 100 and middle.startswith("start a b") and middle.endswith("a b end")
+    assert f"[{len(long) - (LINE_MOST - 200):,} more characters]" in middle

@@ -3,6 +3,8 @@ nodes a provider left to others or folded away each come out as one bounded line
 many there were (ir.printer.name_list), in text, -q and Markdown alike."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -63,3 +65,40 @@ def test_every_line_is_bounded_whatever_the_model_width(wide, view, tmp_path, ca
         assert f"({COUNT} inputs)" in text                        # the unfed defaults
         notes = [line for line in text.splitlines() if "removed by onnxruntime's constant folding" in line]
         assert len(notes) == 1 and f"({COUNT} nodes)" in notes[0]
+
+
+LONG = 100_000
+
+
+def long_named_model(op: str = "Relu") -> onnx.ModelProto:
+    """NonZero (lowered) and another op, node and value names of LONG characters each."""
+    node, value = "N" * LONG, "v" + "y" * LONG
+    nodes = [h.make_node("NonZero", ["x"], [value], name=node),
+             h.make_node(op, [value], ["z"], name="o" * LONG)]
+    graph = h.make_graph(nodes, "long", [h.make_tensor_value_info("x", T.FLOAT, [3])],
+                         [h.make_tensor_value_info("z", T.INT64, [1, None])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("command", [["check"], ["inspect"], ["compile"], ["run"], ["check", "-v"]])
+def test_names_of_any_length_print_shortened_and_the_json_keeps_them_whole(command, tmp_path, capsys):
+    path = tmp_path / "long.onnx"
+    onnx.save(long_named_model(), path)
+    code = main([*command, str(path), "--json", str(tmp_path / "out.json")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert max(len(line) for line in (out + err).splitlines()) < 1000 and "N" * 300 not in out + err
+    if command[0] in ("inspect", "compile"):     # they list every node: the name is shown, shortened
+        assert re.search(r"N{100}\.\.\.\[99,8\d\d more characters\]\.\.\.", out), out[:300]
+    if command[0] != "run":         # run's JSON holds the outputs alone
+        assert "N" * LONG in (tmp_path / "out.json").read_text()
+
+
+def test_an_error_naming_a_long_node_is_one_short_line(tmp_path, capsys):
+    path = tmp_path / "long.onnx"
+    onnx.save(long_named_model("NoSuchOp"), path)
+    code = main(["check", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out
+    (line,) = err.splitlines()
+    assert len(line) < 1000 and "NoSuchOp" in line and "more characters]" in line

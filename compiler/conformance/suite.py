@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -19,6 +20,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.printer import name_list
 from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.runtime.input_files import named_stat
 from onnx_dml_lowering.runtime.ort.providers import resolve_provider
 from onnx_dml_lowering.runtime.backend_names import CHOICES, BackendLike, as_backend_name, provider_backend
 from onnx_dml_lowering.runtime.backends import BackendOptions, make_backends
@@ -455,10 +457,9 @@ def load(directory: str, pattern: "str | None" = None, memory_limit: "int | str 
     their test data may take (data_sets.read_case reads and checks it; default: runtime.memory's)."""
     import fnmatch
     budget = Budget.of(memory_limit)
-    if not os.path.isdir(directory):
-        raise DmlLowerError(f"conformance directory {directory!r} " + (
-            "is not a folder (a file, device, FIFO or socket): give the folder conformance export wrote"
-            if os.path.exists(directory) else "does not exist"))
+    if not stat.S_ISDIR(named_stat(directory, f"conformance directory {directory!r}").st_mode):
+        raise DmlLowerError(f"conformance directory {directory!r} is not a folder (a file, device, FIFO or "
+                            "socket): give the folder conformance export wrote")
     manifest = {}
     if os.path.exists(os.path.join(directory, MANIFEST)):
         path = os.path.join(directory, MANIFEST)
@@ -469,7 +470,9 @@ def load(directory: str, pattern: "str | None" = None, memory_limit: "int | str 
     cases = []
     for name in sorted(os.listdir(directory)):
         folder = os.path.join(directory, name)
-        if not os.path.exists(os.path.join(folder, "model.onnx")):     # load_model refuses a FIFO or device
+        # a folder without a model.onnx is no case; a model.onnx link that leads nowhere (dangling, a
+        # loop) is one that cannot be read: said, never skipped (load_model refuses a FIFO or device)
+        if not os.path.lexists(os.path.join(folder, "model.onnx")):
             continue
         if pattern is not None and not fnmatch.fnmatchcase(name, pattern):
             continue

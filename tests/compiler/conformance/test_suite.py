@@ -168,6 +168,25 @@ def test_run_errors_are_one_line(tmp_path, capsys):
                    "FIFO or socket): give the folder conformance export wrote"]
 
 
+def test_a_folder_or_case_model_behind_a_link_that_leads_nowhere_is_said_not_skipped(tmp_path, capsys):
+    (tmp_path / "loop_a").symlink_to(tmp_path / "loop_b")
+    (tmp_path / "loop_b").symlink_to(tmp_path / "loop_a")
+    assert main(["conformance", "run", str(tmp_path / "loop_a")]) == 2
+    suite = tmp_path / "suite"
+    (suite / "case").mkdir(parents=True)
+    (suite / "case" / "model.onnx").symlink_to(suite / "case" / "model.onnx")      # a loop of its own
+    assert main(["conformance", "run", str(suite), "--backends", "cpu"]) == 2
+    (suite / "case" / "model.onnx").unlink()
+    (suite / "case" / "model.onnx").symlink_to(suite / "gone.onnx")                # dangling
+    assert main(["conformance", "run", str(suite), "--backends", "cpu"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"dml-lower: error: conformance directory '{tmp_path / 'loop_a'}' cannot be read: Too many levels of "
+        "symbolic links",
+        f"dml-lower: error: model file '{suite / 'case' / 'model.onnx'}' cannot be read: Too many levels of "
+        "symbolic links",
+        f"dml-lower: error: model file '{suite / 'case' / 'model.onnx'}' does not exist"]
+
+
 def test_export_refuses_a_dash_and_makes_no_folder_named_dash(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["conformance", "export", "-"]) == 2

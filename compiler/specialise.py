@@ -6,7 +6,8 @@ index inputs in range), and each LowerAtRunTime step's cached fragment is report
 only give the right sizes for steps whose sizes follow from the input shapes; a step whose input
 shapes or shaping values depend on feed values (behind a NonZero count, computed from input
 data, or out of a control-flow node) is found by a data-dependence walk over the ONNX graph and
-reported as symbolic, never with the sizes one particular feed happened to give."""
+reported as symbolic, never with the sizes one particular feed happened to give. The run is bounded
+by the memory limit (--memory-limit) as any other: past it the command stops with that one line."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,6 +16,7 @@ from typing import Iterable
 import onnx
 
 from onnx_dml_lowering.ir import DataType, DmlLowerError, Graph, LowerAtRunTime, TensorDesc, graph_to_dict
+from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
 from onnx_dml_lowering.lowering import Declined
 from onnx_dml_lowering.lowering.match import Match
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, subgraph_reads
@@ -113,20 +115,26 @@ def describe_operators(graph: Graph) -> "list[dict]":
     return out
 
 
-def specialise(compiled: CompiledModel, dims: "dict[str, int]") -> dict:
+def specialise(compiled: CompiledModel, dims: "dict[str, int]", memory_limit: "int | str | None" = None) -> dict:
     """Run-time steps of the main graph specialised at `dims` (symbolic input dims not named: 3,
-    as for random feeds); the JSON `compile --json` writes under "specialised"."""
+    as for random feeds); the JSON `compile --json` writes under "specialised". `memory_limit`
+    (bytes or a size like "512MiB"; default: runtime.memory's) bounds the feeds and the run: past
+    it, MemoryLimitExceeded (the user's bound, as check stops with it; not a step 'not reached')."""
     from onnx_dml_lowering.runtime.feeds import zero_feeds
+    from onnx_dml_lowering.runtime.memory import parse_size
+    limit = None if memory_limit is None else parse_size(memory_limit)
     deferred = [s for s in compiled.graph.steps if isinstance(s, LowerAtRunTime)]
     # Defaults a feed may replace are as free as any input: never specialised at the stored value.
     free = [vi.name for vi in compiled.inputs + compiled.optional_inputs]
     values, shapes = data_dependence(compiled.model.graph, free)
-    feeds = zero_feeds(compiled.inputs, dims=dims)
+    feeds = zero_feeds(compiled.inputs, dims=dims, memory_limit=limit)
     session = compiled.session("cpu")
     error = None
     if deferred:
         try:
-            compiled.run(feeds)
+            compiled.run(feeds, memory_limit=limit)
+        except MemoryLimitExceeded:
+            raise
         except DmlLowerError as exc:   # the steps specialised before the failure are still reported
             error = str(exc)
     cache = session.main.specialised

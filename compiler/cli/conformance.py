@@ -9,7 +9,7 @@ from typing import Callable
 from onnx_dml_lowering.ir.display import display
 
 from .command import ArgGroup, Command, Parsed, Word, option_value
-from .groups import BackendArgs, FeatureLevelArgs, OrtVersionArgs, SessionArgs
+from .groups import BackendArgs, FeatureLevelArgs, FeedArgs, OrtVersionArgs, SessionArgs
 from .numbers import whole_number
 
 
@@ -81,11 +81,12 @@ class ConformanceRun(Command):
 
     def __init__(self) -> None:
         self.suite, self.backends = SuiteArgs("run"), BackendArgs("conformance")
-        super().__init__(self.suite, self.backends, SessionArgs())
+        # --memory-limit: the feed group's, which the backends read (groups.BackendArgs.parse)
+        super().__init__(self.suite, self.backends, SessionArgs(), FeedArgs(only="memory-limit", use="conformance"))
 
     def layout(self) -> "list[Callable[[argparse.ArgumentParser], None]]":
         return [self.suite.add, self.backends.add, self.suite.add_more, self.backends.add_provider_options,
-                self.backends.add_fail_on_partial, self.groups[2].add]
+                self.backends.add_fail_on_partial, self.groups[2].add, self.groups[3].add]
 
     def run(self, parsed: Parsed) -> int:
         from .. import conformance

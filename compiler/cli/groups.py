@@ -255,20 +255,35 @@ INPUTS_HELP = {
 }
 
 
+# --memory-limit SIZE: the one bound of every command that runs a model (the runtime's errors say
+# "raise --memory-limit"); the help says what the command runs.
+MEMORY_LIMIT_DEFAULT = ("(default: three quarters of the memory this process can have: the least of physical "
+                        "memory, its cgroup's limit and what ulimit -v / -d leave)")
+MEMORY_LIMIT_HELP = {
+    "feeds": "refuse a run whose buffers would exceed SIZE, e.g. 512MiB, 2GB ",
+    "optimize": "with --check: refuse feeds (random or --inputs) that would exceed SIZE, e.g. 512MiB, 2GB ",
+    "compile": "with --dim: refuse a run whose buffers would exceed SIZE, e.g. 512MiB, 2GB ",
+    "conformance": "refuse test data or a run whose buffers would exceed SIZE, e.g. 512MiB, 2GB ",
+}
+
+
 class FeedArgs(ArgGroup[Feeds]):
     """The feed options of run / check / reduce (and --strict / --memory-limit, which bound the
     run they feed); --iterations where the command takes several feed sets (add_iterations).
-    `only` "seed" is demo's --seed alone, "inputs" optimize's --inputs alone (`use` its help)."""
+    `only` some of them, of "seed", "inputs" and "memory-limit": demo's --seed, optimize's --inputs
+    and --memory-limit, compile's and conformance run's --memory-limit (`use` picks their help)."""
 
-    def __init__(self, only: str = "", use: str = "feeds") -> None:
-        self.only, self.use = only, use
+    def __init__(self, only: "str | tuple[str, ...]" = (), use: str = "feeds") -> None:
+        self.only, self.use = ((only,) if only else ()) if isinstance(only, str) else tuple(only), use
 
     def add(self, parser: argparse.ArgumentParser) -> None:
-        if self.only == "seed":
-            return self.add_seed(parser)
+        if self.only:
+            places = {"seed": self.add_seed, "inputs": lambda p: self.add_inputs(p, self.use),
+                      "memory-limit": lambda p: self.add_memory_limit(p, self.use)}
+            for part in self.only:
+                places[part](parser)
+            return
         self.add_inputs(parser, self.use)
-        if self.only == "inputs":
-            return None
         self.add_seed(parser)
         DimArgs().add(parser)
         # a zoo's per-model checks: a --dim, --val-range NAME: or --zero-fraction NAME: applies to
@@ -291,10 +306,10 @@ class FeedArgs(ArgGroup[Feeds]):
         self._add(parser, "--feed-initializers", action="store_true",
                   help="draw random feeds for initializers that are also graph inputs too "
                        "(default: their stored value is used and the output says so)")
-        self._add(parser, "--memory-limit", metavar="SIZE",
-                  help="refuse a run whose buffers would exceed SIZE, e.g. 512MiB, 2GB "
-                       "(default: three quarters of the memory this process can have: the least of physical "
-                       "memory, its cgroup's limit and what ulimit -v / -d leave)")
+        self.add_memory_limit(parser)
+
+    def add_memory_limit(self, parser: argparse.ArgumentParser, use: str = "feeds") -> None:
+        self._add(parser, "--memory-limit", metavar="SIZE", help=MEMORY_LIMIT_HELP[use] + MEMORY_LIMIT_DEFAULT)
 
     def add_inputs(self, parser: argparse.ArgumentParser, use: str = "feeds") -> None:
         self._add(parser, "--inputs", metavar="F.npz", help=INPUTS_HELP[use])
@@ -311,10 +326,12 @@ class FeedArgs(ArgGroup[Feeds]):
         combine or a value out of range."""
         if vars(args).get("seed", 0) < 0:          # every command taking it (demo's too), whatever it feeds
             raise DmlLowerError(f"--seed {args.seed}: the seed must be a non-negative integer")
-        if self.only == "seed":
-            return Feeds(seed=args.seed)
-        if self.only == "inputs":
-            return Feeds(inputs=args.inputs)
+        if self.only:
+            given = {part.replace("-", "_"): vars(args)[part.replace("-", "_")] for part in self.only}
+            if given.get("memory_limit") is not None:       # a bad size is one line before any work
+                from onnx_dml_lowering.runtime.memory import parse_size
+                parse_size(given["memory_limit"])
+            return Feeds(**given)
         iterations = vars(args).get("iterations", 1)
         if iterations < 1:
             raise DmlLowerError(f"--iterations {iterations}: must be at least 1")

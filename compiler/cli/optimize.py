@@ -61,13 +61,14 @@ class RewriteArgs(ArgGroup[Rewrites]):
 
 
 class Optimize(Command):
-    """--check's --inputs and --dim are read as run / check read them."""
+    """--check's --inputs, --dim and --memory-limit are read as run / check read them."""
     name, help = "optimize", "rewrite stored identities, bands and triangles (and torch.eye Range/Equal/Cast, " \
                              "static or run-time sized) into the ONNX nodes that generate them"
 
     def __init__(self) -> None:
         super().__init__(ModelArgs(verbose=False, level=False), OutputArgs("optimize"),
-                         FeatureLevelArgs("optimize", filter=True), RewriteArgs(), FeedArgs(only="inputs", use="optimize"),
+                         FeatureLevelArgs("optimize", filter=True), RewriteArgs(),
+                         FeedArgs(only=("inputs", "memory-limit"), use="optimize"),
                          DimArgs("optimize", several="to check {name} at several sizes write --sweep {sizes} (the "
                                                      "sizes every dimension --dim does not fix takes in turn)"),
                          SweepArgs(), VerboseArgs())
@@ -102,8 +103,10 @@ def cmd_optimize(parsed: Parsed) -> int:
     if rewrites.check:              # before writing: an output the check refuses is not written
         from onnx_dml_lowering.runtime.model_facts import graph_inputs
         from ..optimize import bit_identical
+        from .feeds import memory_limit
         swept = {} if sizes is None else {"sizes": sizes}
-        problems = bit_identical(path, optimized, graph_inputs(model), feeds=feeds, dims=dims, **swept)
+        problems = bit_identical(path, optimized, graph_inputs(model), feeds=feeds, dims=dims,
+                                 memory_limit=memory_limit(parsed[FeedArgs]), **swept)
         for line in problems:
             print(f"check: {line}")
         if problems:
@@ -177,29 +180,33 @@ def _predicted_load_failure(optimized: onnx.ModelProto, path: str, table: "Table
 
 
 def _check_feeds(parsed: Parsed, model: onnx.ModelProto) -> "tuple[dict | None, dict, tuple[int, ...] | None]":
-    """--inputs / --dim / --sweep, validated before anything is written: the feeds, the fixed
-    dimension sizes and the sizes the other dimensions sweep."""
+    """--inputs / --dim / --sweep / --memory-limit, validated before anything is written: the feeds
+    (an --inputs file read within the limit), the fixed dimension sizes and the sizes the other
+    dimensions sweep."""
     from types import SimpleNamespace
 
     from onnx_dml_lowering.runtime.feeds import check_feed_headers, check_feeds
     from onnx_dml_lowering.runtime.npz import load_npz
 
     from onnx_dml_lowering.runtime.model_facts import graph_inputs, overridable_inputs
-    inputs_file, given_dims, sizes = parsed[FeedArgs].inputs, parsed[DimArgs], parsed[SweepArgs]
-    swept = sizes is not None
+    from .feeds import known_dims, memory_limit
+    given_feeds, given_dims, sizes = parsed[FeedArgs], parsed[DimArgs], parsed[SweepArgs]
+    inputs_file, swept = given_feeds.inputs, sizes is not None
     given = "--inputs" if inputs_file else "--dim" if given_dims else "--sweep" if swept else None
     if not parsed[RewriteArgs].check and given:
         raise DmlLowerError(f"{given} gives the feeds of --check: add --check")
+    if not parsed[RewriteArgs].check and given_feeds.memory_limit is not None:
+        raise DmlLowerError("--memory-limit bounds the feeds of --check: add --check")
     if inputs_file and (given_dims or swept):
         raise DmlLowerError(f"{'--dim' if given_dims else '--sweep'} sizes the random feeds: it does not combine "
                             "with --inputs")
     inputs = graph_inputs(model)
-    from .feeds import known_dims
     dims = known_dims(SimpleNamespace(inputs=inputs, optional_inputs=overridable_inputs(model)), given_dims)
     if not inputs_file:
         return None, dims, sizes
     optional = overridable_inputs(model)
-    arrays = load_npz(inputs_file, "inputs file", check=lambda headers: check_feed_headers(inputs, headers, optional))
+    arrays = load_npz(inputs_file, "inputs file", memory_limit(given_feeds),
+                      check=lambda headers: check_feed_headers(inputs, headers, optional))
     return check_feeds(inputs, arrays, optional), dims, sizes
 
 

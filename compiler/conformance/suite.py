@@ -19,7 +19,7 @@ from onnx import numpy_helper
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.printer import name_list
-from onnx_dml_lowering.ir.errors import first_line
+from onnx_dml_lowering.ir.errors import MemoryLimitExceeded, first_line
 from onnx_dml_lowering.runtime.input_files import named_stat
 from onnx_dml_lowering.runtime.ort.providers import resolve_provider
 from onnx_dml_lowering.runtime.backend_names import CHOICES, BackendLike, as_backend_name, provider_backend
@@ -192,6 +192,8 @@ class CaseRunner:
                 report.outputs += [OutputResult(n, self.spec, "unsupported", [], None, "", None)
                                    for n in done.not_compared]
                 runs.append([done.outputs.get(n) for n in names])
+        except MemoryLimitExceeded:
+            raise           # the limit the user set (--memory-limit), not the case failing: check stops too
         except DmlLowerError as exc:
             return None, exc, prepared.placement_notes, ""
         return runs, None, prepared.placement_notes, report.partial_why() if report.is_partial else ""
@@ -209,7 +211,10 @@ def judge(backend: CaseRunner, case_name: str, model: onnx.ModelProto, data_sets
     kernel the manifest predicted is said (`contradicts`), whatever the status."""
     entry = (known or {}).get(backend.deviation_key, {})
     known = entry.get("cases", {}).get(case_name)
-    outcome = _judge(backend, model, data_sets, expected, known, dml_placement, path)
+    try:
+        outcome = _judge(backend, model, data_sets, expected, known, dml_placement, path)
+    except MemoryLimitExceeded as exc:          # which case of the suite went past the limit
+        raise MemoryLimitExceeded(f"conformance case '{display(case_name)}' on {backend.spec}: {exc}") from None
     if backend.deviation_key == DML_PROVIDER and known and known.get("status") in ("deviation", "unsupported") \
             and outcome.status != known["status"]:
         said = known.get("named") or _as_written_now(known.get("detail", ""))
@@ -272,6 +277,9 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2, ort_versi
     table = choose_table(ort_version)
     from onnx_dml_lowering.ir import parse_level
     level = parse_level(feature_level).name
+    if not directory:
+        raise DmlLowerError("conformance directory '': cannot write there: an empty path names no folder (a "
+                            "variable that was never set?)")
     if directory == "-":            # standard output to many tools: never a folder named '-' made in silence
         raise DmlLowerError("conformance directory '-': cannot write there: '-' stands for no stream here (the suite "
                             "is a folder of files): for a folder named '-' give its full path")

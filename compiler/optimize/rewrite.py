@@ -10,7 +10,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import onnx
@@ -402,16 +402,35 @@ def _widened(model: "str | bytes | onnx.ModelProto") -> onnx.ModelProto:
     return proto
 
 
+def _random_runs(inputs: "list[onnx.ValueInfoProto]", seeds: "tuple[int, ...]", sizes: "tuple[int, ...]",
+                 dims: "dict[str, int]", memory_limit: "int | str | None") -> "Iterator[tuple[str, dict[str, np.ndarray]]]":
+    """(where, feeds) of bit_identical's seeded random runs, each set drawn when its run comes."""
+    from onnx_dml_lowering.runtime.feeds import random_feeds
+    from onnx_dml_lowering.runtime.memory import parse_size
+    limit = None if memory_limit is None else parse_size(memory_limit)
+    all_dims = [d for vi in inputs for d in vi.type.tensor_type.shape.dim]
+    names = {d.dim_param for d in all_dims if d.dim_param} - set(dims)
+    swept = bool(names) or any(not d.dim_param and not d.HasField("dim_value") for d in all_dims)
+    fixed = ", ".join(f"{k}={v}" for k, v in sorted(dims.items()))
+    for size in sizes if swept else sizes[:1]:
+        where = ", ".join(([f"dimensions {size}"] if swept else []) + ([fixed] if fixed else [])) \
+            or "no symbolic dimensions"
+        for seed in seeds:
+            yield f"seed {seed}, {where}", random_feeds(inputs, seed=seed, dims={**{n: size for n in names}, **dims},
+                                                        dim_default=size, memory_limit=limit)
+
+
 def bit_identical(original: "str | bytes | onnx.ModelProto", rewritten: "str | bytes | onnx.ModelProto", inputs: "list[onnx.ValueInfoProto]",
                   seeds: "tuple[int, ...]" = (0, 1, 2), sizes: "tuple[int, ...]" = (1, 3, 8),
-                  feeds: "dict[str, np.ndarray] | None" = None, dims: "dict[str, int] | None" = None
-                  ) -> "list[str]":
+                  feeds: "dict[str, np.ndarray] | None" = None, dims: "dict[str, int] | None" = None,
+                  memory_limit: "int | str | None" = None) -> "list[str]":
     """Runs both models on onnxruntime CPU, each graph as written (graph optimizations off: the
     optimizer rewrites the two graphs differently, and at its default level turns Where(Not(m), 0,
     x)'s -0.0 into +0.0 in the original, an answer ONNX does not give), and returns the differences
     found (empty: bit-identical everywhere). With `feeds`, on those feeds only; otherwise over seeded random feeds, the
-    symbolic dimensions named in `dims` at those sizes and every other one at each of `sizes`."""
-    from onnx_dml_lowering.runtime.feeds import random_feeds
+    symbolic dimensions named in `dims` at those sizes and every other one at each of `sizes`, each
+    set refused in one line past `memory_limit` (--memory-limit: bytes or a size like "512MiB";
+    default: runtime.memory's) before it is drawn."""
     from onnx_dml_lowering.runtime.ort.sessions import make_session   # logs nothing: errors are our one line
     from onnx_dml_lowering.runtime.ort.settings import as_written
     from onnx_dml_lowering.runtime import ort_crash
@@ -427,21 +446,8 @@ def bit_identical(original: "str | bytes | onnx.ModelProto", rewritten: "str | b
             raise DmlLowerError(f"--check: onnxruntime CPU cannot load {what}: "
                                 f"{brief(str(exc))}") from None
     a, b = sessions
-    dims = dims or {}
-    all_dims = [d for vi in inputs for d in vi.type.tensor_type.shape.dim]
-    names = {d.dim_param for d in all_dims if d.dim_param} - set(dims)
-    swept = bool(names) or any(not d.dim_param and not d.HasField("dim_value") for d in all_dims)
-    if feeds is not None:
-        runs = [("the --inputs feeds", feeds)]
-    else:
-        fixed = ", ".join(f"{k}={v}" for k, v in sorted(dims.items()))
-        runs = []
-        for size in sizes if swept else sizes[:1]:
-            where = ", ".join(([f"dimensions {size}"] if swept else []) + ([fixed] if fixed else [])) \
-                or "no symbolic dimensions"
-            for seed in seeds:
-                runs.append((f"seed {seed}, {where}", random_feeds(
-                    inputs, seed=seed, dims={**{n: size for n in names}, **dims}, dim_default=size)))
+    runs = [("the --inputs feeds", feeds)] if feeds is not None else \
+        _random_runs(inputs, seeds, sizes, dims or {}, memory_limit)
     problems = []
     for where, run_feeds in runs:
         try:

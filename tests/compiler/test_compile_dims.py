@@ -121,6 +121,54 @@ def test_dims_past_memory_name_the_all_zero_feeds(tmp_path, capsys):
     assert err.strip().endswith("(use smaller --dim values)")
 
 
+def eyes_model() -> onnx.ModelProto:
+    """Two run-time EyeLikes, [n, n] from x then [m, m] from z (each EyeLike(ConstantOfShape(s)))."""
+    nodes = []
+    for tag, source in (("1", "x"), ("2", "z")):
+        nodes += [h.make_node("Shape", [source], [f"s{tag}"], name=f"shape{tag}"),
+                  h.make_node("Concat", [f"s{tag}", f"s{tag}"], [f"ss{tag}"], name=f"cat{tag}", axis=0),
+                  h.make_node("ConstantOfShape", [f"ss{tag}"], [f"c{tag}"], name=f"cos{tag}"),
+                  h.make_node("EyeLike", [f"c{tag}"], [f"y{tag}"], name=f"eye{tag}")]
+    return graph_model(nodes, [("x", T.FLOAT, ["n"]), ("z", T.FLOAT, ["m"])], [("y1", T.FLOAT, 2), ("y2", T.FLOAT, 2)])
+
+
+def test_memory_limit_bounds_the_run_dim_makes(tmp_path, capsys):
+    """compile --dim runs the model: past --memory-limit that run is MemoryLimitExceeded's one line
+    (exit 2, before any output), not a later step 'not reached' with advice the command refused."""
+    from onnx_dml_lowering.runtime.memory import format_size
+    path, out_json = tmp_path / "eyes.onnx", tmp_path / "c.json"
+    onnx.save(eyes_model(), str(path))
+    n, m = 100, 2
+    small = n * n * 4 - 1           # eye1's output buffer, n * n float32, by one byte
+    argv = ["compile", path, "--dim", f"n={n}", "--dim", f"m={m}", "--json", out_json]
+    code, out, err = cli([*argv, "--memory-limit", small], capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1 and not out_json.exists()
+    assert f"node eye1 at input shapes [(2,)], ss1 = [{n}, {n}] needs {format_size(n * n * 4)} of buffers, over the " \
+           f"memory limit of {format_size(small)}" in err and "raise --memory-limit" in err
+    code, out, err = cli([*argv, "--memory-limit", "64MiB"], capsys)
+    assert code == 0, err
+    steps = {s["node"]: s for s in json.loads(out_json.read_text())["specialised"]["steps"]}
+    assert [steps[e]["operators"][0]["tensors"]["output"]["sizes"] for e in ("eye1", "eye2")] == [[n, n], [m, m]]
+
+
+def test_specialise_passes_its_memory_limit_to_the_run():
+    from onnx_dml_lowering.compiler.specialise import specialise
+    from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
+    compiled = compile_model(eyes_model())
+    with pytest.raises(MemoryLimitExceeded, match="node eye2"):
+        specialise(compiled, {"n": 2, "m": 100}, memory_limit=100 * 100 * 4 - 1)
+    spec = specialise(compile_model(eyes_model()), {"n": 2, "m": 100}, memory_limit="1MiB")
+    assert [s["status"] for s in spec["steps"]] == ["specialised", "specialised"]
+
+
+def test_memory_limit_without_dim_is_refused(tmp_path, capsys):
+    """Without --dim compile runs nothing: a --memory-limit would bound nothing, said, not ignored."""
+    path = tmp_path / "eyes.onnx"
+    onnx.save(eyes_model(), str(path))
+    assert cli(["compile", path, "--memory-limit", "1GiB"], capsys) == \
+        (2, "", "dml-lower: error: --memory-limit bounds the run --dim makes: add --dim\n")
+
+
 def test_without_dim_the_json_is_unchanged(tmp_path, capsys):
     out_json = tmp_path / "c.json"
     assert cli(["compile", REAL / "gpt2.dynamo.onnx", "--json", out_json], capsys)[0] == 0

@@ -1,7 +1,8 @@
 """The option groups (compiler/cli/groups.py): every shared option is declared by exactly one group
 and by no command itself, on every subcommand; every command's --help reads as help.txt (the help
 of main before the groups, changed only where an option changed on purpose: optimize's --sweep
-and --dim, demo's --seed worded as every other --seed); --dim means one fixed size everywhere."""
+and --dim, demo's --seed worded as every other --seed, --memory-limit on every command that runs a
+model); --dim means one fixed size everywhere."""
 from __future__ import annotations
 
 import argparse
@@ -152,3 +153,104 @@ def test_a_bad_feature_level_is_one_line_before_any_output(command, tmp_path, ca
     code, out, err = cli([*command, "--feature-level", "9_9"], capsys)
     assert (code, out, err) == (2, "", f"dml-lower: error: {expected.value}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+# -- --memory-limit: on every command that runs a model, so the runtime's "raise --memory-limit" is true
+
+# The commands that run a model (the lowered graph, onnxruntime or both); no other takes the option.
+RUNS_A_MODEL = {"dml-lower run", "dml-lower check", "dml-lower reduce", "dml-lower compile", "dml-lower optimize",
+                "dml-lower conformance run"}
+EYE_N = 200         # the EyeLike's run-time buffer: EYE_N^2 float32, far past 64 KiB; its feed is EYE_N floats
+
+
+def test_every_command_that_runs_a_model_takes_the_feed_groups_memory_limit():
+    taking = {" ".join(path): getattr(parser, DECLARED_BY, {}).get("--memory-limit") for path, parser in PARSERS}
+    assert {path for path, group in taking.items() if group} == RUNS_A_MODEL
+    assert {taking[path] for path in RUNS_A_MODEL} == {"FeedArgs"}
+
+
+def eye_model() -> onnx.ModelProto:
+    """x: float [n] -> EyeLike(ConstantOfShape([n, n])) -> ReduceSum: a run-time buffer of n*n floats
+    behind a small feed and a scalar output."""
+    from onnx import helper as h
+    nodes = [h.make_node("Shape", ["x"], ["s"], name="shape"),
+             h.make_node("Concat", ["s", "s"], ["ss"], name="cat", axis=0),
+             h.make_node("ConstantOfShape", ["ss"], ["c"], name="cos"),
+             h.make_node("EyeLike", ["c"], ["e"], name="eye"),
+             h.make_node("ReduceSum", ["e"], ["y"], name="sum", keepdims=0)]
+    return graph_model(nodes, [("x", onnx.TensorProto.FLOAT, ["n"])], [("y", onnx.TensorProto.FLOAT, [])])
+
+
+def eye_suite(folder: Path) -> None:
+    """A one-case conformance suite of eye_model at n = EYE_N, its expected output from onnx.reference."""
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    model, x = eye_model(), np.zeros(EYE_N, np.float32)
+    data = folder / "test_eye" / "test_data_set_0"
+    data.mkdir(parents=True)
+    onnx.save(model, str(folder / "test_eye" / "model.onnx"))
+    (data / "input_0.pb").write_bytes(numpy_helper.from_array(x, "x").SerializeToString())
+    (y,) = ReferenceEvaluator(model).run(None, {"x": x})
+    (data / "output_0.pb").write_bytes(numpy_helper.from_array(np.asarray(y), "y").SerializeToString())
+
+
+DIM = ["--dim", f"n={EYE_N}"]
+# (command, a limit too small for its run, its exit code within a large one); optimize --check's
+# limit bounds its random feeds (onnxruntime allocates the rest), so its small limit is below those
+MEMORY_RUNS = [(["run", "m.onnx", *DIM], "64KiB", 0), (["check", "m.onnx", *DIM], "64KiB", 0),
+               (["reduce", "m.onnx", "-o", "min.onnx", "--backends", "cpu", *DIM], "64KiB", 1),    # 1: nothing fails
+               (["compile", "m.onnx", *DIM], "64KiB", 0),
+               (["optimize", "m.onnx", "-o", "out.onnx", "--check", *DIM], "2KiB", 0),
+               (["conformance", "run", "suite", "--backends", "cpu"], "64KiB", 0)]
+
+
+def in_tmp(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    onnx.save(eye_model(), "m.onnx")
+    eye_suite(tmp_path / "suite")
+
+
+@pytest.mark.parametrize("command, small, passes", MEMORY_RUNS, ids=[" ".join(c[:2]) for c, _, _ in MEMORY_RUNS])
+def test_memory_limit_bounds_the_run_of_every_command(command, small, passes, tmp_path, capsys, monkeypatch):
+    """Too small: MemoryLimitExceeded's one line naming that limit, exit 2, no output file; large:
+    the command runs to its own verdict."""
+    from onnx_dml_lowering.runtime.memory import format_size, parse_size
+    in_tmp(tmp_path, monkeypatch)
+    code, out, err = cli([*command, "--memory-limit", small], capsys)
+    assert code == 2 and err.startswith("dml-lower: error: ") and err.count("\n") == 1, err
+    assert f"over the memory limit of {format_size(parse_size(small))}" in err, err
+    assert not Path("out.onnx").exists() and not Path("min.onnx").exists()
+    code, out, err = cli([*command, "--memory-limit", "64MiB"], capsys)
+    assert code == passes, err
+
+
+# The modules that read the default limit (runtime.memory.default_limit).
+DEFAULT_LIMIT_READERS = ["runtime.memory", "runtime.session", "runtime.feeds", "runtime.npz", "runtime.control_flow",
+                         "compiler.conformance.data_sets"]
+
+
+@pytest.mark.parametrize("command, small, passes", MEMORY_RUNS, ids=[" ".join(c[:2]) for c, _, _ in MEMORY_RUNS])
+def test_the_advice_to_raise_memory_limit_is_an_option_of_the_command(command, small, passes, tmp_path, capsys,
+                                                                      monkeypatch):
+    """Past the default limit the error says to raise --memory-limit: the command takes it, and
+    the run it advises passes."""
+    import importlib
+
+    from onnx_dml_lowering.runtime.memory import parse_size
+    for name in DEFAULT_LIMIT_READERS:           # each by the name it imported
+        monkeypatch.setattr(importlib.import_module(f"onnx_dml_lowering.{name}"), "default_limit", lambda: parse_size(small))
+    in_tmp(tmp_path, monkeypatch)
+    code, out, err = cli(command, capsys)
+    assert code == 2 and "raise --memory-limit" in err and err.count("\n") == 1, err
+    assert cli([*command, "--memory-limit", "64MiB"], capsys)[0] == passes
+
+
+@pytest.mark.parametrize("command", [c for c, _, _ in MEMORY_RUNS], ids=[" ".join(c[:2]) for c, _, _ in MEMORY_RUNS])
+def test_a_bad_memory_limit_is_the_one_readers_line(command, tmp_path, capsys, monkeypatch):
+    from onnx_dml_lowering.ir import DmlLowerError
+    from onnx_dml_lowering.runtime.memory import parse_size
+    in_tmp(tmp_path, monkeypatch)
+    for bad in ("2Mo", "0"):
+        with pytest.raises(DmlLowerError) as expected:
+            parse_size(bad)
+        assert cli([*command, "--memory-limit", bad], capsys) == (2, "", f"dml-lower: error: {expected.value}\n")

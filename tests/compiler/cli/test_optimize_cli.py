@@ -184,7 +184,8 @@ def test_an_output_the_check_refuses_is_not_written(target, tmp_path, capfd) -> 
     (["--check", "--sweep", "2,4", "--inputs", "feeds.npz"],
      "--sweep sizes the random feeds: it does not combine with --inputs"),
     (["--check", "--sweep", "2,x"], "--sweep '2,x': expected SIZE[,SIZE...] of non-negative integers"),
-    (["--check", "--sweep", ""], "--sweep '': expected SIZE[,SIZE...] of non-negative integers"),
+    (["--memory-limit", "1GiB"], "--memory-limit bounds the feeds of --check: add --check"),
+    (["--check", "--memory-limit", "2Mo"], "memory limit '2Mo' is not a size like 512MiB, 2GB or 1000000"),
 ])
 def test_feed_options_out_of_place_are_refused_before_writing(args, says, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -221,6 +222,42 @@ def test_bit_identical_compares_on_the_feeds_given() -> None:
     assert bit_identical(model("Identity"), model("Abs"), inputs, feeds=positive) == []
     assert bit_identical(model("Identity"), model("Abs"), inputs, feeds={"x": -positive["x"]}) != []
     assert bit_identical(model("Identity"), model("Abs"), inputs, dims={"n": 5}) != []
+
+
+@pytest.mark.parametrize("feeds", ["random", "file"])
+def test_check_feeds_are_bounded_by_memory_limit(feeds, tmp_path, capfd) -> None:
+    """optimize --check --memory-limit bounds its feeds as run's does: over it, MemoryLimitExceeded's
+    one line (naming that limit and the option to raise), nothing written; within it, the check runs."""
+    from onnx_dml_lowering.runtime.memory import format_size
+    source, target = tmp_path / "moe.onnx", tmp_path / "out.onnx"
+    onnx.save(reshape_model(), str(source))
+    x = np.arange(4000, dtype=np.float32)
+    np.savez(tmp_path / "feeds.npz", x=x)
+    given = ["--inputs", str(tmp_path / "feeds.npz")] if feeds == "file" else ["--dim", f"n={x.size}"]
+    # the file's array, or the random feed and numpy's draws (runtime.feeds.DRAW_BYTES_PER_ELEMENT)
+    small = x.nbytes - 1
+    assert main(["optimize", str(source), "-o", str(target), "--check", *given, "--memory-limit", str(small)]) == 2
+    err = capfd.readouterr().err
+    assert err.startswith("dml-lower: error: ") and err.count("\n") == 1, err
+    assert f"over the memory limit of {format_size(small)}" in err and "raise --memory-limit" in err
+    assert not target.exists()
+    assert main(["optimize", str(source), "-o", str(target), "--check", *given, "--memory-limit", "64MiB"]) == 0
+    assert "check: bit-identical on onnxruntime CPU" in capfd.readouterr().out and target.exists()
+
+
+def test_bit_identical_draws_its_feeds_within_the_memory_limit() -> None:
+    from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
+    from onnx_dml_lowering.runtime.feeds import DRAW_BYTES_PER_ELEMENT
+    graph = helper.make_graph([helper.make_node("Abs", ["x"], ["y"])], "g", [vi("x", TensorProto.FLOAT, ["n"])],
+                              [vi("y", TensorProto.FLOAT, ["n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    inputs = graph_inputs(onnx.load_from_string(model))
+    need = 100 * (4 + DRAW_BYTES_PER_ELEMENT)           # a float32 feed of 100 and numpy's draws
+    assert bit_identical(model, model, inputs, dims={"n": 100}, memory_limit=need) == []
+    with pytest.raises(MemoryLimitExceeded, match="over the memory limit of"):
+        bit_identical(model, model, inputs, dims={"n": 100}, memory_limit=need - 1)
+    with pytest.raises(MemoryLimitExceeded):        # the sweep's largest size, 8, past a limit 3 fits
+        bit_identical(model, model, inputs, sizes=(1, 3, 8), memory_limit=f"{3 * (4 + DRAW_BYTES_PER_ELEMENT)}")
 
 
 def test_onnxruntime_log_lines_stay_off_stderr(tmp_path, capfd) -> None:

@@ -18,7 +18,7 @@ SPIN = "session.intra_op.allow_spinning=0"
 # Argument vectors per command: together they give every option of the command (held below).
 VECTORS = {
     "compile": [["m.onnx"], ["m.onnx", "-v", "--feature-level", "4_0", "--json", "o.json", "--model-explorer", "e.json",
-                             "--dim", "n=3", "--dim", "m=0"]],
+                             "--dim", "n=3", "--dim", "m=0", "--memory-limit", "1GiB"]],
     "run": [["m.onnx"],
             ["m.onnx", "--seed", "7", "--dim", "n=4", "--dim", "b=1", "--zero-fraction", "0.25", "--zero-fraction", "x:1",
              "--val-range", "-1,1", "--val-range", "x:[0,5]", "--strict", "--feed-initializers", "--memory-limit", "1GiB",
@@ -46,10 +46,10 @@ VECTORS = {
     "conformance run": [["suite"], ["suite", "--backends", "cpu,ort-cpu", "--filter", "test_eye*", "--provider-option",
                                     "a=b", "--ep-library", "X=/x.so", "--no-fallback", "--provider-model", "modified",
                                     "--fail-on-partial", "--threads", "0", "--session-config", SPIN,
-                                    "--graph-optimization-level", "all"]],
+                                    "--graph-optimization-level", "all", "--memory-limit", "512MiB"]],
     "optimize": [["m.onnx", "-o", "out.onnx"],
                  ["m.onnx", "-o", "out.onnx", "--feature-level", "4_0", "--min-bytes", "10", "--check", "--dim", "n=2",
-                  "--sweep", "8,1,3,1", "-v"],
+                  "--sweep", "8,1,3,1", "-v", "--memory-limit", "2GB"],
                  ["m.onnx", "--output", "out.onnx", "--for", "dml", "--ort-version", "1.24.4", "--check", "--inputs",
                   "f.npz"]],
     "inspect": [["m.onnx"], ["m.onnx", "--feature-level", "6_0", "--json", "r.json", "--ep", "dml", "--device-lacks",

@@ -313,3 +313,46 @@ def test_an_export_from_before_dml_ep_table_is_still_its_own(suite, tmp_path):
     (again / "manifest.json").write_text(json.dumps(manifest))
     conformance.export(str(again), seeds=1)
     assert json.loads((again / "manifest.json").read_text())["dml_ep_table"]
+
+
+def eye_sum_suite(folder, n: int):
+    """A one-case suite: x float [n] -> ReduceSum(EyeLike(ConstantOfShape([n, n]))), whose run holds
+    an n x n buffer behind n floats of test data; its expected output from onnx.reference."""
+    import numpy as np
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Concat", ["s", "s"], ["ss"], name="cat", axis=0),
+             helper.make_node("ConstantOfShape", ["ss"], ["c"], name="cos"),
+             helper.make_node("EyeLike", ["c"], ["e"], name="eye"),
+             helper.make_node("ReduceSum", ["e"], ["y"], name="sum", keepdims=0)]
+    graph = helper.make_graph(nodes, "eye_sum", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    data = folder / "test_eye_sum" / "test_data_set_0"
+    data.mkdir(parents=True)
+    onnx.save(model, str(folder / "test_eye_sum" / "model.onnx"))
+    x = np.zeros(n, np.float32)
+    (data / "input_0.pb").write_bytes(numpy_helper.from_array(x, "x").SerializeToString())
+    (y,) = ReferenceEvaluator(model).run(None, {"x": x})
+    (data / "output_0.pb").write_bytes(numpy_helper.from_array(np.asarray(y), "y").SerializeToString())
+    return folder
+
+
+def test_a_run_past_memory_limit_stops_the_suite_naming_the_case(tmp_path, capsys):
+    """conformance run --memory-limit bounds each case's run as check's does: past it the command
+    stops with that one line naming the case (exit 2), not a FAIL of the case; within it, a pass."""
+    from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
+    from onnx_dml_lowering.runtime.backends import BackendOptions
+    from onnx_dml_lowering.runtime.memory import format_size
+    n = 100
+    folder, small = eye_sum_suite(tmp_path / "suite", n), n * n * 4 - 1        # the eye's buffer by one byte
+    assert main(["conformance", "run", str(folder), "--backends", "cpu", "--memory-limit", str(small)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("dml-lower: error: conformance case 'test_eye_sum' on "
+                                                                 "cpu: node eye at input shapes ")
+    assert f"over the memory limit of {format_size(small)}" in err and "raise --memory-limit" in err
+    assert main(["conformance", "run", str(folder), "--backends", "cpu", "--memory-limit", "64MiB"]) == 0
+    assert "[cpu] 1 pass" in capsys.readouterr().out
+    with pytest.raises(MemoryLimitExceeded):
+        conformance.run(str(folder), ["cpu"], BackendOptions(memory_limit=small))

@@ -64,8 +64,9 @@ def write_text(path: str, what: str, text: str, lead: "str | None" = "") -> None
 
 def check_writable(option: str, path: "str | None") -> None:
     """An output file the run would fail to write is found before the run, in one line (the rules
-    of runtime.output_target, which the writer applies again when it writes)."""
-    if path:
+    of runtime.output_target, which the writer applies again when it writes). An empty path is
+    given, and refused: it is no file, never the option left out."""
+    if path is not None:
         _target(option, path)
 
 
@@ -91,7 +92,7 @@ def check_outputs(*options: "tuple[str, str | None]", reads: "Sequence[tuple[str
     for what, path in reads:
         if path:
             note_path(path, f"{what} {path!r}")
-    targets = [(option, path, _target(option, path)) for option, path in options if path]
+    targets = [(option, path, _target(option, path)) for option, path in options if path is not None]
     _note_external_data([path for what, path in reads if what == MODEL_FILE and path],
                         [path for _, path, target in targets if target.regular_files()])
     seen: "dict[str, str]" = {}

@@ -81,11 +81,12 @@ def xml_text(text: object) -> str:
 
 
 # A line a person reads whole (an error or warning on stderr) holds a model's name at any length:
-# a run longer than this without a space keeps its head and tail; a line longer than LINE_MOST
-# keeps its start and its end (the JSON forms keep every name whole).
-_RUN_HEAD, _RUN_TAIL = 120, 60
-_LONG_RUN = re.compile(r"\S{%d,}" % (_RUN_HEAD + _RUN_TAIL + 40))
-LINE_MOST = 4000
+# a run without a space longer than any path the kernel takes (PATH_MAX, 4096 bytes: a path a
+# command wrote or read is always shown whole) keeps its head and tail; a line longer than
+# LINE_MOST keeps its start and its end (the JSON forms keep every name whole).
+_RUN_HEAD, _RUN_TAIL = 200, 100
+_LONG_RUN = re.compile(r"\S{4097,}")
+LINE_MOST = 20_000
 
 
 def _elided(text: str, head: int, tail: int) -> str:
@@ -98,7 +99,7 @@ def bounded_line(text: str) -> str:
     text = _LONG_RUN.sub(lambda m: _elided(m.group(), _RUN_HEAD, _RUN_TAIL), text)
     if len(text) <= LINE_MOST:
         return text
-    return "\n".join(_elided(line, LINE_MOST - 1000, 800) if len(line) > LINE_MOST else line
+    return "\n".join(_elided(line, LINE_MOST - 6000, 4000) if len(line) > LINE_MOST else line
                      for line in text.split("\n"))
 
 

@@ -73,6 +73,8 @@ def resolve(path: "str | os.PathLike") -> OutputTarget:
     if asked == "-":            # many tools' standard output: never a file named '-' made in silence
         raise Unwritable("'-' stands for no stream here: for standard output give /dev/stdout (written after "
                          "what the command prints), for a file named '-' its full path")
+    if not asked:
+        raise Unwritable("an empty path names no file (a variable that was never set?)")
     if "\0" in asked:
         raise Unwritable("it holds a NUL byte, which no path can")
     if asked.endswith(os.sep) and not os.path.isdir(asked):

@@ -59,6 +59,18 @@ def each(option: str, given: "Iterable[Any] | None") -> "list[Word]":
     return [Word(option, (str(item),)) for item in given or ()]
 
 
+def _given(read: "Callable[[str], Any] | None") -> "Callable[[str], Any]":
+    """An option's reader that refuses an empty value first: no option takes one, and a path ''
+    would name the working folder (Path('') is Path('.')): `--inputs "$UNSET"` fed random values and
+    `check ""` checked every model below the working folder."""
+    def value(text: str) -> Any:
+        if text == "":
+            raise argparse.ArgumentTypeError("an empty value names nothing (a variable that was never set?)")
+        return text if read is None else read(text)
+    value.__name__ = getattr(read, "__name__", "value")      # argparse names a failed reader by it
+    return value
+
+
 class ArgGroup(Generic[T]):
     """A group of options: declared on a parser by add (or its add_... placements, recording the
     group), read once into a T by parse, written back as words by tokens."""
@@ -73,6 +85,8 @@ class ArgGroup(Generic[T]):
         raise NotImplementedError(type(self).__name__)
 
     def _add(self, parser: argparse.ArgumentParser, *names: str, **kwargs: Any) -> argparse.Action:
+        if kwargs.get("action") in (None, "store", "append", "extend"):
+            kwargs["type"] = _given(kwargs.get("type"))
         action = parser.add_argument(*names, **kwargs)
         record = parser.__dict__.setdefault(DECLARED_BY, {})
         for name in action.option_strings or [action.dest]:

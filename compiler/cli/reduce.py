@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from onnx_dml_lowering.ir.display import display
 
-from ..output_files import check_outputs, load_npz_file
+from ..output_files import check_outputs, check_writable, load_npz_file
 from .command import ArgGroup, Command, Parsed, Word, option_value
 from .command import line as typed_line
 from .feeds import first_feeds
@@ -81,6 +81,7 @@ def cmd_reduce(parsed: Parsed) -> int:
     backends = parsed[BackendArgs]
     status_text, output = parsed[StatusArgs], parsed[OutputArgs]
     backend, status = backends.names[0], status_text.lower()
+    check_writable("-o", output)            # before its sibling's name is made from it
     out = Path(output)
     check_outputs(("-o", output), ("-o's inputs file", str(inputs_path(out))),     # before the work
                   reads=files_read(parsed))

@@ -37,6 +37,7 @@ ENDED_EARLY = 2             # a process ended with status 0 before its command f
 FATAL = ("SIGSEGV", "SIGFPE", "SIGBUS", "SIGILL", "SIGABRT")
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 _FROM_A_PROCESS = 0         # si_code <= 0: kill(), sigqueue(), tkill(); > 0: the kernel (a terminal)
+_PR_SET_PDEATHSIG = 1       # linux/prctl.h
 
 KILLED = ("dml-lower: error: the command's process was killed (SIGKILL): most likely the kernel's out-of-memory "
           "killer (`dmesg` says), else another process; smaller --dim sizes or a lower --memory-limit keep a run "
@@ -68,6 +69,7 @@ def supervised(work: Callable[[], int]) -> int:
     page = mmap.mmap(-1, ort_crash.SIZE)             # anonymous and shared with the child
     watched = _signals(FORWARDED) | {signal.SIGCHLD}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    parent = os.getpid()
     try:
         pid = os.fork()
     except OSError:                                 # no process to spare: run here, unsupervised
@@ -75,12 +77,26 @@ def supervised(work: Callable[[], int]) -> int:
         return work()
     if pid == 0:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        _die_with(parent)
         ort_crash.arm(page)
         try:
             return work()
         finally:
             ort_crash.ended()
     _supervise(pid, page, watched)
+
+
+def _die_with(parent: int) -> None:
+    """The child is killed when the supervisor dies (Linux: PR_SET_PDEATHSIG): a `kill -9` of the pid
+    the user started (a CI runner's timeout, a job runner) must not leave the command running on,
+    starting DirectML hosts and writing its files; its DirectML hosts die with it in turn."""
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:          # the supervisor died before prctl took effect
+        os._exit(INTERNAL)
 
 
 def _supervise(pid: int, page: mmap.mmap, watched: "set[signal.Signals]") -> NoReturn:

@@ -152,3 +152,37 @@ def test_a_signal_sent_twice_is_one_line(signum, code, tmp_path):
             time.sleep(pause)
         got, out, err, _ = _stop(proc, signum)
         assert got == code and "Traceback" not in err and len(err.splitlines()) == 1, (pause, got, err)
+
+
+SLEEPING_LOADER = """
+import os, time
+import numpy as np
+def load_data():
+    with open("child.pid", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(20)
+    yield {"x": np.ones(4096, np.float32)}
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_sigkill_of_the_pid_started_ends_the_command_it_supervises(tmp_path):
+    """`kill -9` of the console script's pid (what a CI runner's timeout or a job runner sends to the
+    pid it started, not to the group) ended only the supervisor: its child ran on, printed its
+    report and wrote its files afterwards. The child dies with it now, writing nothing."""
+    onnx.save(long_loop(3), tmp_path / "loop.onnx")
+    (tmp_path / "loader.py").write_text(SLEEPING_LOADER)
+    proc = subprocess.Popen([sys.executable, "-m", "onnx_dml_lowering.compiler", "check", "loop.onnx",
+                             "--data-loader-script", "loader.py", "--json", "r.json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, start_new_session=True)
+    _wait_for(lambda: (tmp_path / "child.pid").exists() and (tmp_path / "child.pid").read_text())
+    child = int((tmp_path / "child.pid").read_text())
+    assert child != proc.pid and child in _children(proc.pid)
+    proc.kill()
+    proc.wait(timeout=10)               # the supervisor (its child holds the pipes: no communicate)
+    _wait_for(lambda: not Path(f"/proc/{child}").exists() or
+              Path(f"/proc/{child}/stat").read_text().split(") ")[1].startswith("Z"), seconds=10)
+    time.sleep(25)                      # past the loader's sleep: a child still running would write r.json
+    assert not (tmp_path / "r.json").exists()
+    proc.stdout.close()
+    proc.stderr.close()

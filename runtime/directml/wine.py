@@ -270,7 +270,7 @@ class HostProcess:
                 end_session(self.home)
             raise HostFailed(f"cannot start DirectML host {self.name}: {exc}") from None
         self._writer, self._reader = self._process.stdin, self._process.stdout
-        _log_start(self.name)
+        _log_start(self.name, self._process.pid)
         if not on_windows():
             self._stderr_stop = os.pipe()
         self._stderr_thread = threading.Thread(target=self._collect_stderr, args=(self._process.stderr,), daemon=True)
@@ -410,8 +410,10 @@ class HostProcess:
             return self._read_frame()
 
 
-def _log_start(name: str) -> None:
+def _log_start(name: str, pid: int) -> None:
+    """A test hook: one line per host started, the host first, then who started it (a count that
+    is off says which process and thread started the extra one)."""
     log = os.environ.get(START_LOG_ENV)
     if log:
         with open(log, "a", encoding="utf-8") as stream:
-            stream.write(name + "\n")
+            stream.write(f"{name} host={pid} by={os.getpid()}/{threading.current_thread().name}\n")

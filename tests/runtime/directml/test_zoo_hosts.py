@@ -45,5 +45,6 @@ def test_the_zoo_starts_one_dml_host_per_worker(tmp_path, monkeypatch, capsys, j
     for entry in report["models"]:
         dml = next(b for b in entry["report"]["backends"] if b["backend"] == "dml")
         assert dml["status"] == "ok", (entry["model"], dml)
-    starts = log.read_text().split()
-    assert starts == ["dml_host.exe"] * jobs       # a worker that got a model started one host, once
+    lines = log.read_text().splitlines()           # "dml_host.exe host=PID by=PID/THREAD"
+    starts = [line.split()[0] for line in lines]
+    assert starts == ["dml_host.exe"] * jobs, lines    # a worker that got a model started one host, once

@@ -73,19 +73,43 @@ class EmulatorBackend(Backend):
                                 f"({', '.join(names)}), {len(arrays)} inputs given")
         in_vis = [helper.make_tensor_value_info(n, numpy_to_onnx(a.dtype), list(a.shape))
                   for n, a in zip(names, arrays)]
-        if outputs_info is None:        # onnx's signature has it optional: this backend types outputs from it
-            raise DmlLowerError(f"run_node: node {node.name or node.op_type}: give outputs_info, a (dtype, shape) "
-                                "for each output (this backend types the node's outputs from it)")
-        out_vis = [helper.make_tensor_value_info(n, numpy_to_onnx(dt), [None] * len(shape))
-                   for n, (dt, shape) in zip(node.output, outputs_info)]
         opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
-        model = helper.make_model(helper.make_graph([node], "run_node", in_vis, out_vis),
-                                  opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-        return cls.run_model(model, arrays, device, **kwargs)
+
+        def model_of(out_vis: list) -> onnx.ModelProto:
+            return helper.make_model(helper.make_graph([node], "run_node", in_vis, out_vis),
+                                     opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+        if outputs_info is None:        # onnx's signature has it optional: the outputs typed by shape inference
+            out_vis = _inferred_outputs(node, model_of([helper.make_value_info(n, onnx.TypeProto())
+                                                        for n in node.output if n]))
+        else:
+            out_vis = [helper.make_tensor_value_info(n, numpy_to_onnx(dt), [None] * len(shape))
+                       for n, (dt, shape) in zip(node.output, outputs_info)]
+        return cls.run_model(model_of(out_vis), arrays, device, **kwargs)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
         return str(device).upper() == "CPU"
+
+
+def _inferred_outputs(node: onnx.NodeProto, model: onnx.ModelProto) -> "list[onnx.ValueInfoProto]":
+    """The node's outputs as onnx's shape inference types them (element type and rank; sizes left
+    free), or one line naming the output it cannot type."""
+    from onnx_dml_lowering.ir.display import display
+    from onnx_dml_lowering.ir.errors import first_line
+    shown = display(node.name or node.op_type)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
+        raise DmlLowerError(f"run_node: node '{shown}': onnx's shape inference fails on it ({first_line(exc)}): "
+                            "give outputs_info, a (dtype, shape) for each output") from None
+    out_vis = []
+    for info in inferred.graph.output:
+        tensor = info.type.tensor_type
+        if not info.type.HasField("tensor_type") or not tensor.elem_type or not tensor.HasField("shape"):
+            raise DmlLowerError(f"run_node: node '{shown}': onnx's shape inference gives output '{display(info.name)}' "
+                                "no tensor type and rank: give outputs_info, a (dtype, shape) for each output")
+        out_vis.append(helper.make_tensor_value_info(info.name, tensor.elem_type, [None] * len(tensor.shape.dim)))
+    return out_vis
 
 
 prepare = EmulatorBackend.prepare

@@ -289,8 +289,37 @@ def test_the_onnx_backend_interface_refuses_what_it_would_drop():
     with pytest.raises(DmlLowerError, match="device 'CUDA'"):
         backend.prepare(model, device="CUDA")
     node = h.make_node("NonZero", ["a"], ["b"])
-    with pytest.raises(DmlLowerError, match="give outputs_info"):
-        backend.run_node(node, [np.eye(2, dtype=np.int32)])
     big = np.eye(3, dtype=">i4")
     (out,) = backend.run_node(node, [big], outputs_info=[(np.dtype(np.int64), (2, 3))])
     np.testing.assert_array_equal(out, np.array(np.nonzero(np.eye(3))))
+
+
+@pytest.mark.parametrize("node, inputs", [
+    (h.make_node("NonZero", ["a"], ["b"]), [np.eye(3, dtype=np.int32)]),
+    (h.make_node("EyeLike", ["a"], ["b"], k=1, dtype=onnx.TensorProto.FLOAT16), [np.zeros((3, 5), np.float32)]),
+    (h.make_node("Trilu", ["a", "k"], ["b"], upper=0), [np.arange(12, dtype=np.int64).reshape(3, 4), np.array(-1)]),
+    (h.make_node("Split", ["a"], ["b", "c"], axis=0, num_outputs=2), [np.arange(8, dtype=np.float32).reshape(4, 2)]),
+])
+def test_run_node_types_its_outputs_by_shape_inference_when_no_outputs_info(node, inputs):
+    from onnx.reference import ReferenceEvaluator
+
+    from onnx_dml_lowering.compiler import backend
+    outputs = backend.run_node(node, inputs)
+    names = [f"i{k}" for k in range(len(inputs))]
+    renamed = h.make_node(node.op_type, names, list(node.output), **{a.name: h.get_attribute_value(a) for a in node.attribute})
+    graph = h.make_graph([renamed], "g", [h.make_tensor_value_info(n, 0, None) for n in names],
+                         [h.make_tensor_value_info(o, 0, None) for o in node.output])
+    expected = ReferenceEvaluator(h.make_model(graph, opset_imports=[h.make_opsetid("", 21)])).run(
+        None, dict(zip(names, inputs)))
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_run_node_says_in_one_line_when_shape_inference_cannot_type_an_output():
+    from onnx_dml_lowering.compiler import backend
+    from onnx_dml_lowering.ir import DmlLowerError
+    node = h.make_node("Custom", ["a"], ["b"], name="mine", domain="my.domain")
+    with pytest.raises(DmlLowerError, match="run_node: node 'mine': .*give outputs_info"):
+        backend.run_node(node, [np.ones(2, np.float32)])

@@ -2,7 +2,11 @@
 folder on the target's file system (inside the target when that folder exists, beside it
 otherwise) and moves it into place only once every file is written. A write that fails part way
 (a full disk) removes the temporary folder: the target is as it was (an earlier suite there
-intact, a folder that did not exist not made), and the one line says so."""
+intact, a folder that did not exist not made), and the one line says so.
+
+A target that does not exist is made in a folder that must (check_target, before any work): a
+missing one is refused as every writer refuses it (runtime/output_target.py), never made: a typo
+in it would make a tree of folders anywhere the user can write."""
 from __future__ import annotations
 
 import contextlib
@@ -13,7 +17,7 @@ from typing import Callable, Iterator
 
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
-from onnx_dml_lowering.runtime.output_target import reason
+from onnx_dml_lowering.runtime.output_target import Unwritable, reason, resolve
 
 # The temporary folder's name: an export that was killed leaves one, which the next one ignores
 # when it asks whether the target is empty.
@@ -25,6 +29,21 @@ def is_staging(entry: str) -> bool:
     return entry.startswith(STAGING_PREFIX)
 
 
+def check_target(directory: str) -> None:
+    """DmlLowerError when the suite's folder could not be made where `directory` names it: its
+    parent missing, a file, or not writable (the output rules' words), or `directory` a symbolic
+    link that leads nowhere (the finished suite would replace the link, not make its target)."""
+    if os.path.isdir(directory):
+        return
+    if os.path.islink(directory):
+        raise DmlLowerError(f"conformance directory {directory!r}: cannot write there: it is a symbolic link that "
+                            "leads nowhere (dangling, or a loop): give the folder itself")
+    try:
+        resolve(directory.rstrip(os.sep))        # a new folder's name, as a new file's: its folder must exist
+    except Unwritable as exc:
+        raise DmlLowerError(f"conformance directory {directory!r}: cannot write there: {exc}") from None
+
+
 @contextlib.contextmanager
 def staged_suite(directory: str, clear: "Callable[[str], None]") -> Iterator[str]:
     """`with staged_suite(DIR, clear) as build:` write the whole suite in `build`. On leaving without
@@ -33,22 +52,18 @@ def staged_suite(directory: str, clear: "Callable[[str], None]") -> Iterator[str
     exception `build` is removed and DIR is as it was; a write's failure (OSError, or the writer's
     own line) is one line naming the file as the suite would hold it and saying nothing was left."""
     existed = os.path.isdir(directory)
-    made = [] if existed else _make_parents(directory)
-    try:
+    try:            # beside a new DIR: in its folder, which check_target found (a folder gone since: the line)
         build = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=directory if existed else os.path.dirname(
             os.path.abspath(directory)))
     except OSError as exc:
-        _remove_made(made)
         raise DmlLowerError(f"cannot write the conformance suite to '{display(directory)}': {reason(exc)}") from None
     try:
         yield build
     except (OSError, DmlLowerError) as exc:
         shutil.rmtree(build, ignore_errors=True)
-        _remove_made(made)
         raise DmlLowerError(_failed(exc, build, directory, existed)) from None
     except BaseException:
         shutil.rmtree(build, ignore_errors=True)        # Ctrl-C: nothing half-made either
-        _remove_made(made)
         raise
     try:            # renames on one file system: nothing is written any more
         _move_in(build, directory, existed, clear)
@@ -66,31 +81,6 @@ def _failed(exc: "OSError | DmlLowerError", build: str, directory: str, existed:
     left = ("the folder and the suite in it are as they were" if existed
             else f"'{display(directory)}' was not made")
     return f"{line}; nothing was left: {left}"
-
-
-def _make_parents(directory: str) -> "list[str]":
-    """The folders above `directory` that do not exist, made (outermost first) and returned, so a
-    failed export removes them again."""
-    missing = []
-    parent = os.path.dirname(os.path.abspath(directory))
-    while not os.path.exists(parent):
-        missing.append(parent)
-        parent = os.path.dirname(parent)
-    made = []
-    try:
-        for folder in reversed(missing):
-            os.mkdir(folder)
-            made.append(folder)
-    except OSError as exc:
-        _remove_made(made)
-        raise DmlLowerError(f"cannot write the conformance suite to '{display(directory)}': {reason(exc)}") from None
-    return made
-
-
-def _remove_made(made: "list[str]") -> None:
-    for folder in reversed(made):
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
 
 
 def _move_in(build: str, directory: str, existed: bool, clear: "Callable[[str], None]") -> None:

@@ -19,7 +19,7 @@ from onnx import numpy_helper
 from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.display import display
 from onnx_dml_lowering.ir.printer import name_list
-from onnx_dml_lowering.ir.errors import MemoryLimitExceeded, first_line
+from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
 from onnx_dml_lowering.runtime.input_files import named_stat
 from onnx_dml_lowering.runtime.ort.providers import resolve_provider
 from onnx_dml_lowering.runtime.backend_names import CHOICES, BackendLike, as_backend_name, provider_backend
@@ -36,13 +36,13 @@ from ..compiled import compile_model
 from ..frontend import load_model, read_regular_file
 from .cases import Case, all_cases
 from .data_sets import Budget, read_case
-from .staging import is_staging, staged_suite
+from .discovery import MANIFEST, MODEL, case_names, not_a_manifest, read_manifest
+from .staging import check_target, is_staging, staged_suite
 from ..ep.placement import CPU as CPU_PROVIDER
 from ..ep.placement import DML as DML_PROVIDER
 from ..ep.placement import NONE, REMOVED, predict_placement
 from ..ep.registry import TableChoice, choose_table
 
-MANIFEST = "manifest.json"
 STATUSES = ("pass", "partial", "deviation", "unsupported", "fail")
 # Providers that cannot run a model on their own (Azure only calls remote endpoints).
 _NOT_PROBED = ("AzureExecutionProvider",)
@@ -285,6 +285,7 @@ def export(directory: str, feature_level: str = "5_1", seeds: int = 2, ort_versi
                             "is a folder of files): for a folder named '-' give its full path")
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise DmlLowerError(f"conformance directory {directory!r} is not a folder (a file, device, FIFO or socket)")
+    check_target(directory)         # a missing parent folder: refused, never made
     if os.path.isdir(directory) and not os.path.lexists(os.path.join(directory, MANIFEST)) and \
             any(not is_staging(entry) for entry in os.listdir(directory)):     # a killed export's folder: ignored
         raise DmlLowerError(f"conformance directory {directory!r} is not empty and holds no {MANIFEST}")
@@ -340,22 +341,17 @@ def _remove_earlier_export(directory: str) -> None:
 
 def _exported_cases(path: str) -> "list[str]":
     """The case folders the conformance manifest at `path` lists; DmlLowerError when the file is not
-    one (this tool's manifest holds its feature level, seeds, cases and providers)."""
+    one (discovery.not_a_manifest)."""
     refused = (f"conformance directory '{display(os.path.dirname(path))}' holds a {MANIFEST} that is not a "
                "conformance manifest of dml-lower")
     try:
         manifest = json.loads(read_regular_file(Path(path), f"conformance manifest {path!r}"))
     except ValueError:
         raise DmlLowerError(f"{refused} (not JSON): export into an empty folder") from None
-    keys = ("feature_level", "seeds", "cases", "providers")       # every export's (dml_ep_table came later)
-    if not isinstance(manifest, dict) or any(k not in manifest for k in keys) or not isinstance(manifest["cases"], dict):
-        raise DmlLowerError(f"{refused} (no {', '.join(keys)}): nothing there is removed or replaced; export into "
-                            "an empty folder")
-    names = list(manifest["cases"])
-    unsafe = [n for n in names if not isinstance(n, str) or n in ("", ".", "..") or "/" in n or "\\" in n or "\0" in n]
-    if unsafe:
-        raise DmlLowerError(f"{refused} (case '{display(str(unsafe[0]))}' is not a folder name): nothing is removed")
-    return names
+    why = not_a_manifest(manifest)
+    if why is not None:
+        raise DmlLowerError(f"{refused} ({why}): nothing there is removed or replaced; export into an empty folder")
+    return list(manifest["cases"])
 
 
 def _remove_case(folder: str) -> None:
@@ -462,29 +458,17 @@ def load(directory: str, pattern: "str | None" = None, memory_limit: "int | str 
          ) -> "tuple[dict, list[tuple[str, onnx.ModelProto, list, list]]]":
     """(manifest or {}, [(case, model, data sets, expected outputs)]) from a suite folder;
     `pattern`: only the cases whose folder name matches this fnmatch glob; `memory_limit`: what all
-    their test data may take (data_sets.read_case reads and checks it; default: runtime.memory's)."""
-    import fnmatch
+    their test data may take (data_sets.read_case reads and checks it; default: runtime.memory's).
+    Which folders are cases, and which cannot be run (one line naming them): discovery.py."""
     budget = Budget.of(memory_limit)
     if not stat.S_ISDIR(named_stat(directory, f"conformance directory {directory!r}").st_mode):
         raise DmlLowerError(f"conformance directory {directory!r} is not a folder (a file, device, FIFO or "
                             "socket): give the folder conformance export wrote")
-    manifest = {}
-    if os.path.exists(os.path.join(directory, MANIFEST)):
-        path = os.path.join(directory, MANIFEST)
-        try:
-            manifest = json.loads(read_regular_file(Path(path), f"conformance manifest {path!r}"))
-        except ValueError as exc:
-            raise DmlLowerError(f"conformance manifest {path!r} is not JSON: {first_line(exc)}") from None
+    manifest = read_manifest(directory)
     cases = []
-    for name in sorted(os.listdir(directory)):
+    for name in case_names(directory, list(manifest.get("cases", {})), pattern):
         folder = os.path.join(directory, name)
-        # a folder without a model.onnx is no case; a model.onnx link that leads nowhere (dangling, a
-        # loop) is one that cannot be read: said, never skipped (load_model refuses a FIFO or device)
-        if not os.path.lexists(os.path.join(folder, "model.onnx")):
-            continue
-        if pattern is not None and not fnmatch.fnmatchcase(name, pattern):
-            continue
-        model = load_model(os.path.join(folder, "model.onnx"))
+        model = load_model(os.path.join(folder, MODEL))
         sets, expected = read_case(folder, model, budget)
         if not sets:        # nothing to compare is no pass
             raise DmlLowerError(f"conformance case '{display(name)}' in '{display(directory)}' holds no "

@@ -61,11 +61,11 @@ def _refused_with_nothing_left(directory, capsys, said: str) -> str:
 @pytest.mark.parametrize("files", [0, 1, 4, 9])
 def test_a_failed_export_into_a_new_folder_makes_nothing(files, tmp_path, monkeypatch, capsys):
     _fail_after(monkeypatch, files)
-    target = tmp_path / "deep" / "er" / "suite"
+    target = tmp_path / "suite"
     err = _refused_with_nothing_left(target, capsys, f"'{target}' was not made")
     # the file is named where the suite would hold it, never in the temporary folder
     assert f"to '{target}{os.sep}" in err and STAGING_PREFIX not in err, err
-    assert os.listdir(tmp_path) == []           # no suite, no temporary folder, no parent made for it
+    assert os.listdir(tmp_path) == []           # no suite, no temporary folder
     monkeypatch.undo()
     monkeypatch.setattr(suite_module, "all_cases", lambda seeds: all_cases(seeds)[:CASES])
     code, _, err = _export(target, capsys)
@@ -137,3 +137,46 @@ def test_a_real_full_disk_leaves_nothing(tmp_path, capsys):
 def _used_kib(folder: Path) -> int:
     stat = os.statvfs(folder)
     return (stat.f_blocks - stat.f_bfree) * stat.f_frsize // 1024
+
+
+def _no_work(monkeypatch) -> None:
+    """Building the suite fails the test: a refusal comes before any work."""
+    def built(*args):
+        raise AssertionError("the suite was built before the folder was refused")
+    monkeypatch.setattr(suite_module, "_export_to", built)
+
+
+@pytest.mark.parametrize("target, said", [
+    ("no/sub/suite", "folder '{tmp}/no' does not exist"),
+    ("no/suite/", "folder '{tmp}/no' does not exist"),
+    ("file/suite", "'{tmp}/file' is a file, not a folder"),
+    ("dangling", "it is a symbolic link that leads nowhere (dangling, or a loop): give the folder itself"),
+    ("loop", "it is a symbolic link that leads nowhere (dangling, or a loop): give the folder itself")])
+def test_a_folder_that_cannot_be_made_there_is_refused_before_any_work(target, said, tmp_path, monkeypatch, capsys):
+    """A missing parent folder is refused as every writer refuses one (runtime/output_target.py),
+    never made: a typo in it would make a tree of folders anywhere."""
+    (tmp_path / "file").write_text("a file")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone" / "suite")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    before = sorted(os.listdir(tmp_path))
+    _no_work(monkeypatch)
+    code, out, err = _export(f"{tmp_path}/{target}", capsys)
+    assert (code, out) == (2, "") and err == (f"dml-lower: error: conformance directory '{tmp_path}/{target}': cannot "
+                                              f"write there: {said.format(tmp=tmp_path)}\n"), err
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes any folder")
+def test_a_new_folder_in_a_read_only_folder_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    _no_work(monkeypatch)
+    code, out, err = _export(locked / "suite", capsys)
+    assert (code, out) == (2, "") and err.endswith(f"cannot write there: folder '{locked}' is not writable\n"), err
+
+
+@pytest.mark.parametrize("target", ["suite", "suite/"])
+def test_a_new_folder_in_an_existing_one_is_made(target, tmp_path, capsys):
+    code, _, err = _export(f"{tmp_path}/{target}", capsys)
+    assert code == 0 and (tmp_path / "suite" / "manifest.json").is_file(), err
+    assert sorted(os.listdir(tmp_path)) == ["suite"]

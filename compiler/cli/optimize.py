@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from onnx_dml_lowering.ir import FeatureLevel
 
     from ..ep.registry import TableChoice
+    from ..optimize.rewrite import Saved
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,15 @@ class Optimize(Command):
 
 def cmd_optimize(parsed: Parsed) -> int:
     from ..frontend import check_and_infer, load_model
-    from ..optimize import external_initializers
     output = parsed[OutputArgs]
     in_place = _same_file(output, parsed[ModelArgs].path)       # -o IN.onnx: rewritten in place, on purpose
-    # before the work, not after it; no output may replace a file the command reads but the model in place
-    check_outputs(("-o", output), reads=files_read(parsed, model=not in_place))
+    reads = files_read(parsed, model=not in_place)
+    # before the work, not after it; no output may replace a file the command reads but the model in
+    # place; then (the model read, as stored) the external data file -o writes beside it, spelled as
+    # the reads spell theirs
+    check_outputs(("-o", output), reads=reads)
+    external = _stored_external(parsed[ModelArgs].path)
+    check_outputs((f"-o {output!r}: its external data", _data_output(output, external)), reads=reads)
     rewrites = parsed[RewriteArgs]
     level = parsed[FeatureLevelArgs]
     if rewrites.target and (level or rewrites.min_bytes):
@@ -97,7 +102,6 @@ def cmd_optimize(parsed: Parsed) -> int:
     model = load_model(path)
     check_and_infer(model, f"model file {str(path)!r}")     # an invalid model is refused, as by every other command
     feeds, dims, sizes = _check_feeds(parsed, model)
-    external = external_initializers(path)
     optimized = _rewrite(path, model, rewrites, level, table)
     before = _file_bytes(path)
     if rewrites.check:              # before writing: an output the check refuses is not written
@@ -118,14 +122,47 @@ def cmd_optimize(parsed: Parsed) -> int:
         from onnx_dml_lowering.runtime.input_files import forget_all
         forget_all()
     saved = save_model(optimized, output, external)
-    landed = f" beside {display(saved.landed)}, where the link leads" if saved.landed else ""
-    data = "" if not saved.location else (f" (external data {display(saved.location)}{landed})" if saved.beside else
-                                          f" (and after it, to the same stream, the external data it names "
-                                          f"{display(saved.location)}: no such file is made)")
-    print(f"wrote {display(output)}{data}" +
-          f": {before} -> {saved.size} bytes ({_saved(before, saved.size)}), "
-          f"{len(model.graph.node)} -> {len(optimized.graph.node)} nodes")
+    print(f"wrote {display(output)}{_data_words(saved)}" +
+          f": {before} -> {saved.size} bytes ({_saved(before, saved.size)}), {_node_counts(model, optimized)}")
     return 0
+
+
+def _stored_external(path: str) -> "set[str]":
+    """The initializers the model file stores as external data; none when it cannot be read (the
+    loader says why, after the outputs are checked)."""
+    from ..optimize import external_initializers
+    try:
+        return external_initializers(path)
+    except (DmlLowerError, OSError, ValueError):
+        return set()
+
+
+def _data_output(output: str, external: "set[str]") -> "str | None":
+    """The external data file -o writes beside the model, when the input has external data and -o is
+    a file (on a device, FIFO or descriptor the data follows the model there)."""
+    from ..optimize.rewrite import data_file
+    data = data_file(output) if external else None
+    return data if data != output else None
+
+
+def _data_words(saved: "Saved") -> str:
+    """What the `wrote` line says of the external data: the file beside the model, or the bytes
+    after it on the same stream (a pipe's reader splits there: the model is the size less them)."""
+    if not saved.location:
+        return ""
+    if saved.beside:
+        landed = f" beside {display(saved.landed)}, where the link leads" if saved.landed else ""
+        return f" (external data {display(saved.location)}{landed})"
+    return (f" (and after it, to the same stream, the {saved.data_size} bytes of external data it names "
+            f"{display(saved.location)}: no such file is made)")
+
+
+def _node_counts(model: onnx.ModelProto, optimized: onnx.ModelProto) -> str:
+    """`N -> M nodes`, counted as inspect counts them: control-flow bodies included, and said so
+    where the model has any."""
+    from ..optimize.names import has_bodies, node_count
+    bodies = " (control-flow bodies included)" if has_bodies(model) or has_bodies(optimized) else ""
+    return f"{node_count(model)} -> {node_count(optimized)} nodes{bodies}"
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -148,21 +185,21 @@ def _rewrite(path: str, model: onnx.ModelProto, rewrites: Rewrites, level: "Feat
         print(f"DML EP placement modelled: {table.describe()}")
         optimized, dml_rewrites, notes = optimize_for_dml(model, str(Path(path).resolve().parent), table)
         for line in notes:
-            print(line)
+            print(display(line))
         if not dml_rewrites:
-            print(f"{path}: nothing to rewrite for the DML EP")
+            print(f"{display(path)}: nothing to rewrite for the DML EP")
         for rewrite in dml_rewrites:
             print("\n".join(rewrite.lines()))
         _predicted_load_failure(optimized, path, table)
         return optimized
     from ..optimize import optimize_model
     optimized, changes, declined = optimize_model(model, rewrites.min_bytes, level)
-    for line in declined:
-        print(line)
+    for line in declined:           # each names the model's nodes and values: displayed, never raw
+        print(display(line))
     if not changes:
-        print(f"{path}: nothing to rewrite")
+        print(f"{display(path)}: nothing to rewrite")
     for change in changes:
-        print(change.line())
+        print(display(change.line()))
     return optimized
 
 

@@ -46,6 +46,8 @@ from onnx_dml_lowering.runtime.weights import lifted
 from ..ep.placement import DML, _inferred, _value_types, predict_placement, type_mismatch
 from ..ep.registry import Schema, TableChoice, choose_table, dml_kernels, schema
 from ..node_ids import identify_nodes
+from .names import Label, Names, labeller, labelled_graphs, restore_names, with_op
+from .verify import check_level, node_names, verify_rewrite
 
 TARGET_OPSET = 21
 INT32_SAFE = 2**31 - 2     # Trilu's k on DML is int32 and k + 1 is computed: keep both in range
@@ -63,6 +65,9 @@ class DmlRewrite:
     failures_before: int = 0     # nodes predicted to fail on the DML EP (dml_deviations.failing_nodes)
     failures_after: int = 0
     note: str = ""
+    # what the text calls them (names.labeller: the file's names, an unnamed node by its operator and output)
+    shown: "dict[str, str]" = field(default_factory=dict)            # replaced node -> its label
+    created_shown: "dict[str, list[str]]" = field(default_factory=dict)  # replaced -> "Op name" of each new one
 
     def lines(self) -> "list[str]":
         moved = [n for n in self.nodes if self.before.get(n) != DML and self.after.get(n)
@@ -91,33 +96,13 @@ class DmlRewrite:
             if len(group) > 1 and n != group[0]:
                 continue
             if len(group) > 1:
-                out.append(f"  {name_list(group, 4)}: {movement(n)} (each a {created[0][0]}, in place)")
+                shown = [self.shown.get(g, g) for g in group]
+                out.append(f"  {name_list(shown, 4)}: {movement(n)} (each a {created[0][0]}, in place)")
             else:
-                out.append(f"  {display(n)}: {movement(n)}"
-                           f" ({' + '.join(f'{op} {display(name)}' for op, name in created)})")
+                made = self.created_shown.get(n) or [f"{op} {name}" for op, name in created]
+                out.append(f"  {display(self.shown.get(n, n))}: {movement(n)}"
+                           f" ({' + '.join(display(text) for text in made)})")
         return out
-        return out
-
-
-class _Names:
-    """Fresh node and value names, new to the whole model."""
-
-    def __init__(self, model: onnx.ModelProto) -> None:
-        self.taken = {n.name for _, n in all_nodes(model)}
-        for _, n in all_nodes(model):
-            self.taken.update(n.input)
-            self.taken.update(n.output)
-        for graph in _graphs(model.graph):
-            self.taken.update(i.name for i in graph.initializer)
-            self.taken.update(i.name for i in graph.input)
-
-    def __call__(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.taken:
-            k += 1
-            name = f"{base}_{k}"
-        self.taken.add(name)
-        return name
 
 
 def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -140,11 +125,13 @@ def _registered(op: str, opset: int, types: "dict[str, str]", version: str) -> b
 
 
 class _DmlOptimizer:
-    def __init__(self, model: onnx.ModelProto, version: str) -> None:
+    def __init__(self, model: onnx.ModelProto, version: str, renamed: "dict[str, str | bytes] | None" = None) -> None:
         self.model = model
         self.version = version          # the onnxruntime whose DML registration table is read
         self.opset = standard_opset(model, 0)
-        self.names = _Names(model)
+        renamed = renamed or {}
+        self.names = Names(model, renamed.values())      # new to every name anywhere in the model
+        self.label = labeller(renamed)
         self.types: "dict[str, str]" = {}
         self.elem: "dict[str, int]" = {}
         inferred = _inferred(model)
@@ -159,24 +146,38 @@ class _DmlOptimizer:
 
     def _each(self, kind: str, match: Callable[[onnx.NodeProto], bool],
               build: "Callable[[onnx.GraphProto, onnx.NodeProto], list[onnx.NodeProto]]") -> None:
-        """Apply `build(graph, node) -> new nodes` to every node `match(node)` takes, in every graph."""
+        """Apply `build(graph, node) -> new nodes` to every node `match(node)` takes, in every graph.
+        Bodies go before the graph holding them: a graph's nodes are replaced by copies, bodies and
+        all, so a body rewritten after its parent would be rewritten in a copy no model holds."""
         rewrite = DmlRewrite(kind)
-        for prefix, graph in list(prefixed_graphs(self.model.graph)):
+        graphs = list(labelled_graphs(self.model.graph, self.label))
+        made: "dict[int, list[tuple[onnx.NodeProto, list[onnx.NodeProto]]]]" = {}
+        for index in reversed(range(len(graphs))):
+            graph = graphs[index][2]
             nodes = list(graph.node)
-            out = []
+            out, made[index] = [], []
             for node in nodes:
-                if is_standard(node) and match(node):
-                    new = build(graph, node)
-                    rewrite.nodes.append(prefix + node.name)
-                    rewrite.created[prefix + node.name] = [(n.op_type, prefix + n.name) for n in new]
-                    out.extend(new)
-                else:
-                    out.append(node)
+                new = build(graph, node) if is_standard(node) and match(node) else [node]
+                if len(new) != 1 or new[0] is not node:
+                    made[index].append((node, new))
+                out.extend(new)
             if len(out) != len(nodes) or any(a is not b for a, b in zip(out, nodes)):
                 del graph.node[:]
                 graph.node.extend(out)
+        for index, (prefix, shown, _) in enumerate(graphs):     # reported in the model's order
+            for node, new in made[index]:
+                rewrite.nodes.append(prefix + node.name)
+                rewrite.shown[prefix + node.name] = shown + self.label(node)
+                rewrite.created[prefix + node.name] = [(n.op_type, prefix + n.name) for n in new]
+                rewrite.created_shown[prefix + node.name] = [with_op(n, self.label, shown) for n in new]
         if rewrite.nodes:
             self.rewrites.append(rewrite)
+
+    def base(self, node: onnx.NodeProto) -> str:
+        """What a node's generated names derive from: its name in the file, or for an unnamed node its
+        first output (its identity, `Cast_0`, is in no file)."""
+        shown = self.label(node)
+        return node.output[0] if shown != node.name and node.output and node.output[0] else node.name
 
     def _const(self, graph: onnx.GraphProto, base: str, array: np.ndarray) -> str:
         name = self.names(base)
@@ -191,11 +192,11 @@ class _DmlOptimizer:
 
         def build(graph: onnx.GraphProto, node: onnx.NodeProto) -> "list[onnx.NodeProto]":
             x = node.input[0]
-            zero = self._const(graph, f"{node.name}_zero",
+            zero = self._const(graph, f"{self.base(node)}_zero",
                                np.zeros((), oh.tensor_dtype_to_np_dtype(self.elem[x])))
-            eq, nz = self.names(f"{node.name}_is_zero"), self.names(f"{node.name}_nonzero_mask")
-            return [oh.make_node("Equal", [x, zero], [eq], name=self.names(f"{node.name}_equal")),
-                    oh.make_node("Not", [eq], [nz], name=self.names(f"{node.name}_not")),
+            eq, nz = self.names(f"{self.base(node)}_is_zero"), self.names(f"{self.base(node)}_nonzero_mask")
+            return [oh.make_node("Equal", [x, zero], [eq], name=self.names(f"{self.base(node)}_equal")),
+                    oh.make_node("Not", [eq], [nz], name=self.names(f"{self.base(node)}_not")),
                     oh.make_node("NonZero", [nz], list(node.output), name=node.name)]
         self._each("NonZero over int64 / uint64 -> NonZero(Not(Equal(x, 0)))", match, build)
 
@@ -212,9 +213,9 @@ class _DmlOptimizer:
 
         def build(graph: onnx.GraphProto, node: onnx.NodeProto) -> "list[onnx.NodeProto]":
             x = node.input[0]
-            zero = self._const(graph, f"{node.name}_zero", np.zeros((), oh.tensor_dtype_to_np_dtype(self.elem[x])))
-            eq = self.names(f"{node.name}_is_zero")
-            return [oh.make_node("Equal", [x, zero], [eq], name=self.names(f"{node.name}_equal")),
+            zero = self._const(graph, f"{self.base(node)}_zero", np.zeros((), oh.tensor_dtype_to_np_dtype(self.elem[x])))
+            eq = self.names(f"{self.base(node)}_is_zero")
+            return [oh.make_node("Equal", [x, zero], [eq], name=self.names(f"{self.base(node)}_equal")),
                     oh.make_node("Not", [eq], list(node.output), name=node.name)]
         self._each("Cast to bool -> Not(Equal(x, 0))", match, build)
         if self.rewrites and self.rewrites[-1].kind.startswith("Cast"):
@@ -227,8 +228,8 @@ class _DmlOptimizer:
             return node.op_type == "Equal" and self.types.get(node.input[0]) == "bool"
 
         def build(graph: onnx.GraphProto, node: onnx.NodeProto) -> "list[onnx.NodeProto]":
-            xor = self.names(f"{node.name}_differ")
-            return [oh.make_node("Xor", list(node.input), [xor], name=self.names(f"{node.name}_xor")),
+            xor = self.names(f"{self.base(node)}_differ")
+            return [oh.make_node("Xor", list(node.input), [xor], name=self.names(f"{self.base(node)}_xor")),
                     oh.make_node("Not", [xor], list(node.output), name=node.name)]
         self._each("Equal over bool -> Not(Xor(a, b))", match, build)
 
@@ -271,46 +272,49 @@ class _DmlOptimizer:
             if source is not None and source.op_type == "ConstantOfShape" and source.input:
                 shape = source.input[0]      # the shape X was built from: no Shape of X (CPU at 23+)
             else:
-                shape = self.names(f"{node.name}_shape")
-                new.append(oh.make_node("Shape", [x], [shape], name=self.names(f"{node.name}_shape")))
-            true = self._const(graph, f"{node.name}_true", np.array(True))
-            kk = self._const(graph, f"{node.name}_k", np.array(k, dtype=np.int64))
-            one = self._const(graph, f"{node.name}_one", np.ones((), oh.tensor_dtype_to_np_dtype(elem)))
-            zero = self._const(graph, f"{node.name}_zero", np.zeros((), oh.tensor_dtype_to_np_dtype(elem)))
-            full, upper, band = (self.names(f"{node.name}_{s}") for s in ("all", "upper", "diagonal"))
-            new += [oh.make_node("Expand", [true, shape], [full], name=self.names(f"{node.name}_expand")),
-                    oh.make_node("Trilu", [full, kk], [upper], name=self.names(f"{node.name}_upper"), upper=1),
-                    oh.make_node("Trilu", [upper, kk], [band], name=self.names(f"{node.name}_lower"), upper=0),
+                shape = self.names(f"{self.base(node)}_shape")
+                new.append(oh.make_node("Shape", [x], [shape], name=self.names(f"{self.base(node)}_shape")))
+            true = self._const(graph, f"{self.base(node)}_true", np.array(True))
+            kk = self._const(graph, f"{self.base(node)}_k", np.array(k, dtype=np.int64))
+            one = self._const(graph, f"{self.base(node)}_one", np.ones((), oh.tensor_dtype_to_np_dtype(elem)))
+            zero = self._const(graph, f"{self.base(node)}_zero", np.zeros((), oh.tensor_dtype_to_np_dtype(elem)))
+            full, upper, band = (self.names(f"{self.base(node)}_{s}") for s in ("all", "upper", "diagonal"))
+            new += [oh.make_node("Expand", [true, shape], [full], name=self.names(f"{self.base(node)}_expand")),
+                    oh.make_node("Trilu", [full, kk], [upper], name=self.names(f"{self.base(node)}_upper"), upper=1),
+                    oh.make_node("Trilu", [upper, kk], [band], name=self.names(f"{self.base(node)}_lower"), upper=0),
                     oh.make_node("Where", [band, one, zero], list(node.output), name=node.name)]
             return new
         self._each(f"EyeLike-{_since('EyeLike', self.opset)} (no DML kernel) -> "
                    "Where(Trilu(Trilu(Expand(true, S), k, 1), k, 0), 1, 0)", match, build)
 
 
-def downconvert_blockers(model: onnx.ModelProto, target: int = TARGET_OPSET) -> "list[str]":
+def downconvert_blockers(model: onnx.ModelProto, label: "Label | None" = None, target: int = TARGET_OPSET
+                         ) -> "list[str]":
     """Why the model's nodes cannot all take their opset-`target` schema exactly (empty: they can):
-    an op newer than the target, an attribute the older schema lacks, a type it does not take."""
+    an op newer than the target, an attribute the older schema lacks, a type it does not take; each
+    node named by `label` (default: its name)."""
     types: "dict[str, str]" = {}
     _value_types(_inferred(model), types)
     out = []
     for _, node in all_nodes(model):
         if not is_standard(node):
             continue
+        name = label(node) if label is not None else node.name
         try:
             old = onnx.defs.get_schema(node.op_type, target, "")
         except onnx.defs.SchemaError:
-            out.append(f"{node.name} ({node.op_type}) has no schema at opset {target}")
+            out.append(f"{name} ({node.op_type}) has no schema at opset {target}")
             continue
         extra = [a.name for a in node.attribute if a.name not in old.attributes]
         if extra:
-            out.append(f"{node.name} ({node.op_type}): attribute {extra[0]!r} is not in {node.op_type}-{old.since_version}")
+            out.append(f"{name} ({node.op_type}): attribute {extra[0]!r} is not in {node.op_type}-{old.since_version}")
             continue
         allowed = {c.type_param_str: {s[len("tensor("):-1] if s.startswith("tensor(") else s
                                       for s in c.allowed_type_strs} for c in old.type_constraints}
         checks = {c: tuple(v) for c, v in allowed.items()}
         mismatch = type_mismatch(node, _schema_of(old), checks, types)
         if mismatch:
-            out.append(f"{node.name} ({node.op_type}): {node.op_type}-{old.since_version} {mismatch.removeprefix('the kernel ')}")
+            out.append(f"{name} ({node.op_type}): {node.op_type}-{old.since_version} {mismatch.removeprefix('the kernel ')}")
     return out
 
 
@@ -320,11 +324,13 @@ def _schema_of(s: Any) -> Schema:
                   tuple((p.type_str, _option(p)) for p in s.outputs))
 
 
-def _downconvert(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, DmlRewrite | None, str]":
+def _downconvert(model: onnx.ModelProto, label: Label) -> "tuple[onnx.ModelProto, DmlRewrite | None, str]":
+    """The model at opset TARGET_OPSET, the rewrite that says so (nodes by identity, shown by `label`),
+    or the model as it is and why."""
     opset = standard_opset(model, 0)
     if opset <= TARGET_OPSET:
         return model, None, ""
-    blockers = downconvert_blockers(model)
+    blockers = downconvert_blockers(model, label)
     if blockers:
         return model, None, (f"opset {opset} kept (down-conversion to {TARGET_OPSET} is not exact: "
                              f"{blockers[0]}{f'; and {len(blockers) - 1} more' if len(blockers) > 1 else ''})")
@@ -339,10 +345,14 @@ def _downconvert(model: onnx.ModelProto) -> "tuple[onnx.ModelProto, DmlRewrite |
         return model, None, f"opset {opset} kept (onnx's version converter changed the nodes, not only their version)"
     keep_annotations(model, converted)
     rewrite = DmlRewrite(f"opset {opset} -> {TARGET_OPSET} (every node's opset-{TARGET_OPSET} schema takes it as it is)")
-    rewrite.nodes = [prefix + n.name for prefix, g in prefixed_graphs(model.graph) for n in g.node
-                     if is_standard(n) and onnx.defs.get_schema(n.op_type, opset).since_version > TARGET_OPSET]
-    ops = {prefix + n.name: n.op_type for prefix, g in prefixed_graphs(model.graph) for n in g.node}
-    rewrite.created = {n: [(f"{ops[n]}-{_since(ops[n], TARGET_OPSET)}", n)] for n in rewrite.nodes}
+    for prefix, shown, graph in labelled_graphs(model.graph, label):
+        for n in graph.node:
+            if is_standard(n) and onnx.defs.get_schema(n.op_type, opset).since_version > TARGET_OPSET:
+                path, op = prefix + n.name, f"{n.op_type}-{_since(n.op_type, TARGET_OPSET)}"
+                rewrite.nodes.append(path)
+                rewrite.created[path] = [(op, path)]
+                rewrite.shown[path] = shown + label(n)
+                rewrite.created_shown[path] = [with_op(n, label, shown, op)]
     return converted, rewrite, ""
 
 
@@ -384,13 +394,9 @@ def optimize_for_dml(model: onnx.ModelProto, model_dir: "str | None" = None, tab
         out, steps, notes, renamed = _rewritten(model, model_dir, version, down=False)
         notes.insert(0, f"opset {standard_opset(model, 0)} kept (down-conversion to {TARGET_OPSET} would move no "
                         "node to DML and change no copy and no failure, as predicted)")
-    for _, node in all_nodes(out):     # the names the model had (protobuf cannot write non-UTF-8 back)
-        original = renamed.get(node.name)
-        if isinstance(original, str):
-            if original:
-                node.name = original
-            else:
-                node.ClearField("name")
+    escaped = restore_names(out, renamed)   # the names the model had (protobuf cannot write non-UTF-8 back)
+    if escaped:
+        notes.append(f"node names that are not UTF-8 are written as their identities: {', '.join(escaped)}")
     return out, [r for _, r in steps], notes
 
 
@@ -409,28 +415,28 @@ def _rewritten(model: onnx.ModelProto, model_dir: "str | None", version: str, do
     out = onnx.ModelProto()
     out.CopyFrom(model)
     renamed = identify_nodes(out)      # the report and the prediction name nodes by identity
+    identities = node_names(out)
     notes: "list[str]" = []
     steps: "list[tuple[onnx.ModelProto, DmlRewrite]]" = []
     if down:
         pre = onnx.ModelProto()
         pre.CopyFrom(out)
-        out, converted, why = _downconvert(out)
+        out, converted, why = _downconvert(out, labeller(renamed))
         if why:
             notes.append(why)
         if converted is not None:
             steps.append((pre, converted))
     for method in ("nonzero_64", "cast_to_bool", "bool_equal", "eyelike_22", "reshape_allowzero"):
-        opt = _DmlOptimizer(out, version)
+        opt = _DmlOptimizer(out, version, renamed)
         before = onnx.ModelProto()
         before.CopyFrom(out)
         getattr(opt, method)()
         for rewrite in opt.rewrites:
             steps.append((before, rewrite))
+    # checked before anything is predicted on it: a clash of ours is an internal error, never a DML EP
+    # load failure the prediction's warning would blame on DirectML
     if steps:
-        try:
-            onnx.checker.check_model(lifted(out)[0])
-        except Exception as exc:  # a rewrite we built is wrong: a bug of ours, never written out
-            raise RuntimeError(f"optimize --for dml produced an invalid model: {' '.join(str(exc).split())[:200]}") from exc
+        verify_rewrite(out, check_level(model), identities, "optimize --for dml")
     _predict_effects(out, steps, model_dir, version)
     return out, steps, notes, renamed
 

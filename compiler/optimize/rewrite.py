@@ -21,7 +21,7 @@ from onnx_dml_lowering.ir.errors import brief
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 from onnx_dml_lowering.lowering import Declined
 from onnx_dml_lowering.lowering.diagonal import find_band
-from onnx_dml_lowering.lowering.onnx_graphs import all_nodes, is_standard
+from onnx_dml_lowering.lowering.onnx_graphs import is_standard
 from onnx_dml_lowering.lowering.schedule import is_constant
 from onnx_dml_lowering.lowering.common import EXACT_INTEGER_LIMIT
 from onnx_dml_lowering.lowering.diagonal_idioms import EyeFromRanges, match_initializer, range_length
@@ -29,13 +29,15 @@ from onnx_dml_lowering.lowering.diagonal_idioms import EyeFromRanges, match_init
 from ..node_ids import identify_nodes
 from onnx_dml_lowering.runtime.inline_weights import in_model_file
 from onnx_dml_lowering.runtime.interrupt import stoppable_run
-from onnx_dml_lowering.runtime.weights import external_path, inline, is_lazy, lifted, proto_bytes, tensor_array
+from onnx_dml_lowering.runtime.weights import external_path, inline, is_lazy, proto_bytes, tensor_array
 
 from ..frontend import default_opset, load_model, load_stored
 from ..generators import Generator, band_generator
 from ..graph_view import OnnxGraphView
 from .eye import RunTimeEye, replace_unread
 from .masks import Kept, inferred_view, rewrite_masks
+from .names import Names, labeller, restore_names, with_op
+from .verify import check_level, node_names, verify_rewrite
 
 
 @dataclass
@@ -67,22 +69,25 @@ def band_of(array: np.ndarray) -> "tuple[int, int, bool, Any] | None":
 
 
 class _Optimizer:
-    def __init__(self, model: onnx.ModelProto, min_bytes: int, level: "FeatureLevel | None") -> None:
+    def __init__(self, model: onnx.ModelProto, min_bytes: int, level: "FeatureLevel | None",
+                 renamed: "dict[str, str | bytes] | None" = None) -> None:
         self.model, self.min_bytes, self.level = model, min_bytes, level
         self.opset = default_opset(model)
         self.rewrites: "list[Rewrite]" = []
         self.declined: "list[str]" = []
-        graph = model.graph
-        self.taken = {n for node in graph.node for n in (*node.input, *node.output, node.name)}
-        self.taken |= {t.name for t in graph.initializer} | {v.name for v in graph.input}
+        renamed = renamed or {}
+        # every name anywhere in the model (bodies, functions, value_info), the renamed nodes' own too
+        self.names = Names(model, renamed.values())
+        self.taken = self.names.taken
+        self.label = labeller(renamed)      # what the text calls a node: its name in the file
 
     def prefix(self, base: str) -> str:
-        stem = "gen_" + "".join(c if c.isalnum() else "_" for c in base)
-        name, n = stem, 2
-        while any(t.startswith(name + "_") or t == name for t in self.taken):
-            name, n = f"{stem}{n}", n + 1
-        self.taken.add(name)
-        return name
+        return self.names.prefix(base)
+
+    def shown(self, names: "list[str]") -> str:
+        """The nodes named by identity in `names`, as the text shows them (labeller)."""
+        by_name = {n.name: n for n in self.model.graph.node}
+        return ", ".join(self.label(by_name[n]) if n in by_name else n for n in names)
 
     def band(self, name: str, array: np.ndarray, stored: int, what: str) -> "Generator | None":
         """A generator of `array` (output `name`), if it pays and is exact; else None."""
@@ -142,7 +147,7 @@ class _Optimizer:
             if is_constant(node) and len(node.attribute) == 1 \
                     and node.attribute[0].name == "value" and len(node.attribute[0].t.dims) >= 2:
                 array = numpy_helper.to_array(node.attribute[0].t)
-                what = f"Constant {node.name or node.output[0]} ({_type_name(node.attribute[0].t.data_type)} " \
+                what = f"{with_op(node, self.label)} ({_type_name(node.attribute[0].t.data_type)} " \
                        f"{list(array.shape)})"
                 gen = self.band(node.output[0], array, node.ByteSize(), what)
                 if gen is not None:
@@ -188,7 +193,7 @@ class _Optimizer:
             if exact is not None and max(dims) > exact or min(dims) < 2:
                 continue
             out_type = b["out_type"]
-            what = f"{', '.join(view.info(n).op_type for n in covered)} ({', '.join(covered)})"
+            what = f"{', '.join(view.info(n).op_type for n in covered)} ({self.shown(covered)})"
             gen = band_generator(y, self.prefix(y), out_type, dims, 0, 1, True if out_type == TensorProto.BOOL
                                  else 1, False)
             if gen is None or gen.opset > self.opset or len(gen.nodes) >= len(covered):
@@ -214,7 +219,7 @@ class _Optimizer:
         if out_type == TensorProto.BOOL and len(cast) == 1 and cast[0].op_type == "Cast" and \
                 not view.is_graph_output(y):      # a Cast to a type DirectML lacks (bfloat16): ours too
             covered, y, out_type = covered + [cast[0].name], cast[0].outputs[0].name, int(cast[0].attrs["to"])
-        what = f"{', '.join(view.info(n).op_type for n in covered)} ({', '.join(covered)})"
+        what = f"{', '.join(view.info(n).op_type for n in covered)} ({self.shown(covered)})"
         eye = RunTimeEye(self, view, self.prefix(y))
         try:
             eye.build(b["rows"], b["cols"], out_type, y)
@@ -235,7 +240,7 @@ class _Optimizer:
         added = sum(n.ByteSize() + 4 for n in eye.nodes) + sum(t.ByteSize() + 4 for t in eye.inits)
         outputs = {o for n in graph.node if n.name in gone for o in n.output} - {y}
         went = [n for n in graph.node if n.name in gone]
-        what = f"{', '.join(n.op_type for n in went)} ({', '.join(n.name for n in went)})"
+        what = f"{', '.join(n.op_type for n in went)} ({', '.join(self.label(n) for n in went)})"
         value_info = [v for v in graph.value_info if v.name not in outputs]
         del graph.node[:]
         graph.node.extend(nodes)
@@ -254,36 +259,20 @@ def optimize_model(model: onnx.ModelProto, min_bytes: int = 0, level: "FeatureLe
     candidates kept with the reason. With `level`, only bands this project lowers at that
     DirectML feature level are rewritten."""
     out = load_model(model)
+    names_before = node_names(out)
     # The graph view finds nodes by name: give each a unique one (node_ids), put the originals
     # (repeated, empty, not UTF-8) back below.
     renamed = identify_nodes(out)
-    try:
-        onnx.checker.check_model(lifted(out)[0])
-        valid = True
-    except Exception:  # not ours to judge: the rewrite is still verified by the caller's --check
-        valid = False
-    opt = _Optimizer(out, min_bytes, level)
+    level_passed = check_level(out)
+    opt = _Optimizer(out, min_bytes, level, renamed)
     opt.eye_ranges()
     rewrite_masks(opt)
     opt.constants()
-    escaped = []
-    for _, node in all_nodes(out):
-        original = renamed.get(node.name)
-        if original is None:
-            continue
-        if isinstance(original, bytes):     # protobuf cannot write a name that is not UTF-8 back
-            escaped.append(node.name)
-        elif original:
-            node.name = original
-        else:
-            node.ClearField("name")         # unnamed again, not named ""
+    escaped = restore_names(out, renamed)
     if escaped:
         opt.declined.append(f"node names that are not UTF-8 are written as their identities: {', '.join(escaped)}")
-    if opt.rewrites and valid:
-        try:
-            onnx.checker.check_model(lifted(out)[0])
-        except Exception as exc:  # a generator we built is wrong: a bug of ours, never written out
-            raise RuntimeError(f"optimize produced an invalid model: {brief(str(exc))}") from exc
+    if opt.rewrites:
+        verify_rewrite(out, level_passed, names_before, "optimize")
     return out, opt.rewrites, opt.declined
 
 
@@ -301,38 +290,58 @@ class Saved:
     beside: bool = True         # the data went to a file of that name beside the model (not after
                                 # it, to the device, FIFO or descriptor the model went to)
     landed: "str | None" = None  # where the model went when `path` was a link (its data beside it)
+    data_size: int = 0          # of `size`, the external data's bytes
+
+
+def data_file(path: str) -> str:
+    """Where save_model writes the external data of a model written to `path`: `path.data` beside
+    it, spelled as `path` is (as the loader spells the input's data files, so a refusal names one
+    path one way); beside a link's final target and named after it, where the model reads it from;
+    `path` itself when that is a device, FIFO or descriptor, after the model."""
+    from onnx_dml_lowering.runtime.output_target import landing, sibling
+    out = landing(path)
+    if out == os.path.abspath(path):
+        return sibling(path, os.path.join(os.path.dirname(path), os.path.basename(path) + ".data"))
+    return sibling(path, os.path.join(os.path.dirname(out), os.path.basename(out) + ".data"))
 
 
 def save_model(model: onnx.ModelProto, path: str, external: "set[str]", what: str = "optimized model") -> Saved:
     """Write `model`; the initializers named in `external` go to one external data file beside
-    it, as they were in the input (to `path` itself when that is a device, FIFO or descriptor).
+    it, as they were in the input (to `path` itself, after the model, when that is a device, FIFO
+    or descriptor).
 
     Both files are written under temporary names and land only once both are whole, so the
     output may be the input itself (or its data file): every weight is read from the input's
     files before either is replaced, and a failure leaves them as they were."""
     from onnx_dml_lowering.runtime.output_file import staged
-    from onnx_dml_lowering.runtime.output_target import landing, sibling
+    from onnx_dml_lowering.runtime.output_target import landing
     # through a link, the files land beside its target: the model reads its data from its own folder
     out = Path(landing(path))
-    location, size, beside = None, 0, True
+    location, data_size = None, 0
     tensors = [t for t in model.graph.initializer if t.name in external]
     for tensor in model.graph.initializer:
         if tensor.name not in external:
             inline(tensor)       # read from the input file as it loaded (runtime.inline_weights): inline again
+    data_path = data_file(path) if tensors else None
+    beside = data_path != path
     with contextlib.ExitStack() as stack:
-        # entered model first, so the data file lands before the model naming it
-        model_temp = stack.enter_context(staged(out, f"the {what}"))
-        if tensors:
+        # they land in the reverse order: files the data first, so no model names a file not yet
+        # there; a stream the model first, then its data, as a derived file follows on a device
+        def enter(target: str, label: str) -> str:
+            return stack.enter_context(staged(target, label))
+        data_label = f"the {what}'s external data"
+        data_temp = enter(data_path, data_label) if data_path is not None and not beside else None
+        model_temp = enter(str(out), f"the {what}")
+        if data_path is not None and beside:
+            data_temp = enter(data_path, data_label)
+        if data_temp is not None:
             location = out.name + ".data"
-            data_path = sibling(path, str(out.parent / location))
-            beside = data_path != path
-            data_temp = stack.enter_context(staged(data_path, f"the {what}'s external data"))
             _write_external(tensors, Path(data_temp), location)
-            size += os.path.getsize(data_temp)
+            data_size = os.path.getsize(data_temp)
         # Nothing large is left in the proto: it serialises under 2 GB whatever the weights.
         onnx.save_model(model, model_temp)
-        size += os.path.getsize(model_temp)
-    return Saved(location, size, beside, str(out) if str(out) != os.path.abspath(path) else None)
+        size = data_size + os.path.getsize(model_temp)
+    return Saved(location, size, beside, str(out) if str(out) != os.path.abspath(path) else None, data_size)
 
 
 _CHUNK = 1 << 24
@@ -383,23 +392,26 @@ _NO_NUMPY = {TensorProto.BFLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E
              TensorProto.FLOAT8E5M2FNUZ}
 
 
-def _widened(model: "str | bytes | onnx.ModelProto") -> onnx.ModelProto:
+def _widened(model: "str | bytes | onnx.ModelProto") -> "tuple[onnx.ModelProto, list[str]]":
     """`model` loaded (large weights left in their files), its node names made unique (onnxruntime
     refuses a model whose node names repeat), each output onnxruntime cannot hand to numpy read
-    through an exact Cast."""
+    through an exact Cast to float32 into a new graph output of a name new to the model, in its
+    place (the value itself keeps its name: a body or another output may read it); and the graph
+    output names as the model has them."""
     proto = load_model(model)
     identify_nodes(proto)                   # onnxruntime refuses a model whose node names repeat
+    names = [o.name for o in proto.graph.output]
     outputs = [o for o in proto.graph.output if o.type.tensor_type.elem_type in _NO_NUMPY]
     if not outputs:
-        return proto
+        return proto, names
+    fresh = Names(proto)
     for out in outputs:
-        inner = f"{out.name}__narrow"
-        for node in proto.graph.node:
-            node.output[:] = [inner if o == out.name else o for o in node.output]
-            node.input[:] = [inner if i == out.name else i for i in node.input]
-        proto.graph.node.append(onnx.helper.make_node("Cast", [inner], [out.name], to=TensorProto.FLOAT))
+        wide = fresh(f"{out.name}__float")
+        proto.graph.node.append(onnx.helper.make_node("Cast", [out.name], [wide], name=fresh(f"{out.name}__widen"),
+                                                      to=TensorProto.FLOAT))
+        out.name = wide
         out.type.tensor_type.elem_type = TensorProto.FLOAT
-    return proto
+    return proto, names
 
 
 def _random_runs(inputs: "list[onnx.ValueInfoProto]", seeds: "tuple[int, ...]", sizes: "tuple[int, ...]",
@@ -434,10 +446,13 @@ def bit_identical(original: "str | bytes | onnx.ModelProto", rewritten: "str | b
     from onnx_dml_lowering.runtime.ort.sessions import make_session   # logs nothing: errors are our one line
     from onnx_dml_lowering.runtime.ort.settings import as_written
     from onnx_dml_lowering.runtime import ort_crash
-    sessions = []
+    sessions: "list[Any]" = []
+    shown: "list[str]" = []
     for model, label in ((original, "the original model"), (rewritten, "the rewritten model")):
         try:
-            sessions.append(make_session(_widened(model), ["CPUExecutionProvider"], settings=as_written(),
+            widened, names = _widened(model)
+            shown = shown or names          # the original's output names, before _widened's
+            sessions.append(make_session(widened, ["CPUExecutionProvider"], settings=as_written(),
                                          label=f"{label} (optimize --check)"))
         except DmlLowerError:
             raise
@@ -462,9 +477,9 @@ def bit_identical(original: "str | bytes | onnx.ModelProto", rewritten: "str | b
         except Exception as exc:  # the model itself does not run on these feeds
             raise DmlLowerError(f"--check: onnxruntime CPU cannot run the model on {where}: "
                                 f"{brief(str(exc))}") from None
-        for out, x, y in zip(a.get_outputs(), *results):
+        for name, x, y in zip(shown, *results):
             x, y = np.asarray(x), np.asarray(y)
             if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
-                problems.append(f"output {out.name}, {where}: "
+                problems.append(f"output {name}, {where}: "
                                 f"{x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}, bits differ")
     return problems

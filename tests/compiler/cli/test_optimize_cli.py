@@ -74,20 +74,36 @@ def files_bytes(model_path: Path) -> int:
     return os.path.getsize(model_path) + sum(os.path.getsize(model_path.parent / f) for f in files)
 
 
-def test_an_output_whose_data_file_is_the_inputs_is_refused(tmp_path, capsys) -> None:
-    """in.onnx keeps its weights in out.onnx.data; `-o out.onnx` would write its own data file there,
-    leaving in.onnx reading another layout's bytes: refused in one line, every file as it was."""
+def _with_external_weights(location: str, model_name: str = "in.onnx") -> None:
+    """banded() beside a 32x32 weight kept in the external file `location`, saved as `model_name` in
+    the working folder."""
     model = banded()
     model.graph.initializer.append(numpy_helper.from_array(np.ones((32, 32), np.float32), "w"))
     model.graph.node.append(helper.make_node("Identity", ["w"], ["z"], name="w_out"))
     model.graph.output.append(vi("z", TensorProto.FLOAT, [32, 32]))
-    source = tmp_path / "in.onnx"
-    onnx.save_model(model, str(source), save_as_external_data=True, location="out.onnx.data", size_threshold=0)
-    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    assert main(["optimize", str(source), "-o", str(tmp_path / "out.onnx"), "--check"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "external data file" in err and "this command reads" in err, err
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    onnx.save_model(model, model_name, save_as_external_data=True, location=location, size_threshold=0)
+
+
+@pytest.mark.parametrize("case", ["the input's data file", "a directory", "the input model"])
+def test_an_output_whose_data_file_cannot_be_written_is_refused_before_anything(case, tmp_path, capsys,
+                                                                               monkeypatch) -> None:
+    """`-o out.onnx` writes its external data to out.onnx.data; where that is the input's data file
+    (in.onnx would read another layout's bytes), a directory, or the model read itself, the refusal
+    is one line before any work (nothing printed before it: it came after the rewrite's lines), the
+    data file named once, spelled as given (it was absolute in one place, relative in the other),
+    and every file as it was."""
+    monkeypatch.chdir(tmp_path)
+    model = "out.onnx.data" if case == "the input model" else "in.onnx"
+    _with_external_weights("out.onnx.data" if case == "the input's data file" else "w.bin", model)
+    if case == "a directory":
+        os.mkdir("out.onnx.data")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert main(["optimize", model, "-o", "out.onnx", "--check"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, (out, err)
+    assert err.startswith("dml-lower: error: -o 'out.onnx': its external data 'out.onnx.data': "), err
+    assert str(tmp_path) not in err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
 
 
 @pytest.mark.parametrize("external, in_place, rewrites", [
@@ -301,6 +317,129 @@ def test_external_data_to_a_stream_names_no_file(tmp_path, capsys, monkeypatch) 
                     size_threshold=0)
     assert main(["optimize", str(tmp_path / "in.onnx"), "-o", "/dev/null"]) == 0
     line = capsys.readouterr().out.splitlines()[-1]
-    assert line.startswith("wrote /dev/null (and after it, to the same stream, the external data it names null.data: "
-                           "no such file is made): "), line
+    assert line.startswith("wrote /dev/null (and after it, to the same stream, the 4096 bytes of external data it "
+                           "names null.data: no such file is made): "), line
     assert sorted(os.listdir(tmp_path)) == ["in.onnx", "in.onnx.data"]
+
+
+def test_a_stream_holds_the_model_then_its_external_data(tmp_path, capsys) -> None:
+    """-o /dev/fd/N with external data: the stream holds what the line says, in its order: the model
+    proto, then the data bytes it counts (it held the data first). The model less those bytes parses
+    and names the data at offset 0 of `stream.data`."""
+    weights = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    model = banded()
+    model.graph.initializer.append(numpy_helper.from_array(weights, "w"))
+    model.graph.node.append(helper.make_node("Identity", ["w"], ["z"], name="w_out"))
+    model.graph.output.append(vi("z", TensorProto.FLOAT, [32, 32]))
+    onnx.save_model(model, str(tmp_path / "in.onnx"), save_as_external_data=True, location="in.onnx.data",
+                    size_threshold=0)
+    fd = os.open(tmp_path / "stream", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        assert main(["optimize", str(tmp_path / "in.onnx"), "-o", f"/dev/fd/{fd}"]) == 0
+    finally:
+        os.close(fd)
+    line = capsys.readouterr().out.splitlines()[-1]
+    (data_bytes,) = (int(n) for n in re.findall(r"the (\d+) bytes of external data it names", line))
+    stream = (tmp_path / "stream").read_bytes()
+    head, tail = stream[:len(stream) - data_bytes], stream[len(stream) - data_bytes:]
+    written = onnx.load_model_from_string(head)
+    (stored,) = [t for t in written.graph.initializer if t.name == "w"]
+    where = {e.key: e.value for e in stored.external_data}
+    assert where["location"].endswith(".data") and int(where["offset"]) == 0
+    assert tail[:weights.nbytes] == weights.tobytes()
+
+
+def _inspect_count(path: Path, capsys) -> int:
+    """The node count inspect prints for the file (control-flow bodies included)."""
+    assert main(["inspect", str(path)]) == 0
+    (count,) = re.findall(r"^nodes: (\d+) \(control-flow bodies included\)$", capsys.readouterr().out, re.M)
+    return int(count)
+
+
+def _cast_in_if() -> onnx.ModelProto:
+    """An unnamed Cast to bool in the main graph and one in an If branch (both rewritten by --for dml)."""
+    then = helper.make_graph([helper.make_node("Cast", ["xf"], ["tb"], to=TensorProto.BOOL)], "then", [],
+                             [vi("tb", TensorProto.BOOL, ["a", "b"])])
+    other = helper.make_graph([helper.make_node("IsNaN", ["xf"], ["eb"])], "else", [],
+                              [vi("eb", TensorProto.BOOL, ["a", "b"])])
+    graph = helper.make_graph([helper.make_node("Cast", ["xf"], ["xb"], to=TensorProto.BOOL),
+                               helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)], "g",
+                              [vi("xf", TensorProto.FLOAT, ["a", "b"]), vi("c", TensorProto.BOOL, [])],
+                              [vi("xb", TensorProto.BOOL, ["a", "b"]), vi("y", TensorProto.BOOL, ["a", "b"])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def _stored_in_if() -> onnx.ModelProto:
+    """banded()'s stored mask (the generator rewrite) beside an If whose branches hold a node each."""
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [], [vi("t", TensorProto.FLOAT, [2])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", TensorProto.FLOAT, [2])])
+    return banded([helper.make_node("If", ["cond"], ["z"], then_branch=then, else_branch=other)],
+                  [vi("x", TensorProto.FLOAT, [2]), vi("cond", TensorProto.BOOL, [])], [vi("z", TensorProto.FLOAT, [2])])
+
+
+@pytest.mark.parametrize("build, options", [(_cast_in_if, ["--for", "dml"]), (_stored_in_if, [])],
+                         ids=["for_dml", "generators"])
+def test_node_counts_are_inspects(build, options, tmp_path, capsys) -> None:
+    """The `wrote` line counts nodes as inspect does, control-flow bodies included, and says so (a
+    Cast rewritten inside an If branch was `1 -> 1 nodes`)."""
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(build(), str(source))
+    assert main(["optimize", str(source), "-o", str(target), *options]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    counts = f"{_inspect_count(source, capsys)} -> {_inspect_count(target, capsys)} nodes"
+    assert line.endswith(f", {counts} (control-flow bodies included)"), line
+
+
+def _unnamed_eye() -> onnx.ModelProto:
+    """The static torch.eye Range / Unsqueeze / Equal / Cast idiom, every node unnamed."""
+    inits = [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in
+             (("zero", 0), ("one", 1), ("n", 5), ("m", 7), ("axes", [-1]))]
+    nodes = [helper.make_node("Range", ["zero", "n", "one"], ["rows"]),
+             helper.make_node("Range", ["zero", "m", "one"], ["cols"]),
+             helper.make_node("Unsqueeze", ["rows", "axes"], ["column"]),
+             helper.make_node("Equal", ["column", "cols"], ["eq"]),
+             helper.make_node("Cast", ["eq"], ["eye"], to=TensorProto.FLOAT),
+             helper.make_node("Identity", ["eye"], ["y"])]
+    graph = helper.make_graph(nodes, "eye", [], [vi("y", TensorProto.FLOAT, [5, 7])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _unnamed_constant() -> onnx.ModelProto:
+    model = stored_model(band_array((24, 24), 0, 1, 1, np.float16), as_constant=True)
+    model.graph.node[0].ClearField("name")
+    return model
+
+
+def _all_nodes(model: onnx.ModelProto) -> "list[onnx.NodeProto]":
+    from onnx_dml_lowering.lowering.onnx_graphs import all_nodes
+    return [node for _, node in all_nodes(model)]
+
+
+def _identities(model: onnx.ModelProto) -> "set[str]":
+    """The internal identities compiler.node_ids gives the model's unnamed nodes: in no file."""
+    from onnx_dml_lowering.compiler.node_ids import identify_nodes
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return set(identify_nodes(copy))
+
+
+@pytest.mark.parametrize("build, options", [(_unnamed_constant, []), (_unnamed_eye, []), (_cast_in_if, ["--for", "dml"])],
+                         ids=["constant", "torch_eye", "for_dml"])
+def test_the_text_names_nodes_as_the_files_hold_them(build, options, tmp_path, capsys) -> None:
+    """An unnamed node is `unnamed <Op> writing <output>`, an unnamed node of that operator writing
+    that output in the file; a node optimize makes is shown by the name the file gives it (or as
+    unnamed, when it is): never `Constant_0` / `Cast_0_equal`, identities in neither file."""
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    model = build()
+    onnx.save(model, str(source))
+    assert main(["optimize", str(source), "-o", str(target), *options]) == 0
+    text = capsys.readouterr().out
+    written = onnx.load(str(target))
+    unnamed = re.findall(r"unnamed (\w+) writing ([\w.]+)", text)
+    assert unnamed
+    files = {(n.op_type, n.output[0]) for m in (model, written) for n in _all_nodes(m) if not n.name and n.output}
+    assert set(unnamed) <= files
+    assert not any(re.search(rf"\b{re.escape(identity)}", text) for identity in _identities(model))
+    created = re.findall(r"(?:\(| \+ )(\w+) ([\w./]+?)(?= \+ |\))", text)      # `Op name` of a node made
+    names = {(n.op_type, n.name) for n in _all_nodes(written) if n.name}
+    assert {(op, name.rsplit("/", 1)[-1]) for op, name in created if op != "unnamed"} <= names

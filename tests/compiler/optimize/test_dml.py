@@ -367,3 +367,25 @@ def test_reshape_allowzero_in_a_body_is_rewritten_too():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     for c in (True, False):
         assert_bit_identical(m, out, {"x": x, "c": np.array(c)})
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_body_rewritten_beside_its_parent_graph_is_kept(named):
+    """A Cast to bool in the main graph and one in an If branch: both rewritten in the model returned
+    (the branch's rewrite went to a copy of the If that the main graph's rewrite had replaced, while
+    the report listed it), named or not, and bit-identical whichever branch runs."""
+    then = h.make_graph([h.make_node("Cast", ["xf"], ["tb"], to=T.BOOL, name="inner" if named else "")], "then", [],
+                        [vi("tb", T.BOOL, [len(EDGE_FLOATS)])])
+    other = h.make_graph([h.make_node("IsNaN", ["xf"], ["eb"])], "else", [], [vi("eb", T.BOOL, [len(EDGE_FLOATS)])])
+    m = model([h.make_node("Cast", ["xf"], ["xb"], to=T.BOOL, name="outer" if named else ""),
+               h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="if" if named else "")],
+              [vi("xf", T.FLOAT, [len(EDGE_FLOATS)]), vi("c", T.BOOL, [])],
+              [vi("xb", T.BOOL, [len(EDGE_FLOATS)]), vi("y", T.BOOL, [len(EDGE_FLOATS)])])
+    out, rewrites, _ = optimize_for_dml(m)
+    (rewrite,) = rewrites
+    assert len(rewrite.nodes) == 2
+    from onnx_dml_lowering.lowering.onnx_graphs import all_nodes
+    assert not [n for _, n in all_nodes(out) if n.op_type == "Cast"]
+    onnx.checker.check_model(out, full_check=True)
+    for flag in (True, False):
+        assert_bit_identical(m, out, {"xf": EDGE_FLOATS, "c": np.array(flag)})

@@ -1,8 +1,10 @@
 """Diagonal generators shared by EyeLike and the constant idioms: a band of the diagonals
 x - y in [begin, end) holds Value, everything else 0, in every matrix of a batch.
 
-A single diagonal whose value FLOAT32 holds exactly becomes DIAGONAL_MATRIX (2_0+); any other
-band, or a value FLOAT32 cannot hold, needs DIAGONAL_MATRIX1 and its exact typed Value (5_1+).
+A single diagonal whose value FLOAT32 holds exactly becomes DIAGONAL_MATRIX (2_0+, in the types its
+table has at the level); any other band, or a value FLOAT32 cannot hold, needs DIAGONAL_MATRIX1 and
+its exact typed Value (5_1+). A band no table takes at the target is declined naming the first later
+level (and its operator) that does.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import numpy as np
 
 from onnx_dml_lowering.ir import DiagonalMatrix, DiagonalMatrix1, Download, EmptyTensor, Graph, TensorDesc
 from onnx_dml_lowering.ir.dtypes import DataType, from_onnx, onnx_to_numpy, onnx_type_name
-from onnx_dml_lowering.ir.feature_levels import FeatureLevel
+from onnx_dml_lowering.ir.feature_levels import ALL_LEVELS, FeatureLevel
 from onnx_dml_lowering.ir.operators import INT32_MAX, INT32_MIN
 from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX, DIAGONAL_MATRIX1
 from onnx_dml_lowering.ir.tensor_desc import Dim
@@ -41,35 +43,55 @@ def clamp_band(begin: int, end: int, rows: int, cols: int) -> "tuple[int, int]":
     return max(lo, min(begin, hi)), max(lo, min(end, hi))
 
 
+def _operator_at(dtype: DataType, single_exact: bool, level: FeatureLevel) -> "str | None":
+    """The operator a band of `dtype` takes at `level` (DIAGONAL_MATRIX for one diagonal whose
+    value FLOAT32 holds exactly, `single_exact`), or None when neither table takes it there."""
+    plain = DIAGONAL_MATRIX.row(level)
+    if single_exact and plain is not None and dtype in plain.tensors["OutputTensor"].types:
+        return DIAGONAL_MATRIX.name
+    row = DIAGONAL_MATRIX1.row(level)
+    if row is not None and dtype in row.tensors["OutputTensor"].types:
+        return DIAGONAL_MATRIX1.name
+    return None
+
+
 def band_operator(onnx_type: int, value: Any, single: bool, level: FeatureLevel) -> str:
     """The operator emit_band generates a band with (DIAGONAL_MATRIX for one diagonal whose value
     FLOAT32 holds exactly, in a type its table has at `level`; else DIAGONAL_MATRIX1); raises
-    Decline saying why neither fits. Sizes play no part, so a rule's decline_reason asks it (through
-    band_reason) before any size is known."""
+    Decline naming the earliest operator and feature level that would generate it. Sizes play no
+    part, so a rule's decline_reason asks it (through band_reason) before any size is known."""
     carrier, carried_value = carried(onnx_type, value)      # bfloat16: its 16 bits as UINT16
     dtype = from_onnx(carrier)
     if dtype is None:
         raise Decline(f"output type {onnx_type_name(onnx_type)} has no DirectML equivalent")
-    plain = DIAGONAL_MATRIX.row(level)
-    plain_fits = plain is not None and dtype in plain.tensors["OutputTensor"].types
-    if single and plain_fits and float32_exact(carried_value, carrier):
-        return DIAGONAL_MATRIX.name
-    row = DIAGONAL_MATRIX1.row(level)
-    if row is None and plain is None:       # below 2_0: neither operator exists, whatever the band
-        raise Decline(f"{level_reason(DIAGONAL_MATRIX, level)}, nor is DIAGONAL_MATRIX1 (introduced in "
-                      f"{DIAGONAL_MATRIX1.introduced})")
-    if row is None:
-        if not single:
-            why = "a band wider than one diagonal"
-        elif not plain_fits:
-            why = f"output type {onnx_type_name(onnx_type)} ({dtype.name}) on DIAGONAL_MATRIX at {level}"
-        else:
-            why = f"Value {value!r}, which FLOAT32 cannot hold exactly,"
-        raise Decline(f"{why} needs DIAGONAL_MATRIX1 (feature level 5_1; target {level})")
-    if dtype not in row.tensors["OutputTensor"].types:
-        raise Decline(f"output type {onnx_type_name(onnx_type)} ({dtype.name}) is not supported by "
-                      f"DIAGONAL_MATRIX1 at {level}")
-    return DIAGONAL_MATRIX1.name
+    exact = single and float32_exact(carried_value, carrier)
+    operator = _operator_at(dtype, exact, level)
+    if operator is not None:
+        return operator
+    raise Decline(_missing_reason(onnx_type, dtype, value, single, exact, level))
+
+
+def _missing_reason(onnx_type: int, dtype: DataType, value: Any, single: bool, exact: bool,
+                    level: FeatureLevel) -> str:
+    """Why no operator generates the band at `level`, naming the first later level (read from the
+    tables) and the operator there that would: an int32 eye needs DIAGONAL_MATRIX at 2_1, not 5_1."""
+    if not single:
+        subject = "a band wider than one diagonal"
+    elif not exact:
+        subject = f"Value {value!r}, which FLOAT32 cannot hold exactly,"
+    else:
+        subject = f"one diagonal of output type {onnx_type_name(onnx_type)} ({dtype.name})"
+    later = next(((_operator_at(dtype, exact, lv), lv) for lv in ALL_LEVELS
+                  if lv > level and _operator_at(dtype, exact, lv) is not None), None)
+    prefix = ""
+    if DIAGONAL_MATRIX.row(level) is None and DIAGONAL_MATRIX1.row(level) is None:
+        prefix = (f"{level_reason(DIAGONAL_MATRIX, level)}, nor is DIAGONAL_MATRIX1 (introduced in "
+                  f"{DIAGONAL_MATRIX1.introduced}): ")
+    if later is None:
+        return (f"{prefix}output type {onnx_type_name(onnx_type)} ({dtype.name}) is not supported by "
+                f"DIAGONAL_MATRIX or DIAGONAL_MATRIX1 at {level} or any later feature level")
+    operator, first = later
+    return f"{prefix}{subject} needs {operator} (feature level {first}; target {level})"
 
 
 def band_reason(onnx_type: int, value: Any, single: bool, level: FeatureLevel) -> "str | None":

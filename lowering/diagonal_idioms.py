@@ -8,14 +8,14 @@ import numpy as np
 import onnx
 
 from onnx_dml_lowering.ir import Graph
-from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, from_onnx, numpy_to_onnx
+from onnx_dml_lowering.ir.dtypes import ONNX_BOOL, from_onnx, numpy_to_onnx, onnx_to_numpy
 from onnx_dml_lowering.ir.feature_levels import FeatureLevel
 
 from .common import EXACT_INTEGER_LIMIT, broadcast, carrier_type, cast_expand_tail, fill_value, one_value
 from .diagonal import band_reason, emit_band, find_band
 from .eyelike import output_type
 from .match import (Decline, Declined, Found, Fragment, GraphView, IdiomRule, Match, constant_ints,
-                    constant_scalar, producer_through)
+                    constant_scalar, producer_through, sole_consumer)
 from .node import NodeInfo, TensorInfo
 from .registry import register_idiom
 
@@ -147,9 +147,74 @@ def uniform_fill(view: GraphView, fill: NodeInfo) -> "tuple[Any, int, tuple] | N
     return None
 
 
+def cast_exactly(value: Any, from_type: int, to_type: int) -> Any:
+    """ONNX's Cast of one value where it is plain: to bool (x != 0, NaN included), or to a type that
+    holds the value exactly (converted back it has the same bits); None otherwise (a float truncated
+    to an integer, an integer past the target's range)."""
+    if to_type == ONNX_BOOL:
+        return bool(value != 0)
+    source = np.array(value, onnx_to_numpy(from_type))
+    with np.errstate(all="ignore"):
+        target = source.astype(onnx_to_numpy(to_type))
+        back = target.astype(source.dtype)
+    return target.item() if back.tobytes() == source.tobytes() else None
+
+
+def is_plus_zero(value: Any, onnx_type: int) -> bool:
+    """Is `value` +0 of the type, bit for bit (what a band generator writes off its band)?"""
+    dtype = np.dtype(onnx_to_numpy(onnx_type))
+    return np.array(value, dtype).tobytes() == np.zeros((), dtype).tobytes()
+
+
+# Which diagonals of a Trilu of a fill hold the generated value: its own triangle, the other one
+# (an Equal to 0 of a non-zero fill), or all of them (every element equal).
+TRIANGLE, COMPLEMENT, EVERY = "triangle", "complement", "every"
+
+
+def equal_to_constant(view: GraphView, y: str) -> "tuple[NodeInfo, np.ndarray] | None":
+    """The Equal that alone reads `y`, against a one-element constant (of rank 2 at most: the
+    Trilu's shape is the result's), and that constant."""
+    equal = sole_consumer(view, y)
+    if equal is None or equal.op_type != "Equal":
+        return None
+    others = [t for t in equal.inputs if t is not None and t.name != y]
+    constant = None if len(others) != 1 else view.constant(others[0].name)
+    if constant is None or np.size(constant) != 1 or np.ndim(constant) > 2:
+        return None
+    return equal, np.asarray(constant)
+
+
+def trilu_tail(view: GraphView, y: str, value_type: int, value: Any) -> "tuple[tuple[NodeInfo, ...], str, int, str, Any]":
+    """What joins a Trilu `y` of a fill of `value`: an Equal to a one-element constant (a bool
+    triangle, or its complement) and / or cast_expand_tail's Cast (`ones.triu(1).bool()`), each read
+    alone: (nodes, output, type, the diagonals holding the value, the value). Without a tail, or one
+    whose values are no band over zeros, (), y, value_type, TRIANGLE, value."""
+    nodes: "list[NodeInfo]" = []
+    on, off, out_type, out = value, 0, value_type, y       # Trilu writes +0 off its triangle
+    equal = equal_to_constant(view, y)
+    if equal is not None:
+        typed = np.dtype(onnx_to_numpy(value_type))
+        c = equal[1].astype(typed).reshape(())
+        on, off = bool(np.array(value, typed) == c), bool(np.zeros((), typed) == c)
+        nodes, out_type, out = [equal[0]], ONNX_BOOL, equal[0].outputs[0].name
+    cast = cast_expand_tail(view, out, out_type, expand=False)
+    if cast.nodes:
+        on_cast, off_cast = cast_exactly(on, out_type, cast.onnx_type), cast_exactly(off, out_type, cast.onnx_type)
+        if on_cast is not None and off_cast is not None:
+            nodes, out_type, out, on, off = nodes + list(cast.nodes), cast.onnx_type, cast.output, on_cast, off_cast
+    if is_plus_zero(off, out_type):
+        return tuple(nodes), out, out_type, TRIANGLE, on
+    if is_plus_zero(on, out_type):
+        return tuple(nodes), out, out_type, COMPLEMENT, off
+    if np.array(on, onnx_to_numpy(out_type)).tobytes() == np.array(off, onnx_to_numpy(out_type)).tobytes():
+        return tuple(nodes), out, out_type, EVERY, on
+    return (), y, value_type, TRIANGLE, value
+
+
 class TriluOfFill(IdiomRule):
     # Trilu(ConstantOfShape(shape, v) or Expand(v, shape), k) -> DIAGONAL_MATRIX1 with Value v and
     # an INT32 open bound: the causal mask torch.tril(torch.ones(n, n)) / triu(full(-1e9), 1) exporters emit.
+    # A Cast (`ones.triu(1).bool()`) or Equal to a constant (`triu(ones, 1) == 1`) after it folds in.
     operators = ("DIAGONAL_MATRIX1",)
 
     def pattern(self, anchor: NodeInfo, view: GraphView) -> "Found | None":
@@ -163,30 +228,39 @@ class TriluOfFill(IdiomRule):
         if fill is None or uniform is None or from_onnx(carrier_type(uniform[1])) is None:
             return None
         value, value_type, operand_shape = uniform
+        tail, y, value_type, part, value = trilu_tail(view, anchor.outputs[0].name, value_type, value)
         shape = fill.input(1 if fill.op_type == "Expand" else 0)
         k = anchor.inputs[1] if len(anchor.inputs) > 1 else None
         covered = (anchor.name,) if shared else (anchor.name, fill.name) + tuple(n.name for n in passed)
-        return Found(covered, (shape,) + ((k,) if k is not None else ()), (anchor.outputs[0].name,),
+        folded = f"; the {' and '.join(n.op_type for n in tail)} after it fold{'s' if len(tail) == 1 else ''} in" \
+            if tail else ""
+        return Found(covered + tuple(n.name for n in tail), (shape,) + ((k,) if k is not None else ()), (y,),
                      value_inputs=(shape.name,) + ((k.name,) if k is not None else ()),
                      note=(f"a triangle generator: reads the shape of the {fill.op_type} other nodes share, not "
-                           "its values" if shared else f"a triangle generator: the {fill.op_type} is never materialised"),
+                           "its values" if shared else f"a triangle generator: the {fill.op_type} is never materialised")
+                     + folded,
                      shape=shape, k=k, upper=int(anchor.attrs.get("upper", 1)),
-                     value=value, value_type=value_type, operand_shape=operand_shape)
+                     value=value, value_type=value_type, operand_shape=operand_shape, part=part)
 
     def decline_reason(self, level: FeatureLevel, shape: TensorInfo, k: "TensorInfo | None", upper: int,
-                       value: Any, value_type: int, operand_shape: "tuple[int, ...]") -> "str | None":
+                       value: Any, value_type: int, operand_shape: "tuple[int, ...]", part: str) -> "str | None":
         return band_reason(value_type, value, False, level)      # a triangle: never one diagonal
 
     def rewrite(self, f: Fragment, shape: TensorInfo, k: "TensorInfo | None", upper: int, value: Any,
-                value_type: int, operand_shape: "tuple[int, ...]") -> Graph:
+                value_type: int, operand_shape: "tuple[int, ...]", part: str) -> Graph:
         dims = f.dims(shape)
         if operand_shape:
             dims = broadcast(operand_shape, dims, f"Expand of {list(operand_shape)} to {list(dims)} does not broadcast")
         if len(dims) < 2:
             raise Decline(f"Trilu needs at least 2 dimensions; its input has shape {list(dims)}")
         diagonal = int(one_value(f.value(k), f"Trilu's input k {k.name!r}")) if k is not None else 0
-        # Open bounds: emit_band clamps them to this matrix and writes INT32_MIN / INT32_MAX.
-        begin, end = (diagonal, 2**63) if upper else (-(2**63), diagonal + 1)
+        # Open bounds: emit_band clamps them to this matrix and writes INT32_MIN / INT32_MAX. Trilu
+        # keeps x - y >= k (upper) or <= k; its complement is the other open triangle.
+        split = diagonal if upper else diagonal + 1
+        keeps_high = bool(upper) == (part == TRIANGLE)
+        begin, end = (split, 2**63) if keeps_high else (-(2**63), split)
+        if part == EVERY:
+            begin, end = -(2**63), 2**63
         return emit_band(f.graph, f.names, f.outputs[0], value_type, dims, begin, end, value, f.level)
 
 

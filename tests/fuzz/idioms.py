@@ -36,8 +36,46 @@ def _scalar_of(dtype: np.dtype, bits: int) -> np.ndarray:
 # -- NonZero idioms ------------------------------------------------------------------------------
 
 @st.composite
+def row_takers(draw, rank, nodes, inits, outputs) -> str:
+    """nonzero_rows / nonzero_columns: each axis taken from NonZero's [rank, nnz] (or, Transposed,
+    [nnz, rank]) by a Slice of any start / end / step (clamped, backwards, or keeping several rows:
+    a near miss) + Squeeze, or a Gather of one index (scalar or [k], negative too)."""
+    transposed = draw(st.booleans())
+    axis, data = (1, "t") if transposed else (0, "nz")
+    if transposed:
+        nodes.append(h.make_node("Transpose", ["nz"], ["t"], name="transpose", perm=[1, 0]))
+    said = []
+    for i, row in enumerate(draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank + 1))):
+        if draw(st.booleans()):
+            index = np.array(draw(st.sampled_from([row, row - rank])), np.int64)
+            index = index.reshape(1) if draw(st.booleans()) else index
+            inits.append(numpy_helper.from_array(index, f"k{i}"))
+            nodes.append(h.make_node("Gather", [data, f"k{i}"], [f"y{i}"], name=f"gather{i}", axis=axis))
+            outputs.append(_value_info(f"y{i}", T.INT64, [None] * index.ndim + [None]))
+            said.append(f"Gather {index.tolist()}")
+            continue
+        step = draw(st.sampled_from([1, 2, -1, -3]))
+        # Bounds where numpy (onnx.reference), the ONNX text and onnxruntime agree: a start inside the
+        # axis, "to the end" in the step's direction only (onnxruntime's Slice keeps the start for an
+        # end of INT64_MAX stepping back, and a start before the axis stepping back keeps nothing in
+        # numpy but the first element by the text and onnxruntime)
+        start = draw(st.integers(-rank, rank - 1))
+        end = draw(st.integers(-rank - 2, rank + 2) | st.just(INT64_MAX if step > 0 else -INT64_MAX))
+        inits += [numpy_helper.from_array(np.array([v], np.int64), f"{n}{i}")
+                  for n, v in (("s", start), ("e", end), ("a", axis), ("st", step))]
+        nodes.append(h.make_node("Slice", [data, f"s{i}", f"e{i}", f"a{i}", f"st{i}"], [f"r{i}"], name=f"slice{i}"))
+        if len(range(rank)[start:end:step]) == 1:
+            nodes.append(h.make_node("Squeeze", [f"r{i}", f"a{i}"], [f"y{i}"], name=f"squeeze{i}"))
+            outputs.append(_value_info(f"y{i}", T.INT64, [None]))
+        else:                                           # not one row: the slice itself, not the idiom
+            outputs.append(_value_info(f"r{i}", T.INT64, [None, None]))
+        said.append(f"Slice [{start}:{end}:{step}]")
+    return f"NonZero(x){' -> Transpose' if transposed else ''} -> {', '.join(said)}"
+
+
+@st.composite
 def nonzero_idiom_cases(draw, level=levels) -> Case:
-    kind = draw(st.sampled_from(["transpose", "slice_columns", "split_columns", "masked_select"]))
+    kind = draw(st.sampled_from(["transpose", "slice_columns", "split_columns", "row_takers", "masked_select"]))
     in_type = draw(onnx_types)
     how = draw(DECLARED)
     min_rank = 0 if kind == "transpose" else 1
@@ -101,6 +139,8 @@ def nonzero_idiom_cases(draw, level=levels) -> Case:
             else:                                       # a column left 2-D: not the idiom
                 outputs.append(_value_info(f"c{i}", T.INT64, [None, None]))
         what = f"NonZero(x) -> Transpose -> Split -> Squeeze {squeezed}"
+    elif kind == "row_takers":
+        what = draw(row_takers(rank, nodes, inits, outputs))
     else:
         # x[mask]: Greater(x, threshold) -> NonZero -> Transpose -> GatherND(x, idx)
         in_type = draw(st.sampled_from([T.FLOAT, T.FLOAT16, T.DOUBLE, T.INT32, T.INT64, T.INT8, T.UINT8]))

@@ -1,5 +1,6 @@
 """Diagonal idioms: EyeLike over ConstantOfShape, torch.eye's Range/Equal/Cast, Trilu causal
 masks, and constant identity / triangular initializers generated instead of stored."""
+import itertools
 from functools import partial
 
 import numpy as np
@@ -10,9 +11,12 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-from onnx_dml_lowering.ir import ALL_LEVELS, parse_level
-from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL
-from onnx_dml_lowering.lowering.diagonal import find_band, may_hold_band
+from onnx_dml_lowering.ir import ALL_LEVELS, Graph, parse_level, verify_graph
+from onnx_dml_lowering.ir.dtypes import ONNX_NUMERIC_AND_BOOL, from_onnx, onnx_to_numpy
+from onnx_dml_lowering.ir.support import DIAGONAL_MATRIX, DIAGONAL_MATRIX1
+from onnx_dml_lowering.lowering.common import carrier_type
+from onnx_dml_lowering.lowering.diagonal import band_reason, emit_band, find_band, may_hold_band
+from onnx_dml_lowering.lowering.node import Names
 from tests.builders import graph_model, tensor
 from tests.oracle import differential
 
@@ -457,3 +461,146 @@ def test_eye_idioms_at_every_level(level, idiom, dtype):
     assert not declined, declined
     if not supported:
         assert "DIAGONAL_MATRIX" in entry.reason
+
+
+# -- band_reason: the earliest operator and level, read from the tables -----------------------------
+
+def _earliest(dtype, single_exact, level):
+    """(operator, level) of the first level at or after `level` whose table takes a band of `dtype`:
+    DIAGONAL_MATRIX for one diagonal whose value FLOAT32 holds, else DIAGONAL_MATRIX1; None if none."""
+    for later in (lv for lv in ALL_LEVELS if lv >= level):
+        for support, fits in ((DIAGONAL_MATRIX, single_exact), (DIAGONAL_MATRIX1, True)):
+            row = support.row(later)
+            if fits and row is not None and dtype in row.tensors["OutputTensor"].types:
+                return support.name, later
+    return None
+
+
+def _values(onnx_type):
+    """(value, FLOAT32 holds it exactly) for a type: 1 always; a float or integer FLOAT32 rounds."""
+    out = [(1, True)]
+    np_type = onnx_to_numpy(onnx_type)
+    if onnx_type == T.DOUBLE:
+        out.append((0.1, False))
+    elif np_type is not None and np.dtype(np_type).kind in "iu" and np.iinfo(np_type).max > 2**24:
+        out.append((2**24 + 1, False))
+    return out
+
+
+@pytest.mark.parametrize("onnx_type", ONNX_NUMERIC_AND_BOOL + (T.BFLOAT16, T.UINT4, T.INT4),
+                         ids=lambda t: T.DataType.Name(t))
+def test_band_reason_names_the_earliest_operator_and_level(onnx_type):
+    """Over every level and band shape: None where a table takes the band, else the reason names the
+    first later level whose table takes it and the operator there; that level lowers it with that
+    operator and every level before declines (an int32 eye at 2_0 needs DIAGONAL_MATRIX at 2_1)."""
+    dtype = from_onnx(carrier_type(onnx_type))
+    for (value, exact), single, level in itertools.product(_values(onnx_type), (True, False), ALL_LEVELS):
+        reason = band_reason(onnx_type, value, single, level)
+        earliest = _earliest(dtype, single and exact, level)
+        if earliest is not None and earliest[1] == level:
+            assert reason is None, (value, single, level, reason)
+            graph = emit_band(Graph(level), Names("b"), "y", onnx_type, (3, 4), 0, 1 if single else 3, value, level)
+            verify_graph(graph)
+            assert [s.kind for s in graph.steps if s.is_dml_operator] == [earliest[0]]
+        elif earliest is None:
+            assert reason is not None and "any later feature level" in reason and "needs" not in reason
+        else:
+            operator, first = earliest
+            assert reason is not None and reason.endswith(f"needs {operator} (feature level {first}; target {level})")
+            assert band_reason(onnx_type, value, single, first) is None
+            assert (DIAGONAL_MATRIX.row(level) is None) == ("nor is DIAGONAL_MATRIX1" in reason)
+
+
+def test_band_reason_says_why_the_target_declines():
+    """The first half of the reason: the width, the Value FLOAT32 cannot hold, or the type."""
+    assert band_reason(T.INT32, 1, True, parse_level("2_0")) == (
+        "one diagonal of output type int32 (INT32) needs DIAGONAL_MATRIX (feature level 2_1; target 2_0)")
+    assert band_reason(T.FLOAT, 1, False, parse_level("4_0")) == (
+        "a band wider than one diagonal needs DIAGONAL_MATRIX1 (feature level 5_1; target 4_0)")
+    assert band_reason(T.DOUBLE, 0.1, True, parse_level("5_0")) == (
+        "Value 0.1, which FLOAT32 cannot hold exactly, needs DIAGONAL_MATRIX1 (feature level 5_1; target 5_0)")
+
+
+# -- a Cast or an Equal after a Trilu of a fill (`ones.triu(1).bool()`, `triu(ones, 1) == 1`) --------
+
+def trilu_then(value, elem, upper, tail, rank=2, constant_first=False):
+    """ConstantOfShape(shape, value) -> Trilu(k fed) -> tail, each ("Cast", to) or ("Equal", c)."""
+    nodes = [h.make_node("ConstantOfShape", ["shape"], ["fill"], name="fill", value=h.make_tensor("v", elem, [1], [value])),
+             h.make_node("Trilu", ["fill", "k"], ["t0"], name="trilu", upper=upper)]
+    inits, out_type = [], elem
+    for i, (op, arg) in enumerate(tail):
+        if op == "Cast":
+            nodes.append(h.make_node("Cast", [f"t{i}"], [f"t{i + 1}"], name=f"tail{i}", to=arg))
+            out_type = arg
+        else:
+            inits.append(h.make_tensor(f"c{i}", elem, np.shape(arg), np.reshape(arg, -1).tolist()))
+            operands = [f"c{i}", f"t{i}"] if constant_first else [f"t{i}", f"c{i}"]
+            nodes.append(h.make_node("Equal", operands, [f"t{i + 1}"], name=f"tail{i}"))
+            out_type = T.BOOL
+    nodes.append(h.make_node("Identity", [f"t{len(tail)}"], ["y"], name="out"))
+    return make(nodes, [tensor("shape", T.INT64, [rank]), tensor("k", T.INT64, [])], [tensor("y", out_type, rank)], inits)
+
+
+NAN = float("nan")
+TAILS = [  # value, fill type, tail, whether the whole tail folds in
+    (1.0, T.FLOAT, [("Cast", T.BOOL)], True), (-1e9, T.FLOAT, [("Cast", T.BOOL)], True),
+    (0.0, T.FLOAT, [("Cast", T.BOOL)], True), (-0.0, T.FLOAT, [("Cast", T.BOOL)], True),
+    (NAN, T.FLOAT, [("Cast", T.BOOL)], True), (7, T.INT32, [("Cast", T.BOOL)], True),
+    (3.0, T.FLOAT, [("Cast", T.INT64)], True), (1.0, T.FLOAT, [("Cast", T.FLOAT16)], True),
+    (1, T.INT64, [("Cast", T.FLOAT)], True), (True, T.BOOL, [("Cast", T.FLOAT)], True),
+    (2.5, T.FLOAT, [("Cast", T.INT32)], False), (300, T.INT32, [("Cast", T.UINT8)], False),   # not exact
+    (1.0, T.FLOAT, [("Equal", 1.0)], True), (1.0, T.FLOAT, [("Equal", 0.0)], True),         # its complement
+    (1.0, T.FLOAT, [("Equal", 2.0)], True), (0.0, T.FLOAT, [("Equal", 0.0)], True),         # none, every one
+    (NAN, T.FLOAT, [("Equal", 0.0)], True), (-1e9, T.FLOAT, [("Equal", [[-1e9]])], True),
+    (-0.0, T.FLOAT, [("Equal", 0.0)], True), (5, T.INT64, [("Equal", 5)], True), (5, T.INT64, [("Equal", 0)], True),
+    (1.0, T.FLOAT, [("Equal", 1.0), ("Cast", T.FLOAT)], True), (1.0, T.FLOAT, [("Equal", 0.0), ("Cast", T.INT8)], True),
+]
+
+
+@pytest.mark.parametrize("value,elem,tail,folds", TAILS, ids=lambda v: str(v).replace(" ", ""))
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu_of_fill_then_cast_or_equal(value, elem, tail, folds, upper):
+    """The tail folds into the one generator, its values as ONNX computes them (onnx.reference
+    decides), over ranks 2..5, empty matrices and ks inside and far past the matrix."""
+    compiled = None
+    for rank, dims in ((2, (4, 5)), (2, (5, 4)), (2, (0, 3)), (2, (1, 1)), (3, (2, 3, 3)), (5, (2, 1, 2, 3, 3))):
+        model = trilu_then(value, elem, upper, tail, rank)
+        compiled = None
+        for k in (0, 1, -2, 100, -100):
+            feeds = {"shape": np.array(dims, np.int64), "k": np.array(k, np.int64)}
+            compiled = differential(model, feeds, compiled=compiled).compiled
+        assert compiled.session().log == []
+    entry = next(p for p in compiled.placement if p.rule == "trilu_constant_fill")
+    assert entry.status == "lowered" and entry.dml_operators == ["DIAGONAL_MATRIX1"]
+    covered = {f"tail{i}" for i in range(len(tail))} <= set(entry.onnx_nodes)
+    assert covered == folds, entry.onnx_nodes
+
+
+def test_trilu_of_fill_equal_with_the_constant_first(rng):
+    model = trilu_then(1.0, T.FLOAT16, 1, [("Equal", 1.0)], constant_first=True)
+    compiled = differential(model, {"shape": np.array((4, 6), np.int64), "k": np.array(1, np.int64)}).compiled
+    assert "tail0" in compiled.placement[0].onnx_nodes
+
+
+def test_trilu_of_fill_tail_near_misses():
+    """An Equal to a fed value, or a Trilu whose own output leaves the graph, keeps the tail on ONNX."""
+    feeds = {"shape": np.array((3, 4), np.int64), "k": np.array(1, np.int64)}
+    model = trilu_then(1.0, T.FLOAT, 1, [("Equal", 1.0)])
+    model.graph.initializer.pop()
+    model.graph.input.append(tensor("c0", T.FLOAT, []))
+    compiled = differential(model, {**feeds, "c0": np.array(1.0, np.float32)}).compiled
+    assert compiled.placement[0].onnx_nodes == ["trilu", "fill"]
+    model = trilu_then(1.0, T.FLOAT, 1, [("Cast", T.BOOL)])
+    model.graph.output.append(tensor("t0", T.FLOAT, 2))
+    compiled = differential(model, feeds).compiled
+    assert compiled.placement[0].onnx_nodes == ["trilu", "fill"]
+
+
+@pytest.mark.parametrize("level", ["4_0", "5_0", "5_1"])
+def test_trilu_of_fill_then_cast_at_levels(level):
+    model = trilu_then(1.0, T.FLOAT, 1, [("Cast", T.BOOL)])
+    compiled = differential(model, {"shape": np.array((3, 4), np.int64), "k": np.array(1, np.int64)}, level).compiled
+    entry = compiled.placement[0]
+    assert entry.status == ("lowered" if level == "5_1" else "onnx"), entry
+    if entry.status == "onnx":
+        assert entry.reason == band_reason(T.BOOL, True, False, parse_level(level))

@@ -14,7 +14,7 @@ from onnx_dml_lowering import lowering
 from onnx_dml_lowering.lowering import IDIOMS, Declined, IdiomRule, Match, idioms_for
 from onnx_dml_lowering.lowering.registry import first_pattern
 from onnx_dml_lowering.lowering.diagonal_idioms import match_initializer
-from tests.lowering.test_nonzero_idioms import slice_columns_model, split_columns_model, transpose_model
+from tests.lowering.test_nonzero_idioms import rows_model, slice_columns_model, split_columns_model, transpose_model
 
 L51, L50, L20 = parse_level("5_1"), parse_level("5_0"), parse_level("2_0")
 
@@ -74,6 +74,54 @@ def test_nonzero_columns_pattern_near_misses():
     assert match(transpose_model(T.FLOAT, (2, 3)), "nz", "nonzero_columns") is None   # no column taken
 
 
+# -- nonzero_rows ----------------------------------------------------------------------------
+
+def test_nonzero_rows_check_reasons_and_portable():
+    m = match(rows_model(T.FLOAT, (2, 3), "slice"), "nz", "nonzero_rows")
+    assert isinstance(m, Match) and m.outputs == ("y0", "y1") and isinstance(build(m, {}), Graph)
+    # the rewrite reads the input's type, the rows and the layout alone: shared between equal matches
+    assert m.portable == ("nonzero_rows", T.FLOAT, ((0, False), (1, False)), 0)
+    assert match(rows_model(T.FLOAT, (2, 3), "gather"), "nz", "nonzero_columns") is None   # no Transpose
+    assert match(rows_model(T.FLOAT, (2, 3), "split13"), "nz", "nonzero_rows", L20) == Declined(
+        "NONZERO_COORDINATES is not available at feature level 2_0 (introduced in 3_0)")
+    t = match(rows_model(T.FLOAT, (2, 3), "gather_negative", transpose=True), "nz", "nonzero_columns")
+    assert t.portable == ("nonzero_columns", T.FLOAT, ((0, False), (1, False)), 1)
+
+
+def set_init(model, name, values, dims=(1,)):
+    (init,) = [i for i in model.graph.initializer if i.name == name]
+    init.CopyFrom(h.make_tensor(name, T.INT64, list(dims), values))
+    return model
+
+
+def test_nonzero_rows_pattern_near_misses():
+    def rows(model):
+        return match(model, "nz", "nonzero_rows")
+    assert rows(set_init(set_init(rows_model(T.FLOAT, (2, 3), "slice"), "a0", [1]), "q0", [1])) is None  # a point
+    assert rows(set_init(rows_model(T.FLOAT, (2, 3), "slice"), "q0", [1])) is None           # squeezes nnz
+    model = set_init(rows_model(T.FLOAT, (2, 3), "gather"), "k0", [0, 1], (2,))              # two indices
+    model.graph.output[0].CopyFrom(h.make_tensor_value_info("y0", T.INT64, [2, None]))
+    assert rows(model) is None
+    assert rows(set_init(rows_model(T.FLOAT, (2, 3), "gather"), "k0", [2], ())) is None      # past the rank
+    model = rows_model(T.FLOAT, (2, 3), "gather")
+    model.graph.node[1].attribute[0].CopyFrom(h.make_attribute("axis", 1))                   # a coordinate
+    assert rows(model) is None
+    model = rows_model(T.FLOAT, (2, 3), "slice")
+    model.graph.node.append(h.make_node("Shape", ["nz"], ["n"], name="shape"))               # read elsewhere
+    model.graph.output.append(h.make_tensor_value_info("n", T.INT64, [2]))
+    assert rows(model) is None
+
+
+def test_a_run_time_slice_step_is_no_step_of_one():
+    """A steps input that is not a constant may be anything (-1 keeps nothing of [r, r + 1)): both
+    layouts decline the pattern rather than take it for a step of 1."""
+    for transpose, rule in ((False, "nonzero_rows"), (True, "nonzero_columns")):
+        model = rows_model(T.FLOAT, (2, 3), "slice_clamped", transpose=transpose)
+        model.graph.initializer.remove([i for i in model.graph.initializer if i.name == "st0"][0])
+        model.graph.input.append(h.make_tensor_value_info("st0", T.INT64, [1]))
+        assert match(model, "nz", rule) is None
+
+
 # -- eyelike_constant_of_shape --------------------------------------------------------------
 
 def eyelike_of_fill(graph_output_fill=False):
@@ -94,7 +142,8 @@ def test_eyelike_constant_of_shape_reasons():
     # below 2_0 neither diagonal operator exists: that is the reason, not the output type
     assert build(m, {"shape": [3, 4]}, parse_level("1_0")) == Declined(
         "DIAGONAL_MATRIX is not available at feature level 1_0 (introduced in 2_0), nor is DIAGONAL_MATRIX1 "
-        "(introduced in 5_1)")
+        "(introduced in 5_1): one diagonal of output type float (FLOAT32) needs DIAGONAL_MATRIX (feature level 2_0; "
+        "target 1_0)")
     assert isinstance(build(m, {"shape": [3, 4]}, parse_level("2_0")), Graph)
 
 
@@ -184,7 +233,8 @@ def test_constant_diagonal_reasons():
         "a band wider than one diagonal needs DIAGONAL_MATRIX1 (feature level 5_1; target 5_0)")
     third = match_initializer("w", np.eye(3) / 3, L50)
     assert third.operators == ("DIAGONAL_MATRIX",) and build(third, {}, L50) == Declined(
-        "output type double (FLOAT64) on DIAGONAL_MATRIX at 5_0 needs DIAGONAL_MATRIX1 (feature level 5_1; target 5_0)")
+        "Value 0.3333333333333333, which FLOAT32 cannot hold exactly, needs DIAGONAL_MATRIX1 (feature level 5_1; "
+        "target 5_0)")
     const = h.make_node("Constant", [], ["w"], name="const", value=numpy_helper.from_array(tril, "w"))
     model = make([const, h.make_node("Add", ["x", "w"], ["y"], name="add")],
                  [h.make_tensor_value_info("x", T.FLOAT, [4, 4])], [h.make_tensor_value_info("y", T.FLOAT, [4, 4])])

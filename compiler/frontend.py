@@ -262,24 +262,40 @@ def _large_flat_value(model: onnx.ModelProto) -> bool:
 
 def mark_outputs(model: onnx.ModelProto, names: "list[str] | str") -> "list[str]":
     """Make intermediate values graph outputs too (after shape inference), so every backend and the
-    oracle report them. `names` is a list of value names or "all" (every typed node output)."""
+    oracle report them. `names` is a list of value names or "all": every node output shape inference
+    gives a tensor type; a sequence, map or optional value, or one without a type, is left out (only
+    tensors are compared), never an error the user did not ask for by name."""
     known = {vi.name: vi for vi in model.graph.value_info}
     produced = [o for n in model.graph.node for o in n.output if o]
     outputs = {o.name for o in model.graph.output}
     if names == "all":
-        names = [n for n in produced if n in known and n not in outputs]
+        names = [n for n in produced if n not in outputs and _typed_tensor(known.get(n))]
     added = []
     for name in names:
         if name in outputs or name in added:
             continue
         if name not in produced:
             raise DmlLowerError(f"--outputs {name}: no node of the main graph produces a value of that name")
-        if name not in known or not known[name].type.tensor_type.elem_type:
-            raise DmlLowerError(f"--outputs {name}: shape inference gives that value no type, so it cannot "
-                                "be an output")
+        if not _typed_tensor(known.get(name)):
+            raise DmlLowerError(f"--outputs {name}: {_why_untyped(known.get(name))}, so it cannot be an output "
+                                "(only tensors are compared)")
         model.graph.output.append(known[name])
         added.append(name)
     return added
+
+
+def _typed_tensor(info: "onnx.ValueInfoProto | None") -> bool:
+    """A value shape inference gives a tensor type with an element type (what an output compares)."""
+    return info is not None and info.type.WhichOneof("value") == "tensor_type" \
+        and bool(info.type.tensor_type.elem_type)
+
+
+def _why_untyped(info: "onnx.ValueInfoProto | None") -> str:
+    from onnx_dml_lowering.runtime.feeds import describe_type
+    kind = None if info is None else info.type.WhichOneof("value")
+    if info is None or kind is None or (kind == "tensor_type" and not info.type.tensor_type.elem_type):
+        return "shape inference gives that value no type"
+    return f"shape inference gives that value the type {describe_type(info.type)}, not a tensor's"
 
 
 def default_opset(model: onnx.ModelProto) -> int:

@@ -1,11 +1,11 @@
 """`check --localize`: where in the graph a MISMATCH begins.
 
-After the check, each backend with a MISMATCH is checked again on feed set #0 with every typed
+After the check, each backend with a MISMATCH is checked again on feed set #0 with every tensor
 value of the main graph made an output (compile_model(outputs="all"), as `--outputs all`), so the
 oracle and the backend report each value they compute. A node *starts* the difference when one of
 its outputs differs (a MISMATCH, or a named DEVIATION: its cause is known, and said) while every input agrees (matches the oracle, or is a graph input or an
 initializer, the same feed on both sides). Where an input was not compared (the backend does not
-materialise it, the value has no type, or the comparison was not a match / mismatch) the node is
+materialise it, the value is no tensor (a sequence, no type), or the comparison was not a match / mismatch) the node is
 listed as a *candidate*: the difference starts there or before it, in what could not be compared.
 Making values outputs keeps onnxruntime from fusing across them and a lowering idiom from taking
 them, so the difference may not come back: that is said, not hidden.

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 
@@ -355,6 +356,23 @@ def recognise(model: onnx.ModelProto, feeds: "dict[str, np.ndarray]", name: str,
 # that batch; an output of a node left to the CPU EP is already in CPU memory and is unaffected.
 
 
+class Held(Enum):
+    """What an output never read back holds, against ONNX's answer (the words of its DEVIATION)."""
+    OTHER = "holds memory never written"
+    WITHIN_TOLERANCE = ("holds memory never written that lies within tolerance of ONNX's answer, not equal to "
+                        "it bit for bit: not DirectML's answer")
+    EQUAL = "holds memory never written that happens to equal ONNX's answer bit for bit: not DirectML's answer"
+
+    @classmethod
+    def of(cls, want: np.ndarray, got: "np.ndarray | None", matched: bool) -> "Held":
+        """`matched`: the comparison within tolerance passed; bit for bit decides between the two."""
+        if not matched or got is None:
+            return cls.OTHER
+        got = np.asarray(got)
+        same = got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+        return cls.EQUAL if same else cls.WITHIN_TOLERANCE
+
+
 @dataclass(frozen=True)
 class UnreadOutput:
     """A graph output of the DML EP's that was never read back: `empty` (its type `empty_type`,
@@ -363,13 +381,12 @@ class UnreadOutput:
     empty: str
     empty_type: str
 
-    def describe(self, equal: bool) -> str:
-        """The DEVIATION's line; `equal`: the unwritten memory happens to hold ONNX's answer."""
-        held = ("holds memory never written that happens to equal ONNX's answer: not DirectML's answer"
-                if equal else "holds memory never written")
+    def describe(self, held: Held = Held.OTHER) -> str:
+        """The DEVIATION's line; `held`: whether the unwritten memory equals ONNX's answer (bit for
+        bit, or only within tolerance: a 1.4e-45 left there against a 0)."""
         return (f"DML EP deviation: the empty output '{display(self.empty)}' ({self.empty_type}) ended onnxruntime's "
                 f"batched read-back of the DML EP's outputs (ExecutionProviderImpl::CopyTensors), so "
-                f"'{display(self.output)}' {held}")
+                f"'{display(self.output)}' {held.value}")
 
     def short(self) -> str:
         """In the words of a conformance difference ('output y: ...'), beside the deviation's name."""

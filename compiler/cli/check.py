@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Compared:
-    """--outputs (intermediate values compared too; ("all",): every typed value) and --load-outputs."""
+    """--outputs (intermediate values compared too; ("all",): every tensor value) and --load-outputs."""
     outputs: "tuple[str, ...] | None" = None
     load: "str | None" = None
 
@@ -57,7 +57,7 @@ class CompareArgs(ArgGroup[Compared]):
 
     def add_outputs(self, parser: argparse.ArgumentParser) -> None:
         self._add(parser, "--outputs", nargs="+", metavar="NAME",
-                  help="also compare these intermediate values by name ('all': every typed value)")
+                  help="also compare these intermediate values by name ('all': every tensor value)")
 
     def add_load(self, parser: argparse.ArgumentParser) -> None:
         self._add(parser, "--load-outputs", metavar="F.npz",
@@ -374,15 +374,21 @@ def check_model(compiled: CompiledModel, feeds: "Mapping[str, np.ndarray]", back
 def _localize(parsed: Parsed, done: _Checked) -> "tuple[list, tuple | None]":
     """check --localize: the backends with a MISMATCH checked again on feed set #0 with every value
     an output; the lines printed, (the findings, (that model, that report) or None)."""
-    from ..localize import every_value_check, format_localized, localize
+    from ..localize import Localized, every_value_check, format_localized, localize
     model = done.model
     failing = [b.backend for b in done.report.backends if not b.error and not b.ok]
     if not failing:
         print("localize: no MISMATCH to localize")
         return [], None
-    compiled_all, again = every_value_check(str(model.path), model.feature_level, done.feeds, failing,
-                                            parsed[ToleranceArgs], done.options, parsed[OracleArgs],
-                                            done.compiled.output_names)
+    try:
+        compiled_all, again = every_value_check(str(model.path), model.feature_level, done.feeds, failing,
+                                                parsed[ToleranceArgs], done.options, parsed[OracleArgs],
+                                                done.compiled.output_names)
+    except DmlLowerError as exc:
+        # the report stands and keeps its exit code (1: the MISMATCH); the localisation says why it stopped
+        print(display(f"localize: the check with every value an output could not be made, so nothing is "
+                      f"localized: {exc}"))
+        return [Localized(b.text, False, error=str(exc)) for b in failing], None
     found = localize(again, compiled_all, failing)
     for line in format_localized(found):
         print(display(line))

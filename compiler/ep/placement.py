@@ -515,7 +515,7 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     identify_nodes(model)
     warnings: "list[str]" = []
     level1 = level1 if level1 is not None else Level1(level1_model, f"onnxruntime {ort.__version__} installed here")
-    optimised = _level1_optimised(model, model_dir, level1, warnings)
+    optimised, refused = _level1_optimised(model, model_dir, level1, warnings)
     predictor = _placed(model, optimised, lacks, ort_version)
     dml_nodes = {e["node"] for e in predictor.placed if e["provider"] == DML}
     warnings += [f"{f.node} ({f.op_type}): {FAILURES[f.key].removeprefix('DML EP deviation: ')}, measured on "
@@ -546,7 +546,7 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
             "registration_table": f"onnxruntime {ort_version} DirectML EP ({TABLE_SOURCES[ort_version]})"
                                   + (f"; {chosen}" if chosen else ""),
             "registration_table_chosen": chosen,
-            "level1_optimisations": f"{level1.by}, ORT_ENABLE_BASIC",
+            **_level1_assumed(level1, refused),
             "cpu_kernels": f"onnxruntime {ort.__version__} installed here",
             "device_types": {t: t not in lacks for t in DEVICE_DEPENDENT},
             "directml": assumed_redist(ort_version),
@@ -557,15 +557,26 @@ def predict_with_graph(raw: onnx.ModelProto, model_dir: "str | None", device_lac
     }, optimised
 
 
+def _level1_assumed(level1: Level1, refused: str) -> "dict[str, str]":
+    """The assumptions' level-1 keys: who ran it, and why it could not run ('' where it did)."""
+    ran = f"{level1.by}, ORT_ENABLE_BASIC" if not refused else \
+        f"none: {level1.by}'s CPU-only ORT_ENABLE_BASIC session refused the model"
+    return {"level1_optimisations": ran, "level1_refused": refused}
+
+
 def _level1_optimised(model: onnx.ModelProto, model_dir: "str | None", level1: Level1,
-                      warnings: "list[str]") -> onnx.ModelProto:
-    """The model after level 1 (as stored when onnxruntime refuses it), its nodes named; what
-    happened said in `warnings`."""
+                      warnings: "list[str]") -> "tuple[onnx.ModelProto, str]":
+    """(The model after level 1 (as stored when onnxruntime refuses it), its nodes named; why level 1
+    was refused, or ''); what happened said in `warnings`."""
     optimised, refused = level1.optimise(model, model_dir)
     if optimised is None:
-        warnings.append(f"{level1.by.removesuffix(' installed here')} refuses the model here ({refused}); placement "
-                        "is predicted on the model as stored, without level-1 optimisations (its Constants made "
-                        "initializers, as onnxruntime's graph load makes them at every level)")
+        refused = refused or "onnxruntime gave no reason"
+        # the pass is a session with the CPU EP alone (level 1 is EP-agnostic): a node with no CPU
+        # kernel fails it, which says nothing of whether the DML EP takes that node and the model
+        warnings.append(f"level-1 optimisations not applied: the CPU-only session of "
+                        f"{level1.by.replace(' installed here', '')} that runs them refuses the model here "
+                        f"({refused}), a refusal of the CPU EP's, not the DML EP's; placement is predicted on the model as stored (its Constants "
+                        "made initializers, as onnxruntime's graph load makes them at every level)")
         optimised = constants_as_initializers(model)
     undone = undo_cpu_casts(optimised.graph, {o: n for _, n in node_paths(model.graph) for o in n.output})
     if undone:
@@ -573,7 +584,7 @@ def _level1_optimised(model: onnx.ModelProto, model_dir: "str | None", level1: L
                         "around the nodes its CPU EP took through them; they are taken out, and a DML session "
                         "casts only the float16 nodes DML does not take (placed on the CPU EP below)")
     identify_nodes(optimised)    # onnxruntime leaves the nodes it creates unnamed
-    return optimised
+    return optimised, refused
 
 
 def _placed(model: onnx.ModelProto, optimised: onnx.ModelProto, lacks: "frozenset[str]", ort_version: str) -> Predictor:
@@ -646,9 +657,10 @@ def format_placement(report: dict) -> "list[str]":
     a = report["assumptions"]
     devices = ", ".join(t for t, ok in a["device_types"].items() if ok) or "none of the 64-bit/16-bit types"
     chosen = a.get("registration_table_chosen")
+    level1 = "no level-1 optimisations (refused, below)" if a.get("level1_refused") else \
+        f"level-1 optimisations by {a['level1_optimisations'].split(' installed')[0]} here"
     lines = [f"DML EP placement predicted (onnxruntime {report['onnxruntime']} registration table"
-             f"{f' [{chosen}]' if chosen else ''}; level-1 "
-             f"optimisations by {a['level1_optimisations'].split(' installed')[0]} here):",
+             f"{f' [{chosen}]' if chosen else ''}; {level1}):",
              f"  assumed: the device supports {devices}; {a['directml']}"]
     by_provider: "dict[str, list[dict]]" = {}
     for n in report["nodes"]:

@@ -230,7 +230,10 @@ def format_verified(report: dict) -> "list[str]":
     if total == 0:
         return [f"verified on the real DML EP (onnxruntime.dll {v['onnxruntime']}): nothing compared, its session "
                 f"named no placement{failed or ' (the verification warning above says why)'}"]
-    lines = [f"verified on the real DML EP (onnxruntime.dll {v['onnxruntime']}, level 1 by the same onnxruntime): "
+    # without level 1 (its CPU-only pass refused the model) the EP partitioned the model as stored too
+    level1 = "on the model as stored, level 1 refused (above)" if report.get("assumptions", {}).get("level1_refused") \
+        else "level 1 by the same onnxruntime"
+    lines = [f"verified on the real DML EP (onnxruntime.dll {v['onnxruntime']}, {level1}): "
              f"{v['agree']} of {total} nodes agree on placement{failed}"]
     for d in v["differ"]:
         why = reasons.get(d["node"]) or "its kernel and types match"

@@ -106,7 +106,7 @@ class DmlHost:
     """One dml_host process (started on first use; or handed over by the process that started it)."""
 
     def __init__(self, home: "DirectMLHome | None" = None, process: "HostProcess | None" = None) -> None:
-        self.process = process or HostProcess(home or find_home(), EXE)
+        self.process = process or HostProcess(home or find_home(EXE), EXE)
 
     def close(self, wait: bool = True) -> None:
         self.process.close(wait)
@@ -209,7 +209,7 @@ def _handed_over() -> "DmlHost | None":
         return None
     write_fd, read_fd, hello = _handed_pipe(handed)     # a bad value stays: every later ask says so
     del os.environ[HANDED_ENV]                      # one user of the pipe: the first thread asking
-    return DmlHost(process=HostProcess.attached(find_home(), EXE, write_fd, read_fd, hello))
+    return DmlHost(process=HostProcess.attached(find_home(EXE), EXE, write_fd, read_fd, hello))
 
 
 def _handed_pipe(value: str) -> "tuple[int, int, str]":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,12 +64,19 @@ class DirectMLHome:
         stem = name[:-4] if name.endswith(".exe") else name
         path = self.bin / f"{stem}.exe"
         if not path.is_file():
-            raise DirectMLUnavailable(f"DirectML host {path.name} is not in {self.bin}; {SETUP_HINT} again "
-                                      f"(it compiles every host)")
+            where = f"in {self.bin} {_not_a_file(path)}" if path.exists() else f"is not in {self.bin}"
+            raise DirectMLUnavailable(f"DirectML host {path.name} {where}; {SETUP_HINT} again (it compiles every host)")
         # a host built from other sources than this checkout's speaks another protocol, or lacks a guard
         if (self.info.get("host_sources") or {}).get(stem) != source_digest(stem):
             raise DirectMLUnavailable(f"DirectML host {path.name} in {self.bin} was built from another "
                                       f"hosts/{stem}.c than this checkout's; {SETUP_HINT} again (it compiles every host)")
+        return path
+
+    def runnable(self, name: str) -> Path:
+        """exe(name), and off Windows Wine to run it: what starting that host takes of the setup."""
+        path = self.exe(name)
+        if not on_windows() and shutil.which("wine") is None:
+            raise DirectMLUnavailable(f"Wine is not installed; {SETUP_HINT}")
         return path
 
 
@@ -82,19 +90,52 @@ def _missing(root: Path) -> "str | None":
     """What of a complete HOME is absent at `root` (None: nothing)."""
     if not root.is_dir():
         return f"no DirectML setup at {root}"
-    if not (root / "setup.json").is_file():
-        return f"{root / 'setup.json'} is missing (setup did not finish)"
+    setup = root / "setup.json"
+    if not setup.is_file():
+        return f"{setup} {_not_a_file(setup)}" if setup.exists() else f"{setup} is missing (setup did not finish)"
     for dll in DLLS:
-        if not (root / "bin" / dll).is_file():
-            return f"{root / 'bin' / dll} is missing"
-    if not on_windows() and not (root / "prefix").is_dir():
-        return f"the Wine prefix {root / 'prefix'} is missing"
+        path = root / "bin" / dll
+        if not path.is_file():
+            return f"{path} {_not_a_file(path)}" if path.exists() else f"{path} is missing"
+    prefix = root / "prefix"
+    if not on_windows() and not prefix.is_dir():
+        return f"the Wine prefix {prefix} is not a folder" if prefix.exists() else f"the Wine prefix {prefix} is missing"
     return None
 
 
-def find_home() -> DirectMLHome:
-    """The completed HOME, or DirectMLUnavailable naming `make directml` and what is missing."""
-    return home_at(default_home())
+def _not_a_file(path: Path) -> str:
+    """What a path that exists but is no regular file is, said as the reason it does not serve."""
+    return "is a directory, not a file" if path.is_dir() else "is not a regular file (a FIFO, device or socket)"
+
+
+def routes_off_windows() -> str:
+    """Where an in-process DmlExecutionProvider is asked for off Windows (onnxruntime's Linux
+    wheels have none): the two backends that reach the real DirectML here, and whether this
+    machine's setup serves them now ('' on Windows, where the 'directml' extra is the way)."""
+    if on_windows():
+        return ""
+    missing = []
+    for host in ("dml_host", "ort_host"):
+        try:
+            find_home(host)
+        except DirectMLUnavailable as exc:
+            missing.append(str(exc))
+    ready = "both set up here" if not missing else \
+        "run `make directml`" if not default_home().exists() else missing[0]
+    return ("off Windows, DirectML runs through `--backends dml` (the lowered graph's DirectML operators on "
+            f"DirectML.dll) and `--backends ort-dml` (onnxruntime.dll's DirectML EP) under Wine: {ready}")
+
+
+def find_home(host: "str | None" = None) -> DirectMLHome:
+    """The completed HOME, or DirectMLUnavailable naming `make directml` and what is missing. With
+    `host` (dml_host, ort_host), also what starting that host takes (DirectMLHome.runnable): every
+    DirectML backend decides here, before it runs anything, whether the setup serves, so a stale or
+    partial setup is the same one line for both hosts (UNAVAILABLE beside other backends, an
+    error alone), never a backend's ERROR when the host starts."""
+    home = home_at(default_home())
+    if host is not None:
+        home.runnable(host)
+    return home
 
 
 def home_at(root: Path) -> DirectMLHome:

@@ -199,7 +199,7 @@ class OrtHost:
     """ort_host.exe, started on first use, closed with the command (a context manager)."""
 
     def __init__(self, home: "DirectMLHome | None" = None) -> None:
-        self.home = home if home is not None else find_home()
+        self.home = home if home is not None else find_home(EXE)
         self.process = HostProcess(self.home, EXE)
         self.last_log = ""
         self._version: "tuple[str, list[str]] | None" = None

@@ -201,7 +201,7 @@ class HostProcess:
 
     def __init__(self, home: DirectMLHome, exe_name: str) -> None:
         self.home = home
-        self.exe = home.exe(exe_name)
+        self.exe = home.runnable(exe_name)        # the setup serves this host, or one line
         self.name = self.exe.name
         self.run_id = uuid.uuid4().hex
         self.hello = ""

@@ -69,8 +69,16 @@ def resolve(providers: "list[str] | None") -> "list[str]":
     available = ort.get_available_providers()
     for name in names:
         if name not in available:
-            raise unavailable(name)
+            raise unavailable(name) if name != DML else _dml_in_process()
     return names
+
+
+def _dml_in_process() -> DmlLowerError:
+    """DML asked of this process's onnxruntime (run --providers dml): off Windows, also the backends
+    that reach the real DirectML here."""
+    from onnx_dml_lowering.runtime.directml.home import routes_off_windows
+    routes = routes_off_windows()
+    return DmlLowerError(f"{unavailable(DML)}; {routes}") if routes else unavailable(DML)
 
 
 def parse_provider_options(pairs: "list[str] | None") -> "dict[str, str]":

@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
+from onnx_dml_lowering.ir import DmlLowerError
 from tests.cli_runner import cli
 
 CHAIN = [("relu", "Relu", ["x"], "a"), ("square", "Mul", ["a", "a"], "b"), ("add", "Add", ["b", "x"], "c"),
@@ -280,3 +281,83 @@ def test_one_value_not_compared_is_said_in_the_singular():
                               Localized("ort", True, not_compared=["b", "c"])])
     assert lines == ["localize [cpu]: 1 value could not be compared: 'c'",
                      "localize [ort]: 2 values could not be compared: 'b', 'c'"]
+
+
+def _sequence_model(tmp_path, kind: str) -> "tuple[object, object]":
+    """x -> Relu a -> (a value of `kind`: a sequence, an optional, or one shape inference gives no
+    type) -> back to a tensor c -> Neg y."""
+    x = h.make_tensor_value_info("x", T.FLOAT, [4])
+    middle = {"sequence": [h.make_node("SplitToSequence", ["a"], ["s"], name="split"),
+                           h.make_node("ConcatFromSequence", ["s"], ["c"], name="concat", axis=0)],
+              "optional": [h.make_node("Optional", ["a"], ["s"], name="wrap"),
+                           h.make_node("OptionalGetElement", ["s"], ["c"], name="unwrap")],
+              "untyped": [h.make_node("Custom", ["a"], ["s"], name="custom", domain="my.domain"),
+                          h.make_node("Identity", ["a"], ["c"], name="same")]}[kind]
+    nodes = [h.make_node("Relu", ["x"], ["a"], name="relu"), *middle, h.make_node("Neg", ["c"], ["y"], name="neg")]
+    graph = h.make_graph(nodes, "g", [x], [h.make_tensor_value_info("y", T.FLOAT, [4])])
+    if kind == "untyped":       # the custom node's output is read by none: a value without a type
+        graph.output.append(h.make_tensor_value_info("y2", T.FLOAT, [4]))
+        graph.node.append(h.make_node("Identity", ["c"], ["y2"], name="again"))
+    opsets = [h.make_opsetid("", 18)] + ([h.make_opsetid("my.domain", 1)] if kind == "untyped" else [])
+    onnx.save(h.make_model(graph, opset_imports=opsets), str(tmp_path / f"{kind}.onnx"))
+    np.savez(tmp_path / "in.npz", x=np.array([-1, 0.5, 2, 3], np.float32))
+    return tmp_path / f"{kind}.onnx", tmp_path / "in.npz"
+
+
+@pytest.mark.parametrize("kind", ["sequence", "optional"])
+def test_outputs_all_leaves_out_what_is_no_tensor_and_localize_names_it_not_compared(tmp_path, capsys, kind):
+    """--outputs all is every value shape inference gives a tensor type: a sequence or optional
+    value is left out, not the fatal `--outputs s: ...` line (longformer_ts's SplitToSequence once
+    ended --outputs all and --localize so, exit 2 after a MISMATCH). Named by hand it is one line
+    naming its type; --localize lists it among the values not compared."""
+    model, feeds = _sequence_model(tmp_path, kind)
+    code, text, err = cli(["check", model, "--backends", "cpu", "--inputs", feeds, "--outputs", "all"], capsys)
+    assert code == 0 and err == "", err
+    assert "[cpu] a: MATCH" in text and "[cpu] c: MATCH" in text and "[cpu] s:" not in text
+    code, _, err = cli(["check", model, "--backends", "cpu", "--inputs", feeds, "--outputs", "s"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"dml-lower: error: --outputs s: shape inference gives that value the type {kind}(")
+
+    def shift(data):
+        for name in ("c", "y"):
+            data[f"cpu:{name}"] = data[f"cpu:{name}"] + np.float32(1)
+    bad = _saved_changed(tmp_path, model, feeds, capsys, shift)
+    code, text, err = cli(["check", model, "--load-outputs", bad, "--inputs", feeds, "--localize"], capsys)
+    assert code == 1 and err == "", err
+    unpack = "concat (ConcatFromSequence)" if kind == "sequence" else "unwrap (OptionalGetElement)"
+    assert f"localize [saved:cpu]: the difference starts at or before {unpack}: output 'c' differs" in text
+    assert "localize [saved:cpu]: 1 value could not be compared: 's'" in text
+
+
+def test_outputs_all_leaves_out_a_value_without_a_type(tmp_path, capsys):
+    """A custom domain's node: shape inference gives its output no type; all leaves it out, by hand
+    it is named as untyped."""
+    from onnx_dml_lowering.compiler.frontend import mark_outputs
+    model, _ = _sequence_model(tmp_path, "untyped")
+    proto = onnx.shape_inference.infer_shapes(onnx.load(str(model)))
+    assert mark_outputs(proto, "all") == ["a", "c"]
+    with pytest.raises(DmlLowerError, match=r"^--outputs s: shape inference gives that value no type, so it "):
+        mark_outputs(onnx.shape_inference.infer_shapes(onnx.load(str(model))), ["s"])
+
+
+def test_a_localisation_that_cannot_finish_leaves_the_mismatch_and_its_exit_code(chain, tmp_path, capsys,
+                                                                                   monkeypatch):
+    """The check with every value an output failing (a limit, the oracle on a value) is one line
+    after the report: the MISMATCH stands with its exit 1, never turned into exit 2; the JSON holds
+    the reason per backend."""
+    from onnx_dml_lowering.compiler import localize as localize_module
+    model, feeds = chain
+    bad = saved(tmp_path, model, feeds, capsys, False, 3)
+
+    def fails(*args, **kwargs):
+        raise DmlLowerError("the lowered graph needs 2 KiB of buffers, over the memory limit of 1 KiB")
+    monkeypatch.setattr(localize_module, "every_value_check", fails)
+    code, text, err = cli(["check", model, "--load-outputs", bad, "--inputs", feeds, "--localize",
+                           "--json", tmp_path / "r.json"], capsys)
+    assert code == 1 and err == "", err
+    assert "[saved:cpu] y: MISMATCH" in text
+    lines = [line for line in text.splitlines() if line.startswith("localize")]
+    assert lines == ["localize: the check with every value an output could not be made, so nothing is localized: "
+                     "the lowered graph needs 2 KiB of buffers, over the memory limit of 1 KiB"]
+    (found,) = json.loads((tmp_path / "r.json").read_text())["localized"]
+    assert found["backend"] == "saved:cpu" and found["error"].startswith("the lowered graph needs 2 KiB")

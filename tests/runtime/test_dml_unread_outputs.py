@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from onnx_dml_lowering.runtime.dml_deviations import dml_produced_outputs, empty_output_risks, unread_outputs
+from onnx_dml_lowering.runtime.dml_deviations import Held, dml_produced_outputs, empty_output_risks, unread_outputs
 from tests.cli_runner import cli
 
 DML, CPU = "DmlExecutionProvider", "CPUExecutionProvider"
@@ -42,10 +42,10 @@ def test_every_dml_output_before_or_after_the_empty_one_is_unread(order):
     unread = unread_outputs(relu_nonzero(order, sigmoid=True), {"y": GARBAGE, "nz": EMPTY, "z": GARBAGE}, None)
     assert sorted(unread) == ["y", "z"]
     assert {u.empty for u in unread.values()} == {"nz"} and unread["y"].empty_type == "int64 [2x0]"
-    line = unread["y"].describe(equal=False)
+    line = unread["y"].describe()
     assert line == ("DML EP deviation: the empty output 'nz' (int64 [2x0]) ended onnxruntime's batched read-back "
                     "of the DML EP's outputs (ExecutionProviderImpl::CopyTensors), so 'y' holds memory never written")
-    assert "happens to equal ONNX's answer" in unread["z"].describe(equal=True)
+    assert "happens to equal ONNX's answer bit for bit" in unread["z"].describe(Held.EQUAL)
 
 
 def test_nothing_is_unread_when_no_dml_output_is_empty():
@@ -69,11 +69,11 @@ def test_a_graph_input_returned_as_an_output_is_no_nodes():
     assert sorted(unread_outputs(model, {"y": GARBAGE, "nz": EMPTY, "x": X}, None)) == ["y"]
 
 
-def _saved_dml_check(tmp_path, capsys, b, y):
+def _saved_dml_check(tmp_path, capsys, b, y, x=X):
     """check --load-outputs of results saved for ort-dml (made from an ort-cpu save of the same feeds,
     its entries renamed and y replaced by `y`): (exit code, y's result, nz's result)."""
     onnx.save(relu_nonzero(), str(tmp_path / "m.onnx"))
-    np.savez(tmp_path / "in.npz", x=X, b=b)
+    np.savez(tmp_path / "in.npz", x=x, b=b)
     code, _, err = cli(["check", tmp_path / "m.onnx", "--backends", "ort-cpu", "--inputs", tmp_path / "in.npz",
                         "--save-outputs", tmp_path / "s.npz"], capsys)
     assert code == 0, err
@@ -95,7 +95,23 @@ def test_check_names_the_unread_output_a_deviation(tmp_path, capsys):
 
 def test_an_unread_output_equal_to_onnx_by_chance_is_no_match(tmp_path, capsys):
     code, y, _ = _saved_dml_check(tmp_path, capsys, np.zeros((3, 5), bool), np.maximum(X, 0))
-    assert y["status"] == "deviation" and "happens to equal ONNX's answer" in y["detail"] and code == 0
+    assert y["status"] == "deviation" and "happens to equal ONNX's answer bit for bit" in y["detail"] and code == 0
+
+
+@pytest.mark.parametrize("left, held", [
+    (np.float32(1.4e-45), Held.WITHIN_TOLERANCE),       # a denormal left in never-written memory, as measured
+    (np.float32(-0.0), Held.WITHIN_TOLERANCE),          # equal as numbers, not as bits
+    (np.float32(0.0), Held.EQUAL),
+    (np.float32(0.5), Held.OTHER)])
+def test_an_unread_output_says_whether_it_equals_onnx_bit_for_bit_or_only_within_tolerance(tmp_path, capsys, left, held):
+    """y = Relu(x) over x <= 0 is all zeros: memory never written holding a denormal or -0.0 passes
+    the comparison within tolerance but is not ONNX's answer bit for bit; the line says which."""
+    negative = -np.abs(X)
+    code, y, _ = _saved_dml_check(tmp_path, capsys, np.zeros((3, 5), bool), np.full((3, 5), left, np.float32),
+                                  x=negative)
+    assert y["status"] == "deviation" and code == 0
+    assert y["detail"].endswith(f"so 'y' {held.value}")
+    assert ("bit for bit" in y["detail"]) == (held is not Held.OTHER)
 
 
 def test_with_a_coordinate_found_a_wrong_output_stays_a_mismatch(tmp_path, capsys):

@@ -139,3 +139,49 @@ def test_a_sparse_constant_of_absurd_size_is_its_type_and_shape_only():
     (init,) = constants_as_initializers(model).graph.initializer
     assert (init.name, init.data_type, list(init.dims)) == ("out", T.FLOAT, [2**20, 2**20]) and 2**40 > DENSE_SPARSE_MAX
     assert not init.raw_data and not init.float_data
+
+
+def eyelike_bool_model() -> onnx.ModelProto:
+    """EyeLike to bool beside a Relu: the CPU EP has no EyeLike(bool) kernel (the CPU-only level-1
+    session fails), while the DML EP takes it (banded_mix's eye_bool, on onnxruntime.dll 1.24.4)."""
+    nodes = [h.make_node("EyeLike", ["x"], ["eye"], name="eye_bool", dtype=T.BOOL),
+             h.make_node("Relu", ["x"], ["r"], name="relu")]
+    graph = h.make_graph(nodes, "g", [vi("x", T.FLOAT, [3, 4])], [vi("eye", T.BOOL, [3, 4]), vi("r", T.FLOAT, [3, 4])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("build", [refused_model, eyelike_bool_model])
+def test_a_level1_pass_refused_says_which_session_refused_and_no_line_claims_level1(build):
+    """Where the CPU-only session that runs level 1 refuses the model, the warning says it was that
+    session (a refusal of the CPU EP's, not the DML EP's), the first line and the JSON say no level 1
+    was applied, and --verify's line says the comparison was on the model as stored (it said 'level 1
+    by the same onnxruntime' beside the warning that level 1 was not applied)."""
+    from onnx_dml_lowering.compiler.ep.placement import format_placement
+    from onnx_dml_lowering.compiler.ep.verify import format_verified
+    model = build()
+    refused = refusal(model)
+    report = predict_placement(model, None)
+    (warned,) = [w for w in report["warnings"] if w.startswith("level-1 optimisations not applied")]
+    assert warned.startswith(f"level-1 optimisations not applied: the CPU-only session of onnxruntime "
+                             f"{ort.__version__} that runs them refuses the model here (")
+    assert refused in warned and "a refusal of the CPU EP's, not the DML EP's" in warned
+    assert refused in report["assumptions"]["level1_refused"]
+    assert report["assumptions"]["level1_optimisations"].startswith("none: ")
+    assert "; no level-1 optimisations (refused, below)):" in format_placement(report)[0]
+    report["verified"] = {"onnxruntime": "1.24.4", "agree": 2, "differ": [], "failure": None}
+    assert format_verified(report)[0] == ("verified on the real DML EP (onnxruntime.dll 1.24.4, on the model as "
+                                          "stored, level 1 refused (above)): 2 of 2 nodes agree on placement")
+
+
+def test_a_level1_pass_that_ran_is_said_as_before():
+    from onnx_dml_lowering.compiler.ep.placement import format_placement
+    from onnx_dml_lowering.compiler.ep.verify import format_verified
+    nodes = [h.make_node("Relu", ["x"], ["r"], name="relu")]
+    model = h.make_model(h.make_graph(nodes, "g", [vi("x", T.FLOAT, [3])], [vi("r", T.FLOAT, [3])]),
+                         opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    report = predict_placement(model, None)
+    assert report["assumptions"]["level1_refused"] == ""
+    assert not [w for w in report["warnings"] if "level-1 optimisations not applied" in w]
+    assert f"; level-1 optimisations by onnxruntime {ort.__version__} here):" in format_placement(report)[0]
+    report["verified"] = {"onnxruntime": "1.24.4", "agree": 1, "differ": [], "failure": None}
+    assert "(onnxruntime.dll 1.24.4, level 1 by the same onnxruntime): 1 of 1" in format_verified(report)[0]

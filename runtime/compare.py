@@ -2,14 +2,18 @@
 
 Shape and dtype first (either differing is a MISMATCH), then every element, by this rule:
 
-- integers and bool: exactly equal;
-- floats (float16, float32, float64, bfloat16 and the float8 / float4 types), element by element:
+- integers and bool: exactly equal (an integer's errors computed exactly, int64 / uint64 too);
+- strings: equal text; a string tensor is ONNX's STRING whatever numpy holds it in (onnxruntime's
+  `object`, onnx.reference's and an .npz's fixed-width `<U`), so only the text is compared;
+- floats (float16, float32, float64, bfloat16 and the float8 / float6 / float4 types), element by element:
   * NaN matches NaN only (any payload, either sign), and NaN on one side only is a mismatch;
   * +inf matches only +inf and -inf only -inf (an infinity against any finite value, or the
     opposite infinity, is a mismatch whatever the tolerances);
   * finite values a (actual) and e (expected) match when |a - e| <= atol + rtol * |e|, computed in
     float64 (the float64 value of each element is exact for every dtype here);
-  * -0.0 and +0.0 are equal (their difference is 0).
+  * -0.0 and +0.0 are equal (their difference is 0);
+  * with a `StepRtol` (the default rtol of a type coarser than float32, runtime/tolerances.py), finite
+    values at most `steps` representable values of the type apart match too, whatever their distance.
 - An output compared `exact` (one produced by a node this project lowers: NonZero, EyeLike, the
   eye / mask / Trilu idioms) is compared with atol = rtol = 0 unless the user named a tolerance
   for it: bit for bit, up to the sign of a zero and a NaN's payload.
@@ -43,15 +47,34 @@ if TYPE_CHECKING:
 
 BLOCK = 1 << 20          # elements per block: float64 temporaries stay at a few MB whatever the output's size
 
-# ml_dtypes' float types (numpy's kind "V", not "f")
+# ml_dtypes' float and integer types (numpy's kind "V", not "f" / "i" / "u")
 _ML_FLOATS = frozenset(np.dtype(t) for t in (
     ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2,
-    ml_dtypes.float8_e5m2fnuz, ml_dtypes.float8_e8m0fnu, ml_dtypes.float4_e2m1fn))
+    ml_dtypes.float8_e5m2fnuz, ml_dtypes.float8_e8m0fnu, ml_dtypes.float4_e2m1fn, ml_dtypes.float6_e2m3fn,
+    ml_dtypes.float6_e3m2fn))
+_ML_INTS = frozenset(np.dtype(t) for t in (ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2))
 
 
 def is_float(dtype: npt.DTypeLike) -> bool:
     dtype = np.dtype(dtype)
     return dtype.kind == "f" or dtype in _ML_FLOATS
+
+
+class StepRtol(float):
+    """An rtol that also passes finite values at most `steps` representable values of the output
+    type apart: the default of a float type coarser than float32 (tolerances.default_rtol), where
+    one rounding of the type is a step of its grid, not a fixed fraction of the value (the type's
+    epsilon as an rtol passes 6 against 3 in float4e2m1, and every smaller power of two in
+    float8e8m0). As a number it is the rtol of the plain rule beside the steps."""
+    steps: int
+
+    def __new__(cls, value: float, steps: int = 1) -> "StepRtol":
+        made = super().__new__(cls, value)
+        made.steps = steps
+        return made
+
+    def __repr__(self) -> str:
+        return f"StepRtol({float(self)!r}, steps={self.steps})"
 
 
 @dataclass
@@ -82,6 +105,8 @@ class OutputResult:
     exact: bool = False
     smallest_atol: "float | None" = None
     smallest_rtol: "float | None" = None
+    # values this many steps of the output type apart pass too (a StepRtol in force); None: the plain rule
+    steps: "int | None" = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,32 +115,41 @@ class OutputResult:
 def compare(output: str, backend: str, expected: np.ndarray, actual: "np.ndarray | None",
             atol: float, rtol: float, exact: bool = False) -> OutputResult:
     """`expected` against `actual` by the module's rule; `exact` only labels the result (the caller
-    passes atol = rtol = 0 for an exact output)."""
+    passes atol = rtol = 0 for an exact output). No floating-point warning leaves it (a signalling
+    NaN raises FE_INVALID when widened to float64): the verdict says what differs."""
     expected = np.asarray(expected)
-    result = OutputResult(output, backend, "match", list(expected.shape), None, str(expected.dtype), None)
+    result = OutputResult(output, backend, "match", list(expected.shape), None, _dtype_name(expected), None)
+    expected = _onnx_strings(expected)
     if actual is None:
         result.status, result.detail = "mismatch", "output missing"
         return result
     actual = np.asarray(actual)
-    result.actual_shape, result.actual_dtype = list(actual.shape), str(actual.dtype)
+    result.actual_shape, result.actual_dtype = list(actual.shape), _dtype_name(actual)
+    actual = _onnx_strings(actual)
     result.elements = int(expected.size)
     if actual.shape != expected.shape:
         result.status, result.detail = "mismatch", f"shape {list(actual.shape)} != expected {list(expected.shape)}"
         return result
     if actual.dtype != expected.dtype:
-        result.status, result.detail = "mismatch", f"dtype {actual.dtype} != expected {expected.dtype}"
+        result.status, result.detail = "mismatch", f"dtype {result.actual_dtype} != expected {result.expected_dtype}"
         return result
+    with np.errstate(all="ignore"):
+        return _compare_values(result, expected, actual, atol, rtol, exact)
+
+
+def _compare_values(result: OutputResult, expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float,
+                    exact: bool) -> OutputResult:
+    """compare() past shape and dtype: every element, block by block."""
     floats = is_float(expected.dtype)
+    steps = rtol.steps if floats and isinstance(rtol, StepRtol) else None
     if floats:
-        result.atol, result.rtol, result.exact = float(atol), float(rtol), exact
+        result.atol, result.rtol, result.exact, result.steps = float(atol), float(rtol), exact, steps
     want, got = _flat(expected), _flat(actual)
     stats: "_FloatStats | _ExactStats"
     if floats:
-        stats = _FloatStats(float(atol), float(rtol))
-    elif expected.dtype.kind in "iu":
-        stats = _ExactStats(errors=True)
+        stats = _FloatStats(float(atol), float(rtol), steps)
     else:
-        stats = _ExactStats(errors=False)
+        stats = _ExactStats(errors=expected.dtype.kind in "iu" or expected.dtype in _ML_INTS)
     bits_want, bits_got = _bits(want), _bits(got)
     for start in range(0, want.size, BLOCK):
         stop = min(start + BLOCK, want.size)
@@ -139,6 +173,29 @@ def compare(output: str, backend: str, expected: np.ndarray, actual: "np.ndarray
     return result
 
 
+def _onnx_strings(array: np.ndarray) -> np.ndarray:
+    """A string tensor as one numpy type (object arrays of str), whichever numpy type holds it:
+    onnxruntime's object, onnx.reference's and an .npz's fixed-width '<U', bytes ('S', or bytes
+    objects: UTF-8, as ONNX stores strings). Any other array as it is."""
+    if array.dtype.kind == "U":
+        return array.astype(object)
+    if not (array.dtype.kind == "S" or (_all_text(array) and any(isinstance(v, bytes) for v in array.flat))):
+        return array
+    out = np.empty(array.shape, object)
+    out.reshape(-1)[:] = [v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v for v in array.flat]
+    return out
+
+
+def _all_text(array: np.ndarray) -> bool:
+    """An object array of str / bytes only (and at least one element: an empty one could be anything)."""
+    return array.dtype.kind == "O" and array.size > 0 and all(isinstance(v, (str, bytes)) for v in array.flat)
+
+
+def _dtype_name(array: np.ndarray) -> str:
+    """numpy's name of its type; ONNX's 'string' for a string tensor (before _onnx_strings)."""
+    return "string" if array.dtype.kind in "US" or _all_text(array) else str(array.dtype)
+
+
 def value_text(value: object) -> str:
     """One element as a person writes it: 1.5, -0.0, nan, 7 (never np.float32(1.5))."""
     value = np.asarray(value)
@@ -150,7 +207,8 @@ def passing_text(o: OutputResult) -> str:
     figure passes too)."""
     parts = []
     if o.smallest_atol is not None:
-        parts.append(f"atol {ceil_text(o.smallest_atol)} (at rtol {o.rtol:g})")
+        steps = "" if o.steps is None else f" or {o.steps} step{'s' if o.steps != 1 else ''} of {o.actual_dtype}"
+        parts.append(f"atol {ceil_text(o.smallest_atol)} (at rtol {o.rtol:g}{steps})")
     if o.smallest_rtol is not None:
         parts.append(f"rtol {ceil_text(o.smallest_rtol)} (at atol {o.atol:g})")
     if not parts:
@@ -190,7 +248,8 @@ def _bits(array: np.ndarray) -> np.ndarray:
 
 
 class _ExactStats:
-    """Integers and bool: exact; integers also get absolute / relative errors."""
+    """Integers and bool: exact; integers also get absolute / relative errors, the absolute ones
+    exact (int64 / uint64 past 2^53 differ by 1 where their float64 values are equal)."""
 
     def __init__(self, errors: bool) -> None:
         self.errors = _Errors() if errors else None
@@ -204,8 +263,7 @@ class _ExactStats:
             return
         bad = got != want
         if self.errors is not None:
-            e64 = want.astype(np.float64)
-            self.errors.add(np.abs(got.astype(np.float64) - e64), e64, equal)
+            self.errors.add_exact(_int_distance(want, got), want.astype(np.float64), equal)
         if bad.any():
             self.count += int(np.count_nonzero(bad))
             if self.first < 0:
@@ -217,12 +275,35 @@ class _ExactStats:
             self.errors.finish(result)
 
 
+def _int_distance(want: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """|got - want| of integers, exact, as uint64: the larger minus the smaller, which fits uint64
+    for every pair of 64-bit integers (the subtraction wraps modulo 2^64 onto the true distance)."""
+    if want.dtype in _ML_INTS:
+        want, got = want.astype(np.int8), got.astype(np.int8)
+    high, low = np.maximum(want, got), np.minimum(want, got)
+    return high.astype(np.uint64) - low.astype(np.uint64)
+
+
+def _ordinal(values: np.ndarray) -> np.ndarray:
+    """Each value's position in its float type's order, as int64: consecutive finite values of the
+    type are consecutive integers, +0.0 and -0.0 both 0 (sign and magnitude from the bits; the
+    4- and 6-bit types hold their bits in the low bits of a byte)."""
+    info = ml_dtypes.finfo(values.dtype)
+    bits = values.view(np.dtype(f"u{values.dtype.itemsize}")).astype(np.int64) & ((1 << info.bits) - 1)
+    if float(info.min) > 0:                       # no sign bit (float8e8m0): the bits are the order
+        return bits
+    sign = 1 << (info.bits - 1)
+    magnitude = bits & (sign - 1)
+    return np.where(bits & sign, -magnitude, magnitude)
+
+
 class _FloatStats:
     """Floats by the rule, one block at a time: the mismatch count and first index, the error
-    figures and the smallest passing tolerances."""
+    figures and the smallest passing tolerances. `steps` (a StepRtol in force): finite values that
+    many steps of the type apart pass too."""
 
-    def __init__(self, atol: float, rtol: float) -> None:
-        self.atol, self.rtol = atol, rtol
+    def __init__(self, atol: float, rtol: float, steps: "int | None" = None) -> None:
+        self.atol, self.rtol, self.steps = atol, rtol, steps
         self.errors = _Errors()
         self.count, self.first = 0, -1
         self.smallest_atol: "float | None" = atol        # None once no finite atol can pass
@@ -234,40 +315,48 @@ class _FloatStats:
             self.errors.add(_NO_VALUES, _NO_VALUES, equal)
             return
         e64, a64 = want.astype(np.float64), got.astype(np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.abs(a64 - e64)
-            magnitude = np.abs(e64)
-            bad = ~(diff <= self.atol + self.rtol * magnitude)
-            # a difference that is not finite has an infinity or NaN on a side (or overflowed):
-            # decided here by the rule; the few elements concerned are gathered
-            infinite = ~np.isfinite(diff)
-            odd = np.flatnonzero(infinite) if infinite.any() else _NONE
-            if odd.size:
-                e, a = e64[odd], a64[odd]
-                same = (e == a) | (np.isnan(e) & np.isnan(a))
-                finite = np.isfinite(e) & np.isfinite(a)
-                bad[odd] = ~same & ~(finite & (diff[odd] <= self.atol + self.rtol * magnitude[odd]))
-                # NaN on one side only is an infinite error (NaN in the figures would hide it)
-                diff[odd] = np.where(same, 0.0, np.where(finite, diff[odd], np.inf))
-                if (bad[odd] & ~finite).any():
-                    self.smallest_atol = self.smallest_rtol = None
+        diff = np.abs(a64 - e64)
+        magnitude = np.abs(e64)
+        bad = ~(diff <= self.atol + self.rtol * magnitude)
+        # a difference that is not finite has an infinity or NaN on a side (or overflowed):
+        # decided here by the rule; the few elements concerned are gathered
+        infinite = ~np.isfinite(diff)
+        odd = np.flatnonzero(infinite) if infinite.any() else _NONE
+        if odd.size:
+            e, a = e64[odd], a64[odd]
+            same = (e == a) | (np.isnan(e) & np.isnan(a))
+            finite = np.isfinite(e) & np.isfinite(a)
+            bad[odd] = ~same & ~(finite & (diff[odd] <= self.atol + self.rtol * magnitude[odd]))
+            # NaN on one side only is an infinite error (NaN in the figures would hide it)
+            diff[odd] = np.where(same, 0.0, np.where(finite, diff[odd], np.inf))
+            if (bad[odd] & ~finite).any():
+                self.smallest_atol = self.smallest_rtol = None
         self.errors.add(diff, e64, equal)
+        plain = bad.copy() if self.steps is not None else bad      # past the plain rule (an rtol given instead)
+        if self.steps is not None and bad.any():
+            near = np.flatnonzero(bad & ~infinite)
+            bad[near[np.abs(_ordinal(got[near]) - _ordinal(want[near])) <= self.steps]] = False
         if not bad.any():
             return
         self.count += int(np.count_nonzero(bad))
         if self.first < 0:
             self.first = int(where[np.argmax(bad)])
-        diff, magnitude = diff[bad], magnitude[bad]
+        self._smallest(diff[bad], magnitude[bad], diff[plain], magnitude[plain])
+
+    def _smallest(self, diff: np.ndarray, magnitude: np.ndarray, plain_diff: np.ndarray,
+                  plain_magnitude: np.ndarray) -> None:
+        """The smallest atol (at the rtol in force, steps kept) over the failing elements, and the
+        smallest rtol (at the atol in force) over those past the plain rule: a given rtol replaces
+        the steps, so every element must pass by it."""
         if self.smallest_atol is not None:
             term = self.rtol * magnitude
             self.smallest_atol = _least(lambda x: diff <= x + term, diff - term, self.smallest_atol)
         if self.smallest_rtol is not None:
-            if not magnitude.all():
+            if not plain_magnitude.all():
                 self.smallest_rtol = None
             else:
-                with np.errstate(over="ignore"):
-                    estimate = (diff - self.atol) / magnitude
-                self.smallest_rtol = _least(lambda r: diff <= self.atol + r * magnitude, estimate,
+                estimate = (plain_diff - self.atol) / plain_magnitude
+                self.smallest_rtol = _least(lambda r: plain_diff <= self.atol + r * plain_magnitude, estimate,
                                             self.smallest_rtol)
 
     def finish(self, result: OutputResult) -> None:
@@ -313,21 +402,37 @@ def _least(passes: "Callable[[float], np.ndarray]", estimates: np.ndarray, floor
 class _Errors:
     """Max / mean absolute error over every element; relative error only where it is defined: an
     element equal to the oracle's has 0, one that differs from an expected 0 has none (counted in
-    `rel_undefined`, left out of the relative figures)."""
+    `rel_undefined`, left out of the relative figures). Integers' absolute errors add up exactly
+    (add_exact): the max is a Python int."""
 
     def __init__(self) -> None:
         self.elements = self.rel_count = self.rel_undefined = 0
-        self.max_abs = self.sum_abs = self.max_rel = self.sum_rel = 0.0
+        self.max_abs: "float | int" = 0.0
+        self.sum_abs: "float | int" = 0.0
+        self.max_rel = self.sum_rel = 0.0
         self.rel_nonzero = False
 
     def add(self, diff: np.ndarray, expected: np.ndarray, equal: int = 0) -> None:
         """`diff` / `expected` of some elements, and `equal` more that are identical (error 0)."""
+        if diff.size:
+            self.max_abs = max(self.max_abs, float(np.max(diff)))
+            self.sum_abs += float(np.sum(diff))
+        self._relative(diff, expected, equal)
+
+    def add_exact(self, distance: np.ndarray, expected: np.ndarray, equal: int = 0) -> None:
+        """add() for integers: `distance` the exact |actual - expected| as uint64."""
+        if distance.size:
+            self.max_abs = max(int(self.max_abs), int(np.max(distance)))
+            # in two 32-bit halves: a block (2^20 elements) sums each without wrapping
+            high, low = np.sum(distance >> np.uint64(32)), np.sum(distance & np.uint64(0xFFFFFFFF))
+            self.sum_abs = int(self.sum_abs) + (int(high) << 32) + int(low)
+        self._relative(distance.astype(np.float64), expected, equal)
+
+    def _relative(self, diff: np.ndarray, expected: np.ndarray, equal: int) -> None:
         self.elements += diff.size + equal
         self.rel_count += equal
         if not diff.size:
             return
-        self.max_abs = max(self.max_abs, float(np.max(diff)))
-        self.sum_abs += float(np.sum(diff))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             undefined = (diff != 0) & (expected == 0)
             # against an infinite or NaN expected value a difference is infinitely relative

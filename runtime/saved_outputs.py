@@ -8,8 +8,13 @@
   {OUTPUT: why}}}: each group of the file (the oracle's OUTPUT entries, a run's, each BACKEND:OUTPUT
   group; "" for the plain entries) holds every one of "outputs" or records why its backend did not
   compute it (its check or run said it not compared). Read back, a left-out output is UNSUPPORTED
-  with the saved reason, as live; one neither held nor recorded is a damaged or edited file (one
-  line), never a MISMATCH.
+  with the saved reason, as live; one neither held nor recorded, or both held and recorded left out,
+  is a damaged or edited file (one line), never a MISMATCH.
+
+Every entry must name a value of the model (`check --load-outputs` and `--oracle F.npz` alike): an
+output compared, or an intermediate value, which `--outputs` and `--localize` compare: an entry
+naming none is one line, not silently skipped (a file of another model would otherwise compare
+nothing and pass), and so is a `--load-outputs` file holding no output.
 
 Labels of loaded results: `saved:<BACKEND>` for a check file's BACKEND:OUTPUT entries,
 `saved:oracle` for its OUTPUT entries (the oracle's outputs there), `saved:run-<backend>` for a
@@ -20,16 +25,19 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from onnx_dml_lowering.ir import DmlLowerError
-from onnx_dml_lowering.ir.display import display
+from onnx_dml_lowering.ir.display import display, name_list
 
 from .backend_names import SAVED_PREFIX
 from .npz import load_npz
 from .output_target import set_path  # noqa: F401  (where feed set #i goes: output_target, light)
+
+if TYPE_CHECKING:
+    import onnx
 
 FEEDS_KEY = "__feeds_sha256__"
 SAVED_BY_KEY = "__saved_by__"
@@ -95,6 +103,27 @@ def saved_file(*groups: "tuple[Callable[[str], str], Mapping[str, np.ndarray]]")
     return out
 
 
+def verify_golden(path: str, golden: Mapping[str, np.ndarray], meta: Mapping[str, str],
+                  model: "onnx.ModelProto", names: "Sequence[str]") -> None:
+    """--oracle F.npz read as --load-outputs reads a file (split_metadata's `golden` and `meta`): each
+    entry a value of `model` (`names`: the outputs compared) or, in a check file, a backend's
+    BACKEND:OUTPUT of one; the file's record kept. Else one line naming the entry (the outputs it
+    lacks are GoldenOracle's to say)."""
+    LoadedOutputs({}, path, dict(meta), entries=dict(golden), what="oracle file").bind(names, model_values(model))
+
+
+def model_values(model: "onnx.ModelProto") -> "set[str]":
+    """Every value name of the model (inputs, initializers, node outputs, in its bodies too): what
+    a saved file may hold beside the outputs compared (--outputs, --localize compare the others)."""
+    from onnx_dml_lowering.lowering.onnx_graphs import all_graphs     # onnx: only where a model is read
+    values: "set[str]" = set()
+    for graph in all_graphs(model):
+        values.update(v.name for v in graph.input)
+        values.update(i.name for i in graph.initializer)
+        values.update(o for node in graph.node for o in node.output if o)
+    return values
+
+
 def split_metadata(data: Mapping[str, np.ndarray]) -> "tuple[dict[str, np.ndarray], dict[str, str]]":
     """(the outputs, the reserved entries as text)."""
     outputs = {k: v for k, v in data.items() if k not in RESERVED}
@@ -142,12 +171,16 @@ class LoadedOutputs:
     meta: "dict[str, str]" = field(default_factory=dict)
     left_out: "dict[str, dict[str, str]]" = field(default_factory=dict)
     entries: "dict[str, np.ndarray]" = field(default_factory=dict, repr=False)   # as in the file
+    what: str = "outputs file"                  # how messages name the file (--oracle: "oracle file")
 
     @staticmethod
     def load(path: str) -> "LoadedOutputs":
         data, meta = split_metadata(load_golden(path, "outputs file"))
+        if not data:
+            raise DmlLowerError(f"outputs file '{display(path)}' holds no outputs, so nothing would be compared "
+                                "(--save-outputs writes the oracle's as OUTPUT and each backend's as BACKEND:OUTPUT)")
         loaded = LoadedOutputs({}, path, meta, entries=data)
-        loaded.bind(())
+        loaded.bind(None)
         return loaded
 
     @property
@@ -157,19 +190,24 @@ class LoadedOutputs:
         return ("oracle" if saved_by == "check" else
                 f"run-{saved_by[4:]}" if saved_by.startswith("run:") else "outputs")
 
-    def bind(self, names: "Sequence[str]") -> None:
+    def bind(self, names: "Sequence[str] | None", values: "Collection[str]" = ()) -> None:
         """The entries grouped by label, BACKEND:OUTPUT split at an output the file records or the
-        model (`names`: the outputs compared) has; a group short of an output the file says it
-        holds is one line naming the file and the entry (a damaged or edited file)."""
+        model (`names`: the outputs compared, `values`: its other values; None: not known yet)
+        has. One line naming the file and the entry: a group short of an output the file says it
+        holds, or holding one it says its backend left out (a damaged or edited file), an entry for
+        no value of the model."""
         contents = _Contents.read(self.path, self.meta.get(CONTENTS_KEY))
-        known = (set(contents.outputs) if contents is not None else set()) | set(names)
+        known = (set(contents.outputs) if contents is not None else set()) | set(names or ()) | set(values)
         saved_by = self.meta.get(SAVED_BY_KEY, "")
         groups: "dict[str, dict[str, np.ndarray]]" = {}
         for key, value in self.entries.items():
             backend, output = _split_key(key, self.entries, known, bool(saved_by))
             groups.setdefault(backend, {})[output] = value
         groups.setdefault("", {})
+        if names is not None:
+            self._compared(groups, names, values)
         if contents is not None:
+            self._left_out_but_held(groups, contents.left_out)
             self._claimed(groups, contents.outputs, contents.left_out)
         elif saved_by == "check":        # an older check file: the oracle's value of every output it holds
             self._claimed({"": groups[""]}, [o for b, held in groups.items() if b for o in held], {})
@@ -177,16 +215,43 @@ class LoadedOutputs:
         self.left_out = {PREFIX + (b or self._plain): dict(why) for b, why in (contents.left_out if contents
                                                                                else {}).items()}
 
+    def _whose(self, backend: str, output: str) -> str:
+        """An entry as messages name it: its key and whose value it is."""
+        key = f"{backend}:{output}" if backend else output
+        whose = (f"backend {display(backend)}'s '{display(output)}'" if backend else "the oracle's"
+                 if self._plain == "oracle" else f"backend {display(self._plain[4:])}'s"
+                 if self._plain.startswith("run-") else "a plain entry")
+        return f"'{display(key)}' ({whose})"
+
+    def _compared(self, groups: "Mapping[str, Mapping[str, object]]", names: "Sequence[str]",
+                  values: "Collection[str]") -> None:
+        """Every entry is a value of the model: another model's file would otherwise be skipped
+        without a word (an intermediate value is kept for --outputs and --localize)."""
+        for backend, held in groups.items():
+            output = next((o for o in held if o not in names and o not in values), None)
+            if output is not None:
+                key = f"{backend}:{output}" if backend else output
+                raise DmlLowerError(
+                    f"{self.what} '{display(self.path)}' holds '{display(key)}', which is no value of the model "
+                    f"nor a backend's value of one (its outputs: {name_list(list(names), noun='outputs')}): "
+                    "the file is from another model, or was edited")
+
+    def _left_out_but_held(self, groups: "Mapping[str, Mapping[str, object]]",
+                           left_out: "Mapping[str, Mapping[str, str]]") -> None:
+        """A value the file both holds and records its backend did not compute is a contradiction."""
+        for backend, held in groups.items():
+            output = next((o for o in held if o in left_out.get(backend, {})), None)
+            if output is not None:
+                raise DmlLowerError(f"{self.what} '{display(self.path)}' holds {self._whose(backend, output)}, which "
+                                    "the file also says that backend left out: it was damaged or edited (save it again)")
+
     def _claimed(self, groups: "Mapping[str, Mapping[str, object]]", outputs: "Sequence[str]",
                  left_out: "Mapping[str, Mapping[str, str]]") -> None:
         """Each group holds every output of `outputs` or records why its backend left it out."""
         for backend, held in groups.items():
             missing = next((o for o in outputs if o not in held and o not in left_out.get(backend, {})), None)
             if missing is not None:
-                key = f"{backend}:{missing}" if backend else missing
-                whose = (f"backend {display(backend)}'s '{display(missing)}'" if backend else "the oracle's"
-                         if self._plain == "oracle" else f"backend {display(self._plain[4:])}'s")
-                raise DmlLowerError(f"outputs file '{display(self.path)}' has no output '{display(key)}' ({whose}), "
+                raise DmlLowerError(f"{self.what} '{display(self.path)}' has no output {self._whose(backend, missing)}, "
                                     "which the file says it holds: it was damaged or edited (save it again)")
 
     def results(self, label: str, names: "Sequence[str]") -> "tuple[dict[str, np.ndarray], dict[str, str]]":

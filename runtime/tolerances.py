@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from onnx_dml_lowering.runtime.compiled_view import CompiledView
 
-from .compare import is_float
+from .compare import StepRtol, is_float
 
 __all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "Tolerances", "default_rtol", "lowered_outputs"]
 
@@ -31,15 +31,18 @@ class Tolerances:
     element passes when |actual - expected| <= atol + rtol * |expected|. Defaults atol 1e-5 and rtol
     1e-5 (Polygraphy's): float32 results that differ only in the order of their roundings
     (onnxruntime fusing a whole graph, the oracle running regions) stay within them at values of
-    order 1, and rtol scales the allowance with each element's magnitude. The default rtol is never
-    below the output type's machine epsilon (one unit in the last place: float16 9.8e-4, bfloat16
-    7.8e-3), since a difference of one rounding would otherwise always fail there. No tolerance
+    order 1, and rtol scales the allowance with each element's magnitude. For a type coarser than
+    float32 (float16, bfloat16, float8, float6, float4) the default rtol also passes values one step
+    of the type apart (a StepRtol): one rounding of the type, which 1e-5 would always fail there.
+    Not its machine epsilon as an rtol: that is up to two steps, and in float4e2m1 (eps 0.5) 6
+    against 3. float8e8m0, powers of two only (one step a factor of 2, no zero), is exact by default
+    (atol and rtol 0 unless given). No tolerance
     scales with an output's overall magnitude: one masked entry at float32's lowest value would
     loosen every element. `exact` outputs (produced by a node this project lowers; set by
     `for_model`) are compared with atol = rtol = 0 unless `per_output` names them: the global values
     never loosen them."""
     atol: float = DEFAULT_ATOL
-    rtol: "float | None" = None          # None: the default (DEFAULT_RTOL or the type's epsilon)
+    rtol: "float | None" = None          # None: the default (default_rtol: by the output's type)
     per_output: "dict[str, tuple[float | None, float | None]]" = field(default_factory=dict)
     exact: "dict[str, str]" = field(default_factory=dict)     # output -> the lowered node producing it
     _given: "list[bool]" = field(default_factory=lambda: [False, False], repr=False, compare=False)  # by parse
@@ -50,8 +53,14 @@ class Tolerances:
         if name in self.exact:
             base = (0.0, 0.0)
         else:
-            base = (self.atol, default_rtol(dtype) if self.rtol is None else self.rtol)
+            base = (self._atol_for(dtype), default_rtol(dtype) if self.rtol is None else self.rtol)
         return (base[0] if atol is None else atol, base[1] if rtol is None else rtol)
+
+    def _atol_for(self, dtype: "DTypeLike | None") -> float:
+        """The global atol; 0 for a type with no zero (float8e8m0, a power-of-two scale) unless given:
+        1e-5 would pass every scale below it against every other."""
+        given = self._given[0] or self.atol != DEFAULT_ATOL
+        return self.atol if given or dtype is None or not _is_scale(dtype) else 0.0
 
     def for_model(self, compiled: CompiledView) -> "Tolerances":
         """These tolerances checked against the model's outputs, with its lowered nodes' outputs exact."""
@@ -129,10 +138,20 @@ _MOVES = frozenset(("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "T
 
 
 def default_rtol(dtype: "DTypeLike | None") -> float:
-    """DEFAULT_RTOL, or the float type's machine epsilon where that is larger."""
+    """DEFAULT_RTOL; for a float type coarser than that (its machine epsilon larger) DEFAULT_RTOL
+    with values one step of the type apart passing too (a StepRtol); 0 for float8e8m0 (exact)."""
     if dtype is None or not is_float(dtype):
         return DEFAULT_RTOL
-    return max(DEFAULT_RTOL, float(ml_dtypes.finfo(dtype).eps))      # numpy's finfo knows no float8
+    if _is_scale(dtype):
+        return 0.0
+    if float(ml_dtypes.finfo(dtype).eps) <= DEFAULT_RTOL:      # numpy's finfo knows no float8
+        return DEFAULT_RTOL
+    return StepRtol(DEFAULT_RTOL, steps=1)
+
+
+def _is_scale(dtype: "DTypeLike") -> bool:
+    """A float type of powers of two only, without zero or sign (float8e8m0)."""
+    return is_float(dtype) and float(ml_dtypes.finfo(dtype).min) > 0
 
 
 def lowered_outputs(compiled: CompiledView) -> "dict[str, str]":

@@ -149,14 +149,29 @@ def test_lowered_mask_and_eye_match_exactly_on_every_backend(tmp_path, capsys):
                                      for o in results)
 
 
-@pytest.mark.parametrize("dtype, rtol", [
-    (np.float32, 1e-5), (np.float64, 1e-5), (np.float16, float(np.finfo(np.float16).eps)),
-    (ml_dtypes.bfloat16, 2.0 ** -7), (ml_dtypes.float8_e5m2, 0.25), (ml_dtypes.float8_e4m3fn, 0.125),
-    (np.int64, 1e-5)])
-def test_default_rtol_is_at_least_the_types_epsilon(dtype, rtol):
-    assert Tolerances().for_output("y", np.dtype(dtype)) == (1e-5, rtol)
-    assert Tolerances.parse(None, ["1e-6"]).for_output("y", np.dtype(dtype)) == (1e-5, 1e-6)   # a given one is kept
-    assert Tolerances.parse(None, ["y=2e-6"]).for_output("y", np.dtype(dtype)) == (1e-5, 2e-6)
+@pytest.mark.parametrize("dtype, steps", [
+    (np.float32, None), (np.float64, None), (np.float16, 1), (ml_dtypes.bfloat16, 1), (ml_dtypes.float8_e5m2, 1),
+    (ml_dtypes.float8_e4m3fn, 1), (ml_dtypes.float8_e5m2fnuz, 1), (ml_dtypes.float4_e2m1fn, 1), (np.int64, None)])
+def test_default_rtol_of_a_type_coarser_than_float32_also_passes_one_step(dtype, steps):
+    """1e-5 everywhere; a type whose epsilon is larger passes one step of its grid besides (not its
+    epsilon as an rtol); a given rtol is the plain rule."""
+    atol, rtol = Tolerances().for_output("y", np.dtype(dtype))
+    assert (atol, rtol) == (1e-5, 1e-5) and getattr(rtol, "steps", None) == steps
+    for given in (Tolerances.parse(None, ["1e-6"]), Tolerances.parse(None, ["y=1e-6"])):
+        atol, rtol = given.for_output("y", np.dtype(dtype))
+        assert (atol, rtol) == (1e-5, 1e-6) and not hasattr(rtol, "steps")     # a given one is kept, plain
+    atol, rtol = Tolerances.parse(["y=1e-3"], None).for_output("y", np.dtype(dtype))
+    assert atol == 1e-3 and getattr(rtol, "steps", None) == steps                # an atol alone keeps the steps
+
+
+def test_float8e8m0_is_exact_by_default():
+    """Powers of two without zero: no default tolerance (1e-5 would pass every scale below it);
+    a given one holds."""
+    e8m0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+    assert Tolerances().for_output("s", e8m0) == (0.0, 0.0)
+    assert Tolerances.parse(["1e-3"], None).for_output("s", e8m0) == (1e-3, 0.0)
+    assert Tolerances.parse(None, ["s=0.5"]).for_output("s", e8m0) == (0.0, 0.5)
+    assert Tolerances(atol=1e-3).for_output("s", e8m0) == (1e-3, 0.0)       # the Python API's own value
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
@@ -222,3 +237,84 @@ def test_a_tolerance_for_an_output_compared_exactly_is_refused(dtype, tmp_path, 
         graph.input[0].type.tensor_type.elem_type = graph.output[0].type.tensor_type.elem_type = float_type
         onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
         assert cli(["check", path, "--atol", "y=0.5"], capsys)[0] == 0
+
+
+def _identity_model(path, elem: int) -> None:
+    """x -> Identity -> y of one type, at the opset that has it (float8e8m0 / float4e2m1: 24)."""
+    graph = h.make_graph([h.make_node("Identity", ["x"], ["y"], name="id")], "g",
+                         [h.make_tensor_value_info("x", elem, [None])], [h.make_tensor_value_info("y", elem, [None])])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 24)], ir_version=11), path)
+
+
+@pytest.mark.parametrize("elem, fed, golden, match", [
+    (T.FLOAT8E8M0, [1.0, 2.0 ** -100, 1.0, 2.0 ** -127], [2.0 ** 100, 1.0, 2.0 ** 20, 2.0 ** 127], False),
+    (T.FLOAT8E8M0, [2.0 ** -20], [2.0 ** -30], False),
+    (T.FLOAT8E8M0, [2.0 ** -20, 8.0], [2.0 ** -20, 8.0], True),
+    (T.FLOAT4E2M1, [3.0, 2.0, 1.0], [6.0, 4.0, 2.0], False),      # two steps each
+    (T.FLOAT4E2M1, [4.0, 3.0, 1.5], [6.0, 4.0, 2.0], True),       # one step each
+    (T.FLOAT8E4M3FN, [1.25], [1.0], False),
+    (T.FLOAT8E4M3FN, [1.125], [1.0], True),
+])
+def test_coarse_float_outputs_against_a_golden_file(elem, fed, golden, match, tmp_path, capsys):
+    """A golden file whose values are binades (float8e8m0) or two steps (float4e2m1, float8) away is
+    a MISMATCH; one step of the type is not."""
+    dtype = np.dtype(h.tensor_dtype_to_np_dtype(elem))
+    _identity_model(tmp_path / "m.onnx", elem)
+    np.savez(tmp_path / "in.npz", x=np.array(fed, np.float64).astype(dtype))
+    np.savez(tmp_path / "gold.npz", y=np.array(golden, np.float64).astype(dtype))
+    code, out, err = cli(["check", tmp_path / "m.onnx", "--inputs", tmp_path / "in.npz", "--oracle",
+                          tmp_path / "gold.npz", "--backends", "cpu", "-q"], capsys)
+    assert code == (0 if match else 1) and err == "", out + err
+    assert ("y: MISMATCH" in out) is not match
+
+
+def _string_model(path) -> None:
+    """Cast(int64 -> string) s, its Identity t, their Concat u, and an Identity of a string constant c."""
+    nodes = [h.make_node("Cast", ["x"], ["s"], to=T.STRING, name="tostr"),
+             h.make_node("Identity", ["s"], ["t"], name="same"),
+             h.make_node("Concat", ["s", "t"], ["u"], axis=0, name="join"),
+             h.make_node("Constant", [], ["k"], name="const",
+                         value=h.make_tensor("kv", T.STRING, [2], [b"a", "b\u00e9".encode()])),
+             h.make_node("Identity", ["k"], ["c"], name="copy")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.INT64, [3])],
+                         [h.make_tensor_value_info(n, T.STRING, [None]) for n in "stuc"])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 21)], ir_version=10), path)
+
+
+@pytest.mark.parametrize("oracle", ["reference", "hybrid", "ort-cpu"])
+def test_string_outputs_match_whichever_engine_gives_them(oracle, tmp_path, capsys):
+    """onnxruntime gives object arrays, onnx.reference fixed-width '<U': both ONNX's STRING."""
+    _string_model(tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", x=np.array([1, -7, 123456789], np.int64))
+    code, out, err = cli(["check", tmp_path / "m.onnx", "--inputs", tmp_path / "in.npz", "--oracle", oracle,
+                          "--backends", "cpu,ort,ort-cpu", "--json", tmp_path / "r.json"], capsys)
+    assert code == 0 and "MISMATCH" not in out, out + err
+    outputs = [o for b in json.loads((tmp_path / "r.json").read_text())["backends"] for o in b["outputs"]]
+    assert len(outputs) == 12 and {(o["status"], o["expected_dtype"], o["actual_dtype"]) for o in outputs} == {
+        ("match", "string", "string")}
+
+
+def test_integer_errors_past_2_53_in_the_line_and_the_json(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(graph_model([h.make_node("Identity", ["x"], ["y"], name="id")], [("x", T.INT64, [4])],
+                          [("y", T.INT64, [4])]), path)
+    fed = np.array([2**63 - 1, -2**63, 2**62 + 1, 0], np.int64)
+    np.savez(tmp_path / "in.npz", x=fed)
+    np.savez(tmp_path / "gold.npz", y=fed - np.array([1, 0, 1, 0], np.int64))
+    code, out, _ = cli(["check", path, "--inputs", tmp_path / "in.npz", "--oracle", tmp_path / "gold.npz",
+                        "--backends", "cpu", "-q", "--json", tmp_path / "r.json"], capsys)
+    assert code == 1 and "y: MISMATCH (int64 [4]) max abs err 1 (mean 0.5)" in out, out
+    (result,) = json.loads((tmp_path / "r.json").read_text())["backends"][0]["outputs"]
+    assert (result["max_abs_error"], result["mean_abs_error"], result["mismatches"]) == (1, 0.5, 2)
+
+
+@pytest.mark.parametrize("golden, code", [(math.nan, 0), (1.0, 1)])
+def test_a_signalling_nan_output_prints_no_warning(golden, code, tmp_path, capsys, recwarn):
+    path = tmp_path / "m.onnx"
+    onnx.save(graph_model([h.make_node("Identity", ["x"], ["y"], name="id")], [("x", T.FLOAT, [1])],
+                          [("y", T.FLOAT, [1])]), path)
+    np.savez(tmp_path / "in.npz", x=np.array([0x7F800001], np.uint32).view(np.float32))
+    np.savez(tmp_path / "gold.npz", y=np.array([golden], np.float32))
+    result = cli(["check", path, "--inputs", tmp_path / "in.npz", "--oracle", tmp_path / "gold.npz",
+                  "--backends", "cpu", "-q"], capsys)
+    assert result[0] == code and result[2] == "" and not [w for w in recwarn.list if "compare" in w.filename]

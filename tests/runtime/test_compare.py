@@ -184,7 +184,7 @@ def test_new_json_keys_come_after_the_old_ones():
            "detail", "max_abs_error", "max_rel_error", "first_mismatch", "mismatches", "iteration", "elements",
            "mean_abs_error", "mean_rel_error", "rel_undefined"]
     assert keys[:len(old)] == old
-    assert keys[len(old):] == ["atol", "rtol", "exact", "smallest_atol", "smallest_rtol"]
+    assert keys[len(old):] == ["atol", "rtol", "exact", "smallest_atol", "smallest_rtol", "steps"]
 
 
 def test_nearly_identical_arrays_build_no_float64_temporaries():
@@ -226,3 +226,85 @@ def test_integer_errors_cover_every_block(block):
     assert (result.mismatches, result.first_mismatch, result.max_abs_error) == (1, [7], 4.0)
     assert result.mean_abs_error == 0.4 and result.mean_rel_error == pytest.approx(4 / 7 / 10)
     assert result.rel_undefined == 0 and result.smallest_atol is None and result.atol is None
+
+
+@pytest.mark.parametrize("expected, actual", [
+    (np.array(["1", "-7", "123456789"]), np.array(["1", "-7", "123456789"], object)),        # onnx.reference, ort
+    (np.array(["a", "bé"], object), np.array(["a", "bé"])),
+    (np.array([b"a", "bé".encode()]), np.array(["a", "bé"], object)),                      # UTF-8 bytes
+    (np.array([["x", ""]], object), np.array([["x", ""]], "<U7")),
+    (np.array([], "<U1"), np.array([], object)),
+])
+def test_a_string_tensor_is_onnx_string_whatever_numpy_holds_it_in(expected, actual):
+    for want, got in ((expected, actual), (actual, expected)):
+        result = compare("s", "b", want, got, 1e-5, 1e-5)
+        assert result.status == "match", result.detail
+        assert not want.size or result.expected_dtype == result.actual_dtype == "string"   # an empty object: any
+    if expected.size:
+        changed = np.array(actual, object)
+        changed.reshape(-1)[-1] = "other"
+        result = compare("s", "b", expected, changed, 1e-5, 1e-5)
+        assert result.status == "mismatch" and result.mismatches == 1 and "got other" in result.detail
+
+
+def test_a_string_against_a_number_is_a_dtype_mismatch():
+    result = compare("s", "b", np.array(["1"]), np.array([1], np.int64), 1e-5, 1e-5)
+    assert result.status == "mismatch" and result.detail == "dtype int64 != expected string"
+
+
+@given(st.sampled_from([np.int64, np.uint64, np.int32, np.uint8, ml_dtypes.int4, ml_dtypes.uint4]),
+       st.lists(st.tuples(st.integers(), st.integers()), min_size=1, max_size=12), st.sampled_from([1, 3, 1 << 20]))
+def test_integer_errors_are_exact(dtype, pairs, block):
+    """|actual - expected| as Python integers, past 2^53 too (float64 rounds 2^63 - 1 and 2^63 - 2 alike)."""
+    if dtype in (np.int64, np.uint64, np.int32, np.uint8):
+        info = np.iinfo(dtype)
+    else:
+        info = ml_dtypes.iinfo(dtype)
+    low, high = int(info.min), int(info.max)
+    edges = [low, low + 1, high - 1, high, 0]
+    values = [(edges[e % 5] if e % 3 == 0 else low + e % (high - low + 1),
+               edges[a % 5] if a % 3 == 0 else low + a % (high - low + 1)) for e, a in pairs]
+    want = np.array([e for e, _ in values], dtype)
+    got = np.array([a for _, a in values], dtype)
+    with mock.patch.object(compare_module, "BLOCK", block):
+        result = compare("y", "b", want, got, 0.0, 0.0)
+    distances = [abs(int(a) - int(e)) for e, a in values]
+    assert result.mismatches == sum(d > 0 for d in distances)
+    if result.mismatches:
+        assert result.max_abs_error == max(distances) and isinstance(result.max_abs_error, int)
+        assert result.mean_abs_error == pytest.approx(sum(distances) / len(distances), rel=1e-12)
+        json.dumps(result.to_dict())
+
+
+def test_int64_one_apart_past_2_53():
+    want = np.array([2**63 - 2, -2**63, 2**62, 0], np.int64)
+    got = np.array([2**63 - 1, -2**63, 2**62 + 1, 0], np.int64)
+    result = compare("y", "b", want, got, 0.0, 0.0)
+    assert (result.max_abs_error, result.mean_abs_error, result.mismatches) == (1, 0.5, 2)
+    result = compare("y", "b", np.array([2**64 - 2, 0], np.uint64), np.array([0, 2**64 - 1], np.uint64), 0.0, 0.0)
+    assert result.max_abs_error == 2**64 - 1 and result.mean_abs_error == pytest.approx((2**65 - 3) / 2)
+
+
+SIGNALLING = {np.dtype(np.float32): 0x7F800001, np.dtype(np.float64): 0x7FF0000000000001,
+              np.dtype(np.float16): 0x7C01, np.dtype(ml_dtypes.bfloat16): 0x7F81}
+
+
+@pytest.mark.parametrize("dtype", list(SIGNALLING), ids=str)
+@pytest.mark.parametrize("other, status", [(math.nan, "match"), (1.0, "mismatch"), ("snan", "match")])
+def test_a_signalling_nan_raises_no_warning(dtype, other, status, recwarn):
+    """Widening a signalling NaN raises FE_INVALID: nothing of it reaches the user (numpy's state
+    set to raise outside does not leak in either)."""
+    snan = np.array([SIGNALLING[dtype]], f"u{dtype.itemsize}").view(dtype)
+    want = np.array([7.0, 1.0], np.float64).astype(dtype)
+    got = want.copy()
+    got[1:] = snan
+    if other == "snan":
+        want[1:] = snan
+        want.view(f"u{dtype.itemsize}")[1] += 1          # another payload: bytes differ
+    else:
+        want[1] = other
+    with np.errstate(all="raise"):
+        for a, b in ((want, got), (got, want)):
+            result = compare("y", "b", a, b, 1e-5, 1e-5)
+            assert result.status == status, result.detail
+    assert not recwarn.list

@@ -125,7 +125,8 @@ def test_a_damaged_record_is_one_line(tmp_path, record):
 def test_backend_entries_split_at_the_recorded_outputs(tmp_path, outputs):
     """BACKEND:OUTPUT splits at the output the file records, whatever colons either name holds."""
     values = {name: np.full(2, i, np.float32) for i, name in enumerate(outputs)}
-    entries = {**values, **{f"ort-cpu:{n}": v + 10 for n, v in values.items()}, **{f"cpu:{n}": v for n, v in values.items()}}
+    entries = {**values, **{f"ort-cpu:{n}": v + 10 for n, v in values.items()},
+               **{f"cpu:{n}": v for n, v in values.items() if n != outputs[0]}}     # cpu left outputs[0] out
     record = json.dumps({"outputs": outputs, "left_out": {"cpu": {outputs[0]: "why"}}})
     np.savez(tmp_path / "s.npz", **entries, **{CONTENTS_KEY: np.array(record), "__saved_by__": np.array("check")})
     loaded = LoadedOutputs.load(str(tmp_path / "s.npz"))
@@ -135,3 +136,76 @@ def test_backend_entries_split_at_the_recorded_outputs(tmp_path, outputs):
         assert np.array_equal(loaded.by_backend["saved:oracle"][name], value)
     held, left = loaded.results("saved:cpu", [*outputs, "extra"])
     assert left[outputs[0]] == "why" and "holds no value of it" in left["extra"] and len(left) == 2
+
+
+def two_outputs() -> onnx.ModelProto:
+    nodes = [h.make_node("Neg", ["x"], ["a"], name="neg"), h.make_node("Abs", ["x"], ["b"], name="abs"),
+             h.make_node("Relu", ["x"], ["hidden"], name="relu"), h.make_node("Exp", ["hidden"], ["e"], name="exp")]
+    return graph_model(nodes, [("x", T.FLOAT, [3])], [("a", T.FLOAT, [3]), ("b", T.FLOAT, [3]), ("e", T.FLOAT, [3])])
+
+
+@pytest.fixture
+def two(tmp_path, capsys):
+    """(check argv up to the saved file's option, the entries of a check file saved with cpu and
+    ort-cpu, and with --outputs hidden too)."""
+    path = tmp_path / "m.onnx"
+    onnx.save(two_outputs(), path)
+    code, _, err = cli(["check", path, "--backends", "cpu,ort-cpu", "--outputs", "hidden", "--save-inputs",
+                        tmp_path / "in.npz", "--save-outputs", tmp_path / "out.npz", "-q"], capsys)
+    assert code == 0, err
+    return ["check", path, "--inputs", tmp_path / "in.npz", "--backends", "cpu", "-q"], dict(np.load(tmp_path / "out.npz"))
+
+
+def _edited(tmp_path, entries, drop=(), **extra) -> str:
+    path = tmp_path / "edited.npz"
+    np.savez(path, **{k: v for k, v in entries.items() if k not in drop}, **extra)
+    return str(path)
+
+
+@pytest.mark.parametrize("option", ["--oracle", "--load-outputs"])
+def test_an_entry_for_no_value_of_the_model_is_one_line(option, two, tmp_path, capsys):
+    """Another model's output, or a backend's value of one: one line naming the entry, never
+    skipped. An intermediate value saved with --outputs is the model's (--outputs and --localize
+    compare it): the file reads with or without --outputs; as --oracle, a check file's backend
+    entries are its own business."""
+    argv, entries = two
+    whose = "oracle file" if option == "--oracle" else "outputs file"
+    for more in (["--outputs", "hidden"], []):
+        code, out, err = cli([*argv, option, _edited(tmp_path, entries), *more], capsys)
+        assert code == 0 and "MISMATCH" not in out, out + err
+    held = {k: v for k, v in entries.items() if k != CONTENTS_KEY and not k.endswith("hidden")}
+    for key in ("zzz", "cpu:zzz", "cpu:x:y", "ort-cpu:nope"):
+        code, out, err = cli([*argv, option, _edited(tmp_path, held, **{key: entries["a"]})], capsys)
+        assert code == 2 and out == "" and len(err.splitlines()) == 1, (key, out, err)
+        assert f"{whose} '{tmp_path / 'edited.npz'}' holds '" in err and "which is no value of the model" in err
+        assert "(its outputs: a, b, e)" in err
+
+
+@pytest.mark.parametrize("keys", [["x:y:z", "nope:zz"], ["zz"], ["a:b:c"]])
+def test_a_file_of_another_models_outputs_compares_nothing_and_is_refused(keys, two, tmp_path, capsys):
+    argv, entries = two
+    path = _edited(tmp_path, {k: entries["a"] for k in keys})
+    code, out, err = cli([*argv, "--load-outputs", path], capsys)
+    assert code == 2 and out == "" and f"holds '{keys[0]}', which is no value of the model" in err, out + err
+
+
+def test_an_empty_outputs_file_is_refused(two, tmp_path, capsys):
+    argv, entries = two
+    for kept in ({}, {k: v for k, v in entries.items() if k in RESERVED}):
+        code, out, err = cli([*argv, "--load-outputs", _edited(tmp_path, kept)], capsys)
+        assert code == 2 and out == "" and "holds no outputs, so nothing would be compared" in err, out + err
+
+
+@pytest.mark.parametrize("option", ["--oracle", "--load-outputs"])
+def test_a_value_held_and_recorded_left_out_is_one_line(option, two, tmp_path, capsys):
+    argv, entries = two
+    record = json.loads(str(entries[CONTENTS_KEY]))
+    record["left_out"].setdefault("cpu", {})["b"] = "because"
+    path = _edited(tmp_path, entries, (CONTENTS_KEY,), **{CONTENTS_KEY: np.array(json.dumps(record))})
+    code, out, err = cli([*argv, option, path, "--outputs", "hidden"], capsys)
+    assert code == 2 and out == "", out + err
+    assert "holds 'cpu:b' (backend cpu's 'b'), which the file also says that backend left out" in err
+    # recorded left out and not held: UNSUPPORTED with the saved reason, as before
+    path = _edited(tmp_path, entries, (CONTENTS_KEY, "cpu:b"), **{CONTENTS_KEY: np.array(json.dumps(record))})
+    code, out, err = cli([*argv, "--load-outputs", path, "--outputs", "hidden"], capsys)
+    assert code == 0 and "[saved:cpu] b: UNSUPPORTED (float32 [3]) - because" in out, out + err

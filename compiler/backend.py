@@ -97,8 +97,9 @@ def _inferred_outputs(node: onnx.NodeProto, model: onnx.ModelProto) -> "list[onn
     from onnx_dml_lowering.ir.display import display
     from onnx_dml_lowering.ir.errors import first_line
     shown = display(node.name or node.op_type)
+    from onnx_dml_lowering.runtime.onnx_inference import infer_shapes
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        inferred = infer_shapes(model, strict_mode=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
         raise DmlLowerError(f"run_node: node '{shown}': onnx's shape inference fails on it ({first_line(exc)}): "
                             "give outputs_info, a (dtype, shape) for each output") from None

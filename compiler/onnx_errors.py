@@ -22,6 +22,22 @@ _WRAPPER = re.compile(r"\[\w+\] Inference error\(s\): ")
 _NODE = re.compile(r"\(op_type:([\w.]+)(?:, node name: (.*?))?\): ")
 
 
+# onnx writes element types as its enum's numbers ('elem type: (1) vs (7)'): spelled as ONNX names them
+_ELEM_TYPES = re.compile(r"(elem type[^()]*?)\((\d+)\) vs \((\d+)\)")
+
+
+def _type_name(number: str) -> str:
+    import onnx
+    try:
+        return onnx.TensorProto.DataType.Name(int(number)).lower()
+    except ValueError:              # a number onnx's enum does not hold: as onnx wrote it
+        return f"type {number}"
+
+
+def _elem_types(match: "re.Match[str]") -> str:
+    return f"{match.group(1)}{_type_name(match.group(2))} vs {_type_name(match.group(3))}"
+
+
 def _node(match: "re.Match[str]") -> str:
     op, name = match.group(1), match.group(2)
     return f"node {name!r} ({op}): " if name else f"{op} node: "
@@ -41,7 +57,7 @@ def onnx_message(exc: BaseException, restore: "Mapping[str, str] | None" = None,
             errors.append(line)
         else:
             errors[-1] += " " + line
-    text = _NODE.sub(_node, _WRAPPER.sub("", errors[0]))
+    text = _ELEM_TYPES.sub(_elem_types, _NODE.sub(_node, _WRAPPER.sub("", errors[0])))
     # longest first: 'x~1' must not rewrite part of 'x~10'
     for temporary, original in sorted((restore or {}).items(), key=lambda item: -len(item[0])):
         if temporary in text:

@@ -7,7 +7,9 @@ only give the right sizes for steps whose sizes follow from the input shapes; a 
 shapes or shaping values depend on feed values (behind a NonZero count, computed from input
 data, or out of a control-flow node) is found by a data-dependence walk over the ONNX graph and
 reported as symbolic, never with the sizes one particular feed happened to give. The run is bounded
-by the memory limit (--memory-limit) as any other: past it the command stops with that one line."""
+by the memory limit (--memory-limit) as any other: feeds past it stop the command with that one
+line; a step whose run is past it is still reported specialised (its descriptors are built before
+anything is allocated), and the steps after it 'not reached' with that line."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +18,6 @@ from typing import Iterable
 import onnx
 
 from onnx_dml_lowering.ir import DataType, DmlLowerError, Graph, LowerAtRunTime, TensorDesc, graph_to_dict
-from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
 from onnx_dml_lowering.lowering import Declined
 from onnx_dml_lowering.lowering.match import Match
 from onnx_dml_lowering.lowering.onnx_graphs import is_standard, subgraph_reads
@@ -118,8 +119,8 @@ def describe_operators(graph: Graph) -> "list[dict]":
 def specialise(compiled: CompiledModel, dims: "dict[str, int]", memory_limit: "int | str | None" = None) -> dict:
     """Run-time steps of the main graph specialised at `dims` (symbolic input dims not named: 3,
     as for random feeds); the JSON `compile --json` writes under "specialised". `memory_limit`
-    (bytes or a size like "512MiB"; default: runtime.memory's) bounds the feeds and the run: past
-    it, MemoryLimitExceeded (the user's bound, as check stops with it; not a step 'not reached')."""
+    (bytes or a size like "512MiB"; default: runtime.memory's) bounds the feeds (past it,
+    MemoryLimitExceeded) and the run (past it, the steps not reached say so)."""
     from onnx_dml_lowering.runtime.feeds import zero_feeds
     from onnx_dml_lowering.runtime.memory import parse_size
     limit = None if memory_limit is None else parse_size(memory_limit)
@@ -133,10 +134,8 @@ def specialise(compiled: CompiledModel, dims: "dict[str, int]", memory_limit: "i
     if deferred:
         try:
             compiled.run(feeds, memory_limit=limit)
-        except MemoryLimitExceeded:
-            raise
         except DmlLowerError as exc:   # the steps specialised before the failure are still reported
-            error = str(exc)
+            error = str(exc)           # (past the memory limit too: a step is built before it runs)
     cache = session.main.specialised
     steps = []
     for step in deferred:
@@ -160,7 +159,9 @@ def specialise(compiled: CompiledModel, dims: "dict[str, int]", memory_limit: "i
         steps.append(entry)
     in_bodies = [p.onnx_nodes[0] for p in compiled.placement
                  if "graph_path" in p.extra and p.status == "lowered" and RUN_TIME_NOTE in p.note]
-    return {"dims": dict(sorted(_input_dims(compiled, dims).items())), "steps": steps, "in_bodies": in_bodies}
+    # the run's end, said whatever the steps show: a one-step model past the memory limit is specialised
+    return {"dims": dict(sorted(_input_dims(compiled, dims).items())), "steps": steps, "in_bodies": in_bodies,
+            "run_stopped": error}
 
 
 def _input_dims(compiled: CompiledModel, dims: "dict[str, int]") -> "dict[str, int]":
@@ -192,4 +193,6 @@ def format_specialised(spec: dict) -> str:
                       for key, value in op["attributes"].items()]
     for node in spec["in_bodies"]:
         lines.append(f"  {node}: inside a control-flow body, specialised per branch / iteration when it runs")
+    if spec.get("run_stopped"):
+        lines.append(f"  the run at these sizes stopped: {spec['run_stopped']}")
     return "\n".join(lines)

@@ -26,6 +26,8 @@ class DmlLowerError(Exception):
 _SOURCE_LOCATION = re.compile(r"(?:[A-Za-z]:)?[\w./\\+-]*\.(?:h|hh|hpp|c|cc|cpp|cxx|cu|mm):\d+ ")
 _SIGNATURE = re.compile(r"[\w:~<>*&, ]*::[\w~<>]+(?:<[^()]*>)?\(")
 _FAILED_CHECK = re.compile(r".*? was false\. (?=\S)")
+# gcc's template arguments after a signature: 'LRN<T>::LRN(const OpKernelInfo&) [with T = float] '
+_TEMPLATE_ARGUMENTS = re.compile(r"^\[with [^\]]*\]")
 
 # The longest third-party text a message quotes (brief); a longer one keeps its start and its end.
 BRIEF_LIMIT = 400
@@ -45,12 +47,13 @@ def _skip_signature(text: str) -> str:
         return text
     rest = text[index + 1:]
     rest = rest[len(" const"):] if rest.startswith(" const") else rest
-    return rest.lstrip()
+    return _TEMPLATE_ARGUMENTS.sub("", rest.lstrip(), count=1).lstrip()
 
 
 def strip_source_locations(text: str) -> str:
-    """onnxruntime's (and other C++ libraries') source path, function signature and failed
-    expression dropped wherever they appear, the message after them kept."""
+    """onnxruntime's (and other C++ libraries') source path, function signature (with gcc's
+    '[with T = ...]') and failed expression dropped wherever they appear, the message after them
+    kept; a failed expression nothing follows is the message (ORT_ENFORCE without one) and stays."""
     out, position = [], 0
     for match in _SOURCE_LOCATION.finditer(text):
         if match.start() < position:

@@ -423,7 +423,8 @@ class Provider:
             values = run_session(self._session, self._outputs, {k: v for k, v in feeds.items() if k in wanted},
                                  [SHRINK_RUN_OPTION] if self._shared_arena else [])
         except Exception as exc:
-            raise ProviderRunError(f"onnxruntime ({self.spec.description}) failed to run the model: {first_line(exc)}",
+            raise ProviderRunError(f"onnxruntime ({self.spec.description}) failed to run the model: {first_line(exc)}"
+                                   f"{known_run_failure(self.compiled, exc)}",
                                    self.spec.name, first_line(exc), parse_provider_failure(exc)) from None
         result.outputs = dict(zip(self._outputs, values))
         for name in [n for n, v in result.outputs.items() if left_empty(v) and n in self._tensor_outputs]:
@@ -448,6 +449,19 @@ def owned(value: np.ndarray) -> np.ndarray:
     if isinstance(value, np.ndarray) and value.base is not None:
         return np.array(value, copy=True)
     return value
+
+
+def known_run_failure(compiled: CompiledView, exc: BaseException) -> str:
+    """'; known onnxruntime deviation (...)' when the node onnxruntime failed to run is one its
+    deviation table lists (SplitToSequence fails with a scalar split > 1), else ''."""
+    from .ort_deviations import failing_deviation
+    from .ort_messages import run_failure_node
+    failed = run_failure_node(exc)
+    if failed is None:
+        return ""
+    ranks = {name: getattr(info, "rank", None) for name, info in compiled.types.items()}
+    entry = failing_deviation(compiled.model.graph, *failed, ranks)
+    return f" ({entry.name})" if entry is not None else ""
 
 
 def make_backends(compiled: CompiledView, names: "Sequence[BackendLike]",
@@ -500,7 +514,7 @@ def _make_backend(compiled: CompiledView, name: BackendName, options: BackendOpt
         if name.lowering is Lowering.DIRECTML:
             from .directml.home import DirectMLUnavailable, find_home
             try:
-                find_home()
+                find_home("dml_host")       # the setup serves its host, as ort-dml's is asked (one line)
             except DirectMLUnavailable as exc:
                 raise _Unavailable(str(exc)) from None
         return LOWERED_BACKENDS[name.lowering](lowered_view(compiled, name.text), name, options)

@@ -44,7 +44,7 @@ from .oracle_on_demand import lazy_oracle
 from .onnx_regions import RegionFailed
 from .run_time_fallbacks import FallbackTally, checked_placement
 from .ort_reading import OrtReading
-from .saved_outputs import LoadedOutputs, verify_feeds
+from .saved_outputs import LoadedOutputs, model_values, verify_feeds, verify_golden
 from .weights import stored_bytes
 from .tolerances import DEFAULT_ATOL, DEFAULT_RTOL, Tolerances, default_rtol, lowered_outputs
 
@@ -165,7 +165,7 @@ class CheckRun:
         if options.memory_limit is not None:
             parse_size(options.memory_limit)        # a bad size is a usage error, before any run
         if options.loaded is not None:      # saved BACKEND:OUTPUT entries split at this model's outputs
-            options.loaded.bind(compiled.output_names)
+            options.loaded.bind(compiled.output_names, model_values(compiled.model))
         self._runners, self._unavailable = make_backends(compiled, self.names, options)
         # an initializer that is also an input is its default unless fed: every engine gets it
         assert self.under_way is not None
@@ -190,6 +190,7 @@ class CheckRun:
                 raise DmlLowerError("saved outputs hold one feed set: use them with --iterations 1")
         if golden is not None:
             verify_feeds("--oracle", golden.path, golden.golden_meta, self.first)
+            verify_golden(golden.path, golden.golden, golden.golden_meta, golden.model, golden.output_names)
         if loaded is not None:
             verify_feeds("--load-outputs", loaded.path, loaded.meta, self.first)
 
@@ -492,7 +493,8 @@ class CheckRun:
         got = ran.outputs.get(name)
         result = compare(name, backend.text, want, got, atol, rtol, exact=self.tolerances.is_exact(name))
         if unread is not None and result.status in ("match", "mismatch"):
-            result.status, result.detail = "deviation", unread.describe(equal=result.status == "match")
+            from onnx_dml_lowering.runtime.dml_deviations import Held
+            result.status, result.detail = "deviation", unread.describe(Held.of(want, got, result.status == "match"))
             return result
         if result.status != "mismatch":
             return result

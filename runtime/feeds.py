@@ -43,7 +43,15 @@ def input_dtype(vi: onnx.ValueInfoProto) -> np.dtype:
         return onnx_to_numpy(vi.type.tensor_type.elem_type)
     except DmlLowerError:
         raise DmlLowerError(f"input {vi.name!r}: type {describe_type(vi.type)} is not supported: "
-                            "it has no numpy type to feed it with") from None
+                            f"{_why_not_fed(vi.type.tensor_type.elem_type)}") from None
+
+
+def _why_not_fed(elem_type: int) -> str:
+    # complex64 / complex128 have numpy types: what they lack is onnxruntime (its provider kernels
+    # register no complex type), which every backend and the oracle's regions run on
+    if elem_type in (onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128):
+        return "onnxruntime does not support the type (its kernels register no complex tensors), so it is not fed"
+    return "it has no numpy type to feed it with"
 
 
 def _declared(vi: onnx.ValueInfoProto) -> "tuple[int, tuple | None]":

@@ -32,7 +32,7 @@ from onnx_dml_lowering.lowering.onnx_graphs import body_nodes, is_standard, node
 from onnx_dml_lowering.lowering.owned_ops import owned
 from onnx_dml_lowering.lowering.schedule import engine_runs
 
-from .feeds import restore_declared
+from .feeds import describe_type, restore_declared
 from .memory import parse_size
 from .onnx_definitions import ENGINE as DEFINITIONS
 from .onnx_definitions import NotDefined, defines
@@ -48,6 +48,7 @@ from .region_cache import ORACLE as ORACLE_PASS
 from .region_engine import (HOST, ORT, REFERENCE, Region, RegionEngine, SessionCache,  # noqa: F401
                             reference_gets_wrong)
 from .saved_outputs import load_golden, split_metadata
+from .sequences import RaggedSequence, as_array
 
 ORT_CPU = "onnxruntime CPUExecutionProvider"     # the region engine's ORT on the CPU provider
 # REFERENCE, DEFINITIONS and HOST (If / Loop / Scan run as ONNX defines them, bodies on nested
@@ -183,7 +184,9 @@ class Oracle:
             except Exception:
                 where = f"node {node.name!r} ({node.op_type})"
                 break
-        return f"onnx.reference cannot evaluate {where or 'the model'}: {type(exc).__name__}: {first_line(exc)}{self.hint}"
+        cause = reference_cause(exc)
+        return (f"onnx.reference cannot evaluate {where or 'the model'}: {type(cause).__name__}: {first_line(cause)}"
+                f"{self.hint}")
 
     # -- the plan ----------------------------------------------------------------------------
     def node_engines(self) -> "dict[str, str]":
@@ -301,7 +304,13 @@ class Oracle:
         missing = [n for n in self.output_names if n not in env]
         if missing:
             raise DmlLowerError(f"the oracle produced no value for output {missing[0]!r}")
-        return {n: np.asarray(env[n]) for n in self.output_names}
+        return self._carried(env)
+
+    def _carried(self, values: "Mapping[str, Any]") -> "dict[str, np.ndarray]":
+        """The outputs as every engine's results are carried (sequences.as_array: a sequence
+        stacked, an empty one of its declared element type)."""
+        declared = {o.name: describe_type(o.type) for o in self.model.graph.output}
+        return {n: as_array(values[n], n, declared.get(n)) for n in self.output_names}
 
     def _call(self, engine: str, nodes: "Sequence[onnx.NodeProto]", inputs: "Sequence[str]", outputs: "Sequence[str]",
               env: "Mapping[str, np.ndarray]") -> "dict[str, np.ndarray]":
@@ -312,6 +321,8 @@ class Oracle:
     def _evaluate(self, run: _Run, env: "Mapping[str, np.ndarray]") -> "dict[str, np.ndarray]":
         try:
             return self._call(run.engine, run.nodes, run.inputs, run.outputs, env)
+        except RaggedSequence:
+            raise           # every engine evaluated it: no node to blame, no engine to fall back to
         except Exception as exc:
             if run.engine == HOST and isinstance(exc, DmlLowerError):
                 raise       # a body's own line (its nodes fell back inside), or the construct's
@@ -334,6 +345,8 @@ class Oracle:
             try:
                 local.update(self._call(run.engine, [node], reads, outs, local))
                 continue
+            except RaggedSequence:
+                raise
             except NotDefined as exc:
                 reason = f"{run.engine} leave this case to {REFERENCE}: {first_line(exc)}"
             except Exception as exc:
@@ -344,6 +357,8 @@ class Oracle:
                      else {REFERENCE: ORT_CPU, DEFINITIONS: REFERENCE}.get(run.engine, REFERENCE))
             try:
                 local.update(self._call(other, [node], reads, outs, local))
+            except RaggedSequence:
+                raise
             except Exception as exc:
                 if other == HOST and isinstance(exc, DmlLowerError):
                     raise
@@ -354,6 +369,15 @@ class Oracle:
 
     def to_dict(self) -> dict:
         return {"kind": self.KIND.value, "description": self.description}
+
+
+def reference_cause(exc: BaseException) -> BaseException:
+    """What onnx.reference failed on: its operators wrap any TypeError or ValueError (a broadcast
+    that does not fit, a bad attribute) as a TypeError 'Issues with types ...' raised from it: told
+    by type, the TypeError chained to the TypeError or ValueError it wraps."""
+    while isinstance(exc, TypeError) and isinstance(exc.__cause__, (TypeError, ValueError)):
+        exc = exc.__cause__
+    return exc
 
 
 def is_nonzero(node: onnx.NodeProto) -> bool:
@@ -439,7 +463,7 @@ class ReferenceOracle(Oracle):
             results = self._reference.run(None, dict(feeds))
         except Exception as exc:
             raise DmlLowerError(self._reference_failure(self.model.graph.node, feeds, exc)) from None
-        return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
+        return self._carried(dict(zip(self.output_names, results)))
 
     def _planned_runs(self, runs: "list[_Run]") -> None:
         for run in runs:                # what the host evaluates instead is named
@@ -470,9 +494,11 @@ class OrtCpuOracle(Oracle):
             session = make_session(self.model, ["CPUExecutionProvider"], settings=self.settings,
                                    label="the model (the ort-cpu oracle)")
             results = run_session(session, self.output_names, feeds)
+        except RaggedSequence:
+            raise
         except Exception as exc:
             raise DmlLowerError(f"the ort-cpu oracle cannot evaluate the model: {first_line(exc)}") from None
-        return {n: np.asarray(v) for n, v in zip(self.output_names, results)}
+        return self._carried(dict(zip(self.output_names, results)))
 
 
 

@@ -185,3 +185,12 @@ def deviating_nodes(graph: onnx.GraphProto, ranks: Ranks, constants: "Mapping[st
             found[node.name] = entry
             made.update((o, entry) for o in node.output if o and not tensors(o))
     return found
+
+
+def failing_deviation(graph: onnx.GraphProto, node_name: str, op_type: str, ranks: Ranks) -> "OrtDeviation | None":
+    """The table's entry a main-graph node onnxruntime failed to run (ort_messages.run_failure_node)
+    meets: its failure is that listed deviation (SplitToSequence with a scalar split > 1)."""
+    node = next((n for n in graph.node if n.name == node_name and n.op_type == op_type), None)
+    if node is None:
+        return None
+    return deviation(node, ranks, _with_constant_nodes([node], {t.name: t for t in graph.initializer}))

@@ -18,6 +18,7 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.ir.dtypes import NUMPY_NATIVE, numpy_to_onnx, onnx_to_numpy
 
 from .ort_messages import binding_cannot_convert
+from .sequences import as_array
 
 # dtype kind "V": ml_dtypes' extension types present themselves as void to numpy's kind test.
 # ONNX uint4, int4, float4e2m1: two elements per byte in onnxruntime's memory.
@@ -150,7 +151,8 @@ def run_session(session: Any, outputs: "Sequence[str] | None", feeds: Mapping[st
     evaluator is run as it is: it takes ml_dtypes arrays natively). `run_config`: onnxruntime
     run-option entries for this run."""
     if not hasattr(session, "run_with_ort_values"):
-        return [np.asarray(r) for r in session.run(None if outputs is None else list(outputs), dict(feeds))]
+        results = session.run(None if outputs is None else list(outputs), dict(feeds))
+        return [as_array(r, n) for n, r in zip(list(outputs or []) + [""] * len(results), results)]
     from . import ort_crash
     from .interrupt import stoppable_run
     with stoppable_run() as options:        # Ctrl-C / SIGTERM end the run (a long Loop) at once
@@ -179,12 +181,13 @@ def _run_session(session: Any, outputs: "Sequence[str] | None", feeds: Mapping[s
             if facts.direct and feed_names in facts.validated:
                 if getattr(session, "_sess", None) is facts.binding and facts.binding is not None:
                     try:
-                        return [np.asarray(r) for r in facts.binding.run(names, dict(feeds), options)]
+                        return [as_array(r, n, facts.types.get(n))
+                                for n, r in zip(names, facts.binding.run(names, dict(feeds), options))]
                     except Exception:       # noqa: BLE001 - run again through the wrapper below
                         pass
                 else:
                     facts.refresh(session)
-            results = [np.asarray(r) for r in session.run(names, dict(feeds), options)]
+            results = [as_array(r, n, facts.types.get(n)) for n, r in zip(names, session.run(names, dict(feeds), options))]
             facts.validated.add(feed_names)
             return results
     except RuntimeError as exc:

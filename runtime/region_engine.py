@@ -51,7 +51,7 @@ from .onnx_definitions import ENGINE as DEFINITIONS
 from .onnx_definitions import DefinitionsRegion
 from .oracle_control_flow import BodyEvaluators, HostRegion
 from .region_cache import RegionResults
-from .ort_messages import parse_provider_failure
+from .ort_messages import kernel_nodes, parse_provider_failure
 from onnx_dml_lowering.runtime.ort.sessions import few_elements, make_session
 from onnx_dml_lowering.runtime.ort.settings import SessionSettings
 from .ort_values import run_session
@@ -385,6 +385,9 @@ class RegionEngine:
         failure = parse_provider_failure(exc)
         if failure is not None and failure.node in region.node_names:
             return [failure.node]
+        named = kernel_nodes(failure, region.nodes)     # a kernel constructor's refusal: its operator's nodes
+        if len(named) == 1:
+            return [named[0].name]
         bad = []
         for node in region.nodes:
             reads = node_reads(node)

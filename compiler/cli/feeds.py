@@ -212,7 +212,10 @@ def check_value_control(compiled: CompiledModel, control: dict, feeds: "Feeds | 
 
 
 # Options whose value may start with '-' ('--val-range -1,1'): argparse would read it as an option.
-_SIGNED_VALUES = ("--val-range", "--zero-fraction")
+# the options whose value is a number (or holds one first): a negative one gets the option's own
+# message (a tolerance is 0 or more ...), not argparse's "expected one argument"
+_SIGNED_VALUES = ("--val-range", "--zero-fraction", "--atol", "--rtol", "--seed", "--iterations", "--threads",
+                  "--jobs")
 _NUMBER_START = re.compile(r"-(\d|\.\d|inf\b|nan\b)", re.IGNORECASE)
 
 

@@ -10,7 +10,8 @@ from onnx_dml_lowering.ir import DmlLowerError
 from onnx_dml_lowering.runtime.ort.model import EXTERNAL_FOLDER_OPTION, WeightedSession, ort_model
 from onnx_dml_lowering.runtime.ort.providers import DML, ProviderSpec
 from onnx_dml_lowering.runtime.ort.settings import SessionSettingRejected, SessionSettings, session_options
-from onnx_dml_lowering.runtime.ort_messages import ProviderLoadError, parse_provider_failure, provider_message
+from onnx_dml_lowering.runtime.ort_messages import (ProviderLoadError, kernel_refusal, parse_provider_failure,
+                                                   provider_message)
 
 # Sessions and SessionOptions are onnxruntime's, which has no type information: they are Any here
 # (a session may also be a WeightedSession or ort_host's DmlEpSession, which act as one).
@@ -213,14 +214,18 @@ def make_provider_session(model: "onnx.ModelProto | str | bytes", provider: Prov
     except DmlLowerError:
         raise
     except Exception as exc:
-        raise _load_error(provider, no_fallback, exc) from None
+        shipped_proto = checked if checked is not None else model if not isinstance(model, (str, bytes)) else None
+        raise _load_error(provider, no_fallback, exc, shipped_proto) from None
 
 
-def _load_error(provider: ProviderSpec, no_fallback: bool, exc: Exception) -> ProviderLoadError:
+def _load_error(provider: ProviderSpec, no_fallback: bool, exc: Exception,
+                model: "onnx.ModelProto | None" = None) -> ProviderLoadError:
     fallback = " with CPU fallback disabled" if no_fallback else ""
-    reason = provider_message(exc)
+    failure = parse_provider_failure(exc)
+    # a kernel constructor's refusal names no node: the model's nodes of its operator do
+    reason = (kernel_refusal(failure, model.graph.node) if model is not None else None) or provider_message(exc)
     return ProviderLoadError(f"onnxruntime ({provider.description}{fallback}) cannot load the model: {reason}",
-                             provider.name, reason, parse_provider_failure(exc))
+                             provider.name, reason, failure)
 
 
 def _host_session(model: "onnx.ModelProto | str | bytes", provider: ProviderSpec, no_fallback: bool,

@@ -133,8 +133,10 @@ def eyes_model() -> onnx.ModelProto:
 
 
 def test_memory_limit_bounds_the_run_dim_makes(tmp_path, capsys):
-    """compile --dim runs the model: past --memory-limit that run is MemoryLimitExceeded's one line
-    (exit 2, before any output), not a later step 'not reached' with advice the command refused."""
+    """compile --dim runs the model within --memory-limit: a step is specialised (its descriptors
+    built) before its run allocates, so the step past the limit is still reported, and the steps
+    the run did not reach say why, naming the option the command takes (exit 0: the descriptors
+    are what compile shows; a symbolic dim past 32 bits must still show its decline)."""
     from onnx_dml_lowering.runtime.memory import format_size
     path, out_json = tmp_path / "eyes.onnx", tmp_path / "c.json"
     onnx.save(eyes_model(), str(path))
@@ -142,9 +144,12 @@ def test_memory_limit_bounds_the_run_dim_makes(tmp_path, capsys):
     small = n * n * 4 - 1           # eye1's output buffer, n * n float32, by one byte
     argv = ["compile", path, "--dim", f"n={n}", "--dim", f"m={m}", "--json", out_json]
     code, out, err = cli([*argv, "--memory-limit", small], capsys)
-    assert (code, out) == (2, "") and err.count("\n") == 1 and not out_json.exists()
+    assert code == 0, err
+    steps = {s["node"]: s for s in json.loads(out_json.read_text())["specialised"]["steps"]}
+    assert steps["eye1"]["status"] == "specialised" and steps["eye2"]["status"] == "not reached"
     assert f"node eye1 at input shapes [(2,)], ss1 = [{n}, {n}] needs {format_size(n * n * 4)} of buffers, over the " \
-           f"memory limit of {format_size(small)}" in err and "raise --memory-limit" in err
+           f"memory limit of {format_size(small)}" in steps["eye2"]["reason"]
+    assert "raise --memory-limit" in steps["eye2"]["reason"] and "not reached" in out
     code, out, err = cli([*argv, "--memory-limit", "64MiB"], capsys)
     assert code == 0, err
     steps = {s["node"]: s for s in json.loads(out_json.read_text())["specialised"]["steps"]}
@@ -153,10 +158,11 @@ def test_memory_limit_bounds_the_run_dim_makes(tmp_path, capsys):
 
 def test_specialise_passes_its_memory_limit_to_the_run():
     from onnx_dml_lowering.compiler.specialise import specialise
-    from onnx_dml_lowering.ir.errors import MemoryLimitExceeded
-    compiled = compile_model(eyes_model())
-    with pytest.raises(MemoryLimitExceeded, match="node eye2"):
-        specialise(compiled, {"n": 2, "m": 100}, memory_limit=100 * 100 * 4 - 1)
+    spec = specialise(compile_model(eyes_model()), {"n": 2, "m": 100}, memory_limit=100 * 100 * 4 - 1)
+    assert [s["status"] for s in spec["steps"]] == ["specialised", "specialised"]   # eye2 built, then refused
+    spec = specialise(compile_model(eyes_model()), {"n": 100, "m": 2}, memory_limit=100 * 100 * 4 - 1)
+    assert [s["status"] for s in spec["steps"]] == ["specialised", "not reached"]
+    assert "node eye1" in spec["steps"][1]["reason"]
     spec = specialise(compile_model(eyes_model()), {"n": 2, "m": 100}, memory_limit="1MiB")
     assert [s["status"] for s in spec["steps"]] == ["specialised", "specialised"]
 

@@ -219,3 +219,11 @@ def test_an_empty_shape_numpy_can_index_is_drawn(rows):
     inputs = [tensor("x", T.FLOAT, ["rows", "cols"])]
     assert random_feeds(inputs, dims={"rows": rows, "cols": 0})["x"].shape == (rows, 0)
     assert zero_feeds(inputs, dims={"rows": rows, "cols": 0})["x"].shape == (rows, 0)
+
+
+@pytest.mark.parametrize("elem", [T.COMPLEX64, T.COMPLEX128])
+def test_a_complex_input_is_refused_for_onnxruntime_not_for_numpy(elem) -> None:
+    from onnx_dml_lowering.runtime.feeds import input_dtype
+    with pytest.raises(DmlLowerError) as caught:
+        input_dtype(h.make_tensor_value_info("x", elem, [2]))
+    assert "onnxruntime does not support" in str(caught.value) and "no numpy type" not in str(caught.value)

@@ -300,3 +300,32 @@ def test_reduce_cuts_onnxruntimes_reading_down_to_the_deviating_nodes(tmp_path, 
     assert code == 0, out
     assert [n.op_type for n in onnx.load(str(minimal)).graph.node] == ["SplitToSequence", "SequenceAt"]
     assert "DEVIATION" in out and "split_to_sequence_keepdims" in out
+
+
+def split_then_concat(split, keepdims):
+    """x [6, 2] -> SplitToSequence(scalar split) -> ConcatFromSequence -> y [6, 2]."""
+    nodes = [h.make_node("SplitToSequence", ["x", "s"], ["seq"], axis=0, keepdims=keepdims, name="sts"),
+             h.make_node("ConcatFromSequence", ["seq"], ["y"], axis=0, name="cfs")]
+    return model_of(nodes, [h.make_tensor_value_info("x", T.FLOAT, [6, 2])],
+                    [h.make_tensor_value_info("y", T.FLOAT, [6, 2])], [tensor("s", split, np.int64)])
+
+
+@pytest.mark.parametrize("split", [2, 3])
+def test_a_listed_deviation_that_fails_on_onnxruntime_is_named_in_the_error(split):
+    """SplitToSequence keepdims=0 with a scalar split > 1 fails on onnxruntime (the entry's "or
+    fails"): the backend's ERROR line says it is that listed deviation."""
+    model = split_then_concat(split, 0)
+    assert not agree(model, feeds_for(model))
+    _, report = check(compile_model(model), feeds_for(model), ["cpu", "ort-cpu"], Tolerances())
+    by_backend = {b.backend: b for b in report.backends}
+    assert [o.status for o in by_backend["cpu"].outputs] == ["match"]
+    error = by_backend["ort-cpu"].error or ""
+    assert "failed to run the model" in error and BY_KEY["split_to_sequence_keepdims"].name in error, error
+
+
+def test_a_failure_outside_the_table_names_no_deviation():
+    from onnx_dml_lowering.runtime.backends import known_run_failure
+    message = "Non-zero status code returned while running SplitToSequence node. Name:'sts' Status Message: bad"
+    assert known_run_failure(compile_model(split_then_concat(2, 1)), RuntimeError(message)) == ""
+    assert "split_to_sequence_keepdims" in known_run_failure(compile_model(split_then_concat(2, 0)),
+                                                              RuntimeError(message))

@@ -151,3 +151,49 @@ def test_the_binding_s_numpy_refusal_is_read_here():
     assert binding_cannot_convert(RuntimeError("Unable to convert numpy array of dtype bfloat16"))
     assert not binding_cannot_convert(RuntimeError("[ONNXRuntimeError] : 1 : FAIL : Reshape failed"))
     assert not binding_cannot_convert(ValueError("numpy"))
+
+
+# -- a kernel constructor refusing its node at session creation (no node named by onnxruntime) -----
+def _refused(nodes, shape=(1, 4, 2, 2)):
+    return graph_model(nodes, [("x", T.FLOAT, list(shape))], [("y", T.FLOAT, list(shape))], opset=21)
+
+
+# (nodes, what the line names): the kernel class is the operator (LRN) or its start (LpNorm)
+REFUSED = [
+    ([h.make_node("LRN", ["x"], ["y"], size=2, name="lrn_node")], "node 'lrn_node' (LRN)"),
+    ([h.make_node("LpNormalization", ["x"], ["y"], p=3, name="lp_node")], "node 'lp_node' (LpNormalization)"),
+    ([h.make_node("Relu", ["x"], ["r"], name="relu"), h.make_node("LRN", ["r"], ["l"], size=4, name="even"),
+      h.make_node("LRN", ["l"], ["y"], size=3, name="odd")], "one of nodes [even, odd] (LRN)"),
+]
+
+
+@pytest.mark.parametrize("nodes, named", REFUSED)
+def test_a_kernel_constructor_refusal_names_the_node_and_the_check(nodes, named):
+    model = _refused(nodes)
+    with pytest.raises(Exception) as raw:
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    failure = parse_provider_failure(raw.value)
+    assert failure is not None and failure.kind is FailureKind.KERNEL_CREATION and failure.node is None
+    with pytest.raises(ProviderLoadError) as caught:
+        make_provider_session(model, resolve_provider("CPUExecutionProvider"))
+    line = str(caught.value)
+    assert named in line and "kernel refuses" in line and "was false" in line, line
+    assert "[with" not in line and "onnxruntime_src" not in line and "::" not in line, line
+
+
+def test_the_oracle_moves_only_the_refused_node_to_onnx_reference():
+    from onnx_dml_lowering.compiler import compile_model
+    from onnx_dml_lowering.runtime.check import make_oracle
+    nodes = [h.make_node("Relu", ["x"], ["r"], name="relu"), h.make_node("LRN", ["r"], ["y"], size=2, name="even")]
+    oracle = make_oracle(compile_model(_refused(nodes)))
+    oracle.run({"x": np.ones((1, 4, 2, 2), np.float32)})
+    engines = oracle.to_dict()["node_engines"]
+    assert engines["even"] == "onnx.reference" and engines["relu"] == "onnxruntime CPUExecutionProvider", engines
+
+
+def test_a_run_failure_names_its_node():
+    from onnx_dml_lowering.runtime.ort_messages import run_failure_node
+    message = ("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running SplitToSequence node. "
+               "Name:'s(1)' Status Message: Tensor size (4) != new size (2)")
+    assert run_failure_node(message) == ("s(1)", "SplitToSequence")
+    assert run_failure_node("something else") is None

@@ -19,8 +19,9 @@ Sources searched: onnxruntime's GitHub issues and the ONNX backend tests its CI 
 """
 from __future__ import annotations
 
+from collections import ChainMap
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -78,6 +79,33 @@ def _resize_align_corners(node: onnx.NodeProto, ranks: Ranks, constants: Mapping
     return bool(np.any(values != np.round(values)))
 
 
+# The ends onnxruntime's Slice reads as "to the start" when stepping backwards (INT32_MAX, INT64_MAX),
+# where ONNX clamps them to the axis's last element: nothing is taken.
+_SENTINEL_ENDS = (2**31 - 1, 2**63 - 1)
+
+
+def _slice_backwards_to_sentinel(node: onnx.NodeProto, ranks: Ranks, constants: Mapping[str, onnx.TensorProto]) -> bool:
+    # a constant negative step whose end is one of the sentinels (or computed at run time); steps
+    # computed at run time are taken as positive: TorchScript writes its steps of 1 as
+    # Unsqueeze(Constant), and a backwards step always comes as a constant (x[::-1], flip)
+    steps, ends = _input(node, 4), _input(node, 2)
+    if not steps:
+        return False                # Slice-1, or no steps input: every step is 1
+    values = [_constant(constants, name) for name in (steps, ends)]
+    if values[0] is None or not np.any(values[0] < 0):
+        return False
+    if values[1] is None or values[1].size != values[0].size:
+        return True
+    return bool(np.any((values[0] < 0) & np.isin(values[1], _SENTINEL_ENDS)))
+
+
+def _constant(constants: Mapping[str, onnx.TensorProto], name: str) -> "np.ndarray | None":
+    given = constants.get(name)
+    if given is None or given.data_location == onnx.TensorProto.EXTERNAL:
+        return None                 # computed at run time (or not read here)
+    return onnx.numpy_helper.to_array(given).reshape(-1)
+
+
 TABLE: "tuple[OrtDeviation, ...]" = (
     OrtDeviation("scalar_nonzero", "NonZero", "the input is (or may be) a scalar",
                  "onnxruntime gives (1, nnz) for a scalar NonZero; ONNX says (0, nnz)", _scalar_nonzero),
@@ -92,9 +120,14 @@ TABLE: "tuple[OrtDeviation, ...]" = (
                  "onnxruntime's Resize with align_corners and scales maps output coordinates otherwise than ONNX's "
                  "x_out * (in - 1) / (out - 1) where an input length times its scale is not whole",
                  _resize_align_corners),
+    OrtDeviation("slice_backwards_sentinel_end", "Slice",
+                 "a constant negative step whose end is 2^31-1 or 2^63-1 (or computed at run time)",
+                 "onnxruntime's Slice stepping backwards reads an end of 2^31-1 or 2^63-1 as 'to the start' and "
+                 "takes elements; ONNX clamps the end to the axis's last index and takes none",
+                 _slice_backwards_to_sentinel),
 )
 BY_KEY = {entry.key: entry for entry in TABLE}
-_READS_CONSTANTS = {"Resize"}          # the operators whose condition reads a constant input
+_READS_CONSTANTS = {"Resize", "Slice"}     # the operators whose condition reads a constant input
 _BY_OP = {entry.op_type: entry for entry in TABLE}
 
 
@@ -133,7 +166,7 @@ def first_deviation(nodes: "Iterable[onnx.NodeProto]", ranks: Ranks,
             outer_ranks, outer_constants = facts[key[:-1]]
             body = scopes[-1]
             facts[key] = (_body_ranks(body, outer_ranks),
-                          _with_constant_nodes(body.node, {**outer_constants, **{t.name: t for t in body.initializer}}))
+                          _with_constant_nodes(body.node, ChainMap({t.name: t for t in body.initializer}, outer_constants)))  # type: ignore[arg-type]  # read only
         entry = deviation(node, *facts[key])
         if entry is not None:
             return node, entry
@@ -147,12 +180,38 @@ def constant_nodes(nodes: "Iterable[onnx.NodeProto]") -> "dict[str, onnx.TensorP
             and node.attribute[0].name == "value" and node.output}
 
 
+class _Constants(Mapping):
+    """`constants` and the tensors of the Constant nodes among `nodes`, each read when asked for: a
+    large export holds a thousand Constant nodes (9 ms to read them all on GPT-2) and a condition
+    asks for the one or two its node reads."""
+
+    def __init__(self, nodes: "Iterable[onnx.NodeProto]", constants: "Mapping[str, onnx.TensorProto]") -> None:
+        self._given = constants
+        self._nodes = {node.output[0]: node for node in nodes if node.op_type == "Constant" and node.output}
+
+    def __getitem__(self, name: str) -> onnx.TensorProto:
+        if name in self._given:
+            return self._given[name]
+        found = constant_nodes([self._nodes[name]])      # KeyError where it is no such Constant
+        return found[name]
+
+    def __iter__(self) -> "Iterator[str]":
+        return iter({**self._given, **constant_nodes(self._nodes.values())})
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:         # `constants or {}` asks: never by reading every Constant
+        return bool(self._given) or bool(self._nodes)
+
+
 def _with_constant_nodes(nodes: "Iterable[onnx.NodeProto]", constants: "Mapping[str, onnx.TensorProto] | None") -> "Mapping[str, onnx.TensorProto]":
     """`constants` and, where an operator whose condition reads constants is among the nodes, the
-    Constant nodes' tensors (read only then: a large export holds thousands of Constant nodes)."""
+    Constant nodes' tensors (each read when a condition asks for it)."""
+    nodes = list(nodes)
     if not any(node.op_type in _READS_CONSTANTS for node in nodes):
         return constants or {}
-    return {**(constants or {}), **constant_nodes(nodes)}
+    return _Constants(nodes, constants or {})
 
 
 def region_reason(nodes: "Iterable[onnx.NodeProto]", ranks: Ranks,

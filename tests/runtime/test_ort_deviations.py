@@ -19,7 +19,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx_dml_lowering.compiler import compile_model
 from onnx_dml_lowering.lowering.node import TensorInfo
 from onnx_dml_lowering.runtime.check import Tolerances, check, make_oracle
-from onnx_dml_lowering.runtime.ort_deviations import BY_KEY, TABLE, deviation
+from onnx_dml_lowering.runtime.ort_deviations import BY_KEY, TABLE, deviation, first_deviation
 from onnx_dml_lowering.runtime.region_engine import ORT, RegionEngine
 from tests.oracle import reference
 
@@ -80,6 +80,18 @@ def nonzero(shape):
                     [h.make_tensor_value_info("y", T.INT64, None)])
 
 
+def slicing(starts, ends, axes, steps, shape=(4, 3), constant_node=False):
+    """x -> Slice -> y, its starts / ends / axes / steps initializers (steps None: no steps input),
+    or Constant nodes."""
+    values = {"s": starts, "e": ends, "a": axes, **({} if steps is None else {"st": steps})}
+    tensors = [tensor(name, value, np.int64) for name, value in values.items()]
+    nodes = [h.make_node("Constant", [], [t.name], value=t) for t in tensors] if constant_node else []
+    nodes.append(h.make_node("Slice", ["x", *values], ["y"], name="slice"))
+    model = model_of(nodes, [h.make_tensor_value_info("x", T.FLOAT, list(shape))],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], [] if constant_node else tensors)
+    return model
+
+
 def feeds_for(model, seed=0):
     rng = np.random.default_rng(seed)
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
@@ -107,6 +119,11 @@ CASES = {
          [(4, 0.6, "linear", "half_pixel", False), (5, 1.5, "linear", "asymmetric", False),
           (4, 2.0, "linear", "align_corners", False), (5, 3.0, "nearest", "align_corners", False),
           (4, 0.6, "linear", "align_corners", True), (7, 1.5, "cubic", "align_corners", True)]]),
+    "slice_backwards_sentinel_end": (
+        [slicing([0], [2**63 - 1], [0], [-1]), slicing([3], [2**31 - 1], [0], [-2]),
+         slicing([1, 2], [2**63 - 1, 0], [0, 1], [-1, -1], shape=(4, 5)), slicing([2], [2**63 - 1], [1], [-1], (2, 6))],
+        [slicing([0], [2**63 - 1], [0], [1]), slicing([-1], [-2**63], [0], [-1]), slicing([0], [100], [0], [-1]),
+         slicing([3], [2**63 - 2], [0], [-1]), slicing([0], [2**63 - 1], [0], None), slicing([1], [-1], [0], [-1])]),
 }
 
 
@@ -278,6 +295,14 @@ def test_a_lowered_run_region_keeps_onnxruntime_but_for_the_deviating_nodes():
             engines = engine.session(region, HYBRID).oracle.to_dict()["node_engines"]
             assert engines == {"relu": "onnxruntime CPUExecutionProvider", "sts": "onnx.reference",
                                "at": "onnx.reference", "neg": "onnxruntime CPUExecutionProvider"}
+
+
+@pytest.mark.parametrize("steps, deviates", [([-1], True), ([1], False)])
+def test_slice_steps_and_ends_from_constant_nodes_are_read(steps, deviates):
+    model = slicing([0], [2**63 - 1], [0], steps, constant_node=True)
+    assert model.graph.node[-1].op_type == "Slice" and len(model.graph.node) == 5
+    assert (first_deviation(model.graph.node, {"x": 2}) is not None) == deviates
+    assert agree(model, feeds_for(model)) != deviates
 
 
 @pytest.mark.parametrize("scales, deviates", [([1, 1, 2, 2], False), ([1, 1, 0.6, 0.6], True)])
